@@ -1,0 +1,1 @@
+//! The only code that speaks netlink. Knows nothing of TOML or Kubernetes.

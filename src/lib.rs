@@ -1,0 +1,6 @@
+//! edgenetd: keeps the Linux kernel's firewall, service load-balancing and routes in line with
+//! a desired state written in TOML.
+
+pub mod config;
+pub mod controller;
+pub mod dataplane;

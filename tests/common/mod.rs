@@ -1,0 +1,4 @@
+//! Shared support for integration tests. Each test file does `mod common;`.
+#![allow(dead_code)]
+
+pub mod netns;
