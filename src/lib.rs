@@ -6,3 +6,5 @@ pub mod config;
 pub mod controller;
 pub mod dataplane;
 pub mod health;
+pub mod logging;
+pub mod metrics;
