@@ -6,5 +6,6 @@ pub mod config;
 pub mod controller;
 pub mod dataplane;
 pub mod health;
+pub mod http;
 pub mod logging;
 pub mod metrics;
