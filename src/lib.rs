@@ -9,3 +9,4 @@ pub mod health;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod systemd;

@@ -38,6 +38,13 @@ impl Trigger {
     }
 }
 
+impl TriggerRx {
+    /// Waits for the next firing; `None` once every [`Trigger`] is gone.
+    pub async fn recv(&self) -> Option<()> {
+        self.0.recv().await.ok()
+    }
+}
+
 /// The current desired state and the controllers subscribed to it.
 pub struct Snapshots {
     current: Mutex<Arc<DesiredState>>,
@@ -96,6 +103,8 @@ pub struct LoopInputs {
     pub shutdown: async_channel::Receiver<()>,
     /// Reads this controller's settings from a snapshot.
     pub settings: fn(&DesiredState, &str) -> ControllerSettings,
+    /// Fired after every sync (the systemd supervisor sends READY=1 and STATUS= promptly).
+    pub sync_done: Option<Trigger>,
 }
 
 /// Runs a controller until shutdown. The first sync starts at once.
@@ -117,6 +126,9 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
             }
             Ok(report) => log::debug!("{name}: sync ({wake:?}) ok: {}", report_summary(report)),
             Err(e) => warn!("{name}: sync ({wake:?}) failed: {e}"),
+        }
+        if let Some(done) = &inputs.sync_done {
+            done.fire();
         }
         wake = next_wake(&inputs, settings.period).await;
     }
@@ -203,6 +215,7 @@ mod tests {
             kernel_rx,
             shutdown,
             settings: long_period,
+            sync_done: None,
         };
         let task = ex.spawn(run_loop(Counting { syncs: syncs.clone(), hold: Some(release_rx) }, inputs));
         smol::block_on(ex.run(async {
@@ -243,6 +256,7 @@ mod tests {
             kernel_rx,
             shutdown,
             settings: long_period,
+            sync_done: None,
         };
         let started = std::time::Instant::now();
         smol::block_on(ex.run(async {
