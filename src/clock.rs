@@ -36,12 +36,17 @@ pub struct FakeClock {
 impl FakeClock {
     /// A fake clock starting at the real now.
     pub fn new() -> Arc<FakeClock> {
-        Arc::new(FakeClock { start: Instant::now(), start_wall: SystemTime::now(), offset_nanos: AtomicU64::new(0) })
+        Arc::new(FakeClock {
+            start: Instant::now(),
+            start_wall: SystemTime::now(),
+            offset_nanos: AtomicU64::new(0),
+        })
     }
 
     /// Moves time forward.
     pub fn advance(&self, by: Duration) {
-        self.offset_nanos.fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
+        self.offset_nanos
+            .fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
     }
 
     fn offset(&self) -> Duration {
@@ -60,7 +65,8 @@ impl Clock for FakeClock {
 
 /// Seconds since the Unix epoch, as Prometheus wants timestamps.
 pub fn unix_seconds(t: SystemTime) -> f64 {
-    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// RFC 3339 in UTC with millisecond precision, e.g. `2026-11-29T23:15:59.123Z`.

@@ -99,14 +99,21 @@ impl HealthReport {
 
     /// The names of the controllers that are not live.
     pub fn stale(&self) -> Vec<&str> {
-        self.controllers.iter().filter(|c| !c.live).map(|c| c.name.as_str()).collect()
+        self.controllers
+            .iter()
+            .filter(|c| !c.live)
+            .map(|c| c.name.as_str())
+            .collect()
     }
 }
 
 impl Health {
     /// An empty registry on a clock.
     pub fn new(clock: Arc<dyn Clock>) -> Arc<Health> {
-        Arc::new(Health { clock, entries: Mutex::new(Vec::new()) })
+        Arc::new(Health {
+            clock,
+            entries: Mutex::new(Vec::new()),
+        })
     }
 
     /// The registry's clock.
@@ -138,7 +145,10 @@ impl Health {
                 entries.len() - 1
             }
         };
-        HealthHandle { health: Arc::clone(self), index }
+        HealthHandle {
+            health: Arc::clone(self),
+            index,
+        }
     }
 
     /// The state of every controller now.
@@ -166,7 +176,11 @@ impl Health {
             })
             .collect();
         let last_updated = controllers.iter().map(|c| c.last_beat).max();
-        HealthReport { current_time: self.clock.wall(), last_updated, controllers }
+        HealthReport {
+            current_time: self.clock.wall(),
+            last_updated,
+            controllers,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
@@ -277,7 +291,10 @@ mod tests {
         let (clock, health, h) = setup(10);
         assert!(health.report().all_live());
         clock.advance(Duration::from_secs(10));
-        assert!(health.report().all_live(), "exactly at the window edge is still live");
+        assert!(
+            health.report().all_live(),
+            "exactly at the window edge is still live"
+        );
         clock.advance(Duration::from_millis(1));
         assert_eq!(health.report().stale(), ["route"]);
         h.beat();
@@ -299,7 +316,10 @@ mod tests {
         assert!(!r.all_live(), "{r:?}");
         assert_eq!(r.controllers[0].queued_for, Some(Duration::from_secs(11)));
         h.sync_started();
-        assert!(health.report().all_live(), "starting a sync serves the queued update");
+        assert!(
+            health.report().all_live(),
+            "starting a sync serves the queued update"
+        );
     }
 
     #[test]
@@ -321,11 +341,17 @@ mod tests {
         h.record_outcome(Some("gateway unreachable".into()));
         let r = health.report();
         assert!(r.all_live() && r.first_attempts_done() && !r.ready());
-        assert_eq!(r.controllers[0].last_error.as_deref(), Some("gateway unreachable"));
+        assert_eq!(
+            r.controllers[0].last_error.as_deref(),
+            Some("gateway unreachable")
+        );
         h.record_outcome(None);
         let r = health.report();
         assert!(r.ready());
-        assert_eq!((r.controllers[0].attempts, r.controllers[0].failures), (2, 1));
+        assert_eq!(
+            (r.controllers[0].attempts, r.controllers[0].failures),
+            (2, 1)
+        );
         assert_eq!(r.controllers[0].last_error, None);
     }
 
@@ -336,13 +362,21 @@ mod tests {
         let result: Result<(), &str> = smol::block_on(run_sync(&h, async {
             clock.advance(Duration::from_secs(4));
             let during = health.report().controllers[0].last_beat;
-            assert_eq!(during.duration_since(start).unwrap(), Duration::ZERO, "first beat at start");
+            assert_eq!(
+                during.duration_since(start).unwrap(),
+                Duration::ZERO,
+                "first beat at start"
+            );
             clock.advance(Duration::from_secs(4));
             Err("boom")
         }));
         assert_eq!(result, Err("boom"));
         let after = health.report().controllers[0].last_beat;
-        assert_eq!(after.duration_since(start).unwrap(), Duration::from_secs(8), "second beat at the end");
+        assert_eq!(
+            after.duration_since(start).unwrap(),
+            Duration::from_secs(8),
+            "second beat at the end"
+        );
     }
 
     #[test]
@@ -351,7 +385,10 @@ mod tests {
         clock.advance(Duration::from_secs(30));
         assert!(!health.report().all_live());
         smol::block_on(run_sync(&h, async {
-            assert!(health.report().all_live(), "the first beat revives a loop that starts a sync");
+            assert!(
+                health.report().all_live(),
+                "the first beat revives a loop that starts a sync"
+            );
         }));
     }
 }

@@ -52,7 +52,11 @@ pub struct Reply {
 
 impl Reply {
     fn text(status: u16, body: impl Into<String>) -> Reply {
-        Reply { status, content_type: "text/plain; charset=utf-8", body: body.into() }
+        Reply {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.into(),
+        }
     }
 }
 
@@ -67,7 +71,10 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
     let path = url.split('?').next().unwrap_or("");
     let known = matches!(path, "/healthz" | "/livez" | "/readyz" | "/metrics");
     if !known {
-        return Reply::text(404, "not found: try /healthz, /livez, /readyz or /metrics\n");
+        return Reply::text(
+            404,
+            "not found: try /healthz, /livez, /readyz or /metrics\n",
+        );
     }
     if !matches!(method, Method::Get | Method::Head) {
         return Reply::text(405, "method not allowed: use GET or HEAD\n");
@@ -76,8 +83,14 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
         "/healthz" => {
             let report = state.health.report();
             let status = if report.all_live() { 200 } else { 503 };
-            let body = serde_json::to_string_pretty(&HealthzBody::from(&report)).expect("serializable") + "\n";
-            Reply { status, content_type: "application/json", body }
+            let body = serde_json::to_string_pretty(&HealthzBody::from(&report))
+                .expect("serializable")
+                + "\n";
+            Reply {
+                status,
+                content_type: "application/json",
+                body,
+            }
         }
         "/livez" => {
             let report = state.health.report();
@@ -98,7 +111,13 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
                     .filter(|c| c.last_success.is_none())
                     .map(|c| c.name.as_str())
                     .collect();
-                Reply::text(503, format!("not ready: no successful sync yet: {}\n", waiting.join(", ")))
+                Reply::text(
+                    503,
+                    format!(
+                        "not ready: no successful sync yet: {}\n",
+                        waiting.join(", ")
+                    ),
+                )
             }
         }
         _ => match &state.exporter {
@@ -177,7 +196,10 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 fn set_inherited_timeouts(listener: &TcpListener) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let tv = libc::timeval { tv_sec: SOCKET_TIMEOUT.as_secs() as libc::time_t, tv_usec: 0 };
+    let tv = libc::timeval {
+        tv_sec: SOCKET_TIMEOUT.as_secs() as libc::time_t,
+        tv_usec: 0,
+    };
     for opt in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO] {
         // SAFETY: valid fd owned by `listener`; tv is a properly sized timeval.
         let rc = unsafe {
@@ -207,12 +229,17 @@ pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String>
                 for request in server.incoming_requests() {
                     let remote = request.remote_addr().map(|a| a.ip());
                     let reply = answer(&state, request.method(), request.url(), remote);
-                    let mut response = Response::from_string(reply.body).with_status_code(reply.status);
+                    let mut response =
+                        Response::from_string(reply.body).with_status_code(reply.status);
                     response.add_header(
-                        Header::from_bytes(&b"Content-Type"[..], reply.content_type.as_bytes()).expect("valid header"),
+                        Header::from_bytes(&b"Content-Type"[..], reply.content_type.as_bytes())
+                            .expect("valid header"),
                     );
                     if reply.status == 405 {
-                        response.add_header(Header::from_bytes(&b"Allow"[..], &b"GET, HEAD"[..]).expect("valid header"));
+                        response.add_header(
+                            Header::from_bytes(&b"Allow"[..], &b"GET, HEAD"[..])
+                                .expect("valid header"),
+                        );
                     }
                     let _ = request.respond(response);
                 }
@@ -227,11 +254,21 @@ mod tests {
     use super::*;
     use crate::clock::FakeClock;
 
-    fn state(allow: Option<Vec<IpNet>>) -> (Arc<FakeClock>, HttpState, crate::health::HealthHandle) {
+    fn state(
+        allow: Option<Vec<IpNet>>,
+    ) -> (Arc<FakeClock>, HttpState, crate::health::HealthHandle) {
         let clock = FakeClock::new();
         let health = Health::new(clock.clone());
         let h = health.register("route", Duration::from_secs(10));
-        (clock, HttpState { health, exporter: None, allow }, h)
+        (
+            clock,
+            HttpState {
+                health,
+                exporter: None,
+                allow,
+            },
+            h,
+        )
     }
 
     const LOCAL: Option<IpAddr> = Some(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
@@ -241,17 +278,29 @@ mod tests {
         let (clock, st, h) = state(None);
         h.record_outcome(Some("route 10.0.0.0/8: Network is unreachable".into()));
         let r = answer(&st, &Method::Get, "/healthz", LOCAL);
-        assert_eq!(r.status, 200, "a failed sync does not make the loop unhealthy");
+        assert_eq!(
+            r.status, 200,
+            "a failed sync does not make the loop unhealthy"
+        );
         let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-        assert!(v["lastUpdated"].is_string() && v["currentTime"].is_string(), "{v}");
+        assert!(
+            v["lastUpdated"].is_string() && v["currentTime"].is_string(),
+            "{v}"
+        );
         assert_eq!(v["controllers"]["route"]["live"], true);
         assert_eq!(v["controllers"]["route"]["failures"], 1);
-        assert_eq!(v["controllers"]["route"]["lastError"], "route 10.0.0.0/8: Network is unreachable");
+        assert_eq!(
+            v["controllers"]["route"]["lastError"],
+            "route 10.0.0.0/8: Network is unreachable"
+        );
         assert_eq!(v["controllers"]["route"]["lastSuccessUnix"], 0.0);
         clock.advance(Duration::from_secs(11));
         let r = answer(&st, &Method::Get, "/healthz", LOCAL);
         assert_eq!(r.status, 503);
-        assert_eq!(answer(&st, &Method::Get, "/livez", LOCAL), Reply::text(503, "not live: route\n"));
+        assert_eq!(
+            answer(&st, &Method::Get, "/livez", LOCAL),
+            Reply::text(503, "not live: route\n")
+        );
     }
 
     #[test]
@@ -272,6 +321,10 @@ mod tests {
         let lan = Some("192.168.1.9".parse().unwrap());
         assert_eq!(answer(&st, &Method::Get, "/metrics", lan).status, 403);
         let mapped = Some("::ffff:127.0.0.1".parse().unwrap());
-        assert_eq!(answer(&st, &Method::Get, "/livez", mapped).status, 200, "v4-mapped v6 source");
+        assert_eq!(
+            answer(&st, &Method::Get, "/livez", mapped).status,
+            200,
+            "v4-mapped v6 source"
+        );
     }
 }

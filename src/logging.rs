@@ -45,8 +45,9 @@ fn priority(level: Level) -> u8 {
 
 /// Parses a level name; the error lists the accepted names.
 pub fn parse_level(text: &str) -> Result<LevelFilter, String> {
-    text.parse::<LevelFilter>()
-        .map_err(|_| format!("invalid log level `{text}`: expected one of error, warn, info, debug, trace, off"))
+    text.parse::<LevelFilter>().map_err(|_| {
+        format!("invalid log level `{text}`: expected one of error, warn, info, debug, trace, off")
+    })
 }
 
 /// Installs the logger; `level` wins over `EDGENETD_LOG`, default `info`.

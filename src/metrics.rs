@@ -12,17 +12,20 @@
 
 use std::time::Duration;
 
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::clock::unix_seconds;
 use crate::controller::{SyncError, SyncReport};
-use crate::health::{run_sync, Health, HealthHandle};
+use crate::health::{Health, HealthHandle, run_sync};
 
 /// Histogram buckets for sync durations: 1 ms (a no-op) to 5 min (a cold 100k-route sync on a
 /// slow board).
-pub const SYNC_DURATION_BUCKETS: &[f64] =
-    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+pub const SYNC_DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
 
 /// The installed Prometheus recorder and the process collector.
 pub struct Exporter {
@@ -61,7 +64,10 @@ impl Exporter {
 }
 
 fn describe_core() {
-    describe_gauge!("edgenetd_build_info", "Build information; the value is always 1.");
+    describe_gauge!(
+        "edgenetd_build_info",
+        "Build information; the value is always 1."
+    );
     gauge!(
         "edgenetd_build_info",
         "version" => env!("CARGO_PKG_VERSION"),
@@ -69,7 +75,10 @@ fn describe_core() {
         "fault_injection" => if cfg!(feature = "fault-injection") { "true" } else { "false" },
     )
     .set(1.0);
-    describe_counter!("edgenetd_config_reloads_total", "Configuration reloads attempted (SIGHUP or file change).");
+    describe_counter!(
+        "edgenetd_config_reloads_total",
+        "Configuration reloads attempted (SIGHUP or file change)."
+    );
     describe_counter!(
         "edgenetd_config_reload_failures_total",
         "Configuration reloads rejected; the last good configuration stays in force."
@@ -81,20 +90,33 @@ fn describe_core() {
     );
     counter!("edgenetd_config_reloads_total").absolute(0);
     counter!("edgenetd_config_reload_failures_total").absolute(0);
-    describe_counter!("edgenetd_controller_syncs_total", "Syncs run, by controller.");
-    describe_counter!("edgenetd_controller_sync_failures_total", "Syncs that failed, by controller.");
+    describe_counter!(
+        "edgenetd_controller_syncs_total",
+        "Syncs run, by controller."
+    );
+    describe_counter!(
+        "edgenetd_controller_sync_failures_total",
+        "Syncs that failed, by controller."
+    );
     describe_gauge!(
         "edgenetd_controller_sync_last_success",
         Unit::Seconds,
         "Unix time of the controller's last successful sync; 0 until the first success."
     );
-    describe_histogram!("edgenetd_controller_sync_duration_seconds", Unit::Seconds, "Duration of one sync.");
+    describe_histogram!(
+        "edgenetd_controller_sync_duration_seconds",
+        Unit::Seconds,
+        "Duration of one sync."
+    );
     describe_gauge!(
         "edgenetd_controller_last_heartbeat_timestamp_seconds",
         Unit::Seconds,
         "Unix time of the controller loop's last heartbeat."
     );
-    describe_gauge!("edgenetd_controller_live", "1 while the controller's loop is live (not wedged), else 0.");
+    describe_gauge!(
+        "edgenetd_controller_live",
+        "1 while the controller's loop is live (not wedged), else 0."
+    );
 }
 
 /// Creates every series of one controller with its initial value.
@@ -108,10 +130,15 @@ pub fn register_controller(name: &str) {
 }
 
 /// The single entry point for sync outcomes: metrics and the health registry's view.
-pub fn record_sync_result(handle: &HealthHandle, result: &Result<SyncReport, SyncError>, elapsed: Duration) {
+pub fn record_sync_result(
+    handle: &HealthHandle,
+    result: &Result<SyncReport, SyncError>,
+    elapsed: Duration,
+) {
     let name = handle.name();
     counter!("edgenetd_controller_syncs_total", "controller" => name.clone()).increment(1);
-    histogram!("edgenetd_controller_sync_duration_seconds", "controller" => name.clone()).record(elapsed.as_secs_f64());
+    histogram!("edgenetd_controller_sync_duration_seconds", "controller" => name.clone())
+        .record(elapsed.as_secs_f64());
     match result {
         Ok(_) => {
             let now = unix_seconds(handle.health().clock().wall());
@@ -133,7 +160,11 @@ where
     let clock = handle.health().clock().clone();
     let start = clock.now();
     let result = run_sync(handle, sync).await;
-    record_sync_result(handle, &result, clock.now().saturating_duration_since(start));
+    record_sync_result(
+        handle,
+        &result,
+        clock.now().saturating_duration_since(start),
+    );
     result
 }
 
@@ -154,7 +185,11 @@ pub fn record_initial_load(wall_now: f64) {
 
 fn export_health(health: &Health) {
     for c in health.report().controllers {
-        gauge!("edgenetd_controller_live", "controller" => c.name.clone()).set(if c.live { 1.0 } else { 0.0 });
+        gauge!("edgenetd_controller_live", "controller" => c.name.clone()).set(if c.live {
+            1.0
+        } else {
+            0.0
+        });
         gauge!("edgenetd_controller_last_heartbeat_timestamp_seconds", "controller" => c.name)
             .set(unix_seconds(c.last_beat));
     }
@@ -205,15 +240,29 @@ mod tests {
         let h = health.register("route", Duration::from_secs(60));
         let out = render_with(|| {
             register_controller("route");
-            let r = smol::block_on(run_observed_sync(&h, async { Err(SyncError::whole("route 10.0.0.0/8", "boom")) }));
+            let r = smol::block_on(run_observed_sync(&h, async {
+                Err(SyncError::whole("route 10.0.0.0/8", "boom"))
+            }));
             assert!(r.is_err());
         });
-        assert!(out.contains("edgenetd_controller_syncs_total{controller=\"route\"} 1"), "{out}");
-        assert!(out.contains("edgenetd_controller_sync_failures_total{controller=\"route\"} 1"), "{out}");
-        assert!(out.contains("edgenetd_controller_sync_last_success{controller=\"route\"} 0"), "{out}");
+        assert!(
+            out.contains("edgenetd_controller_syncs_total{controller=\"route\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("edgenetd_controller_sync_failures_total{controller=\"route\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("edgenetd_controller_sync_last_success{controller=\"route\"} 0"),
+            "{out}"
+        );
         assert!(out.contains("edgenetd_controller_sync_duration_seconds_bucket{controller=\"route\",le=\"0.001\"} 1"), "{out}");
         let report = health.report();
-        assert_eq!(report.controllers[0].last_error.as_deref(), Some("route 10.0.0.0/8: boom"));
+        assert_eq!(
+            report.controllers[0].last_error.as_deref(),
+            Some("route 10.0.0.0/8: boom")
+        );
     }
 
     #[test]
@@ -225,7 +274,10 @@ mod tests {
             register_controller("policy");
             smol::block_on(run_observed_sync(&h, async { Ok(SyncReport::default()) })).unwrap();
         });
-        let want = format!("edgenetd_controller_sync_last_success{{controller=\"policy\"}} {}", unix_seconds(crate::clock::Clock::wall(&*clock)));
+        let want = format!(
+            "edgenetd_controller_sync_last_success{{controller=\"policy\"}} {}",
+            unix_seconds(crate::clock::Clock::wall(&*clock))
+        );
         assert!(out.contains(&want), "missing {want} in\n{out}");
     }
 }

@@ -55,17 +55,30 @@ pub fn stopping() {
 /// `2/3 ready; route: sync failing: route 10.0.0.0/8: Network unreachable`.
 pub fn status_line(report: &HealthReport, config_problem: Option<&str>) -> String {
     let total = report.controllers.len();
-    let ready = report.controllers.iter().filter(|c| c.last_success.is_some()).count();
+    let ready = report
+        .controllers
+        .iter()
+        .filter(|c| c.last_success.is_some())
+        .count();
     let mut line = if report.controllers.is_empty() {
         "running; no controllers enabled".to_string()
-    } else if ready == total && report.controllers.iter().all(|c| c.live && c.last_error.is_none()) {
+    } else if ready == total
+        && report
+            .controllers
+            .iter()
+            .all(|c| c.live && c.last_error.is_none())
+    {
         format!("{total}/{total} controllers in sync")
     } else {
         format!("{ready}/{total} ready")
     };
     for c in &report.controllers {
         if !c.live {
-            line.push_str(&format!("; {}: NOT LIVE (no heartbeat for {:.0}s)", c.name, c.since_beat.as_secs_f64()));
+            line.push_str(&format!(
+                "; {}: NOT LIVE (no heartbeat for {:.0}s)",
+                c.name,
+                c.since_beat.as_secs_f64()
+            ));
         } else if let Some(e) = &c.last_error {
             line.push_str(&format!("; {}: sync failing: {e}", c.name));
         }
@@ -111,7 +124,10 @@ pub async fn supervise(
     let watchdog = sd_notify::watchdog_enabled();
     let interval = watchdog.map_or(Duration::from_secs(30), |w| w / 2);
     if let Some(w) = watchdog {
-        info!("systemd watchdog every {:?}: pinging every {:?} while all controllers are live", w, interval);
+        info!(
+            "systemd watchdog every {:?}: pinging every {:?} while all controllers are live",
+            w, interval
+        );
     }
     let mut ready_sent = false;
     let mut last_status = String::new();
@@ -154,16 +170,25 @@ pub async fn supervise(
                             c.name,
                             c.since_beat.as_secs_f64(),
                             c.window.as_secs_f64(),
-                            c.queued_for.map(|q| format!(", update queued {:.1}s", q.as_secs_f64())).unwrap_or_default()
+                            c.queued_for
+                                .map(|q| format!(", update queued {:.1}s", q.as_secs_f64()))
+                                .unwrap_or_default()
                         )
                     })
                     .collect();
-                error!("watchdog: NOT pinging systemd: controller not live: {}", stale.join(", "));
+                error!(
+                    "watchdog: NOT pinging systemd: controller not live: {}",
+                    stale.join(", ")
+                );
                 was_stale = stale;
             }
         }
         // Wake early after a sync (READY promptly, status fresh), else on the interval.
-        let tick = if ready_sent { interval } else { interval.min(Duration::from_secs(1)) };
+        let tick = if ready_sent {
+            interval
+        } else {
+            interval.min(Duration::from_secs(1))
+        };
         let stop = future::or(
             async {
                 let _ = shutdown.recv().await;
@@ -205,7 +230,10 @@ mod tests {
             "1/2 ready; route: sync failing: route 10.0.0.0/8: Network is unreachable"
         );
         route.record_outcome(None);
-        assert_eq!(status_line(&health.report(), None), "2/2 controllers in sync");
+        assert_eq!(
+            status_line(&health.report(), None),
+            "2/2 controllers in sync"
+        );
         clock.advance(Duration::from_secs(12));
         assert_eq!(
             status_line(&health.report(), Some("a.toml:1:1: bad")),

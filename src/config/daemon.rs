@@ -76,7 +76,11 @@ pub struct ControllerSettings {
 
 impl Default for ControllerSettings {
     fn default() -> Self {
-        ControllerSettings { enabled: true, period: DEFAULT_PERIOD, sync_budget: DEFAULT_SYNC_BUDGET }
+        ControllerSettings {
+            enabled: true,
+            period: DEFAULT_PERIOD,
+            sync_budget: DEFAULT_SYNC_BUDGET,
+        }
     }
 }
 
@@ -113,14 +117,20 @@ impl RawController {
         period: Option<Spanned<String>>,
         sync_budget: Option<Spanned<String>>,
     ) -> RawController {
-        RawController { enabled, period, sync_budget }
+        RawController {
+            enabled,
+            period,
+            sync_budget,
+        }
     }
 }
 
 /// Validates `[daemon]`; missing keys take their defaults.
 pub fn validate_daemon(doc: &Doc<'_>, diags: &mut Diagnostics) -> DaemonSettings {
     let mut out = DaemonSettings::default();
-    let Some(raw) = doc.table::<RawDaemon>("daemon", diags) else { return out };
+    let Some(raw) = doc.table::<RawDaemon>("daemon", diags) else {
+        return out;
+    };
     let raw = raw.into_inner();
     if let Some(listen) = raw.listen {
         match listen.get_ref().parse() {
@@ -143,7 +153,10 @@ pub fn validate_daemon(doc: &Doc<'_>, diags: &mut Diagnostics) -> DaemonSettings
     }
     if let Some(prefix) = raw.nft_table_prefix {
         let p = prefix.get_ref();
-        let ok = !p.is_empty() && p.len() <= 64 && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let ok = !p.is_empty()
+            && p.len() <= 64
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         if ok {
             out.nft_table_prefix = p.clone();
         } else {
@@ -163,19 +176,32 @@ pub fn validate_daemon(doc: &Doc<'_>, diags: &mut Diagnostics) -> DaemonSettings
 }
 
 /// Validates `[controller.*]`: every built-in controller gets settings, defaults where absent.
-pub fn validate_controllers(doc: &Doc<'_>, diags: &mut Diagnostics) -> BTreeMap<&'static str, ControllerSettings> {
-    let mut out: BTreeMap<&'static str, ControllerSettings> =
-        CONTROLLERS.iter().map(|n| (*n, ControllerSettings::default())).collect();
-    let Some(table) = doc.value("controller") else { return out };
+pub fn validate_controllers(
+    doc: &Doc<'_>,
+    diags: &mut Diagnostics,
+) -> BTreeMap<&'static str, ControllerSettings> {
+    let mut out: BTreeMap<&'static str, ControllerSettings> = CONTROLLERS
+        .iter()
+        .map(|n| (*n, ControllerSettings::default()))
+        .collect();
+    let Some(table) = doc.value("controller") else {
+        return out;
+    };
     let Some(entries) = table.get_ref().as_table() else {
-        diags.error(table.span(), "invalid type: expected a table such as [controller.route]");
+        diags.error(
+            table.span(),
+            "invalid type: expected a table such as [controller.route]",
+        );
         return out;
     };
     for (name, value) in entries.iter() {
         let Some(known) = CONTROLLERS.iter().find(|c| **c == &**name.get_ref()) else {
             diags.error(
                 name.span(),
-                format!("unknown controller `{}`, expected one of `policy`, `service`, `route`", name.get_ref()),
+                format!(
+                    "unknown controller `{}`, expected one of `policy`, `service`, `route`",
+                    name.get_ref()
+                ),
             );
             continue;
         };
@@ -187,13 +213,25 @@ pub fn validate_controllers(doc: &Doc<'_>, diags: &mut Diagnostics) -> BTreeMap<
 }
 
 /// Turns a raw controller table into settings, checking durations.
-pub(crate) fn controller_settings(raw: RawController, diags: &mut Diagnostics) -> ControllerSettings {
-    let mut s = ControllerSettings { enabled: raw.enabled.unwrap_or(true), ..Default::default() };
+pub(crate) fn controller_settings(
+    raw: RawController,
+    diags: &mut Diagnostics,
+) -> ControllerSettings {
+    let mut s = ControllerSettings {
+        enabled: raw.enabled.unwrap_or(true),
+        ..Default::default()
+    };
     let mut duration = |v: Option<Spanned<String>>, what: &str, into: &mut Duration| {
         let Some(v) = v else { return };
         match parse_duration(v.get_ref()) {
             Ok(d) if d >= Duration::from_millis(100) => *into = d,
-            Ok(_) => diags.error(v.span(), format!("{what} `{}` is too short: expected at least 100ms", v.get_ref())),
+            Ok(_) => diags.error(
+                v.span(),
+                format!(
+                    "{what} `{}` is too short: expected at least 100ms",
+                    v.get_ref()
+                ),
+            ),
             Err(msg) => diags.error(v.span(), msg),
         }
     };

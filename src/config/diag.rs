@@ -29,7 +29,11 @@ pub struct Diagnostics {
 impl Diagnostics {
     /// Records a problem at a place.
     pub fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
-        self.items.push(Diagnostic { span: Some(span), message: message.into(), related: None });
+        self.items.push(Diagnostic {
+            span: Some(span),
+            message: message.into(),
+            related: None,
+        });
     }
 
     /// Records a problem at a place with a note at another place.
@@ -49,7 +53,11 @@ impl Diagnostics {
 
     /// Records a problem that has no place in a file (e.g. a file that cannot be read).
     pub fn error_nowhere(&mut self, message: impl Into<String>) {
-        self.items.push(Diagnostic { span: None, message: message.into(), related: None });
+        self.items.push(Diagnostic {
+            span: None,
+            message: message.into(),
+            related: None,
+        });
     }
 
     /// True when nothing was recorded.
@@ -80,18 +88,40 @@ impl Diagnostics {
     }
 }
 
-fn render_one(out: &mut String, sources: &SourceMap, span: Option<&Range<usize>>, msg: &str, kind: &str) {
+fn render_one(
+    out: &mut String,
+    sources: &SourceMap,
+    span: Option<&Range<usize>>,
+    msg: &str,
+    kind: &str,
+) {
     let Some(loc) = span.and_then(|s| sources.locate(s)) else {
         let _ = writeln!(out, "{kind}: {msg}");
         return;
     };
     let span = span.expect("located");
-    let _ = writeln!(out, "{}:{}:{}: {kind}: {msg}", loc.path.display(), loc.line, loc.column);
+    let _ = writeln!(
+        out,
+        "{}:{}:{}: {kind}: {msg}",
+        loc.path.display(),
+        loc.line,
+        loc.column
+    );
     let gutter = loc.line.to_string().len();
-    let width = sources.snippet(span).lines().next().map_or(1, |l| l.chars().count().max(1));
+    let width = sources
+        .snippet(span)
+        .lines()
+        .next()
+        .map_or(1, |l| l.chars().count().max(1));
     let _ = writeln!(out, "{:gutter$} |", "");
     let _ = writeln!(out, "{} | {}", loc.line, loc.line_text);
-    let _ = writeln!(out, "{:gutter$} | {}{}", "", " ".repeat(loc.column - 1), "^".repeat(width));
+    let _ = writeln!(
+        out,
+        "{:gutter$} | {}{}",
+        "",
+        " ".repeat(loc.column - 1),
+        "^".repeat(width)
+    );
 }
 
 /// A failed load: every diagnostic, rendered against the files that were read.
@@ -112,11 +142,21 @@ impl ConfigError {
             .items()
             .first()
             .map(|d| match d.span.as_ref().and_then(|s| sources.locate(s)) {
-                Some(l) => format!("{}:{}:{}: {}", l.path.display(), l.line, l.column, d.message),
+                Some(l) => format!(
+                    "{}:{}:{}: {}",
+                    l.path.display(),
+                    l.line,
+                    l.column,
+                    d.message
+                ),
                 None => d.message.clone(),
             })
             .unwrap_or_default();
-        ConfigError { rendered: diags.render(sources), count: diags.len(), first }
+        ConfigError {
+            rendered: diags.render(sources),
+            count: diags.len(),
+            first,
+        }
     }
 }
 

@@ -48,14 +48,24 @@ impl<'a> Doc<'a> {
     }
 
     /// Deserializes a top-level table (e.g. `[daemon]`) on its own.
-    pub fn table<T: DeserializeOwned>(&self, key: &str, diags: &mut Diagnostics) -> Option<Spanned<T>> {
+    pub fn table<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        diags: &mut Diagnostics,
+    ) -> Option<Spanned<T>> {
         let value = self.value(key)?;
         de(value, diags).map(|v| Spanned::new(value.span(), v))
     }
 
     /// Deserializes each entry of a top-level array of tables (e.g. `[[route]]`) on its own.
-    pub fn items<T: DeserializeOwned>(&self, key: &str, diags: &mut Diagnostics) -> Vec<Spanned<T>> {
-        self.value(key).map(|v| de_each(v, diags)).unwrap_or_default()
+    pub fn items<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        diags: &mut Diagnostics,
+    ) -> Vec<Spanned<T>> {
+        self.value(key)
+            .map(|v| de_each(v, diags))
+            .unwrap_or_default()
     }
 }
 
@@ -79,7 +89,10 @@ pub fn de_each<T: DeserializeOwned>(value: &Value<'_>, diags: &mut Diagnostics) 
             .filter_map(|item| de(item, diags).map(|v| Spanned::new(item.span(), v)))
             .collect(),
         other => {
-            diags.error(value.span(), format!("invalid type: {}, expected an array", other.type_str()));
+            diags.error(
+                value.span(),
+                format!("invalid type: {}, expected an array", other.type_str()),
+            );
             Vec::new()
         }
     }
@@ -96,9 +109,12 @@ fn shift(span: Range<usize>, base: usize) -> Range<usize> {
 fn shift_value(value: Value<'_>, base: usize) -> Value<'_> {
     let span = shift(value.span(), base);
     let inner = match value.into_inner() {
-        DeValue::Array(items) => {
-            DeValue::Array(items.into_iter().map(|v| shift_value(v, base)).collect::<DeArray<'_>>())
-        }
+        DeValue::Array(items) => DeValue::Array(
+            items
+                .into_iter()
+                .map(|v| shift_value(v, base))
+                .collect::<DeArray<'_>>(),
+        ),
         DeValue::Table(table) => DeValue::Table(shift_table(table, base)),
         scalar => scalar,
     };
@@ -109,7 +125,10 @@ fn shift_table(table: DeTable<'_>, base: usize) -> DeTable<'_> {
     let mut out = DeTable::new();
     for (key, value) in table {
         let key_span = shift(key.span(), base);
-        out.insert(Spanned::new(key_span, key.into_inner()), shift_value(value, base));
+        out.insert(
+            Spanned::new(key_span, key.into_inner()),
+            shift_value(value, base),
+        );
     }
     out
 }
@@ -126,7 +145,8 @@ fn merge_tables<'a>(dst: &mut DeTable<'a>, src: DeTable<'a>, diags: &mut Diagnos
             continue;
         };
         let existing = dst.get_mut(&**key.get_ref()).expect("key present");
-        let appendable = is_array_of_tables(existing.get_ref()) && is_array_of_tables(value.get_ref());
+        let appendable =
+            is_array_of_tables(existing.get_ref()) && is_array_of_tables(value.get_ref());
         match (existing.get_mut(), value.into_inner()) {
             (DeValue::Table(into), DeValue::Table(from)) => merge_tables(into, from, diags),
             (DeValue::Array(into), DeValue::Array(from)) if appendable => {
@@ -136,7 +156,10 @@ fn merge_tables<'a>(dst: &mut DeTable<'a>, src: DeTable<'a>, diags: &mut Diagnos
             }
             _ => diags.error_also(
                 key.span(),
-                format!("`{}` is set twice: a key may be set in one file only", key.get_ref()),
+                format!(
+                    "`{}` is set twice: a key may be set in one file only",
+                    key.get_ref()
+                ),
                 first_set,
                 "first set here",
             ),

@@ -5,20 +5,28 @@ use std::time::Duration;
 
 /// Parses a duration string; the error says what was expected.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let expected = || format!("invalid duration `{text}`: expected a number with a unit (ms, s, m, h), e.g. \"500ms\", \"30s\", \"5m\"");
+    let expected = || {
+        format!(
+            "invalid duration `{text}`: expected a number with a unit (ms, s, m, h), e.g. \"500ms\", \"30s\", \"5m\""
+        )
+    };
     let mut rest = text.trim();
     if rest.is_empty() {
         return Err(expected());
     }
     let mut total = Duration::ZERO;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             return Err(expected());
         }
         let n: u64 = rest[..digits].parse().map_err(|_| expected())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let part = match &rest[..unit_len] {
             "ms" => Duration::from_millis(n),
             "s" => Duration::from_secs(n),

@@ -108,7 +108,11 @@ pub fn load_str(files: &[(&str, &str)]) -> Result<DesiredState, ConfigError> {
     }
     let mut diags = Diagnostics::default();
     let state = validate_sources(&sources, &mut diags);
-    if diags.is_empty() { Ok(state) } else { Err(ConfigError::new(&diags, &sources)) }
+    if diags.is_empty() {
+        Ok(state)
+    } else {
+        Err(ConfigError::new(&diags, &sources))
+    }
 }
 
 fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredState {
@@ -119,7 +123,13 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
     for (key, span) in doc.keys() {
         if !SECTIONS.contains(&key) {
             let expected: Vec<String> = SECTIONS.iter().map(|s| format!("`{s}`")).collect();
-            diags.error(span, format!("unknown section `{key}`, expected one of {}", expected.join(", ")));
+            diags.error(
+                span,
+                format!(
+                    "unknown section `{key}`, expected one of {}",
+                    expected.join(", ")
+                ),
+            );
         }
     }
     DesiredState {

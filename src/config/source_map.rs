@@ -66,7 +66,9 @@ impl SourceMap {
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let line = before.matches('\n').count() + 1;
         let column = before[line_start..].chars().count() + 1;
-        let line_end = file.text[line_start..].find('\n').map_or(file.text.len(), |i| line_start + i);
+        let line_end = file.text[line_start..]
+            .find('\n')
+            .map_or(file.text.len(), |i| line_start + i);
         Some(Location {
             path: &file.path,
             line,
@@ -77,7 +79,9 @@ impl SourceMap {
 
     /// The source text a global span covers (empty if it crosses files).
     pub fn snippet(&self, span: &Range<usize>) -> &str {
-        let Some(file) = self.file_at(span.start) else { return "" };
+        let Some(file) = self.file_at(span.start) else {
+            return "";
+        };
         let start = span.start - file.base;
         let end = span.end.saturating_sub(file.base).min(file.text.len());
         file.text.get(start..end).unwrap_or("")
@@ -103,9 +107,15 @@ mod tests {
         assert_eq!(a, 0);
         assert_eq!(b, 13);
         let loc = map.locate(&(a + 6..a + 7)).unwrap();
-        assert_eq!((loc.path, loc.line, loc.column, loc.line_text), (Path::new("a.toml"), 2, 1, "y = 2"));
+        assert_eq!(
+            (loc.path, loc.line, loc.column, loc.line_text),
+            (Path::new("a.toml"), 2, 1, "y = 2")
+        );
         let loc = map.locate(&(b + 18..b + 19)).unwrap();
-        assert_eq!((loc.path, loc.line, loc.column, loc.line_text), (Path::new("b.toml"), 2, 10, "listen = 3"));
+        assert_eq!(
+            (loc.path, loc.line, loc.column, loc.line_text),
+            (Path::new("b.toml"), 2, 10, "listen = 3")
+        );
         assert_eq!(map.snippet(&(b + 9..b + 15)), "listen");
     }
 }

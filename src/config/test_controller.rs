@@ -56,9 +56,16 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Vec<TestControllerCon
         let raw = item.into_inner();
         let behaviour = match raw.behaviour.get_ref().as_str() {
             "succeed" => Behaviour::Succeed,
-            "fail" => Behaviour::Fail(raw.message.clone().unwrap_or_else(|| "injected failure".into())),
+            "fail" => Behaviour::Fail(
+                raw.message
+                    .clone()
+                    .unwrap_or_else(|| "injected failure".into()),
+            ),
             "hang" => {
-                let hang = raw.hang.as_ref().map(|h| (h.span(), parse_duration(h.get_ref())));
+                let hang = raw
+                    .hang
+                    .as_ref()
+                    .map(|h| (h.span(), parse_duration(h.get_ref())));
                 match hang {
                     Some((_, Ok(d))) => Behaviour::Hang(d),
                     Some((span, Err(msg))) => {
@@ -69,13 +76,23 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Vec<TestControllerCon
                 }
             }
             other => {
-                diags.error(raw.behaviour.span(), format!("unknown behaviour `{other}`, expected `succeed`, `fail` or `hang`"));
+                diags.error(
+                    raw.behaviour.span(),
+                    format!("unknown behaviour `{other}`, expected `succeed`, `fail` or `hang`"),
+                );
                 continue;
             }
         };
-        let settings =
-            controller_settings(RawController::from_parts(raw.enabled, raw.period, raw.sync_budget), diags);
-        out.push(TestControllerConfig { name: raw.name, behaviour, succeed_first: raw.succeed_first, settings });
+        let settings = controller_settings(
+            RawController::from_parts(raw.enabled, raw.period, raw.sync_budget),
+            diags,
+        );
+        out.push(TestControllerConfig {
+            name: raw.name,
+            behaviour,
+            succeed_first: raw.succeed_first,
+            settings,
+        });
     }
     out
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 use super::*;
 
 fn errors(files: &[(&str, &str)]) -> String {
-    load_str(files).expect_err("config must be rejected").rendered
+    load_str(files)
+        .expect_err("config must be rejected")
+        .rendered
 }
 
 #[test]
@@ -18,7 +20,10 @@ fn empty_config_takes_documented_defaults() {
     for name in CONTROLLERS {
         let c = state.controller(name);
         assert!(c.enabled);
-        assert_eq!((c.period, c.sync_budget), (Duration::from_secs(30), Duration::from_secs(30)));
+        assert_eq!(
+            (c.period, c.sync_budget),
+            (Duration::from_secs(30), Duration::from_secs(30))
+        );
     }
 }
 
@@ -43,33 +48,61 @@ enabled = false
     )])
     .unwrap();
     assert_eq!(state.daemon.listen.to_string(), "0.0.0.0:9100");
-    let allow: Vec<String> = state.daemon.metrics_allow.clone().unwrap().iter().map(|n| n.to_string()).collect();
+    let allow: Vec<String> = state
+        .daemon
+        .metrics_allow
+        .clone()
+        .unwrap()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
     assert_eq!(allow, ["127.0.0.0/8", "192.168.1.7/32"]);
     assert_eq!(state.daemon.route_protocol, 200);
     assert_eq!(state.controller("route").period, Duration::from_secs(90));
-    assert_eq!(state.controller("route").sync_budget, Duration::from_millis(500));
+    assert_eq!(
+        state.controller("route").sync_budget,
+        Duration::from_millis(500)
+    );
     assert!(!state.controller("policy").enabled);
 }
 
 #[test]
 fn syntax_error_names_file_line_column_and_shows_a_caret() {
     let out = errors(&[("main.toml", "[daemon]\nlisten = \"x\n")]);
-    assert!(out.starts_with("main.toml:2:12: error: invalid TOML: invalid basic string, expected `\"`"), "{out}");
+    assert!(
+        out.starts_with("main.toml:2:12: error: invalid TOML: invalid basic string, expected `\"`"),
+        "{out}"
+    );
     assert!(out.contains("2 | listen = \"x"), "{out}");
     assert!(out.contains("  |            ^"), "{out}");
 }
 
 #[test]
 fn unknown_key_is_an_error_that_lists_the_expected_keys() {
-    let out = errors(&[("main.toml", "[daemon]\nlisten = \"127.0.0.1:1\"\nlisen = 1\n")]);
-    assert!(out.starts_with("main.toml:3:1: error: unknown field `lisen`, expected one of `listen`"), "{out}");
+    let out = errors(&[(
+        "main.toml",
+        "[daemon]\nlisten = \"127.0.0.1:1\"\nlisen = 1\n",
+    )]);
+    assert!(
+        out.starts_with("main.toml:3:1: error: unknown field `lisen`, expected one of `listen`"),
+        "{out}"
+    );
 }
 
 #[test]
 fn unknown_section_and_unknown_controller_are_errors() {
-    let out = errors(&[("main.toml", "[deamon]\n\n[controller.routes]\nperiod = \"1s\"\n")]);
-    assert!(out.contains("main.toml:1:2: error: unknown section `deamon`, expected one of `daemon`"), "{out}");
-    assert!(out.contains("main.toml:3:13: error: unknown controller `routes`"), "{out}");
+    let out = errors(&[(
+        "main.toml",
+        "[deamon]\n\n[controller.routes]\nperiod = \"1s\"\n",
+    )]);
+    assert!(
+        out.contains("main.toml:1:2: error: unknown section `deamon`, expected one of `daemon`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("main.toml:3:13: error: unknown controller `routes`"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -99,21 +132,38 @@ sync_budget = "10ms"
     for e in expected {
         assert!(out.contains(e), "missing {e:?} in:\n{out}");
     }
-    assert_eq!(load_str(&[("main.toml", "[daemon]\nlisten = \"localhost\"\n[controller.service]\nperiod = \"30\"\n")]).unwrap_err().count, 2);
+    assert_eq!(
+        load_str(&[(
+            "main.toml",
+            "[daemon]\nlisten = \"localhost\"\n[controller.service]\nperiod = \"30\"\n"
+        )])
+        .unwrap_err()
+        .count,
+        2
+    );
 }
 
 #[test]
 fn syntax_errors_of_one_file_do_not_hide_errors_of_another() {
-    let out = errors(&[("main.toml", "[daemon\n"), ("conf.d/10.toml", "[daemon]\nroute_protocol = 1\n")]);
+    let out = errors(&[
+        ("main.toml", "[daemon\n"),
+        ("conf.d/10.toml", "[daemon]\nroute_protocol = 1\n"),
+    ]);
     assert!(out.contains("main.toml:1:"), "{out}");
-    assert!(out.contains("conf.d/10.toml:2:18: error: invalid route_protocol 1"), "{out}");
+    assert!(
+        out.contains("conf.d/10.toml:2:18: error: invalid route_protocol 1"),
+        "{out}"
+    );
 }
 
 #[test]
 fn a_key_set_in_two_files_names_both_places() {
     let out = errors(&[
         ("main.toml", "[daemon]\nlisten = \"127.0.0.1:1\"\n"),
-        ("conf.d/10-http.toml", "\n[daemon]\nlisten = \"127.0.0.1:2\"\n"),
+        (
+            "conf.d/10-http.toml",
+            "\n[daemon]\nlisten = \"127.0.0.1:2\"\n",
+        ),
     ]);
     assert!(out.contains("conf.d/10-http.toml:3:1: error: `listen` is set twice: a key may be set in one file only"), "{out}");
     assert!(out.contains("main.toml:2:1: note: first set here"), "{out}");
@@ -122,14 +172,23 @@ fn a_key_set_in_two_files_names_both_places() {
 #[test]
 fn conf_d_tables_merge_key_by_key() {
     let state = load_str(&[
-        ("main.toml", "[daemon]\nlisten = \"127.0.0.1:1\"\n[controller.route]\nperiod = \"5s\"\n"),
-        ("conf.d/10.toml", "[daemon]\nroute_protocol = 201\n[controller.route]\nsync_budget = \"7s\"\n"),
+        (
+            "main.toml",
+            "[daemon]\nlisten = \"127.0.0.1:1\"\n[controller.route]\nperiod = \"5s\"\n",
+        ),
+        (
+            "conf.d/10.toml",
+            "[daemon]\nroute_protocol = 201\n[controller.route]\nsync_budget = \"7s\"\n",
+        ),
     ])
     .unwrap();
     assert_eq!(state.daemon.listen.port(), 1);
     assert_eq!(state.daemon.route_protocol, 201);
     let route = state.controller("route");
-    assert_eq!((route.period, route.sync_budget), (Duration::from_secs(5), Duration::from_secs(7)));
+    assert_eq!(
+        (route.period, route.sync_budget),
+        (Duration::from_secs(5), Duration::from_secs(7))
+    );
 }
 
 #[test]
@@ -139,11 +198,21 @@ fn conf_d_files_are_read_in_name_order_beside_the_main_file() {
     std::fs::create_dir_all(dir.join("conf.d")).unwrap();
     std::fs::write(dir.join("edgenetd.toml"), "").unwrap();
     std::fs::write(dir.join("conf.d/20-b.toml"), "").unwrap();
-    std::fs::write(dir.join("conf.d/10-a.toml"), "[daemon]\nroute_protocol = 7\n").unwrap();
+    std::fs::write(
+        dir.join("conf.d/10-a.toml"),
+        "[daemon]\nroute_protocol = 7\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("conf.d/README"), "not toml").unwrap();
     let files = config_files(&dir.join("edgenetd.toml"));
-    let names: Vec<_> = files.iter().map(|p| p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["edgenetd.toml", "conf.d/10-a.toml", "conf.d/20-b.toml"]);
+    let names: Vec<_> = files
+        .iter()
+        .map(|p| p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["edgenetd.toml", "conf.d/10-a.toml", "conf.d/20-b.toml"]
+    );
     let state = load(&dir.join("edgenetd.toml")).unwrap();
     assert_eq!(state.daemon.route_protocol, 7);
     assert_eq!(state.files, files);
@@ -153,5 +222,10 @@ fn conf_d_files_are_read_in_name_order_beside_the_main_file() {
 #[test]
 fn missing_main_file_is_reported() {
     let err = load(Path::new("/nonexistent/edgenetd.toml")).unwrap_err();
-    assert!(err.rendered.contains("/nonexistent/edgenetd.toml: cannot read"), "{}", err.rendered);
+    assert!(
+        err.rendered
+            .contains("/nonexistent/edgenetd.toml: cannot read"),
+        "{}",
+        err.rendered
+    );
 }

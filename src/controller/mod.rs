@@ -122,3 +122,5 @@ pub trait Controller {
 pub mod runner;
 
 pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
+#[cfg(feature = "fault-injection")]
+pub mod fault;

@@ -54,7 +54,10 @@ pub struct Snapshots {
 impl Snapshots {
     /// Starts with a first snapshot.
     pub fn new(first: Arc<DesiredState>) -> Arc<Snapshots> {
-        Arc::new(Snapshots { current: Mutex::new(first), subscribers: Mutex::new(Vec::new()) })
+        Arc::new(Snapshots {
+            current: Mutex::new(first),
+            subscribers: Mutex::new(Vec::new()),
+        })
     }
 
     /// The newest snapshot.
@@ -65,14 +68,22 @@ impl Snapshots {
     /// Subscribes a controller: it is woken, and its update counted as queued, on publish.
     pub fn subscribe(&self, health: HealthHandle) -> TriggerRx {
         let (tx, rx) = trigger();
-        self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).push((tx, health));
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((tx, health));
         rx
     }
 
     /// Replaces the snapshot and wakes every subscriber.
     pub fn publish(&self, next: Arc<DesiredState>) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next;
-        for (tx, health) in self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (tx, health) in self
+            .subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             health.queued();
             tx.fire();
         }
@@ -119,7 +130,8 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
         let desired = inputs.snapshots.current();
         let settings = (inputs.settings)(&desired, name);
         inputs.health.set_window(settings.liveness_window());
-        let result = run_observed_sync(&inputs.health, controller.sync(&desired, &inputs.health)).await;
+        let result =
+            run_observed_sync(&inputs.health, controller.sync(&desired, &inputs.health)).await;
         match &result {
             Ok(report) if report.changes > 0 || wake == Wake::Start => {
                 info!("{name}: sync ({wake:?}) ok: {}", report_summary(report));
@@ -135,7 +147,11 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
 }
 
 fn report_summary(r: &crate::controller::SyncReport) -> String {
-    if r.summary.is_empty() { format!("{} changes", r.changes) } else { r.summary.clone() }
+    if r.summary.is_empty() {
+        format!("{} changes", r.changes)
+    } else {
+        r.summary.clone()
+    }
 }
 
 async fn next_wake(inputs: &LoopInputs, period: Duration) -> Wake {
@@ -185,7 +201,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "counting"
         }
-        async fn sync(&mut self, _: &DesiredState, _: &dyn Progress) -> Result<SyncReport, SyncError> {
+        async fn sync(
+            &mut self,
+            _: &DesiredState,
+            _: &dyn Progress,
+        ) -> Result<SyncReport, SyncError> {
             *self.syncs.borrow_mut() += 1;
             if let Some(hold) = &self.hold {
                 let _ = hold.recv().await;
@@ -195,7 +215,11 @@ mod tests {
     }
 
     fn long_period(_: &DesiredState, _: &str) -> ControllerSettings {
-        ControllerSettings { enabled: true, period: Duration::from_secs(3600), sync_budget: Duration::from_secs(60) }
+        ControllerSettings {
+            enabled: true,
+            period: Duration::from_secs(3600),
+            sync_budget: Duration::from_secs(60),
+        }
     }
 
     #[test]
@@ -217,7 +241,13 @@ mod tests {
             settings: long_period,
             sync_done: None,
         };
-        let task = ex.spawn(run_loop(Counting { syncs: syncs.clone(), hold: Some(release_rx) }, inputs));
+        let task = ex.spawn(run_loop(
+            Counting {
+                syncs: syncs.clone(),
+                hold: Some(release_rx),
+            },
+            inputs,
+        ));
         smol::block_on(ex.run(async {
             // First sync starts at once and is held; fire 100 kernel triggers and 100 snapshots.
             while *syncs.borrow() == 0 {
@@ -260,7 +290,13 @@ mod tests {
         };
         let started = std::time::Instant::now();
         smol::block_on(ex.run(async {
-            let task = ex.spawn(run_loop(Counting { syncs: syncs.clone(), hold: None }, inputs));
+            let task = ex.spawn(run_loop(
+                Counting {
+                    syncs: syncs.clone(),
+                    hold: None,
+                },
+                inputs,
+            ));
             smol::Timer::after(Duration::from_millis(20)).await;
             drop(shutdown_tx);
             task.await;
