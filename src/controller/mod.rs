@@ -120,3 +120,9 @@ pub trait Controller {
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError>;
 }
+
+pub mod runner;
+
+pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
+#[cfg(feature = "fault-injection")]
+pub mod fault;
