@@ -242,7 +242,10 @@ fn addr_family_name(addr: &IpAddr) -> &'static str {
 }
 
 fn same_family(net: &IpNet, addr: &IpAddr) -> bool {
-    matches!((net, addr), (IpNet::V4(_), IpAddr::V4(_)) | (IpNet::V6(_), IpAddr::V6(_)))
+    matches!(
+        (net, addr),
+        (IpNet::V4(_), IpAddr::V4(_)) | (IpNet::V6(_), IpAddr::V6(_))
+    )
 }
 
 /// Parses an address of the route's family; errors name both.
@@ -303,7 +306,9 @@ fn table(raw: &Spanned<RawTable>, diags: &mut Diagnostics) -> Option<u32> {
             _ => {
                 diags.error(
                     raw.span(),
-                    format!("invalid table {n}: expected a number from 1 to 4294967295, or \"main\""),
+                    format!(
+                        "invalid table {n}: expected a number from 1 to 4294967295, or \"main\""
+                    ),
                 );
                 None
             }
@@ -423,7 +428,10 @@ fn validate_route(raw: RawRoute, span: Range<usize>, diags: &mut Diagnostics) ->
             if let (Some(o), None) = (&h.onlink, &h.via)
                 && *o.get_ref()
             {
-                diags.error(o.span(), "onlink needs a gateway (`via`) in the same nexthop");
+                diags.error(
+                    o.span(),
+                    "onlink needs a gateway (`via`) in the same nexthop",
+                );
             }
             nexthops.push(NextHopConfig {
                 via,
@@ -441,7 +449,10 @@ fn validate_route(raw: RawRoute, span: Range<usize>, diags: &mut Diagnostics) ->
             }
         }
         if let Some(o) = &raw.onlink {
-            diags.error(o.span(), "a multipath route sets `onlink` in each of its nexthops");
+            diags.error(
+                o.span(),
+                "a multipath route sets `onlink` in each of its nexthops",
+            );
         }
     }
 
@@ -470,7 +481,9 @@ fn validate_route(raw: RawRoute, span: Range<usize>, diags: &mut Diagnostics) ->
             if let Some(at) = at {
                 diags.error(
                     at,
-                    format!("a {kind_name} route does not forward packets, so `{key}` cannot be set"),
+                    format!(
+                        "a {kind_name} route does not forward packets, so `{key}` cannot be set"
+                    ),
                 );
             }
         }
@@ -527,7 +540,11 @@ fn validate_rule(raw: RawRule, diags: &mut Diagnostics) -> Option<RouteRule> {
     };
     let from = prefix(&raw.from);
     let to = prefix(&raw.to);
-    let explicit = match raw.family.as_ref().map(|f| (f.span(), f.get_ref().as_str())) {
+    let explicit = match raw
+        .family
+        .as_ref()
+        .map(|f| (f.span(), f.get_ref().as_str()))
+    {
         None => None,
         Some((_, "ipv4")) => Some(RuleFamily::Ipv4),
         Some((_, "ipv6")) => Some(RuleFamily::Ipv6),
@@ -559,7 +576,10 @@ fn validate_rule(raw: RawRule, diags: &mut Diagnostics) -> Option<RouteRule> {
             Some((first, what)) if family != f => {
                 diags.error_also(
                     span.clone(),
-                    format!("`{key}` is {} but the rule's {what} is not", family_name(net)),
+                    format!(
+                        "`{key}` is {} but the rule's {what} is not",
+                        family_name(net)
+                    ),
                     first.clone(),
                     "family decided here",
                 );
@@ -749,7 +769,10 @@ table = 100
     #[test]
     fn a_route_defined_twice_names_both_places_even_across_files() {
         let e = load_str(&[
-            ("edgenetd.toml", "[[route]]\nto = \"10.0.0.0/8\"\ndev = \"eth0\"\n"),
+            (
+                "edgenetd.toml",
+                "[[route]]\nto = \"10.0.0.0/8\"\ndev = \"eth0\"\n",
+            ),
             (
                 "conf.d/10-extra.toml",
                 "[[route]]\nto = \"10.0.0.0/8\"\nvia = \"192.0.2.1\"\nmetric = 0\n",
@@ -761,7 +784,10 @@ table = 100
             e.contains("conf.d/10-extra.toml:1:1: error: route to 10.0.0.0/8 (table 254, metric 0) is defined twice"),
             "{e}"
         );
-        assert!(e.contains("edgenetd.toml:1:1: note: first defined here"), "{e}");
+        assert!(
+            e.contains("edgenetd.toml:1:1: note: first defined here"),
+            "{e}"
+        );
         // Another metric is another route.
         let ok = load_str(&[(
             "edgenetd.toml",
