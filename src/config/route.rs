@@ -14,8 +14,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::diag::Diagnostics;
-use super::doc::Doc;
+use super::doc::{Doc, Value, de};
 use super::net::{parse_addr, parse_prefix};
+use toml::de::DeValue;
 
 /// The main routing table's id.
 pub const TABLE_MAIN: u32 = 254;
@@ -181,10 +182,14 @@ struct RawRule {
 pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> RoutingConfig {
     let mut out = RoutingConfig::default();
     let mut seen: HashMap<(u32, IpNet, u32), Range<usize>> = HashMap::new();
-    for item in doc.items::<RawRoute>("route", diags) {
-        let span = item.span();
+    // Item by item (not `doc.items`): a config of 100k routes never holds every raw route.
+    for value in array_items(doc, "route", diags) {
+        let Some(raw) = de::<RawRoute>(value, diags) else {
+            continue;
+        };
+        let span = value.span();
         let errors_before = diags.len();
-        let route = validate_route(item.into_inner(), span.clone(), diags);
+        let route = validate_route(raw, span.clone(), diags);
         if let Some(route) = route.filter(|_| diags.len() == errors_before) {
             let key = (route.table, route.to, route.effective_metric());
             if let Some(first) = seen.get(&key) {
@@ -225,6 +230,26 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> RoutingConfig {
         }
     }
     out
+}
+
+/// The elements of top-level array `key` (an error if it is not an array).
+fn array_items<'d, 'a>(doc: &'d Doc<'a>, key: &str, diags: &mut Diagnostics) -> Vec<&'d Value<'a>> {
+    let Some(value) = doc.value(key) else {
+        return Vec::new();
+    };
+    match value.get_ref() {
+        DeValue::Array(items) => items.iter().collect(),
+        other => {
+            diags.error(
+                value.span(),
+                format!(
+                    "invalid type: {}, expected an array of tables such as [[{key}]]",
+                    other.type_str()
+                ),
+            );
+            Vec::new()
+        }
+    }
 }
 
 fn family_name(net: &IpNet) -> &'static str {

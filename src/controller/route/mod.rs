@@ -14,10 +14,14 @@
 //! verified counts it in `edgenetd_route_drift_repairs_total`.
 
 pub mod desired;
+pub mod hash;
 pub mod plan;
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use log::{debug, info, warn};
 use metrics::{counter, describe_counter, describe_gauge, gauge};
@@ -25,9 +29,10 @@ use metrics::{counter, describe_counter, describe_gauge, gauge};
 use crate::config::{DaemonSettings, DesiredState};
 use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::route::{
-    RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RouteWrite, RuleSpec, RuleWrite,
-    WriteOutcome,
+    Links, RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RouteWrite, RuleSpec,
+    RuleWrite, WriteOutcome,
 };
+use hash::FastSet;
 use plan::{Plan, RouteChange, RuleChange};
 
 /// Drift repairs counter.
@@ -58,8 +63,30 @@ pub struct RouteController {
     trigger: Trigger,
     socket: Option<RouteSocket>,
     monitor: Option<(u8, smol::Task<()>)>,
-    known_routes: HashSet<RouteKey>,
-    known_rules: HashSet<RuleSpec>,
+    /// Set by the monitor on any event that may have changed owned state behind our back.
+    dirty: Arc<AtomicBool>,
+    last: Option<LastSync>,
+}
+
+/// What the previous sync left in the kernel, as far as this controller knows.
+struct LastSync {
+    protocol: u8,
+    /// The desired routes of that sync (all installed unless in `failed_routes`).
+    routes: Vec<RouteSpec>,
+    /// The desired rules of that sync (all installed unless in `failed_rules`).
+    rules: Vec<RuleSpec>,
+    failed_routes: FastSet<RouteKey>,
+    failed_rules: HashSet<RuleSpec>,
+    links: Links,
+    /// When the kernel was last dumped.
+    dumped_at: Instant,
+}
+
+impl LastSync {
+    /// True when the kernel is known to hold exactly `routes` and `rules`: nothing failed.
+    fn exact(&self) -> bool {
+        self.failed_routes.is_empty() && self.failed_rules.is_empty()
+    }
 }
 
 impl RouteController {
@@ -70,8 +97,8 @@ impl RouteController {
             trigger,
             socket: None,
             monitor: None,
-            known_routes: HashSet::new(),
-            known_rules: HashSet::new(),
+            dirty: Arc::new(AtomicBool::new(true)),
+            last: None,
         }
     }
 
@@ -88,14 +115,18 @@ impl RouteController {
         if self.monitor.as_ref().is_some_and(|(p, _)| *p == protocol) {
             return;
         }
+        self.dirty.store(true, Ordering::SeqCst);
         match RouteMonitor::open(protocol, Some(own_port)) {
             Ok(mut monitor) => {
                 let trigger = self.trigger.clone();
+                let dirty = self.dirty.clone();
                 let task = smol::spawn(async move {
                     while let Some(event) = monitor.next().await {
                         debug!("route: kernel event {event:?}: sync soon");
+                        dirty.store(true, Ordering::SeqCst);
                         trigger.fire();
                     }
+                    dirty.store(true, Ordering::SeqCst);
                     warn!(
                         "route: kernel event monitor ended; drift is repaired at the next period"
                     );
@@ -103,9 +134,12 @@ impl RouteController {
                 // Replacing the task drops (cancels) the old monitor.
                 self.monitor = Some((protocol, task));
             }
-            Err(e) => warn!(
-                "route: cannot monitor kernel events ({e}); drift is repaired at the next period"
-            ),
+            Err(e) => {
+                self.monitor = None;
+                warn!(
+                    "route: cannot monitor kernel events ({e}); drift is repaired at the next period"
+                )
+            }
         }
     }
 }
@@ -115,42 +149,58 @@ impl Controller for RouteController {
         "route"
     }
 
+    /// One sync. The kernel is dumped unless nothing can have changed it since the previous
+    /// sync: that sync succeeded completely, the monitor is running and reported no event
+    /// (every change by someone else, every link change and every lost notification is an
+    /// event), and the last dump is younger than the resync period. Then the previous desired
+    /// state *is* the kernel's state, and a config change costs only its own writes. Every
+    /// period (and after any event or failure) the kernel is dumped and compared in full.
     async fn sync(
         &mut self,
         desired: &DesiredState,
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
         let protocol = desired.daemon.route_protocol;
+        let period = desired.controller("route").period;
         let socket = self.socket()?;
         self.ensure_monitor(protocol, socket.port());
         let (routes, rules) =
             desired::desired_specs(&desired.routing.routes, &desired.routing.rules, protocol);
         gauge!(ROUTES_DESIRED).set(routes.len() as f64);
-        let state = observe(&socket, protocol).await?;
-        progress.beat();
-        let plan = Plan::new(&routes, &state.routes, &rules, &state.rules);
-        let drift = plan.drift_repairs(&self.known_routes)
-            + plan
-                .rule_adds
-                .iter()
-                .filter(|c| matches!(c, RuleChange::Add(r) if self.known_rules.contains(*r)))
-                .count();
-        let applied = apply(&socket, &plan, &state.links, progress).await;
 
-        let failed_routes: HashSet<RouteKey> = applied.failed_routes();
-        self.known_routes = routes
-            .iter()
-            .map(RouteSpec::key)
-            .filter(|k| !failed_routes.contains(k))
-            .collect();
-        let failed_rules: HashSet<&RuleSpec> = applied.failed_rules().collect();
-        self.known_rules = rules
-            .iter()
-            .filter(|r| !failed_rules.contains(r))
-            .cloned()
-            .collect();
-        let installed = state.routes.len() + applied.added - applied.deleted;
-        gauge!(ROUTES_INSTALLED).set(installed as f64);
+        let dirty = self.dirty.swap(false, Ordering::SeqCst);
+        let last = self.last.take().filter(|l| l.protocol == protocol);
+        let cached = last.as_ref().is_some_and(|l| {
+            !dirty && self.monitor.is_some() && l.exact() && l.dumped_at.elapsed() < period
+        });
+        let observed = if cached {
+            None
+        } else {
+            let dumped_at = Instant::now();
+            match observe(&socket, protocol).await {
+                Ok(state) => Some((state, dumped_at)),
+                Err(e) => {
+                    self.dirty.store(true, Ordering::SeqCst);
+                    self.last = last;
+                    return Err(e);
+                }
+            }
+        };
+        progress.beat();
+        let (installed, installed_rules, links, dumped_at) = match (&observed, &last) {
+            (Some((state, at)), _) => (&state.routes, &state.rules, &state.links, *at),
+            (None, Some(l)) => (&l.routes, &l.rules, &l.links, l.dumped_at),
+            (None, None) => unreachable!("cached implies a previous sync"),
+        };
+        let plan = Plan::new(&routes, installed, &rules, installed_rules);
+        let drift = match (&last, cached) {
+            (Some(l), false) => drift_repairs(&plan, l),
+            _ => 0,
+        };
+        let applied = apply(&socket, &plan, links, progress).await;
+
+        let installed_now = installed.len() + applied.added - applied.deleted;
+        gauge!(ROUTES_INSTALLED).set(installed_now as f64);
         if drift > 0 {
             counter!(DRIFT_REPAIRS).increment(drift as u64);
             info!("route: repaired {drift} route(s)/rule(s) changed or removed by someone else");
@@ -158,10 +208,51 @@ impl Controller for RouteController {
         let report = SyncReport {
             changes: applied.written as u64,
             drift_repairs: drift as u64,
-            summary: applied.summary(routes.len(), rules.len()),
+            summary: applied.summary(routes.len(), rules.len(), cached),
         };
-        applied.errors.into_result(report)
+        let failed_routes = applied.failed_routes();
+        let failed_rules: HashSet<RuleSpec> = applied.failed_rules().cloned().collect();
+        let errors = applied.errors;
+        drop(plan);
+        let links = match observed {
+            Some((state, _)) => state.links,
+            None => last.map(|l| l.links).unwrap_or_default(),
+        };
+        self.last = Some(LastSync {
+            protocol,
+            routes,
+            rules,
+            failed_routes,
+            failed_rules,
+            links,
+            dumped_at,
+        });
+        errors.into_result(report)
     }
+}
+
+/// Route and rule adds that restore what the previous sync had installed: drift.
+fn drift_repairs(plan: &Plan<'_>, last: &LastSync) -> usize {
+    if plan.route_upserts.is_empty() && plan.rule_adds.is_empty() {
+        return 0;
+    }
+    let known: FastSet<RouteKey> = last
+        .routes
+        .iter()
+        .map(RouteSpec::key)
+        .filter(|k| !last.failed_routes.contains(k))
+        .collect();
+    let known_rules: HashSet<&RuleSpec> = last
+        .rules
+        .iter()
+        .filter(|r| !last.failed_rules.contains(*r))
+        .collect();
+    plan.drift_repairs(&known)
+        + plan
+            .rule_adds
+            .iter()
+            .filter(|c| matches!(c, RuleChange::Add(r) if known_rules.contains(*r)))
+            .count()
 }
 
 /// What one dump found.
@@ -210,7 +301,7 @@ enum Failed<'a> {
 }
 
 impl<'a> Applied<'a> {
-    fn failed_routes(&self) -> HashSet<RouteKey> {
+    fn failed_routes(&self) -> FastSet<RouteKey> {
         self.failed
             .iter()
             .filter_map(|f| match f {
@@ -227,10 +318,19 @@ impl<'a> Applied<'a> {
         })
     }
 
-    fn summary(&self, desired_routes: usize, desired_rules: usize) -> String {
+    fn summary(&self, desired_routes: usize, desired_rules: usize, cached: bool) -> String {
         let mut s = format!(
-            "{desired_routes} routes and {desired_rules} rules desired; {} added, {} replaced, {} deleted; {} rules added, {} deleted",
-            self.added, self.replaced, self.deleted, self.rules_added, self.rules_deleted
+            "{desired_routes} routes and {desired_rules} rules desired{}; {} added, {} replaced, {} deleted; {} rules added, {} deleted",
+            if cached {
+                " (no kernel change seen since the last sync: not dumped)"
+            } else {
+                ""
+            },
+            self.added,
+            self.replaced,
+            self.deleted,
+            self.rules_added,
+            self.rules_deleted
         );
         if !self.failed.is_empty() {
             let _ = write!(s, "; {} failed", self.failed.len());

@@ -126,20 +126,22 @@ impl RouteSocket {
         self.port
     }
 
+    /// Runs one dump, handing each message to `each` as it arrives (a dump of 100k routes is
+    /// never held as raw messages).
     async fn dump(
         &self,
         body: RouteNetlinkMessage,
-    ) -> Result<Vec<RouteNetlinkMessage>, RouteError> {
+        mut each: impl FnMut(RouteNetlinkMessage),
+    ) -> Result<(), RouteError> {
         let mut req = NetlinkMessage::from(body);
         req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
         let mut stream = self
             .handle
             .request(req, SocketAddr::new(0, 0))
             .map_err(|_| RouteError::Closed)?;
-        let mut out = Vec::new();
         while let Some(msg) = stream.next().await {
             match msg.payload {
-                NetlinkPayload::InnerMessage(inner) => out.push(inner),
+                NetlinkPayload::InnerMessage(inner) => each(inner),
                 NetlinkPayload::Error(e) => {
                     if let Some(code) = e.code {
                         return Err(kernel_error(code, &e.header, msg.header.flags));
@@ -149,24 +151,25 @@ impl RouteSocket {
                 _ => {}
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Every interface by name and index.
     pub async fn links(&self) -> Result<Links, RouteError> {
         let mut links = Links::default();
-        for msg in self
-            .dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))
-            .await?
-        {
-            if let RouteNetlinkMessage::NewLink(link) = msg {
-                for attr in &link.attributes {
-                    if let LinkAttribute::IfName(name) = attr {
-                        links.insert(link.header.index, name.clone());
+        self.dump(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            |msg| {
+                if let RouteNetlinkMessage::NewLink(link) = msg {
+                    for attr in link.attributes {
+                        if let LinkAttribute::IfName(name) = attr {
+                            links.insert(link.header.index, name);
+                        }
                     }
                 }
-            }
-        }
+            },
+        )
+        .await?;
         Ok(links)
     }
 
@@ -179,22 +182,17 @@ impl RouteSocket {
     ) -> Result<Vec<RouteSpec>, RouteError> {
         let mut out = Vec::new();
         for family in [Family::Ipv4, Family::Ipv6] {
-            let msgs = self
-                .dump(RouteNetlinkMessage::GetRoute(route_dump_message(
-                    family, protocol,
-                )))
-                .await?;
-            out.reserve(msgs.len());
-            for msg in msgs {
-                if let RouteNetlinkMessage::NewRoute(route) = msg {
-                    // The filter is the kernel's; checking again costs nothing and protects
-                    // against a kernel that ignored it.
-                    if u8::from(route.header.protocol) != protocol {
-                        continue;
-                    }
+            let request = RouteNetlinkMessage::GetRoute(route_dump_message(family, protocol));
+            self.dump(request, |msg| {
+                // The filter is the kernel's; checking again costs nothing and protects
+                // against a kernel that ignored it.
+                if let RouteNetlinkMessage::NewRoute(route) = msg
+                    && u8::from(route.header.protocol) == protocol
+                {
                     out.extend(route_from_message(&route, links));
                 }
-            }
+            })
+            .await?;
         }
         Ok(out)
     }
@@ -204,14 +202,13 @@ impl RouteSocket {
     pub async fn dump_rules(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
         let mut out = Vec::new();
         for family in [Family::Ipv4, Family::Ipv6] {
-            for msg in self
-                .dump(RouteNetlinkMessage::GetRule(rule_dump_message(family)))
-                .await?
-            {
+            let request = RouteNetlinkMessage::GetRule(rule_dump_message(family));
+            self.dump(request, |msg| {
                 if let RouteNetlinkMessage::NewRule(rule) = msg {
                     out.extend(rule_from_message(&rule).filter(|r| r.protocol == protocol));
                 }
-            }
+            })
+            .await?;
         }
         Ok(out)
     }
