@@ -278,6 +278,7 @@ struct Spawner<'a, 'ex> {
     loops: &'a mut Vec<smol::Task<()>>,
 }
 
+#[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
 impl<'ex> Spawner<'_, 'ex> {
     fn spawn<C: Controller + 'ex>(
         &mut self,
