@@ -272,3 +272,32 @@ netns_test! {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+netns_test! {
+    fn a_route_dropped_silently_with_its_source_address_comes_back_with_the_address() {
+        topology();
+        sh("ip addr add 192.0.2.9/24 dev r0");
+        let config = format!(
+            "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\nsrc = \"192.0.2.9\"\n\n[[route]]\nto = \"10.2.0.0/16\"\nvia = \"192.0.2.2\"\n"
+        );
+        let _d = Daemon::start(&config);
+        wait_for("the first sync", Duration::from_secs(5), || owned().len() == 2);
+        // The kernel drops the route with the address, without a route notification.
+        sh("ip addr del 192.0.2.9/24 dev r0");
+        wait_for("the kernel to drop the route", Duration::from_secs(2), || {
+            !has_route("10.1.0.0/16")
+        });
+        // Until the address is back, the route cannot be installed (and the sync says why).
+        wait_for("the failure to be recorded", Duration::from_secs(5), || {
+            metric("edgenetd_controller_sync_failures_total{controller=\"route\"}") >= 1.0
+        });
+        assert_eq!(
+            metric("edgenetd_route_drift_repairs_total"),
+            0.0,
+            "a repair that failed is not counted"
+        );
+        sh("ip addr add 192.0.2.9/24 dev r0");
+        wait_for("the route to come back", Duration::from_secs(2), || has_route("10.1.0.0/16"));
+        assert_eq!(owned().len(), 2);
+    }
+}

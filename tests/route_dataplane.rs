@@ -415,3 +415,70 @@ netns_test! {
         assert_eq!(count.trim(), (5000 - bad.len()).to_string());
     }
 }
+
+netns_test! {
+    fn every_kind_of_change_converges_in_one_sync_and_then_plans_nothing() {
+        topology();
+        sh("ip addr add 192.0.2.9/24 dev r0 && ip addr add 2001:db8:ff::9/64 dev r0 nodad");
+        let sock = RouteSocket::open().unwrap();
+        let before = every_kind();
+        assert_eq!(add_all(&sock, &before).failures, vec![]);
+        let hop = |via: &str, weight| NextHop {
+            via: gw(via),
+            dev: Some("r0".into()),
+            weight,
+            onlink: false,
+        };
+        // Change something in every route: gateways, devices, types, weights, MTU, source,
+        // single path <-> multipath, and one metric (a different route: add + delete).
+        let mut after = before.clone();
+        after[0].via = gw("192.0.2.3");
+        after[0].mtu = Some(1300);
+        after[0].src = gw("192.0.2.9");
+        after[1].kind = RouteType::Blackhole;
+        after[1].dev = None;
+        after[2].kind = RouteType::Unicast;
+        after[2].via = gw("192.0.2.2");
+        after[3].kind = RouteType::Prohibit;
+        after[4].metric = 50;
+        after[5].kind = RouteType::Unreachable;
+        after[6].nexthops = vec![hop("192.0.2.2", 5), hop("192.0.2.3", 1), hop("192.0.2.4", 2)];
+        after[7].onlink = false;
+        after[7].via = gw("192.0.2.2");
+        after[8].via = None;
+        after[8].nexthops = vec![hop("2001:db8:ff::2", 1), hop("2001:db8:ff::3", 4)];
+        after[9].mtu = None;
+        after[9].src = gw("2001:db8:ff::9");
+        after[10].kind = RouteType::Unicast;
+        after[10].via = gw("2001:db8:ff::2");
+        after[11].kind = RouteType::Throw;
+        after[13].kind = RouteType::Blackhole;
+        after[14].nexthops = vec![hop("2001:db8:ff::3", 3), hop("2001:db8:ff::2", 1)];
+
+        let installed = dump(&sock);
+        let plan = Plan::new(&after, &installed, &[], &[]);
+        let writes: Vec<RouteWrite<'_>> = plan
+            .route_upserts
+            .iter()
+            .chain(&plan.route_deletes)
+            .map(|c| c.write())
+            .collect();
+        // 14 routes changed (the IPv6 prohibit route did not), one of them by metric: 15 writes.
+        assert_eq!(writes.len(), 15, "{:#?}", plan.lines());
+        let outcome = smol::block_on(async {
+            let links = sock.links().await.unwrap();
+            sock.write_routes(&writes, &links, &mut |_| {}).await
+        });
+        assert_eq!(outcome.failures, vec![], "{:#?}", plan.lines());
+
+        let now = dump(&sock);
+        let again = Plan::new(&after, &now, &[], &[]);
+        assert!(again.is_empty(), "converged in one sync: {:#?}\n{now:#?}", again.lines());
+        assert_eq!(now.len(), after.len());
+        let shown = owned_routes_json();
+        assert_eq!(find(&shown, "10.5.0.0/16")["metric"], 50);
+        assert_eq!(find(&shown, "10.7.0.0/16")["nexthops"].as_array().unwrap().len(), 3);
+        assert_eq!(find(&shown, "2001:db8:1::/48")["nexthops"][1]["weight"], 4);
+        assert_eq!(find(&shown, "2001:db8:7::/48")["nexthops"][0]["gateway"], "2001:db8:ff::3");
+    }
+}

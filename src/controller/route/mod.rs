@@ -169,9 +169,21 @@ impl Controller for RouteController {
         gauge!(ROUTES_DESIRED).set(routes.len() as f64);
 
         let dirty = self.dirty.swap(false, Ordering::SeqCst);
-        let last = self.last.take().filter(|l| l.protocol == protocol);
+        let last = self.last.take().filter(|l| {
+            if l.protocol != protocol {
+                warn!(
+                    "route: route_protocol changed from {} to {protocol}: routes and rules with protocol {} are no longer edgenetd's and stay; remove them with `edgenetd cleanup` under the old setting",
+                    l.protocol, l.protocol
+                );
+            }
+            l.protocol == protocol
+        });
         let cached = last.as_ref().is_some_and(|l| {
-            !dirty && self.monitor.is_some() && l.exact() && l.dumped_at.elapsed() < period
+            // A tenth of the period as margin, so the periodic wake-up always dumps.
+            !dirty
+                && self.monitor.is_some()
+                && l.exact()
+                && l.dumped_at.elapsed() + period / 10 < period
         });
         let observed = if cached {
             None
@@ -193,11 +205,13 @@ impl Controller for RouteController {
             (None, None) => unreachable!("cached implies a previous sync"),
         };
         let plan = Plan::new(&routes, installed, &rules, installed_rules);
+        let applied = apply(&socket, &plan, links, progress).await;
+        let failed_routes = applied.failed_routes();
+        let failed_rules: HashSet<RuleSpec> = applied.failed_rules().cloned().collect();
         let drift = match (&last, cached) {
-            (Some(l), false) => drift_repairs(&plan, l),
+            (Some(l), false) => drift_repairs(&plan, l, &failed_routes, &failed_rules),
             _ => 0,
         };
-        let applied = apply(&socket, &plan, links, progress).await;
 
         let installed_now = installed.len() + applied.added - applied.deleted;
         gauge!(ROUTES_INSTALLED).set(installed_now as f64);
@@ -210,8 +224,6 @@ impl Controller for RouteController {
             drift_repairs: drift as u64,
             summary: applied.summary(routes.len(), rules.len(), cached),
         };
-        let failed_routes = applied.failed_routes();
-        let failed_rules: HashSet<RuleSpec> = applied.failed_rules().cloned().collect();
         let errors = applied.errors;
         drop(plan);
         let links = match observed {
@@ -231,8 +243,14 @@ impl Controller for RouteController {
     }
 }
 
-/// Route and rule adds that restore what the previous sync had installed: drift.
-fn drift_repairs(plan: &Plan<'_>, last: &LastSync) -> usize {
+/// Successful route and rule writes that restored what the previous sync had installed:
+/// drift repaired.
+fn drift_repairs(
+    plan: &Plan<'_>,
+    last: &LastSync,
+    failed_now: &FastSet<RouteKey>,
+    failed_rules_now: &HashSet<RuleSpec>,
+) -> usize {
     if plan.route_upserts.is_empty() && plan.rule_adds.is_empty() {
         return 0;
     }
@@ -240,12 +258,12 @@ fn drift_repairs(plan: &Plan<'_>, last: &LastSync) -> usize {
         .routes
         .iter()
         .map(RouteSpec::key)
-        .filter(|k| !last.failed_routes.contains(k))
+        .filter(|k| !last.failed_routes.contains(k) && !failed_now.contains(k))
         .collect();
     let known_rules: HashSet<&RuleSpec> = last
         .rules
         .iter()
-        .filter(|r| !last.failed_rules.contains(*r))
+        .filter(|r| !last.failed_rules.contains(*r) && !failed_rules_now.contains(*r))
         .collect();
     plan.drift_repairs(&known)
         + plan

@@ -3,9 +3,10 @@
 //!
 //! Reported: a change to a route or rule carrying the owned protocol made by *someone else*
 //! (the notification's port id is not that of edgenetd's own write socket: the kernel stamps
-//! every notification with the port of the socket whose request caused it), and any link
+//! every notification with the port of the socket whose request caused it), any link
 //! appearing, changing or disappearing (IPv4 silently drops routes of a link that goes down,
-//! and a route on a device that did not exist yet can be installed once it appears). When the
+//! and a route on a device that did not exist yet can be installed once it appears), and any
+//! address added or removed (IPv4 silently drops routes whose preferred source goes away). When the
 //! monitor's buffer overflows (e.g. while edgenetd itself installs 100k routes), events were
 //! lost and [`RouteEvent::Overrun`] says "resync to be sure".
 
@@ -49,6 +50,12 @@ pub enum RouteEvent {
         /// True for RTM_DELLINK.
         removed: bool,
     },
+    /// An address was added or removed (IPv4 silently drops routes whose preferred source
+    /// was a removed address; a route that needs an address can now be installed).
+    Address {
+        /// True for RTM_DELADDR.
+        removed: bool,
+    },
     /// Notifications were lost (receive buffer overflow): state may have changed unseen.
     Overrun,
 }
@@ -74,6 +81,8 @@ impl RouteMonitor {
                 MulticastGroup::Ipv4Rule,
                 MulticastGroup::Ipv6Rule,
                 MulticastGroup::Link,
+                MulticastGroup::Ipv4Ifaddr,
+                MulticastGroup::Ipv6Ifaddr,
             ])
             .map_err(RouteError::from)?;
         force_rcvbuf(conn.socket_mut().socket_ref().as_raw_fd(), MONITOR_RCVBUF);
@@ -119,6 +128,8 @@ impl RouteMonitor {
             RouteNetlinkMessage::DelRule(_) => Some(RouteEvent::OwnedRule { removed: true }),
             RouteNetlinkMessage::NewLink(l) => Some(link_event(&l, false)),
             RouteNetlinkMessage::DelLink(l) => Some(link_event(&l, true)),
+            RouteNetlinkMessage::NewAddress(_) => Some(RouteEvent::Address { removed: false }),
+            RouteNetlinkMessage::DelAddress(_) => Some(RouteEvent::Address { removed: true }),
             _ => None,
         }
     }
