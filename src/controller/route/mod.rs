@@ -112,7 +112,11 @@ impl RouteController {
 
     /// (Re)starts the monitor when there is none or the owned protocol changed.
     fn ensure_monitor(&mut self, protocol: u8, own_port: u32) {
-        if self.monitor.as_ref().is_some_and(|(p, _)| *p == protocol) {
+        if self
+            .monitor
+            .as_ref()
+            .is_some_and(|(p, task)| *p == protocol && !task.is_finished())
+        {
             return;
         }
         self.dirty.store(true, Ordering::SeqCst);
@@ -192,6 +196,8 @@ impl Controller for RouteController {
             match observe(&socket, protocol).await {
                 Ok(state) => Some((state, dumped_at)),
                 Err(e) => {
+                    // Reopen the socket next time, in case the connection itself broke.
+                    self.socket = None;
                     self.dirty.store(true, Ordering::SeqCst);
                     self.last = last;
                     return Err(e);

@@ -17,8 +17,8 @@ use std::os::fd::AsRawFd;
 
 use futures_lite::StreamExt;
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
-    NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE,
+    NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
@@ -105,11 +105,13 @@ impl RouteSocket {
         .map_err(RouteError::from)?;
         conn.set_forward_ack(true);
         let socket = conn.socket_mut().socket_mut();
-        socket
-            .set_netlink_get_strict_chk(true)
-            .map_err(RouteError::from)?;
-        socket.set_cap_ack(true).map_err(RouteError::from)?;
-        socket.set_ext_ack(true).map_err(RouteError::from)?;
+        // Each option is an optimisation, not a requirement (an emulator such as qemu-user
+        // may refuse one): without strict checking the kernel ignores the dump filter and
+        // `dump_routes` filters by protocol itself; without capped acks the echoed request is
+        // longer; without extended acks errors carry only their errno.
+        let _ = socket.set_netlink_get_strict_chk(true);
+        let _ = socket.set_cap_ack(true);
+        let _ = socket.set_ext_ack(true);
         let addr = socket.bind_auto().map_err(RouteError::from)?;
         let rcvbuf = force_rcvbuf(socket.as_raw_fd(), RCVBUF);
         smol::spawn(conn).detach();
@@ -341,12 +343,19 @@ impl RouteSocket {
 }
 
 /// Turns a netlink error into a [`RouteError`], with the extended-ack message when present.
-/// With `NETLINK_CAP_ACK` the echoed request is only its 16-byte header; TLVs follow.
+/// The echoed request is its 16-byte header when capped (`NETLINK_CAP_ACK`), else the whole
+/// request (its length is in its header); the TLVs follow it.
 fn kernel_error(code: NonZeroI32, echoed: &[u8], flags: u16) -> RouteError {
     let errno = -code.get();
     let mut message = None;
-    if flags & NLM_F_ACK_TLVS != 0 && echoed.len() > 16 {
-        let mut tlvs = &echoed[16..];
+    let request_len = if flags & NLM_F_CAPPED != 0 || echoed.len() < 4 {
+        16
+    } else {
+        let len = u32::from_ne_bytes([echoed[0], echoed[1], echoed[2], echoed[3]]) as usize;
+        (len + 3) & !3
+    };
+    if flags & NLM_F_ACK_TLVS != 0 && echoed.len() > request_len {
+        let mut tlvs = &echoed[request_len..];
         while tlvs.len() >= 4 {
             let len = u16::from_ne_bytes([tlvs[0], tlvs[1]]) as usize;
             let kind = u16::from_ne_bytes([tlvs[2], tlvs[3]]);
@@ -400,5 +409,45 @@ pub(crate) fn force_rcvbuf(fd: i32, size: usize) -> usize {
         granted as usize
     } else {
         212_992
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tlv_msg(text: &str) -> Vec<u8> {
+        let mut v = Vec::new();
+        let body = [text.as_bytes(), &[0]].concat();
+        let len = 4 + body.len();
+        v.extend_from_slice(&(len as u16).to_ne_bytes());
+        v.extend_from_slice(&1u16.to_ne_bytes());
+        v.extend_from_slice(&body);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    #[test]
+    fn extended_ack_messages_are_read_after_a_capped_or_a_full_echo() {
+        let code = NonZeroI32::new(-libc::ENETUNREACH).unwrap();
+        let mut capped = vec![0u8; 16];
+        capped.extend(tlv_msg("Nexthop has invalid gateway"));
+        assert_eq!(
+            kernel_error(code, &capped, NLM_F_CAPPED | NLM_F_ACK_TLVS).to_string(),
+            "Network is unreachable: Nexthop has invalid gateway"
+        );
+        let mut full = vec![0u8; 44];
+        full[..4].copy_from_slice(&44u32.to_ne_bytes());
+        full.extend(tlv_msg("Nexthop has invalid gateway"));
+        assert_eq!(
+            kernel_error(code, &full, NLM_F_ACK_TLVS).to_string(),
+            "Network is unreachable: Nexthop has invalid gateway"
+        );
+        assert_eq!(
+            kernel_error(code, &capped, 0).to_string(),
+            "Network is unreachable"
+        );
     }
 }
