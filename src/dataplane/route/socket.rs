@@ -23,7 +23,9 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use rtnetlink::proto::ConnectionHandle;
-use rtnetlink::sys::{AsyncSocket, SmolSocket, SocketAddr, protocols::NETLINK_ROUTE};
+use rtnetlink::sys::{AsyncSocket, SocketAddr, protocols::NETLINK_ROUTE};
+
+use super::datagram::WholeDatagramSocket;
 
 use super::RouteError;
 use super::message::{
@@ -100,10 +102,13 @@ impl RouteSocket {
     pub fn open() -> Result<RouteSocket, RouteError> {
         let (mut conn, handle, _unsolicited) = rtnetlink::proto::new_connection_with_socket::<
             RouteNetlinkMessage,
-            SmolSocket,
+            WholeDatagramSocket,
         >(NETLINK_ROUTE)
         .map_err(RouteError::from)?;
         conn.set_forward_ack(true);
+        // A dump is complete only when its Done arrives; a connection that ends first (e.g.
+        // the kernel refused the request) must not look like an empty dump.
+        conn.set_forward_done(true);
         let socket = conn.socket_mut().socket_mut();
         // Each option is an optimisation, not a requirement (an emulator such as qemu-user
         // may refuse one): without strict checking the kernel ignores the dump filter and
@@ -144,6 +149,7 @@ impl RouteSocket {
         while let Some(msg) = stream.next().await {
             match msg.payload {
                 NetlinkPayload::InnerMessage(inner) => each(inner),
+                NetlinkPayload::Done(_) => return Ok(()),
                 NetlinkPayload::Error(e) => {
                     if let Some(code) = e.code {
                         return Err(kernel_error(code, &e.header, msg.header.flags));
@@ -153,7 +159,7 @@ impl RouteSocket {
                 _ => {}
             }
         }
-        Ok(())
+        Err(RouteError::Closed)
     }
 
     /// Every interface by name and index.
@@ -201,7 +207,15 @@ impl RouteSocket {
 
     /// Every rule of both families whose protocol is `protocol` (the kernel cannot filter rule
     /// dumps, so this filters here).
+    ///
+    /// The dump runs on a connection of its own: a kernel without policy routing (or qemu-user,
+    /// which does not translate rule messages) refuses the request at send time, which ends
+    /// the connection it was sent on; the route connection must survive that.
     pub async fn dump_rules(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
+        RouteSocket::open()?.dump_rules_here(protocol).await
+    }
+
+    async fn dump_rules_here(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
         let mut out = Vec::new();
         for family in [Family::Ipv4, Family::Ipv6] {
             let request = RouteNetlinkMessage::GetRule(rule_dump_message(family));
