@@ -3,7 +3,8 @@
 //!
 //! Why not one `rtnetlink` request future per route: each would cost a `sendto`, a `recvfrom`
 //! and a round trip through the executor, exactly the ping-pong `ip -batch` does. Instead,
-//! writes go out in *chunks*: up to [`CHUNK`] requests encoded into one datagram (the kernel
+//! writes go out in *chunks*: up to [`CHUNK`] requests (at most [`DATAGRAM_BYTES`]) encoded into
+//! one datagram (the kernel
 //! processes every message of a datagram in order and answers each), with up to [`WINDOW`]
 //! chunks in flight before the oldest chunk's answers are awaited. Every request asks for an
 //! ack, and since the kernel answers in order, the i-th answer of a chunk belongs to its i-th
@@ -36,6 +37,9 @@ use super::spec::{Family, RouteSpec, RuleSpec};
 
 /// Requests encoded into one datagram.
 pub const CHUNK: usize = 256;
+/// Bytes of requests in one datagram at most (well under the default socket send buffer,
+/// whatever the size of each route).
+pub const DATAGRAM_BYTES: usize = 64 << 10;
 /// Chunks in flight before the oldest one's answers are awaited.
 pub const WINDOW: usize = 4;
 /// Receive buffer asked for (SO_RCVBUFFORCE, root only): room for every ack in flight.
@@ -293,9 +297,11 @@ impl RouteSocket {
             while next < count && in_flight.len() < WINDOW {
                 let mut indices = Vec::with_capacity(self.chunk);
                 let mut messages = Vec::with_capacity(self.chunk);
-                while next < count && messages.len() < self.chunk {
+                let mut bytes = 0;
+                while next < count && messages.len() < self.chunk && bytes < DATAGRAM_BYTES {
                     match build(next) {
                         Ok(msg) => {
+                            bytes += msg.buffer_len();
                             indices.push(next);
                             messages.push(msg);
                         }
