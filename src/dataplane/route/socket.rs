@@ -3,10 +3,9 @@
 //!
 //! Why not one `rtnetlink` request future per route: each would cost a `sendto`, a `recvfrom`
 //! and a round trip through the executor, exactly the ping-pong `ip -batch` does. Instead,
-//! writes go out in *chunks*: up to [`CHUNK`] requests (at most [`DATAGRAM_BYTES`]) encoded into
-//! one datagram (the kernel
-//! processes every message of a datagram in order and answers each), with up to [`WINDOW`]
-//! chunks in flight before the oldest chunk's answers are awaited. Every request asks for an
+//! writes go out in *chunks*: up to [`CHUNK`] requests (at most [`DATAGRAM_BYTES`]) encoded
+//! into one datagram (the kernel processes every message of a datagram in order and answers
+//! each), with up to [`WINDOW`] chunks in flight before the oldest chunk's answers are awaited. Every request asks for an
 //! ack, and since the kernel answers in order, the i-th answer of a chunk belongs to its i-th
 //! request: every ack or error maps back to its route. The in-flight bound keeps the acks of
 //! all outstanding requests inside the socket's receive buffer (enlarged at open), because the
