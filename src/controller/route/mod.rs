@@ -32,7 +32,7 @@ use crate::dataplane::route::{
     Links, RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RouteWrite, RuleSpec,
     RuleWrite, WriteOutcome,
 };
-use hash::FastSet;
+use hash::{FastMap, FastSet};
 use plan::{Plan, RouteChange, RuleChange};
 
 /// Drift repairs counter.
@@ -277,18 +277,18 @@ fn drift_repairs(
     if plan.route_upserts.is_empty() && plan.rule_adds.is_empty() {
         return 0;
     }
-    let known: FastSet<RouteKey> = last
+    let installed_before: FastMap<RouteKey, &RouteSpec> = last
         .routes
         .iter()
-        .map(RouteSpec::key)
-        .filter(|k| !last.failed_routes.contains(k) && !failed_now.contains(k))
+        .map(|r| (r.key(), r))
+        .filter(|(k, _)| !last.failed_routes.contains(k) && !failed_now.contains(k))
         .collect();
     let known_rules: HashSet<&RuleSpec> = last
         .rules
         .iter()
         .filter(|r| !last.failed_rules.contains(*r) && !failed_rules_now.contains(*r))
         .collect();
-    plan.drift_repairs(&known)
+    plan.drift_repairs(|k| installed_before.get(k).copied())
         + plan
             .rule_adds
             .iter()
