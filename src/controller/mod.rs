@@ -118,3 +118,9 @@ pub trait Controller {
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError>;
 }
+
+pub mod runner;
+
+pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
+#[cfg(feature = "fault-injection")]
+pub mod fault;

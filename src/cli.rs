@@ -1,0 +1,43 @@
+//! `plan` and `cleanup`: one-shot verbs that ask each controller area what it would change,
+//! or remove what it owns. Each area provides its own `plan`/`cleanup`; this module only
+//! runs them in order and joins their output and errors.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::config;
+
+/// Runs `plan` or `cleanup` for every built-in controller area.
+pub fn run_verb(verb: &str, config_path: &Path) -> ExitCode {
+    let desired = match config::load(config_path) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut failed = false;
+    for (area, result) in smol::block_on(run_areas(verb, &desired)) {
+        match result {
+            Ok(text) => print!("{text}"),
+            Err(e) => {
+                failed = true;
+                eprintln!("{area}: {verb} failed: {e}");
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn run_areas(
+    verb: &str,
+    desired: &config::DesiredState,
+) -> Vec<(&'static str, Result<String, String>)> {
+    // Each controller area adds its plan/cleanup call here.
+    let _ = (verb, desired);
+    Vec::new()
+}

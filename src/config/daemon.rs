@@ -1,0 +1,241 @@
+//! `[daemon]` and `[controller.*]`: how the daemon itself runs.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::diag::Diagnostics;
+use super::doc::{Doc, de};
+use super::duration::parse_duration;
+use super::net::parse_prefix;
+
+/// The controllers that exist in every build, in the order they are started.
+pub const CONTROLLERS: [&str; 3] = ["policy", "service", "route"];
+
+/// Default HTTP listen address: loopback only, so nothing is exposed until asked for.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9750";
+/// Default prefix of edgenetd's nftables tables.
+pub const DEFAULT_NFT_TABLE_PREFIX: &str = "edgenetd";
+/// Default rtm_protocol marking edgenetd's routes and rules (unassigned in rt_protos).
+pub const DEFAULT_ROUTE_PROTOCOL: u8 = 190;
+/// Default full-resync period of a controller.
+pub const DEFAULT_PERIOD: Duration = Duration::from_secs(30);
+/// Default time one sync may take before the loop counts as wedged.
+pub const DEFAULT_SYNC_BUDGET: Duration = Duration::from_secs(30);
+
+/// Validated `[daemon]` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonSettings {
+    /// HTTP listen address for /healthz, /livez, /readyz and /metrics.
+    pub listen: SocketAddr,
+    /// Sources allowed to use the HTTP endpoints; `None` allows everyone.
+    pub metrics_allow: Option<Vec<IpNet>>,
+    /// Prefix of the nftables tables: `<prefix>-policy`, `<prefix>-service`.
+    pub nft_table_prefix: String,
+    /// rtm_protocol that marks edgenetd's routes and rules.
+    pub route_protocol: u8,
+}
+
+impl Default for DaemonSettings {
+    fn default() -> Self {
+        DaemonSettings {
+            listen: DEFAULT_LISTEN.parse().expect("valid default"),
+            metrics_allow: None,
+            nft_table_prefix: DEFAULT_NFT_TABLE_PREFIX.to_string(),
+            route_protocol: DEFAULT_ROUTE_PROTOCOL,
+        }
+    }
+}
+
+impl DaemonSettings {
+    /// The policy controller's table name (family inet).
+    pub fn policy_table(&self) -> String {
+        format!("{}-policy", self.nft_table_prefix)
+    }
+
+    /// The service controller's table name (family inet).
+    pub fn service_table(&self) -> String {
+        format!("{}-service", self.nft_table_prefix)
+    }
+}
+
+/// Validated `[controller.<name>]` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerSettings {
+    /// A disabled controller is not started and owns nothing.
+    pub enabled: bool,
+    /// Full resync at least this often.
+    pub period: Duration,
+    /// How long one sync may take before the loop counts as wedged.
+    pub sync_budget: Duration,
+}
+
+impl Default for ControllerSettings {
+    fn default() -> Self {
+        ControllerSettings {
+            enabled: true,
+            period: DEFAULT_PERIOD,
+            sync_budget: DEFAULT_SYNC_BUDGET,
+        }
+    }
+}
+
+impl ControllerSettings {
+    /// How long a controller may go without a heartbeat and still be live.
+    pub fn liveness_window(&self) -> Duration {
+        self.period + self.sync_budget
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDaemon {
+    listen: Option<Spanned<String>>,
+    metrics_allow: Option<Vec<Spanned<String>>>,
+    nft_table_prefix: Option<Spanned<String>>,
+    route_protocol: Option<Spanned<i64>>,
+}
+
+/// The raw `[controller.<name>]` table, shared with test controllers.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawController {
+    enabled: Option<bool>,
+    period: Option<Spanned<String>>,
+    sync_budget: Option<Spanned<String>>,
+}
+
+impl RawController {
+    /// Builds a raw controller table from its parts (for sections that embed these keys).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn from_parts(
+        enabled: Option<bool>,
+        period: Option<Spanned<String>>,
+        sync_budget: Option<Spanned<String>>,
+    ) -> RawController {
+        RawController {
+            enabled,
+            period,
+            sync_budget,
+        }
+    }
+}
+
+/// Validates `[daemon]`; missing keys take their defaults.
+pub fn validate_daemon(doc: &Doc<'_>, diags: &mut Diagnostics) -> DaemonSettings {
+    let mut out = DaemonSettings::default();
+    let Some(raw) = doc.table::<RawDaemon>("daemon", diags) else {
+        return out;
+    };
+    let raw = raw.into_inner();
+    if let Some(listen) = raw.listen {
+        match listen.get_ref().parse() {
+            Ok(addr) => out.listen = addr,
+            Err(_) => diags.error(
+                listen.span(),
+                format!("invalid listen address `{}`: expected address:port, e.g. \"127.0.0.1:9750\" or \"[::1]:9750\"", listen.get_ref()),
+            ),
+        }
+    }
+    if let Some(allow) = raw.metrics_allow {
+        let mut nets = Vec::with_capacity(allow.len());
+        for item in allow {
+            match parse_prefix(item.get_ref()) {
+                Ok(net) => nets.push(net),
+                Err(msg) => diags.error(item.span(), msg),
+            }
+        }
+        out.metrics_allow = Some(nets);
+    }
+    if let Some(prefix) = raw.nft_table_prefix {
+        let p = prefix.get_ref();
+        let ok = !p.is_empty()
+            && p.len() <= 64
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if ok {
+            out.nft_table_prefix = p.clone();
+        } else {
+            diags.error(prefix.span(), format!("invalid nft_table_prefix `{p}`: expected 1 to 64 characters of letters, digits, '-' or '_'"));
+        }
+    }
+    if let Some(proto) = raw.route_protocol {
+        match u8::try_from(*proto.get_ref()) {
+            Ok(p) if p > 4 => out.route_protocol = p,
+            _ => diags.error(
+                proto.span(),
+                format!("invalid route_protocol {}: expected a number from 5 to 255 (0-4 belong to the kernel and iproute2)", proto.get_ref()),
+            ),
+        }
+    }
+    out
+}
+
+/// Validates `[controller.*]`: every built-in controller gets settings, defaults where absent.
+pub fn validate_controllers(
+    doc: &Doc<'_>,
+    diags: &mut Diagnostics,
+) -> BTreeMap<&'static str, ControllerSettings> {
+    let mut out: BTreeMap<&'static str, ControllerSettings> = CONTROLLERS
+        .iter()
+        .map(|n| (*n, ControllerSettings::default()))
+        .collect();
+    let Some(table) = doc.value("controller") else {
+        return out;
+    };
+    let Some(entries) = table.get_ref().as_table() else {
+        diags.error(
+            table.span(),
+            "invalid type: expected a table such as [controller.route]",
+        );
+        return out;
+    };
+    for (name, value) in entries.iter() {
+        let Some(known) = CONTROLLERS.iter().find(|c| **c == &**name.get_ref()) else {
+            diags.error(
+                name.span(),
+                format!(
+                    "unknown controller `{}`, expected one of `policy`, `service`, `route`",
+                    name.get_ref()
+                ),
+            );
+            continue;
+        };
+        if let Some(raw) = de::<RawController>(value, diags) {
+            out.insert(known, controller_settings(raw, diags));
+        }
+    }
+    out
+}
+
+/// Turns a raw controller table into settings, checking durations.
+pub(crate) fn controller_settings(
+    raw: RawController,
+    diags: &mut Diagnostics,
+) -> ControllerSettings {
+    let mut s = ControllerSettings {
+        enabled: raw.enabled.unwrap_or(true),
+        ..Default::default()
+    };
+    let mut duration = |v: Option<Spanned<String>>, what: &str, into: &mut Duration| {
+        let Some(v) = v else { return };
+        match parse_duration(v.get_ref()) {
+            Ok(d) if d >= Duration::from_millis(100) => *into = d,
+            Ok(_) => diags.error(
+                v.span(),
+                format!(
+                    "{what} `{}` is too short: expected at least 100ms",
+                    v.get_ref()
+                ),
+            ),
+            Err(msg) => diags.error(v.span(), msg),
+        }
+    };
+    duration(raw.period, "period", &mut s.period);
+    duration(raw.sync_budget, "sync_budget", &mut s.sync_budget);
+    s
+}

@@ -1,0 +1,168 @@
+//! The merged configuration document and the helpers that deserialize parts of it.
+//!
+//! Each file is parsed with toml's recoverable parser (so every syntax error of every file is
+//! reported), its spans are shifted into the global span space of the [`SourceMap`], and the
+//! files are merged in order: tables merge key by key, arrays of tables append, and any other
+//! key set twice is an error that names both places. Validation code then deserializes each
+//! piece on its own ([`Doc::items`], [`de`]), so one bad `[[route]]` does not hide the errors of
+//! the next one.
+
+use std::ops::Range;
+
+use serde::de::DeserializeOwned;
+use toml::Spanned;
+use toml::de::{DeArray, DeTable, DeValue, ValueDeserializer};
+
+use super::diag::Diagnostics;
+
+/// A value of the merged document, with its global span.
+pub type Value<'a> = Spanned<DeValue<'a>>;
+
+/// The merged document of every config file of one load.
+#[derive(Debug, Default)]
+pub struct Doc<'a> {
+    root: DeTable<'a>,
+}
+
+impl<'a> Doc<'a> {
+    /// Parses one file (its text starting at global offset `base`) and merges it into the
+    /// document. Syntax errors and conflicts go to `diags`; what parsed is kept.
+    pub fn merge_file(&mut self, text: &'a str, base: usize, diags: &mut Diagnostics) {
+        let (table, errors) = DeTable::parse_recoverable(text);
+        for e in errors {
+            let span = e.span().unwrap_or(0..0);
+            diags.error(shift(span, base), syntax_message(&e));
+        }
+        let table = shift_table(table.into_inner(), base);
+        merge_tables(&mut self.root, table, diags);
+    }
+
+    /// The top-level keys, with the span of each key.
+    pub fn keys(&self) -> impl Iterator<Item = (&str, Range<usize>)> {
+        self.root.iter().map(|(k, _)| (&**k.get_ref(), k.span()))
+    }
+
+    /// A top-level value.
+    pub fn value(&self, key: &str) -> Option<&Value<'a>> {
+        self.root.get(key)
+    }
+
+    /// Deserializes a top-level table (e.g. `[daemon]`) on its own.
+    pub fn table<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        diags: &mut Diagnostics,
+    ) -> Option<Spanned<T>> {
+        let value = self.value(key)?;
+        de(value, diags).map(|v| Spanned::new(value.span(), v))
+    }
+
+    /// Deserializes each entry of a top-level array of tables (e.g. `[[route]]`) on its own.
+    pub fn items<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        diags: &mut Diagnostics,
+    ) -> Vec<Spanned<T>> {
+        self.value(key)
+            .map(|v| de_each(v, diags))
+            .unwrap_or_default()
+    }
+}
+
+/// Deserializes one value; a failure is recorded at its place and yields `None`.
+pub fn de<T: DeserializeOwned>(value: &Value<'_>, diags: &mut Diagnostics) -> Option<T> {
+    match T::deserialize(ValueDeserializer::from(value.clone())) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let span = e.span().unwrap_or_else(|| value.span());
+            diags.error(span, e.message().trim_end().to_string());
+            None
+        }
+    }
+}
+
+/// Deserializes each element of an array value on its own (a non-array is an error).
+pub fn de_each<T: DeserializeOwned>(value: &Value<'_>, diags: &mut Diagnostics) -> Vec<Spanned<T>> {
+    match value.get_ref() {
+        DeValue::Array(items) => items
+            .iter()
+            .filter_map(|item| de(item, diags).map(|v| Spanned::new(item.span(), v)))
+            .collect(),
+        other => {
+            diags.error(
+                value.span(),
+                format!("invalid type: {}, expected an array", other.type_str()),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn syntax_message(e: &toml::de::Error) -> String {
+    format!("invalid TOML: {}", e.message().trim_end())
+}
+
+fn shift(span: Range<usize>, base: usize) -> Range<usize> {
+    span.start + base..span.end + base
+}
+
+fn shift_value(value: Value<'_>, base: usize) -> Value<'_> {
+    let span = shift(value.span(), base);
+    let inner = match value.into_inner() {
+        DeValue::Array(items) => DeValue::Array(
+            items
+                .into_iter()
+                .map(|v| shift_value(v, base))
+                .collect::<DeArray<'_>>(),
+        ),
+        DeValue::Table(table) => DeValue::Table(shift_table(table, base)),
+        scalar => scalar,
+    };
+    Spanned::new(span, inner)
+}
+
+fn shift_table(table: DeTable<'_>, base: usize) -> DeTable<'_> {
+    let mut out = DeTable::new();
+    for (key, value) in table {
+        let key_span = shift(key.span(), base);
+        out.insert(
+            Spanned::new(key_span, key.into_inner()),
+            shift_value(value, base),
+        );
+    }
+    out
+}
+
+fn is_array_of_tables(v: &DeValue<'_>) -> bool {
+    matches!(v, DeValue::Array(items) if items.iter().all(|i| i.get_ref().is_table()))
+}
+
+fn merge_tables<'a>(dst: &mut DeTable<'a>, src: DeTable<'a>, diags: &mut Diagnostics) {
+    for (key, value) in src {
+        let first_set = dst.get_key_value(&**key.get_ref()).map(|(k, _)| k.span());
+        let Some(first_set) = first_set else {
+            dst.insert(key, value);
+            continue;
+        };
+        let existing = dst.get_mut(&**key.get_ref()).expect("key present");
+        let appendable =
+            is_array_of_tables(existing.get_ref()) && is_array_of_tables(value.get_ref());
+        match (existing.get_mut(), value.into_inner()) {
+            (DeValue::Table(into), DeValue::Table(from)) => merge_tables(into, from, diags),
+            (DeValue::Array(into), DeValue::Array(from)) if appendable => {
+                for item in from {
+                    into.push(item);
+                }
+            }
+            _ => diags.error_also(
+                key.span(),
+                format!(
+                    "`{}` is set twice: a key may be set in one file only",
+                    key.get_ref()
+                ),
+                first_set,
+                "first set here",
+            ),
+        }
+    }
+}

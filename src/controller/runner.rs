@@ -1,0 +1,307 @@
+//! The loop that runs one controller: wait for timer OR new snapshot OR kernel event OR
+//! shutdown, then one observed sync.
+//!
+//! Bursts coalesce: each wake-up source is a channel of capacity one, so any number of
+//! triggers that arrive during a sync leave at most one wake-up pending, which causes at most
+//! one more sync, which reads the newest snapshot.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_lite::future;
+use log::{info, warn};
+
+use crate::config::{ControllerSettings, DesiredState};
+use crate::controller::Controller;
+use crate::health::HealthHandle;
+use crate::metrics::run_observed_sync;
+
+/// Wakes a controller's loop early (kernel events, drift monitors). Cheap to clone; firing is
+/// non-blocking and coalesces with any wake-up already pending.
+#[derive(Clone, Debug)]
+pub struct Trigger(async_channel::Sender<()>);
+
+/// The receiving end of a [`Trigger`].
+#[derive(Debug)]
+pub struct TriggerRx(async_channel::Receiver<()>);
+
+/// A connected trigger pair.
+pub fn trigger() -> (Trigger, TriggerRx) {
+    let (tx, rx) = async_channel::bounded(1);
+    (Trigger(tx), TriggerRx(rx))
+}
+
+impl Trigger {
+    /// Asks for a sync soon; a no-op when one is already pending.
+    pub fn fire(&self) {
+        let _ = self.0.try_send(());
+    }
+}
+
+impl TriggerRx {
+    /// Waits for the next firing; `None` once every [`Trigger`] is gone.
+    pub async fn recv(&self) -> Option<()> {
+        self.0.recv().await.ok()
+    }
+}
+
+/// The current desired state and the controllers subscribed to it.
+pub struct Snapshots {
+    current: Mutex<Arc<DesiredState>>,
+    subscribers: Mutex<Vec<(Trigger, HealthHandle)>>,
+}
+
+impl Snapshots {
+    /// Starts with a first snapshot.
+    pub fn new(first: Arc<DesiredState>) -> Arc<Snapshots> {
+        Arc::new(Snapshots {
+            current: Mutex::new(first),
+            subscribers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The newest snapshot.
+    pub fn current(&self) -> Arc<DesiredState> {
+        Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Subscribes a controller: it is woken, and its update counted as queued, on publish.
+    pub fn subscribe(&self, health: HealthHandle) -> TriggerRx {
+        let (tx, rx) = trigger();
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((tx, health));
+        rx
+    }
+
+    /// Replaces the snapshot and wakes every subscriber.
+    pub fn publish(&self, next: Arc<DesiredState>) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        for (tx, health) in self
+            .subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            health.queued();
+            tx.fire();
+        }
+    }
+}
+
+/// Why a loop woke up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Start,
+    Timer,
+    Snapshot,
+    Kernel,
+    Shutdown,
+}
+
+/// Everything one loop needs besides its controller.
+pub struct LoopInputs {
+    /// Health registration of this controller.
+    pub health: HealthHandle,
+    /// Where snapshots come from.
+    pub snapshots: Arc<Snapshots>,
+    /// Snapshot wake-ups (from [`Snapshots::subscribe`]).
+    pub snapshot_rx: TriggerRx,
+    /// Kernel-event wake-ups (the controller holds the [`Trigger`]).
+    pub kernel_rx: TriggerRx,
+    /// Closed when the daemon shuts down.
+    pub shutdown: async_channel::Receiver<()>,
+    /// Reads this controller's settings from a snapshot.
+    pub settings: fn(&DesiredState, &str) -> ControllerSettings,
+    /// Fired after every sync (the systemd supervisor sends READY=1 and STATUS= promptly).
+    pub sync_done: Option<Trigger>,
+}
+
+/// Runs a controller until shutdown. The first sync starts at once.
+pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
+    let name = controller.name();
+    let mut wake = Wake::Start;
+    loop {
+        if wake == Wake::Shutdown {
+            info!("{name}: loop stopped");
+            return;
+        }
+        let desired = inputs.snapshots.current();
+        let settings = (inputs.settings)(&desired, name);
+        inputs.health.set_window(settings.liveness_window());
+        let result =
+            run_observed_sync(&inputs.health, controller.sync(&desired, &inputs.health)).await;
+        match &result {
+            Ok(report) if report.changes > 0 || wake == Wake::Start => {
+                info!("{name}: sync ({wake:?}) ok: {}", report_summary(report));
+            }
+            Ok(report) => log::debug!("{name}: sync ({wake:?}) ok: {}", report_summary(report)),
+            Err(e) => warn!("{name}: sync ({wake:?}) failed: {e}"),
+        }
+        if let Some(done) = &inputs.sync_done {
+            done.fire();
+        }
+        wake = next_wake(&inputs, settings.period).await;
+    }
+}
+
+fn report_summary(r: &crate::controller::SyncReport) -> String {
+    if r.summary.is_empty() {
+        format!("{} changes", r.changes)
+    } else {
+        r.summary.clone()
+    }
+}
+
+async fn next_wake(inputs: &LoopInputs, period: Duration) -> Wake {
+    let shutdown = async {
+        let _ = inputs.shutdown.recv().await;
+        Wake::Shutdown
+    };
+    let snapshot = async {
+        let _ = inputs.snapshot_rx.0.recv().await;
+        Wake::Snapshot
+    };
+    let kernel = async {
+        match inputs.kernel_rx.0.recv().await {
+            Ok(()) => Wake::Kernel,
+            // The controller dropped its trigger (it has no kernel events): never wake.
+            Err(_) => future::pending().await,
+        }
+    };
+    let timer = async {
+        smol::Timer::after(period).await;
+        Wake::Timer
+    };
+    // Shutdown first, so a stop is never delayed by other pending wake-ups.
+    let wake = future::or(shutdown, future::or(snapshot, future::or(kernel, timer))).await;
+    // The sync about to run reads the newest snapshot and the kernel as it is now, so it
+    // serves every other wake-up already pending too.
+    while inputs.snapshot_rx.0.try_recv().is_ok() || inputs.kernel_rx.0.try_recv().is_ok() {}
+    wake
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::controller::{Progress, SyncError, SyncReport};
+    use crate::health::Health;
+
+    struct Counting {
+        syncs: Rc<RefCell<u32>>,
+        hold: Option<async_channel::Receiver<()>>,
+    }
+
+    impl Controller for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        async fn sync(
+            &mut self,
+            _: &DesiredState,
+            _: &dyn Progress,
+        ) -> Result<SyncReport, SyncError> {
+            *self.syncs.borrow_mut() += 1;
+            if let Some(hold) = &self.hold {
+                let _ = hold.recv().await;
+            }
+            Ok(SyncReport::default())
+        }
+    }
+
+    fn long_period(_: &DesiredState, _: &str) -> ControllerSettings {
+        ControllerSettings {
+            enabled: true,
+            period: Duration::from_secs(3600),
+            sync_budget: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn a_burst_of_triggers_during_a_sync_causes_at_most_one_more_sync() {
+        let ex = smol::LocalExecutor::new();
+        let health = Health::new(Arc::new(SystemClock));
+        let handle = health.register("counting", Duration::from_secs(60));
+        let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
+        let (kernel_tx, kernel_rx) = trigger();
+        let (shutdown_tx, shutdown) = async_channel::bounded(1);
+        let (release_tx, release_rx) = async_channel::unbounded();
+        let syncs = Rc::new(RefCell::new(0));
+        let inputs = LoopInputs {
+            health: handle.clone(),
+            snapshot_rx: snapshots.subscribe(handle),
+            snapshots: snapshots.clone(),
+            kernel_rx,
+            shutdown,
+            settings: long_period,
+            sync_done: None,
+        };
+        let task = ex.spawn(run_loop(
+            Counting {
+                syncs: syncs.clone(),
+                hold: Some(release_rx),
+            },
+            inputs,
+        ));
+        smol::block_on(ex.run(async {
+            // First sync starts at once and is held; fire 100 kernel triggers and 100 snapshots.
+            while *syncs.borrow() == 0 {
+                smol::future::yield_now().await;
+            }
+            for _ in 0..100 {
+                kernel_tx.fire();
+                snapshots.publish(Arc::new(DesiredState::default()));
+            }
+            for _ in 0..10 {
+                release_tx.send(()).await.unwrap();
+                for _ in 0..50 {
+                    smol::future::yield_now().await;
+                }
+            }
+            drop(shutdown_tx);
+            task.await;
+        }));
+        // 1 initial + exactly one for everything that piled up meanwhile, never 200.
+        assert_eq!(*syncs.borrow(), 2);
+    }
+
+    #[test]
+    fn shutdown_stops_an_idle_loop_at_once() {
+        let ex = smol::LocalExecutor::new();
+        let health = Health::new(Arc::new(SystemClock));
+        let handle = health.register("counting", Duration::from_secs(60));
+        let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
+        let (_kernel_tx, kernel_rx) = trigger();
+        let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
+        let syncs = Rc::new(RefCell::new(0));
+        let inputs = LoopInputs {
+            health: handle.clone(),
+            snapshot_rx: snapshots.subscribe(handle),
+            snapshots,
+            kernel_rx,
+            shutdown,
+            settings: long_period,
+            sync_done: None,
+        };
+        let started = std::time::Instant::now();
+        smol::block_on(ex.run(async {
+            let task = ex.spawn(run_loop(
+                Counting {
+                    syncs: syncs.clone(),
+                    hold: None,
+                },
+                inputs,
+            ));
+            smol::Timer::after(Duration::from_millis(20)).await;
+            drop(shutdown_tx);
+            task.await;
+        }));
+        assert_eq!(*syncs.borrow(), 1);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}

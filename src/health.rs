@@ -1,0 +1,394 @@
+//! The heartbeat registry: is every controller's loop alive?
+//!
+//! A heartbeat asserts one thing only: *this controller's loop is not wedged.* It does not
+//! assert that the last sync succeeded: gating liveness on success would turn problems a
+//! restart cannot fix (a rejected rule, an unreachable gateway) into a restart loop that takes
+//! the router's whole network stack down with it. Sync outcomes are kept here only to be
+//! *shown* (/healthz, STATUS=); they never change liveness.
+//!
+//! A controller is live while
+//! - `now - last_beat <= period + sync_budget` (its window), and
+//! - no desired-state change has waited longer than the window without a sync starting
+//!   (kube-proxy's `QueuedUpdate`/`Updated` rule: it catches a loop that stopped taking work
+//!   while something else keeps beating for it).
+//!
+//! Readiness: every controller has had at least one successful sync.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::clock::Clock;
+
+/// The registry shared by the runners, the HTTP server and the systemd supervisor.
+pub struct Health {
+    clock: Arc<dyn Clock>,
+    entries: Mutex<Vec<Entry>>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    window: Duration,
+    last_beat: Instant,
+    last_beat_wall: SystemTime,
+    queued_since: Option<Instant>,
+    attempts: u64,
+    failures: u64,
+    last_success: Option<SystemTime>,
+    last_error: Option<String>,
+}
+
+/// One controller's view of the registry: how its loop reports in.
+#[derive(Clone)]
+pub struct HealthHandle {
+    health: Arc<Health>,
+    index: usize,
+}
+
+/// The state of one controller at one instant, as /healthz shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerStatus {
+    /// Controller name.
+    pub name: String,
+    /// Wall-clock time of the last heartbeat (registration counts as the first).
+    pub last_beat: SystemTime,
+    /// Time since the last heartbeat.
+    pub since_beat: Duration,
+    /// The liveness window: period + sync_budget.
+    pub window: Duration,
+    /// How long the oldest unserved desired-state change has waited, if any.
+    pub queued_for: Option<Duration>,
+    /// Whether the loop counts as alive (see the module docs).
+    pub live: bool,
+    /// Wall-clock time of the last successful sync.
+    pub last_success: Option<SystemTime>,
+    /// Syncs attempted so far.
+    pub attempts: u64,
+    /// Syncs that failed so far.
+    pub failures: u64,
+    /// The last sync's error, if the last sync failed.
+    pub last_error: Option<String>,
+}
+
+/// Everything at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthReport {
+    /// When the report was taken.
+    pub current_time: SystemTime,
+    /// The most recent heartbeat of any controller.
+    pub last_updated: Option<SystemTime>,
+    /// One entry per controller, in registration order.
+    pub controllers: Vec<ControllerStatus>,
+}
+
+impl HealthReport {
+    /// True when every controller is live (an empty registry is live).
+    pub fn all_live(&self) -> bool {
+        self.controllers.iter().all(|c| c.live)
+    }
+
+    /// True when every controller has had a successful sync.
+    pub fn ready(&self) -> bool {
+        self.controllers.iter().all(|c| c.last_success.is_some())
+    }
+
+    /// True when every controller has finished at least one sync attempt.
+    pub fn first_attempts_done(&self) -> bool {
+        self.controllers.iter().all(|c| c.attempts > 0)
+    }
+
+    /// The names of the controllers that are not live.
+    pub fn stale(&self) -> Vec<&str> {
+        self.controllers
+            .iter()
+            .filter(|c| !c.live)
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+}
+
+impl Health {
+    /// An empty registry on a clock.
+    pub fn new(clock: Arc<dyn Clock>) -> Arc<Health> {
+        Arc::new(Health {
+            clock,
+            entries: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The registry's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Registers a controller; registration counts as its first heartbeat.
+    pub fn register(self: &Arc<Self>, name: &str, window: Duration) -> HealthHandle {
+        let mut entries = self.lock();
+        let entry = Entry {
+            name: name.to_string(),
+            window,
+            last_beat: self.clock.now(),
+            last_beat_wall: self.clock.wall(),
+            queued_since: None,
+            attempts: 0,
+            failures: 0,
+            last_success: None,
+            last_error: None,
+        };
+        let index = match entries.iter().position(|e| e.name == name) {
+            Some(i) => {
+                entries[i] = entry;
+                i
+            }
+            None => {
+                entries.push(entry);
+                entries.len() - 1
+            }
+        };
+        HealthHandle {
+            health: Arc::clone(self),
+            index,
+        }
+    }
+
+    /// The state of every controller now.
+    pub fn report(&self) -> HealthReport {
+        let now = self.clock.now();
+        let entries = self.lock();
+        let controllers: Vec<ControllerStatus> = entries
+            .iter()
+            .map(|e| {
+                let since_beat = now.saturating_duration_since(e.last_beat);
+                let queued_for = e.queued_since.map(|q| now.saturating_duration_since(q));
+                let live = since_beat <= e.window && queued_for.is_none_or(|q| q <= e.window);
+                ControllerStatus {
+                    name: e.name.clone(),
+                    last_beat: e.last_beat_wall,
+                    since_beat,
+                    window: e.window,
+                    queued_for,
+                    live,
+                    last_success: e.last_success,
+                    attempts: e.attempts,
+                    failures: e.failures,
+                    last_error: e.last_error.clone(),
+                }
+            })
+            .collect();
+        let last_updated = controllers.iter().map(|c| c.last_beat).max();
+        HealthReport {
+            current_time: self.clock.wall(),
+            last_updated,
+            controllers,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
+        // A panic while holding the lock cannot leave an entry half-written in a way that
+        // matters for liveness, so keep serving rather than poisoning every later caller.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl HealthHandle {
+    /// The controller's name.
+    pub fn name(&self) -> String {
+        self.health.lock()[self.index].name.clone()
+    }
+
+    /// The registry this handle reports to.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Records a heartbeat now.
+    pub fn beat(&self) {
+        let (now, wall) = (self.health.clock.now(), self.health.clock.wall());
+        let mut entries = self.health.lock();
+        entries[self.index].last_beat = now;
+        entries[self.index].last_beat_wall = wall;
+    }
+
+    /// A new desired state is waiting for this controller (kube-proxy's `QueuedUpdate`):
+    /// the oldest waiting change is what counts, so a later one does not reset the clock.
+    pub fn queued(&self) {
+        let now = self.health.clock.now();
+        let mut entries = self.health.lock();
+        entries[self.index].queued_since.get_or_insert(now);
+    }
+
+    /// A sync starts: beat, and every queued change is now being served (`Updated`).
+    pub fn sync_started(&self) {
+        let (now, wall) = (self.health.clock.now(), self.health.clock.wall());
+        let mut entries = self.health.lock();
+        let e = &mut entries[self.index];
+        e.last_beat = now;
+        e.last_beat_wall = wall;
+        e.queued_since = None;
+    }
+
+    /// Records a finished sync's outcome (called only by `metrics::record_sync_result`).
+    pub(crate) fn record_outcome(&self, error: Option<String>) {
+        let wall = self.health.clock.wall();
+        let mut entries = self.health.lock();
+        let e = &mut entries[self.index];
+        e.attempts += 1;
+        match error {
+            None => {
+                e.last_success = Some(wall);
+                e.last_error = None;
+            }
+            Some(err) => {
+                e.failures += 1;
+                e.last_error = Some(err);
+            }
+        }
+    }
+
+    /// Changes the liveness window (settings reloaded).
+    pub fn set_window(&self, window: Duration) {
+        self.health.lock()[self.index].window = window;
+    }
+}
+
+impl crate::controller::Progress for HealthHandle {
+    fn beat(&self) {
+        HealthHandle::beat(self);
+    }
+}
+
+/// Beat, run one sync, beat again — the second beat whatever the sync returned (and even if
+/// the sync's future panics or is dropped part-way).
+pub async fn run_sync<T, F>(handle: &HealthHandle, sync: F) -> T
+where
+    F: Future<Output = T>,
+{
+    struct BeatOnDrop<'a>(&'a HealthHandle);
+    impl Drop for BeatOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.beat();
+        }
+    }
+    handle.sync_started();
+    let _second_beat = BeatOnDrop(handle);
+    sync.await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+
+    fn setup(window_secs: u64) -> (Arc<FakeClock>, Arc<Health>, HealthHandle) {
+        let clock = FakeClock::new();
+        let health = Health::new(clock.clone());
+        let h = health.register("route", Duration::from_secs(window_secs));
+        (clock, health, h)
+    }
+
+    #[test]
+    fn live_until_the_window_passes_without_a_beat() {
+        let (clock, health, h) = setup(10);
+        assert!(health.report().all_live());
+        clock.advance(Duration::from_secs(10));
+        assert!(
+            health.report().all_live(),
+            "exactly at the window edge is still live"
+        );
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(health.report().stale(), ["route"]);
+        h.beat();
+        assert!(health.report().all_live(), "a beat makes it live again");
+    }
+
+    #[test]
+    fn queued_update_unserved_past_the_window_is_not_live_even_while_beating() {
+        let (clock, health, h) = setup(10);
+        h.queued();
+        for _ in 0..10 {
+            clock.advance(Duration::from_secs(1));
+            h.beat(); // a timer keeps beating, but no sync picks the update up
+        }
+        assert!(health.report().all_live());
+        clock.advance(Duration::from_secs(1));
+        h.beat();
+        let r = health.report();
+        assert!(!r.all_live(), "{r:?}");
+        assert_eq!(r.controllers[0].queued_for, Some(Duration::from_secs(11)));
+        h.sync_started();
+        assert!(
+            health.report().all_live(),
+            "starting a sync serves the queued update"
+        );
+    }
+
+    #[test]
+    fn a_later_queued_update_does_not_reset_the_oldest() {
+        let (clock, health, h) = setup(10);
+        h.queued();
+        clock.advance(Duration::from_secs(8));
+        h.queued();
+        h.beat();
+        clock.advance(Duration::from_secs(3));
+        h.beat();
+        assert!(!health.report().all_live());
+    }
+
+    #[test]
+    fn outcomes_do_not_change_liveness_and_readiness_needs_one_success() {
+        let (_clock, health, h) = setup(10);
+        assert!(!health.report().first_attempts_done());
+        h.record_outcome(Some("gateway unreachable".into()));
+        let r = health.report();
+        assert!(r.all_live() && r.first_attempts_done() && !r.ready());
+        assert_eq!(
+            r.controllers[0].last_error.as_deref(),
+            Some("gateway unreachable")
+        );
+        h.record_outcome(None);
+        let r = health.report();
+        assert!(r.ready());
+        assert_eq!(
+            (r.controllers[0].attempts, r.controllers[0].failures),
+            (2, 1)
+        );
+        assert_eq!(r.controllers[0].last_error, None);
+    }
+
+    #[test]
+    fn run_sync_beats_twice_when_the_sync_fails() {
+        let (clock, health, h) = setup(10);
+        let start = health.report().controllers[0].last_beat;
+        let result: Result<(), &str> = smol::block_on(run_sync(&h, async {
+            clock.advance(Duration::from_secs(4));
+            let during = health.report().controllers[0].last_beat;
+            assert_eq!(
+                during.duration_since(start).unwrap(),
+                Duration::ZERO,
+                "first beat at start"
+            );
+            clock.advance(Duration::from_secs(4));
+            Err("boom")
+        }));
+        assert_eq!(result, Err("boom"));
+        let after = health.report().controllers[0].last_beat;
+        assert_eq!(
+            after.duration_since(start).unwrap(),
+            Duration::from_secs(8),
+            "second beat at the end"
+        );
+    }
+
+    #[test]
+    fn run_sync_beats_at_start_even_when_the_previous_beat_is_old() {
+        let (clock, health, h) = setup(10);
+        clock.advance(Duration::from_secs(30));
+        assert!(!health.report().all_live());
+        smol::block_on(run_sync(&h, async {
+            assert!(
+                health.report().all_live(),
+                "the first beat revives a loop that starts a sync"
+            );
+        }));
+    }
+}

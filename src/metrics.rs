@@ -1,0 +1,283 @@
+//! Prometheus metrics: every sync's outcome, config reloads, liveness and the process.
+//!
+//! [`record_sync_result`] is the single entry point for sync outcomes: it updates the
+//! counters, the duration histogram, the last-success gauge and the health registry's view
+//! of the outcome. [`run_observed_sync`] = `health::run_sync` + `record_sync_result`, and is
+//! how every sync of every controller runs, the first included.
+//!
+//! Every series a dashboard needs exists from startup ([`register_controller`] sets them to 0),
+//! so a controller that never succeeded shows `last_success 0`, not an empty vector.
+//! Liveness gauges are derived from the health registry when /metrics is scraped, so they are
+//! never stale and cost nothing between scrapes.
+
+use std::time::Duration;
+
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::clock::unix_seconds;
+use crate::controller::{SyncError, SyncReport};
+use crate::health::{Health, HealthHandle, run_sync};
+
+/// Histogram buckets for sync durations: 1 ms (a no-op) to 5 min (a cold 100k-route sync on a
+/// slow board).
+pub const SYNC_DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// The installed Prometheus recorder and the process collector.
+pub struct Exporter {
+    handle: PrometheusHandle,
+    process: metrics_process::Collector,
+}
+
+impl Exporter {
+    /// Installs the global recorder (once per process) and describes the core metrics.
+    pub fn install() -> Result<Exporter, String> {
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                Matcher::Full("edgenetd_controller_sync_duration_seconds".into()),
+                SYNC_DURATION_BUCKETS,
+            )
+            .map_err(|e| e.to_string())?
+            .install_recorder()
+            .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+        let process = metrics_process::Collector::new("edgenetd_");
+        process.describe();
+        describe_core();
+        Ok(Exporter { handle, process })
+    }
+
+    /// Renders the Prometheus text exposition, refreshing the derived gauges first.
+    pub fn render(&self, health: &Health) -> String {
+        self.process.collect();
+        export_health(health);
+        self.handle.render()
+    }
+
+    /// Drains histogram buffers; call on a timer so memory stays flat between scrapes.
+    pub fn run_upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+}
+
+fn describe_core() {
+    describe_gauge!(
+        "edgenetd_build_info",
+        "Build information; the value is always 1."
+    );
+    gauge!(
+        "edgenetd_build_info",
+        "version" => env!("CARGO_PKG_VERSION"),
+        "arch" => std::env::consts::ARCH,
+        "fault_injection" => if cfg!(feature = "fault-injection") { "true" } else { "false" },
+    )
+    .set(1.0);
+    describe_counter!(
+        "edgenetd_config_reloads_total",
+        "Configuration reloads attempted (SIGHUP or file change)."
+    );
+    describe_counter!(
+        "edgenetd_config_reload_failures_total",
+        "Configuration reloads rejected; the last good configuration stays in force."
+    );
+    describe_gauge!(
+        "edgenetd_config_last_reload_success_timestamp_seconds",
+        Unit::Seconds,
+        "Unix time of the last configuration load that was accepted."
+    );
+    counter!("edgenetd_config_reloads_total").absolute(0);
+    counter!("edgenetd_config_reload_failures_total").absolute(0);
+    describe_counter!(
+        "edgenetd_controller_syncs_total",
+        "Syncs run, by controller."
+    );
+    describe_counter!(
+        "edgenetd_controller_sync_failures_total",
+        "Syncs that failed, by controller."
+    );
+    describe_gauge!(
+        "edgenetd_controller_sync_last_success",
+        Unit::Seconds,
+        "Unix time of the controller's last successful sync; 0 until the first success."
+    );
+    describe_histogram!(
+        "edgenetd_controller_sync_duration_seconds",
+        Unit::Seconds,
+        "Duration of one sync."
+    );
+    describe_gauge!(
+        "edgenetd_controller_last_heartbeat_timestamp_seconds",
+        Unit::Seconds,
+        "Unix time of the controller loop's last heartbeat."
+    );
+    describe_gauge!(
+        "edgenetd_controller_live",
+        "1 while the controller's loop is live (not wedged), else 0."
+    );
+}
+
+/// Creates every series of one controller with its initial value.
+pub fn register_controller(name: &str) {
+    let label = name.to_string();
+    counter!("edgenetd_controller_syncs_total", "controller" => label.clone()).absolute(0);
+    counter!("edgenetd_controller_sync_failures_total", "controller" => label.clone()).absolute(0);
+    gauge!("edgenetd_controller_sync_last_success", "controller" => label.clone()).set(0.0);
+    gauge!("edgenetd_controller_live", "controller" => label.clone()).set(1.0);
+    gauge!("edgenetd_controller_last_heartbeat_timestamp_seconds", "controller" => label).set(0.0);
+}
+
+/// The single entry point for sync outcomes: metrics and the health registry's view.
+pub fn record_sync_result(
+    handle: &HealthHandle,
+    result: &Result<SyncReport, SyncError>,
+    elapsed: Duration,
+) {
+    let name = handle.name();
+    counter!("edgenetd_controller_syncs_total", "controller" => name.clone()).increment(1);
+    histogram!("edgenetd_controller_sync_duration_seconds", "controller" => name.clone())
+        .record(elapsed.as_secs_f64());
+    match result {
+        Ok(_) => {
+            let now = unix_seconds(handle.health().clock().wall());
+            gauge!("edgenetd_controller_sync_last_success", "controller" => name).set(now);
+            handle.record_outcome(None);
+        }
+        Err(e) => {
+            counter!("edgenetd_controller_sync_failures_total", "controller" => name).increment(1);
+            handle.record_outcome(Some(e.to_string()));
+        }
+    }
+}
+
+/// Runs one sync the only way syncs run: beat, sync, beat, then record the outcome.
+pub async fn run_observed_sync<F>(handle: &HealthHandle, sync: F) -> Result<SyncReport, SyncError>
+where
+    F: Future<Output = Result<SyncReport, SyncError>>,
+{
+    let clock = handle.health().clock().clone();
+    let start = clock.now();
+    let result = run_sync(handle, sync).await;
+    record_sync_result(
+        handle,
+        &result,
+        clock.now().saturating_duration_since(start),
+    );
+    result
+}
+
+/// Records a configuration load attempt.
+pub fn record_config_reload(ok: bool, wall_now: f64) {
+    counter!("edgenetd_config_reloads_total").increment(1);
+    if ok {
+        gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
+    } else {
+        counter!("edgenetd_config_reload_failures_total").increment(1);
+    }
+}
+
+/// Records the first successful load (not a reload, but it sets the timestamp).
+pub fn record_initial_load(wall_now: f64) {
+    gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
+}
+
+fn export_health(health: &Health) {
+    for c in health.report().controllers {
+        gauge!("edgenetd_controller_live", "controller" => c.name.clone()).set(if c.live {
+            1.0
+        } else {
+            0.0
+        });
+        gauge!("edgenetd_controller_last_heartbeat_timestamp_seconds", "controller" => c.name)
+            .set(unix_seconds(c.last_beat));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::FakeClock;
+
+    fn render_with<F: FnOnce()>(f: F) -> String {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                Matcher::Full("edgenetd_controller_sync_duration_seconds".into()),
+                SYNC_DURATION_BUCKETS,
+            )
+            .unwrap()
+            .build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            describe_core();
+            f();
+        });
+        handle.render()
+    }
+
+    #[test]
+    fn series_exist_from_startup_with_zero_values() {
+        let out = render_with(|| register_controller("route"));
+        for line in [
+            "edgenetd_controller_syncs_total{controller=\"route\"} 0",
+            "edgenetd_controller_sync_failures_total{controller=\"route\"} 0",
+            "edgenetd_controller_sync_last_success{controller=\"route\"} 0",
+            "edgenetd_config_reloads_total 0",
+            "# HELP edgenetd_controller_live ",
+        ] {
+            assert!(out.contains(line), "missing {line:?} in\n{out}");
+        }
+        assert!(out.contains("edgenetd_build_info{version=\""), "{out}");
+    }
+
+    #[test]
+    fn a_failed_sync_counts_a_failure_and_keeps_last_success_at_zero() {
+        let clock = FakeClock::new();
+        let health = Health::new(clock.clone() as Arc<dyn crate::clock::Clock>);
+        let h = health.register("route", Duration::from_secs(60));
+        let out = render_with(|| {
+            register_controller("route");
+            let r = smol::block_on(run_observed_sync(&h, async {
+                Err(SyncError::whole("route 10.0.0.0/8", "boom"))
+            }));
+            assert!(r.is_err());
+        });
+        assert!(
+            out.contains("edgenetd_controller_syncs_total{controller=\"route\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("edgenetd_controller_sync_failures_total{controller=\"route\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("edgenetd_controller_sync_last_success{controller=\"route\"} 0"),
+            "{out}"
+        );
+        assert!(out.contains("edgenetd_controller_sync_duration_seconds_bucket{controller=\"route\",le=\"0.001\"} 1"), "{out}");
+        let report = health.report();
+        assert_eq!(
+            report.controllers[0].last_error.as_deref(),
+            Some("route 10.0.0.0/8: boom")
+        );
+    }
+
+    #[test]
+    fn a_successful_sync_sets_last_success_to_now() {
+        let clock = FakeClock::new();
+        let health = Health::new(clock.clone() as Arc<dyn crate::clock::Clock>);
+        let h = health.register("policy", Duration::from_secs(60));
+        let out = render_with(|| {
+            register_controller("policy");
+            smol::block_on(run_observed_sync(&h, async { Ok(SyncReport::default()) })).unwrap();
+        });
+        let want = format!(
+            "edgenetd_controller_sync_last_success{{controller=\"policy\"}} {}",
+            unix_seconds(crate::clock::Clock::wall(&*clock))
+        );
+        assert!(out.contains(&want), "missing {want} in\n{out}");
+    }
+}

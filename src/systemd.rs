@@ -1,0 +1,243 @@
+//! systemd integration: READY, STATUS, WATCHDOG, RELOADING, STOPPING, EXTEND_TIMEOUT_USEC.
+//!
+//! Every call is a no-op when `NOTIFY_SOCKET` is unset, so the daemon runs the same outside
+//! systemd. The [`supervise`] task owns the watchdog: it sends `WATCHDOG=1` every half
+//! interval *only while every controller is live*; when one is not, it stops pinging, logs
+//! which controller is stale, and lets systemd restart the service. Sync failures never stop
+//! the pings (see `health`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_lite::future;
+use log::{error, info, warn};
+use sd_notify::NotifyState;
+
+use crate::controller::TriggerRx;
+use crate::health::{Health, HealthReport};
+
+/// The longest STATUS= line we send; systemctl shows one line anyway.
+const STATUS_MAX: usize = 240;
+
+fn send(states: &[NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        warn!("systemd notify failed: {e}");
+    }
+}
+
+/// `READY=1` with a status line.
+pub fn ready(status: &str) {
+    send(&[NotifyState::Ready, NotifyState::Status(status)]);
+}
+
+/// `STATUS=` alone.
+pub fn status(status: &str) {
+    send(&[NotifyState::Status(status)]);
+}
+
+/// `RELOADING=1` with `MONOTONIC_USEC` (what `Type=notify-reload` expects).
+pub fn reloading() {
+    match NotifyState::monotonic_usec_now() {
+        Ok(now) => send(&[NotifyState::Reloading, now]),
+        Err(e) => {
+            warn!("cannot read CLOCK_MONOTONIC: {e}");
+            send(&[NotifyState::Reloading]);
+        }
+    }
+}
+
+/// `STOPPING=1`.
+pub fn stopping() {
+    send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
+}
+
+/// The one-line summary for `STATUS=`, e.g.
+/// `2/3 ready; route: sync failing: route 10.0.0.0/8: Network unreachable`.
+pub fn status_line(report: &HealthReport, config_problem: Option<&str>) -> String {
+    let total = report.controllers.len();
+    let ready = report
+        .controllers
+        .iter()
+        .filter(|c| c.last_success.is_some())
+        .count();
+    let mut line = if report.controllers.is_empty() {
+        "running; no controllers enabled".to_string()
+    } else if ready == total
+        && report
+            .controllers
+            .iter()
+            .all(|c| c.live && c.last_error.is_none())
+    {
+        format!("{total}/{total} controllers in sync")
+    } else {
+        format!("{ready}/{total} ready")
+    };
+    for c in &report.controllers {
+        if !c.live {
+            line.push_str(&format!(
+                "; {}: NOT LIVE (no heartbeat for {:.0}s)",
+                c.name,
+                c.since_beat.as_secs_f64()
+            ));
+        } else if let Some(e) = &c.last_error {
+            line.push_str(&format!("; {}: sync failing: {e}", c.name));
+        }
+    }
+    if let Some(problem) = config_problem {
+        line.push_str(&format!("; config rejected: {problem}"));
+    }
+    if line.len() > STATUS_MAX {
+        let mut cut = STATUS_MAX - 1;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
+}
+
+/// Shared view of the last config problem, so STATUS= can show it until a good reload.
+#[derive(Default)]
+pub struct ConfigProblem(std::sync::Mutex<Option<String>>);
+
+impl ConfigProblem {
+    /// Sets or clears the problem.
+    pub fn set(&self, problem: Option<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = problem;
+    }
+    /// The current problem.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Sends READY=1 once every controller finished its first sync attempt (whatever the
+/// outcome), feeds the watchdog while every controller is live, keeps STATUS= current, and
+/// extends the start timeout while the first syncs are still running and alive.
+pub async fn supervise(
+    health: Arc<Health>,
+    config_problem: Arc<ConfigProblem>,
+    sync_done: TriggerRx,
+    shutdown: async_channel::Receiver<()>,
+) {
+    let watchdog = sd_notify::watchdog_enabled();
+    let interval = watchdog.map_or(Duration::from_secs(30), |w| w / 2);
+    if let Some(w) = watchdog {
+        info!(
+            "systemd watchdog every {:?}: pinging every {:?} while all controllers are live",
+            w, interval
+        );
+    }
+    let mut ready_sent = false;
+    let mut last_status = String::new();
+    let mut was_stale: Vec<String> = Vec::new();
+    loop {
+        let report = health.report();
+        let line = status_line(&report, config_problem.get().as_deref());
+        if !ready_sent && report.first_attempts_done() {
+            ready(&line);
+            info!("ready: {line}");
+            ready_sent = true;
+            last_status = line;
+        } else {
+            if !ready_sent && report.all_live() {
+                // The first syncs are still running but beating: keep systemd's start timeout
+                // from firing (a cold start with 100k routes on a slow board takes a while).
+                let extend = u32::try_from((interval * 3).as_micros()).unwrap_or(u32::MAX);
+                send(&[NotifyState::ExtendTimeoutUsec(extend)]);
+            }
+            if line != last_status {
+                status(&line);
+                last_status = line;
+            }
+        }
+        if watchdog.is_some() {
+            if report.all_live() {
+                send(&[NotifyState::Watchdog]);
+                if !was_stale.is_empty() {
+                    info!("watchdog: every controller is live again; pinging resumed");
+                    was_stale.clear();
+                }
+            } else {
+                let stale: Vec<String> = report
+                    .controllers
+                    .iter()
+                    .filter(|c| !c.live)
+                    .map(|c| {
+                        format!(
+                            "{} (last heartbeat {:.1}s ago, window {:.1}s{})",
+                            c.name,
+                            c.since_beat.as_secs_f64(),
+                            c.window.as_secs_f64(),
+                            c.queued_for
+                                .map(|q| format!(", update queued {:.1}s", q.as_secs_f64()))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                error!(
+                    "watchdog: NOT pinging systemd: controller not live: {}",
+                    stale.join(", ")
+                );
+                was_stale = stale;
+            }
+        }
+        // Wake early after a sync (READY promptly, status fresh), else on the interval.
+        let tick = if ready_sent {
+            interval
+        } else {
+            interval.min(Duration::from_secs(1))
+        };
+        let stop = future::or(
+            async {
+                let _ = shutdown.recv().await;
+                true
+            },
+            future::or(
+                async {
+                    let _ = sync_done.recv().await;
+                    false
+                },
+                async {
+                    smol::Timer::after(tick).await;
+                    false
+                },
+            ),
+        )
+        .await;
+        if stop {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+
+    #[test]
+    fn status_line_names_failing_and_stale_controllers() {
+        let clock = FakeClock::new();
+        let health = Health::new(clock.clone());
+        let route = health.register("route", Duration::from_secs(10));
+        let policy = health.register("policy", Duration::from_secs(100));
+        policy.record_outcome(None);
+        route.record_outcome(Some("route 10.0.0.0/8: Network is unreachable".into()));
+        assert_eq!(
+            status_line(&health.report(), None),
+            "1/2 ready; route: sync failing: route 10.0.0.0/8: Network is unreachable"
+        );
+        route.record_outcome(None);
+        assert_eq!(
+            status_line(&health.report(), None),
+            "2/2 controllers in sync"
+        );
+        clock.advance(Duration::from_secs(12));
+        assert_eq!(
+            status_line(&health.report(), Some("a.toml:1:1: bad")),
+            "2/2 ready; route: NOT LIVE (no heartbeat for 12s); config rejected: a.toml:1:1: bad"
+        );
+    }
+}
