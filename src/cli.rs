@@ -38,6 +38,15 @@ async fn run_areas(
     desired: &config::DesiredState,
 ) -> Vec<(&'static str, Result<String, String>)> {
     // Each controller area adds its plan/cleanup call here.
-    let _ = (verb, desired);
-    Vec::new()
+    use crate::controller::policy;
+    let mut out: Vec<(&'static str, Result<String, String>)> = Vec::new();
+    if desired.controller("policy").enabled || verb == "cleanup" {
+        let r = if verb == "plan" {
+            policy::plan(desired).await
+        } else {
+            policy::cleanup(&desired.daemon).await
+        };
+        out.push(("policy", r.map_err(|e| e.to_string())));
+    }
+    out
 }

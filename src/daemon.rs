@@ -252,14 +252,15 @@ fn spawn_builtin(
     kernel_rx: TriggerRx,
 ) -> bool {
     // Each built-in controller area adds its arm here.
-    let _ = (
-        spawner,
-        name,
-        trigger,
-        kernel_rx,
-        builtin_settings as fn(&DesiredState, &str) -> ControllerSettings,
-    );
-    false
+    match name {
+        "policy" => {
+            crate::controller::policy::describe_metrics();
+            let controller = crate::controller::policy::PolicyController::new(trigger);
+            spawner.spawn(controller, kernel_rx, builtin_settings);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Spawns controller loops on the executor with their health registration.

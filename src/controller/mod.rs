@@ -119,6 +119,7 @@ pub trait Controller {
     ) -> Result<SyncReport, SyncError>;
 }
 
+pub mod policy;
 pub mod runner;
 
 pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
