@@ -2,7 +2,7 @@
 //! feature, the cluster (not built yet).
 //!
 //! A reload is asked for by SIGHUP or by a change to any config file (the main file, any
-//! `conf.d/*.toml`, or the set of files in `conf.d`), noticed by a 1 s poll of the files'
+//! `conf.d/*.toml`, or the set of files in `conf.d`), noticed by a 500 ms poll of the files'
 //! metadata — a few `stat` calls a second, and no extra crate or inotify descriptor. A change is
 //! taken once it has been stable for one poll, so an editor's save-in-steps loads once.
 //!
@@ -24,7 +24,7 @@ use crate::metrics::record_config_reload;
 use crate::systemd::{self, ConfigProblem};
 
 /// How often config files are checked for changes.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A file's modification time, size and inode: what changes when it is edited or replaced.
 type FileStamp = (SystemTime, u64, u64);

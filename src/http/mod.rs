@@ -1,4 +1,4 @@
-//! HTTP endpoints (tiny_http): /healthz /livez /readyz /metrics.
+//! HTTP endpoints: /healthz /livez /readyz /metrics.
 //!
 //! - `/healthz`: 200 when every controller is live, else 503; JSON with kube-proxy's top-level
 //!   fields (`lastUpdated`, `currentTime`) plus one entry per controller.
@@ -6,28 +6,51 @@
 //!   successful sync. `/metrics`: Prometheus text.
 //! - Only GET and HEAD (405 otherwise), unknown paths 404, sources outside `metrics_allow` 403.
 //!
-//! Robustness: tiny_http reads each connection's request head on a thread of its own, so a
-//! slow or malicious client (slowloris, a huge header, garbage) occupies only its own thread;
-//! requests reach our handler threads only once fully parsed. The listening socket carries
-//! receive/send timeouts that accepted sockets inherit, so a client that stalls mid-read or
-//! never reads its answer is dropped instead of holding a thread forever.
+//! Robustness (see `server`): one thread of its own runs a small async server, every
+//! connection is a task with a hard deadline for its request head and a size cap, so a slow or
+//! malicious client (slowloris, a 1 MB header, garbage bytes) only ever costs its own task and
+//! a few KiB, and never delays the answers to others.
+//!
+//! Why not tiny_http (the crate first chosen): it reads each request on a pool thread with no
+//! timeout, and its pool queues new connections behind busy threads when several arrive at
+//! once, so a burst of slow clients can leave a health probe unanswered until they go away
+//! (reproduced by `slow_huge_and_garbage_clients_never_stall_answers_to_others`).
 
-use std::net::{IpAddr, SocketAddr, TcpListener};
+mod server;
+
+pub use server::{bind, serve};
+
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::Serialize;
-use tiny_http::{Header, Method, Response, Server};
 
 use crate::clock::{rfc3339, unix_seconds};
 use crate::health::{Health, HealthReport};
 use crate::metrics::Exporter;
 
-/// How long a connection may stall on one read or write before it is dropped.
-const SOCKET_TIMEOUT: Duration = Duration::from_secs(5);
-/// Threads answering parsed requests (parsing itself happens on tiny_http's own threads).
-const HANDLER_THREADS: usize = 2;
+/// The request methods edgenetd distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// GET.
+    Get,
+    /// HEAD: like GET, without the body.
+    Head,
+    /// Anything else (answered 405).
+    Other,
+}
+
+impl Method {
+    /// Parses a request-line method.
+    pub fn parse(text: &str) -> Method {
+        match text {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            _ => Method::Other,
+        }
+    }
+}
 
 /// What the handler needs to answer.
 pub struct HttpState {
@@ -51,7 +74,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn text(status: u16, body: impl Into<String>) -> Reply {
+    pub(crate) fn text(status: u16, body: impl Into<String>) -> Reply {
         Reply {
             status,
             content_type: "text/plain; charset=utf-8",
@@ -187,70 +210,10 @@ impl From<&HealthReport> for HealthzBody {
     }
 }
 
-/// Binds the listener (so bind errors surface at startup, before READY).
-pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let listener = TcpListener::bind(addr)?;
-    set_inherited_timeouts(&listener)?;
-    Ok(listener)
-}
-
-fn set_inherited_timeouts(listener: &TcpListener) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let tv = libc::timeval {
-        tv_sec: SOCKET_TIMEOUT.as_secs() as libc::time_t,
-        tv_usec: 0,
-    };
-    for opt in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO] {
-        // SAFETY: valid fd owned by `listener`; tv is a properly sized timeval.
-        let rc = unsafe {
-            libc::setsockopt(
-                listener.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// Serves on `listener` from background threads until the process exits.
-pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String> {
-    let server = Arc::new(Server::from_listener(listener, None).map_err(|e| e.to_string())?);
-    for i in 0..HANDLER_THREADS {
-        let (server, state) = (Arc::clone(&server), Arc::clone(&state));
-        std::thread::Builder::new()
-            .name(format!("http-{i}"))
-            .spawn(move || {
-                for request in server.incoming_requests() {
-                    let remote = request.remote_addr().map(|a| a.ip());
-                    let reply = answer(&state, request.method(), request.url(), remote);
-                    let mut response =
-                        Response::from_string(reply.body).with_status_code(reply.status);
-                    response.add_header(
-                        Header::from_bytes(&b"Content-Type"[..], reply.content_type.as_bytes())
-                            .expect("valid header"),
-                    );
-                    if reply.status == 405 {
-                        response.add_header(
-                            Header::from_bytes(&b"Allow"[..], &b"GET, HEAD"[..])
-                                .expect("valid header"),
-                        );
-                    }
-                    let _ = request.respond(response);
-                }
-            })
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::clock::FakeClock;
 
@@ -314,7 +277,7 @@ mod tests {
     #[test]
     fn methods_paths_and_sources_are_checked() {
         let (_c, st, _h) = state(Some(vec!["127.0.0.0/8".parse().unwrap()]));
-        assert_eq!(answer(&st, &Method::Post, "/healthz", LOCAL).status, 405);
+        assert_eq!(answer(&st, &Method::Other, "/healthz", LOCAL).status, 405);
         assert_eq!(answer(&st, &Method::Head, "/livez", LOCAL).status, 200);
         assert_eq!(answer(&st, &Method::Get, "/nope", LOCAL).status, 404);
         assert_eq!(answer(&st, &Method::Get, "/livez?x=1", LOCAL).status, 200);

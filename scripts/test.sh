@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit tests, and the kernel tests (each in a network
+# namespace of its own; they need root, and here a skipped kernel test is a failure).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/install-deps.sh
+
+export EDGENETD_KERNEL_TESTS=required
+cargo fmt --all -- --check
+cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --features fault-injection -- -D warnings
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --features fault-injection 2>&1 | tee "$log"
+if grep -q "SKIPPED kernel test" "$log"; then
+  echo "error: kernel tests were skipped" >&2
+  exit 1
+fi
+echo "edgenetd: all tests passed"
