@@ -177,6 +177,14 @@ fn element_only_changes_keep_the_structure() {
     let b = program::build(desired.policy.as_ref().unwrap(), "edgenetd-policy");
     assert_ne!(a, b);
     assert!(a.same_structure(&b));
+    // Patching the changed set gives exactly what planning from scratch gives.
+    let old = load_str(&[("edgenetd.toml", SMALL)])
+        .unwrap()
+        .policy
+        .unwrap();
+    let new = desired.policy.clone().unwrap();
+    assert!(program::only_set_elements_differ(&old, &new));
+    assert_eq!(program::with_set_elements(&a, &old, &new), b);
     let desired = load_str(&[(
         "edgenetd.toml",
         &SMALL.replace("ports = [22]", "ports = [2222]"),

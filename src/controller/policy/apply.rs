@@ -12,12 +12,14 @@
 //!   write and counted.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 
 use crate::dataplane::nft::ir::Element;
 
 use crate::controller::{SyncError, SyncReport};
 use crate::dataplane::nft::{
-    Batch, ChainInfo, Nft, NftError, Op, RuleInfo, SetInfo, TAG_BATCH, TableRef, raw_elements,
+    Batch, ChainInfo, ElemInfo, Nft, NftError, Op, RuleInfo, SetInfo, TAG_BATCH, TableRef,
+    raw_elements,
 };
 
 use super::program::Program;
@@ -34,13 +36,15 @@ pub struct Baseline {
 #[derive(Debug, Clone)]
 pub struct Applied {
     /// The program that was asked for.
-    pub program: Program,
+    pub program: Arc<Program>,
     /// Groups the kernel refused (left out).
     pub failed: BTreeSet<u32>,
     /// Ruleset generation after our last commit.
     pub generation: u32,
     /// Listing after the last full write (`None` if someone raced us while taking it).
     pub baseline: Option<Baseline>,
+    /// Kernel form of each named set's elements, computed at the first drift check.
+    pub want_elements: Option<Vec<Vec<ElemInfo>>>,
 }
 
 fn take_baseline(nft: &mut Nft, t: &TableRef) -> Result<Baseline, NftError> {
@@ -68,7 +72,7 @@ pub fn delete_table(nft: &mut Nft, t: &TableRef) -> Result<u64, NftError> {
 }
 
 /// True when the kernel's table differs from what we last wrote.
-fn drifted(nft: &mut Nft, applied: &Applied) -> Result<bool, NftError> {
+fn drifted(nft: &mut Nft, applied: &mut Applied) -> Result<bool, NftError> {
     let t = TableRef::from(&applied.program.table);
     let Some(baseline) = &applied.baseline else {
         return Ok(true);
@@ -76,18 +80,25 @@ fn drifted(nft: &mut Nft, applied: &Applied) -> Result<bool, NftError> {
     if take_baseline(nft, &t)? != *baseline {
         return Ok(true);
     }
-    for (set, g) in applied
+    if applied.want_elements.is_none() {
+        let mut all = Vec::with_capacity(applied.program.table.sets.len());
+        for set in &applied.program.table.sets {
+            all.push(raw_elements(set, &set.elements)?);
+        }
+        applied.want_elements = Some(all);
+    }
+    let want = applied.want_elements.as_ref().expect("computed above");
+    let sets = applied
         .program
         .table
         .sets
         .iter()
-        .zip(&applied.program.set_groups)
-    {
+        .zip(&applied.program.set_groups);
+    for ((set, g), want) in sets.zip(want) {
         if applied.failed.contains(g) {
             continue;
         }
-        let want = raw_elements(set, &set.elements)?;
-        if nft.list_elements(&t, &set.name)? != want {
+        if nft.list_elements(&t, &set.name)? != *want {
             return Ok(true);
         }
     }
@@ -99,7 +110,7 @@ pub fn sync(
     nft: &mut Nft,
     applied: &mut Option<Applied>,
     table: &TableRef,
-    desired: Option<Program>,
+    desired: Option<Arc<Program>>,
 ) -> Result<SyncReport, SyncError> {
     // A renamed table (new prefix): the old one goes.
     if let Some(a) = applied.as_ref()
@@ -135,7 +146,7 @@ pub fn sync(
             }
         }
         if drift == 0 {
-            if a.program == desired {
+            if Arc::ptr_eq(&a.program, &desired) || *a.program == *desired {
                 return Ok(SyncReport {
                     changes: 0,
                     drift_repairs: 0,
@@ -190,7 +201,7 @@ pub fn sync(
 fn element_delta(
     nft: &mut Nft,
     a: &mut Applied,
-    desired: &Program,
+    desired: &Arc<Program>,
 ) -> Result<(u64, String), NftError> {
     let t = TableRef::from(&desired.table);
     let mut batch = Batch::new();
@@ -225,6 +236,7 @@ fn element_delta(
     let commit = nft.execute(batch)?;
     a.program = desired.clone();
     a.generation = commit.generation;
+    a.want_elements = None;
     Ok((
         commit.messages as u64,
         format!("set elements: {added} added, {deleted} deleted"),
@@ -236,7 +248,7 @@ fn element_delta(
 fn full_write(
     nft: &mut Nft,
     t: &TableRef,
-    desired: &Program,
+    desired: &Arc<Program>,
 ) -> Result<(Applied, u64, SyncError), SyncError> {
     let mut failed: BTreeSet<u32> = BTreeSet::new();
     let mut failures = SyncError::default();
@@ -284,6 +296,7 @@ fn full_write(
                     failed,
                     generation: commit.generation,
                     baseline,
+                    want_elements: None,
                 };
                 return Ok((applied, commit.messages as u64, failures));
             }

@@ -15,6 +15,9 @@ pub mod apply;
 pub mod diff;
 pub mod program;
 
+use std::sync::Arc;
+
+use crate::config::policy::PolicyConfig;
 use crate::config::{DaemonSettings, DesiredState};
 use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::nft::ir::Family;
@@ -44,9 +47,13 @@ struct State {
     applied: Option<apply::Applied>,
 }
 
+/// The last config planned and its program: an unchanged config is not planned again.
+type Planned = (Option<PolicyConfig>, String, Option<Arc<program::Program>>);
+
 /// The policy controller.
 pub struct PolicyController {
     state: Option<State>,
+    planned: Option<Planned>,
     _trigger: Trigger,
 }
 
@@ -55,6 +62,7 @@ impl PolicyController {
     pub fn new(trigger: Trigger) -> PolicyController {
         PolicyController {
             state: None,
+            planned: None,
             _trigger: trigger,
         }
     }
@@ -75,10 +83,30 @@ impl Controller for PolicyController {
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
         let table = table_ref(&desired.daemon);
-        let program = desired
-            .policy
-            .as_ref()
-            .map(|cfg| program::build(cfg, &table.name));
+        let program = match &self.planned {
+            Some((cfg, name, p)) if *cfg == desired.policy && *name == table.name => p.clone(),
+            // Only set elements changed: patch those sets instead of planning everything.
+            Some((Some(cfg), name, Some(p)))
+                if *name == table.name
+                    && desired
+                        .policy
+                        .as_ref()
+                        .is_some_and(|new| program::only_set_elements_differ(cfg, new)) =>
+            {
+                let new = desired.policy.as_ref().expect("checked");
+                let p = Arc::new(program::with_set_elements(p, cfg, new));
+                self.planned = Some((desired.policy.clone(), table.name.clone(), Some(p.clone())));
+                Some(p)
+            }
+            _ => {
+                let p = desired
+                    .policy
+                    .as_ref()
+                    .map(|cfg| Arc::new(program::build(cfg, &table.name)));
+                self.planned = Some((desired.policy.clone(), table.name.clone(), p.clone()));
+                p
+            }
+        };
         progress.beat();
         let mut state = match self.state.take() {
             Some(s) => s,

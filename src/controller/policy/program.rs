@@ -453,6 +453,37 @@ fn named_set(s: &NamedSet) -> Set {
     set
 }
 
+/// True when `a` and `b` differ at most in the elements of named sets (same set names and
+/// families, same everything else).
+pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
+    a.input == b.input
+        && a.forward == b.forward
+        && a.output == b.output
+        && a.zones == b.zones
+        && a.rules == b.rules
+        && a.forwards == b.forwards
+        && a.port_forwards == b.port_forwards
+        && a.sets.len() == b.sets.len()
+        && a.sets
+            .iter()
+            .zip(&b.sets)
+            .all(|((n, x), (m, y))| n == m && x.family == y.family)
+}
+
+/// `p` (planned from `old`) with the named sets whose elements changed in `new` rebuilt:
+/// the same program [`build`] would return for `new`, at the cost of the changed sets only.
+pub fn with_set_elements(p: &Program, old: &PolicyConfig, new: &PolicyConfig) -> Program {
+    let mut out = p.clone();
+    for set in out.table.sets.iter_mut() {
+        if let (Some(o), Some(n)) = (old.sets.get(&set.name), new.sets.get(&set.name))
+            && o.elements != n.elements
+        {
+            *set = named_set(n);
+        }
+    }
+    out
+}
+
 /// The table that enforces `cfg`, named `table_name` (family inet).
 pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
     let mut b = Builder {
