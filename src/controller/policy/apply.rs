@@ -11,7 +11,7 @@
 //!   sets) and with the desired set elements; any difference is drift, repaired by a full
 //!   write and counted.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::dataplane::nft::ir::Element;
@@ -210,20 +210,7 @@ fn element_delta(
         if old.elements == new.elements {
             continue;
         }
-        let before: HashSet<&Element> = old.elements.iter().collect();
-        let after: HashSet<&Element> = new.elements.iter().collect();
-        let del: Vec<Element> = old
-            .elements
-            .iter()
-            .filter(|e| !after.contains(e))
-            .cloned()
-            .collect();
-        let add: Vec<Element> = new
-            .elements
-            .iter()
-            .filter(|e| !before.contains(e))
-            .cloned()
-            .collect();
+        let (del, add) = sorted_difference(&old.elements, &new.elements);
         if !del.is_empty() {
             batch.elements(&t, new, &del, Op::Delete)?;
         }
@@ -327,6 +314,49 @@ fn full_write(
             Err(e) => return Err(whole("nftables", e)),
         }
     }
+}
+
+/// Elements only in `old` and only in `new`, in one merge pass over sorted copies (planned
+/// sets are already sorted, so no copy is sorted in practice).
+fn sorted_difference(old: &[Element], new: &[Element]) -> (Vec<Element>, Vec<Element>) {
+    fn sorted(v: &[Element]) -> std::borrow::Cow<'_, [Element]> {
+        if v.is_sorted() {
+            std::borrow::Cow::Borrowed(v)
+        } else {
+            let mut c = v.to_vec();
+            c.sort();
+            std::borrow::Cow::Owned(c)
+        }
+    }
+    let (old, new) = (sorted(old), sorted(new));
+    let (mut i, mut j) = (0, 0);
+    let (mut del, mut add) = (Vec::new(), Vec::new());
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a < b => {
+                del.push(a.clone());
+                i += 1;
+            }
+            (Some(_), Some(b)) => {
+                add.push(b.clone());
+                j += 1;
+            }
+            (Some(a), None) => {
+                del.push(a.clone());
+                i += 1;
+            }
+            (None, Some(b)) => {
+                add.push(b.clone());
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (del, add)
 }
 
 fn group_label(p: &Program, g: u32) -> String {
