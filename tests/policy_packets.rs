@@ -208,3 +208,33 @@ netns_test! {
         assert!(!sh("nft list tables").contains("edgenetd-policy"));
     }
 }
+
+netns_test! {
+    fn a_foreign_commit_wakes_the_controller_at_once() {
+        let (t, rx) = edgenetd::controller::trigger();
+        let mut c = edgenetd::controller::policy::PolicyController::new(t);
+        let desired = load(HOME);
+        use edgenetd::controller::Controller;
+        smol::block_on(c.sync(&desired, &edgenetd::controller::NoProgress)).unwrap();
+        // Our own commits do not fire.
+        let fired_by_us = smol::block_on(futures_lite::future::or(
+            async { rx.recv().await.is_some() },
+            async {
+                smol::Timer::after(std::time::Duration::from_millis(500)).await;
+                false
+            },
+        ));
+        assert!(!fired_by_us, "edgenetd's own commit woke the loop");
+        sh("nft delete table inet edgenetd-policy");
+        let fired = smol::block_on(futures_lite::future::or(
+            async { rx.recv().await.is_some() },
+            async {
+                smol::Timer::after(std::time::Duration::from_secs(2)).await;
+                false
+            },
+        ));
+        assert!(fired, "a foreign commit fires the trigger");
+        let r = smol::block_on(c.sync(&desired, &edgenetd::controller::NoProgress)).unwrap();
+        assert_eq!(r.drift_repairs, 1);
+    }
+}

@@ -21,7 +21,7 @@ use crate::config::policy::PolicyConfig;
 use crate::config::{DaemonSettings, DesiredState};
 use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::nft::ir::Family;
-use crate::dataplane::nft::{Nft, NftError, TableRef, render};
+use crate::dataplane::nft::{Nft, NftError, TableRef, monitor, render};
 
 /// Counter of drift repairs.
 pub const DRIFT_METRIC: &str = "edgenetd_policy_drift_repairs_total";
@@ -58,8 +58,15 @@ pub struct PolicyController {
 }
 
 impl PolicyController {
-    /// A controller; `trigger` may be fired to wake its loop early.
+    /// A controller; `trigger` wakes its loop early. Call it on the thread (network
+    /// namespace) the controller programs: it starts a monitor that fires `trigger` whenever
+    /// another process commits to nftables, so drift is repaired at once rather than at the
+    /// next period.
     pub fn new(trigger: Trigger) -> PolicyController {
+        let fire = trigger.clone();
+        if let Err(e) = monitor::spawn_commit_monitor(move || fire.fire()) {
+            log::warn!("policy: no nftables commit events ({e}); drift is found at each period");
+        }
         PolicyController {
             state: None,
             planned: None,
