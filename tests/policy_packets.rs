@@ -238,3 +238,22 @@ netns_test! {
         assert_eq!(r.drift_repairs, 1);
     }
 }
+
+netns_test! {
+    fn ipv6_is_filtered_forwarded_and_neighbour_discovery_works_under_input_drop() {
+        let t = Topology::new();
+        let mut d = Driver::new();
+        let cfg = HOME.replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#);
+        d.sync(&cfg).unwrap();
+        t.serve_family(None, "tcp", 22, "6");
+        t.serve_family(None, "tcp", 2222, "6");
+        t.serve_family(Some(&t.wan), "tcp", 80, "6");
+        let lan = Some(&t.lan);
+        // Neighbour discovery passes the input drop (or nothing below would connect).
+        assert_eq!(t.connect(lan, "tcp", "fd00::1", 22), "fd00::2");
+        assert!(fail(&t.connect(lan, "tcp", "fd00::1", 2222)));
+        assert!(fail(&t.connect(Some(&t.wan), "tcp", "2001:db8::1", 22)));
+        // Forwarded lan -> wan over IPv6, masqueraded like IPv4.
+        assert_eq!(t.connect(lan, "tcp", "2001:db8::2", 80), "2001:db8::1");
+    }
+}

@@ -49,7 +49,8 @@ port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 src = sys.argv[4] if len(sys.argv) > 4 else None
 try:
     if kind == 'tcp':
-        s = socket.socket(); s.settimeout(1.5)
+        fam = socket.AF_INET6 if ':' in host else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(1.5)
         if src: s.bind((src, 0))
         s.connect((host, port))
         print(s.makefile().readline().strip())
@@ -113,6 +114,13 @@ impl Topology {
         // replies from lan hosts only come back when the router masquerades.
         wan.sh("ip addr add 192.0.2.3/24 dev eth0 && ip route add 10.0.0.0/24 via 192.0.2.1");
         sh("sysctl -qw net.ipv4.ip_forward=1");
+        // IPv6 too: lan fd00::2/64 (router fd00::1), wan 2001:db8::2/64 (router 2001:db8::1).
+        sh("sysctl -qw net.ipv6.conf.all.forwarding=1");
+        sh(
+            "ip addr add fd00::1/64 dev veth-lan nodad && ip addr add 2001:db8::1/64 dev veth-wan nodad",
+        );
+        lan.sh("ip addr add fd00::2/64 dev eth0 nodad && ip -6 route add default via fd00::1");
+        wan.sh("ip addr add 2001:db8::2/64 dev eth0 nodad");
         let (server, client) = scripts();
         Topology {
             lan,
@@ -125,7 +133,12 @@ impl Topology {
 
     /// Starts a server in `host` (None = the router) and waits until it listens.
     pub fn serve(&self, host: Option<&Host>, kind: &str, port: u16) {
-        let cmd = format!("exec python3 {} {kind} {port}", self.server);
+        self.serve_family(host, kind, port, "4")
+    }
+
+    /// Like [`Topology::serve`]; family "6" listens on IPv6.
+    pub fn serve_family(&self, host: Option<&Host>, kind: &str, port: u16, family: &str) {
+        let cmd = format!("exec python3 {} {kind} {port} {family}", self.server);
         let child = match host {
             Some(h) => h.spawn(&cmd),
             None => std::process::Command::new("sh")
