@@ -23,6 +23,9 @@ use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::nft::ir::Family;
 use crate::dataplane::nft::{Nft, NftError, TableRef, monitor, render};
 
+/// How often the foreign-commit watch reads the ruleset generation.
+pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Counter of drift repairs.
 pub const DRIFT_METRIC: &str = "edgenetd_policy_drift_repairs_total";
 /// Gauge of kernel rules in the policy table.
@@ -59,12 +62,12 @@ pub struct PolicyController {
 
 impl PolicyController {
     /// A controller; `trigger` wakes its loop early. Call it on the thread (network
-    /// namespace) the controller programs: it starts a monitor that fires `trigger` whenever
-    /// another process commits to nftables, so drift is repaired at once rather than at the
-    /// next period.
+    /// namespace) the controller programs: it starts a watch that fires `trigger` within
+    /// [`WATCH_INTERVAL`] whenever another process commits to nftables, so drift is repaired
+    /// at once rather than at the next period.
     pub fn new(trigger: Trigger) -> PolicyController {
         let fire = trigger.clone();
-        if let Err(e) = monitor::spawn_commit_monitor(move || fire.fire()) {
+        if let Err(e) = monitor::spawn_foreign_commit_watch(WATCH_INTERVAL, move || fire.fire()) {
             log::warn!("policy: no nftables commit events ({e}); drift is found at each period");
         }
         PolicyController {
