@@ -43,6 +43,12 @@
 //! - **Threads**: [`Nft`] is `Send`; open it where its network namespace is, then do the
 //!   blocking I/O in `smol::unblock(move || ...)`.
 //!
+//! Text limits: nft types `numgen`/`jhash` results as `integer`, which its text syntax cannot
+//! put into a typed concatenation, so a rule whose map key concatenates them with a `mark`
+//! slot renders faithfully but `nft -c -f` refuses that one line; the kernel program (from
+//! the batch) is unaffected. Every other statement renders to text that loads to the same
+//! kernel state as the batch (tested).
+//!
 //! Interval sets: elements must not overlap (the kernel refuses overlaps); normalize address
 //! prefixes with [`encode::normalize_prefixes`] and port ranges with
 //! [`encode::normalize_port_ranges`] first, for named and anonymous sets alike.

@@ -30,8 +30,9 @@ pub(crate) fn record_own(generation: u32) {
     own.push_back(generation);
 }
 
-/// True when some generation in `(from, to]` was not produced by this process.
-fn foreign_between(from: u32, to: u32) -> bool {
+/// True when some generation in `(from, to]` was not produced by this process (a commit by
+/// another process happened in between; when in doubt, true).
+pub fn foreign_between(from: u32, to: u32) -> bool {
     let steps = to.wrapping_sub(from);
     if steps as usize > REMEMBERED {
         return true;
