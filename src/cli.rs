@@ -38,13 +38,22 @@ async fn run_areas(
     desired: &config::DesiredState,
 ) -> Vec<(&'static str, Result<String, String>)> {
     // Each controller area adds its plan/cleanup call here.
-    use crate::controller::policy;
-    let mut out: Vec<(&'static str, Result<String, String>)> = Vec::new();
+    let mut out = Vec::new();
+    let route = if verb == "plan" {
+        crate::controller::route::plan(desired)
+            .await
+            .map_err(|e| e.to_string())
+    } else {
+        crate::controller::route::cleanup(&desired.daemon)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    out.push(("route", route));
     if desired.controller("policy").enabled || verb == "cleanup" {
         let r = if verb == "plan" {
-            policy::plan(desired).await
+            crate::controller::policy::plan(desired).await
         } else {
-            policy::cleanup(&desired.daemon).await
+            crate::controller::policy::cleanup(&desired.daemon).await
         };
         out.push(("policy", r.map_err(|e| e.to_string())));
     }
