@@ -157,7 +157,7 @@ pub enum PolicyCliError {
 
 /// `edgenetd plan`: the ruleset the policy would load, in nft syntax (loadable with
 /// `nft -c -f`), followed by what differs from the running kernel as `#` comment lines.
-/// Writes nothing.
+/// Empty when there is no `[policy]` and no table. Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     let table = table_ref(&desired.daemon);
     let program = desired
@@ -165,6 +165,14 @@ pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
         .as_ref()
         .map(|cfg| program::build(cfg, &table.name));
     let mut nft = Nft::open()?;
+    if program.is_none() {
+        // No [policy] and no table: nothing to say (other areas' plans stay uncluttered).
+        let t = table.clone();
+        if !smol::unblock(move || nft.table_exists(&t)).await? {
+            return Ok(String::new());
+        }
+        nft = Nft::open()?;
+    }
     let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
         let diff = diff::diff(&mut nft, &table, program.as_ref())?;
         let text = match &program {
