@@ -17,6 +17,7 @@ mod diag;
 mod doc;
 mod duration;
 mod net;
+pub mod service;
 mod source_map;
 #[cfg(feature = "fault-injection")]
 pub mod test_controller;
@@ -35,6 +36,7 @@ pub use source_map::{Location, SourceFile, SourceMap};
 const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
+    "service",
     #[cfg(feature = "fault-injection")]
     "test_controller",
 ];
@@ -46,6 +48,8 @@ pub struct DesiredState {
     pub daemon: DaemonSettings,
     /// `[controller.*]`, one entry per built-in controller.
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
+    /// `[[service]]`: load-balanced virtual addresses.
+    pub services: service::ServicesConfig,
     /// Test controllers (fault injection; never in release builds).
     #[cfg(feature = "fault-injection")]
     pub test_controllers: Vec<test_controller::TestControllerConfig>,
@@ -135,6 +139,7 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
     DesiredState {
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
+        services: service::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),
         files: Vec::new(),

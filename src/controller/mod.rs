@@ -120,6 +120,7 @@ pub trait Controller {
 }
 
 pub mod runner;
+pub mod service;
 
 pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
 #[cfg(feature = "fault-injection")]
