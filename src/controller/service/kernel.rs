@@ -480,7 +480,7 @@ impl Kernel {
         {
             if !list.is_empty() {
                 batch
-                    .elements(&self.table, &set.definition(), list, op)
+                    .elements(&self.table, &definition(*set, op), list, op)
                     .map_err(|e| nft_err("compile elements", e.into()))?;
             }
         }
@@ -512,11 +512,20 @@ fn add_ops(
                 .map(|(_, e)| e.clone())
                 .collect();
             if !els.is_empty() {
-                batch.elements(table, &set.definition(), &els, op)?;
+                batch.elements(table, &definition(set, op), &els, op)?;
             }
         }
     }
     Ok(())
+}
+
+/// The set's definition as an element message needs it: deletes carry keys only.
+fn definition(set: SetId, op: Op) -> crate::dataplane::nft::ir::Set {
+    let mut def = set.definition();
+    if op == Op::Delete {
+        def.data = None;
+    }
+    def
 }
 
 fn summarize(delta: &Delta) -> String {
