@@ -42,19 +42,28 @@ pub fn spread(backends: &[Backend]) -> Vec<SocketAddr> {
     }
     live.sort();
     let k = slot_count(live.len()) as u64;
-    // Everyone gets one slot; the rest is shared by weight, largest remainder first.
-    let spare = k - live.len() as u64;
+    // Largest remainder on the weights, then every backend gets at least one slot (taken
+    // from the backend with the most).
     let total: u64 = live.iter().map(|(_, w)| w).sum();
-    let mut counts: Vec<u64> = live.iter().map(|(_, w)| 1 + spare * w / total).collect();
+    let mut counts: Vec<u64> = live.iter().map(|(_, w)| k * w / total).collect();
     let mut left = k - counts.iter().sum::<u64>();
     let mut by_remainder: Vec<usize> = (0..live.len()).collect();
-    by_remainder.sort_by_key(|&i| (std::cmp::Reverse((spare * live[i].1) % total), i));
+    by_remainder.sort_by_key(|&i| (std::cmp::Reverse((k * live[i].1) % total), i));
     for &i in by_remainder.iter().cycle() {
         if left == 0 {
             break;
         }
         counts[i] += 1;
         left -= 1;
+    }
+    for i in 0..counts.len() {
+        if counts[i] == 0 {
+            let richest = (0..counts.len()).max_by_key(|&j| (counts[j], std::cmp::Reverse(j)));
+            if let Some(r) = richest {
+                counts[r] -= 1;
+                counts[i] = 1;
+            }
+        }
     }
     // Smooth weighted round-robin over the counts: exact counts, evenly interleaved.
     let mut current = vec![0i64; live.len()];
@@ -144,7 +153,7 @@ mod tests {
             b("10.0.0.3:80", 0),
         ]);
         assert_eq!(s.len(), 16);
-        assert_eq!(names(&s), "1111111211111111");
+        assert_eq!(names(&s), "1111111121111111");
     }
 
     #[test]
