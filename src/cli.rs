@@ -38,6 +38,13 @@ async fn run_areas(
     desired: &config::DesiredState,
 ) -> Vec<(&'static str, Result<String, String>)> {
     // Each controller area adds its plan/cleanup call here.
-    let _ = (verb, desired);
-    Vec::new()
+    let mut out = Vec::new();
+    if desired.controller("service").enabled || verb == "cleanup" {
+        let r = match verb {
+            "plan" => crate::controller::service::plan(desired).await,
+            _ => crate::controller::service::cleanup(&desired.daemon).await,
+        };
+        out.push(("service", r.map_err(|e| e.to_string())));
+    }
+    out
 }

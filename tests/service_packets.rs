@@ -67,7 +67,8 @@ for k, v in sorted(c.items()):
 /// Client, router (this namespace) and three backends b1..b3 with servers on port 8080.
 struct Topo {
     client: Host,
-    backends: Vec<Host>,
+    /// Kept so the backend namespaces live as long as the topology.
+    _backends: Vec<Host>,
     dir: String,
     ctrl: ServiceController,
 }
@@ -118,7 +119,7 @@ impl Topo {
         std::mem::forget(_rx);
         Topo {
             client,
-            backends,
+            _backends: backends,
             dir,
             ctrl: ServiceController::new(t),
         }
@@ -243,7 +244,7 @@ netns_test! {
         let mut t = Topo::new();
         t.sync(TWO);
         // Open connections until one lands on b1, and keep it.
-        let script = format!(r#"
+        let script = r#"
 import socket, time, sys
 for i in range(50):
     s = socket.create_connection(("10.96.0.10", 80), timeout=2)
@@ -253,7 +254,7 @@ print("ready", flush=True)
 sys.stdin.readline()
 for i in range(3):
     s.sendall(b"ping\n"); print(s.recv(100).decode().strip(), flush=True); time.sleep(0.2)
-"#);
+"#;
         std::fs::write(format!("{}/hold.py", t.dir), script).unwrap();
         let mut child = std::process::Command::new("ip")
             .args(["netns", "exec", &t.client.name, "python3", &format!("{}/hold.py", t.dir)])
