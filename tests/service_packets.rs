@@ -424,3 +424,19 @@ backends = ["{keep}"]
         assert_ne!(first, second, "the same flow moves off the removed backend");
     }
 }
+
+netns_test! {
+    #[cfg(feature = "fault-injection")]
+    fn a_refused_service_never_keeps_the_others_from_working() {
+        let mut t = Topo::new();
+        let toml = format!("{TWO}\n[[service]]\nname = \"fault-reject-1\"\naddress = \"10.96.0.99\"\nport = 80\nbackends = [\"10.0.3.2:8080\"]\n");
+        let desired = desired(&toml);
+        for round in 0..2 {
+            let err = smol::block_on(t.ctrl.sync(&desired, &NoProgress)).expect_err("the fault service fails");
+            assert_eq!(err.failures.len(), 1, "round {round}: {err}");
+            assert!(err.failures[0].object.contains("fault-reject-1"), "{err}");
+            let h = t.hits("tcp", "10.96.0.10", 80, 20);
+            assert_eq!(h.values().sum::<u32>(), 20, "round {round}: the other service works: {h:?}");
+        }
+    }
+}

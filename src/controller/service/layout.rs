@@ -157,6 +157,12 @@ pub const EMPTY_REJECT: &str = "empty_reject";
 
 /// The verdict of a service's `services` element.
 pub fn verdict(key: &VipKey, entry: &Entry) -> Verdict {
+    // Fault injection (test builds only): a service whose name starts with `fault-reject`
+    // points at a chain that does not exist, so the kernel refuses its elements.
+    #[cfg(feature = "fault-injection")]
+    if entry.name.starts_with("fault-reject") {
+        return Verdict::Goto("fault-missing-chain".into());
+    }
     match &entry.action {
         Action::Balance { affinity, slots } => {
             Verdict::Goto(dispatch_chain(*affinity, slots.len(), key.addr.is_ipv4()))
