@@ -10,17 +10,18 @@
 //! A refused batch is retried with each service's messages tagged, so the services the
 //! kernel refuses are found, left out, and reported together while the rest is committed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::controller::{SyncError, SyncReport};
 use crate::dataplane::nft::ir::{Element, Table};
-use crate::dataplane::nft::{Batch, ElemInfo, Nft, NftError, Op, TableRef, raw_elements, render};
+use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, render};
 
 use super::diff::{Delta, Mirror, ServiceChange, masq_refs};
 use super::layout::{self, SetId};
 use super::model::{Model, VipKey};
+use super::verify;
 
 /// A set as compared: name, key type id and length, map data type id and length.
 type SetShape = (String, u32, u32, Option<(u32, u32)>);
@@ -141,9 +142,8 @@ impl Kernel {
             }
             return self.install(desired, drift, known.is_some());
         }
-        // Structure intact: compare elements, with what we believed committed when we know it
-        // (that difference is drift) and with what is desired (that is the work).
-        let desired_raw = desired_elements(&desired);
+        // Structure intact: check every kernel element against the model; differences in
+        // services the mirror holds unchanged are drift.
         let mut kernel_raw = Vec::with_capacity(SetId::ALL.len());
         for set in SetId::ALL {
             kernel_raw.push(
@@ -152,33 +152,18 @@ impl Kernel {
                     .map_err(|e| nft_err("list elements", e))?,
             );
         }
-        if let Some(m) = &known {
-            let believed = desired_elements(&m.model);
-            for (i, set) in SetId::ALL.iter().enumerate() {
-                let _ = set;
-                drift += count_differences(&kernel_raw[i], &believed[i]) as u64;
-            }
-        }
+        let found = verify::verify(&kernel_raw, &desired, known.as_ref());
+        drop(kernel_raw);
+        drift += found.drift;
+        let changes = (found.strays.len() + found.missing.len()) as u64;
         let mut groups: BTreeMap<Option<VipKey>, ServiceChange> = BTreeMap::new();
-        let mut changes = 0u64;
-        for (i, set) in SetId::ALL.iter().enumerate() {
-            let (strays, missing) = compare(&kernel_raw[i], &desired_raw[i]);
-            for info in strays {
-                let Some(el) = layout::decode_key(*set, &info.key) else {
-                    continue;
-                };
-                let key = vip_of(*set, &el);
-                group(&mut groups, key, &desired).deletes.push((*set, el));
-                changes += 1;
-            }
-            for (info, el) in missing {
-                let _ = info;
-                let key = vip_of(*set, el);
-                group(&mut groups, key, &desired)
-                    .adds
-                    .push((*set, el.clone()));
-                changes += 1;
-            }
+        for (set, el) in found.strays {
+            let key = vip_of(set, &el);
+            group(&mut groups, key, &desired).deletes.push((set, el));
+        }
+        for (set, el) in found.missing {
+            let key = vip_of(set, &el);
+            group(&mut groups, key, &desired).adds.push((set, el));
         }
         let groups: Vec<ServiceChange> = groups.into_values().collect();
         let (failures, commit) = self.write(None, &groups)?;
@@ -221,13 +206,14 @@ impl Kernel {
         drift: u64,
         was_known: bool,
     ) -> Result<SyncReport, SyncError> {
-        let table = full_table(&self.table.name, &desired);
-        let elements: usize = table.sets.iter().map(|s| s.elements.len()).sum();
+        let skeleton = layout::skeleton(&self.table.name);
         let mut batch = Batch::new();
         batch.tag(TAG_SHARED);
         batch
-            .replace_table(&table)
+            .replace_table(&skeleton)
             .map_err(|e| nft_err("compile service table", e.into()))?;
+        let elements = stream_elements(&mut batch, &self.table, &desired)
+            .map_err(|e| nft_err("compile service elements", e.into()))?;
         let commit = match self.nft.execute(batch) {
             Ok(c) => c,
             Err(NftError::Rejected(_)) => {
@@ -588,68 +574,58 @@ fn group<'a>(
     })
 }
 
-/// The desired elements of every set, each with its kernel form, sorted by the kernel form.
-fn desired_elements(model: &Model) -> Vec<Vec<(ElemInfo, Element)>> {
-    let mut out: Vec<Vec<(ElemInfo, Element)>> = vec![Vec::new(); SetId::ALL.len()];
-    let defs: Vec<_> = SetId::ALL.iter().map(|s| s.definition()).collect();
-    let mut push = |(set, el): (SetId, Element)| {
-        let def = &defs[set.index()];
-        if let Ok(mut raw) = raw_elements(def, std::slice::from_ref(&el))
-            && let Some(info) = raw.pop()
-        {
-            out[set.index()].push((info, el));
-        }
-    };
+/// Every element of `model`, set by set, in model order.
+fn each_element(model: &Model, mut f: impl FnMut(SetId, Element)) {
     for (k, e) in model {
-        push(layout::service_element(k, e));
+        let (s, el) = layout::service_element(k, e);
+        f(s, el);
         if let super::model::Action::Balance { slots, .. } = &e.action {
             for (i, b) in slots.iter().enumerate() {
-                push(layout::slot_element(k, i as u32, *b));
+                let (s, el) = layout::slot_element(k, i as u32, *b);
+                f(s, el);
             }
         }
     }
     for m in masq_refs(model).keys() {
-        push(layout::masquerade_element(m));
+        let (s, el) = layout::masquerade_element(m);
+        f(s, el);
     }
-    for v in &mut out {
-        v.sort_by(|a, b| a.0.cmp(&b.0));
+}
+
+/// Adds every element of `model` to `batch` in chunks, so a cold install never holds all of
+/// them as IR at once. Returns the element count.
+fn stream_elements(
+    batch: &mut Batch,
+    table: &TableRef,
+    model: &Model,
+) -> Result<usize, crate::dataplane::nft::CompileError> {
+    const CHUNK: usize = 2000;
+    let defs: Vec<_> = SetId::ALL.iter().map(|s| s.definition()).collect();
+    let mut pending: Vec<Vec<Element>> = vec![Vec::new(); SetId::ALL.len()];
+    let mut count = 0;
+    let mut result = Ok(());
+    each_element(model, |s, el| {
+        count += 1;
+        let list = &mut pending[s.index()];
+        list.push(el);
+        if list.len() >= CHUNK && result.is_ok() {
+            result = batch.elements(table, &defs[s.index()], list, Op::Add);
+            list.clear();
+        }
+    });
+    result?;
+    for (i, list) in pending.iter().enumerate() {
+        if !list.is_empty() {
+            batch.elements(table, &defs[i], list, Op::Add)?;
+        }
     }
-    out
+    Ok(count)
 }
 
-/// Kernel elements not desired (strays, to delete) and desired ones the kernel lacks.
-fn compare<'a>(
-    kernel: &'a [ElemInfo],
-    desired: &'a [(ElemInfo, Element)],
-) -> (Vec<&'a ElemInfo>, Vec<(&'a ElemInfo, &'a Element)>) {
-    let want: BTreeSet<&ElemInfo> = desired.iter().map(|(i, _)| i).collect();
-    let have: BTreeSet<&ElemInfo> = kernel.iter().collect();
-    let strays = kernel.iter().filter(|k| !want.contains(k)).collect();
-    let missing = desired
-        .iter()
-        .filter(|(i, _)| !have.contains(i))
-        .map(|(i, e)| (i, e))
-        .collect();
-    (strays, missing)
-}
-
-fn count_differences(kernel: &[ElemInfo], believed: &[(ElemInfo, Element)]) -> usize {
-    let (s, m) = compare(kernel, believed);
-    // A changed value shows as one stray and one missing element with the same key.
-    let stray_keys: BTreeSet<&Vec<u8>> = s.iter().map(|i| &i.key).collect();
-    let missing_only = m
-        .iter()
-        .filter(|(i, _)| !stray_keys.contains(&i.key))
-        .count();
-    s.len() + missing_only
-}
-
-/// The skeleton with every desired element (what a cold install loads).
+/// The skeleton with every desired element (the text a cold install is equivalent to).
 pub fn full_table(name: &str, model: &Model) -> Table {
     let mut t = layout::skeleton(name);
-    for (set, list) in SetId::ALL.iter().zip(desired_elements(model)) {
-        t.sets[set.index()].elements = list.into_iter().map(|(_, e)| e).collect();
-    }
+    each_element(model, |s, el| t.sets[s.index()].elements.push(el));
     t
 }
 
@@ -671,37 +647,34 @@ pub fn render_text(table: &Table) -> String {
 pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
     let mut out = String::new();
     let exists = nft.table_exists(table)?;
-    let desired_raw = desired_elements(desired);
     let mut lines: Vec<String> = Vec::new();
     if !exists {
         lines.push(format!("+ table inet {}", table.name));
         let d = Mirror::default().diff(desired);
         lines.extend(d.services.iter().map(|c| c.summary.clone()));
     } else {
+        let mut kernel = Vec::with_capacity(SetId::ALL.len());
+        for set in SetId::ALL {
+            kernel.push(nft.list_elements(table, set.name())?);
+        }
+        let found = verify::verify(&kernel, desired, None);
         let mut per: BTreeMap<Option<VipKey>, (usize, usize)> = BTreeMap::new();
-        for (i, set) in SetId::ALL.iter().enumerate() {
-            let kernel = nft.list_elements(table, set.name())?;
-            let (strays, missing) = compare(&kernel, &desired_raw[i]);
-            for s in strays {
-                if let Some(el) = layout::decode_key(*set, &s.key) {
-                    per.entry(vip_of(*set, &el)).or_default().0 += 1;
-                }
-            }
-            for (_, el) in missing {
-                per.entry(vip_of(*set, el)).or_default().1 += 1;
-            }
+        for (set, el) in &found.strays {
+            per.entry(vip_of(*set, el)).or_default().0 += 1;
+        }
+        for (set, el) in &found.missing {
+            per.entry(vip_of(*set, el)).or_default().1 += 1;
         }
         for (k, (del, add)) in per {
-            let name = k
-                .and_then(|k| desired.get(&k).map(|e| e.name.clone()))
-                .unwrap_or_default();
-            lines.push(match k {
-                Some(k) if name.is_empty() => format!("- service {k}: delete {del} elements"),
-                Some(k) if del == 0 && add > 0 && !desired_raw.is_empty() => {
-                    format!("+ service {name} {k}: add {add} elements")
+            lines.push(match (k, k.and_then(|k| desired.get(&k))) {
+                (Some(k), None) => format!("- service {k}: delete {del} elements"),
+                (Some(k), Some(e)) if del == 0 => {
+                    format!("+ service {} {k}: add {add} elements", e.name)
                 }
-                Some(k) => format!("~ service {name} {k}: delete {del}, add {add} elements"),
-                None => format!("~ masquerade: delete {del}, add {add} elements"),
+                (Some(k), Some(e)) => {
+                    format!("~ service {} {k}: delete {del}, add {add} elements", e.name)
+                }
+                (None, _) => format!("~ masquerade: delete {del}, add {add} elements"),
             });
         }
     }

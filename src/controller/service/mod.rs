@@ -23,6 +23,7 @@ pub mod model;
 pub mod slots;
 #[cfg(test)]
 mod tests;
+pub mod verify;
 
 use std::time::Instant;
 
