@@ -176,23 +176,43 @@ fn main() {
             .expect("cold sync");
         let cold = start.elapsed();
         let cold_writes = kernel.last_writes;
-        // One backend of one service changes.
+        // One backend of one service changes (repeated, alternating; median and worst).
         let mut changed = svcs.clone();
         changed[n / 2].backends[1].address = SocketAddr::new("10.250.0.1".parse().unwrap(), 8080);
         let changed_model = model::build(&changed);
-        let start = Instant::now();
-        let r1 = kernel
-            .sync(changed_model.clone(), period, Instant::now())
-            .expect("one change");
-        let one = start.elapsed();
-        let one_writes = kernel.last_writes;
-        // No-op resync.
-        let start = Instant::now();
-        kernel
-            .sync(changed_model.clone(), period, Instant::now())
-            .expect("no-op");
-        let noop = start.elapsed();
-        let noop_writes = kernel.last_writes;
+        let mut times = Vec::new();
+        let mut r1 = None;
+        let mut one_writes = 0;
+        for round in 0..11 {
+            let m = if round % 2 == 0 {
+                &changed_model
+            } else {
+                &model
+            };
+            let start = Instant::now();
+            let r = kernel
+                .sync(m.clone(), period, Instant::now())
+                .expect("one change");
+            times.push(start.elapsed());
+            one_writes = kernel.last_writes;
+            r1.get_or_insert(r);
+        }
+        let r1 = r1.unwrap();
+        times.sort();
+        let (one, one_max) = (times[times.len() / 2], times[times.len() - 1]);
+        // No-op resync (repeated; median).
+        let mut times = Vec::new();
+        let mut noop_writes = 0;
+        for _ in 0..11 {
+            let start = Instant::now();
+            kernel
+                .sync(changed_model.clone(), period, Instant::now())
+                .expect("no-op");
+            times.push(start.elapsed());
+            noop_writes += kernel.last_writes;
+        }
+        times.sort();
+        let noop = times[times.len() / 2];
         // Periodic full compare (dump and diff, nothing to repair).
         let start = Instant::now();
         let rf = kernel
@@ -231,10 +251,11 @@ fn main() {
             ratio
         );
         details.push(format!(
-            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change {} ({} element writes, {one_writes} messages); no-op resync {} ({noop_writes} kernel writes); full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB",
+            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change median {} (worst {}; {} element writes, {one_writes} messages); no-op resync median {} ({noop_writes} kernel writes in 11); full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB",
             ms(cold),
             r.changes,
             ms(one),
+            ms(one_max),
             r1.changes,
             ms(noop),
             ms(full),
