@@ -46,5 +46,15 @@ async fn run_areas(
         };
         out.push(("service", r.map_err(|e| e.to_string())));
     }
+    let route = if verb == "plan" {
+        crate::controller::route::plan(desired)
+            .await
+            .map_err(|e| e.to_string())
+    } else {
+        crate::controller::route::cleanup(&desired.daemon)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    out.push(("route", route));
     out
 }

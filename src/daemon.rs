@@ -262,6 +262,15 @@ fn spawn_builtin(
             );
             true
         }
+        "route" => {
+            crate::controller::route::describe_metrics();
+            spawner.spawn(
+                crate::controller::route::RouteController::new(trigger),
+                kernel_rx,
+                builtin_settings,
+            );
+            true
+        }
         _ => false,
     }
 }

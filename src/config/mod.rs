@@ -14,9 +14,10 @@
 
 mod daemon;
 mod diag;
-mod doc;
+pub(crate) mod doc;
 mod duration;
 mod net;
+pub mod route;
 pub mod service;
 mod source_map;
 #[cfg(feature = "fault-injection")]
@@ -37,6 +38,8 @@ const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
     "service",
+    "route",
+    "route_rule",
     #[cfg(feature = "fault-injection")]
     "test_controller",
 ];
@@ -46,6 +49,8 @@ const SECTIONS: &[&str] = &[
 pub struct DesiredState {
     /// `[daemon]`.
     pub daemon: DaemonSettings,
+    /// `[[route]]` and `[[route_rule]]`.
+    pub routing: route::RoutingConfig,
     /// `[controller.*]`, one entry per built-in controller.
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
     /// `[[service]]`: load-balanced virtual addresses.
@@ -122,7 +127,7 @@ pub fn load_str(files: &[(&str, &str)]) -> Result<DesiredState, ConfigError> {
 fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredState {
     let mut doc = Doc::default();
     for file in sources.files() {
-        doc.merge_file(&file.text, file.base, diags);
+        doc.merge_file(SourceMap::parse_text(file), file.base, diags);
     }
     for (key, span) in doc.keys() {
         if !SECTIONS.contains(&key) {
@@ -140,6 +145,7 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
         services: service::validate(&doc, diags),
+        routing: route::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),
         files: Vec::new(),
