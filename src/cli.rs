@@ -38,7 +38,16 @@ async fn run_areas(
     desired: &config::DesiredState,
 ) -> Vec<(&'static str, Result<String, String>)> {
     // Each controller area adds its plan/cleanup call here.
-    let mut out = Vec::new();
+    use crate::controller::policy;
+    let mut out: Vec<(&'static str, Result<String, String>)> = Vec::new();
+    if desired.controller("policy").enabled || verb == "cleanup" {
+        let r = if verb == "plan" {
+            policy::plan(desired).await
+        } else {
+            policy::cleanup(&desired.daemon).await
+        };
+        out.push(("policy", r.map_err(|e| e.to_string())));
+    }
     if desired.controller("service").enabled || verb == "cleanup" {
         let r = match verb {
             "plan" => crate::controller::service::plan(desired).await,

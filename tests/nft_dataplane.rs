@@ -465,7 +465,9 @@ netns_test! {
         // Map elements by delta too: one slot of one service.
         let map = table.set("backends").unwrap();
         let mut batch = Batch::new();
-        batch.elements(&t, map, &map.elements[1..], Op::Delete).unwrap();
+        // Deletes need keys only.
+        let keys: Vec<Element> = map.elements[1..].iter().map(|e| Element::key(e.key.clone())).collect();
+        batch.elements(&t, map, &keys, Op::Delete).unwrap();
         nft.execute(batch).unwrap();
         assert_eq!(nft.list_elements(&t, "backends").unwrap().len(), 1);
         // An unchanged generation means nobody touched anything.

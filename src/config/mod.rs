@@ -17,6 +17,7 @@ mod diag;
 pub(crate) mod doc;
 mod duration;
 mod net;
+pub mod policy;
 pub mod route;
 pub mod service;
 mod source_map;
@@ -37,6 +38,7 @@ pub use source_map::{Location, SourceFile, SourceMap};
 const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
+    "policy",
     "service",
     "route",
     "route_rule",
@@ -53,6 +55,8 @@ pub struct DesiredState {
     pub routing: route::RoutingConfig,
     /// `[controller.*]`, one entry per built-in controller.
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
+    /// `[policy]`: the firewall; `None` = no section = no firewall table at all.
+    pub policy: Option<policy::PolicyConfig>,
     /// `[[service]]`: load-balanced virtual addresses.
     pub services: service::ServicesConfig,
     /// Test controllers (fault injection; never in release builds).
@@ -144,6 +148,7 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
     DesiredState {
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
+        policy: policy::validate(&doc, diags),
         services: service::validate(&doc, diags),
         routing: route::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]

@@ -380,6 +380,7 @@ impl Batch {
 
     /// Adds or deletes `elements` of the existing named set `set` (whose definition gives the
     /// key/data types and flags): an update by delta that leaves everything else alone.
+    /// Deletes need keys only: map data given with a delete is ignored.
     pub fn elements(
         &mut self,
         t: &TableRef,
@@ -401,12 +402,13 @@ impl Batch {
     ) -> Result<(), CompileError> {
         let mut raw_elems = Vec::with_capacity(elements.len());
         for e in elements {
-            let data = match &e.data {
-                None => compile::ElemData::None,
-                Some(Value::Verdict(v)) => compile::ElemData::Verdict(v.clone()),
-                Some(v) => compile::ElemData::Bytes(encode(v)?),
+            // The kernel deletes by key: data given with a delete is not sent.
+            let data = match (&e.data, op) {
+                (_, Op::Delete) | (None, _) => compile::ElemData::None,
+                (Some(Value::Verdict(v)), _) => compile::ElemData::Verdict(v.clone()),
+                (Some(v), _) => compile::ElemData::Bytes(encode(v)?),
             };
-            if set.data.is_some() != !matches!(data, compile::ElemData::None) {
+            if op == Op::Add && set.data.is_some() != !matches!(data, compile::ElemData::None) {
                 return Err(CompileError::Invalid(format!(
                     "set {}: element data does not match the set's type",
                     set.name

@@ -124,15 +124,28 @@ fn increment(bytes: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// Merges overlapping and adjacent address elements (prefixes and single addresses) of one
-/// interval set into the smallest list of prefixes, sorted. The kernel refuses overlapping
-/// intervals, so every interval set of addresses goes through this before elements are
-/// diffed or written.
+/// Drops address elements (prefixes and single addresses) contained in another element of
+/// the same interval set and sorts the rest. The kernel refuses overlapping intervals, and
+/// CIDR blocks either nest or are disjoint, so this is all that is needed; neighbours stay
+/// separate elements so that adding or removing one address is a one-element delta.
 pub fn normalize_prefixes(nets: impl IntoIterator<Item = IpNet>) -> Vec<IpNet> {
-    let nets: Vec<IpNet> = nets.into_iter().map(|n| n.trunc()).collect();
-    let mut merged = IpNet::aggregate(&nets);
-    merged.sort();
-    merged
+    let mut v: Vec<IpNet> = nets.into_iter().map(|n| n.trunc()).collect();
+    // Wider prefixes first among equal network addresses, so containers come first.
+    v.sort_by(|a, b| {
+        (a.network(), a.prefix_len(), a.max_prefix_len()).cmp(&(
+            b.network(),
+            b.prefix_len(),
+            b.max_prefix_len(),
+        ))
+    });
+    let mut out: Vec<IpNet> = Vec::with_capacity(v.len());
+    for n in v {
+        match out.last() {
+            Some(last) if last.contains(&n) => {}
+            _ => out.push(n),
+        }
+    }
+    out
 }
 
 /// Merges overlapping and adjacent port ranges, sorted.
@@ -191,19 +204,20 @@ mod tests {
     }
 
     #[test]
-    fn normalizing_merges_overlaps_and_neighbours() {
+    fn normalizing_drops_contained_prefixes_and_keeps_neighbours() {
         let nets = [
-            "10.0.0.0/25",
             "10.0.0.128/25",
+            "10.0.0.0/25",
             "10.0.0.7/32",
             "192.168.1.1/32",
+            "10.0.0.0/25",
         ]
         .map(|s| s.parse::<IpNet>().unwrap());
         let got: Vec<String> = normalize_prefixes(nets)
             .iter()
             .map(|n| n.to_string())
             .collect();
-        assert_eq!(got, ["10.0.0.0/24", "192.168.1.1/32"]);
+        assert_eq!(got, ["10.0.0.0/25", "10.0.0.128/25", "192.168.1.1/32"]);
         assert_eq!(
             normalize_port_ranges([(22, 22), (8000, 8100), (23, 23), (8050, 9000)]),
             vec![(22, 23), (8000, 9000)]

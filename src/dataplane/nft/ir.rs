@@ -246,7 +246,7 @@ impl KeyType {
 }
 
 /// A verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Verdict {
     /// `accept`.
     Accept,
@@ -263,7 +263,7 @@ pub enum Verdict {
 }
 
 /// A constant value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Value {
     /// An IPv4 address.
     Ipv4(Ipv4Addr),
@@ -319,7 +319,7 @@ pub const CT_STATUS_SNAT: u32 = 0x10;
 pub const ADDRTYPE_LOCAL: u32 = 2;
 
 /// A set element key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ElemKey {
     /// One value.
     Value(Value),
@@ -330,7 +330,7 @@ pub enum ElemKey {
 }
 
 /// A set or map element.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Element {
     /// The key.
     pub key: ElemKey,

@@ -36,6 +36,8 @@
 //!   listing calls ([`Nft::list_rules`] with a per-rule fingerprint, [`Nft::list_sets`],
 //!   [`Nft::list_elements`], [`Nft::list_chains`], [`Nft::list_tables`]) show what changed.
 //!   [`raw_elements`] gives the kernel form of desired elements for comparison.
+//! - **Events**: [`monitor::spawn_commit_monitor`] calls back when another process commits
+//!   anything, so a controller can look for drift at once.
 //! - **Ownership**: nothing here flushes the ruleset or touches a table it is not given.
 //! - **Threads**: [`Nft`] is `Send`; open it where its network namespace is, then do the
 //!   blocking I/O in `smol::unblock(move || ...)`.
@@ -51,6 +53,7 @@ pub mod encode;
 mod error;
 mod expr;
 pub mod ir;
+pub mod monitor;
 pub mod render;
 mod socket;
 

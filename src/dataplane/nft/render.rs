@@ -129,6 +129,9 @@ fn render_set(out: &mut String, set: &Set) {
 fn render_element(out: &mut String, e: &Element) {
     match &e.key {
         ElemKey::Value(v) => render_value(out, v),
+        ElemKey::Prefix(net) if net.prefix_len() == net.max_prefix_len() => {
+            let _ = write!(out, "{}", net.addr());
+        }
         ElemKey::Prefix(net) => {
             let _ = write!(out, "{net}");
         }
