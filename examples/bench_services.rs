@@ -200,7 +200,11 @@ fn main() {
         let r1 = r1.unwrap();
         times.sort();
         let (one, one_max) = (times[times.len() / 2], times[times.len() - 1]);
-        // No-op resync (repeated; median).
+        let start = Instant::now();
+        let c = changed_model.clone();
+        let clone_time = start.elapsed();
+        drop(c);
+        // No-op resync (repeated; median; the model clone it is given is included).
         let mut times = Vec::new();
         let mut noop_writes = 0;
         for _ in 0..11 {
@@ -251,13 +255,14 @@ fn main() {
             ratio
         );
         details.push(format!(
-            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change median {} (worst {}; {} element writes, {one_writes} messages); no-op resync median {} ({noop_writes} kernel writes in 11); full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB",
+            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change median {} (worst {}; {} element writes, {one_writes} messages); no-op resync median {} ({noop_writes} kernel writes in 11; cloning the model alone {}); full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB",
             ms(cold),
             r.changes,
             ms(one),
             ms(one_max),
             r1.changes,
             ms(noop),
+            ms(clone_time),
             ms(full),
             rf.drift_repairs,
             hwm as f64 / 1024.0
