@@ -69,6 +69,8 @@ struct Topo {
     client: Host,
     /// Kept so the backend namespaces live as long as the topology.
     _backends: Vec<Host>,
+    /// The backends' servers (b1..b3).
+    servers: Vec<std::process::Child>,
     dir: String,
     ctrl: ServiceController,
 }
@@ -90,6 +92,7 @@ impl Topo {
         client.sh("ip addr add fd10::2/64 dev eth0 nodad && ip route add default via 192.168.10.1 && ip -6 route add default via fd10::1");
         sh("ip addr add fd10::1/64 dev c0 nodad");
         let mut backends = Vec::new();
+        let mut servers = Vec::new();
         for i in 1..=3 {
             let b = Host::new(&format!("b{i}"));
             b.link_to_router(
@@ -100,7 +103,7 @@ impl Topo {
             );
             b.sh(&format!("ip addr add fd0{i}::2/64 dev eth0 nodad && ip route add default via 10.0.{i}.1 && ip -6 route add default via fd0{i}::1"));
             sh(&format!("ip addr add fd0{i}::1/64 dev b{i} nodad"));
-            std::mem::forget(b.spawn(&format!("exec python3 {dir}/srv.py b{i} 8080")));
+            servers.push(b.spawn(&format!("exec python3 {dir}/srv.py b{i} 8080")));
             backends.push(b);
         }
         // Wait for the servers.
@@ -120,6 +123,7 @@ impl Topo {
         Topo {
             client,
             _backends: backends,
+            servers,
             dir,
             ctrl: ServiceController::new(t),
         }
@@ -438,5 +442,49 @@ netns_test! {
             let h = t.hits("tcp", "10.96.0.10", 80, 20);
             assert_eq!(h.values().sum::<u32>(), 20, "round {round}: the other service works: {h:?}");
         }
+    }
+}
+
+netns_test! {
+    fn a_failed_backend_is_taken_out_and_back_in_by_health_checks() {
+        let mut t = Topo::new();
+        let toml = r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
+[service.health]
+check = "tcp"
+interval = "200ms"
+timeout = "100ms"
+rise = 1
+fall = 2
+"#;
+        t.sync(toml);
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(t.ctrl.down_backends().is_empty());
+        // b1's server dies.
+        t.servers[0].kill().unwrap();
+        t.servers[0].wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while t.ctrl.down_backends().is_empty() {
+            assert!(Instant::now() < deadline, "b1 never detected down");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(t.ctrl.down_backends(), vec!["10.0.1.2:8080".parse().unwrap()]);
+        t.sync(toml);
+        let h = t.hits("tcp", "10.96.0.10", 80, 30);
+        assert_eq!(h.get("b2"), Some(&30), "new connections avoid the failed backend: {h:?}");
+        // It comes back.
+        t.servers[0] = t._backends[0].spawn(&format!("exec python3 {}/srv.py b1 8080", t.dir));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !t.ctrl.down_backends().is_empty() {
+            assert!(Instant::now() < deadline, "b1 never detected up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        t.sync(toml);
+        let h = t.hits("tcp", "10.96.0.10", 80, 100);
+        assert!(h.get("b1").copied().unwrap_or(0) > 20, "b1 is back: {h:?}");
     }
 }

@@ -6,8 +6,8 @@
 //! other family than its VIP, a backend listed twice, two services on the same
 //! address:port:protocol, duplicate names, health-check settings.
 //!
-//! `[service.health]` is parsed and validated so configs written for it keep working, but
-//! health checking is not active yet: every backend with a weight above 0 counts as up.
+//! `[service.health]` configures backend health checks (run by the service controller, see
+//! `controller::service::health`).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -92,7 +92,7 @@ pub struct Backend {
 }
 
 /// Kind of backend health check.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum HealthCheckKind {
     /// No check: every backend counts as up.
     #[default]
@@ -108,8 +108,8 @@ pub enum HealthCheckKind {
     },
 }
 
-/// `[service.health]` (validated; health checking itself is not active yet).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `[service.health]`: how backends are probed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HealthCheck {
     /// What is checked.
     pub check: HealthCheckKind,
@@ -154,7 +154,7 @@ pub struct Service {
     pub masquerade: bool,
     /// What a packet gets while no backend is up.
     pub when_empty: WhenEmpty,
-    /// Backend health checks (parsed, not active yet).
+    /// Backend health checks.
     pub health: HealthCheck,
 }
 

@@ -14,9 +14,13 @@
 //! conntrack NAT binding and drain naturally. UDP has no close, so a UDP backend that lost its
 //! slots also loses its conntrack entries ([`crate::dataplane::conntrack`]).
 //!
+//! Backends with `[service.health]` are probed by [`health`]; a down backend gets no slots,
+//! and every up/down transition fires the controller's trigger.
+//!
 //! See [`layout`] for the table's shape and why it is linear in the number of services.
 
 pub mod diff;
+pub mod health;
 pub mod kernel;
 pub mod layout;
 pub mod model;
@@ -71,8 +75,7 @@ pub fn describe_metrics() {
 /// The service controller (see the module docs).
 pub struct ServiceController {
     kernel: Option<Kernel>,
-    #[allow(dead_code)]
-    trigger: Trigger,
+    health: health::HealthChecks,
 }
 
 impl ServiceController {
@@ -80,8 +83,13 @@ impl ServiceController {
     pub fn new(trigger: Trigger) -> ServiceController {
         ServiceController {
             kernel: None,
-            trigger,
+            health: health::HealthChecks::new(trigger),
         }
+    }
+
+    /// Backends the health checks currently hold down.
+    pub fn down_backends(&self) -> Vec<std::net::SocketAddr> {
+        self.health.down()
     }
 
     /// Kernel writes (element and table messages) of the last sync; 0 for a no-op.
@@ -102,7 +110,9 @@ impl Controller for ServiceController {
     ) -> Result<SyncReport, SyncError> {
         let table = table_ref(&desired.daemon);
         let period = desired.controller("service").period;
-        let model = model::build(&desired.services.services);
+        self.health.reconcile(&desired.services.services);
+        let health = &self.health;
+        let model = model::build_with(&desired.services.services, &|s, b| health.is_up(s, b));
         progress.beat();
         let mut kernel = match self.kernel.take() {
             Some(k) if k.table == table => k,

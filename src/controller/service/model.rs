@@ -73,9 +73,24 @@ impl Entry {
 /// Every service's entry, ordered by key (the order of plans and batches).
 pub type Model = BTreeMap<VipKey, Entry>;
 
-/// The entry of one validated service.
+/// The entry of one validated service, every backend up.
 pub fn entry(s: &Service) -> Entry {
-    let slots = slots::spread(&s.backends);
+    entry_with(s, &|_, _| true)
+}
+
+/// The entry of one validated service; backends for which `up` says false get no slots.
+pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Entry {
+    let slots = if s.backends.iter().all(|b| up(s, b.address)) {
+        slots::spread(&s.backends)
+    } else {
+        let live: Vec<_> = s
+            .backends
+            .iter()
+            .filter(|b| up(s, b.address))
+            .copied()
+            .collect();
+        slots::spread(&live)
+    };
     let action = if slots.is_empty() {
         match s.when_empty {
             WhenEmpty::Reject => Action::Reject,
@@ -94,8 +109,13 @@ pub fn entry(s: &Service) -> Entry {
     }
 }
 
-/// The model of a whole config (validation guarantees keys are unique).
+/// The model of a whole config, every backend up (validation guarantees unique keys).
 pub fn build(services: &[Service]) -> Model {
+    build_with(services, &|_, _| true)
+}
+
+/// The model of a whole config; backends for which `up` says false get no slots.
+pub fn build_with(services: &[Service], up: &dyn Fn(&Service, SocketAddr) -> bool) -> Model {
     services
         .iter()
         .map(|s| {
@@ -105,7 +125,7 @@ pub fn build(services: &[Service]) -> Model {
                     proto: s.protocol,
                     port: s.port,
                 },
-                entry(s),
+                entry_with(s, up),
             )
         })
         .collect()
