@@ -121,3 +121,22 @@ netns_test! {
         assert_eq!(sh("nft list table inet other"), before);
     }
 }
+
+netns_test! {
+    fn no_services_means_no_table() {
+        let mut c = controller();
+        let none = desired("");
+        let r = sync(&mut c, &none);
+        assert_eq!(r.changes, 0);
+        assert!(!sh("nft list tables").contains("edgenetd-service"));
+        let r = sync(&mut c, &none);
+        assert_eq!((r.changes, c.last_writes()), (0, 0));
+        sync(&mut c, &desired(CONFIG));
+        assert_eq!(elements("backends4"), 16);
+        let r = sync(&mut c, &none);
+        assert_eq!(r.changes, 1, "{r:?}");
+        assert!(!sh("nft list tables").contains("edgenetd-service"));
+        sync(&mut c, &desired(CONFIG));
+        assert_eq!(elements("backends4"), 16);
+    }
+}

@@ -43,6 +43,8 @@ pub struct Kernel {
     /// Rule fingerprints of our skeleton as the kernel lists them after we installed it.
     fingerprints: Option<Vec<(String, String)>>,
     last_full: Option<Instant>,
+    /// Generation at which the table was last seen absent while no service was desired.
+    absent_at: Option<u32>,
     /// Kernel messages written by the last sync.
     pub last_writes: u64,
 }
@@ -61,6 +63,7 @@ impl Kernel {
             generation: None,
             fingerprints: None,
             last_full: None,
+            absent_at: None,
             last_writes: 0,
         })
     }
@@ -77,6 +80,9 @@ impl Kernel {
             .nft
             .generation()
             .map_err(|e| nft_err("nftables generation", e))?;
+        if desired.is_empty() {
+            return self.ensure_absent(generation);
+        }
         let full = self.mirror.is_none()
             || self.generation != Some(generation)
             || self
@@ -123,6 +129,50 @@ impl Kernel {
             changes,
             drift_repairs: 0,
             summary,
+        })
+    }
+
+    /// No services: no table at all (no NAT hooks registered for nothing).
+    fn ensure_absent(&mut self, generation: u32) -> Result<SyncReport, SyncError> {
+        if self.absent_at == Some(generation) {
+            return Ok(SyncReport {
+                changes: 0,
+                drift_repairs: 0,
+                summary: "no services".into(),
+            });
+        }
+        let mut changes = 0;
+        if self
+            .nft
+            .table_exists(&self.table)
+            .map_err(|e| nft_err("list tables", e))?
+        {
+            let mut batch = Batch::new();
+            batch.table(&self.table, Op::Delete);
+            let c = self
+                .nft
+                .execute(batch)
+                .map_err(|e| nft_err("delete service table", e))?;
+            self.last_writes += c.messages as u64;
+            changes = 1;
+        }
+        self.absent_at = Some(
+            self.nft
+                .generation()
+                .map_err(|e| nft_err("nftables generation", e))?,
+        );
+        // The next sync with services installs the table (a full sync).
+        self.mirror = None;
+        self.generation = None;
+        self.fingerprints = None;
+        Ok(SyncReport {
+            changes,
+            drift_repairs: 0,
+            summary: if changes > 0 {
+                "no services: deleted the table".into()
+            } else {
+                "no services".into()
+            },
         })
     }
 
@@ -648,7 +698,11 @@ pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, 
     let mut out = String::new();
     let exists = nft.table_exists(table)?;
     let mut lines: Vec<String> = Vec::new();
-    if !exists {
+    if desired.is_empty() {
+        if exists {
+            lines.push(format!("- table inet {} (no services)", table.name));
+        }
+    } else if !exists {
         lines.push(format!("+ table inet {}", table.name));
         let d = Mirror::default().diff(desired);
         lines.extend(d.services.iter().map(|c| c.summary.clone()));
