@@ -9,7 +9,8 @@
 #   4. runs the installed binary the way the unit does (unprivileged uid, CAP_NET_ADMIN only)
 #      under strace in a network namespace, and checks every system call it made is allowed
 #      by the unit's SystemCallFilter (packaging/sandbox-check.sh);
-#   5. runs the aarch64 smoke test under qemu-user (packaging/smoke-aarch64.sh);
+#   5. checks the Prometheus alert rules of docs/operations.md with promtool (check + unit tests);
+#   5b. runs the aarch64 smoke test under qemu-user (packaging/smoke-aarch64.sh);
 #   6. prints the footprint against the budgets (scripts/footprint.sh; fails on size/RSS only);
 #   7. purges the package and checks nothing leaked into the host's network.
 # Expected time on 2 cores: ~10 min (two release builds dominate).
@@ -23,7 +24,7 @@ fail() { echo "edge CI: FAIL: $*" >&2; exit 1; }
 
 section "dependencies"
 source scripts/install-deps.sh
-need=(dpkg-dev file qemu-user-static systemd strace curl python3)
+need=(dpkg-dev file qemu-user-static systemd strace curl python3 prometheus)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -108,6 +109,9 @@ echo "exposure $exposure <= 2.0: ok"
 
 section "sandbox: unprivileged uid, CAP_NET_ADMIN only, system calls within the filter"
 packaging/sandbox-check.sh /usr/bin/edgenetd
+
+section "Prometheus alert rules in docs/operations.md"
+packaging/prometheus/check-alerts.sh
 
 section "aarch64 smoke test (qemu-user)"
 packaging/smoke-aarch64.sh
