@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin=$(realpath "${1:-target/release/edgenetd}")
-config_src=${2:-config/edgenetd.toml}
+config_src=${2:-${SANDBOX_CONFIG:-config/edgenetd.toml}}
 unit=systemd/edgenetd.service
 fail() { echo "sandbox-check: FAIL: $*" >&2; [ -n "${work:-}" ] && tail -n 30 "$work/daemon.log" >&2; exit 1; }
 
