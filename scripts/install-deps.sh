@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing edgenetd needs on a fresh Debian machine (as root).
-# Idempotent: packages already present are left alone.
+# Idempotent: packages already present are left alone. (prometheus brings promtool, which
+# checks the /metrics output in the tests.)
 set -euo pipefail
 
-need=(nftables iproute2 libnftnl-dev libmnl-dev pkg-config python3 util-linux procps curl)
+need=(nftables iproute2 libnftnl-dev libmnl-dev pkg-config python3 util-linux procps curl prometheus)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -12,7 +13,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -38,6 +38,16 @@ async fn run_areas(
     desired: &config::DesiredState,
 ) -> Vec<(&'static str, Result<String, String>)> {
     // Each controller area adds its plan/cleanup call here.
-    let _ = (verb, desired);
-    Vec::new()
+    let mut out = Vec::new();
+    let route = if verb == "plan" {
+        crate::controller::route::plan(desired)
+            .await
+            .map_err(|e| e.to_string())
+    } else {
+        crate::controller::route::cleanup(&desired.daemon)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    out.push(("route", route));
+    out
 }

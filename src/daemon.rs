@@ -252,14 +252,18 @@ fn spawn_builtin(
     kernel_rx: TriggerRx,
 ) -> bool {
     // Each built-in controller area adds its arm here.
-    let _ = (
-        spawner,
-        name,
-        trigger,
-        kernel_rx,
-        builtin_settings as fn(&DesiredState, &str) -> ControllerSettings,
-    );
-    false
+    match name {
+        "route" => {
+            crate::controller::route::describe_metrics();
+            spawner.spawn(
+                crate::controller::route::RouteController::new(trigger),
+                kernel_rx,
+                builtin_settings,
+            );
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Spawns controller loops on the executor with their health registration.

@@ -245,3 +245,42 @@ netns_test! {
         assert!(answer.contains("Allow: GET, HEAD"), "{answer}");
     }
 }
+
+netns_test! {
+    fn metrics_output_passes_promtool_check_and_has_every_series_from_startup() {
+        let cfg = config("[[test_controller]]\nname = \"never\"\nbehaviour = \"fail\"\n");
+        let mut d = Daemon::start("promtool", &cfg, LISTEN, None);
+        d.wait_notify(0, Duration::from_secs(5), |m| m.contains("READY=1")).expect("READY=1");
+        let (status, body) = d.get("/metrics");
+        assert_eq!(status, 200);
+        for series in [
+            "edgenetd_controller_sync_last_success{controller=\"never\"} 0",
+            "edgenetd_controller_syncs_total{controller=\"never\"} ",
+            "edgenetd_controller_sync_failures_total{controller=\"never\"} ",
+            "edgenetd_controller_live{controller=\"never\"} 1",
+            "edgenetd_controller_last_heartbeat_timestamp_seconds{controller=\"never\"} ",
+            "edgenetd_controller_sync_duration_seconds_bucket{controller=\"never\",le=\"+Inf\"} ",
+            "edgenetd_config_reloads_total 0",
+            "edgenetd_config_reload_failures_total 0",
+            "edgenetd_config_last_reload_success_timestamp_seconds ",
+            "edgenetd_build_info{version=\"",
+            "edgenetd_process_resident_memory_bytes ",
+            "edgenetd_process_cpu_seconds_total ",
+            "edgenetd_process_open_fds ",
+            "edgenetd_process_start_time_seconds ",
+        ] {
+            assert!(body.contains(series), "missing {series:?} in\n{body}");
+        }
+        let promtool = std::process::Command::new("promtool").arg("check").arg("metrics").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn();
+        let Ok(mut promtool) = promtool else {
+            let required = std::env::var_os("CI").is_some() || std::env::var("EDGENETD_KERNEL_TESTS").as_deref() == Ok("required");
+            assert!(!required, "promtool is required here (apt-get install prometheus)");
+            eprintln!("SKIPPED promtool check: promtool not installed");
+            return;
+        };
+        std::io::Write::write_all(promtool.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+        let out = promtool.wait_with_output().unwrap();
+        let complaints = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && complaints.trim().is_empty(), "promtool check metrics: {complaints}");
+    }
+}

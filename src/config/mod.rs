@@ -17,6 +17,7 @@ mod diag;
 mod doc;
 mod duration;
 mod net;
+pub mod route;
 mod source_map;
 #[cfg(feature = "fault-injection")]
 pub mod test_controller;
@@ -35,6 +36,8 @@ pub use source_map::{Location, SourceFile, SourceMap};
 const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
+    "route",
+    "route_rule",
     #[cfg(feature = "fault-injection")]
     "test_controller",
 ];
@@ -44,6 +47,8 @@ const SECTIONS: &[&str] = &[
 pub struct DesiredState {
     /// `[daemon]`.
     pub daemon: DaemonSettings,
+    /// `[[route]]` and `[[route_rule]]`.
+    pub routing: route::RoutingConfig,
     /// `[controller.*]`, one entry per built-in controller.
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
     /// Test controllers (fault injection; never in release builds).
@@ -135,6 +140,7 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
     DesiredState {
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
+        routing: route::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),
         files: Vec::new(),

@@ -4,6 +4,8 @@
 //! followed by *apply* (the only part that talks to the kernel, through `crate::dataplane`).
 //! The runner (see `runner`) owns the loop; a controller only knows how to sync once.
 
+pub mod route;
+
 use std::fmt;
 
 use crate::config::DesiredState;

@@ -1,1 +1,2 @@
 //! The only code that speaks netlink. Knows nothing of TOML or Kubernetes.
+pub mod route;

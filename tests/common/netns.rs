@@ -43,7 +43,9 @@ pub fn run_isolated(test_path: &str, body: impl FnOnce()) {
         return;
     }
     if !is_root() {
-        if std::env::var_os("CI").is_some() || std::env::var("EDGENETD_KERNEL_TESTS").as_deref() == Ok("required") {
+        if std::env::var_os("CI").is_some()
+            || std::env::var("EDGENETD_KERNEL_TESTS").as_deref() == Ok("required")
+        {
             panic!(
                 "kernel test {test_path} needs root; under CI a skipped kernel test is a failure"
             );

@@ -1,0 +1,404 @@
+//! One rtnetlink connection (netlink-proto on smol, as rtnetlink uses it) for dumps and
+//! pipelined writes.
+//!
+//! Why not one `rtnetlink` request future per route: each would cost a `sendto`, a `recvfrom`
+//! and a round trip through the executor, exactly the ping-pong `ip -batch` does. Instead,
+//! writes go out in *chunks*: up to [`CHUNK`] requests encoded into one datagram (the kernel
+//! processes every message of a datagram in order and answers each), with up to [`WINDOW`]
+//! chunks in flight before the oldest chunk's answers are awaited. Every request asks for an
+//! ack, and since the kernel answers in order, the i-th answer of a chunk belongs to its i-th
+//! request: every ack or error maps back to its route. The in-flight bound keeps the acks of
+//! all outstanding requests inside the socket's receive buffer (enlarged at open), because the
+//! kernel drops an ack that does not fit.
+
+use std::collections::VecDeque;
+use std::num::NonZeroI32;
+use std::os::fd::AsRawFd;
+
+use futures_lite::StreamExt;
+use rtnetlink::packet_core::{
+    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkMessage, NetlinkPayload,
+};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::proto::ConnectionHandle;
+use rtnetlink::sys::{AsyncSocket, SmolSocket, SocketAddr, protocols::NETLINK_ROUTE};
+
+use super::RouteError;
+use super::message::{
+    Links, route_add_message, route_delete_message, route_dump_message, route_from_message,
+    rule_dump_message, rule_from_message, rule_message,
+};
+use super::spec::{Family, RouteSpec, RuleSpec};
+
+/// Requests encoded into one datagram.
+pub const CHUNK: usize = 256;
+/// Chunks in flight before the oldest one's answers are awaited.
+pub const WINDOW: usize = 4;
+/// Receive buffer asked for (SO_RCVBUFFORCE, root only): room for every ack in flight.
+const RCVBUF: usize = 8 << 20;
+/// A generous estimate of the receive-buffer space one ack takes (skb overhead included);
+/// without the forced buffer (not root) chunks shrink so acks still fit.
+const ACK_TRUESIZE: usize = 1024;
+
+/// One write to the kernel.
+#[derive(Debug, Clone, Copy)]
+pub enum RouteWrite<'a> {
+    /// Creates a route that must not exist yet (`NLM_F_CREATE | NLM_F_EXCL`): a route of
+    /// another owner with the same key is never overwritten; the add fails with "File exists".
+    Add(&'a RouteSpec),
+    /// Replaces an owned route with the same key in place (`NLM_F_CREATE | NLM_F_REPLACE`):
+    /// no window without the route.
+    Replace(&'a RouteSpec),
+    /// Deletes an owned route.
+    Delete(&'a RouteSpec),
+}
+
+/// One write to the kernel's rule list.
+#[derive(Debug, Clone, Copy)]
+pub enum RuleWrite<'a> {
+    /// Adds a rule (`NLM_F_EXCL`: an identical rule is not added twice).
+    Add(&'a RuleSpec),
+    /// Deletes a rule.
+    Delete(&'a RuleSpec),
+}
+
+/// A write that failed: its index in the slice given to the write call, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFailure {
+    /// Index of the failed write.
+    pub index: usize,
+    /// The error (the kernel's, with its extended-ack message when it gave one).
+    pub error: RouteError,
+}
+
+/// What a batch of writes did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Requests sent to the kernel (a write that failed before sending, e.g. a missing
+    /// device, is not counted).
+    pub sent: usize,
+    /// Every failed write.
+    pub failures: Vec<WriteFailure>,
+}
+
+/// A connection to the kernel's routing netlink.
+///
+/// The connection task runs on smol's executor; dropping the `RouteSocket` ends it.
+#[derive(Debug, Clone)]
+pub struct RouteSocket {
+    handle: ConnectionHandle<RouteNetlinkMessage>,
+    port: u32,
+    chunk: usize,
+}
+
+impl RouteSocket {
+    /// Opens the socket (on the calling thread, so it lives in the caller's network namespace)
+    /// with strict checking (kernel-side dump filters), capped acks with extended error
+    /// messages, and a receive buffer large enough for a window of acks.
+    pub fn open() -> Result<RouteSocket, RouteError> {
+        let (mut conn, handle, _unsolicited) = rtnetlink::proto::new_connection_with_socket::<
+            RouteNetlinkMessage,
+            SmolSocket,
+        >(NETLINK_ROUTE)
+        .map_err(RouteError::from)?;
+        conn.set_forward_ack(true);
+        let socket = conn.socket_mut().socket_mut();
+        socket
+            .set_netlink_get_strict_chk(true)
+            .map_err(RouteError::from)?;
+        socket.set_cap_ack(true).map_err(RouteError::from)?;
+        socket.set_ext_ack(true).map_err(RouteError::from)?;
+        let addr = socket.bind_auto().map_err(RouteError::from)?;
+        let rcvbuf = force_rcvbuf(socket.as_raw_fd(), RCVBUF);
+        smol::spawn(conn).detach();
+        Ok(RouteSocket {
+            handle,
+            port: addr.port_number(),
+            chunk: (rcvbuf / ACK_TRUESIZE / WINDOW).clamp(8, CHUNK),
+        })
+    }
+
+    /// The socket's netlink port id: kernel notifications about changes this socket made carry
+    /// it, so a monitor can tell edgenetd's own writes from somebody else's.
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// Runs one dump, handing each message to `each` as it arrives (a dump of 100k routes is
+    /// never held as raw messages).
+    async fn dump(
+        &self,
+        body: RouteNetlinkMessage,
+        mut each: impl FnMut(RouteNetlinkMessage),
+    ) -> Result<(), RouteError> {
+        let mut req = NetlinkMessage::from(body);
+        req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+        let mut stream = self
+            .handle
+            .request(req, SocketAddr::new(0, 0))
+            .map_err(|_| RouteError::Closed)?;
+        while let Some(msg) = stream.next().await {
+            match msg.payload {
+                NetlinkPayload::InnerMessage(inner) => each(inner),
+                NetlinkPayload::Error(e) => {
+                    if let Some(code) = e.code {
+                        return Err(kernel_error(code, &e.header, msg.header.flags));
+                    }
+                }
+                NetlinkPayload::Overrun(_) => return Err(RouteError::Overrun),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Every interface by name and index.
+    pub async fn links(&self) -> Result<Links, RouteError> {
+        let mut links = Links::default();
+        self.dump(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            |msg| {
+                if let RouteNetlinkMessage::NewLink(link) = msg {
+                    for attr in link.attributes {
+                        if let LinkAttribute::IfName(name) = attr {
+                            links.insert(link.header.index, name);
+                        }
+                    }
+                }
+            },
+        )
+        .await?;
+        Ok(links)
+    }
+
+    /// Every route of both families in every table whose protocol is `protocol` (filtered in
+    /// the kernel), with devices named through `links`.
+    pub async fn dump_routes(
+        &self,
+        protocol: u8,
+        links: &Links,
+    ) -> Result<Vec<RouteSpec>, RouteError> {
+        let mut out = Vec::new();
+        for family in [Family::Ipv4, Family::Ipv6] {
+            let request = RouteNetlinkMessage::GetRoute(route_dump_message(family, protocol));
+            self.dump(request, |msg| {
+                // The filter is the kernel's; checking again costs nothing and protects
+                // against a kernel that ignored it.
+                if let RouteNetlinkMessage::NewRoute(route) = msg
+                    && u8::from(route.header.protocol) == protocol
+                {
+                    out.extend(route_from_message(&route, links));
+                }
+            })
+            .await?;
+        }
+        Ok(out)
+    }
+
+    /// Every rule of both families whose protocol is `protocol` (the kernel cannot filter rule
+    /// dumps, so this filters here).
+    pub async fn dump_rules(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
+        let mut out = Vec::new();
+        for family in [Family::Ipv4, Family::Ipv6] {
+            let request = RouteNetlinkMessage::GetRule(rule_dump_message(family));
+            self.dump(request, |msg| {
+                if let RouteNetlinkMessage::NewRule(rule) = msg {
+                    out.extend(rule_from_message(&rule).filter(|r| r.protocol == protocol));
+                }
+            })
+            .await?;
+        }
+        Ok(out)
+    }
+
+    /// Sends every write, pipelined (see the module docs), and returns every failure with its
+    /// index; one failure never stops the others. `progress` is called with the number of
+    /// writes answered so far after each chunk.
+    pub async fn write_routes(
+        &self,
+        writes: &[RouteWrite<'_>],
+        links: &Links,
+        progress: &mut dyn FnMut(usize),
+    ) -> WriteOutcome {
+        let build =
+            |w: &RouteWrite<'_>| -> Result<NetlinkMessage<RouteNetlinkMessage>, RouteError> {
+                let (body, flags) = match *w {
+                    RouteWrite::Add(spec) => (
+                        RouteNetlinkMessage::NewRoute(route_add_message(spec, links)?),
+                        NLM_F_CREATE | NLM_F_EXCL,
+                    ),
+                    RouteWrite::Replace(spec) => (
+                        RouteNetlinkMessage::NewRoute(route_add_message(spec, links)?),
+                        NLM_F_CREATE | NLM_F_REPLACE,
+                    ),
+                    RouteWrite::Delete(spec) => {
+                        (RouteNetlinkMessage::DelRoute(route_delete_message(spec)), 0)
+                    }
+                };
+                let mut msg = NetlinkMessage::from(body);
+                msg.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+                Ok(msg)
+            };
+        self.pipeline(writes.len(), |i| build(&writes[i]), progress)
+            .await
+    }
+
+    /// Sends every rule write, pipelined like [`RouteSocket::write_routes`].
+    pub async fn write_rules(&self, writes: &[RuleWrite<'_>]) -> WriteOutcome {
+        let build = |i: usize| -> Result<NetlinkMessage<RouteNetlinkMessage>, RouteError> {
+            let (body, flags) = match writes[i] {
+                RuleWrite::Add(spec) => (
+                    RouteNetlinkMessage::NewRule(rule_message(spec)),
+                    NLM_F_CREATE | NLM_F_EXCL,
+                ),
+                RuleWrite::Delete(spec) => (RouteNetlinkMessage::DelRule(rule_message(spec)), 0),
+            };
+            let mut msg = NetlinkMessage::from(body);
+            msg.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+            Ok(msg)
+        };
+        self.pipeline(writes.len(), build, &mut |_| {}).await
+    }
+
+    async fn pipeline(
+        &self,
+        count: usize,
+        mut build: impl FnMut(usize) -> Result<NetlinkMessage<RouteNetlinkMessage>, RouteError>,
+        progress: &mut dyn FnMut(usize),
+    ) -> WriteOutcome {
+        let mut outcome = WriteOutcome::default();
+        let mut in_flight = VecDeque::with_capacity(WINDOW);
+        let mut next = 0;
+        let mut answered = 0;
+        while next < count || !in_flight.is_empty() {
+            // Fill the window.
+            while next < count && in_flight.len() < WINDOW {
+                let mut indices = Vec::with_capacity(self.chunk);
+                let mut messages = Vec::with_capacity(self.chunk);
+                while next < count && messages.len() < self.chunk {
+                    match build(next) {
+                        Ok(msg) => {
+                            indices.push(next);
+                            messages.push(msg);
+                        }
+                        Err(error) => outcome.failures.push(WriteFailure { index: next, error }),
+                    }
+                    next += 1;
+                }
+                if messages.is_empty() {
+                    continue;
+                }
+                outcome.sent += messages.len();
+                match self.handle.request_batch(messages, SocketAddr::new(0, 0)) {
+                    Ok(stream) => in_flight.push_back((indices, stream)),
+                    Err(_) => {
+                        outcome
+                            .failures
+                            .extend(indices.into_iter().map(|index| WriteFailure {
+                                index,
+                                error: RouteError::Closed,
+                            }))
+                    }
+                }
+            }
+            // Collect the oldest chunk's answers: one per request, in request order.
+            let Some((indices, mut stream)) = in_flight.pop_front() else {
+                continue;
+            };
+            let mut got = 0;
+            while got < indices.len() {
+                let Some(msg) = stream.next().await else {
+                    break;
+                };
+                match msg.payload {
+                    NetlinkPayload::Error(e) => {
+                        if let Some(code) = e.code {
+                            outcome.failures.push(WriteFailure {
+                                index: indices[got],
+                                error: kernel_error(code, &e.header, msg.header.flags),
+                            });
+                        }
+                        got += 1;
+                    }
+                    NetlinkPayload::Overrun(_) => break,
+                    _ => {}
+                }
+            }
+            for &index in &indices[got..] {
+                outcome.failures.push(WriteFailure {
+                    index,
+                    error: RouteError::NoAnswer,
+                });
+            }
+            answered += indices.len();
+            progress(answered);
+        }
+        outcome.failures.sort_by_key(|f| f.index);
+        outcome
+    }
+}
+
+/// Turns a netlink error into a [`RouteError`], with the extended-ack message when present.
+/// With `NETLINK_CAP_ACK` the echoed request is only its 16-byte header; TLVs follow.
+fn kernel_error(code: NonZeroI32, echoed: &[u8], flags: u16) -> RouteError {
+    let errno = -code.get();
+    let mut message = None;
+    if flags & NLM_F_ACK_TLVS != 0 && echoed.len() > 16 {
+        let mut tlvs = &echoed[16..];
+        while tlvs.len() >= 4 {
+            let len = u16::from_ne_bytes([tlvs[0], tlvs[1]]) as usize;
+            let kind = u16::from_ne_bytes([tlvs[2], tlvs[3]]);
+            if len < 4 || len > tlvs.len() {
+                break;
+            }
+            // NLMSGERR_ATTR_MSG: a NUL-terminated string.
+            if kind == 1 {
+                let text = &tlvs[4..len];
+                let text = text.split(|b| *b == 0).next().unwrap_or_default();
+                message = Some(String::from_utf8_lossy(text).into_owned());
+            }
+            tlvs = &tlvs[((len + 3) & !3).min(tlvs.len())..];
+        }
+    }
+    RouteError::Kernel { errno, message }
+}
+
+/// Asks for a receive buffer of `size` bytes (forced past `rmem_max` when root) and returns
+/// the size the kernel granted.
+pub(crate) fn force_rcvbuf(fd: i32, size: usize) -> usize {
+    let size = size as libc::c_int;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a valid pointer.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
+    }
+    let mut granted: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into a valid c_int.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut granted as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 && granted > 0 {
+        granted as usize
+    } else {
+        212_992
+    }
+}
