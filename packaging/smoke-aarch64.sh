@@ -11,7 +11,8 @@
 #    natively or in tools/arm64vm), with NOTIFY_SOCKET bound by packaging/smoke/notify-listener.py
 #    and WATCHDOG_USEC=2 s:
 #      READY=1 and WATCHDOG=1 arrive; /healthz answers 200 with every controller live;
-#      the routes and the ip rule are in the namespace with protocol 190;
+#      the routes are in the namespace with protocol 190 (ip rules: qemu-user cannot carry
+#      RTM_*RULE messages, see packaging/smoke/route.toml);
 #      a conf.d file added + SIGHUP installs its route (RELOADING=1, READY=1 again);
 #      a route deleted behind the daemon's back comes back (drift repair);
 #      SIGTERM sends STOPPING=1 and the process exits 0; the routes stay.
@@ -23,7 +24,8 @@ cd "$(dirname "$0")/.."
 bin=${1:-target/aarch64-unknown-linux-gnu/release/edgenetd}
 config_src=${SMOKE_CONFIG:-packaging/smoke/route.toml}
 example=${SMOKE_EXAMPLE_CONFIG:-config/edgenetd.toml}
-qemu=${QEMU:-qemu-aarch64-static}
+# QEMU= (empty) runs BINARY natively: the same checks for an x86_64 build (debugging this script).
+qemu=${QEMU-qemu-aarch64-static}
 timeout_s=${SMOKE_TIMEOUT:-60}
 
 fail() { echo "smoke-aarch64: FAIL: $*" >&2; dump; exit 1; }
@@ -34,9 +36,12 @@ dump() {
   echo "--- notify messages" >&2; cat "$work/notify.log" >&2 2>/dev/null || true
 }
 
-command -v "$qemu" >/dev/null || { echo "smoke-aarch64: $qemu not found (apt-get install qemu-user-static)" >&2; exit 1; }
 [ -f "$bin" ] || { echo "smoke-aarch64: $bin missing: run packaging/cross-build-aarch64.sh" >&2; exit 1; }
-file -b "$bin" | grep -q "ARM aarch64" || { echo "smoke-aarch64: $bin is not an aarch64 ELF: $(file -b "$bin")" >&2; exit 1; }
+if [ -n "$qemu" ]; then
+  command -v "$qemu" >/dev/null || { echo "smoke-aarch64: $qemu not found (apt-get install qemu-user-static)" >&2; exit 1; }
+  file -b "$bin" | grep -q "ARM aarch64" || { echo "smoke-aarch64: $bin is not an aarch64 ELF: $(file -b "$bin")" >&2; exit 1; }
+fi
+arch=$(file -b "$bin" | grep -q "ARM aarch64" && echo aarch64 || uname -m)
 [ "$(id -u)" = 0 ] || { echo "smoke-aarch64: needs root (network namespace)" >&2; exit 1; }
 
 ns="edgenetd-smoke-$$"
@@ -64,8 +69,8 @@ notified() { grep -q -- "$1" "$work/notify.log"; }
 count_notified() { grep -c -- "$1" "$work/notify.log" || true; }
 in_ns() { ip netns exec "$ns" "$@"; }
 
-step "$("$qemu" "$bin" --version) ($(file -b "$bin" | cut -d, -f1-2))"
-"$qemu" "$bin" check --config "$example" || fail "check rejected $example"
+step "$($qemu "$bin" --version) ($(file -b "$bin" | cut -d, -f1-2))"
+$qemu "$bin" check --config "$example" || fail "check rejected $example"
 step "check $example: ok"
 
 # The example's links: br-lan (LAN bridge) and eth0 (uplink, a veth).
@@ -90,11 +95,11 @@ wait_for "notify socket" 10 test -S "$work/notify.sock"
 
 start_ms=$(date +%s%3N)
 NOTIFY_SOCKET="$work/notify.sock" WATCHDOG_USEC=2000000 EDGENETD_LOG=debug \
-  ip netns exec "$ns" "$qemu" "$bin" run --config "$config" > "$work/daemon.log" 2>&1 &
+  ip netns exec "$ns" $qemu "$bin" run --config "$config" > "$work/daemon.log" 2>&1 &
 pid=$!
 
 wait_for "READY=1" "$timeout_s" notified "READY=1"
-step "READY=1 after $(( $(date +%s%3N) - start_ms )) ms (emulated)"
+step "READY=1 after $(( $(date +%s%3N) - start_ms )) ms (${qemu:-native})"
 wait_for "WATCHDOG=1" 10 notified "WATCHDOG=1"
 step "WATCHDOG=1 received"
 
@@ -112,22 +117,21 @@ if int(sys.argv[2]) > 0:
     assert ctl["route"]["failures"] == 0, f"route sync failures: {ctl['route'].get('lastError')}"
 PY
 step "/healthz 200, live"
-in_ns curl -sf http://127.0.0.1:9750/metrics | grep -q '^edgenetd_build_info{.*arch="aarch64"' \
-  || fail "/metrics lacks edgenetd_build_info with arch=aarch64"
-step "/metrics: build_info arch=aarch64"
+in_ns curl -sf -o "$work/metrics.txt" http://127.0.0.1:9750/metrics || fail "/metrics failed"
+grep -q "^edgenetd_build_info{.*arch=\"$arch\"" "$work/metrics.txt" \
+  || fail "/metrics lacks edgenetd_build_info with arch=$arch"
+step "/metrics: build_info arch=$arch"
 
 if [ "$has_routes" -gt 0 ]; then
   routes() { in_ns ip -j route show proto 190 table all; in_ns ip -6 -j route show proto 190 table all; }
-  has_route() { routes | grep -q "\"dst\":\"$1\""; }
+  has_route() { local all; all=$(routes); [[ $all == *"\"dst\":\"$1\""* ]]; }
   for dst in default 10.20.0.0/16 198.51.100.0/24 2001:db8:20::/48; do
     wait_for "route $dst" 10 has_route "$dst"
   done
   in_ns ip route show table 100 proto 190 | grep -q '^10.20.0.0/16 via 192.168.1.254 dev br-lan' \
     || fail "10.20.0.0/16 not in table 100: $(in_ns ip route show table 100)"
   in_ns ip route show proto 190 | grep -q '^blackhole 198.51.100.0/24' || fail "blackhole route missing"
-  in_ns ip rule show | grep -q '^1000:.*from 192.168.1.128/25 lookup 100' \
-    || fail "ip rule 1000 missing: $(in_ns ip rule show)"
-  step "routes and rule installed (proto 190): $(routes | grep -o '"dst":"[^"]*"' | tr '\n' ' ')"
+  step "routes installed (proto 190): $(routes | grep -o '"dst":"[^"]*"' | sort -u | tr '\n' ' ')"
 
   # Reload: a conf.d file and SIGHUP.
   readies=$(count_notified "READY=1")
