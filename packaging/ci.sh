@@ -11,6 +11,8 @@
 #      by the unit's SystemCallFilter (packaging/sandbox-check.sh);
 #   5. checks the Prometheus alert rules of docs/operations.md with promtool (check + unit tests);
 #   5b. runs the aarch64 smoke test under qemu-user (packaging/smoke-aarch64.sh);
+#   5c. runs the aarch64 binary on a real arm64 kernel with every controller of the example config
+#      (packaging/smoke-arm64vm.sh; needs the project's arm64vm tool, see there);
 #   6. prints the footprint against the budgets (scripts/footprint.sh; fails on size/RSS only);
 #   7. purges the package and checks nothing leaked into the host's network.
 # Expected time on 2 cores: ~10 min (two release builds dominate).
@@ -115,6 +117,14 @@ packaging/prometheus/check-alerts.sh
 
 section "aarch64 smoke test (qemu-user)"
 packaging/smoke-aarch64.sh
+
+section "aarch64 on a real arm64 kernel (qemu-system, every controller of the example config)"
+vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
+if [ -x "$vm" ]; then
+  ARM64VM=$vm packaging/smoke-arm64vm.sh
+else
+  echo "NOT RUN: the arm64vm tool is not at $vm (set ARM64VM=/path/to/arm64vm.sh)"
+fi
 
 section "footprint"
 scripts/footprint.sh --no-build
