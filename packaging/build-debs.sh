@@ -17,7 +17,7 @@
 #   /lib/systemd/system/edgenetd.service
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
 #   /etc/edgenetd/conf.d/                       merged after the main file, in name order
-#   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright,
+#   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright, changelog.Debian.gz,
 #                                               examples/edgenetd.toml (a complete router)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +37,10 @@ if ! command -v dpkg-shlibdeps >/dev/null; then
 fi
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+# Reproducible archives: file times clamped to the last commit's time.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+export SOURCE_DATE_EPOCH
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 debver="$version-1"
 out=target/debian
 mkdir -p "$out"
@@ -82,6 +86,14 @@ package() {
   install -m 0644 docs/operations.md "$stage/usr/share/doc/edgenetd/operations.md"
   install -m 0644 packaging/debian/copyright "$stage/usr/share/doc/edgenetd/copyright"
   install -m 0644 config/edgenetd.toml "$stage/usr/share/doc/edgenetd/examples/edgenetd.toml"
+  cat > "$stage/usr/share/doc/edgenetd/changelog.Debian" <<CHANGELOG
+edgenetd ($debver) unstable; urgency=medium
+
+  * Built from the edgenetd repository, commit $commit.
+
+ -- edgenetd maintainers <edgenetd@example.invalid>  $(date -R -u -d "@$SOURCE_DATE_EPOCH")
+CHANGELOG
+  gzip -9n "$stage/usr/share/doc/edgenetd/changelog.Debian"
   install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm "$stage/DEBIAN/"
   echo /etc/edgenetd/edgenetd.toml > "$stage/DEBIAN/conffiles"
 
