@@ -25,8 +25,8 @@ pub struct Doc<'a> {
 }
 
 impl<'a> Doc<'a> {
-    /// Parses one file (its text starting at global offset `base`) and merges it into the
-    /// document. Syntax errors and conflicts go to `diags`; what parsed is kept.
+    /// Parses one file (its parse text, see [`crate::config::SourceFile::parse_text`], starting at global
+    /// offset `base`) and merges it into the document. Syntax errors and conflicts go to `diags`; what parsed is kept.
     pub fn merge_file(&mut self, text: &'a str, base: usize, diags: &mut Diagnostics) {
         let (table, errors) = DeTable::parse_recoverable(text);
         for e in errors {
@@ -96,6 +96,50 @@ pub fn de_each<T: DeserializeOwned>(value: &Value<'_>, diags: &mut Diagnostics) 
             Vec::new()
         }
     }
+}
+
+/// The table key under which `[[policy.forward]]` entries arrive (see [`rename_dual_headers`]).
+pub const POLICY_FORWARDS_KEY: &str = "FORWARD";
+
+/// SCHEMA.md uses `forward` under `[policy]` twice: as the default verdict for forwarded
+/// traffic (`forward = "drop"`) and as an array of tables (`[[policy.forward]]`). Plain TOML
+/// calls that a duplicate key, yet the contract says the document must be accepted as written.
+/// So before parsing, every `[[policy.forward]]` header is renamed to
+/// `[[policy.FORWARD]]` — same length, so every span still points at the operator's text,
+/// which is what diagnostics show — and the policy validator reads the entries from there.
+pub(crate) fn rename_dual_headers(text: &str) -> Option<String> {
+    fn is_policy_forward_header(line: &str) -> Option<usize> {
+        let trimmed = line.trim_start();
+        let rest = trimmed.strip_prefix("[[")?;
+        let close = rest.find("]]")?;
+        let inner = &rest[..close];
+        let compact: String = inner
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
+            .collect();
+        if compact != "policy.forward" {
+            return None;
+        }
+        let key_at = inner.rfind("forward")?;
+        Some(line.len() - trimmed.len() + 2 + key_at)
+    }
+    if !text.contains("forward") {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    for line in text.split_inclusive('\n') {
+        match is_policy_forward_header(line) {
+            Some(at) => {
+                out.push_str(&line[..at]);
+                out.push_str(POLICY_FORWARDS_KEY);
+                out.push_str(&line[at + POLICY_FORWARDS_KEY.len()..]);
+                changed = true;
+            }
+            None => out.push_str(line),
+        }
+    }
+    changed.then_some(out)
 }
 
 fn syntax_message(e: &toml::de::Error) -> String {

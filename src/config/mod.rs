@@ -14,7 +14,7 @@
 
 mod daemon;
 mod diag;
-mod doc;
+pub(crate) mod doc;
 mod duration;
 mod net;
 pub mod route;
@@ -123,7 +123,7 @@ pub fn load_str(files: &[(&str, &str)]) -> Result<DesiredState, ConfigError> {
 fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredState {
     let mut doc = Doc::default();
     for file in sources.files() {
-        doc.merge_file(&file.text, file.base, diags);
+        doc.merge_file(SourceMap::parse_text(file), file.base, diags);
     }
     for (key, span) in doc.keys() {
         if !SECTIONS.contains(&key) {

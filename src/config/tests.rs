@@ -229,3 +229,40 @@ fn missing_main_file_is_reported() {
         err.rendered
     );
 }
+
+#[test]
+fn policy_forward_may_be_both_the_verdict_and_the_array_of_tables_as_schema_writes_it() {
+    let text = "[policy]\nforward = \"drop\"\n\n[[policy.forward]]\nfrom = \"lan\"\nto = \"wan\"\n\n[[ policy . \"forward\" ]]\nfrom = \"a\"\n";
+    let mut sources = SourceMap::default();
+    sources.add("main.toml".into(), text.into());
+    let mut diags = Diagnostics::default();
+    let mut doc = Doc::default();
+    let file = &sources.files()[0];
+    doc.merge_file(SourceMap::parse_text(file), file.base, &mut diags);
+    assert!(diags.is_empty(), "{}", diags.render(&sources));
+    let policy = doc.value("policy").unwrap().get_ref().as_table().unwrap();
+    assert_eq!(
+        policy.get("forward").unwrap().get_ref().as_str(),
+        Some("drop")
+    );
+    let forwards = policy
+        .get(doc::POLICY_FORWARDS_KEY)
+        .unwrap()
+        .get_ref()
+        .as_array()
+        .unwrap();
+    assert_eq!(forwards.len(), 2);
+    // Places still point at the operator's own text.
+    let entry = &forwards[0];
+    let from = entry.get_ref().as_table().unwrap().get("from").unwrap();
+    let loc = sources.locate(&from.span()).unwrap();
+    assert_eq!((loc.line, loc.column), (5, 8));
+    let header_line = sources
+        .locate(&(text.find("[[policy").unwrap()..text.len()))
+        .unwrap()
+        .line_text;
+    assert_eq!(
+        header_line, "[[policy.forward]]",
+        "diagnostics show the original header"
+    );
+}
