@@ -96,6 +96,16 @@ fi
 /usr/bin/edgenetd --version
 /usr/bin/edgenetd check     # the default --config is /etc/edgenetd/edgenetd.toml
 
+section "upgrade: conffile edits kept, an admin's disable kept"
+echo '# local edit' >> /etc/edgenetd/edgenetd.toml
+systemctl --root=/ disable edgenetd.service 2>&1
+[ -e /etc/systemd/system/multi-user.target.wants/edgenetd.service ] && fail "disable did not work"
+dpkg -i "$deb_amd64"      # same version again: dpkg runs the upgrade path (postinst configure OLDVERSION)
+tail -n1 /etc/edgenetd/edgenetd.toml | grep -q '^# local edit$' || fail "conffile edit lost on upgrade"
+[ -e /etc/systemd/system/multi-user.target.wants/edgenetd.service ] && fail "upgrade re-enabled a disabled service"
+systemctl --root=/ enable edgenetd.service 2>&1
+echo "ok: edit kept, disabled stayed disabled"
+
 section "systemd-analyze verify"
 out=$(systemd-analyze verify /lib/systemd/system/edgenetd.service 2>&1) || fail "verify: $out"
 [ -z "$out" ] || fail "verify printed warnings: $out"
