@@ -49,5 +49,13 @@ async fn run_areas(
             .map_err(|e| e.to_string())
     };
     out.push(("route", route));
+    if desired.controller("policy").enabled || verb == "cleanup" {
+        let r = if verb == "plan" {
+            crate::controller::policy::plan(desired).await
+        } else {
+            crate::controller::policy::cleanup(&desired.daemon).await
+        };
+        out.push(("policy", r.map_err(|e| e.to_string())));
+    }
     out
 }

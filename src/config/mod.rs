@@ -17,6 +17,7 @@ mod diag;
 pub(crate) mod doc;
 mod duration;
 mod net;
+pub mod policy;
 pub mod route;
 mod source_map;
 #[cfg(feature = "fault-injection")]
@@ -36,6 +37,7 @@ pub use source_map::{Location, SourceFile, SourceMap};
 const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
+    "policy",
     "route",
     "route_rule",
     #[cfg(feature = "fault-injection")]
@@ -51,6 +53,8 @@ pub struct DesiredState {
     pub routing: route::RoutingConfig,
     /// `[controller.*]`, one entry per built-in controller.
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
+    /// `[policy]`: the firewall; `None` = no section = no firewall table at all.
+    pub policy: Option<policy::PolicyConfig>,
     /// Test controllers (fault injection; never in release builds).
     #[cfg(feature = "fault-injection")]
     pub test_controllers: Vec<test_controller::TestControllerConfig>,
@@ -140,6 +144,7 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
     DesiredState {
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
+        policy: policy::validate(&doc, diags),
         routing: route::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),

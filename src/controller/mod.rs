@@ -121,6 +121,7 @@ pub trait Controller {
     ) -> Result<SyncReport, SyncError>;
 }
 
+pub mod policy;
 pub mod runner;
 
 pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
