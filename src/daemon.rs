@@ -253,6 +253,21 @@ fn spawn_builtin(
 ) -> bool {
     // Each built-in controller area adds its arm here.
     match name {
+        "policy" => {
+            crate::controller::policy::describe_metrics();
+            let controller = crate::controller::policy::PolicyController::new(trigger);
+            spawner.spawn(controller, kernel_rx, builtin_settings);
+            true
+        }
+        "service" => {
+            crate::controller::service::describe_metrics();
+            spawner.spawn(
+                crate::controller::service::ServiceController::new(trigger),
+                kernel_rx,
+                builtin_settings,
+            );
+            true
+        }
         "route" => {
             crate::controller::route::describe_metrics();
             spawner.spawn(

@@ -263,7 +263,7 @@ netns_test! {
         let cfg = dir.join("edgenetd.toml");
         std::fs::write(
             &cfg,
-            "[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route_rule]]\npriority = 1000\nfwmark = \"0x10\"\ntable = 100\nfamily = \"ipv4\"\n",
+            "[controller.policy]\nenabled = false\n[controller.service]\nenabled = false\n\n[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route_rule]]\npriority = 1000\nfwmark = \"0x10\"\ntable = 100\nfamily = \"ipv4\"\n",
         )
         .unwrap();
         let bin = env!("CARGO_BIN_EXE_edgenetd");

@@ -17,7 +17,9 @@ mod diag;
 pub(crate) mod doc;
 mod duration;
 mod net;
+pub mod policy;
 pub mod route;
+pub mod service;
 mod source_map;
 #[cfg(feature = "fault-injection")]
 pub mod test_controller;
@@ -36,6 +38,8 @@ pub use source_map::{Location, SourceFile, SourceMap};
 const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
+    "policy",
+    "service",
     "route",
     "route_rule",
     #[cfg(feature = "fault-injection")]
@@ -51,6 +55,10 @@ pub struct DesiredState {
     pub routing: route::RoutingConfig,
     /// `[controller.*]`, one entry per built-in controller.
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
+    /// `[policy]`: the firewall; `None` = no section = no firewall table at all.
+    pub policy: Option<policy::PolicyConfig>,
+    /// `[[service]]`: load-balanced virtual addresses.
+    pub services: service::ServicesConfig,
     /// Test controllers (fault injection; never in release builds).
     #[cfg(feature = "fault-injection")]
     pub test_controllers: Vec<test_controller::TestControllerConfig>,
@@ -140,6 +148,8 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
     DesiredState {
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
+        policy: policy::validate(&doc, diags),
+        services: service::validate(&doc, diags),
         routing: route::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),

@@ -121,7 +121,9 @@ pub trait Controller {
     ) -> Result<SyncReport, SyncError>;
 }
 
+pub mod policy;
 pub mod runner;
+pub mod service;
 
 pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
 #[cfg(feature = "fault-injection")]

@@ -1,0 +1,104 @@
+//! What `plan` reports as differing between the desired table and the running kernel:
+//! missing or extra chains, rules added or removed (rules are compared by their comment,
+//! which carries the group's name and a hash of the rule's text), and set elements to add or
+//! delete. Every line starts with `#` so the plan output stays loadable with `nft -f`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::dataplane::nft::{Nft, NftError, TableRef, raw_elements};
+
+use super::program::Program;
+
+/// The differences as `#` lines (a single "# no differences" line when there are none).
+pub fn diff(nft: &mut Nft, t: &TableRef, desired: Option<&Program>) -> Result<String, NftError> {
+    let mut out = String::from("# differences from the running kernel:\n");
+    let exists = nft.table_exists(t)?;
+    let Some(p) = desired else {
+        if exists {
+            let _ = writeln!(out, "#   - table inet {} (would be deleted)", t.name);
+        } else {
+            out.push_str("#   none\n");
+        }
+        return Ok(out);
+    };
+    if !exists {
+        let _ = writeln!(
+            out,
+            "#   + table inet {} (not installed: {} rules, {} sets would be created)",
+            t.name,
+            p.table.rules.len(),
+            p.table.sets.len()
+        );
+        return Ok(out);
+    }
+    let before = out.len();
+    let chains = nft.list_chains(t)?;
+    for c in &p.table.chains {
+        if !chains.iter().any(|k| k.name == c.name) {
+            let _ = writeln!(out, "#   + chain {}", c.name);
+        }
+    }
+    for k in &chains {
+        if !p.table.chains.iter().any(|c| c.name == k.name) {
+            let _ = writeln!(out, "#   - chain {}", k.name);
+        }
+    }
+    let mut kernel: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in nft.list_rules(t)? {
+        *kernel
+            .entry((r.chain, r.comment.unwrap_or_else(|| "(no comment)".into())))
+            .or_default() += 1;
+    }
+    let mut want: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in &p.table.rules {
+        *want
+            .entry((r.chain.clone(), r.comment.clone().unwrap_or_default()))
+            .or_default() += 1;
+    }
+    for ((chain, comment), n) in &want {
+        let have = kernel
+            .get(&(chain.clone(), comment.clone()))
+            .copied()
+            .unwrap_or(0);
+        for _ in have..*n {
+            let _ = writeln!(out, "#   + rule {chain} \"{comment}\"");
+        }
+    }
+    for ((chain, comment), n) in &kernel {
+        let w = want
+            .get(&(chain.clone(), comment.clone()))
+            .copied()
+            .unwrap_or(0);
+        for _ in w..*n {
+            let _ = writeln!(out, "#   - rule {chain} \"{comment}\"");
+        }
+    }
+    let sets = nft.list_sets(t)?;
+    for s in &p.table.sets {
+        if !sets.iter().any(|k| k.name == s.name) {
+            let _ = writeln!(out, "#   + set {} ({} elements)", s.name, s.elements.len());
+            continue;
+        }
+        let want = raw_elements(s, &s.elements)?;
+        let have = nft.list_elements(t, &s.name)?;
+        let add = want.iter().filter(|e| !have.contains(e)).count();
+        let del = have.iter().filter(|e| !want.contains(e)).count();
+        if add + del > 0 {
+            let _ = writeln!(
+                out,
+                "#   ~ set {}: {add} kernel elements to add, {del} to delete",
+                s.name
+            );
+        }
+    }
+    for k in &sets {
+        if !k.name.starts_with("__set") && !p.table.sets.iter().any(|s| s.name == k.name) {
+            let _ = writeln!(out, "#   - set {}", k.name);
+        }
+    }
+    if out.len() == before {
+        out.push_str("#   none\n");
+    }
+    Ok(out)
+}

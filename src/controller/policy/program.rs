@@ -1,0 +1,813 @@
+//! Plan, the pure half of the policy controller: `[policy]` -> the nftables table that
+//! enforces it, every kernel rule tagged with the *rule group* it belongs to.
+//!
+//! # Layout and order of evaluation (`table inet <prefix>-policy`)
+//!
+//! - `input` (filter, priority 0, policy from `input`): loopback accepted; established and
+//!   related accepted; invalid dropped; IPv6 neighbour discovery accepted; then every rule
+//!   whose `to` is `"self"` or omitted, in config order; then the default (`reject` is a
+//!   final rule: TCP reset for TCP, ICMP port unreachable otherwise).
+//! - `forward` (filter, priority 0, policy from `forward`): established/related accepted;
+//!   invalid dropped; rules whose `to` is a zone or omitted, in config order; then
+//!   `ct status dnat accept` — traffic edgenetd DNATed (service VIPs, port forwards) passes
+//!   unless a rule above said otherwise; then zone-to-zone forwards; then the default.
+//! - `output` (filter, priority 0, policy from `output`): loopback, established/related,
+//!   neighbour discovery accepted; rules with `from = "self"`; the default.
+//! - `prerouting` (nat, priority -100): port forwards for traffic to any of the router's
+//!   addresses, from their zone and (hairpin) from every other zone.
+//! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
+//!   other zones; masquerade of traffic leaving through zones with `masquerade = true`.
+//!
+//! # Rule groups
+//!
+//! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
+//! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]` and zone
+//! masquerade is a group of its own: the kernel rules it produces carry its tag, so a group
+//! the kernel refuses can be left out on its own ([`Program::without`]). Leaving out an
+//! accepting group is fail-closed by itself; a refused *drop/reject* group is replaced by a
+//! barrier that drops everything reaching its place, so its traffic is never let through by
+//! a later rule.
+
+use std::collections::BTreeSet;
+
+use ipnet::IpNet;
+
+use crate::config::policy::{
+    Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, SetFamily, Source, Zone,
+};
+use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
+use crate::dataplane::nft::ir::*;
+use crate::dataplane::nft::render::render_rule;
+
+/// One rule group (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// How an operator names it, e.g. `rule ssh-from-lan`.
+    pub label: String,
+    /// True when the group drops or rejects (a refusal installs a barrier in its place).
+    pub deny: bool,
+}
+
+/// The table for a policy, with the group of every kernel object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Program {
+    /// The complete table.
+    pub table: Table,
+    /// Group of each rule of `table.rules`.
+    pub rule_groups: Vec<u32>,
+    /// Group of each set of `table.sets`.
+    pub set_groups: Vec<u32>,
+    /// Groups by id; 0 is the skeleton.
+    pub groups: Vec<Group>,
+}
+
+/// Chain names.
+pub const INPUT: &str = "input";
+/// Forward chain.
+pub const FORWARD: &str = "forward";
+/// Output chain.
+pub const OUTPUT: &str = "output";
+/// NAT prerouting chain.
+pub const PREROUTING: &str = "prerouting";
+/// NAT postrouting chain.
+pub const POSTROUTING: &str = "postrouting";
+/// Log rate of `log = true` rules (per minute).
+pub const LOG_PER_MINUTE: u64 = 10;
+/// The chain a fault-injected rule jumps to; it never exists, so the kernel refuses the rule.
+pub const FAULT_CHAIN: &str = "edgenetd-fault-injected";
+
+impl Program {
+    /// True when both programs differ at most in the elements of named sets.
+    pub fn same_structure(&self, other: &Program) -> bool {
+        self.table.name == other.table.name
+            && self.table.chains == other.table.chains
+            && self.table.rules == other.table.rules
+            && self.groups == other.groups
+            && self.rule_groups == other.rule_groups
+            && self.set_groups == other.set_groups
+            && self.table.sets.len() == other.table.sets.len()
+            && self
+                .table
+                .sets
+                .iter()
+                .zip(&other.table.sets)
+                .all(|(a, b)| a.same_definition(b))
+    }
+
+    /// The table without the `failed` groups: their sets and rules are left out, and a
+    /// refused deny group leaves a drop barrier at the place of its first rule in each chain
+    /// (the barrier belongs to the skeleton, group 0). Returns the table with the group of
+    /// each of its rules and sets.
+    pub fn without(&self, failed: &BTreeSet<u32>) -> (Table, Vec<u32>, Vec<u32>) {
+        let mut t = Table::new(self.table.family, self.table.name.clone());
+        t.chains = self.table.chains.clone();
+        let mut set_groups = Vec::new();
+        for (set, g) in self.table.sets.iter().zip(&self.set_groups) {
+            if !failed.contains(g) {
+                t.sets.push(set.clone());
+                set_groups.push(*g);
+            }
+        }
+        let mut rule_groups = Vec::new();
+        let mut barriers: BTreeSet<(u32, String)> = BTreeSet::new();
+        for (rule, g) in self.table.rules.iter().zip(&self.rule_groups) {
+            if !failed.contains(g) {
+                t.rules.push(rule.clone());
+                rule_groups.push(*g);
+                continue;
+            }
+            let group = &self.groups[*g as usize];
+            if group.deny && barriers.insert((*g, rule.chain.clone())) {
+                t.rules.push(
+                    Rule::new(
+                        rule.chain.clone(),
+                        vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
+                    )
+                    .with_comment(format!(
+                        "{} refused by the kernel: fail closed",
+                        group.label
+                    )),
+                );
+                rule_groups.push(0);
+            }
+        }
+        (t, rule_groups, set_groups)
+    }
+
+    /// Number of kernel rules.
+    pub fn rule_count(&self) -> usize {
+        self.table.rules.len()
+    }
+}
+
+/// A partial match and the IP version it implies.
+#[derive(Debug, Clone, Default)]
+struct Match {
+    stmts: Vec<Stmt>,
+    version: Option<IpVersion>,
+}
+
+fn combine(a: &[Match], b: &[Match]) -> Vec<Match> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            let version = match (x.version, y.version) {
+                (Some(v), Some(w)) if v != w => continue,
+                (v, w) => v.or(w),
+            };
+            let mut stmts = x.stmts.clone();
+            stmts.extend(y.stmts.iter().cloned());
+            out.push(Match { stmts, version });
+        }
+    }
+    out
+}
+
+fn any() -> Vec<Match> {
+    vec![Match::default()]
+}
+
+fn ifname_match(key: MetaKey, ifs: &[String], negate: bool) -> Stmt {
+    if let [one] = ifs {
+        return Stmt::Cmp {
+            left: Expr::Meta(key),
+            op: if negate { CmpOp::Neq } else { CmpOp::Eq },
+            right: Value::IfName(one.clone()),
+        };
+    }
+    let mut sorted = ifs.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    Stmt::Lookup {
+        left: Expr::Meta(key),
+        set: SetRef::Anonymous {
+            key: KeyType::single(DataType::IfName),
+            interval: false,
+            data: None,
+            elements: sorted
+                .into_iter()
+                .map(|i| Element::key(ElemKey::Value(Value::IfName(i))))
+                .collect(),
+        },
+        negate,
+    }
+}
+
+fn addr_match(source: bool, version: IpVersion, nets: &[IpNet]) -> Stmt {
+    let field = match (source, version) {
+        (true, IpVersion::V4) => Field::IpSaddr,
+        (false, IpVersion::V4) => Field::IpDaddr,
+        (true, IpVersion::V6) => Field::Ip6Saddr,
+        (false, IpVersion::V6) => Field::Ip6Daddr,
+    };
+    let nets = normalize_prefixes(nets.iter().copied());
+    if let [one] = nets.as_slice()
+        && one.prefix_len() == one.max_prefix_len()
+    {
+        return Stmt::Cmp {
+            left: Expr::Payload(field),
+            op: CmpOp::Eq,
+            right: Value::ip(one.addr()),
+        };
+    }
+    Stmt::Lookup {
+        left: Expr::Payload(field),
+        set: SetRef::Anonymous {
+            key: KeyType::single(match version {
+                IpVersion::V4 => DataType::Ipv4Addr,
+                IpVersion::V6 => DataType::Ipv6Addr,
+            }),
+            interval: true,
+            data: None,
+            elements: nets
+                .into_iter()
+                .map(|n| Element::key(ElemKey::Prefix(n)))
+                .collect(),
+        },
+        negate: false,
+    }
+}
+
+fn split_nets(nets: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
+    nets.iter().partition(|n| matches!(n, IpNet::V4(_)))
+}
+
+fn prefix_matches(source: bool, nets: &[IpNet]) -> Vec<Match> {
+    let (v4, v6) = split_nets(nets);
+    let mut out = Vec::new();
+    if !v4.is_empty() {
+        out.push(Match {
+            stmts: vec![addr_match(source, IpVersion::V4, &v4)],
+            version: Some(IpVersion::V4),
+        });
+    }
+    if !v6.is_empty() {
+        out.push(Match {
+            stmts: vec![addr_match(source, IpVersion::V6, &v6)],
+            version: Some(IpVersion::V6),
+        });
+    }
+    out
+}
+
+/// Traffic arriving from a zone (`source`) or leaving into it.
+fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
+    let key = if source {
+        MetaKey::IifName
+    } else {
+        MetaKey::OifName
+    };
+    let ifs = if z.interfaces.is_empty() {
+        any()
+    } else {
+        vec![Match {
+            stmts: vec![ifname_match(key, &z.interfaces, false)],
+            version: None,
+        }]
+    };
+    if z.networks.is_empty() {
+        ifs
+    } else {
+        combine(&ifs, &prefix_matches(source, &z.networks))
+    }
+}
+
+fn proto_matches(r: &PolicyRule) -> Vec<Match> {
+    let mut stmts = Vec::new();
+    let mut version = None;
+    let (l4, dport) = match r.protocol {
+        Protocol::Any => return any(),
+        Protocol::Tcp => (6, Some(Field::TcpDport)),
+        Protocol::Udp => (17, Some(Field::UdpDport)),
+        Protocol::Icmp => {
+            version = Some(IpVersion::V4);
+            (1, None)
+        }
+        Protocol::Icmpv6 => {
+            version = Some(IpVersion::V6);
+            (58, None)
+        }
+    };
+    let ports = normalize_port_ranges(r.ports.iter().copied());
+    match (dport, ports.as_slice()) {
+        (Some(f), [(a, b)]) if a == b => stmts.push(Stmt::Cmp {
+            left: Expr::Payload(f),
+            op: CmpOp::Eq,
+            right: Value::Port(*a),
+        }),
+        (Some(f), [(a, b)]) => stmts.push(Stmt::Range {
+            left: Expr::Payload(f),
+            negate: false,
+            from: Value::Port(*a),
+            to: Value::Port(*b),
+        }),
+        (Some(f), many) if !many.is_empty() => stmts.push(Stmt::Lookup {
+            left: Expr::Payload(f),
+            set: SetRef::Anonymous {
+                key: KeyType::single(DataType::InetService),
+                interval: true,
+                data: None,
+                elements: many
+                    .iter()
+                    .map(|(a, b)| {
+                        Element::key(if a == b {
+                            ElemKey::Value(Value::Port(*a))
+                        } else {
+                            ElemKey::Range(Value::Port(*a), Value::Port(*b))
+                        })
+                    })
+                    .collect(),
+            },
+            negate: false,
+        }),
+        _ => {}
+    }
+    if !r.icmp_types.is_empty() {
+        let (field, mk, dt): (Field, fn(u8) -> Value, DataType) = if l4 == 1 {
+            (Field::IcmpType, Value::IcmpType, DataType::IcmpType)
+        } else {
+            (Field::Icmpv6Type, Value::Icmpv6Type, DataType::Icmpv6Type)
+        };
+        let mut types = r.icmp_types.clone();
+        types.sort();
+        types.dedup();
+        stmts.push(if let [one] = types.as_slice() {
+            Stmt::Cmp {
+                left: Expr::Payload(field),
+                op: CmpOp::Eq,
+                right: mk(*one),
+            }
+        } else {
+            Stmt::Lookup {
+                left: Expr::Payload(field),
+                set: SetRef::Anonymous {
+                    key: KeyType::single(dt),
+                    interval: false,
+                    data: None,
+                    elements: types
+                        .into_iter()
+                        .map(|t| Element::key(ElemKey::Value(mk(t))))
+                        .collect(),
+                },
+                negate: false,
+            }
+        });
+    }
+    if stmts.is_empty() {
+        stmts.push(Stmt::Cmp {
+            left: Expr::Meta(MetaKey::L4Proto),
+            op: CmpOp::Eq,
+            right: Value::Proto(l4),
+        });
+    }
+    vec![Match { stmts, version }]
+}
+
+fn verdict(action: Action, protocol: Protocol) -> Stmt {
+    match action {
+        Action::Accept => Stmt::Verdict(Verdict::Accept),
+        Action::Drop => Stmt::Verdict(Verdict::Drop),
+        Action::Reject if protocol == Protocol::Tcp => Stmt::Reject(Reject::TcpReset),
+        Action::Reject => Stmt::Reject(Reject::IcmpxPortUnreachable),
+    }
+}
+
+/// Builds rules into a program, tagging each with the current group.
+struct Builder {
+    p: Program,
+    group: u32,
+}
+
+impl Builder {
+    fn group(&mut self, label: String, deny: bool) {
+        self.p.groups.push(Group { label, deny });
+        self.group = (self.p.groups.len() - 1) as u32;
+    }
+
+    fn rule(&mut self, chain: &str, stmts: Vec<Stmt>) {
+        let label = &self.p.groups[self.group as usize].label;
+        let mut rule = Rule::new(chain, stmts);
+        let hash = fnv1a(render_rule(self.p.table.family, &rule).as_bytes());
+        rule.comment = Some(format!("{label} #{hash:08x}"));
+        self.p.table.rules.push(rule);
+        self.p.rule_groups.push(self.group);
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c9dc5u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x01000193)
+    })
+}
+
+fn est_related() -> Stmt {
+    Stmt::Flags {
+        left: Expr::Ct(CtKey::State),
+        bits: Value::CtState(CT_STATE_ESTABLISHED | CT_STATE_RELATED),
+        negate: false,
+    }
+}
+
+fn ct_invalid() -> Stmt {
+    Stmt::Flags {
+        left: Expr::Ct(CtKey::State),
+        bits: Value::CtState(CT_STATE_INVALID),
+        negate: false,
+    }
+}
+
+fn nd_types() -> Stmt {
+    Stmt::Lookup {
+        left: Expr::Payload(Field::Icmpv6Type),
+        set: SetRef::Anonymous {
+            key: KeyType::single(DataType::Icmpv6Type),
+            interval: false,
+            data: None,
+            elements: [133u8, 134, 135, 136]
+                .into_iter()
+                .map(|t| Element::key(ElemKey::Value(Value::Icmpv6Type(t))))
+                .collect(),
+        },
+        negate: false,
+    }
+}
+
+fn policy_of(a: Action) -> ChainPolicy {
+    match a {
+        Action::Accept => ChainPolicy::Accept,
+        Action::Drop | Action::Reject => ChainPolicy::Drop,
+    }
+}
+
+fn named_set(s: &NamedSet) -> Set {
+    let key = match s.family {
+        SetFamily::Ipv4 => DataType::Ipv4Addr,
+        SetFamily::Ipv6 => DataType::Ipv6Addr,
+    };
+    let mut set = Set::new(s.name.clone(), KeyType::single(key));
+    set.interval = true;
+    set.elements = normalize_prefixes(s.elements.iter().copied())
+        .into_iter()
+        .map(|n| Element::key(ElemKey::Prefix(n)))
+        .collect();
+    set
+}
+
+/// True when `a` and `b` differ at most in the elements of named sets (same set names and
+/// families, same everything else).
+pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
+    a.input == b.input
+        && a.forward == b.forward
+        && a.output == b.output
+        && a.zones == b.zones
+        && a.rules == b.rules
+        && a.forwards == b.forwards
+        && a.port_forwards == b.port_forwards
+        && a.sets.len() == b.sets.len()
+        && a.sets
+            .iter()
+            .zip(&b.sets)
+            .all(|((n, x), (m, y))| n == m && x.family == y.family)
+}
+
+/// `p` (planned from `old`) with the named sets whose elements changed in `new` rebuilt:
+/// the same program [`build`] would return for `new`, at the cost of the changed sets only.
+pub fn with_set_elements(p: &Program, old: &PolicyConfig, new: &PolicyConfig) -> Program {
+    let mut out = p.clone();
+    for set in out.table.sets.iter_mut() {
+        if let (Some(o), Some(n)) = (old.sets.get(&set.name), new.sets.get(&set.name))
+            && o.elements != n.elements
+        {
+            *set = named_set(n);
+        }
+    }
+    out
+}
+
+/// The table that enforces `cfg`, named `table_name` (family inet).
+pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
+    let mut b = Builder {
+        p: Program {
+            table: Table::new(Family::Inet, table_name),
+            rule_groups: Vec::new(),
+            set_groups: Vec::new(),
+            groups: vec![Group {
+                label: "base".into(),
+                deny: false,
+            }],
+        },
+        group: 0,
+    };
+    let t = &mut b.p.table;
+    t.chains = vec![
+        Chain::base(
+            INPUT,
+            ChainType::Filter,
+            Hook::Input,
+            0,
+            policy_of(cfg.input),
+        ),
+        Chain::base(
+            FORWARD,
+            ChainType::Filter,
+            Hook::Forward,
+            0,
+            policy_of(cfg.forward),
+        ),
+        Chain::base(
+            OUTPUT,
+            ChainType::Filter,
+            Hook::Output,
+            0,
+            policy_of(cfg.output),
+        ),
+        Chain::base(
+            PREROUTING,
+            ChainType::Nat,
+            Hook::Prerouting,
+            -100,
+            ChainPolicy::Accept,
+        ),
+        Chain::base(
+            POSTROUTING,
+            ChainType::Nat,
+            Hook::Postrouting,
+            100,
+            ChainPolicy::Accept,
+        ),
+    ];
+    for s in cfg.sets.values() {
+        b.group(format!("set {}", s.name), false);
+        b.p.table.sets.push(named_set(s));
+        b.p.set_groups.push(b.group);
+    }
+
+    // Always present, early.
+    b.group = 0;
+    let lo = |key| Stmt::Cmp {
+        left: Expr::Meta(key),
+        op: CmpOp::Eq,
+        right: Value::IfName("lo".into()),
+    };
+    b.rule(
+        INPUT,
+        vec![lo(MetaKey::IifName), Stmt::Verdict(Verdict::Accept)],
+    );
+    b.rule(
+        OUTPUT,
+        vec![lo(MetaKey::OifName), Stmt::Verdict(Verdict::Accept)],
+    );
+    for chain in [INPUT, FORWARD, OUTPUT] {
+        b.rule(chain, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+        b.rule(
+            chain,
+            vec![ct_invalid(), Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
+        );
+    }
+    for chain in [INPUT, OUTPUT] {
+        b.rule(chain, vec![nd_types(), Stmt::Verdict(Verdict::Accept)]);
+    }
+
+    // Rules, in config order; each goes to the chains its from/to select.
+    let mut forward_rules = Vec::new();
+    for r in &cfg.rules {
+        b.group(format!("rule {}", r.name), r.action != Action::Accept);
+        let chains: &[&str] = match (&r.from, &r.to) {
+            (Source::Router, _) => &[OUTPUT],
+            (_, Destination::Router) => &[INPUT],
+            (_, Destination::Zone(_)) => &[FORWARD],
+            (_, Destination::Any) => &[INPUT, FORWARD],
+        };
+        let src = match &r.from {
+            Source::Any | Source::Router => any(),
+            Source::Zone(z) => zone_match(&cfg.zones[z], true),
+            Source::Set(s) => {
+                let set = &cfg.sets[s];
+                let (field, version) = match set.family {
+                    SetFamily::Ipv4 => (Field::IpSaddr, IpVersion::V4),
+                    SetFamily::Ipv6 => (Field::Ip6Saddr, IpVersion::V6),
+                };
+                vec![Match {
+                    stmts: vec![Stmt::Lookup {
+                        left: Expr::Payload(field),
+                        set: SetRef::Named(s.clone()),
+                        negate: false,
+                    }],
+                    version: Some(version),
+                }]
+            }
+            Source::Prefixes(nets) => prefix_matches(true, nets),
+        };
+        for chain in chains {
+            let dst = match (&r.to, *chain) {
+                (Destination::Zone(z), FORWARD | OUTPUT) => zone_match(&cfg.zones[z], false),
+                _ => any(),
+            };
+            let matches = combine(&combine(&src, &dst), &proto_matches(r));
+            let mut built = Vec::new();
+            for m in matches {
+                if r.log {
+                    let mut stmts = m.stmts.clone();
+                    stmts.push(Stmt::Limit {
+                        rate: LOG_PER_MINUTE,
+                        unit: RateUnit::Minute,
+                        burst: 5,
+                        over: false,
+                    });
+                    stmts.push(Stmt::Log {
+                        prefix: format!("{}: ", r.name),
+                    });
+                    built.push(stmts);
+                }
+                let mut stmts = m.stmts;
+                if let Some(l) = r.limit {
+                    let unit = match l.per_seconds {
+                        1 => RateUnit::Second,
+                        60 => RateUnit::Minute,
+                        3600 => RateUnit::Hour,
+                        _ => RateUnit::Day,
+                    };
+                    stmts.push(Stmt::Limit {
+                        rate: l.count,
+                        unit,
+                        burst: 0,
+                        over: false,
+                    });
+                }
+                stmts.push(Stmt::Counter);
+                if r.inject_kernel_reject {
+                    stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
+                } else {
+                    stmts.push(verdict(r.action, r.protocol));
+                }
+                built.push(stmts);
+            }
+            if *chain == FORWARD {
+                forward_rules.push((b.group, built));
+            } else {
+                for stmts in built {
+                    b.rule(chain, stmts);
+                }
+            }
+        }
+    }
+    for (group, rules) in forward_rules {
+        b.group = group;
+        for stmts in rules {
+            b.rule(FORWARD, stmts);
+        }
+    }
+
+    // Traffic edgenetd DNATed passes unless a rule above decided otherwise.
+    b.group = 0;
+    b.rule(
+        FORWARD,
+        vec![
+            Stmt::Flags {
+                left: Expr::Ct(CtKey::Status),
+                bits: Value::CtStatus(CT_STATUS_DNAT),
+                negate: false,
+            },
+            Stmt::Counter,
+            Stmt::Verdict(Verdict::Accept),
+        ],
+    );
+
+    for f in &cfg.forwards {
+        b.group(format!("forward {}->{}", f.from, f.to), false);
+        let m = combine(
+            &zone_match(&cfg.zones[&f.from], true),
+            &zone_match(&cfg.zones[&f.to], false),
+        );
+        for m in m {
+            let mut stmts = m.stmts;
+            stmts.push(Stmt::Counter);
+            stmts.push(Stmt::Verdict(Verdict::Accept));
+            b.rule(FORWARD, stmts);
+        }
+    }
+
+    for pf in &cfg.port_forwards {
+        b.group(format!("port-forward {}", pf.name), false);
+        let version = if pf.to.is_ipv4() {
+            IpVersion::V4
+        } else {
+            IpVersion::V6
+        };
+        let field = if pf.protocol == Protocol::Udp {
+            Field::UdpDport
+        } else {
+            Field::TcpDport
+        };
+        let target = Match {
+            stmts: vec![
+                Stmt::Cmp {
+                    left: Expr::FibDaddrType,
+                    op: CmpOp::Eq,
+                    right: Value::AddrType(ADDRTYPE_LOCAL),
+                },
+                Stmt::Cmp {
+                    left: Expr::Payload(field),
+                    op: CmpOp::Eq,
+                    right: Value::Port(pf.port),
+                },
+            ],
+            version: Some(version),
+        };
+        let dnat = |stmts: &mut Vec<Stmt>| {
+            stmts.push(Stmt::Counter);
+            stmts.push(Stmt::Nat {
+                kind: NatKind::Dnat,
+                addr: pf.to.ip(),
+                port: Some(pf.to.port()),
+            });
+        };
+        // From the zone it is exposed to, then hairpin from every other zone.
+        let mut zones: Vec<&Zone> = vec![&cfg.zones[&pf.from]];
+        zones.extend(cfg.zones.values().filter(|z| z.name != pf.from));
+        for (i, z) in zones.iter().enumerate() {
+            for m in combine(&zone_match(z, true), std::slice::from_ref(&target)) {
+                let mut stmts = m.stmts;
+                dnat(&mut stmts);
+                b.rule(PREROUTING, stmts);
+            }
+            if i == 0 {
+                continue;
+            }
+            // Hairpin: the inner host must answer through the router.
+            let inner = Match {
+                stmts: vec![
+                    Stmt::Flags {
+                        left: Expr::Ct(CtKey::Status),
+                        bits: Value::CtStatus(CT_STATUS_DNAT),
+                        negate: false,
+                    },
+                    Stmt::Cmp {
+                        left: Expr::Payload(if version == IpVersion::V4 {
+                            Field::IpDaddr
+                        } else {
+                            Field::Ip6Daddr
+                        }),
+                        op: CmpOp::Eq,
+                        right: Value::ip(pf.to.ip()),
+                    },
+                    Stmt::Cmp {
+                        left: Expr::Payload(field),
+                        op: CmpOp::Eq,
+                        right: Value::Port(pf.to.port()),
+                    },
+                ],
+                version: Some(version),
+            };
+            for m in combine(&zone_match(z, true), std::slice::from_ref(&inner)) {
+                let mut stmts = m.stmts;
+                stmts.push(Stmt::Counter);
+                stmts.push(Stmt::Masquerade);
+                b.rule(POSTROUTING, stmts);
+            }
+        }
+    }
+
+    for z in cfg.zones.values().filter(|z| z.masquerade) {
+        b.group(format!("masquerade {}", z.name), false);
+        for m in zone_match(z, false) {
+            let mut stmts = vec![Stmt::Cmp {
+                left: Expr::Meta(MetaKey::OifName),
+                op: CmpOp::Neq,
+                right: Value::IfName("lo".into()),
+            }];
+            stmts.extend(m.stmts);
+            stmts.push(Stmt::Counter);
+            stmts.push(Stmt::Masquerade);
+            b.rule(POSTROUTING, stmts);
+        }
+    }
+
+    // Defaults that a chain policy cannot express.
+    b.group = 0;
+    for (chain, action) in [
+        (INPUT, cfg.input),
+        (FORWARD, cfg.forward),
+        (OUTPUT, cfg.output),
+    ] {
+        if action == Action::Reject {
+            b.rule(
+                chain,
+                vec![
+                    Stmt::Cmp {
+                        left: Expr::Meta(MetaKey::L4Proto),
+                        op: CmpOp::Eq,
+                        right: Value::Proto(6),
+                    },
+                    Stmt::Counter,
+                    Stmt::Reject(Reject::TcpReset),
+                ],
+            );
+            b.rule(
+                chain,
+                vec![Stmt::Counter, Stmt::Reject(Reject::IcmpxPortUnreachable)],
+            );
+        }
+    }
+    b.p
+}

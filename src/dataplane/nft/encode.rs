@@ -1,0 +1,226 @@
+//! Byte encodings of constants and set elements, as the kernel stores them.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::error::CompileError;
+use super::ir::*;
+
+/// Encodes a constant at its natural length (a concatenation pads each part to 4 bytes).
+pub fn encode(v: &Value) -> Result<Vec<u8>, CompileError> {
+    let mut out = Vec::with_capacity(16);
+    encode_into(&mut out, v)?;
+    Ok(out)
+}
+
+fn encode_into(out: &mut Vec<u8>, v: &Value) -> Result<(), CompileError> {
+    match v {
+        Value::Ipv4(a) => out.extend_from_slice(&a.octets()),
+        Value::Ipv6(a) => out.extend_from_slice(&a.octets()),
+        Value::Port(p) => out.extend_from_slice(&p.to_be_bytes()),
+        Value::Proto(p) | Value::IcmpType(p) | Value::Icmpv6Type(p) => out.push(*p),
+        Value::IfName(name) => {
+            if name.len() >= 16 || name.contains('\0') {
+                return Err(CompileError::Invalid(format!(
+                    "interface name {name:?} is longer than 15 bytes"
+                )));
+            }
+            let start = out.len();
+            out.extend_from_slice(name.as_bytes());
+            out.resize(start + 16, 0);
+        }
+        Value::Mark(m) | Value::CtState(m) | Value::CtStatus(m) | Value::AddrType(m) => {
+            out.extend_from_slice(&m.to_ne_bytes())
+        }
+        Value::Verdict(_) => {
+            return Err(CompileError::Invalid(
+                "a verdict is not a key or a comparable constant".into(),
+            ));
+        }
+        Value::Concat(parts) => {
+            for p in parts {
+                let start = out.len();
+                encode_into(out, p)?;
+                let len = out.len() - start;
+                out.resize(start + len.div_ceil(4) * 4, 0);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One element as the kernel sees it: key bytes plus whether it ends an interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawKey {
+    /// Key bytes.
+    pub key: Vec<u8>,
+    /// `NFT_SET_ELEM_INTERVAL_END`: the first value after an interval.
+    pub interval_end: bool,
+}
+
+/// The kernel keys of one element: one key for plain sets; for interval sets a start key and,
+/// unless the interval reaches the top of the key space, an end key (exclusive).
+pub fn element_keys(key: &ElemKey, interval: bool) -> Result<Vec<RawKey>, CompileError> {
+    let (start, last) = match key {
+        ElemKey::Value(v) => {
+            let k = encode(v)?;
+            if !interval {
+                return Ok(vec![RawKey {
+                    key: k,
+                    interval_end: false,
+                }]);
+            }
+            (k.clone(), k)
+        }
+        ElemKey::Prefix(net) => {
+            if !interval {
+                return Err(CompileError::Invalid(format!(
+                    "prefix {net} needs an interval set"
+                )));
+            }
+            (ip_bytes(net.network()), ip_bytes(net.broadcast()))
+        }
+        ElemKey::Range(a, b) => {
+            if !interval {
+                return Err(CompileError::Invalid(
+                    "a range needs an interval set".into(),
+                ));
+            }
+            (encode(a)?, encode(b)?)
+        }
+    };
+    let mut keys = vec![RawKey {
+        key: start,
+        interval_end: false,
+    }];
+    if let Some(end) = increment(&last) {
+        keys.push(RawKey {
+            key: end,
+            interval_end: true,
+        });
+    }
+    Ok(keys)
+}
+
+fn ip_bytes(a: IpAddr) -> Vec<u8> {
+    match a {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+/// Big-endian `+1`; `None` on overflow (the interval reaches the top).
+fn increment(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut out = bytes.to_vec();
+    for b in out.iter_mut().rev() {
+        if *b == 0xff {
+            *b = 0;
+        } else {
+            *b += 1;
+            return Some(out);
+        }
+    }
+    None
+}
+
+/// Drops address elements (prefixes and single addresses) contained in another element of
+/// the same interval set and sorts the rest. The kernel refuses overlapping intervals, and
+/// CIDR blocks either nest or are disjoint, so this is all that is needed; neighbours stay
+/// separate elements so that adding or removing one address is a one-element delta.
+pub fn normalize_prefixes(nets: impl IntoIterator<Item = IpNet>) -> Vec<IpNet> {
+    let mut v: Vec<IpNet> = nets.into_iter().map(|n| n.trunc()).collect();
+    // Wider prefixes first among equal network addresses, so containers come first.
+    v.sort_by(|a, b| {
+        (a.network(), a.prefix_len(), a.max_prefix_len()).cmp(&(
+            b.network(),
+            b.prefix_len(),
+            b.max_prefix_len(),
+        ))
+    });
+    let mut out: Vec<IpNet> = Vec::with_capacity(v.len());
+    for n in v {
+        match out.last() {
+            Some(last) if last.contains(&n) => {}
+            _ => out.push(n),
+        }
+    }
+    out
+}
+
+/// Merges overlapping and adjacent port ranges, sorted.
+pub fn normalize_port_ranges(ranges: impl IntoIterator<Item = (u16, u16)>) -> Vec<(u16, u16)> {
+    let mut v: Vec<(u16, u16)> = ranges
+        .into_iter()
+        .map(|(a, b)| (a.min(b), a.max(b)))
+        .collect();
+    v.sort();
+    let mut out: Vec<(u16, u16)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if u32::from(a) <= u32::from(last.1) + 1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_becomes_start_and_exclusive_end() {
+        let keys = element_keys(&ElemKey::Prefix("10.0.0.0/24".parse().unwrap()), true).unwrap();
+        assert_eq!(
+            keys,
+            vec![
+                RawKey {
+                    key: vec![10, 0, 0, 0],
+                    interval_end: false
+                },
+                RawKey {
+                    key: vec![10, 0, 1, 0],
+                    interval_end: true
+                }
+            ]
+        );
+        let top =
+            element_keys(&ElemKey::Prefix("255.255.255.0/24".parse().unwrap()), true).unwrap();
+        assert_eq!(top.len(), 1, "no end element past the top of the space");
+    }
+
+    #[test]
+    fn concat_pads_each_part_to_four_bytes() {
+        let v = Value::Concat(vec![
+            Value::Ipv4("10.0.0.1".parse().unwrap()),
+            Value::Proto(6),
+            Value::Port(80),
+        ]);
+        assert_eq!(
+            encode(&v).unwrap(),
+            vec![10, 0, 0, 1, 6, 0, 0, 0, 0, 80, 0, 0]
+        );
+    }
+
+    #[test]
+    fn normalizing_drops_contained_prefixes_and_keeps_neighbours() {
+        let nets = [
+            "10.0.0.128/25",
+            "10.0.0.0/25",
+            "10.0.0.7/32",
+            "192.168.1.1/32",
+            "10.0.0.0/25",
+        ]
+        .map(|s| s.parse::<IpNet>().unwrap());
+        let got: Vec<String> = normalize_prefixes(nets)
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(got, ["10.0.0.0/25", "10.0.0.128/25", "192.168.1.1/32"]);
+        assert_eq!(
+            normalize_port_ranges([(22, 22), (8000, 8100), (23, 23), (8050, 9000)]),
+            vec![(22, 23), (8000, 9000)]
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! The nftables dataplane shared by the policy and service controllers.
+//!
+//! Knows nothing of TOML: controllers describe what they want with the typed IR in [`ir`]
+//! (tables, chains, sets/maps, rules made of nft statements) and this module both
+//!
+//! - compiles it into one atomic nf_tables batch ([`Batch`], built with libnftnl through the
+//!   `nftnl` crate's raw bindings, including what that crate lacks: numgen, jhash, maps and
+//!   verdict maps, concatenated keys, interval sets, NAT from map lookups, limit, log,
+//!   reject, fib), and
+//! - renders it as `nft -f` text ([`render`]), so `plan` output and the kernel program come
+//!   from the same values.
+//!
+//! # Using it
+//!
+//! ```no_run
+//! use edgenetd::dataplane::nft::{ir::*, Batch, Nft, Op, TableRef};
+//! let mut table = Table::new(Family::Inet, "edgenetd-demo");
+//! table.chains.push(Chain::base("input", ChainType::Filter, Hook::Input, 0, ChainPolicy::Accept));
+//! table.rules.push(Rule::new("input", vec![Stmt::Counter]).with_comment("count"));
+//! let mut nft = Nft::open()?;              // on the calling thread (its netns)
+//! let mut batch = Batch::new();
+//! batch.tag(7);                             // failures of what follows report tag 7
+//! batch.replace_table(&table)?;             // add table; delete table; add table + contents
+//! let commit = nft.execute(batch)?;         // blocking: wrap in smol::unblock if needed
+//! println!("generation {}", commit.generation);
+//! # Ok::<(), edgenetd::dataplane::nft::NftError>(())
+//! ```
+//!
+//! - **Element deltas**: [`Batch::elements`] adds or deletes elements of an existing named
+//!   set or map without touching anything else (one service's map entries, one blocklist
+//!   address).
+//! - **Errors**: a refused batch applies nothing; [`NftError::Rejected`] lists every refused
+//!   message with its sequence number and the tag set with [`Batch::tag`] before it was
+//!   added, so a caller can drop the failing group and retry the rest.
+//! - **Drift**: [`Nft::generation`] moves with every commit by anyone; when it moved, the
+//!   listing calls ([`Nft::list_rules`] with a per-rule fingerprint, [`Nft::list_sets`],
+//!   [`Nft::list_elements`], [`Nft::list_chains`], [`Nft::list_tables`]) show what changed.
+//!   [`raw_elements`] gives the kernel form of desired elements for comparison.
+//! - **Foreign commits**: [`monitor::spawn_foreign_commit_watch`] calls back when another
+//!   process committed anything (it polls the generation; see the module for why not events),
+//!   so a controller can look for drift at once.
+//! - **Ownership**: nothing here flushes the ruleset or touches a table it is not given.
+//! - **Threads**: [`Nft`] is `Send`; open it where its network namespace is, then do the
+//!   blocking I/O in `smol::unblock(move || ...)`.
+//!
+//! Text limits: nft types `numgen`/`jhash` results as `integer`, which its text syntax cannot
+//! put into a typed concatenation, so a rule whose map key concatenates them with a `mark`
+//! slot renders faithfully but `nft -c -f` refuses that one line; the kernel program (from
+//! the batch) is unaffected. Every other statement renders to text that loads to the same
+//! kernel state as the batch (tested).
+//!
+//! Interval sets: elements must not overlap (the kernel refuses overlaps); normalize address
+//! prefixes with [`encode::normalize_prefixes`] and port ranges with
+//! [`encode::normalize_port_ranges`] first, for named and anonymous sets alike.
+
+mod batch;
+mod compile;
+pub mod dump;
+pub mod encode;
+mod error;
+mod expr;
+pub mod ir;
+pub mod monitor;
+pub mod render;
+mod socket;
+
+pub use batch::{Batch, Op, TAG_BATCH, TableRef};
+pub use dump::{ChainInfo, ElemInfo, RuleInfo, SetInfo, TableInfo};
+pub use error::{CompileError, MessageFailure, NftError};
+pub use socket::{Commit, Nft};
+
+use encode::{element_keys, encode};
+use ir::{Element, Set, Value};
+
+/// The kernel form of `elements` of `set` (keys, interval ends, data), sorted, comparable with
+/// [`Nft::list_elements`].
+pub fn raw_elements(set: &Set, elements: &[Element]) -> Result<Vec<ElemInfo>, CompileError> {
+    let mut out = Vec::with_capacity(elements.len());
+    for e in elements {
+        let (data, chain) = match &e.data {
+            None => (None, None),
+            Some(Value::Verdict(v)) => {
+                use ir::Verdict::*;
+                let (code, chain): (i32, Option<String>) = match v {
+                    Accept => (1, None),
+                    Drop => (0, None),
+                    Continue => (-1, None),
+                    Return => (-5, None),
+                    Jump(c) => (-3, Some(c.clone())),
+                    Goto(c) => (-4, Some(c.clone())),
+                };
+                (Some(code.to_ne_bytes().to_vec()), chain)
+            }
+            Some(v) => (Some(encode(v)?), None),
+        };
+        for k in element_keys(&e.key, set.interval)? {
+            let end = k.interval_end;
+            out.push(ElemInfo {
+                key: k.key,
+                interval_end: end,
+                data: if end { None } else { data.clone() },
+                chain: if end { None } else { chain.clone() },
+            });
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,501 @@
+//! Renders the IR as `nft -f` text (what `edgenetd plan` prints and tests load with
+//! `nft -c -f`). Protocol dependencies are left to nft, as a person would write them.
+
+use std::fmt::Write;
+
+use super::ir::*;
+
+/// `inet`, `ip` or `ip6`.
+pub fn family_name(family: Family) -> &'static str {
+    match family {
+        Family::Inet => "inet",
+        Family::Ip => "ip",
+        Family::Ip6 => "ip6",
+    }
+}
+
+/// Text that replaces `table` atomically when loaded with `nft -f`: add (so the delete cannot
+/// fail), delete, then the full definition. Other tables are not mentioned.
+pub fn render_replace(table: &Table) -> String {
+    let fam = family_name(table.family);
+    let mut out = format!(
+        "add table {fam} {name}\ndelete table {fam} {name}\n",
+        name = table.name
+    );
+    out.push_str(&render_table(table));
+    out
+}
+
+/// The `table <family> <name> { ... }` block.
+pub fn render_table(table: &Table) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "table {} {} {{", family_name(table.family), table.name);
+    for set in &table.sets {
+        render_set(&mut out, set);
+        out.push('\n');
+    }
+    for (i, chain) in table.chains.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "\tchain {} {{", chain.name);
+        if let Some(base) = &chain.base {
+            let _ = writeln!(
+                out,
+                "\t\ttype {} hook {} priority {}; policy {};",
+                chain_type_name(base.kind),
+                hook_name(base.hook),
+                base.priority,
+                match base.policy {
+                    ChainPolicy::Accept => "accept",
+                    ChainPolicy::Drop => "drop",
+                }
+            );
+        }
+        for rule in table.rules.iter().filter(|r| r.chain == chain.name) {
+            let _ = writeln!(out, "\t\t{}", render_rule(table.family, rule));
+        }
+        out.push_str("\t}\n");
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn chain_type_name(kind: ChainType) -> &'static str {
+    match kind {
+        ChainType::Filter => "filter",
+        ChainType::Nat => "nat",
+        ChainType::Route => "route",
+    }
+}
+
+fn hook_name(hook: Hook) -> &'static str {
+    match hook {
+        Hook::Prerouting => "prerouting",
+        Hook::Input => "input",
+        Hook::Forward => "forward",
+        Hook::Output => "output",
+        Hook::Postrouting => "postrouting",
+    }
+}
+
+fn render_key_type(key: &KeyType) -> String {
+    key.0
+        .iter()
+        .map(|t| t.nft_name())
+        .collect::<Vec<_>>()
+        .join(" . ")
+}
+
+fn render_set(out: &mut String, set: &Set) {
+    let kw = if set.data.is_some() { "map" } else { "set" };
+    let _ = writeln!(out, "\t{kw} {} {{", set.name);
+    match &set.data {
+        Some(data) => {
+            let _ = writeln!(
+                out,
+                "\t\ttype {} : {}",
+                render_key_type(&set.key),
+                render_key_type(data)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "\t\ttype {}", render_key_type(&set.key));
+        }
+    }
+    let mut flags = Vec::new();
+    if set.constant {
+        flags.push("constant");
+    }
+    if set.interval {
+        flags.push("interval");
+    }
+    if !flags.is_empty() {
+        let _ = writeln!(out, "\t\tflags {}", flags.join(","));
+    }
+    if !set.elements.is_empty() {
+        out.push_str("\t\telements = { ");
+        for (i, e) in set.elements.iter().enumerate() {
+            if i > 0 {
+                out.push_str(if i % 8 == 0 { ",\n\t\t\t     " } else { ", " });
+            }
+            render_element(out, e);
+        }
+        out.push_str(" }\n");
+    }
+    out.push_str("\t}\n");
+}
+
+fn render_element(out: &mut String, e: &Element) {
+    match &e.key {
+        ElemKey::Value(v) => render_value(out, v),
+        ElemKey::Prefix(net) if net.prefix_len() == net.max_prefix_len() => {
+            let _ = write!(out, "{}", net.addr());
+        }
+        ElemKey::Prefix(net) => {
+            let _ = write!(out, "{net}");
+        }
+        ElemKey::Range(a, b) => {
+            render_value(out, a);
+            out.push('-');
+            render_value(out, b);
+        }
+    }
+    if let Some(data) = &e.data {
+        out.push_str(" : ");
+        render_value(out, data);
+    }
+}
+
+/// Renders one rule's statements (and comment), without the chain.
+pub fn render_rule(family: Family, rule: &Rule) -> String {
+    let mut out = String::new();
+    for (i, stmt) in rule.stmts.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        render_stmt(&mut out, family, stmt);
+    }
+    if let Some(c) = &rule.comment {
+        let _ = write!(out, " comment \"{}\"", c.replace('"', "'"));
+    }
+    out
+}
+
+fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
+    match stmt {
+        Stmt::Cmp { left, op, right } => {
+            render_expr(out, left);
+            out.push_str(if *op == CmpOp::Neq { " != " } else { " " });
+            render_value(out, right);
+        }
+        Stmt::Range {
+            left,
+            negate,
+            from,
+            to,
+        } => {
+            render_expr(out, left);
+            out.push_str(if *negate { " != " } else { " " });
+            render_value(out, from);
+            out.push('-');
+            render_value(out, to);
+        }
+        Stmt::Flags { left, bits, negate } => {
+            render_expr(out, left);
+            if *negate {
+                out.push_str(" & (");
+                let mut s = String::new();
+                render_value(&mut s, bits);
+                out.push_str(&s.replace(',', "|"));
+                out.push_str(") == 0");
+            } else {
+                out.push(' ');
+                render_value(out, bits);
+            }
+        }
+        Stmt::Lookup { left, set, negate } => {
+            render_expr(out, left);
+            out.push_str(if *negate { " != " } else { " " });
+            render_setref(out, set);
+        }
+        Stmt::Counter => out.push_str("counter"),
+        Stmt::Limit {
+            rate,
+            unit,
+            burst,
+            over,
+        } => {
+            let _ = write!(
+                out,
+                "limit rate {}{rate}/{}",
+                if *over { "over " } else { "" },
+                unit.name()
+            );
+            if *burst > 0 {
+                let _ = write!(out, " burst {burst} packets");
+            }
+        }
+        Stmt::Log { prefix } => {
+            let _ = write!(out, "log prefix \"{}\"", prefix.replace('"', "'"));
+        }
+        Stmt::Verdict(v) => render_verdict(out, v),
+        Stmt::Vmap { key, map } => {
+            render_expr(out, key);
+            out.push_str(" vmap ");
+            render_setref(out, map);
+        }
+        Stmt::Reject(r) => out.push_str(match r {
+            Reject::TcpReset => "reject with tcp reset",
+            Reject::IcmpxPortUnreachable => "reject with icmpx port-unreachable",
+            Reject::IcmpxAdminProhibited => "reject with icmpx admin-prohibited",
+        }),
+        Stmt::Masquerade => out.push_str("masquerade"),
+        Stmt::Nat { kind, addr, port } => {
+            out.push_str(nat_name(*kind));
+            if family == Family::Inet {
+                out.push_str(if addr.is_ipv4() { " ip" } else { " ip6" });
+            }
+            out.push_str(" to ");
+            match (addr, port) {
+                (std::net::IpAddr::V6(a), Some(p)) => {
+                    let _ = write!(out, "[{a}]:{p}");
+                }
+                (a, Some(p)) => {
+                    let _ = write!(out, "{a}:{p}");
+                }
+                (a, None) => {
+                    let _ = write!(out, "{a}");
+                }
+            }
+        }
+        Stmt::NatMap {
+            kind,
+            version,
+            key,
+            map,
+            with_port,
+        } => {
+            out.push_str(nat_name(*kind));
+            if family == Family::Inet {
+                out.push_str(if *version == IpVersion::V4 {
+                    " ip"
+                } else {
+                    " ip6"
+                });
+            }
+            if *with_port {
+                out.push_str(" addr . port");
+            }
+            out.push_str(" to ");
+            render_expr(out, key);
+            out.push_str(" map ");
+            render_setref(out, map);
+        }
+    }
+}
+
+fn nat_name(kind: NatKind) -> &'static str {
+    match kind {
+        NatKind::Snat => "snat",
+        NatKind::Dnat => "dnat",
+    }
+}
+
+fn render_setref(out: &mut String, set: &SetRef) {
+    match set {
+        SetRef::Named(name) => {
+            let _ = write!(out, "@{name}");
+        }
+        SetRef::Anonymous { elements, .. } => {
+            out.push_str("{ ");
+            for (i, e) in elements.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                render_element(out, e);
+            }
+            out.push_str(" }");
+        }
+    }
+}
+
+fn render_verdict(out: &mut String, v: &Verdict) {
+    match v {
+        Verdict::Accept => out.push_str("accept"),
+        Verdict::Drop => out.push_str("drop"),
+        Verdict::Continue => out.push_str("continue"),
+        Verdict::Return => out.push_str("return"),
+        Verdict::Jump(c) => {
+            let _ = write!(out, "jump {c}");
+        }
+        Verdict::Goto(c) => {
+            let _ = write!(out, "goto {c}");
+        }
+    }
+}
+
+/// Renders a packet expression.
+pub fn render_expr(out: &mut String, e: &Expr) {
+    match e {
+        Expr::Meta(k) => out.push_str(match k {
+            MetaKey::IifName => "iifname",
+            MetaKey::OifName => "oifname",
+            MetaKey::L4Proto => "meta l4proto",
+            MetaKey::NfProto => "meta nfproto",
+            MetaKey::Mark => "meta mark",
+        }),
+        Expr::Payload(f) => out.push_str(match f {
+            Field::IpSaddr => "ip saddr",
+            Field::IpDaddr => "ip daddr",
+            Field::Ip6Saddr => "ip6 saddr",
+            Field::Ip6Daddr => "ip6 daddr",
+            Field::TcpDport => "tcp dport",
+            Field::UdpDport => "udp dport",
+            Field::ThDport => "th dport",
+            Field::ThSport => "th sport",
+            Field::IcmpType => "icmp type",
+            Field::Icmpv6Type => "icmpv6 type",
+        }),
+        Expr::Ct(k) => out.push_str(match k {
+            CtKey::State => "ct state",
+            CtKey::Status => "ct status",
+            CtKey::Mark => "ct mark",
+        }),
+        Expr::FibDaddrType => out.push_str("fib daddr type"),
+        Expr::Numgen { modulus, offset } => {
+            let _ = write!(out, "numgen random mod {modulus}");
+            if *offset != 0 {
+                let _ = write!(out, " offset {offset}");
+            }
+        }
+        Expr::Jhash {
+            input,
+            modulus,
+            seed,
+            offset,
+        } => {
+            out.push_str("jhash ");
+            render_expr(out, input);
+            let _ = write!(out, " mod {modulus} seed 0x{seed:x}");
+            if *offset != 0 {
+                let _ = write!(out, " offset {offset}");
+            }
+        }
+        Expr::Concat(parts) => {
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(" . ");
+                }
+                render_expr(out, p);
+            }
+        }
+    }
+}
+
+const ICMP_NAMES: &[(u8, &str)] = &[
+    (0, "echo-reply"),
+    (3, "destination-unreachable"),
+    (5, "redirect"),
+    (8, "echo-request"),
+    (9, "router-advertisement"),
+    (10, "router-solicitation"),
+    (11, "time-exceeded"),
+    (12, "parameter-problem"),
+    (13, "timestamp-request"),
+    (14, "timestamp-reply"),
+];
+
+const ICMPV6_NAMES: &[(u8, &str)] = &[
+    (1, "destination-unreachable"),
+    (2, "packet-too-big"),
+    (3, "time-exceeded"),
+    (4, "parameter-problem"),
+    (128, "echo-request"),
+    (129, "echo-reply"),
+    (133, "nd-router-solicit"),
+    (134, "nd-router-advert"),
+    (135, "nd-neighbor-solicit"),
+    (136, "nd-neighbor-advert"),
+    (137, "nd-redirect"),
+];
+
+/// The ICMP type called `name` (nft's names), if known.
+pub fn icmp_type_by_name(name: &str) -> Option<u8> {
+    ICMP_NAMES.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
+}
+
+/// The ICMPv6 type called `name` (nft's names), if known.
+pub fn icmpv6_type_by_name(name: &str) -> Option<u8> {
+    ICMPV6_NAMES
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(t, _)| *t)
+}
+
+/// Renders a constant.
+pub fn render_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Ipv4(a) => {
+            let _ = write!(out, "{a}");
+        }
+        Value::Ipv6(a) => {
+            let _ = write!(out, "{a}");
+        }
+        Value::Port(p) => {
+            let _ = write!(out, "{p}");
+        }
+        Value::Proto(p) => match p {
+            6 => out.push_str("tcp"),
+            17 => out.push_str("udp"),
+            1 => out.push_str("icmp"),
+            p => {
+                let _ = write!(out, "{p}");
+            }
+        },
+        Value::IfName(n) => {
+            let _ = write!(out, "\"{n}\"");
+        }
+        Value::Mark(m) => {
+            let _ = write!(out, "{m}");
+        }
+        Value::IcmpType(t) => match ICMP_NAMES.iter().find(|(n, _)| n == t) {
+            Some((_, name)) => out.push_str(name),
+            None => {
+                let _ = write!(out, "{t}");
+            }
+        },
+        Value::Icmpv6Type(t) => match ICMPV6_NAMES.iter().find(|(n, _)| n == t) {
+            Some((_, name)) => out.push_str(name),
+            None => {
+                let _ = write!(out, "{t}");
+            }
+        },
+        Value::Verdict(v) => render_verdict(out, v),
+        Value::CtState(bits) => render_bits(
+            out,
+            *bits,
+            &[
+                (CT_STATE_INVALID, "invalid"),
+                (CT_STATE_ESTABLISHED, "established"),
+                (CT_STATE_RELATED, "related"),
+                (CT_STATE_NEW, "new"),
+            ],
+        ),
+        Value::CtStatus(bits) => render_bits(
+            out,
+            *bits,
+            &[(CT_STATUS_SNAT, "snat"), (CT_STATUS_DNAT, "dnat")],
+        ),
+        Value::AddrType(t) => match *t {
+            ADDRTYPE_LOCAL => out.push_str("local"),
+            1 => out.push_str("unicast"),
+            3 => out.push_str("broadcast"),
+            5 => out.push_str("multicast"),
+            t => {
+                let _ = write!(out, "{t}");
+            }
+        },
+        Value::Concat(parts) => {
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(" . ");
+                }
+                render_value(out, p);
+            }
+        }
+    }
+}
+
+fn render_bits(out: &mut String, bits: u32, names: &[(u32, &str)]) {
+    let mut first = true;
+    for (bit, name) in names {
+        if bits & bit != 0 {
+            if !first {
+                out.push(',');
+            }
+            out.push_str(name);
+            first = false;
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The policy controller with real packets: a lan host, the router (this test's namespace) and
+//! a wan host on veth pairs; TCP, UDP and ICMP checked end to end.
+
+mod common;
+mod policy_common;
+
+use common::netns::sh;
+use edgenetd::controller::policy;
+use policy_common::{Driver, HOME, Topology, load, rule_handles};
+
+fn fail(answer: &str) -> bool {
+    answer.starts_with("FAIL")
+}
+
+netns_test! {
+    fn allowed_and_blocked_ports_to_and_through_the_router() {
+        let t = Topology::new();
+        let mut d = Driver::new();
+        d.sync(HOME).unwrap();
+        for port in [22, 23, 2222] {
+            t.serve(None, "tcp", port);
+        }
+        t.serve(None, "udp", 53);
+        t.serve(None, "udp", 54);
+        let lan = Some(&t.lan);
+        let wan = Some(&t.wan);
+        // To the router, from the lan.
+        assert_eq!(t.connect(lan, "tcp", "10.0.0.1", 22), "10.0.0.2");
+        let blocked = t.connect(lan, "tcp", "10.0.0.1", 2222);
+        assert!(blocked.contains("timed out"), "default input drop: {blocked}");
+        let refused = t.connect(lan, "tcp", "10.0.0.1", 23);
+        assert!(refused.contains("refused"), "reject answers with a reset: {refused}");
+        assert_eq!(t.connect(lan, "udp", "10.0.0.1", 53), "10.0.0.2");
+        assert!(fail(&t.connect(lan, "udp", "10.0.0.1", 54)));
+        assert_eq!(t.connect(lan, "ping", "10.0.0.1", 0), "PONG");
+        // To the router, from the wan: nothing of it is allowed.
+        assert!(fail(&t.connect(wan, "tcp", "192.0.2.1", 22)));
+        assert!(fail(&t.connect(wan, "udp", "192.0.2.1", 53)));
+        assert!(fail(&t.connect(wan, "ping", "192.0.2.1", 0)));
+        // Through the router: lan -> wan allowed and masqueraded to the router's wan address.
+        t.serve(wan, "tcp", 80);
+        t.serve(wan, "udp", 5353);
+        assert_eq!(t.connect(lan, "tcp", "192.0.2.2", 80), "192.0.2.1");
+        assert_eq!(t.connect(lan, "udp", "192.0.2.2", 5353), "192.0.2.1");
+        // wan -> lan is not forwarded.
+        t.serve(lan, "tcp", 81);
+        assert!(fail(&t.connect(wan, "tcp", "10.0.0.2", 81)));
+        // The counters of the rules that matched moved (every rule has a counter).
+        let text = sh("nft list chain inet edgenetd-policy forward");
+        assert!(text.contains("forward lan->wan") && !text.contains("oifname \"veth-wan\" counter packets 0 "), "{text}");
+    }
+}
+
+netns_test! {
+    fn port_forward_reaches_the_inner_host_and_hairpins() {
+        let t = Topology::new();
+        let mut d = Driver::new();
+        d.sync(HOME).unwrap();
+        let lan = Some(&t.lan);
+        let wan = Some(&t.wan);
+        t.serve(lan, "tcp", 80);
+        // wan -> router:8080 -> 10.0.0.10:80, the server sees the real client.
+        assert_eq!(t.connect(wan, "tcp", "192.0.2.1", 8080), "192.0.2.2");
+        // Hairpin: a lan host uses the outer address; the router masquerades so replies
+        // come back through it.
+        assert_eq!(t.connect_from(lan, "tcp", "192.0.2.1", 8080, Some("10.0.0.2")), "10.0.0.1");
+        // Not forwarded: another port.
+        assert!(fail(&t.connect(wan, "tcp", "192.0.2.1", 8081)));
+    }
+}
+
+netns_test! {
+    fn a_blocklisted_source_is_dropped_and_the_set_grows_by_element_delta() {
+        let t = Topology::new();
+        let mut d = Driver::new();
+        let with = |extra: &str| HOME.replace(r#"elements = ["203.0.113.0/24"]"#, &format!(r#"elements = ["203.0.113.0/24"{extra}]"#));
+        d.sync(&with(r#", "192.0.2.3""#)).unwrap();
+        let wan = Some(&t.wan);
+        t.serve(Some(&t.lan), "tcp", 80);
+        assert_eq!(t.connect_from(wan, "tcp", "192.0.2.1", 8080, Some("192.0.2.2")), "192.0.2.2");
+        assert!(fail(&t.connect_from(wan, "tcp", "192.0.2.1", 8080, Some("192.0.2.3"))));
+        // A new element blocks a new source without replacing the table.
+        let handles = rule_handles();
+        let report = d.sync(&with(r#", "192.0.2.3", "192.0.2.2""#)).unwrap();
+        assert!(report.summary.contains("set elements: 1 added, 0 deleted"), "{report:?}");
+        assert_eq!(report.changes, 1, "one element message");
+        assert_eq!(rule_handles(), handles, "rules untouched");
+        assert!(fail(&t.connect_from(wan, "tcp", "192.0.2.1", 8080, Some("192.0.2.2"))));
+        let set = sh("nft list set inet edgenetd-policy blocklist");
+        assert!(set.contains("192.0.2.2") && set.contains("192.0.2.3"), "{set}");
+        // Removing it unblocks, again by delta; a no-op sync writes nothing.
+        let report = d.sync(&with(r#", "192.0.2.3""#)).unwrap();
+        assert!(report.summary.contains("0 added, 1 deleted"), "{report:?}");
+        assert_eq!(rule_handles(), handles);
+        assert_eq!(t.connect_from(wan, "tcp", "192.0.2.1", 8080, Some("192.0.2.2")), "192.0.2.2");
+        let report = d.sync(&with(r#", "192.0.2.3""#)).unwrap();
+        assert_eq!(report.changes, 0, "{report:?}");
+    }
+}
+
+netns_test! {
+    fn an_established_connection_survives_a_policy_reload() {
+        let t = Topology::new();
+        let mut d = Driver::new();
+        d.sync(HOME).unwrap();
+        t.serve(Some(&t.wan), "tcp", 80);
+        let script = r#"
+import socket, time, sys
+s = socket.create_connection(("192.0.2.2", 80), timeout=5)
+f = s.makefile()
+print("hello", f.readline().strip(), flush=True)
+s.sendall(b"before\n"); print("echo", f.readline().strip(), flush=True)
+time.sleep(2.5)
+s.sendall(b"after\n"); print("echo", f.readline().strip(), flush=True)
+"#;
+        std::fs::write(format!("{}.long.py", t.client), script).unwrap();
+        let out_file = format!("{}.long.out", t.client);
+        let mut child = t.lan.spawn(&format!("python3 {}.long.py > {out_file} 2>&1", t.client));
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        // A reload that rewrites the whole table (a new rule) but still allows lan -> wan.
+        let changed = format!("{HOME}\n[[policy.rule]]\nname = \"new-rule\"\nfrom = \"wan\"\nto = \"self\"\nprotocol = \"tcp\"\nports = [443]\naction = \"accept\"\n");
+        let report = d.sync(&changed).unwrap();
+        assert!(report.summary.starts_with("table written"), "{report:?}");
+        assert!(sh("nft list table inet edgenetd-policy").contains("new-rule"));
+        child.wait().unwrap();
+        let out = std::fs::read_to_string(&out_file).unwrap();
+        assert_eq!(out.trim(), "hello 192.0.2.1\necho before\necho after", "{out}");
+    }
+}
+
+netns_test! {
+    fn drift_is_repaired_and_a_foreign_table_is_left_exactly_as_it_was() {
+        sh("nft add table inet other && nft add chain inet other c '{ type filter hook input priority 10; policy accept; }' && nft add rule inet other c tcp dport 9 counter drop comment keep");
+        let before = sh("nft list table inet other");
+        let mut d = Driver::new();
+        let first = d.sync(HOME).unwrap();
+        assert_eq!(first.drift_repairs, 0);
+        assert_eq!(d.sync(HOME).unwrap().changes, 0, "no-op sync writes nothing");
+        // Someone deletes the table: the next sync restores it and counts a repair.
+        sh("nft delete table inet edgenetd-policy");
+        let r = d.sync(HOME).unwrap();
+        assert_eq!(r.drift_repairs, 1, "{r:?}");
+        assert!(sh("nft list table inet edgenetd-policy").contains("ssh-from-lan"));
+        // Someone edits one rule in place (keeping its comment): restored too.
+        let json = policy_common::policy_json();
+        let rule = json["nftables"].as_array().unwrap().iter().filter_map(|o| o.get("rule"))
+            .find(|r| r["comment"].as_str().unwrap_or("").starts_with("rule ssh-from-lan")).unwrap().clone();
+        sh(&format!("nft replace rule inet edgenetd-policy input handle {} tcp dport 2222 accept comment '\"{}\"'", rule["handle"], rule["comment"].as_str().unwrap()));
+        let r = d.sync(HOME).unwrap();
+        assert_eq!(r.drift_repairs, 1, "{r:?}");
+        assert!(!sh("nft list chain inet edgenetd-policy input").contains("2222"));
+        // Someone adds an element to an owned set: restored.
+        sh("nft add element inet edgenetd-policy blocklist '{ 10.9.9.9 }'");
+        assert_eq!(d.sync(HOME).unwrap().drift_repairs, 1);
+        assert!(!sh("nft list set inet edgenetd-policy blocklist").contains("10.9.9.9"));
+        // Changes elsewhere move the generation but are not drift.
+        sh("nft add table inet unrelated");
+        let r = d.sync(HOME).unwrap();
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        // Cleanup removes only edgenetd's table.
+        let desired = load(HOME);
+        let msg = smol::block_on(policy::cleanup(&desired.daemon)).unwrap();
+        assert!(msg.contains("deleted table inet edgenetd-policy"), "{msg}");
+        let tables = sh("nft list tables");
+        assert!(!tables.contains("edgenetd-policy") && tables.contains("table inet unrelated"));
+        assert_eq!(sh("nft list table inet other"), before, "foreign table untouched");
+    }
+}
+
+netns_test! {
+    fn plan_prints_loadable_text_and_the_differences() {
+        let desired = load(HOME);
+        let text = smol::block_on(policy::plan(&desired)).unwrap();
+        assert!(text.contains("# differences from the running kernel:\n#   + table inet edgenetd-policy"), "{text}");
+        std::fs::write("/tmp/edgenetd-policy-plan.nft", &text).unwrap();
+        sh("nft -c -f /tmp/edgenetd-policy-plan.nft");
+        assert!(!sh("nft list tables").contains("edgenetd-policy"), "plan writes nothing");
+        let mut d = Driver::new();
+        d.sync(HOME).unwrap();
+        let text = smol::block_on(policy::plan(&desired)).unwrap();
+        assert!(text.ends_with("# differences from the running kernel:\n#   none\n"), "{text}");
+        sh("nft add element inet edgenetd-policy blocklist '{ 10.9.9.9 }'");
+        sh("nft delete chain inet edgenetd-policy postrouting");
+        let text = smol::block_on(policy::plan(&desired)).unwrap();
+        assert!(text.contains("#   + chain postrouting"), "{text}");
+        assert!(text.contains("#   + rule postrouting \"masquerade wan #"), "{text}");
+        assert!(text.contains("#   ~ set blocklist: 0 kernel elements to add, 2 to delete"), "{text}");
+        std::fs::write("/tmp/edgenetd-policy-plan.nft", &text).unwrap();
+        sh("nft -c -f /tmp/edgenetd-policy-plan.nft");
+    }
+}
+
+netns_test! {
+    fn without_a_policy_section_there_is_no_table_and_reject_defaults_refuse() {
+        let mut d = Driver::new();
+        let r = d.sync("[daemon]\n").unwrap();
+        assert_eq!(r.changes, 0);
+        assert!(!sh("nft list tables").contains("edgenetd-policy"));
+        let t = Topology::new();
+        let rejecting = HOME.replace("input = \"drop\"", "input = \"reject\"");
+        d.sync(&rejecting).unwrap();
+        t.serve(None, "tcp", 2222);
+        let answer = t.connect(Some(&t.wan), "tcp", "192.0.2.1", 2222);
+        assert!(answer.contains("refused"), "default reject: {answer}");
+        // Dropping the section removes the table.
+        let r = d.sync("[daemon]\n").unwrap();
+        assert_eq!(r.changes, 1);
+        assert!(!sh("nft list tables").contains("edgenetd-policy"));
+    }
+}
+
+netns_test! {
+    fn a_foreign_commit_wakes_the_controller_at_once() {
+        let (t, rx) = edgenetd::controller::trigger();
+        let mut c = edgenetd::controller::policy::PolicyController::new(t);
+        let desired = load(HOME);
+        use edgenetd::controller::Controller;
+        smol::block_on(c.sync(&desired, &edgenetd::controller::NoProgress)).unwrap();
+        // Our own commits do not fire.
+        let fired_by_us = smol::block_on(futures_lite::future::or(
+            async { rx.recv().await.is_some() },
+            async {
+                smol::Timer::after(std::time::Duration::from_millis(500)).await;
+                false
+            },
+        ));
+        assert!(!fired_by_us, "edgenetd's own commit woke the loop");
+        sh("nft delete table inet edgenetd-policy");
+        let fired = smol::block_on(futures_lite::future::or(
+            async { rx.recv().await.is_some() },
+            async {
+                smol::Timer::after(std::time::Duration::from_secs(2)).await;
+                false
+            },
+        ));
+        assert!(fired, "a foreign commit fires the trigger");
+        let r = smol::block_on(c.sync(&desired, &edgenetd::controller::NoProgress)).unwrap();
+        assert_eq!(r.drift_repairs, 1);
+    }
+}
+
+netns_test! {
+    fn ipv6_is_filtered_forwarded_and_neighbour_discovery_works_under_input_drop() {
+        let t = Topology::new();
+        let mut d = Driver::new();
+        let cfg = HOME.replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#);
+        d.sync(&cfg).unwrap();
+        t.serve_family(None, "tcp", 22, "6");
+        t.serve_family(None, "tcp", 2222, "6");
+        t.serve_family(Some(&t.wan), "tcp", 80, "6");
+        let lan = Some(&t.lan);
+        // Neighbour discovery passes the input drop (or nothing below would connect).
+        assert_eq!(t.connect(lan, "tcp", "fd00::1", 22), "fd00::2");
+        assert!(fail(&t.connect(lan, "tcp", "fd00::1", 2222)));
+        assert!(fail(&t.connect(Some(&t.wan), "tcp", "2001:db8::1", 22)));
+        // Forwarded lan -> wan over IPv6, masqueraded like IPv4.
+        assert_eq!(t.connect(lan, "tcp", "2001:db8::2", 80), "2001:db8::1");
+    }
+}
