@@ -7,6 +7,8 @@
 //! piece on its own ([`Doc::items`], [`de`]), so one bad `[[route]]` does not hide the errors of
 //! the next one.
 
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde::de::DeserializeOwned;
@@ -14,27 +16,68 @@ use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue, ValueDeserializer};
 
 use super::diag::Diagnostics;
+use super::split::{self, Block};
 
 /// A value of the merged document, with its global span.
 pub type Value<'a> = Spanned<DeValue<'a>>;
 
 /// The merged document of every config file of one load.
+///
+/// Elements of big top-level arrays of tables may be held as text (see [`split`]): the tree
+/// then holds an empty-table placeholder and [`Doc::array`] / [`Doc::items`] parse the element
+/// when it is read. [`Doc::value`] hides this: it hands out the full value (built once).
 #[derive(Debug, Default)]
 pub struct Doc<'a> {
     root: DeTable<'a>,
+    /// Pure blocks of every file, in global order (placeholders find theirs by header start).
+    blocks: Vec<Block<'a>>,
+    /// Top-level keys whose arrays hold placeholders, each with its full value once built.
+    full: BTreeMap<String, OnceCell<Value<'a>>>,
 }
 
 impl<'a> Doc<'a> {
     /// Parses one file (its parse text, see [`crate::config::SourceFile::parse_text`], starting at global
     /// offset `base`) and merges it into the document. Syntax errors and conflicts go to `diags`; what parsed is kept.
     pub fn merge_file(&mut self, text: &'a str, base: usize, diags: &mut Diagnostics) {
-        let (table, errors) = DeTable::parse_recoverable(text);
-        for e in errors {
-            let span = e.span().unwrap_or(0..0);
-            diags.error(shift(span, base), syntax_message(&e));
-        }
-        let table = shift_table(table.into_inner(), base);
+        self.merge_file_split(text, base, diags, split::MIN_BLOCKS);
+    }
+
+    /// [`Doc::merge_file`] that cuts the file into blocks from `min_blocks` headers on.
+    pub(super) fn merge_file_split(
+        &mut self,
+        text: &'a str,
+        base: usize,
+        diags: &mut Diagnostics,
+        min_blocks: usize,
+    ) {
+        let table = match split::parse(text, base, min_blocks) {
+            Some(split) => {
+                for block in &split.blocks {
+                    let key = block_key(block);
+                    self.full.entry(key.to_string()).or_default();
+                }
+                self.blocks.extend(split.blocks);
+                split.table
+            }
+            None => {
+                let (table, errors) = DeTable::parse_recoverable(text);
+                for e in errors {
+                    let span = e.span().unwrap_or(0..0);
+                    diags.error(shift(span, base), syntax_message(&e));
+                }
+                shift_table(table.into_inner(), base)
+            }
+        };
         merge_tables(&mut self.root, table, diags);
+        for cell in self.full.values_mut() {
+            *cell = OnceCell::new();
+        }
+    }
+
+    /// How many elements are held as text (for tests).
+    #[cfg(test)]
+    pub(super) fn lazy_elements(&self) -> usize {
+        self.blocks.len()
     }
 
     /// The top-level keys, with the span of each key.
@@ -42,9 +85,27 @@ impl<'a> Doc<'a> {
         self.root.iter().map(|(k, _)| (&**k.get_ref(), k.span()))
     }
 
-    /// A top-level value.
+    /// A top-level value. For a big array of tables this builds the whole array once; to go
+    /// through one element at a time use [`Doc::array`] or [`Doc::items`].
     pub fn value(&self, key: &str) -> Option<&Value<'a>> {
-        self.root.get(key)
+        let value = self.root.get(key)?;
+        match self.full.get(key) {
+            Some(cell) => Some(cell.get_or_init(|| self.full_value(value))),
+            None => Some(value),
+        }
+    }
+
+    /// The elements of top-level array `key`, each owned and parsed when reached; `Err` with
+    /// the value when `key` is not an array.
+    pub fn array(
+        &self,
+        key: &str,
+    ) -> Option<Result<impl Iterator<Item = Value<'a>> + '_, &Value<'a>>> {
+        let value = self.root.get(key)?;
+        Some(match value.get_ref() {
+            DeValue::Array(items) => Ok(items.iter().map(|item| self.element(item))),
+            _ => Err(value),
+        })
     }
 
     /// Deserializes a top-level table (e.g. `[daemon]`) on its own.
@@ -63,18 +124,73 @@ impl<'a> Doc<'a> {
         key: &str,
         diags: &mut Diagnostics,
     ) -> Vec<Spanned<T>> {
-        self.value(key)
-            .map(|v| de_each(v, diags))
-            .unwrap_or_default()
+        match self.array(key) {
+            None => Vec::new(),
+            Some(Ok(items)) => items
+                .filter_map(|item| {
+                    let span = item.span();
+                    de_owned(item, diags).map(|v| Spanned::new(span, v))
+                })
+                .collect(),
+            Some(Err(value)) => de_each(value, diags),
+        }
+    }
+
+    /// An element of a top-level array: parsed from its block if it is a placeholder.
+    fn element(&self, item: &Value<'a>) -> Value<'a> {
+        let placeholder = matches!(item.get_ref(), DeValue::Table(t) if t.is_empty());
+        if placeholder
+            && let Ok(i) = self
+                .blocks
+                .binary_search_by_key(&item.span().start, |b| b.header)
+            && let Some(value) = parse_block(&self.blocks[i])
+        {
+            return value;
+        }
+        item.clone()
+    }
+
+    fn full_value(&self, value: &Value<'a>) -> Value<'a> {
+        match value.get_ref() {
+            DeValue::Array(items) => Spanned::new(
+                value.span(),
+                DeValue::Array(items.iter().map(|i| self.element(i)).collect()),
+            ),
+            _ => value.clone(),
+        }
+    }
+}
+
+/// The key of a block's `[[key]]` header.
+fn block_key<'a>(block: &Block<'a>) -> &'a str {
+    let local = block.header - block.base;
+    let header = &block.text[local..];
+    let end = header.find("]]").unwrap_or(header.len());
+    header[..end].trim_start_matches('[')
+}
+
+/// Parses a pure block again and returns its one element, with global spans.
+fn parse_block<'a>(block: &Block<'a>) -> Option<Value<'a>> {
+    let (table, _) = DeTable::parse_recoverable(block.text);
+    let (_, value) = table.into_inner().into_iter().next()?;
+    match value.into_inner() {
+        DeValue::Array(items) => Some(shift_value(items.into_iter().next()?, block.base)),
+        _ => None,
     }
 }
 
 /// Deserializes one value; a failure is recorded at its place and yields `None`.
 pub fn de<T: DeserializeOwned>(value: &Value<'_>, diags: &mut Diagnostics) -> Option<T> {
-    match T::deserialize(ValueDeserializer::from(value.clone())) {
+    de_owned(value.clone(), diags)
+}
+
+/// [`de`] for a value the caller gives away (no copy).
+pub fn de_owned<T: DeserializeOwned>(value: Value<'_>, diags: &mut Diagnostics) -> Option<T> {
+    let whole = value.span();
+    match T::deserialize(ValueDeserializer::from(value)) {
         Ok(v) => Some(v),
         Err(e) => {
-            let span = e.span().unwrap_or_else(|| value.span());
+            let span = e.span().unwrap_or(whole);
             diags.error(span, e.message().trim_end().to_string());
             None
         }
@@ -146,11 +262,11 @@ fn syntax_message(e: &toml::de::Error) -> String {
     format!("invalid TOML: {}", e.message().trim_end())
 }
 
-fn shift(span: Range<usize>, base: usize) -> Range<usize> {
+pub(super) fn shift(span: Range<usize>, base: usize) -> Range<usize> {
     span.start + base..span.end + base
 }
 
-fn shift_value(value: Value<'_>, base: usize) -> Value<'_> {
+pub(super) fn shift_value(value: Value<'_>, base: usize) -> Value<'_> {
     let span = shift(value.span(), base);
     let inner = match value.into_inner() {
         DeValue::Array(items) => DeValue::Array(
@@ -165,7 +281,7 @@ fn shift_value(value: Value<'_>, base: usize) -> Value<'_> {
     Spanned::new(span, inner)
 }
 
-fn shift_table(table: DeTable<'_>, base: usize) -> DeTable<'_> {
+pub(super) fn shift_table(table: DeTable<'_>, base: usize) -> DeTable<'_> {
     let mut out = DeTable::new();
     for (key, value) in table {
         let key_span = shift(key.span(), base);

@@ -21,6 +21,7 @@ pub mod policy;
 pub mod route;
 pub mod service;
 mod source_map;
+mod split;
 #[cfg(feature = "fault-injection")]
 pub mod test_controller;
 
@@ -29,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 pub use daemon::{CONTROLLERS, ControllerSettings, DaemonSettings};
 pub use diag::{ConfigError, Diagnostic, Diagnostics};
-pub use doc::{Doc, Value, de, de_each};
+pub use doc::{Doc, Value, de, de_each, de_owned};
 pub use duration::{format_duration, parse_duration};
 pub use net::{parse_addr, parse_prefix};
 pub use source_map::{Location, SourceFile, SourceMap};

@@ -14,9 +14,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::diag::Diagnostics;
-use super::doc::{Doc, Value, de};
+use super::doc::{Doc, Value, de_owned};
 use super::net::{parse_addr, parse_prefix};
-use toml::de::DeValue;
 
 /// The main routing table's id.
 pub const TABLE_MAIN: u32 = 254;
@@ -182,12 +181,13 @@ struct RawRule {
 pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> RoutingConfig {
     let mut out = RoutingConfig::default();
     let mut seen: HashMap<(u32, IpNet, u32), Range<usize>> = HashMap::new();
-    // Item by item (not `doc.items`): a config of 100k routes never holds every raw route.
-    for value in array_items(doc, "route", diags) {
-        let Some(raw) = de::<RawRoute>(value, diags) else {
+    // Item by item (not `doc.items`): a config of 100k routes never holds every raw route,
+    // and each element is parsed from its text when reached (see `split`).
+    for value in array_items(doc, "route", diags).into_iter().flatten() {
+        let span = value.span();
+        let Some(raw) = de_owned::<RawRoute>(value, diags) else {
             continue;
         };
-        let span = value.span();
         let errors_before = diags.len();
         let route = validate_route(raw, span.clone(), diags);
         if let Some(route) = route.filter(|_| diags.len() == errors_before) {
@@ -233,21 +233,22 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> RoutingConfig {
 }
 
 /// The elements of top-level array `key` (an error if it is not an array).
-fn array_items<'d, 'a>(doc: &'d Doc<'a>, key: &str, diags: &mut Diagnostics) -> Vec<&'d Value<'a>> {
-    let Some(value) = doc.value(key) else {
-        return Vec::new();
-    };
-    match value.get_ref() {
-        DeValue::Array(items) => items.iter().collect(),
-        other => {
+fn array_items<'d, 'a>(
+    doc: &'d Doc<'a>,
+    key: &str,
+    diags: &mut Diagnostics,
+) -> Option<impl Iterator<Item = Value<'a>> + 'd> {
+    match doc.array(key)? {
+        Ok(items) => Some(items),
+        Err(value) => {
             diags.error(
                 value.span(),
                 format!(
                     "invalid type: {}, expected an array of tables such as [[{key}]]",
-                    other.type_str()
+                    value.get_ref().type_str()
                 ),
             );
-            Vec::new()
+            None
         }
     }
 }

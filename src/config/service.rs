@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
-use toml::de::DeValue;
 
 use super::diag::Diagnostics;
 use super::doc::Doc;
@@ -187,9 +186,7 @@ struct RawHealth {
 
 /// Validates every `[[service]]` of `doc`.
 pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> ServicesConfig {
-    if let Some(v) = doc.value("service")
-        && !matches!(v.get_ref(), DeValue::Array(_))
-    {
+    if let Some(Err(v)) = doc.array("service") {
         diags.error(
             v.span(),
             "`service` must be an array of tables: write [[service]]",
