@@ -30,7 +30,9 @@ pub type Value<'a> = Spanned<DeValue<'a>>;
 pub struct Doc<'a> {
     root: DeTable<'a>,
     /// Pure blocks of every file, in global order (placeholders find theirs by header start).
-    blocks: Vec<Block<'a>>,
+    blocks: Vec<Block>,
+    /// Global offset and parse text of each file that has blocks.
+    texts: Vec<(usize, &'a str)>,
     /// Top-level keys whose arrays hold placeholders, each with its full value once built.
     full: BTreeMap<String, OnceCell<Value<'a>>>,
 }
@@ -52,9 +54,12 @@ impl<'a> Doc<'a> {
     ) {
         let table = match split::parse(text, base, min_blocks) {
             Some(split) => {
+                self.texts.push((base, text));
                 for block in &split.blocks {
-                    let key = block_key(block);
-                    self.full.entry(key.to_string()).or_default();
+                    let key = block_key(self.block_text(block), block);
+                    if !self.full.contains_key(key) {
+                        self.full.insert(key.to_string(), OnceCell::new());
+                    }
                 }
                 self.blocks.extend(split.blocks);
                 split.table
@@ -100,7 +105,7 @@ impl<'a> Doc<'a> {
     pub fn array(
         &self,
         key: &str,
-    ) -> Option<Result<impl Iterator<Item = Value<'a>> + '_, &Value<'a>>> {
+    ) -> Option<Result<impl ExactSizeIterator<Item = Value<'a>> + '_, &Value<'a>>> {
         let value = self.root.get(key)?;
         Some(match value.get_ref() {
             DeValue::Array(items) => Ok(items.iter().map(|item| self.element(item))),
@@ -142,12 +147,20 @@ impl<'a> Doc<'a> {
         if placeholder
             && let Ok(i) = self
                 .blocks
-                .binary_search_by_key(&item.span().start, |b| b.header)
-            && let Some(value) = parse_block(&self.blocks[i])
+                .binary_search_by_key(&item.span().start, Block::header_start)
+            && let Some(value) = parse_block(self.block_text(&self.blocks[i]), &self.blocks[i])
         {
             return value;
         }
         item.clone()
+    }
+
+    /// The text of a block.
+    fn block_text(&self, block: &Block) -> &'a str {
+        let i = self.texts.partition_point(|(base, _)| *base <= block.base) - 1;
+        let (base, text) = self.texts[i];
+        let start = block.base - base;
+        &text[start..start + block.len as usize]
     }
 
     fn full_value(&self, value: &Value<'a>) -> Value<'a> {
@@ -162,16 +175,15 @@ impl<'a> Doc<'a> {
 }
 
 /// The key of a block's `[[key]]` header.
-fn block_key<'a>(block: &Block<'a>) -> &'a str {
-    let local = block.header - block.base;
-    let header = &block.text[local..];
+fn block_key<'t>(text: &'t str, block: &Block) -> &'t str {
+    let header = &text[block.header as usize..];
     let end = header.find("]]").unwrap_or(header.len());
     header[..end].trim_start_matches('[')
 }
 
 /// Parses a pure block again and returns its one element, with global spans.
-fn parse_block<'a>(block: &Block<'a>) -> Option<Value<'a>> {
-    let (table, _) = DeTable::parse_recoverable(block.text);
+fn parse_block<'a>(text: &'a str, block: &Block) -> Option<Value<'a>> {
+    let (table, _) = DeTable::parse_recoverable(text);
     let (_, value) = table.into_inner().into_iter().next()?;
     match value.into_inner() {
         DeValue::Array(items) => Some(shift_value(items.into_iter().next()?, block.base)),

@@ -180,10 +180,14 @@ struct RawRule {
 /// Validates every `[[route]]` and `[[route_rule]]`.
 pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> RoutingConfig {
     let mut out = RoutingConfig::default();
-    let mut seen: HashMap<(u32, IpNet, u32), Range<usize>> = HashMap::new();
+    let items = array_items(doc, "route", diags);
+    // Sized once: growing these by doubling would hold two copies at the peak.
+    let count = items.as_ref().map_or(0, |i| i.len());
+    out.routes.reserve_exact(count);
+    let mut seen: HashMap<(u32, IpNet, u32), Range<usize>> = HashMap::with_capacity(count);
     // Item by item (not `doc.items`): a config of 100k routes never holds every raw route,
     // and each element is parsed from its text when reached (see `split`).
-    for value in array_items(doc, "route", diags).into_iter().flatten() {
+    for value in items.into_iter().flatten() {
         let span = value.span();
         let Some(raw) = de_owned::<RawRoute>(value, diags) else {
             continue;
@@ -237,7 +241,7 @@ fn array_items<'d, 'a>(
     doc: &'d Doc<'a>,
     key: &str,
     diags: &mut Diagnostics,
-) -> Option<impl Iterator<Item = Value<'a>> + 'd> {
+) -> Option<impl ExactSizeIterator<Item = Value<'a>> + 'd> {
     match doc.array(key)? {
         Ok(items) => Some(items),
         Err(value) => {

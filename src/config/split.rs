@@ -28,15 +28,23 @@ use super::doc::{Value, shift, shift_table};
 /// Files with fewer top-level `[[key]]` headers than this are parsed whole.
 pub(super) const MIN_BLOCKS: usize = 64;
 
-/// A pure block: the text of one `[[key]]` element, parsed again when it is read.
+/// A pure block: the place of one `[[key]]` element's text, parsed again when it is read.
+/// Small on purpose (one per element): the text is found from the file that holds `base`.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Block<'a> {
-    /// Global start of the element's header: where its placeholder's span starts.
-    pub header: usize,
-    /// The block's text, from its header line to the next header line.
-    pub text: &'a str,
-    /// Global offset of `text`.
+pub(super) struct Block {
+    /// Global offset of the block's text (its header line to the next header line).
     pub base: usize,
+    /// Length of the text.
+    pub len: u32,
+    /// Offset of the element's header in the text: its placeholder's span starts there.
+    pub header: u32,
+}
+
+impl Block {
+    /// Global start of the element's header.
+    pub fn header_start(&self) -> usize {
+        self.base + self.header as usize
+    }
 }
 
 /// A file parsed block by block: the tree (global spans, placeholders for pure blocks) and
@@ -45,33 +53,43 @@ pub(super) struct Split<'a> {
     /// The file's tree, as the whole-file parse would give it, but with placeholders.
     pub table: DeTable<'a>,
     /// The pure blocks, in file order.
-    pub blocks: Vec<Block<'a>>,
+    pub blocks: Vec<Block>,
 }
 
 /// Parses `text` (at global offset `base`) block by block; `None` = parse it whole.
 pub(super) fn parse(text: &str, base: usize, min_blocks: usize) -> Option<Split<'_>> {
     let heads = headers(text);
-    if heads.len() < min_blocks.max(1) {
+    if heads.len() < min_blocks.max(1) || u32::try_from(text.len()).is_err() {
         return None;
     }
-    let mut pure: Vec<Pure<'_>> = Vec::new();
-    let mut last_impure_end = heads[0].0;
-    for (i, &(start, key)) in heads.iter().enumerate() {
-        let end = heads.get(i + 1).map_or(text.len(), |h| h.0);
+    let mut pure: Vec<Pure> = Vec::new();
+    let mut first_keys: Vec<(&str, Range<usize>)> = Vec::new();
+    let mut last_impure_end = heads[0];
+    for (i, &start) in heads.iter().enumerate() {
+        let end = heads.get(i + 1).copied().unwrap_or(text.len());
+        let key = key_at(text, start);
         match pure_block(&text[start..end], key) {
-            Some((key_span, header)) => pure.push(Pure {
-                key,
-                range: start..end,
-                key_span: shift(key_span, start),
-                header: shift(header, start),
-            }),
+            Some((key_span, header)) => {
+                if !first_keys.iter().any(|(k, _)| *k == key) {
+                    first_keys.push((key, shift(key_span, start)));
+                }
+                pure.push(Pure {
+                    head: i as u32,
+                    header: header.start as u32..header.end as u32,
+                });
+            }
             None => last_impure_end = end,
         }
     }
     if pure.is_empty() {
         return None;
     }
-    let mut table = if pure.iter().all(|p| p.range.start >= last_impure_end) {
+    let pure = Pures {
+        text,
+        heads: &heads,
+        pure,
+    };
+    let mut table = if pure.iter().all(|p| pure.range(p).start >= last_impure_end) {
         // Nothing impure: the rest is the text before the first header, borrowed as is.
         let rest = &text[..last_impure_end];
         let (table, errors) = DeTable::parse_recoverable(rest);
@@ -84,16 +102,19 @@ pub(super) fn parse(text: &str, base: usize, min_blocks: usize) -> Option<Split<
         let mut rest = String::with_capacity(last_impure_end);
         let mut at = 0;
         let mut blanks = Vec::new();
-        for p in pure.iter().filter(|p| p.range.end <= last_impure_end) {
-            rest.push_str(&text[at..p.range.start]);
-            let len = p.range.len();
-            let newline = text[p.range.clone()].ends_with('\n');
+        for range in pure.iter().map(|p| pure.range(p)) {
+            if range.end > last_impure_end {
+                break;
+            }
+            rest.push_str(&text[at..range.start]);
+            let len = range.len();
+            let newline = text[range.clone()].ends_with('\n');
             rest.extend(std::iter::repeat_n(' ', len - usize::from(newline)));
             if newline {
                 rest.push('\n');
             }
-            blanks.push(p.range.clone());
-            at = p.range.end;
+            blanks.push(range.clone());
+            at = range.end;
         }
         rest.push_str(&text[at..last_impure_end]);
         let (table, errors) = DeTable::parse_recoverable(&rest);
@@ -113,35 +134,80 @@ pub(super) fn parse(text: &str, base: usize, min_blocks: usize) -> Option<Split<
     };
     let blocks = pure
         .iter()
-        .map(|p| Block {
-            header: p.header.start + base,
-            text: &text[p.range.clone()],
-            base: p.range.start + base,
+        .map(|p| {
+            let range = pure.range(p);
+            Block {
+                base: range.start + base,
+                len: range.len() as u32,
+                header: p.header.start,
+            }
         })
         .collect();
-    place_stubs(&mut table, &pure, base);
+    place_stubs(&mut table, &pure, &first_keys, base);
     Some(Split { table, blocks })
 }
 
-/// A pure block, in file-local offsets.
-struct Pure<'a> {
-    key: &'a str,
-    range: Range<usize>,
-    key_span: Range<usize>,
-    header: Range<usize>,
+/// A pure block while parsing: which header starts it, and the header's span in the block.
+struct Pure {
+    head: u32,
+    header: Range<u32>,
 }
 
-/// Line starts of top-level `[[key]]` headers with a bare key, and the key.
-fn headers(text: &str) -> Vec<(usize, &str)> {
+/// The pure blocks of one file, with what their places are relative to.
+struct Pures<'t> {
+    text: &'t str,
+    heads: &'t [usize],
+    pure: Vec<Pure>,
+}
+
+impl<'t> Pures<'t> {
+    fn iter(&self) -> std::slice::Iter<'_, Pure> {
+        self.pure.iter()
+    }
+
+    /// The block's text range in the file.
+    fn range(&self, p: &Pure) -> Range<usize> {
+        let i = p.head as usize;
+        self.heads[i]..self.heads.get(i + 1).copied().unwrap_or(self.text.len())
+    }
+
+    /// The block's key.
+    fn key(&self, p: &Pure) -> &'t str {
+        key_at(self.text, self.heads[p.head as usize])
+    }
+
+    /// The block's header span in the file.
+    fn header(&self, p: &Pure) -> Range<usize> {
+        let start = self.heads[p.head as usize];
+        start + p.header.start as usize..start + p.header.end as usize
+    }
+
+    /// The distinct keys, sorted.
+    fn keys(&self) -> Vec<&'t str> {
+        let mut keys: Vec<&str> = self.iter().map(|p| self.key(p)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+}
+
+/// Line starts of top-level `[[key]]` headers with a bare key.
+fn headers(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
     let mut at = 0;
     for line in text.split_inclusive('\n') {
-        if let Some(key) = header_key(line) {
-            out.push((at, key));
+        if header_key(line).is_some() {
+            out.push(at);
         }
         at += line.len();
     }
     out
+}
+
+/// The key of the header line that starts at `start`.
+fn key_at(text: &str, start: usize) -> &str {
+    let line = text[start..].split_inclusive('\n').next().unwrap_or("");
+    header_key(line).unwrap_or("")
 }
 
 fn header_key(line: &str) -> Option<&str> {
@@ -195,12 +261,9 @@ fn covers_blank(value: &Spanned<DeValue<'_>>, blanks: &[Range<usize>]) -> bool {
 /// Checks the rest against the pure blocks' keys: a key that has pure blocks is absent from
 /// the rest or an array made by `[[key]]` headers only, and each of its elements ends before
 /// the next element's header (else TOML would attach the tail to a pure block's element).
-fn keys_fit(rest: &DeTable<'_>, pure: &[Pure<'_>], text: &str) -> bool {
+fn keys_fit(rest: &DeTable<'_>, pure: &Pures<'_>, text: &str) -> bool {
     let is_header = |span: Range<usize>| text.get(span).is_some_and(|s| s.starts_with("[["));
-    let mut keys: Vec<&str> = pure.iter().map(|p| p.key).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys.into_iter().all(|key| {
+    pure.keys().into_iter().all(|key| {
         let Some(value) = rest.get(key) else {
             return true;
         };
@@ -210,17 +273,20 @@ fn keys_fit(rest: &DeTable<'_>, pure: &[Pure<'_>], text: &str) -> bool {
         if items.is_empty() || !is_header(value.span()) {
             return false;
         }
+        let pure_heads: Vec<usize> = pure
+            .iter()
+            .filter(|p| pure.key(p) == key)
+            .map(|p| pure.header(p).start)
+            .collect();
         items.iter().enumerate().all(|(i, item)| {
             if !item.get_ref().is_table() || !is_header(item.span()) {
                 return false;
             }
             let start = item.span().start;
             let next_rest = items.get(i + 1).map_or(usize::MAX, |n| n.span().start);
-            let next_pure = pure
-                .iter()
-                .filter(|p| p.key == key && p.header.start > start)
-                .map(|p| p.header.start)
-                .next()
+            let next_pure = pure_heads
+                .get(pure_heads.partition_point(|h| *h <= start))
+                .copied()
                 .unwrap_or(usize::MAX);
             max_end(item) <= next_rest.min(next_pure)
         })
@@ -243,33 +309,48 @@ fn max_end(value: &Spanned<DeValue<'_>>) -> usize {
 
 /// Puts a placeholder for each pure block into the tree, in header order among the rest's
 /// elements; the key and array spans are those of the first header, as TOML sets them.
-fn place_stubs(table: &mut DeTable<'_>, pure: &[Pure<'_>], base: usize) {
-    let mut keys: Vec<&str> = pure.iter().map(|p| p.key).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    for key in keys {
-        let existing = table.remove_entry(key);
-        let mut stubs = pure.iter().filter(|p| p.key == key).peekable();
-        let first_stub = stubs.peek().map(|p| p.header.start + base);
-        let (key_span, mut rest_items) = match existing {
+fn place_stubs(
+    table: &mut DeTable<'_>,
+    pure: &Pures<'_>,
+    first_keys: &[(&str, Range<usize>)],
+    base: usize,
+) {
+    for key in pure.keys() {
+        let mut stubs = pure
+            .iter()
+            .filter(|p| pure.key(p) == key)
+            .map(|p| shift(pure.header(p), base))
+            .peekable();
+        let first_stub = stubs.peek().map_or(usize::MAX, |h| h.start);
+        let (key_span, rest_items) = match table.remove_entry(key) {
             Some((k, v)) => match v.into_inner() {
-                DeValue::Array(items) => (Some(k.span()), items.into_iter().peekable()),
+                DeValue::Array(items) => (Some(k.span()), items),
                 _ => unreachable!("keys_fit checked that the rest's value is an array"),
             },
-            None => (None, DeArray::new().into_iter().peekable()),
+            None => (None, DeArray::new()),
         };
-        let rest_first = rest_items.peek().map(|v| v.span().start);
-        let key_span = match (key_span, rest_first, first_stub) {
-            (Some(k), Some(r), Some(s)) if r < s => k,
+        let key_span = match key_span {
+            Some(k)
+                if rest_items
+                    .first()
+                    .is_some_and(|r| r.span().start < first_stub) =>
+            {
+                k
+            }
             _ => {
-                let p = pure.iter().find(|p| p.key == key).expect("key has a block");
-                shift(p.key_span.clone(), base)
+                let (_, span) = first_keys
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .expect("has a block");
+                shift(span.clone(), base)
             }
         };
-        let mut items = DeArray::new();
+        let count = rest_items.len() + pure.iter().filter(|p| pure.key(p) == key).count();
+        let mut rest_items = rest_items.into_iter().peekable();
+        let mut items = Vec::with_capacity(count);
         loop {
             let take_rest = match (rest_items.peek(), stubs.peek()) {
-                (Some(r), Some(s)) => r.span().start < s.header.start + base,
+                (Some(r), Some(s)) => r.span().start < s.start,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
@@ -277,15 +358,14 @@ fn place_stubs(table: &mut DeTable<'_>, pure: &[Pure<'_>], base: usize) {
             if take_rest {
                 items.push(rest_items.next().expect("peeked"));
             } else {
-                let s = stubs.next().expect("peeked");
-                let span = shift(s.header.clone(), base);
+                let span = stubs.next().expect("peeked");
                 items.push(Spanned::new(span, DeValue::Table(DeTable::new())));
             }
         }
         let array_span = items[0].span();
         table.insert(
             Spanned::new(key_span, Cow::Owned(key.to_string())),
-            Spanned::new(array_span, DeValue::Array(items)),
+            Spanned::new(array_span, DeValue::Array(items.into_iter().collect())),
         );
     }
 }
