@@ -63,18 +63,24 @@ pub(super) fn parse(text: &str, base: usize, min_blocks: usize) -> Option<Split<
         return None;
     }
     let mut pure: Vec<Pure> = Vec::new();
-    let mut first_keys: Vec<(&str, Range<usize>)> = Vec::new();
+    // Each distinct key, with the span of its first pure header's key.
+    let mut keys: Vec<(&str, Range<usize>)> = Vec::new();
     let mut last_impure_end = heads[0];
     for (i, &start) in heads.iter().enumerate() {
         let end = heads.get(i + 1).copied().unwrap_or(text.len());
         let key = key_at(text, start);
         match pure_block(&text[start..end], key) {
             Some((key_span, header)) => {
-                if !first_keys.iter().any(|(k, _)| *k == key) {
-                    first_keys.push((key, shift(key_span, start)));
-                }
+                let k = match keys.iter().position(|(k, _)| *k == key) {
+                    Some(k) => k,
+                    None => {
+                        keys.push((key, shift(key_span, start)));
+                        keys.len() - 1
+                    }
+                };
                 pure.push(Pure {
                     head: i as u32,
+                    key: k as u32,
                     header: header.start as u32..header.end as u32,
                 });
             }
@@ -87,6 +93,7 @@ pub(super) fn parse(text: &str, base: usize, min_blocks: usize) -> Option<Split<
     let pure = Pures {
         text,
         heads: &heads,
+        keys,
         pure,
     };
     let mut table = if pure.iter().all(|p| pure.range(p).start >= last_impure_end) {
@@ -143,13 +150,15 @@ pub(super) fn parse(text: &str, base: usize, min_blocks: usize) -> Option<Split<
             }
         })
         .collect();
-    place_stubs(&mut table, &pure, &first_keys, base);
+    place_stubs(&mut table, &pure, base);
     Some(Split { table, blocks })
 }
 
-/// A pure block while parsing: which header starts it, and the header's span in the block.
+/// A pure block while parsing: which header starts it, its key (index into
+/// [`Pures::keys`]) and the header's span in the block.
 struct Pure {
     head: u32,
+    key: u32,
     header: Range<u32>,
 }
 
@@ -157,6 +166,7 @@ struct Pure {
 struct Pures<'t> {
     text: &'t str,
     heads: &'t [usize],
+    keys: Vec<(&'t str, Range<usize>)>,
     pure: Vec<Pure>,
 }
 
@@ -171,23 +181,15 @@ impl<'t> Pures<'t> {
         self.heads[i]..self.heads.get(i + 1).copied().unwrap_or(self.text.len())
     }
 
-    /// The block's key.
-    fn key(&self, p: &Pure) -> &'t str {
-        key_at(self.text, self.heads[p.head as usize])
+    /// The blocks of key number `k`.
+    fn of(&self, k: usize) -> impl Iterator<Item = &Pure> {
+        self.pure.iter().filter(move |p| p.key as usize == k)
     }
 
     /// The block's header span in the file.
     fn header(&self, p: &Pure) -> Range<usize> {
         let start = self.heads[p.head as usize];
         start + p.header.start as usize..start + p.header.end as usize
-    }
-
-    /// The distinct keys, sorted.
-    fn keys(&self) -> Vec<&'t str> {
-        let mut keys: Vec<&str> = self.iter().map(|p| self.key(p)).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        keys
     }
 }
 
@@ -263,8 +265,8 @@ fn covers_blank(value: &Spanned<DeValue<'_>>, blanks: &[Range<usize>]) -> bool {
 /// the next element's header (else TOML would attach the tail to a pure block's element).
 fn keys_fit(rest: &DeTable<'_>, pure: &Pures<'_>, text: &str) -> bool {
     let is_header = |span: Range<usize>| text.get(span).is_some_and(|s| s.starts_with("[["));
-    pure.keys().into_iter().all(|key| {
-        let Some(value) = rest.get(key) else {
+    pure.keys.iter().enumerate().all(|(k, (key, _))| {
+        let Some(value) = rest.get(*key) else {
             return true;
         };
         let DeValue::Array(items) = value.get_ref() else {
@@ -273,11 +275,7 @@ fn keys_fit(rest: &DeTable<'_>, pure: &Pures<'_>, text: &str) -> bool {
         if items.is_empty() || !is_header(value.span()) {
             return false;
         }
-        let pure_heads: Vec<usize> = pure
-            .iter()
-            .filter(|p| pure.key(p) == key)
-            .map(|p| pure.header(p).start)
-            .collect();
+        let pure_heads: Vec<usize> = pure.of(k).map(|p| pure.header(p).start).collect();
         items.iter().enumerate().all(|(i, item)| {
             if !item.get_ref().is_table() || !is_header(item.span()) {
                 return false;
@@ -309,18 +307,10 @@ fn max_end(value: &Spanned<DeValue<'_>>) -> usize {
 
 /// Puts a placeholder for each pure block into the tree, in header order among the rest's
 /// elements; the key and array spans are those of the first header, as TOML sets them.
-fn place_stubs(
-    table: &mut DeTable<'_>,
-    pure: &Pures<'_>,
-    first_keys: &[(&str, Range<usize>)],
-    base: usize,
-) {
-    for key in pure.keys() {
-        let mut stubs = pure
-            .iter()
-            .filter(|p| pure.key(p) == key)
-            .map(|p| shift(pure.header(p), base))
-            .peekable();
+fn place_stubs(table: &mut DeTable<'_>, pure: &Pures<'_>, base: usize) {
+    for (k, (key, first_key_span)) in pure.keys.iter().enumerate() {
+        let key = *key;
+        let mut stubs = pure.of(k).map(|p| shift(pure.header(p), base)).peekable();
         let first_stub = stubs.peek().map_or(usize::MAX, |h| h.start);
         let (key_span, rest_items) = match table.remove_entry(key) {
             Some((k, v)) => match v.into_inner() {
@@ -337,15 +327,9 @@ fn place_stubs(
             {
                 k
             }
-            _ => {
-                let (_, span) = first_keys
-                    .iter()
-                    .find(|(k, _)| *k == key)
-                    .expect("has a block");
-                shift(span.clone(), base)
-            }
+            _ => shift(first_key_span.clone(), base),
         };
-        let count = rest_items.len() + pure.iter().filter(|p| pure.key(p) == key).count();
+        let count = rest_items.len() + pure.of(k).count();
         let mut rest_items = rest_items.into_iter().peekable();
         let mut items = Vec::with_capacity(count);
         loop {
