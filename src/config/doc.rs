@@ -6,6 +6,15 @@
 //! key set twice is an error that names both places. Validation code then deserializes each
 //! piece on its own ([`Doc::items`], [`de`]), so one bad `[[route]]` does not hide the errors of
 //! the next one.
+//!
+//! Memory: a file with many top-level `[[key]]` headers is parsed block by block and its
+//! elements are kept as text until validation reads them one at a time, by value (see
+//! `split`); small files and files with a syntax error take the whole-file parse.
+//! `edgenetd check` on 100,000 `[[route]]` entries (5.0 MB): peak RSS 195 MiB -> 34 MiB,
+//! wall time unchanged at ~0.35-0.40 s (CPU moves from page faults to parsing each block
+//! twice: user 0.22 -> 0.31 s, sys 0.11 -> 0.02 s). Of the 34 MiB, ~13 MB is the validated
+//! `Vec<Route>` itself, 6 MB the duplicate-route index, 5 MB the text (kept for diagnostics),
+//! 5.6 MB the per-element placeholders.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -23,7 +32,7 @@ pub type Value<'a> = Spanned<DeValue<'a>>;
 
 /// The merged document of every config file of one load.
 ///
-/// Elements of big top-level arrays of tables may be held as text (see [`split`]): the tree
+/// Elements of big top-level arrays of tables may be held as text (see the `split` module): the tree
 /// then holds an empty-table placeholder and [`Doc::array`] / [`Doc::items`] parse the element
 /// when it is read. [`Doc::value`] hides this: it hands out the full value (built once).
 #[derive(Debug, Default)]
