@@ -520,4 +520,28 @@ mod tests {
             "[[\"route\"]]\nto = \"q\"\n{ROUTES}[[ route ]]\nto = \"r\"\n"
         )]);
     }
+
+    #[test]
+    fn a_big_mixed_file_with_problems_is_identical() {
+        let mut text = String::from("[daemon]\nlisten = \"127.0.0.1:9\"\n");
+        for i in 0..300 {
+            text.push_str(&format!(
+                "[[route]]\nto = \"10.0.{i}.0/24\"\nvia = \"192.0.2.1\"\n"
+            ));
+            if i % 7 == 0 {
+                text.push_str("vai = 1\n[[route.nexthops]]\nvia = \"2001:db8::1\"\n");
+            }
+            if i % 50 == 3 {
+                text.push_str(&format!(
+                    "[zone{i}]\nx = 0o17\n[[service]]\nname = \"s{i}\"\n"
+                ));
+            }
+            if i % 90 == 5 {
+                text.push_str("[[route_rule]]\npriority = 5\ntable = 100\n");
+            }
+        }
+        assert!(same(&[&text]) > 250);
+        let broken = format!("{text}[[route]]\nto = \n");
+        assert_eq!(same(&[&broken]), 0);
+    }
 }
