@@ -237,6 +237,22 @@ pub(super) fn validate_rule(
     if !ok {
         return None;
     }
+    if let Some(p) = protocol {
+        let (v4, v6) = and(
+            and(source_versions(&from, cfg), dest_versions(&to, cfg)),
+            protocol_versions(p),
+        );
+        if !v4 && !v6 {
+            diags.error(
+                raw.name.span(),
+                format!(
+                    "rule `{}` can never match: its `from`, `to` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
+                    raw.name.get_ref()
+                ),
+            );
+            return None;
+        }
+    }
     Some(PolicyRule {
         name: raw.name.into_inner(),
         from,
@@ -290,6 +306,21 @@ pub(super) fn validate_port_forward(
             None
         }
     };
+    if let (Some(z), Some(t)) = (from.as_ref().and_then(|z| cfg.zones.get(z)), to) {
+        let (v4, v6) = net_versions(&z.networks);
+        if (t.is_ipv4() && !v4) || (t.is_ipv6() && !v6) {
+            diags.error(
+                raw.to.span(),
+                format!(
+                    "target `{t}` is IPv{}, but zone `{}` only has IPv{} networks: the port forward could never match",
+                    if t.is_ipv4() { 4 } else { 6 },
+                    z.name,
+                    if t.is_ipv4() { 6 } else { 4 }
+                ),
+            );
+            return None;
+        }
+    }
     Some(PortForward {
         name: raw.name.into_inner(),
         from: from?,
@@ -297,4 +328,55 @@ pub(super) fn validate_port_forward(
         port: port?,
         to: to?,
     })
+}
+
+/// (IPv4 possible, IPv6 possible).
+type Versions = (bool, bool);
+
+fn and(a: Versions, b: Versions) -> Versions {
+    (a.0 && b.0, a.1 && b.1)
+}
+
+fn net_versions(nets: &[ipnet::IpNet]) -> Versions {
+    if nets.is_empty() {
+        return (true, true);
+    }
+    (
+        nets.iter().any(|n| matches!(n, ipnet::IpNet::V4(_))),
+        nets.iter().any(|n| matches!(n, ipnet::IpNet::V6(_))),
+    )
+}
+
+fn source_versions(s: &Source, cfg: &PolicyConfig) -> Versions {
+    match s {
+        Source::Any | Source::Router => (true, true),
+        Source::Zone(z) => cfg
+            .zones
+            .get(z)
+            .map_or((true, true), |z| net_versions(&z.networks)),
+        Source::Set(n) => match cfg.sets.get(n).map(|s| s.family) {
+            Some(SetFamily::Ipv4) => (true, false),
+            Some(SetFamily::Ipv6) => (false, true),
+            None => (true, true),
+        },
+        Source::Prefixes(nets) => net_versions(nets),
+    }
+}
+
+fn dest_versions(d: &Destination, cfg: &PolicyConfig) -> Versions {
+    match d {
+        Destination::Any | Destination::Router => (true, true),
+        Destination::Zone(z) => cfg
+            .zones
+            .get(z)
+            .map_or((true, true), |z| net_versions(&z.networks)),
+    }
+}
+
+fn protocol_versions(p: Protocol) -> Versions {
+    match p {
+        Protocol::Icmp => (true, false),
+        Protocol::Icmpv6 => (false, true),
+        _ => (true, true),
+    }
 }
