@@ -7,7 +7,7 @@
 //! One TOML wrinkle: `forward` under `[policy]` is both the default verdict for forwarded
 //! traffic (`forward = "drop"`) and the array of zone-to-zone forwards (`[[policy.forward]]`).
 //! Plain TOML calls that a duplicate key; the loader renames `[[policy.forward]]` headers to
-//! [`POLICY_FORWARDS_KEY`] before parsing (spans unchanged), so both arrive here. An inline
+//! `POLICY_FORWARDS_KEY` (`FORWARD`) before parsing (spans unchanged), so both arrive here. An inline
 //! array (`forward = [{ from = "lan", to = "wan" }]`) is accepted too, and the extension key
 //! `forward_default` sets the default where `forward` is the array.
 
