@@ -157,6 +157,16 @@ netns_test! {
         sh("nft add table inet unrelated");
         let r = d.sync(HOME).unwrap();
         assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        // Element listings are rate-limited after foreign commits: rules are still compared
+        // at once, elements at the next sync after the interval (the period at the latest).
+        sh("nft add element inet edgenetd-policy blocklist '{ 10.9.9.8 }'");
+        let r = d.sync(HOME).unwrap();
+        assert_eq!(r.summary, "no change (set element check deferred)", "{r:?}");
+        let json = policy_common::policy_json();
+        let rule = json["nftables"].as_array().unwrap().iter().filter_map(|o| o.get("rule")).next().unwrap().clone();
+        sh(&format!("nft delete rule inet edgenetd-policy {} handle {}", rule["chain"].as_str().unwrap(), rule["handle"]));
+        assert_eq!(d.sync(HOME).unwrap().drift_repairs, 1, "a rule deleted: repaired at once");
+        assert!(!sh("nft list set inet edgenetd-policy blocklist").contains("10.9.9.8"), "the rewrite also restored the set");
         // Cleanup removes only edgenetd's table.
         let desired = load(HOME);
         let msg = smol::block_on(policy::cleanup(&desired.daemon)).unwrap();
