@@ -259,6 +259,15 @@ fn spawn_builtin(
             spawner.spawn(controller, kernel_rx, builtin_settings);
             true
         }
+        "service" => {
+            crate::controller::service::describe_metrics();
+            spawner.spawn(
+                crate::controller::service::ServiceController::new(trigger),
+                kernel_rx,
+                builtin_settings,
+            );
+            true
+        }
         "route" => {
             crate::controller::route::describe_metrics();
             spawner.spawn(

@@ -19,6 +19,7 @@ mod duration;
 mod net;
 pub mod policy;
 pub mod route;
+pub mod service;
 mod source_map;
 #[cfg(feature = "fault-injection")]
 pub mod test_controller;
@@ -38,6 +39,7 @@ const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
     "policy",
+    "service",
     "route",
     "route_rule",
     #[cfg(feature = "fault-injection")]
@@ -55,6 +57,8 @@ pub struct DesiredState {
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
     /// `[policy]`: the firewall; `None` = no section = no firewall table at all.
     pub policy: Option<policy::PolicyConfig>,
+    /// `[[service]]`: load-balanced virtual addresses.
+    pub services: service::ServicesConfig,
     /// Test controllers (fault injection; never in release builds).
     #[cfg(feature = "fault-injection")]
     pub test_controllers: Vec<test_controller::TestControllerConfig>,
@@ -145,6 +149,7 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
         policy: policy::validate(&doc, diags),
+        services: service::validate(&doc, diags),
         routing: route::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),

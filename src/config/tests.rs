@@ -230,6 +230,163 @@ fn missing_main_file_is_reported() {
     );
 }
 
+// ------------------------------------------------------------------ [[service]]
+
+#[test]
+fn services_are_read_with_defaults() {
+    use crate::config::service::*;
+    let state = load_str(&[(
+        "edgenetd.toml",
+        r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+backends = ["10.0.1.5:8080", { address = "10.0.1.6:8080", weight = 2 }]
+
+[[service]]
+name = "dns6"
+address = "fd96::53"
+port = 53
+protocol = "udp"
+backends = ["[fd01::5]:53"]
+affinity = "source-ip"
+masquerade = true
+when_empty = "drop"
+[service.health]
+check = "http"
+path = "/healthz"
+expect = "200-299"
+interval = "5s"
+timeout = "2s"
+rise = 1
+fall = 2
+"#,
+    )])
+    .unwrap();
+    let s = &state.services.services;
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].protocol, Protocol::Tcp);
+    assert_eq!(s[0].affinity, Affinity::None);
+    assert!(!s[0].masquerade);
+    assert_eq!(s[0].when_empty, WhenEmpty::Reject);
+    assert_eq!(s[0].backends[1].weight, 2);
+    assert_eq!(s[0].health, HealthCheck::default());
+    assert_eq!(s[1].protocol, Protocol::Udp);
+    assert_eq!(s[1].affinity, Affinity::SourceIp);
+    assert_eq!(s[1].when_empty, WhenEmpty::Drop);
+    assert_eq!(
+        s[1].health,
+        HealthCheck {
+            check: HealthCheckKind::Http {
+                path: "/healthz".into(),
+                expect: (200, 299)
+            },
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            rise: 1,
+            fall: 2,
+        }
+    );
+}
+
+#[test]
+fn service_errors_point_at_their_place() {
+    let e = errors(&[(
+        "edgenetd.toml",
+        r#"[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+backends = ["[fd01::5]:8080", "10.0.1.5:8080", "10.0.1.5:8080", "nope"]
+
+[[service]]
+name = "web2"
+address = "10.96.0.10"
+port = 80
+protocol = "sctp"
+"#,
+    )]);
+    for want in [
+        "edgenetd.toml:5:13: error: backend [fd01::5]:8080 is IPv6 but the service address 10.96.0.10 is IPv4",
+        "edgenetd.toml:5:48: error: backend 10.0.1.5:8080 is listed twice",
+        "edgenetd.toml:5:65: error: invalid backend `nope`: expected \"address:port\"",
+        "edgenetd.toml:11:12: error: invalid protocol `sctp`: expected \"tcp\" or \"udp\"",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
+#[test]
+fn duplicate_vip_and_name_name_both_places() {
+    let e = errors(&[
+        (
+            "edgenetd.toml",
+            "[[service]]\nname = \"a\"\naddress = \"10.96.0.1\"\nport = 80\n",
+        ),
+        (
+            "conf.d/10-more.toml",
+            "[[service]]\nname = \"b\"\naddress = \"10.96.0.1\"\nport = 80\n\n[[service]]\nname = \"a\"\naddress = \"10.96.0.2\"\nport = 80\n",
+        ),
+    ]);
+    for want in [
+        "conf.d/10-more.toml:3:11: error: service `b`: 10.96.0.1 port 80 tcp is already used by another service",
+        "edgenetd.toml:1:1: note: first used here",
+        "conf.d/10-more.toml:7:8: error: duplicate service name `a`",
+        "edgenetd.toml:2:8: note: first used here",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
+#[test]
+fn service_keys_are_checked() {
+    let e = errors(&[(
+        "edgenetd.toml",
+        r#"[[service]]
+name = "web"
+address = "10.96.0.300"
+port = 0
+backends = [{ address = "10.0.1.5:8080", weight = -1 }, { addr = "x" }]
+affinity = "sticky"
+when_empty = "ignore"
+colour = "blue"
+[service.health]
+check = "tcp"
+path = "/x"
+timeout = "5s"
+"#,
+    )]);
+    assert!(e.contains("unknown field `colour`"), "{e}");
+    let e = errors(&[(
+        "edgenetd.toml",
+        r#"[[service]]
+name = "web"
+address = "10.96.0.300"
+port = 0
+backends = [{ address = "10.0.1.5:8080", weight = -1 }, { addr = "x" }]
+affinity = "sticky"
+when_empty = "ignore"
+[service.health]
+check = "tcp"
+path = "/x"
+timeout = "5s"
+"#,
+    )]);
+    for want in [
+        "edgenetd.toml:3:11: error: invalid address `10.96.0.300`",
+        "edgenetd.toml:4:8: error: invalid port 0: expected 1-65535",
+        "edgenetd.toml:5:13: error: invalid weight -1: expected an integer 0-1000 (0 = draining)",
+        "edgenetd.toml:5:57: error: unknown backend key `addr`, expected `address` or `weight`",
+        "edgenetd.toml:6:12: error: invalid affinity `sticky`: expected \"none\" or \"source-ip\"",
+        "edgenetd.toml:7:14: error: invalid when_empty `ignore`: expected \"reject\" or \"drop\"",
+        "edgenetd.toml:10:8: error: `path` applies only to check = \"http\"",
+        "edgenetd.toml:11:11: error: timeout is longer than interval",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
 #[test]
 fn policy_forward_may_be_both_the_verdict_and_the_array_of_tables_as_schema_writes_it() {
     let text = "[policy]\nforward = \"drop\"\n\n[[policy.forward]]\nfrom = \"lan\"\nto = \"wan\"\n\n[[ policy . \"forward\" ]]\nfrom = \"a\"\n";

@@ -123,6 +123,7 @@ pub trait Controller {
 
 pub mod policy;
 pub mod runner;
+pub mod service;
 
 pub use runner::{Snapshots, Trigger, TriggerRx, trigger};
 #[cfg(feature = "fault-injection")]

@@ -1,3 +1,4 @@
 //! The only code that speaks netlink. Knows nothing of TOML or Kubernetes.
+pub mod conntrack;
 pub mod nft;
 pub mod route;

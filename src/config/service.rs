@@ -1,0 +1,555 @@
+//! `[[service]]`: load-balanced virtual addresses (VIPs).
+//!
+//! Raw serde structs are deserialized entry by entry (one bad service does not hide the
+//! errors of the next), then validated into [`ServicesConfig`]: plain Rust types, no TOML
+//! inside. Checked here, each at its `file:line:col`: addresses and ports, a backend of the
+//! other family than its VIP, a backend listed twice, two services on the same
+//! address:port:protocol, duplicate names, health-check settings.
+//!
+//! `[service.health]` configures backend health checks (run by the service controller, see
+//! `controller::service::health`).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::diag::Diagnostics;
+use super::doc::Doc;
+use super::duration::parse_duration;
+use super::net::parse_addr;
+
+/// Most backends one service may have (its slots are spread over at most 1024 map entries).
+pub const MAX_BACKENDS: usize = 1024;
+/// Largest backend weight.
+pub const MAX_WEIGHT: u32 = 1000;
+
+/// Every validated `[[service]]`, in config order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServicesConfig {
+    /// The services.
+    pub services: Vec<Service>,
+}
+
+/// Transport protocol of a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl Protocol {
+    /// IANA protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+        }
+    }
+
+    /// `tcp` / `udp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+/// How a backend is chosen for a new connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Affinity {
+    /// At random, weighted.
+    #[default]
+    None,
+    /// By a hash of the client's source address: one client keeps landing on one backend.
+    SourceIp,
+}
+
+/// What a packet to a service gets while it has no backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum WhenEmpty {
+    /// Refused at once (TCP reset, ICMP port unreachable for UDP): clients fail fast.
+    #[default]
+    Reject,
+    /// Silently dropped: clients time out.
+    Drop,
+}
+
+/// One backend of a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Backend {
+    /// Where connections go.
+    pub address: SocketAddr,
+    /// Relative share of new connections; 0 = draining (no new connections).
+    pub weight: u32,
+}
+
+/// Kind of backend health check.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum HealthCheckKind {
+    /// No check: every backend counts as up.
+    #[default]
+    None,
+    /// A TCP connect.
+    Tcp,
+    /// An HTTP GET of `path`, expecting a status in `expect`.
+    Http {
+        /// Request path, starting with `/`.
+        path: String,
+        /// Accepted status codes (inclusive).
+        expect: (u16, u16),
+    },
+}
+
+/// `[service.health]`: how backends are probed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HealthCheck {
+    /// What is checked.
+    pub check: HealthCheckKind,
+    /// Time between checks.
+    pub interval: Duration,
+    /// Time one check may take.
+    pub timeout: Duration,
+    /// Consecutive successes that bring a backend up.
+    pub rise: u32,
+    /// Consecutive failures that take a backend down.
+    pub fall: u32,
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        HealthCheck {
+            check: HealthCheckKind::None,
+            interval: Duration::from_secs(2),
+            timeout: Duration::from_secs(1),
+            rise: 2,
+            fall: 3,
+        }
+    }
+}
+
+/// One validated service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    /// Unique name (logs, plan output, errors).
+    pub name: String,
+    /// The virtual address.
+    pub address: IpAddr,
+    /// The virtual port.
+    pub port: u16,
+    /// TCP or UDP.
+    pub protocol: Protocol,
+    /// Backends, all of the VIP's family, each address:port once.
+    pub backends: Vec<Backend>,
+    /// How backends are chosen.
+    pub affinity: Affinity,
+    /// SNAT to the router so replies return through it.
+    pub masquerade: bool,
+    /// What a packet gets while no backend is up.
+    pub when_empty: WhenEmpty,
+    /// Backend health checks.
+    pub health: HealthCheck,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawService {
+    name: Spanned<String>,
+    address: Spanned<String>,
+    port: Spanned<i64>,
+    protocol: Option<Spanned<String>>,
+    #[serde(default)]
+    backends: Vec<Spanned<toml::Value>>,
+    affinity: Option<Spanned<String>>,
+    masquerade: Option<bool>,
+    when_empty: Option<Spanned<String>>,
+    health: Option<RawHealth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHealth {
+    check: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
+    expect: Option<Spanned<String>>,
+    interval: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
+    rise: Option<Spanned<i64>>,
+    fall: Option<Spanned<i64>>,
+}
+
+/// Validates every `[[service]]` of `doc`.
+pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> ServicesConfig {
+    if let Some(v) = doc.value("service")
+        && !matches!(v.get_ref(), DeValue::Array(_))
+    {
+        diags.error(
+            v.span(),
+            "`service` must be an array of tables: write [[service]]",
+        );
+        return ServicesConfig::default();
+    }
+    let raws: Vec<Spanned<RawService>> = doc.items("service", diags);
+    let mut services = Vec::with_capacity(raws.len());
+    let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
+    let mut vips: BTreeMap<(IpAddr, u16, Protocol), Range<usize>> = BTreeMap::new();
+    for raw in raws {
+        let span = raw.span();
+        let raw = raw.into_inner();
+        let Some(service) = validate_one(&raw, diags) else {
+            continue;
+        };
+        if let Some(first) = names.get(&service.name) {
+            diags.error_also(
+                raw.name.span(),
+                format!("duplicate service name `{}`", service.name),
+                first.clone(),
+                "first used here",
+            );
+            continue;
+        }
+        names.insert(service.name.clone(), raw.name.span());
+        let vip = (service.address, service.port, service.protocol);
+        if let Some(first) = vips.get(&vip) {
+            diags.error_also(
+                raw.address.span(),
+                format!(
+                    "service `{}`: {} port {} {} is already used by another service",
+                    service.name,
+                    service.address,
+                    service.port,
+                    service.protocol.name()
+                ),
+                first.clone(),
+                "first used here",
+            );
+            continue;
+        }
+        vips.insert(vip, span);
+        services.push(service);
+    }
+    ServicesConfig { services }
+}
+
+fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
+    let before = diags.len();
+    let name = raw.name.get_ref().clone();
+    if name.is_empty() {
+        diags.error(raw.name.span(), "empty service name: expected a name");
+    }
+    let address = parse_addr(raw.address.get_ref())
+        .map_err(|e| diags.error(raw.address.span(), e))
+        .ok();
+    let port = match u16::try_from(*raw.port.get_ref()) {
+        Ok(p) if p > 0 => p,
+        _ => {
+            diags.error(
+                raw.port.span(),
+                format!("invalid port {}: expected 1-65535", raw.port.get_ref()),
+            );
+            0
+        }
+    };
+    let protocol = match raw
+        .protocol
+        .as_ref()
+        .map(|p| (p.get_ref().as_str(), p.span()))
+    {
+        None | Some(("tcp", _)) => Protocol::Tcp,
+        Some(("udp", _)) => Protocol::Udp,
+        Some((other, span)) => {
+            diags.error(
+                span,
+                format!("invalid protocol `{other}`: expected \"tcp\" or \"udp\""),
+            );
+            Protocol::Tcp
+        }
+    };
+    let affinity = match raw
+        .affinity
+        .as_ref()
+        .map(|p| (p.get_ref().as_str(), p.span()))
+    {
+        None | Some(("none", _)) => Affinity::None,
+        Some(("source-ip", _)) => Affinity::SourceIp,
+        Some((other, span)) => {
+            diags.error(
+                span,
+                format!("invalid affinity `{other}`: expected \"none\" or \"source-ip\""),
+            );
+            Affinity::None
+        }
+    };
+    let when_empty = match raw
+        .when_empty
+        .as_ref()
+        .map(|p| (p.get_ref().as_str(), p.span()))
+    {
+        None | Some(("reject", _)) => WhenEmpty::Reject,
+        Some(("drop", _)) => WhenEmpty::Drop,
+        Some((other, span)) => {
+            diags.error(
+                span,
+                format!("invalid when_empty `{other}`: expected \"reject\" or \"drop\""),
+            );
+            WhenEmpty::Reject
+        }
+    };
+    let mut backends = Vec::with_capacity(raw.backends.len());
+    let mut seen: BTreeMap<SocketAddr, Range<usize>> = BTreeMap::new();
+    if raw.backends.len() > MAX_BACKENDS {
+        diags.error(
+            raw.backends[MAX_BACKENDS].span(),
+            format!("too many backends: at most {MAX_BACKENDS} per service"),
+        );
+    }
+    for b in &raw.backends {
+        let Some(backend) = backend(b, diags) else {
+            continue;
+        };
+        if let Some(vip) = address
+            && vip.is_ipv4() != backend.address.is_ipv4()
+        {
+            diags.error(
+                b.span(),
+                format!(
+                    "backend {} is {} but the service address {vip} is {}: expected a backend of the same family",
+                    backend.address,
+                    family(backend.address.ip()),
+                    family(vip)
+                ),
+            );
+            continue;
+        }
+        if let Some(first) = seen.get(&backend.address) {
+            diags.error_also(
+                b.span(),
+                format!("backend {} is listed twice", backend.address),
+                first.clone(),
+                "first listed here",
+            );
+            continue;
+        }
+        seen.insert(backend.address, b.span());
+        backends.push(backend);
+    }
+    let health = raw
+        .health
+        .as_ref()
+        .map(|h| health(h, diags))
+        .unwrap_or_default();
+    if diags.len() != before {
+        return None;
+    }
+    Some(Service {
+        name,
+        address: address?,
+        port,
+        protocol,
+        backends,
+        affinity,
+        masquerade: raw.masquerade.unwrap_or(false),
+        when_empty,
+        health,
+    })
+}
+
+fn family(a: IpAddr) -> &'static str {
+    if a.is_ipv4() { "IPv4" } else { "IPv6" }
+}
+
+fn parse_backend_addr(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "invalid backend `{text}`: expected \"address:port\", e.g. \"10.0.1.5:8080\" or \"[2001:db8::5]:8080\""
+        )
+    })
+}
+
+fn backend(b: &Spanned<toml::Value>, diags: &mut Diagnostics) -> Option<Backend> {
+    let expected = "expected \"address:port\" or { address = \"address:port\", weight = N }";
+    match b.get_ref() {
+        toml::Value::String(s) => match parse_backend_addr(s) {
+            Ok(address) if address.port() != 0 => Some(Backend { address, weight: 1 }),
+            Ok(_) => {
+                diags.error(b.span(), format!("invalid backend `{s}`: port 0"));
+                None
+            }
+            Err(e) => {
+                diags.error(b.span(), e);
+                None
+            }
+        },
+        toml::Value::Table(t) => {
+            if let Some(k) = t.keys().find(|k| *k != "address" && *k != "weight") {
+                diags.error(
+                    b.span(),
+                    format!("unknown backend key `{k}`, expected `address` or `weight`"),
+                );
+                return None;
+            }
+            let Some(toml::Value::String(s)) = t.get("address") else {
+                diags.error(b.span(), format!("backend without an address: {expected}"));
+                return None;
+            };
+            let address = match parse_backend_addr(s) {
+                Ok(a) if a.port() != 0 => a,
+                Ok(_) => {
+                    diags.error(b.span(), format!("invalid backend `{s}`: port 0"));
+                    return None;
+                }
+                Err(e) => {
+                    diags.error(b.span(), e);
+                    return None;
+                }
+            };
+            let weight = match t.get("weight") {
+                None => 1,
+                Some(toml::Value::Integer(w)) if (0..=MAX_WEIGHT as i64).contains(w) => *w as u32,
+                Some(w) => {
+                    diags.error(
+                        b.span(),
+                        format!(
+                            "invalid weight {w}: expected an integer 0-{MAX_WEIGHT} (0 = draining)"
+                        ),
+                    );
+                    return None;
+                }
+            };
+            Some(Backend { address, weight })
+        }
+        other => {
+            diags.error(
+                b.span(),
+                format!("invalid backend of type {}: {expected}", other.type_str()),
+            );
+            None
+        }
+    }
+}
+
+fn duration(v: &Option<Spanned<String>>, default: Duration, diags: &mut Diagnostics) -> Duration {
+    match v {
+        None => default,
+        Some(s) => match parse_duration(s.get_ref()) {
+            Ok(d) if !d.is_zero() => d,
+            Ok(_) => {
+                diags.error(
+                    s.span(),
+                    "a zero duration: expected more than 0, e.g. \"2s\"",
+                );
+                default
+            }
+            Err(e) => {
+                diags.error(s.span(), e);
+                default
+            }
+        },
+    }
+}
+
+fn count(v: &Option<Spanned<i64>>, default: u32, what: &str, diags: &mut Diagnostics) -> u32 {
+    match v {
+        None => default,
+        Some(n) => match u32::try_from(*n.get_ref()) {
+            Ok(c) if (1..=100).contains(&c) => c,
+            _ => {
+                diags.error(
+                    n.span(),
+                    format!("invalid {what} {}: expected 1-100", n.get_ref()),
+                );
+                default
+            }
+        },
+    }
+}
+
+fn health(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheck {
+    let defaults = HealthCheck::default();
+    let kind = h.check.as_ref().map(|c| (c.get_ref().as_str(), c.span()));
+    let check = match kind {
+        None | Some(("none", _)) => HealthCheckKind::None,
+        Some(("tcp", _)) => HealthCheckKind::Tcp,
+        Some(("http", _)) => {
+            let path = match &h.path {
+                None => "/".to_string(),
+                Some(p) if p.get_ref().starts_with('/') => p.get_ref().clone(),
+                Some(p) => {
+                    diags.error(
+                        p.span(),
+                        format!(
+                            "invalid path `{}`: expected a path starting with /",
+                            p.get_ref()
+                        ),
+                    );
+                    "/".into()
+                }
+            };
+            let expect = match &h.expect {
+                None => (200, 399),
+                Some(e) => match parse_status_range(e.get_ref()) {
+                    Some(r) => r,
+                    None => {
+                        diags.error(
+                            e.span(),
+                            format!(
+                                "invalid expect `{}`: expected a status or a range, e.g. \"200\" or \"200-399\"",
+                                e.get_ref()
+                            ),
+                        );
+                        (200, 399)
+                    }
+                },
+            };
+            HealthCheckKind::Http { path, expect }
+        }
+        Some((other, span)) => {
+            diags.error(
+                span,
+                format!("invalid check `{other}`: expected \"none\", \"tcp\" or \"http\""),
+            );
+            HealthCheckKind::None
+        }
+    };
+    if !matches!(check, HealthCheckKind::Http { .. }) {
+        for (key, v) in [("path", &h.path), ("expect", &h.expect)] {
+            if let Some(v) = v {
+                diags.error(
+                    v.span(),
+                    format!("`{key}` applies only to check = \"http\""),
+                );
+            }
+        }
+    }
+    let interval = duration(&h.interval, defaults.interval, diags);
+    let timeout = duration(&h.timeout, defaults.timeout, diags);
+    if timeout > interval
+        && let Some(t) = &h.timeout
+    {
+        diags.error(
+            t.span(),
+            "timeout is longer than interval: expected a timeout up to the interval",
+        );
+    }
+    HealthCheck {
+        check,
+        interval,
+        timeout,
+        rise: count(&h.rise, defaults.rise, "rise", diags),
+        fall: count(&h.fall, defaults.fall, "fall", diags),
+    }
+}
+
+fn parse_status_range(text: &str) -> Option<(u16, u16)> {
+    let (a, b) = text.split_once('-').unwrap_or((text, text));
+    let a: u16 = a.trim().parse().ok()?;
+    let b: u16 = b.trim().parse().ok()?;
+    ((100..=599).contains(&a) && (a..=599).contains(&b)).then_some((a, b))
+}

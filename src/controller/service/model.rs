@@ -1,0 +1,132 @@
+//! The desired dataplane of the services, in controller terms: one [`Entry`] per virtual
+//! address:port:protocol, built from the validated config by a pure function.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::config::service::{Affinity, Protocol, Service, WhenEmpty};
+
+use super::slots;
+
+/// What identifies a service in the kernel: its VIP, protocol and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VipKey {
+    /// Virtual address.
+    pub addr: IpAddr,
+    /// Protocol.
+    pub proto: Protocol,
+    /// Virtual port.
+    pub port: u16,
+}
+
+impl std::fmt::Display for VipKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.addr {
+            IpAddr::V4(a) => write!(f, "{a}:{}/{}", self.port, self.proto.name()),
+            IpAddr::V6(a) => write!(f, "[{a}]:{}/{}", self.port, self.proto.name()),
+        }
+    }
+}
+
+/// What new connections to a VIP get.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// DNAT to the backend of a slot.
+    Balance {
+        /// Slot by source-address hash instead of at random.
+        affinity: bool,
+        /// The backend of each slot; the length is the slot class.
+        slots: Vec<SocketAddr>,
+    },
+    /// No backend up: refuse.
+    Reject,
+    /// No backend up: drop.
+    Drop,
+}
+
+/// One service as the dataplane sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Entry {
+    /// The service's name (for reports).
+    pub name: String,
+    /// What new connections get.
+    pub action: Action,
+    /// SNAT to the router for connections to this service's backends.
+    pub masquerade: bool,
+}
+
+impl Entry {
+    /// The backends of this entry's slots, each once, sorted.
+    pub fn backends(&self) -> Vec<SocketAddr> {
+        match &self.action {
+            Action::Balance { slots, .. } => {
+                let mut v = slots.clone();
+                v.sort();
+                v.dedup();
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Every service's entry, ordered by key (the order of plans and batches).
+pub type Model = BTreeMap<VipKey, Entry>;
+
+/// The entry of one validated service, every backend up.
+pub fn entry(s: &Service) -> Entry {
+    entry_with(s, &|_, _| true)
+}
+
+/// The entry of one validated service; backends for which `up` says false get no slots.
+pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Entry {
+    let slots = if s.backends.iter().all(|b| up(s, b.address)) {
+        slots::spread(&s.backends)
+    } else {
+        let live: Vec<_> = s
+            .backends
+            .iter()
+            .filter(|b| up(s, b.address))
+            .copied()
+            .collect();
+        slots::spread(&live)
+    };
+    let action = if slots.is_empty() {
+        match s.when_empty {
+            WhenEmpty::Reject => Action::Reject,
+            WhenEmpty::Drop => Action::Drop,
+        }
+    } else {
+        Action::Balance {
+            affinity: s.affinity == Affinity::SourceIp,
+            slots,
+        }
+    };
+    Entry {
+        name: s.name.clone(),
+        action,
+        masquerade: s.masquerade,
+    }
+}
+
+/// The model of a whole config, every backend up (validation guarantees unique keys).
+pub fn build(services: &[Service]) -> Model {
+    build_with(services, &|_, _| true)
+}
+
+/// The model of a whole config; backends for which `up` says false get no slots.
+pub fn build_with(services: &[Service], up: &dyn Fn(&Service, SocketAddr) -> bool) -> Model {
+    services
+        .iter()
+        .map(|s| {
+            (
+                VipKey {
+                    addr: s.address,
+                    proto: s.protocol,
+                    port: s.port,
+                },
+                entry_with(s, up),
+            )
+        })
+        .collect()
+}

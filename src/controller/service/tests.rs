@@ -1,0 +1,208 @@
+//! Golden tests of the pure planner: model, slots and the mirror diff.
+
+use crate::config::load_str;
+use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
+
+use super::diff::{Delta, Mirror};
+use super::layout::SetId;
+use super::model::{self, Model};
+
+fn model_of(toml: &str) -> Model {
+    let state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));
+    model::build(&state.services.services)
+}
+
+fn show_value(v: &Value) -> String {
+    match v {
+        Value::Ipv4(a) => a.to_string(),
+        Value::Ipv6(a) => a.to_string(),
+        Value::Port(p) => p.to_string(),
+        Value::Proto(6) => "tcp".into(),
+        Value::Proto(17) => "udp".into(),
+        Value::Mark(m) => m.to_string(),
+        Value::Verdict(Verdict::Goto(c)) => format!("goto {c}"),
+        Value::Verdict(Verdict::Drop) => "drop".into(),
+        Value::Concat(parts) => parts.iter().map(show_value).collect::<Vec<_>>().join(" . "),
+        other => format!("{other:?}"),
+    }
+}
+
+fn show(set: SetId, e: &Element) -> String {
+    let ElemKey::Value(k) = &e.key else {
+        panic!("unexpected key")
+    };
+    match &e.data {
+        Some(d) => format!("{} {{ {} : {} }}", set.name(), show_value(k), show_value(d)),
+        None => format!("{} {{ {} }}", set.name(), show_value(k)),
+    }
+}
+
+/// The delta as lines: `- set { key }` and `+ set { key : data }`.
+fn lines(d: &Delta) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in d.services.iter().chain(std::iter::once(&d.masquerade)) {
+        if !c.summary.is_empty() {
+            out.push(c.summary.clone());
+        }
+        out.extend(c.deletes.iter().map(|(s, e)| format!("- {}", show(*s, e))));
+        out.extend(c.adds.iter().map(|(s, e)| format!("+ {}", show(*s, e))));
+    }
+    out
+}
+
+fn mirror(m: &Model) -> Mirror {
+    let mut mirror = Mirror::default();
+    let d = mirror.diff(m);
+    mirror.commit(m.clone(), &d);
+    mirror
+}
+
+const WEB: &str = r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+backends = ["10.0.1.5:8080", "10.0.1.6:8080"]
+"#;
+
+#[test]
+fn a_new_service_is_one_verdict_and_its_slots() {
+    let d = Mirror::default().diff(&model_of(WEB));
+    let mut want = vec![
+        "+ service web 10.96.0.10:80/tcp: random over 16 slots: 10.0.1.5:8080×8 10.0.1.6:8080×8"
+            .to_string(),
+        "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }".to_string(),
+    ];
+    for i in 0..16 {
+        want.push(format!(
+            "+ backends4 {{ 10.96.0.10 . tcp . 80 . {i} : 10.0.1.{} . 8080 }}",
+            5 + i % 2
+        ));
+    }
+    assert_eq!(lines(&d), want);
+    assert_eq!(d.writes(), 17);
+}
+
+#[test]
+fn an_unchanged_config_is_an_empty_delta() {
+    let m = model_of(WEB);
+    assert!(mirror(&m).diff(&m).is_empty());
+}
+
+#[test]
+fn replacing_one_backend_touches_only_its_slots() {
+    let two = format!(
+        "{WEB}\n[[service]]\nname = \"dns\"\naddress = \"10.96.0.53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"10.0.2.5:53\", \"10.0.2.6:53\"]\n"
+    );
+    let before = model_of(&two);
+    let after = model_of(&two.replace("10.0.2.6:53", "10.0.2.7:53"));
+    let d = mirror(&before).diff(&after);
+    let mut want = vec![
+        "~ service dns 10.96.0.53:53/udp: random over 16 slots: 10.0.2.5:53×8 10.0.2.6:53×8 -> random over 16 slots: 10.0.2.5:53×8 10.0.2.7:53×8".to_string(),
+    ];
+    for i in (1..16).step_by(2) {
+        want.push(format!("- backends4 {{ 10.96.0.53 . udp . 53 . {i} }}"));
+    }
+    for i in (1..16).step_by(2) {
+        want.push(format!(
+            "+ backends4 {{ 10.96.0.53 . udp . 53 . {i} : 10.0.2.7 . 53 }}"
+        ));
+    }
+    assert_eq!(lines(&d), want);
+    assert_eq!(
+        d.udp_drained
+            .iter()
+            .map(|(k, b)| format!("{k} {b}"))
+            .collect::<Vec<_>>(),
+        vec!["10.96.0.53:53/udp 10.0.2.6:53"]
+    );
+}
+
+#[test]
+fn removing_every_backend_switches_to_the_empty_verdict() {
+    let before = model_of(WEB);
+    let after = model_of(&WEB.replace(
+        "backends = [\"10.0.1.5:8080\", \"10.0.1.6:8080\"]",
+        "backends = []\nwhen_empty = \"drop\"",
+    ));
+    let d = mirror(&before).diff(&after);
+    let l = lines(&d);
+    assert_eq!(l[1], "- services4 { 10.96.0.10 . tcp . 80 }");
+    assert_eq!(
+        l.iter().filter(|x| x.starts_with("- backends4")).count(),
+        16
+    );
+    assert_eq!(
+        l.last().unwrap(),
+        "+ services4 { 10.96.0.10 . tcp . 80 : drop }"
+    );
+    assert!(d.udp_drained.is_empty(), "TCP drains on its own");
+}
+
+#[test]
+fn a_removed_service_deletes_all_its_elements_and_nothing_else() {
+    let two = format!(
+        "{WEB}\n[[service]]\nname = \"v6\"\naddress = \"fd96::1\"\nport = 443\nbackends = [\"[fd01::5]:443\"]\naffinity = \"source-ip\"\n"
+    );
+    let d = mirror(&model_of(&two)).diff(&model_of(WEB));
+    let l = lines(&d);
+    assert_eq!(
+        l[0],
+        "- service v6 [fd96::1]:443/tcp (was source-ip over 16 slots: [fd01::5]:443×16)"
+    );
+    assert_eq!(l[1], "- services6 { fd96::1 . tcp . 443 }");
+    assert_eq!(l.len(), 2 + 16);
+    assert!(
+        l[2..]
+            .iter()
+            .all(|x| x.starts_with("- backends6 { fd96::1 . tcp . 443 . "))
+    );
+}
+
+#[test]
+fn shared_masquerade_elements_are_reference_counted() {
+    let svc = |name: &str, port: u16| {
+        format!(
+            "[[service]]\nname = \"{name}\"\naddress = \"10.96.0.1\"\nport = {port}\nbackends = [\"10.0.1.5:8080\"]\nmasquerade = true\n"
+        )
+    };
+    let both = model_of(&format!("{}{}", svc("a", 80), svc("b", 81)));
+    let one = model_of(&svc("a", 80));
+    let none = model_of("");
+    let d = Mirror::default().diff(&both);
+    assert_eq!(
+        lines(&d).last().unwrap(),
+        "+ masquerade4 { 10.0.1.5 . tcp . 8080 }"
+    );
+    assert_eq!(d.masquerade.adds.len(), 1, "one element for two services");
+    let m = mirror(&both);
+    let d = m.diff(&one);
+    assert!(d.masquerade.adds.is_empty() && d.masquerade.deletes.is_empty());
+    let mut m2 = m.clone();
+    m2.commit(one.clone(), &d);
+    let d = m2.diff(&none);
+    assert_eq!(
+        lines(&d).last().unwrap(),
+        "- masquerade4 { 10.0.1.5 . tcp . 8080 }"
+    );
+}
+
+#[test]
+fn affinity_and_slot_class_pick_the_dispatch_chain() {
+    let m = model_of(
+        r#"
+[[service]]
+name = "sticky"
+address = "10.96.0.12"
+port = 80
+affinity = "source-ip"
+backends = ["10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"]
+"#,
+    );
+    let d = Mirror::default().diff(&m);
+    assert_eq!(
+        lines(&d)[1],
+        "+ services4 { 10.96.0.12 . tcp . 80 : goto source64_4 }"
+    );
+    assert_eq!(d.writes(), 65);
+}

@@ -1,0 +1,225 @@
+//! The full compare: the kernel's elements checked against the desired model, one kernel
+//! element at a time, without materializing the desired elements (at 10k services that is
+//! 170k elements; building them twice over cost a few hundred MiB).
+//!
+//! Each kernel element is decoded back into its service (and slot), and its value compared
+//! with what the model says. What does not match is a stray (deleted by key); whatever the
+//! model has that no kernel element matched is missing (added). What differs for a service
+//! whose entry the mirror also holds unchanged is drift.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+
+use crate::dataplane::nft::ElemInfo;
+use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
+
+use super::diff::{Mirror, masq_refs};
+use super::layout::{self, MasqKey, SetId};
+use super::model::{Action, Entry, Model, VipKey};
+
+/// Kernel verdict codes (`NFT_GOTO`, `NF_DROP`).
+const NFT_GOTO: i32 = -4;
+const NF_DROP: i32 = 0;
+
+/// What the kernel has that it should not, and lacks.
+#[derive(Debug, Default)]
+pub struct Findings {
+    /// Elements to delete (keys only).
+    pub strays: Vec<(SetId, Element)>,
+    /// Elements to add.
+    pub missing: Vec<(SetId, Element)>,
+    /// Differences in services (and masquerade elements) the mirror says were committed as
+    /// they are still desired: changed behind our back.
+    pub drift: u64,
+}
+
+#[derive(Default)]
+struct Seen {
+    verdict: bool,
+    slots: Vec<bool>,
+}
+
+/// The service (and slot) of a `services` or `backends` key, read straight from the bytes.
+fn decode_vip(set: SetId, key: &[u8]) -> Option<(VipKey, Option<u32>)> {
+    use crate::config::service::Protocol;
+    let (alen, slot) = match set {
+        SetId::Services4 => (4, false),
+        SetId::Services6 => (16, false),
+        SetId::Backends4 => (4, true),
+        SetId::Backends6 => (16, true),
+        _ => return None,
+    };
+    if key.len() != alen + 8 + if slot { 4 } else { 0 } {
+        return None;
+    }
+    let addr = if alen == 4 {
+        IpAddr::from(<[u8; 4]>::try_from(&key[..4]).ok()?)
+    } else {
+        IpAddr::from(<[u8; 16]>::try_from(&key[..16]).ok()?)
+    };
+    let proto = match key[alen] {
+        6 => Protocol::Tcp,
+        17 => Protocol::Udp,
+        _ => return None,
+    };
+    let port = u16::from_be_bytes([key[alen + 4], key[alen + 5]]);
+    let slot = slot.then(|| {
+        let b = &key[alen + 8..alen + 12];
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    });
+    Some((VipKey { addr, proto, port }, slot))
+}
+
+/// True when map data `d` (address, then the port padded to 4 bytes) is backend `b`.
+fn backend_matches(d: &[u8], b: &SocketAddr) -> bool {
+    let alen = match b.ip() {
+        IpAddr::V4(a) => {
+            if d.len() != 8 || d[..4] != a.octets() {
+                return false;
+            }
+            4
+        }
+        IpAddr::V6(a) => {
+            if d.len() != 20 || d[..16] != a.octets() {
+                return false;
+            }
+            16
+        }
+    };
+    d[alen..alen + 2] == b.port().to_be_bytes()
+}
+
+fn verdict_matches(info: &ElemInfo, want: &Verdict) -> bool {
+    let code = info
+        .data
+        .as_ref()
+        .and_then(|d| d.get(..4))
+        .map(|d| i32::from_ne_bytes([d[0], d[1], d[2], d[3]]));
+    match want {
+        Verdict::Goto(chain) => code == Some(NFT_GOTO) && info.chain.as_deref() == Some(chain),
+        Verdict::Drop => code == Some(NF_DROP) && info.chain.is_none(),
+        _ => false,
+    }
+}
+
+fn unchanged(believed: Option<&Mirror>, k: &VipKey, e: Option<&Entry>) -> bool {
+    believed.is_some_and(|m| m.model.get(k) == e)
+}
+
+/// Compares the kernel's elements (`kernel[i]` = elements of `SetId::ALL[i]`) with `desired`.
+pub fn verify(kernel: &[Vec<ElemInfo>], desired: &Model, believed: Option<&Mirror>) -> Findings {
+    let mut f = Findings::default();
+    let mut seen: HashMap<VipKey, Seen> = HashMap::new();
+    let want_masq = masq_refs(desired);
+    let mut seen_masq: BTreeMap<MasqKey, bool> = BTreeMap::new();
+    for (set, elems) in SetId::ALL.iter().zip(kernel) {
+        for info in elems {
+            let stray = |f: &mut Findings, drift: bool| {
+                if let Some(el) = layout::decode_key(*set, &info.key) {
+                    f.strays.push((*set, el));
+                    if drift {
+                        f.drift += 1;
+                    }
+                }
+            };
+            match set {
+                SetId::Masquerade4 | SetId::Masquerade6 => {
+                    let Some(el) = layout::decode_key(*set, &info.key) else {
+                        continue;
+                    };
+                    let ElemKey::Value(Value::Concat(p)) = &el.key else {
+                        continue;
+                    };
+                    let (ip, proto, port) = match (&p[0], &p[1], &p[2]) {
+                        (Value::Ipv4(a), Value::Proto(pr), Value::Port(po)) => {
+                            (IpAddr::from(*a), *pr, *po)
+                        }
+                        (Value::Ipv6(a), Value::Proto(pr), Value::Port(po)) => {
+                            (IpAddr::from(*a), *pr, *po)
+                        }
+                        _ => continue,
+                    };
+                    let m = MasqKey {
+                        backend: SocketAddr::new(ip, port),
+                        proto,
+                    };
+                    if want_masq.contains_key(&m) {
+                        seen_masq.insert(m, true);
+                    } else {
+                        let drift = believed.is_some_and(|b| !b.masq_refs.contains_key(&m));
+                        stray(&mut f, drift);
+                    }
+                }
+                SetId::Services4 | SetId::Services6 => {
+                    let Some((k, _)) = decode_vip(*set, &info.key) else {
+                        continue;
+                    };
+                    let entry = desired.get(&k);
+                    match entry {
+                        Some(e) if verdict_matches(info, &layout::verdict(&k, e)) => {
+                            seen.entry(k).or_default().verdict = true;
+                        }
+                        _ => {
+                            // A changed verdict counts once, as missing, below.
+                            let drift = entry.is_none() && unchanged(believed, &k, entry);
+                            stray(&mut f, drift);
+                        }
+                    }
+                }
+                SetId::Backends4 | SetId::Backends6 => {
+                    let Some((k, Some(slot))) = decode_vip(*set, &info.key) else {
+                        continue;
+                    };
+                    let entry = desired.get(&k);
+                    let ok = match entry.map(|e| &e.action) {
+                        Some(Action::Balance { slots, .. }) => {
+                            slots.get(slot as usize).is_some_and(|b| {
+                                info.data.as_deref().is_some_and(|d| backend_matches(d, b))
+                            })
+                        }
+                        _ => false,
+                    };
+                    if ok {
+                        let s = seen.entry(k).or_default();
+                        if s.slots.len() <= slot as usize {
+                            s.slots.resize(slot as usize + 1, false);
+                        }
+                        s.slots[slot as usize] = true;
+                    } else {
+                        // A changed value counts once, as missing, below; a slot the
+                        // service does not have counts here.
+                        let beyond = match entry.map(|e| &e.action) {
+                            Some(Action::Balance { slots, .. }) => slot as usize >= slots.len(),
+                            _ => true,
+                        };
+                        let drift = beyond && unchanged(believed, &k, entry);
+                        stray(&mut f, drift);
+                    }
+                }
+            }
+        }
+    }
+    for (k, e) in desired {
+        let s = seen.get(k);
+        let drift = unchanged(believed, k, Some(e));
+        if !s.is_some_and(|s| s.verdict) {
+            f.missing.push(layout::service_element(k, e));
+            f.drift += drift as u64;
+        }
+        if let Action::Balance { slots, .. } = &e.action {
+            for (i, b) in slots.iter().enumerate() {
+                if !s.is_some_and(|s| s.slots.get(i).copied().unwrap_or(false)) {
+                    f.missing.push(layout::slot_element(k, i as u32, *b));
+                    f.drift += drift as u64;
+                }
+            }
+        }
+    }
+    for m in want_masq.keys() {
+        if !seen_masq.contains_key(m) {
+            f.missing.push(layout::masquerade_element(m));
+            f.drift += believed.is_some_and(|b| b.masq_refs.contains_key(m)) as u64;
+        }
+    }
+    f
+}

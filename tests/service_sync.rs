@@ -1,0 +1,142 @@
+//! The service controller's sync against the real kernel, without packets: restart adoption,
+//! drift repair and counting, plan and cleanup. Each test runs in a fresh network namespace.
+
+mod common;
+
+use common::netns::{sh, sh_status};
+use edgenetd::config::{self, DesiredState};
+use edgenetd::controller::service::{self, ServiceController};
+use edgenetd::controller::{Controller, NoProgress, SyncReport, trigger};
+
+const CONFIG: &str = r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
+
+[[service]]
+name = "dns"
+address = "fd96::53"
+port = 53
+protocol = "udp"
+backends = ["[fd01::2]:53"]
+masquerade = true
+"#;
+
+fn desired(toml: &str) -> DesiredState {
+    config::load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn controller() -> ServiceController {
+    let (t, rx) = trigger();
+    std::mem::forget(rx);
+    ServiceController::new(t)
+}
+
+fn sync(c: &mut ServiceController, d: &DesiredState) -> SyncReport {
+    smol::block_on(c.sync(d, &NoProgress)).expect("sync")
+}
+
+fn elements(map: &str) -> usize {
+    let v: serde_json::Value =
+        serde_json::from_str(&sh(&format!("nft -j list set inet edgenetd-service {map} 2>/dev/null || nft -j list map inet edgenetd-service {map}"))).unwrap();
+    v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|o| o.get("map").or_else(|| o.get("set")))
+        .and_then(|m| m.get("elem"))
+        .map(|e| e.as_array().unwrap().len())
+        .unwrap_or(0)
+}
+
+netns_test! {
+    fn a_restarted_controller_adopts_an_intact_table_without_writing() {
+        let d = desired(CONFIG);
+        let mut first = controller();
+        let r = sync(&mut first, &d);
+        assert!(r.changes > 30, "{r:?}");
+        drop(first);
+        let mut second = controller();
+        let r = sync(&mut second, &d);
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        assert_eq!(second.last_writes(), 0);
+        assert_eq!(elements("backends4"), 16);
+        assert_eq!(elements("backends6"), 16);
+        assert_eq!(elements("masquerade6"), 1);
+    }
+}
+
+netns_test! {
+    fn hand_edits_are_repaired_and_counted() {
+        let d = desired(CONFIG);
+        let mut c = controller();
+        sync(&mut c, &d);
+        // A changed value, a foreign element and a deleted verdict.
+        sh("nft delete element inet edgenetd-service backends4 '{ 10.96.0.10 . tcp . 80 . 0x00000001 }'");
+        sh("nft add element inet edgenetd-service backends4 '{ 10.96.0.10 . tcp . 80 . 0x00000001 : 10.9.9.9 . 1 }'");
+        sh("nft add element inet edgenetd-service backends4 '{ 10.96.0.77 . tcp . 80 . 0x00000001 : 10.9.9.9 . 1 }'");
+        sh("nft delete element inet edgenetd-service services6 '{ fd96::53 . udp . 53 }'");
+        let r = sync(&mut c, &d);
+        assert_eq!(r.drift_repairs, 3, "{r:?}");
+        assert_eq!(elements("backends4"), 16);
+        assert_eq!(elements("services6"), 1);
+        let listed = sh("nft list map inet edgenetd-service backends4");
+        assert!(!listed.contains("10.9.9.9") && !listed.contains("10.96.0.77"), "{listed}");
+        // Nothing left to do.
+        let r = sync(&mut c, &d);
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        // A rule edited by hand: the structure is replaced.
+        sh("nft flush chain inet edgenetd-service postrouting");
+        let r = sync(&mut c, &d);
+        assert!(r.drift_repairs >= 1, "{r:?}");
+        assert!(sh("nft list chain inet edgenetd-service postrouting").contains("masquerade"));
+    }
+}
+
+netns_test! {
+    fn plan_shows_changes_and_cleanup_removes_only_our_table() {
+        sh("nft add table inet other && nft add chain inet other c '{ type filter hook input priority 10; }'");
+        let d = desired(CONFIG);
+        let text = smol::block_on(service::plan(&d)).unwrap();
+        assert!(text.contains("+ table inet edgenetd-service"), "{text}");
+        assert!(text.contains("+ service web 10.96.0.10:80/tcp: random over 16 slots: 10.0.1.2:8080×8 10.0.2.2:8080×8"), "{text}");
+        assert!(text.contains("+ service dns [fd96::53]:53/udp: random over 16 slots: [fd01::2]:53×16, masquerade"), "{text}");
+        let layout = &text[text.find("\ntable inet").unwrap() + 1..];
+        std::fs::write("/tmp/edgenetd-service-plan.nft", layout).unwrap();
+        let (ok, _, err) = sh_status("nft -c -f /tmp/edgenetd-service-plan.nft");
+        assert!(ok, "plan layout does not load: {err}");
+        let mut c = controller();
+        sync(&mut c, &d);
+        let text = smol::block_on(service::plan(&d)).unwrap();
+        assert!(text.contains("no changes"), "{text}");
+        let changed = desired(&CONFIG.replace("10.0.2.2:8080", "10.0.3.2:8080"));
+        let text = smol::block_on(service::plan(&changed)).unwrap();
+        assert!(text.contains("~ service web 10.96.0.10:80/tcp: delete 8, add 8 elements"), "{text}");
+        let before = sh("nft list table inet other");
+        let out = smol::block_on(service::cleanup(&d.daemon)).unwrap();
+        assert!(out.contains("deleted table inet edgenetd-service"), "{out}");
+        assert!(!sh("nft list tables").contains("edgenetd-service"));
+        assert_eq!(sh("nft list table inet other"), before);
+    }
+}
+
+netns_test! {
+    fn no_services_means_no_table() {
+        let mut c = controller();
+        let none = desired("");
+        let r = sync(&mut c, &none);
+        assert_eq!(r.changes, 0);
+        assert!(!sh("nft list tables").contains("edgenetd-service"));
+        let r = sync(&mut c, &none);
+        assert_eq!((r.changes, c.last_writes()), (0, 0));
+        sync(&mut c, &desired(CONFIG));
+        assert_eq!(elements("backends4"), 16);
+        let r = sync(&mut c, &none);
+        assert_eq!(r.changes, 1, "{r:?}");
+        assert!(!sh("nft list tables").contains("edgenetd-service"));
+        sync(&mut c, &desired(CONFIG));
+        assert_eq!(elements("backends4"), 16);
+    }
+}
