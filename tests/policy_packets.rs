@@ -253,7 +253,8 @@ netns_test! {
     fn ipv6_is_filtered_forwarded_and_neighbour_discovery_works_under_input_drop() {
         let t = Topology::new();
         let mut d = Driver::new();
-        let cfg = HOME.replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#);
+        let cfg = HOME.replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#)
+            + "\n[[policy.port_forward]]\nname = \"web6\"\nfrom = \"wan\"\nport = 8443\nto = \"[fd00::2]:80\"\n";
         d.sync(&cfg).unwrap();
         t.serve_family(None, "tcp", 22, "6");
         t.serve_family(None, "tcp", 2222, "6");
@@ -265,5 +266,8 @@ netns_test! {
         assert!(fail(&t.connect(Some(&t.wan), "tcp", "2001:db8::1", 22)));
         // Forwarded lan -> wan over IPv6, masqueraded like IPv4.
         assert_eq!(t.connect(lan, "tcp", "2001:db8::2", 80), "2001:db8::1");
+        // An IPv6 port forward: wan -> [2001:db8::1]:8443 -> [fd00::2]:80.
+        t.serve_family(lan, "tcp", 80, "6");
+        assert_eq!(t.connect(Some(&t.wan), "tcp", "2001:db8::1", 8443), "2001:db8::2");
     }
 }
