@@ -197,6 +197,7 @@ netns_test! {
         assert!(text.contains("#   ~ set blocklist: 0 kernel elements to add, 2 to delete"), "{text}");
         std::fs::write("/tmp/edgenetd-policy-plan.nft", &text).unwrap();
         sh("nft -c -f /tmp/edgenetd-policy-plan.nft");
+        let _ = std::fs::remove_file("/tmp/edgenetd-policy-plan.nft");
     }
 }
 
