@@ -216,16 +216,26 @@ fn policy_of(a: Action) -> ChainPolicy {
     }
 }
 
+/// A named set: a hash set while every element is a single address (constant-time
+/// lookups, cheaper commits), an interval set once any element is a prefix. Changing between
+/// the two rewrites the table (atomically) instead of updating elements.
 fn named_set(s: &NamedSet) -> Set {
     let key = match s.family {
         SetFamily::Ipv4 => DataType::Ipv4Addr,
         SetFamily::Ipv6 => DataType::Ipv6Addr,
     };
     let mut set = Set::new(s.name.clone(), KeyType::single(key));
-    set.interval = true;
-    set.elements = normalize_prefixes(s.elements.iter().copied())
+    let nets = normalize_prefixes(s.elements.iter().copied());
+    set.interval = nets.iter().any(|n| n.prefix_len() < n.max_prefix_len());
+    set.elements = nets
         .into_iter()
-        .map(|n| Element::key(ElemKey::Prefix(n)))
+        .map(|n| {
+            Element::key(if set.interval {
+                ElemKey::Prefix(n)
+            } else {
+                ElemKey::Value(Value::ip(n.addr()))
+            })
+        })
         .collect();
     set
 }
