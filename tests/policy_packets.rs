@@ -272,3 +272,15 @@ netns_test! {
         assert_eq!(t.connect(Some(&t.wan), "tcp", "2001:db8::1", 8443), "2001:db8::2");
     }
 }
+
+netns_test! {
+    fn a_new_table_prefix_moves_the_policy_to_the_new_table() {
+        let mut d = Driver::new();
+        d.sync(HOME).unwrap();
+        assert!(sh("nft list tables").contains("table inet edgenetd-policy"));
+        d.sync(&format!("[daemon]\nnft_table_prefix = \"edge2\"\n{HOME}")).unwrap();
+        let tables = sh("nft list tables");
+        assert!(tables.contains("table inet edge2-policy"), "{tables}");
+        assert!(!tables.contains("edgenetd-policy"), "{tables}");
+    }
+}
