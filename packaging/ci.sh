@@ -59,7 +59,8 @@ for arch in amd64 arm64; do
   contents=$(dpkg-deb --contents "$deb")
   for path in ./usr/bin/edgenetd ./lib/systemd/system/edgenetd.service ./etc/edgenetd/edgenetd.toml \
               ./etc/edgenetd/conf.d/ ./usr/share/doc/edgenetd/copyright \
-              ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/examples/edgenetd.toml; do
+              ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/examples/edgenetd.toml \
+              ./usr/share/doc/edgenetd/examples/prometheus-alerts.yml; do
     echo "$contents" | grep -q " $path\$" || fail "$deb: $path missing"
   done
   echo "$contents" | grep -q '^-rwxr-xr-x root/root .* ./usr/bin/edgenetd$' || fail "$deb: /usr/bin/edgenetd mode/owner"
