@@ -46,7 +46,7 @@ arch=$(file -b "$bin" | grep -q "ARM aarch64" && echo aarch64 || uname -m)
 
 ns="edgenetd-smoke-$$"
 work=$(mktemp -d /tmp/edgenetd-smoke.XXXXXX)
-pid= listener=
+pid=''; listener=''
 cleanup() {
   [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
   [ -n "$listener" ] && kill "$listener" 2>/dev/null || true
