@@ -274,5 +274,23 @@ fn main() {
         "  addresses only (hash sets): cold sync {hosts_ms:.1} ms, nft -f {nft_hosts_ms:.1} ms, ratio {:.1} x",
         nft_hosts_ms / hosts_ms
     );
+    let mut raw = hosts_prog.table.clone();
+    raw.name = "bench-raw".into();
+    let t = Instant::now();
+    let mut batch = edgenetd::dataplane::nft::Batch::new();
+    batch.replace_table(&raw).unwrap();
+    let build_ms = ms(t);
+    let t = Instant::now();
+    nft.execute(batch).unwrap();
+    let commit_ms = ms(t);
+    let t = Instant::now();
+    let rules = nft
+        .list_rules(&edgenetd::dataplane::nft::TableRef::from(&raw))
+        .unwrap();
+    let list_ms = ms(t);
+    println!(
+        "    split: batch build {build_ms:.1} ms, send + kernel commit {commit_ms:.1} ms, listing {} rules {list_ms:.1} ms",
+        rules.len()
+    );
     println!("  (sync times include planning from the validated config: {plan_ms:.1} ms each)");
 }
