@@ -254,7 +254,10 @@ netns_test! {
     fn ipv6_is_filtered_forwarded_and_neighbour_discovery_works_under_input_drop() {
         let t = Topology::new();
         let mut d = Driver::new();
-        let cfg = HOME.replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#)
+        // Two lan interfaces (one absent) make the zone match an anonymous set of names.
+        let cfg = HOME
+            .replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#)
+            .replace(r#"interfaces = ["veth-lan"]"#, r#"interfaces = ["veth-lan", "br-absent"]"#)
             + "\n[[policy.port_forward]]\nname = \"web6\"\nfrom = \"wan\"\nport = 8443\nto = \"[fd00::2]:80\"\n";
         d.sync(&cfg).unwrap();
         t.serve_family(None, "tcp", 22, "6");
