@@ -106,7 +106,14 @@ impl Kernel {
         let summary = summarize(&delta);
         let groups = groups_of(&delta);
         let drained = delta.udp_drained.clone();
-        let (failures, commit) = self.write(None, &groups)?;
+        let (failures, commit) = match self.write(&groups) {
+            Ok(x) => x,
+            Err(e) => {
+                // Whatever happened, the kernel is compared in full next time.
+                self.mirror = None;
+                return Err(e);
+            }
+        };
         self.conntrack_flush(&drained);
         if failures.is_empty() {
             let mirror = self.mirror.as_mut().expect("mirror known");
@@ -190,7 +197,7 @@ impl Kernel {
             if known.is_some() {
                 drift += 1;
             }
-            return self.install(desired, drift, known.is_some());
+            return self.install(desired, drift);
         }
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
@@ -216,7 +223,7 @@ impl Kernel {
             group(&mut groups, key, &desired).adds.push((set, el));
         }
         let groups: Vec<ServiceChange> = groups.into_values().collect();
-        let (failures, commit) = self.write(None, &groups)?;
+        let (failures, commit) = self.write(&groups)?;
         let report = SyncReport {
             changes,
             drift_repairs: drift,
@@ -250,12 +257,7 @@ impl Kernel {
     }
 
     /// Replaces the whole table with the skeleton and every desired element (one batch).
-    fn install(
-        &mut self,
-        desired: Model,
-        drift: u64,
-        was_known: bool,
-    ) -> Result<SyncReport, SyncError> {
+    fn install(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
         let skeleton = layout::skeleton(&self.table.name);
         let mut batch = Batch::new();
         batch.tag(TAG_SHARED);
@@ -269,7 +271,7 @@ impl Kernel {
             Err(NftError::Rejected(_)) => {
                 // One or more services refused: install the bare skeleton, then add the
                 // services by delta with isolation.
-                return self.install_isolated(desired, drift, was_known);
+                return self.install_isolated(desired, drift);
             }
             Err(e) => return Err(nft_err("install service table", e)),
         };
@@ -285,12 +287,7 @@ impl Kernel {
         })
     }
 
-    fn install_isolated(
-        &mut self,
-        desired: Model,
-        drift: u64,
-        _was_known: bool,
-    ) -> Result<SyncReport, SyncError> {
+    fn install_isolated(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
         let skeleton = layout::skeleton(&self.table.name);
         let mut batch = Batch::new();
         batch.tag(TAG_SHARED);
@@ -306,7 +303,7 @@ impl Kernel {
         let mirror = self.mirror.as_ref().expect("just installed");
         let delta = mirror.diff(&desired);
         let groups = groups_of(&delta);
-        let (failures, _) = self.write(None, &groups)?;
+        let (failures, _) = self.write(&groups)?;
         self.mirror = None; // compare with the kernel next time
         let mut err = SyncError::default();
         for (obj, e) in failures {
@@ -415,11 +412,7 @@ impl Kernel {
     /// Writes the groups in one batch; when the kernel refuses it, finds the refused groups
     /// with a tagged retry and commits the others. Returns the refused objects with the
     /// reason, and the generation after the last successful commit.
-    fn write(
-        &mut self,
-        _hint: Option<()>,
-        groups: &[ServiceChange],
-    ) -> Result<WriteOutcome, SyncError> {
+    fn write(&mut self, groups: &[ServiceChange]) -> Result<WriteOutcome, SyncError> {
         if groups
             .iter()
             .all(|g| g.deletes.is_empty() && g.adds.is_empty())
@@ -697,6 +690,10 @@ pub fn render_text(table: &Table) -> String {
 pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
     let mut out = String::new();
     let exists = nft.table_exists(table)?;
+    if desired.is_empty() && !exists {
+        // No services and no table: nothing to say (and no layout to show).
+        return Ok(out);
+    }
     let mut lines: Vec<String> = Vec::new();
     if desired.is_empty() {
         if exists {
@@ -745,8 +742,10 @@ pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, 
         out.push_str(&l);
         out.push('\n');
     }
-    out.push_str("service: layout (nft syntax; services are elements of the maps):\n");
-    out.push_str(&render_text(&layout::skeleton(&table.name)));
+    if !desired.is_empty() {
+        out.push_str("service: layout (nft syntax; services are elements of the maps):\n");
+        out.push_str(&render_text(&layout::skeleton(&table.name)));
+    }
     Ok(out)
 }
 
