@@ -37,33 +37,32 @@ async fn run_areas(
     verb: &str,
     desired: &config::DesiredState,
 ) -> Vec<(&'static str, Result<String, String>)> {
-    // Each controller area adds its plan/cleanup call here.
-    use crate::controller::policy;
+    use crate::controller::{policy, route, service};
     let mut out: Vec<(&'static str, Result<String, String>)> = Vec::new();
-    if desired.controller("policy").enabled || verb == "cleanup" {
-        let r = if verb == "plan" {
-            policy::plan(desired).await
-        } else {
-            policy::cleanup(&desired.daemon).await
+    // `plan` asks only enabled controllers; `cleanup` removes what any of them may have left.
+    let wanted = |name: &str| verb == "cleanup" || desired.controller(name).enabled;
+    if wanted("policy") {
+        let r = match verb {
+            "plan" => policy::plan(desired).await,
+            _ => policy::cleanup(&desired.daemon).await,
         };
         out.push(("policy", r.map_err(|e| e.to_string())));
     }
-    if desired.controller("service").enabled || verb == "cleanup" {
+    if wanted("service") {
         let r = match verb {
-            "plan" => crate::controller::service::plan(desired).await,
-            _ => crate::controller::service::cleanup(&desired.daemon).await,
+            "plan" => service::plan(desired).await,
+            _ => service::cleanup(&desired.daemon).await,
         };
         out.push(("service", r.map_err(|e| e.to_string())));
     }
-    let route = if verb == "plan" {
-        crate::controller::route::plan(desired)
-            .await
-            .map_err(|e| e.to_string())
-    } else {
-        crate::controller::route::cleanup(&desired.daemon)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    out.push(("route", route));
+    if wanted("route") {
+        let r = match verb {
+            "plan" => route::plan(desired).await.map_err(|e| e.to_string()),
+            _ => route::cleanup(&desired.daemon)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        out.push(("route", r));
+    }
     out
 }

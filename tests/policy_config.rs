@@ -254,3 +254,101 @@ fn port_forward_values_are_checked() {
         assert!(out.contains(e), "missing {e:?} in:\n{out}");
     }
 }
+
+#[test]
+fn schema_example_forward_verdict_and_forward_array_together() {
+    let cfg = load_str(&[(
+        "edgenetd.toml",
+        r#"
+[policy]
+input = "drop"
+forward = "reject"
+output = "accept"
+
+[policy.zone.lan]
+interfaces = ["br-lan"]
+
+[policy.zone.wan]
+interfaces = ["eth0"]
+
+[[policy.forward]]
+from = "lan"
+to = "wan"
+
+[[policy.forward]]
+from = "lan"
+to = "dmz"
+"#,
+    )]);
+    let out = cfg.expect_err("dmz is not a zone").rendered;
+    assert!(
+        out.contains("edgenetd.toml:19:6: error: zone `dmz` is used but never defined"),
+        "{out}"
+    );
+    let ok = load_str(&[(
+        "edgenetd.toml",
+        "[policy]\nforward = \"reject\"\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[[policy.forward]]\nfrom = \"lan\"\nto = \"lan\"\n",
+    )])
+    .unwrap()
+    .policy
+    .unwrap();
+    assert_eq!(ok.forward, Action::Reject);
+    assert_eq!(ok.forwards.len(), 1);
+    // The inline form works too.
+    let inline = load_str(&[(
+        "e.toml",
+        "[policy]\nforward = [{ from = \"lan\", to = \"lan\" }]\n[policy.zone.lan]\ninterfaces = [\"x\"]\n",
+    )])
+    .unwrap()
+    .policy
+    .unwrap();
+    assert_eq!((inline.forward, inline.forwards.len()), (Action::Drop, 1));
+}
+
+#[test]
+fn the_schema_example_validates() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/schema-example.toml"
+    ))
+    .unwrap();
+    // The policy part only (other areas validate their own sections).
+    let text = text.split("[[service]]").next().unwrap();
+    let state = load_str(&[("schema-example.toml", text)]).unwrap_or_else(|e| panic!("{e}"));
+    let p = state.policy.unwrap();
+    assert_eq!(p.forward, Action::Drop);
+    assert_eq!(
+        p.forwards,
+        [ZoneForward {
+            from: "lan".into(),
+            to: "wan".into()
+        }]
+    );
+    assert_eq!(p.port_forwards[0].to.to_string(), "10.0.0.10:80");
+    assert_eq!(p.rules.len(), 2);
+}
+
+#[test]
+fn the_documented_examples_validate() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md")).unwrap();
+    let blocks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert!(blocks.len() >= 2, "docs/policy.md has its examples");
+    let home = load_str(&[("docs-example.toml", blocks[0])]).unwrap_or_else(|e| panic!("{e}"));
+    let p = home.policy.unwrap();
+    assert_eq!(
+        (
+            p.zones.len(),
+            p.rules.len(),
+            p.forwards.len(),
+            p.port_forwards.len()
+        ),
+        (2, 4, 1, 1)
+    );
+    let with_dhcp = format!("{}{}", blocks[0], blocks[1]);
+    load_str(&[("docs-example.toml", &with_dhcp)]).unwrap_or_else(|e| panic!("{e}"));
+}

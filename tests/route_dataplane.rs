@@ -482,3 +482,36 @@ netns_test! {
         assert_eq!(find(&shown, "2001:db8:7::/48")["nexthops"][0]["gateway"], "2001:db8:ff::3");
     }
 }
+
+netns_test! {
+    fn the_monitor_reports_foreign_changes_but_not_edgenetds_own_writes() {
+        use edgenetd::dataplane::route::{RouteEvent, RouteMonitor};
+        topology();
+        let sock = RouteSocket::open().unwrap();
+        let mut monitor = RouteMonitor::open(PROTO, Some(sock.port())).unwrap();
+        let routes: Vec<RouteSpec> = (0..5000)
+            .map(|i| RouteSpec {
+                via: gw("192.0.2.2"),
+                ..r(&format!("10.{}.{}.0/24", 100 + i / 256, i % 256))
+            })
+            .collect();
+        assert_eq!(add_all(&sock, &routes).failures, vec![]);
+        sh("ip route add 10.250.0.0/16 via 192.0.2.2 proto static"); // foreign: not reported
+        sh("ip route del 10.100.7.0/24 proto 190"); // someone else deletes an owned route
+        // Link and address events (the veth pair's carrier and IPv6 link-local addresses
+        // settle in the background) may come first; the first route event must be the delete.
+        let next_route_event = async {
+            loop {
+                match monitor.next().await {
+                    Some(RouteEvent::Link { .. } | RouteEvent::Address { .. }) => continue,
+                    other => return other,
+                }
+            }
+        };
+        let event = smol::block_on(futures_lite::future::or(next_route_event, async {
+            smol::Timer::after(std::time::Duration::from_secs(5)).await;
+            None
+        }));
+        assert_eq!(event, Some(RouteEvent::OwnedRoute { removed: true }));
+    }
+}

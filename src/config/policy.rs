@@ -6,9 +6,10 @@
 //!
 //! One TOML wrinkle: `forward` under `[policy]` is both the default verdict for forwarded
 //! traffic (`forward = "drop"`) and the array of zone-to-zone forwards (`[[policy.forward]]`).
-//! TOML cannot hold both in one document, so `forward` may be either; with
-//! `[[policy.forward]]` the forward default stays `drop`, or is set with the extension key
-//! `forward_default`.
+//! Plain TOML calls that a duplicate key; the loader renames `[[policy.forward]]` headers to
+//! [`POLICY_FORWARDS_KEY`] before parsing (spans unchanged), so both arrive here. An inline
+//! array (`forward = [{ from = "lan", to = "wan" }]`) is accepted too, and the extension key
+//! `forward_default` sets the default where `forward` is the array.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -20,7 +21,7 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::diag::Diagnostics;
-use super::doc::{Doc, Value, de, de_each};
+use super::doc::{Doc, POLICY_FORWARDS_KEY, Value, de, de_each};
 use super::net::parse_prefix;
 
 /// A verdict for traffic no rule decided on, or a rule's action.
@@ -313,7 +314,8 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         cfg.forward = action(v, diags, "forward_default").unwrap_or(cfg.forward);
     }
     for (key, _) in table.iter() {
-        if !KEYS.contains(&key.get_ref().as_ref()) {
+        let key_name: &str = key.get_ref().as_ref();
+        if !KEYS.contains(&key_name) && key_name != POLICY_FORWARDS_KEY {
             let expected: Vec<String> = KEYS.iter().map(|k| format!("`{k}`")).collect();
             diags.error(
                 key.span(),
@@ -349,9 +351,11 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
             }
         }
     }
-    if let Some(v) = get("forward")
-        && !forward_is_verdict
-    {
+    let forward_arrays = [
+        get("forward").filter(|_| !forward_is_verdict),
+        get(POLICY_FORWARDS_KEY),
+    ];
+    for v in forward_arrays.into_iter().flatten() {
         for raw in de_each::<RawForward>(v, diags) {
             let raw = raw.into_inner();
             let from = zone_ref(&raw.from, &cfg, diags);

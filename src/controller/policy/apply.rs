@@ -18,7 +18,7 @@ use crate::dataplane::nft::ir::Element;
 
 use crate::controller::{SyncError, SyncReport};
 use crate::dataplane::nft::{
-    Batch, ChainInfo, ElemInfo, Nft, NftError, Op, RuleInfo, SetInfo, TAG_BATCH, TableRef,
+    Batch, ChainInfo, ElemInfo, Nft, NftError, Op, RuleInfo, SetInfo, TAG_BATCH, TableRef, monitor,
     raw_elements,
 };
 
@@ -138,6 +138,11 @@ pub fn sync(
     if let Some(a) = applied.as_mut()
         && a.failed.is_empty()
     {
+        // Only another process's commit can have changed our table: this process's other
+        // commits (e.g. the service controller's) never touch it.
+        if a.generation != generation && !monitor::foreign_between(a.generation, generation) {
+            a.generation = generation;
+        }
         if a.generation != generation {
             if drifted(nft, a).map_err(|e| whole("nftables listing", e))? {
                 drift = 1;

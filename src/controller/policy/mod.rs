@@ -23,6 +23,9 @@ use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::nft::ir::Family;
 use crate::dataplane::nft::{Nft, NftError, TableRef, monitor, render};
 
+/// How often the foreign-commit watch reads the ruleset generation.
+pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Counter of drift repairs.
 pub const DRIFT_METRIC: &str = "edgenetd_policy_drift_repairs_total";
 /// Gauge of kernel rules in the policy table.
@@ -59,12 +62,12 @@ pub struct PolicyController {
 
 impl PolicyController {
     /// A controller; `trigger` wakes its loop early. Call it on the thread (network
-    /// namespace) the controller programs: it starts a monitor that fires `trigger` whenever
-    /// another process commits to nftables, so drift is repaired at once rather than at the
-    /// next period.
+    /// namespace) the controller programs: it starts a watch that fires `trigger` within
+    /// [`WATCH_INTERVAL`] whenever another process commits to nftables, so drift is repaired
+    /// at once rather than at the next period.
     pub fn new(trigger: Trigger) -> PolicyController {
         let fire = trigger.clone();
-        if let Err(e) = monitor::spawn_commit_monitor(move || fire.fire()) {
+        if let Err(e) = monitor::spawn_foreign_commit_watch(WATCH_INTERVAL, move || fire.fire()) {
             log::warn!("policy: no nftables commit events ({e}); drift is found at each period");
         }
         PolicyController {
@@ -154,7 +157,7 @@ pub enum PolicyCliError {
 
 /// `edgenetd plan`: the ruleset the policy would load, in nft syntax (loadable with
 /// `nft -c -f`), followed by what differs from the running kernel as `#` comment lines.
-/// Writes nothing.
+/// Empty when there is no `[policy]` and no table. Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     let table = table_ref(&desired.daemon);
     let program = desired
@@ -162,6 +165,14 @@ pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
         .as_ref()
         .map(|cfg| program::build(cfg, &table.name));
     let mut nft = Nft::open()?;
+    if program.is_none() {
+        // No [policy] and no table: nothing to say (other areas' plans stay uncluttered).
+        let t = table.clone();
+        if !smol::unblock(move || nft.table_exists(&t)).await? {
+            return Ok(String::new());
+        }
+        nft = Nft::open()?;
+    }
     let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
         let diff = diff::diff(&mut nft, &table, program.as_ref())?;
         let text = match &program {

@@ -32,7 +32,7 @@ use crate::dataplane::route::{
     Links, RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RouteWrite, RuleSpec,
     RuleWrite, WriteOutcome,
 };
-use hash::FastSet;
+use hash::{FastMap, FastSet};
 use plan::{Plan, RouteChange, RuleChange};
 
 /// Drift repairs counter.
@@ -112,7 +112,11 @@ impl RouteController {
 
     /// (Re)starts the monitor when there is none or the owned protocol changed.
     fn ensure_monitor(&mut self, protocol: u8, own_port: u32) {
-        if self.monitor.as_ref().is_some_and(|(p, _)| *p == protocol) {
+        if self
+            .monitor
+            .as_ref()
+            .is_some_and(|(p, task)| *p == protocol && !task.is_finished())
+        {
             return;
         }
         self.dirty.store(true, Ordering::SeqCst);
@@ -192,6 +196,8 @@ impl Controller for RouteController {
             match observe(&socket, protocol).await {
                 Ok(state) => Some((state, dumped_at)),
                 Err(e) => {
+                    // Reopen the socket next time, in case the connection itself broke.
+                    self.socket = None;
                     self.dirty.store(true, Ordering::SeqCst);
                     self.last = last;
                     return Err(e);
@@ -204,10 +210,27 @@ impl Controller for RouteController {
             (None, Some(l)) => (&l.routes, &l.rules, &l.links, l.dumped_at),
             (None, None) => unreachable!("cached implies a previous sync"),
         };
-        let plan = Plan::new(&routes, installed, &rules, installed_rules);
-        let applied = apply(&socket, &plan, links, progress).await;
+        let rules_error = observed.as_ref().and_then(|(s, _)| s.rules_error.clone());
+        // Rules that cannot be read cannot be planned: leave them alone this time.
+        let planned_rules: &[RuleSpec] = if rules_error.is_some() { &[] } else { &rules };
+        let plan = Plan::new(&routes, installed, planned_rules, installed_rules);
+        let mut applied = apply(&socket, &plan, links, progress).await;
         let failed_routes = applied.failed_routes();
-        let failed_rules: HashSet<RuleSpec> = applied.failed_rules().cloned().collect();
+        let mut failed_rules: HashSet<RuleSpec> = applied.failed_rules().cloned().collect();
+        if let Some(e) = &rules_error {
+            if rules.is_empty() {
+                warn!(
+                    "route: cannot read the kernel's routing rules ({e}); no rule is configured, so routes are synced without them"
+                );
+            }
+            for rule in &rules {
+                applied.errors.push(
+                    format!("rule {rule}"),
+                    format!("cannot read the kernel's routing rules: {e}"),
+                );
+                failed_rules.insert(rule.clone());
+            }
+        }
         let drift = match (&last, cached) {
             (Some(l), false) => drift_repairs(&plan, l, &failed_routes, &failed_rules),
             _ => 0,
@@ -254,18 +277,18 @@ fn drift_repairs(
     if plan.route_upserts.is_empty() && plan.rule_adds.is_empty() {
         return 0;
     }
-    let known: FastSet<RouteKey> = last
+    let installed_before: FastMap<RouteKey, &RouteSpec> = last
         .routes
         .iter()
-        .map(RouteSpec::key)
-        .filter(|k| !last.failed_routes.contains(k) && !failed_now.contains(k))
+        .map(|r| (r.key(), r))
+        .filter(|(k, _)| !last.failed_routes.contains(k) && !failed_now.contains(k))
         .collect();
     let known_rules: HashSet<&RuleSpec> = last
         .rules
         .iter()
         .filter(|r| !last.failed_rules.contains(*r) && !failed_rules_now.contains(*r))
         .collect();
-    plan.drift_repairs(&known)
+    plan.drift_repairs(|k| installed_before.get(k).copied())
         + plan
             .rule_adds
             .iter()
@@ -278,6 +301,8 @@ struct Observed {
     links: crate::dataplane::route::Links,
     routes: Vec<RouteSpec>,
     rules: Vec<RuleSpec>,
+    /// Why the rules could not be read (then `rules` is empty and no rule is written).
+    rules_error: Option<RouteError>,
 }
 
 async fn observe(socket: &RouteSocket, protocol: u8) -> Result<Observed, SyncError> {
@@ -289,14 +314,15 @@ async fn observe(socket: &RouteSocket, protocol: u8) -> Result<Observed, SyncErr
         .dump_routes(protocol, &links)
         .await
         .map_err(|e| SyncError::whole("route: route dump", e))?;
-    let rules = socket
-        .dump_rules(protocol)
-        .await
-        .map_err(|e| SyncError::whole("route: rule dump", e))?;
+    let (rules, rules_error) = match socket.dump_rules(protocol).await {
+        Ok(rules) => (rules, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
     Ok(Observed {
         links,
         routes,
         rules,
+        rules_error,
     })
 }
 
@@ -447,11 +473,22 @@ pub async fn plan(desired: &DesiredState) -> Result<String, RouteError> {
     let socket = RouteSocket::open()?;
     let links = socket.links().await?;
     let installed = socket.dump_routes(protocol, &links).await?;
-    let installed_rules = socket.dump_rules(protocol).await?;
     let (routes, rules) =
         desired::desired_specs(&desired.routing.routes, &desired.routing.rules, protocol);
-    let plan = Plan::new(&routes, &installed, &rules, &installed_rules);
     let mut out = String::new();
+    let installed_rules = match socket.dump_rules(protocol).await {
+        Ok(r) => r,
+        // Without rules to configure, a kernel that cannot list rules has none of ours.
+        Err(e) if rules.is_empty() => {
+            let _ = writeln!(
+                out,
+                "route: cannot read routing rules ({e}); none configured"
+            );
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    let plan = Plan::new(&routes, &installed, &rules, &installed_rules);
     for line in plan.lines() {
         out.push_str(&line);
         out.push('\n');
@@ -476,7 +513,13 @@ pub async fn cleanup(settings: &DaemonSettings) -> Result<String, SyncError> {
     let mut plan = Plan::new(&[], &state.routes, &[], &state.rules);
     // Cleanup removes rules first, so no rule is left pointing at an emptied table.
     plan.route_upserts.clear();
-    let applied = apply(&socket, &plan, &state.links, &crate::controller::NoProgress).await;
+    let mut applied = apply(&socket, &plan, &state.links, &crate::controller::NoProgress).await;
+    if let Some(e) = &state.rules_error {
+        applied.errors.push(
+            "route: routing rules",
+            format!("cannot read the kernel's rules, none removed: {e}"),
+        );
+    }
     let failed: HashSet<String> = applied
         .errors
         .failures

@@ -13,8 +13,8 @@
 //!   rule deletes, then route deletes; each group sorted by key.
 //! - Only what was dumped (routes and rules with edgenetd's protocol) can ever be deleted.
 
+use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
 
 use super::hash::{FastMap, FastSet};
 use std::fmt;
@@ -141,12 +141,17 @@ impl<'a> Plan<'a> {
         self.len() == 0
     }
 
-    /// Route adds/replaces of routes in `known` (installed and verified by an earlier sync):
-    /// those are drift repairs, somebody removed or changed an owned route.
-    pub fn drift_repairs<S: std::hash::BuildHasher>(&self, known: &HashSet<RouteKey, S>) -> usize {
+    /// Route adds/replaces that are drift repairs: the route was installed by an earlier sync
+    /// exactly as it is desired now (`previous` gives what that sync installed for a key), so
+    /// the write is needed only because somebody removed or changed it. A route whose config
+    /// changed is not drift.
+    pub fn drift_repairs<'p>(
+        &self,
+        previous: impl Fn(&RouteKey) -> Option<&'p RouteSpec>,
+    ) -> usize {
         self.route_upserts
             .iter()
-            .filter(|c| known.contains(&c.route().key()))
+            .filter(|c| previous(&c.route().key()) == Some(c.route()))
             .count()
     }
 
@@ -384,14 +389,20 @@ mod tests {
     }
 
     #[test]
-    fn drift_repairs_count_only_routes_known_to_have_been_installed() {
-        let desired = [
+    fn drift_repairs_count_only_routes_installed_before_exactly_as_desired_now() {
+        let before = [
             via("10.1.0.0/16", "192.0.2.1"),
-            via("10.2.0.0/16", "192.0.2.1"),
+            via("10.3.0.0/16", "192.0.2.1"),
+        ];
+        let desired = [
+            via("10.1.0.0/16", "192.0.2.1"), // deleted by someone: drift
+            via("10.2.0.0/16", "192.0.2.1"), // new in the config: not drift
+            via("10.3.0.0/16", "192.0.2.9"), // changed in the config: not drift
         ];
         let plan = Plan::new(&desired, &[], &[], &[]);
-        let known: HashSet<RouteKey> = [desired[0].key()].into_iter().collect();
-        assert_eq!(plan.drift_repairs(&known), 1);
+        assert_eq!(plan.route_upserts.len(), 3);
+        let previous = |k: &RouteKey| before.iter().find(|r| r.key() == *k);
+        assert_eq!(plan.drift_repairs(previous), 1);
     }
 
     #[test]

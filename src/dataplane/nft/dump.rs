@@ -288,7 +288,9 @@ impl Nft {
         }
     }
 
-    /// Elements of one set, sorted (empty when the set does not exist).
+    /// Elements of one set, sorted (empty when the set does not exist). The all-zero
+    /// interval-end element that `nft -f` adds in front of interval sets is left out: it
+    /// changes no lookup, and edgenetd never writes it.
     pub fn list_elements(&mut self, t: &TableRef, set: &str) -> Result<Vec<ElemInfo>, NftError> {
         let mut out = Vec::new();
         let cell = std::cell::RefCell::new(&mut out);
@@ -334,6 +336,7 @@ impl Nft {
             Err(e) if is_enoent(&e) => Ok(Vec::new()),
             Err(e) => Err(e),
             Ok(()) => {
+                out.retain(|e| !(e.interval_end && e.key.iter().all(|b| *b == 0)));
                 out.sort();
                 Ok(out)
             }

@@ -36,11 +36,18 @@
 //!   listing calls ([`Nft::list_rules`] with a per-rule fingerprint, [`Nft::list_sets`],
 //!   [`Nft::list_elements`], [`Nft::list_chains`], [`Nft::list_tables`]) show what changed.
 //!   [`raw_elements`] gives the kernel form of desired elements for comparison.
-//! - **Events**: [`monitor::spawn_commit_monitor`] calls back when another process commits
-//!   anything, so a controller can look for drift at once.
+//! - **Foreign commits**: [`monitor::spawn_foreign_commit_watch`] calls back when another
+//!   process committed anything (it polls the generation; see the module for why not events),
+//!   so a controller can look for drift at once.
 //! - **Ownership**: nothing here flushes the ruleset or touches a table it is not given.
 //! - **Threads**: [`Nft`] is `Send`; open it where its network namespace is, then do the
 //!   blocking I/O in `smol::unblock(move || ...)`.
+//!
+//! Text limits: nft types `numgen`/`jhash` results as `integer`, which its text syntax cannot
+//! put into a typed concatenation, so a rule whose map key concatenates them with a `mark`
+//! slot renders faithfully but `nft -c -f` refuses that one line; the kernel program (from
+//! the batch) is unaffected. Every other statement renders to text that loads to the same
+//! kernel state as the batch (tested).
 //!
 //! Interval sets: elements must not overlap (the kernel refuses overlaps); normalize address
 //! prefixes with [`encode::normalize_prefixes`] and port ranges with

@@ -145,9 +145,11 @@ impl Nft {
         if !failures.is_empty() {
             return Err(NftError::Rejected(failures));
         }
+        let generation =
+            generation.ok_or_else(|| NftError::Malformed("no generation in reply".into()))?;
+        super::monitor::record_own(generation);
         Ok(Commit {
-            generation: generation
-                .ok_or_else(|| NftError::Malformed("no generation in reply".into()))?,
+            generation,
             messages,
         })
     }

@@ -6,6 +6,7 @@
 //! write), and [`monitor`] turns kernel notifications into "maybe sync" events. Nothing here
 //! knows about TOML or about what *should* be installed; that is the route controller's job.
 
+mod datagram;
 pub mod message;
 pub mod monitor;
 pub mod socket;

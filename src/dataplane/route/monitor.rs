@@ -8,7 +8,9 @@
 //! and a route on a device that did not exist yet can be installed once it appears), and any
 //! address added or removed (IPv4 silently drops routes whose preferred source goes away). When the
 //! monitor's buffer overflows (e.g. while edgenetd itself installs 100k routes), events were
-//! lost and [`RouteEvent::Overrun`] says "resync to be sure".
+//! lost and [`RouteEvent::Overrun`] says "resync to be sure". Notifications of edgenetd's own
+//! writes are dropped by a socket filter in the kernel, so they cost nothing and never fill
+//! the buffer.
 
 use futures_lite::StreamExt;
 use futures_lite::stream::Boxed;
@@ -85,7 +87,12 @@ impl RouteMonitor {
                 MulticastGroup::Ipv6Ifaddr,
             ])
             .map_err(RouteError::from)?;
-        force_rcvbuf(conn.socket_mut().socket_ref().as_raw_fd(), MONITOR_RCVBUF);
+        let fd = conn.socket_mut().socket_ref().as_raw_fd();
+        force_rcvbuf(fd, MONITOR_RCVBUF);
+        if let Some(port) = own_port {
+            // Best effort: without the filter the same messages are dropped in `next`.
+            let _ = drop_own_notifications(fd, port);
+        }
         smol::spawn(conn).detach();
         Ok(RouteMonitor {
             rx: rx.boxed(),
@@ -149,5 +156,62 @@ fn link_event(link: &rtnetlink::packet_route::link::LinkMessage, removed: bool) 
             _ => None,
         }),
         removed,
+    }
+}
+
+/// Attaches a classic BPF filter that drops, in the kernel, every notification caused by the
+/// socket with port id `port` (edgenetd's own writes): a cold sync of 100k routes then costs
+/// the monitor nothing and cannot overrun its buffer. Each notification is one message whose
+/// header has `nlmsg_pid` (host byte order) at offset 12; BPF loads words big-endian.
+fn drop_own_notifications(fd: i32, port: u32) -> std::io::Result<()> {
+    /// SO_ATTACH_FILTER (26 on every architecture edgenetd targets; not in libc for glibc).
+    const SO_ATTACH_FILTER: libc::c_int = 26;
+    let pid_as_loaded = u32::from_be_bytes(port.to_ne_bytes());
+    let mut program = [
+        // A = word at offset 12 (nlmsg_pid)
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: 12,
+        },
+        // if A == own port: drop (skip one), else accept (next)
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 1,
+            jf: 0,
+            k: pid_as_loaded,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: u32::MAX,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: `prog` points at `program`, both alive for the call; the kernel copies them.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_ATTACH_FILTER,
+            (&prog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

@@ -3,9 +3,9 @@
 //!
 //! Why not one `rtnetlink` request future per route: each would cost a `sendto`, a `recvfrom`
 //! and a round trip through the executor, exactly the ping-pong `ip -batch` does. Instead,
-//! writes go out in *chunks*: up to [`CHUNK`] requests encoded into one datagram (the kernel
-//! processes every message of a datagram in order and answers each), with up to [`WINDOW`]
-//! chunks in flight before the oldest chunk's answers are awaited. Every request asks for an
+//! writes go out in *chunks*: up to [`CHUNK`] requests (at most [`DATAGRAM_BYTES`]) encoded
+//! into one datagram (the kernel processes every message of a datagram in order and answers
+//! each), with up to [`WINDOW`] chunks in flight before the oldest chunk's answers are awaited. Every request asks for an
 //! ack, and since the kernel answers in order, the i-th answer of a chunk belongs to its i-th
 //! request: every ack or error maps back to its route. The in-flight bound keeps the acks of
 //! all outstanding requests inside the socket's receive buffer (enlarged at open), because the
@@ -17,13 +17,15 @@ use std::os::fd::AsRawFd;
 
 use futures_lite::StreamExt;
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
-    NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE,
+    NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use rtnetlink::proto::ConnectionHandle;
-use rtnetlink::sys::{AsyncSocket, SmolSocket, SocketAddr, protocols::NETLINK_ROUTE};
+use rtnetlink::sys::{AsyncSocket, SocketAddr, protocols::NETLINK_ROUTE};
+
+use super::datagram::WholeDatagramSocket;
 
 use super::RouteError;
 use super::message::{
@@ -34,6 +36,9 @@ use super::spec::{Family, RouteSpec, RuleSpec};
 
 /// Requests encoded into one datagram.
 pub const CHUNK: usize = 256;
+/// Bytes of requests in one datagram at most (well under the default socket send buffer,
+/// whatever the size of each route).
+pub const DATAGRAM_BYTES: usize = 64 << 10;
 /// Chunks in flight before the oldest one's answers are awaited.
 pub const WINDOW: usize = 4;
 /// Receive buffer asked for (SO_RCVBUFFORCE, root only): room for every ack in flight.
@@ -100,16 +105,21 @@ impl RouteSocket {
     pub fn open() -> Result<RouteSocket, RouteError> {
         let (mut conn, handle, _unsolicited) = rtnetlink::proto::new_connection_with_socket::<
             RouteNetlinkMessage,
-            SmolSocket,
+            WholeDatagramSocket,
         >(NETLINK_ROUTE)
         .map_err(RouteError::from)?;
         conn.set_forward_ack(true);
+        // A dump is complete only when its Done arrives; a connection that ends first (e.g.
+        // the kernel refused the request) must not look like an empty dump.
+        conn.set_forward_done(true);
         let socket = conn.socket_mut().socket_mut();
-        socket
-            .set_netlink_get_strict_chk(true)
-            .map_err(RouteError::from)?;
-        socket.set_cap_ack(true).map_err(RouteError::from)?;
-        socket.set_ext_ack(true).map_err(RouteError::from)?;
+        // Each option is an optimisation, not a requirement (an emulator such as qemu-user
+        // may refuse one): without strict checking the kernel ignores the dump filter and
+        // `dump_routes` filters by protocol itself; without capped acks the echoed request is
+        // longer; without extended acks errors carry only their errno.
+        let _ = socket.set_netlink_get_strict_chk(true);
+        let _ = socket.set_cap_ack(true);
+        let _ = socket.set_ext_ack(true);
         let addr = socket.bind_auto().map_err(RouteError::from)?;
         let rcvbuf = force_rcvbuf(socket.as_raw_fd(), RCVBUF);
         smol::spawn(conn).detach();
@@ -142,6 +152,7 @@ impl RouteSocket {
         while let Some(msg) = stream.next().await {
             match msg.payload {
                 NetlinkPayload::InnerMessage(inner) => each(inner),
+                NetlinkPayload::Done(_) => return Ok(()),
                 NetlinkPayload::Error(e) => {
                     if let Some(code) = e.code {
                         return Err(kernel_error(code, &e.header, msg.header.flags));
@@ -151,7 +162,7 @@ impl RouteSocket {
                 _ => {}
             }
         }
-        Ok(())
+        Err(RouteError::Closed)
     }
 
     /// Every interface by name and index.
@@ -199,7 +210,15 @@ impl RouteSocket {
 
     /// Every rule of both families whose protocol is `protocol` (the kernel cannot filter rule
     /// dumps, so this filters here).
+    ///
+    /// The dump runs on a connection of its own: a kernel without policy routing (or qemu-user,
+    /// which does not translate rule messages) refuses the request at send time, which ends
+    /// the connection it was sent on; the route connection must survive that.
     pub async fn dump_rules(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
+        RouteSocket::open()?.dump_rules_here(protocol).await
+    }
+
+    async fn dump_rules_here(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
         let mut out = Vec::new();
         for family in [Family::Ipv4, Family::Ipv6] {
             let request = RouteNetlinkMessage::GetRule(rule_dump_message(family));
@@ -277,9 +296,11 @@ impl RouteSocket {
             while next < count && in_flight.len() < WINDOW {
                 let mut indices = Vec::with_capacity(self.chunk);
                 let mut messages = Vec::with_capacity(self.chunk);
-                while next < count && messages.len() < self.chunk {
+                let mut bytes = 0;
+                while next < count && messages.len() < self.chunk && bytes < DATAGRAM_BYTES {
                     match build(next) {
                         Ok(msg) => {
+                            bytes += msg.buffer_len();
                             indices.push(next);
                             messages.push(msg);
                         }
@@ -341,12 +362,19 @@ impl RouteSocket {
 }
 
 /// Turns a netlink error into a [`RouteError`], with the extended-ack message when present.
-/// With `NETLINK_CAP_ACK` the echoed request is only its 16-byte header; TLVs follow.
+/// The echoed request is its 16-byte header when capped (`NETLINK_CAP_ACK`), else the whole
+/// request (its length is in its header); the TLVs follow it.
 fn kernel_error(code: NonZeroI32, echoed: &[u8], flags: u16) -> RouteError {
     let errno = -code.get();
     let mut message = None;
-    if flags & NLM_F_ACK_TLVS != 0 && echoed.len() > 16 {
-        let mut tlvs = &echoed[16..];
+    let request_len = if flags & NLM_F_CAPPED != 0 || echoed.len() < 4 {
+        16
+    } else {
+        let len = u32::from_ne_bytes([echoed[0], echoed[1], echoed[2], echoed[3]]) as usize;
+        (len + 3) & !3
+    };
+    if flags & NLM_F_ACK_TLVS != 0 && echoed.len() > request_len {
+        let mut tlvs = &echoed[request_len..];
         while tlvs.len() >= 4 {
             let len = u16::from_ne_bytes([tlvs[0], tlvs[1]]) as usize;
             let kind = u16::from_ne_bytes([tlvs[2], tlvs[3]]);
@@ -400,5 +428,45 @@ pub(crate) fn force_rcvbuf(fd: i32, size: usize) -> usize {
         granted as usize
     } else {
         212_992
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tlv_msg(text: &str) -> Vec<u8> {
+        let mut v = Vec::new();
+        let body = [text.as_bytes(), &[0]].concat();
+        let len = 4 + body.len();
+        v.extend_from_slice(&(len as u16).to_ne_bytes());
+        v.extend_from_slice(&1u16.to_ne_bytes());
+        v.extend_from_slice(&body);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    #[test]
+    fn extended_ack_messages_are_read_after_a_capped_or_a_full_echo() {
+        let code = NonZeroI32::new(-libc::ENETUNREACH).unwrap();
+        let mut capped = vec![0u8; 16];
+        capped.extend(tlv_msg("Nexthop has invalid gateway"));
+        assert_eq!(
+            kernel_error(code, &capped, NLM_F_CAPPED | NLM_F_ACK_TLVS).to_string(),
+            "Network is unreachable: Nexthop has invalid gateway"
+        );
+        let mut full = vec![0u8; 44];
+        full[..4].copy_from_slice(&44u32.to_ne_bytes());
+        full.extend(tlv_msg("Nexthop has invalid gateway"));
+        assert_eq!(
+            kernel_error(code, &full, NLM_F_ACK_TLVS).to_string(),
+            "Network is unreachable: Nexthop has invalid gateway"
+        );
+        assert_eq!(
+            kernel_error(code, &capped, 0).to_string(),
+            "Network is unreachable"
+        );
     }
 }

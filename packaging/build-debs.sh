@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Builds the Debian packages of edgenetd for amd64 and arm64 — one command:
+#
+#   packaging/build-debs.sh                 # -> target/debian/edgenetd_<version>-1_{amd64,arm64}.deb
+#   packaging/build-debs.sh amd64           # only one architecture (amd64 | arm64)
+#   EDGENETD_NO_BUILD=1 packaging/build-debs.sh   # package the binaries already in target/
+#
+# Runs as root on Debian 12 (amd64); installs what it needs (see cross-build-aarch64.sh for
+# arm64). The packages are assembled by hand and built with `dpkg-deb --root-owner-group`
+# (no debhelper or cargo-deb to install): the release binary (default features only — never
+# `fault-injection`), the systemd unit, the default config as a conffile, docs, and the
+# maintainer scripts in packaging/debian/ (enable on install, never start; see postinst).
+# Depends: computed by dpkg-shlibdeps from the binary (glibc, libgcc, libnftnl11, libmnl0).
+#
+# Layout:
+#   /usr/bin/edgenetd
+#   /lib/systemd/system/edgenetd.service
+#   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
+#   /etc/edgenetd/conf.d/                       merged after the main file, in name order
+#   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright, changelog.Debian.gz,
+#                                               examples/edgenetd.toml (a complete router)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+arches=("$@")
+[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+for a in "${arches[@]}"; do
+  case $a in amd64|arm64) ;; *) echo "build-debs: unknown architecture $a (amd64 | arm64)" >&2; exit 2 ;; esac
+done
+
+for dir in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+  [ -x "$dir/cargo" ] && export PATH="$dir:$PATH"
+done
+if ! command -v dpkg-shlibdeps >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev file >/dev/null
+fi
+
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+# Reproducible archives: file times clamped to the last commit's time.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+export SOURCE_DATE_EPOCH
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+debver="$version-1"
+out=target/debian
+mkdir -p "$out"
+
+binary_for() {
+  case $1 in
+    amd64) echo target/release/edgenetd ;;
+    arm64) echo target/aarch64-unknown-linux-gnu/release/edgenetd ;;
+  esac
+}
+
+build() {
+  [ -n "${EDGENETD_NO_BUILD:-}" ] && return 0
+  case $1 in
+    amd64)
+      [ "$(dpkg --print-architecture)" = amd64 ] || { echo "build-debs: amd64 builds natively on amd64 only" >&2; exit 1; }
+      source scripts/install-deps.sh
+      nice -n 10 cargo build --release --locked ;;
+    arm64)
+      packaging/cross-build-aarch64.sh ;;
+  esac
+}
+
+package() {
+  local arch=$1 bin stage deps
+  bin=$(binary_for "$arch")
+  [ -x "$bin" ] || { echo "build-debs: $bin missing" >&2; exit 1; }
+  case $arch in
+    amd64) file -b "$bin" | grep -q "x86-64" ;;
+    arm64) file -b "$bin" | grep -q "ARM aarch64" ;;
+  esac || { echo "build-debs: $bin is not a $arch binary: $(file -b "$bin")" >&2; exit 1; }
+  file -b "$bin" | grep -q "stripped" && ! file -b "$bin" | grep -q "not stripped" \
+    || { echo "build-debs: $bin is not stripped (release profile: strip = true)" >&2; exit 1; }
+
+  stage=$out/stage-$arch
+  rm -rf "$stage"
+  install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" \
+    "$stage/etc/edgenetd/conf.d" "$stage/usr/share/doc/edgenetd/examples"
+  install -m 0755 "$bin" "$stage/usr/bin/edgenetd"
+  install -m 0644 systemd/edgenetd.service "$stage/lib/systemd/system/edgenetd.service"
+  install -m 0644 packaging/edgenetd.toml "$stage/etc/edgenetd/edgenetd.toml"
+  install -m 0644 README.md "$stage/usr/share/doc/edgenetd/README.md"
+  install -m 0644 docs/operations.md "$stage/usr/share/doc/edgenetd/operations.md"
+  install -m 0644 packaging/debian/copyright "$stage/usr/share/doc/edgenetd/copyright"
+  install -m 0644 config/edgenetd.toml "$stage/usr/share/doc/edgenetd/examples/edgenetd.toml"
+  cat > "$stage/usr/share/doc/edgenetd/changelog.Debian" <<CHANGELOG
+edgenetd ($debver) unstable; urgency=medium
+
+  * Built from the edgenetd repository, commit $commit.
+
+ -- edgenetd maintainers <edgenetd@example.invalid>  $(date -R -u -d "@$SOURCE_DATE_EPOCH")
+CHANGELOG
+  gzip -9n "$stage/usr/share/doc/edgenetd/changelog.Debian"
+  install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm "$stage/DEBIAN/"
+  echo /etc/edgenetd/edgenetd.toml > "$stage/DEBIAN/conffiles"
+
+  # Shared-library dependencies from the binary itself (works for the cross binary too:
+  # the arm64 libraries' shlibs/symbols files come from multiarch).
+  local shl=$out/shlibdeps-$arch
+  rm -rf "$shl"; mkdir -p "$shl/debian"
+  printf 'Source: edgenetd\n\nPackage: edgenetd\nArchitecture: any\n' > "$shl/debian/control"
+  local libdir=/usr/lib/x86_64-linux-gnu
+  [ "$arch" = arm64 ] && libdir=/usr/lib/aarch64-linux-gnu
+  deps=$(cd "$shl" && dpkg-shlibdeps -O -l"$libdir" "$root/$stage/usr/bin/edgenetd" 2>/dev/null \
+           | sed -n 's/^shlibs:Depends=//p')
+  [ -n "$deps" ] || { echo "build-debs: dpkg-shlibdeps found no dependencies for $bin" >&2; exit 1; }
+  # The nftables controllers need libnftnl >= 1.2.0 and libmnl >= 1.0.4 (the crates' feature
+  # levels); declared even if this build's linker dropped them as unused.
+  echo "$deps" | grep -q libnftnl11 || deps="$deps, libnftnl11 (>= 1.2.0)"
+  echo "$deps" | grep -q libmnl0 || deps="$deps, libmnl0 (>= 1.0.4)"
+  rm -rf "$shl"
+
+  local size
+  size=$(du -k -s --exclude=DEBIAN "$stage" | cut -f1)
+  cat > "$stage/DEBIAN/control" <<CONTROL
+Package: edgenetd
+Version: $debver
+Architecture: $arch
+Maintainer: edgenetd maintainers <edgenetd@example.invalid>
+Installed-Size: $size
+Depends: $deps
+Suggests: nftables
+Section: net
+Priority: optional
+Description: network daemon for edge routers: firewall, load-balancing, routes
+ edgenetd keeps the Linux kernel's firewall (nftables), load-balanced virtual
+ services (nftables) and static/policy routes (rtnetlink) in line with a desired
+ state written in TOML (/etc/edgenetd/edgenetd.toml and conf.d/), one sync loop
+ each. It runs under systemd with a watchdog, reloads on SIGHUP or file change,
+ and serves /healthz, /livez, /readyz and Prometheus /metrics.
+ .
+ The service is enabled on installation but not started; the shipped
+ configuration programs nothing until edited.
+CONTROL
+  (cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z \
+     | xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
+  chmod 0644 "$stage/DEBIAN/md5sums" "$stage/DEBIAN/control" "$stage/DEBIAN/conffiles"
+
+  local deb=$out/edgenetd_${debver}_${arch}.deb
+  dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
+  rm -rf "$stage"
+  echo "built $deb ($(stat -c %s "$deb") bytes; Depends: $deps)"
+}
+
+for a in "${arches[@]}"; do build "$a"; done
+for a in "${arches[@]}"; do package "$a"; done

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Cross-builds the release binary for aarch64-unknown-linux-gnu on a Debian 12 (amd64) machine,
+# installing what it needs first (as root): the aarch64 cross linker, the arm64 builds of
+# libnftnl/libmnl (multiarch), and the Rust target. Idempotent: a second run only rebuilds
+# what changed.
+#
+#   packaging/cross-build-aarch64.sh            # -> target/aarch64-unknown-linux-gnu/release/edgenetd
+#   EDGENETD_SKIP_DEPS=1 packaging/...          # do not touch apt/rustup (already installed)
+#
+# The binary links dynamically against glibc, libnftnl11 and libmnl0 of the target, exactly
+# what the arm64 .deb declares (Debian ships no static libmnl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target=aarch64-unknown-linux-gnu
+
+if [ -z "${EDGENETD_SKIP_DEPS:-}" ]; then
+  source scripts/install-deps.sh   # host build deps and cargo on PATH
+  need=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libnftnl-dev:arm64 libmnl-dev:arm64 pkg-config)
+  missing=()
+  for p in "${need[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      dpkg --add-architecture arm64
+    fi
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+else
+  for dir in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+    [ -x "$dir/cargo" ] && export PATH="$dir:$PATH"
+  done
+fi
+
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+export PKG_CONFIG_ALLOW_CROSS=1
+export PKG_CONFIG_LIBDIR_aarch64_unknown_linux_gnu=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+nice -n 10 cargo build --release --locked --target "$target" "$@"
+
+bin=target/$target/release/edgenetd
+file "$bin" 2>/dev/null || true
+echo "built $bin ($(stat -c %s "$bin") bytes)"

@@ -1,0 +1,127 @@
+//! The command line, on the real binary (no kernel needed).
+
+use std::process::Command;
+
+fn edgenetd(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_edgenetd"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write_config(tag: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgenetd-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("conf.d")).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn version_and_usage() {
+    let (code, out, _) = edgenetd(&["--version"]);
+    assert_eq!(
+        (code, out.trim()),
+        (
+            0,
+            format!("edgenetd {}", env!("CARGO_PKG_VERSION")).as_str()
+        )
+    );
+    let (code, _, err) = edgenetd(&[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("missing verb") && err.contains("USAGE"),
+        "{err}"
+    );
+    let (code, _, err) = edgenetd(&["frobnicate"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown verb `frobnicate`"), "{err}");
+}
+
+#[test]
+fn check_lists_every_problem_of_every_file_and_exits_1() {
+    let dir = write_config(
+        "bad",
+        &[
+            (
+                "edgenetd.toml",
+                "[daemon]\nlisten = \"nowhere\"\nroute_protocol = 300\n",
+            ),
+            (
+                "conf.d/10-more.toml",
+                "[daemon]\nlisten = \"127.0.0.1:1\"\n\n[controller.route]\nperiod = \"soon\"\n",
+            ),
+        ],
+    );
+    let (code, _, err) = edgenetd(&[
+        "check",
+        "--config",
+        dir.join("edgenetd.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let main = dir.join("edgenetd.toml").display().to_string();
+    let more = dir.join("conf.d/10-more.toml").display().to_string();
+    for want in [
+        format!("{main}:2:10: error: invalid listen address `nowhere`"),
+        format!("{main}:3:18: error: invalid route_protocol 300"),
+        format!("{more}:2:1: error: `listen` is set twice"),
+        format!("{main}:2:1: note: first set here"),
+        format!("{more}:5:10: error: invalid duration `soon`"),
+        format!("{main}: 4 problem(s)"),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn check_accepts_a_good_config_and_names_the_files_it_read() {
+    let dir = write_config(
+        "good",
+        &[
+            ("edgenetd.toml", "[daemon]\nroute_protocol = 191\n"),
+            ("conf.d/20-x.toml", ""),
+        ],
+    );
+    let (code, out, err) = edgenetd(&[
+        "check",
+        "--config",
+        dir.join("edgenetd.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(": ok (") && out.contains("conf.d/20-x.toml"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_example_config_is_valid() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/edgenetd.toml");
+    let (code, out, err) = edgenetd(&["check", "--config", example]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
+fn status_reports_an_unreachable_daemon_with_exit_2() {
+    let (code, _, err) = edgenetd(&["status", "--url", "http://127.0.0.1:1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
+}
+
+/// SCHEMA.md is a contract: its example, verbatim (kept in tests/data), must be accepted —
+/// including `forward` under `[policy]` as both a verdict and `[[policy.forward]]`.
+#[test]
+fn the_schema_example_is_accepted_key_for_key() {
+    let schema = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/schema-example.toml");
+    let (code, out, err) = edgenetd(&["check", "--config", schema]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -1,0 +1,54 @@
+//! `edgenetd plan` and `edgenetd cleanup` on the real binary, for the policy area.
+
+mod common;
+mod policy_common;
+
+use common::netns::{sh, sh_status};
+use policy_common::HOME;
+
+fn edgenetd(args: &str) -> (bool, String, String) {
+    sh_status(&format!("{} {args}", env!("CARGO_BIN_EXE_edgenetd")))
+}
+
+/// The policy area's part of `plan` output: from `# policy` through its `#` difference lines.
+fn policy_part(out: &str) -> &str {
+    let start = out.find("# policy\n").expect("a policy section");
+    let rest = &out[start..];
+    let diff = rest
+        .find("# differences from the running kernel:\n")
+        .expect("a differences block");
+    let len: usize = rest[diff..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.len() + 1)
+        .sum();
+    &rest[..diff + len]
+}
+
+netns_test! {
+    fn plan_loads_with_nft_check_and_cleanup_removes_only_the_policy_table() {
+        let dir = common::daemon::scratch_dir("policy-cli");
+        let cfg = dir.join("edgenetd.toml");
+        std::fs::write(&cfg, format!("[controller.route]\nenabled = false\n[controller.service]\nenabled = false\n{HOME}")).unwrap();
+        let cfg = cfg.display();
+        let (ok, out, err) = edgenetd(&format!("plan --config {cfg}"));
+        assert!(ok, "{err}");
+        assert!(out.contains("table inet edgenetd-policy {"), "{out}");
+        assert!(out.contains("#   + table inet edgenetd-policy"), "{out}");
+        let plan = dir.join("plan.nft");
+        std::fs::write(&plan, policy_part(&out)).unwrap();
+        sh(&format!("nft -c -f {}", plan.display()));
+        assert!(!sh("nft list tables").contains("edgenetd-policy"), "plan wrote nothing");
+        // Install it as plan printed it, with a foreign table beside it.
+        sh(&format!("nft -f {}", plan.display()));
+        sh("nft add table inet other && nft add chain inet other c && nft add rule inet other c counter");
+        let other = sh("nft list table inet other");
+        let (ok, out, _) = edgenetd(&format!("plan --config {cfg}"));
+        assert!(ok && policy_part(&out).ends_with("#   none\n"), "what plan loads is what a sync writes: {out}");
+        let (ok, out, err) = edgenetd(&format!("cleanup --config {cfg}"));
+        assert!(ok, "{err}");
+        assert!(out.contains("policy: deleted table inet edgenetd-policy"), "{out}");
+        assert!(!sh("nft list tables").contains("edgenetd-policy"));
+        assert_eq!(sh("nft list table inet other"), other);
+    }
+}
