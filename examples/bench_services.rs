@@ -176,6 +176,7 @@ fn main() {
             .expect("cold sync");
         let cold = start.elapsed();
         let cold_writes = kernel.last_writes;
+        let hwm_cold = rss_kib("VmHWM:");
         // One backend of one service changes (repeated, alternating; median and worst).
         let mut changed = svcs.clone();
         changed[n / 2].backends[1].address = SocketAddr::new("10.250.0.1".parse().unwrap(), 8080);
@@ -217,14 +218,18 @@ fn main() {
         }
         times.sort();
         let noop = times[times.len() / 2];
-        // Periodic full compare (dump and diff, nothing to repair).
+        // Periodic full compare (dump and diff, nothing to repair); peak RSS reset first so
+        // its own peak shows.
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        let rss_before_full = rss_kib("VmRSS:");
         let start = Instant::now();
         let rf = kernel
             .sync(changed_model, Duration::ZERO, Instant::now())
             .expect("full compare");
         let full = start.elapsed();
         let full_writes = kernel.last_writes;
-        let hwm = rss_kib("VmHWM:");
+        let hwm_full = rss_kib("VmHWM:");
+        let hwm = hwm_cold.max(hwm_full);
         let mut b = Batch::new();
         b.table(&table, Op::Delete);
         Nft::open().unwrap().execute(b).unwrap();
@@ -255,7 +260,7 @@ fn main() {
             ratio
         );
         details.push(format!(
-            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change median {} (worst {}; {} element writes, {one_writes} messages); no-op resync median {} ({noop_writes} kernel writes in 11; cloning the model alone {}); full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB",
+            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change median {} (worst {}; {} element writes, {one_writes} messages); no-op resync median {} ({noop_writes} kernel writes in 11; cloning the model alone {}); full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB (cold sync {:.1}, full compare {:.1} from {:.1} resident before it)",
             ms(cold),
             r.changes,
             ms(one),
@@ -265,7 +270,10 @@ fn main() {
             ms(clone_time),
             ms(full),
             rf.drift_repairs,
-            hwm as f64 / 1024.0
+            hwm as f64 / 1024.0,
+            hwm_cold as f64 / 1024.0,
+            hwm_full as f64 / 1024.0,
+            rss_before_full as f64 / 1024.0
         ));
     }
     for d in details {

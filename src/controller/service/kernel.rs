@@ -49,6 +49,16 @@ pub struct Kernel {
     pub last_writes: u64,
 }
 
+/// Gives memory freed after a large batch or dump back to the system (glibc keeps it
+/// otherwise; a router's RSS should reflect what the daemon holds, not its peak).
+fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free heap pages.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn nft_err(what: &str, e: NftError) -> SyncError {
     SyncError::whole(what, e)
 }
@@ -201,16 +211,8 @@ impl Kernel {
         }
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
-        let mut kernel_raw = Vec::with_capacity(SetId::ALL.len());
-        for set in SetId::ALL {
-            kernel_raw.push(
-                self.nft
-                    .list_elements(&table, set.name())
-                    .map_err(|e| nft_err("list elements", e))?,
-            );
-        }
-        let found = verify::verify(&kernel_raw, &desired, known.as_ref());
-        drop(kernel_raw);
+        let found = verify::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
+            .map_err(|e| nft_err("list elements", e))?;
         drift += found.drift;
         let changes = (found.strays.len() + found.missing.len()) as u64;
         let mut groups: BTreeMap<Option<VipKey>, ServiceChange> = BTreeMap::new();
@@ -253,6 +255,7 @@ impl Kernel {
             masq_refs: refs,
         });
         self.last_full = Some(now);
+        trim_heap();
         Ok(report)
     }
 
@@ -277,6 +280,7 @@ impl Kernel {
         };
         self.last_writes += commit.messages as u64;
         self.after_install(desired, commit.generation)?;
+        trim_heap();
         if drift > 0 {
             metrics::counter!("edgenetd_service_drift_repairs_total").increment(drift);
         }
@@ -704,11 +708,7 @@ pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, 
         let d = Mirror::default().diff(desired);
         lines.extend(d.services.iter().map(|c| c.summary.clone()));
     } else {
-        let mut kernel = Vec::with_capacity(SetId::ALL.len());
-        for set in SetId::ALL {
-            kernel.push(nft.list_elements(table, set.name())?);
-        }
-        let found = verify::verify(&kernel, desired, None);
+        let found = verify::verify_kernel(nft, table, desired, None)?;
         let mut per: BTreeMap<Option<VipKey>, (usize, usize)> = BTreeMap::new();
         for (set, el) in &found.strays {
             per.entry(vip_of(*set, el)).or_default().0 += 1;
