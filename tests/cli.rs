@@ -121,7 +121,10 @@ fn status_reports_an_unreachable_daemon_with_exit_2() {
 /// including `forward` under `[policy]` as both a verdict and `[[policy.forward]]`.
 #[test]
 fn the_schema_example_is_accepted_key_for_key() {
-    let schema = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/schema-example.toml");
+    let schema = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/schema-example.toml"
+    );
     let (code, out, err) = edgenetd(&["check", "--config", schema]);
     assert_eq!(code, 0, "{out}{err}");
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::controller::{SyncError, SyncReport};
 use crate::dataplane::nft::ir::{Element, Table};
-use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, render};
+use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, monitor, render};
 
 use super::diff::{Delta, Mirror, ServiceChange, masq_refs};
 use super::layout::{self, SetId};
@@ -93,8 +93,14 @@ impl Kernel {
         if desired.is_empty() {
             return self.ensure_absent(generation);
         }
+        // The generation moves with every commit; only one by another process (not this
+        // controller's, not the policy controller's) can have touched our table.
+        let foreign = match self.generation {
+            Some(g) => g != generation && monitor::foreign_between(g, generation),
+            None => true,
+        };
         let full = self.mirror.is_none()
-            || self.generation != Some(generation)
+            || foreign
             || self
                 .last_full
                 .is_none_or(|t| now.duration_since(t) >= period);

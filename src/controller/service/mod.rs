@@ -33,7 +33,10 @@ use std::time::Instant;
 
 use crate::config::{DaemonSettings, DesiredState};
 use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
-use crate::dataplane::nft::{NftError, TableRef, ir::Family};
+use crate::dataplane::nft::{NftError, TableRef, ir::Family, monitor};
+
+/// How often the foreign-commit watch reads the ruleset generation.
+pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub use kernel::Kernel;
 
@@ -80,7 +83,14 @@ pub struct ServiceController {
 
 impl ServiceController {
     /// A controller; the kernel socket is opened on the first sync (in the caller's netns).
+    /// Call it on the thread (network namespace) the controller programs: it starts a watch
+    /// that fires `trigger` within [`WATCH_INTERVAL`] whenever another process commits to
+    /// nftables, so a table edited or deleted by hand is repaired at once, not at the period.
     pub fn new(trigger: Trigger) -> ServiceController {
+        let fire = trigger.clone();
+        if let Err(e) = monitor::spawn_foreign_commit_watch(WATCH_INTERVAL, move || fire.fire()) {
+            log::warn!("service: no nftables commit watch ({e}); drift is found at each period");
+        }
         ServiceController {
             kernel: None,
             health: health::HealthChecks::new(trigger),
