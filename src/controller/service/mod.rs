@@ -123,6 +123,7 @@ impl Controller for ServiceController {
         self.health.reconcile(&desired.services.services);
         let health = &self.health;
         let model = model::build_with(&desired.services.services, &|s, b| health.is_up(s, b));
+        let desired_counts = counts(&model);
         progress.beat();
         let mut kernel = match self.kernel.take() {
             Some(k) if k.table == table => k,
@@ -139,14 +140,28 @@ impl Controller for ServiceController {
         })
         .await;
         progress.beat();
-        if let Some(m) = &kernel.mirror {
-            metrics::gauge!("edgenetd_services").set(m.model.len() as f64);
-            let backends: usize = m.model.values().map(|e| e.backends().len()).sum();
+        // What is programmed: everything desired after a clean sync, else what the mirror
+        // knows (unknown after a failure: left as it was).
+        let counts = match (&result, &kernel.mirror) {
+            (Ok(_), _) => Some(desired_counts),
+            (Err(_), Some(m)) => Some(counts(&m.model)),
+            (Err(_), None) => None,
+        };
+        if let Some((services, backends)) = counts {
+            metrics::gauge!("edgenetd_services").set(services as f64);
             metrics::gauge!("edgenetd_service_backends").set(backends as f64);
         }
         self.kernel = Some(kernel);
         result
     }
+}
+
+/// Services, and backends with slots summed over services.
+fn counts(model: &model::Model) -> (usize, usize) {
+    (
+        model.len(),
+        model.values().map(|e| e.backends().len()).sum(),
+    )
 }
 
 /// `edgenetd plan`: what a sync would change, and the nft text of the layout. Writes nothing.
