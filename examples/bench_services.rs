@@ -18,7 +18,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use edgenetd::config::service::{Affinity, Backend, HealthCheck, Protocol, Service, WhenEmpty};
-use edgenetd::controller::service::kernel::{Kernel, full_table, render_text};
+use edgenetd::controller::service::elements::{full_table, render_text};
+use edgenetd::controller::service::kernel::Kernel;
 use edgenetd::controller::service::model;
 use edgenetd::dataplane::nft::{Batch, Nft, Op, TableRef, ir::Family};
 

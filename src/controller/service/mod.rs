@@ -19,7 +19,9 @@
 //!
 //! See [`layout`] for the table's shape and why it is linear in the number of services.
 
+pub mod cli;
 pub mod diff;
+pub mod elements;
 pub mod health;
 pub mod kernel;
 pub mod layout;
@@ -28,6 +30,7 @@ pub mod slots;
 #[cfg(test)]
 mod tests;
 pub mod verify;
+mod write;
 
 use std::time::Instant;
 
@@ -169,7 +172,7 @@ pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
     let table = table_ref(&desired.daemon);
     let model = model::build(&desired.services.services);
     let mut nft = crate::dataplane::nft::Nft::open()?;
-    smol::unblock(move || kernel::plan(&mut nft, &table, &model))
+    smol::unblock(move || cli::plan(&mut nft, &table, &model))
         .await
         .map_err(ServiceError::from)
 }
@@ -178,7 +181,7 @@ pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
 pub async fn cleanup(settings: &DaemonSettings) -> Result<String, ServiceError> {
     let table = table_ref(settings);
     let mut nft = crate::dataplane::nft::Nft::open()?;
-    smol::unblock(move || kernel::cleanup(&mut nft, &table))
+    smol::unblock(move || cli::cleanup(&mut nft, &table))
         .await
         .map_err(ServiceError::from)
 }

@@ -213,7 +213,7 @@ mod verify_tests {
     use super::*;
     use crate::dataplane::nft::{ElemInfo, raw_elements};
 
-    use super::super::kernel::full_table;
+    use super::super::elements::full_table;
     use super::super::verify::{Verifier, verify};
 
     /// The kernel form of every element of `m`, set by set.
