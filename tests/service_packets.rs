@@ -143,6 +143,12 @@ impl Topo {
     }
 }
 
+impl Drop for Topo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn parse_hits(out: &str) -> BTreeMap<String, u32> {
     out.lines()
         .filter_map(|l| l.split_once(' '))
