@@ -25,7 +25,7 @@ fail() { echo "sandbox-check: FAIL: $*" >&2; [ -n "${work:-}" ] && tail -n 30 "$
 ns="edgenetd-sandbox-$$"
 work=$(mktemp -d /tmp/edgenetd-sandbox.XXXXXX)
 chmod 0755 "$work"
-pid= listener=
+pid=''; listener=''
 cleanup() {
   [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
   [ -n "$listener" ] && kill "$listener" 2>/dev/null || true

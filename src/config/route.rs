@@ -792,6 +792,43 @@ table = 100
     }
 
     #[test]
+    fn nexthop_source_and_onlink_mistakes_are_pointed_at() {
+        let e = errors(
+            r#"[[route]]
+to = "2001:db8::/32"
+src = "192.0.2.1"
+nexthops = [{ via = "2001:db8::1", weight = 0 }, { weight = 2 }, { dev = "eth0", onlink = true }]
+onlink = true
+
+[[route]]
+to = "10.0.0.0/8"
+dev = "eth0"
+onlink = true
+metric = -1
+
+[[route]]
+to = "10.1.0.0/16"
+dev = "this-name-is-too-long"
+nexthops = []
+"#,
+        );
+        for expected in [
+            "edgenetd.toml:3:7: error: preferred source 192.0.2.1 is IPv4 but the route to 2001:db8::/32 is IPv6",
+            "edgenetd.toml:4:45: error: invalid weight 0: expected a number from 1 to 256",
+            "edgenetd.toml:4:50: error: a nexthop needs `via`, `dev` or both",
+            "edgenetd.toml:4:91: error: onlink needs a gateway (`via`) in the same nexthop",
+            "edgenetd.toml:5:10: error: a multipath route sets `onlink` in each of its nexthops",
+            "edgenetd.toml:10:10: error: onlink needs a gateway (`via`)",
+            "edgenetd.toml:11:10: error: invalid metric -1: expected a number from 0 to 4294967295",
+            "edgenetd.toml:15:7: error: invalid interface name `this-name-is-too-long`",
+            "edgenetd.toml:16:12: error: empty nexthops",
+            "edgenetd.toml:15:7: error: a multipath route sets `dev` in each of its nexthops",
+        ] {
+            assert!(e.contains(expected), "missing {expected:?} in:\n{e}");
+        }
+    }
+
+    #[test]
     fn a_route_defined_twice_names_both_places_even_across_files() {
         let e = load_str(&[
             (
