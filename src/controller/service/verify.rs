@@ -134,10 +134,7 @@ impl<'a> Verifier<'a> {
     /// Forgets what was fed of `set` (its dump restarts).
     pub fn restart(&mut self, set: SetId) {
         self.strays.retain(|(s, _, _)| *s != set);
-        let v4 = matches!(
-            set,
-            SetId::Services4 | SetId::Backends4 | SetId::Masquerade4
-        );
+        let v4 = set.is_v4();
         match set {
             SetId::Services4 | SetId::Services6 => {
                 for (k, s) in self.seen.iter_mut() {
