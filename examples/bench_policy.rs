@@ -21,6 +21,12 @@ const SETS: usize = 4;
 const ELEMENTS: usize = 100_000;
 
 fn config(extra_element: Option<&str>) -> String {
+    config_with(extra_element, true)
+}
+
+/// The benchmark policy; `prefixes`: every 10th set element is a /28 (interval sets), else
+/// all are single addresses (hash sets).
+fn config_with(extra_element: Option<&str>, prefixes: bool) -> String {
     let mut c = String::from(
         "[policy]\ninput = \"drop\"\nforward_default = \"drop\"\n\n\
          [policy.zone.lan]\ninterfaces = [\"veth-lan\"]\nnetworks = [\"10.0.0.0/16\"]\n\n\
@@ -34,7 +40,7 @@ fn config(extra_element: Option<&str>) -> String {
             let n = (s * per_set + i) as u32;
             let base = 0x6400_0000u32 + n * 16; // 100.0.0.0 onwards
             let a = std::net::Ipv4Addr::from(base);
-            if i % 10 == 0 {
+            if prefixes && i % 10 == 0 {
                 let _ = write!(c, "\"{a}/28\",");
             } else {
                 let _ = write!(c, "\"{a}\",");
@@ -234,5 +240,57 @@ fn main() {
         "  cold write split: batch build {build_ms:.1} ms, send + kernel commit {commit_ms:.1} ms"
     );
 
+    // The same policy with single addresses only: the sets become hash sets.
+    let hosts = load_str(&[("bench.toml", &config_with(None, false))]).unwrap();
+    let hosts_prog = program::build(hosts.policy.as_ref().unwrap(), &table);
+    Command::new("nft")
+        .args(["delete", "table", "inet", &table])
+        .status()
+        .unwrap();
+    let path =
+        std::env::temp_dir().join(format!("edgenetd-bench-hosts-{}.nft", std::process::id()));
+    std::fs::write(&path, render::render_replace(&hosts_prog.table)).unwrap();
+    let t = Instant::now();
+    assert!(
+        Command::new("nft")
+            .arg("-f")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let nft_hosts_ms = ms(t);
+    let _ = std::fs::remove_file(&path);
+    Command::new("nft")
+        .args(["delete", "table", "inet", &table])
+        .status()
+        .unwrap();
+    let (trig, _rx) = trigger();
+    let mut fresh = PolicyController::new(trig);
+    let t = Instant::now();
+    smol::block_on(fresh.sync(&hosts, &NoProgress)).unwrap();
+    let hosts_ms = ms(t);
+    println!(
+        "  addresses only (hash sets): cold sync {hosts_ms:.1} ms, nft -f {nft_hosts_ms:.1} ms, ratio {:.1} x",
+        nft_hosts_ms / hosts_ms
+    );
+    let mut raw = hosts_prog.table.clone();
+    raw.name = "bench-raw".into();
+    let t = Instant::now();
+    let mut batch = edgenetd::dataplane::nft::Batch::new();
+    batch.replace_table(&raw).unwrap();
+    let build_ms = ms(t);
+    let t = Instant::now();
+    nft.execute(batch).unwrap();
+    let commit_ms = ms(t);
+    let t = Instant::now();
+    let rules = nft
+        .list_rules(&edgenetd::dataplane::nft::TableRef::from(&raw))
+        .unwrap();
+    let list_ms = ms(t);
+    println!(
+        "    split: batch build {build_ms:.1} ms, send + kernel commit {commit_ms:.1} ms, listing {} rules {list_ms:.1} ms",
+        rules.len()
+    );
     println!("  (sync times include planning from the validated config: {plan_ms:.1} ms each)");
 }

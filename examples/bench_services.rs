@@ -18,7 +18,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use edgenetd::config::service::{Affinity, Backend, HealthCheck, Protocol, Service, WhenEmpty};
-use edgenetd::controller::service::kernel::{Kernel, full_table, render_text};
+use edgenetd::controller::service::elements::{full_table, render_text};
+use edgenetd::controller::service::kernel::Kernel;
 use edgenetd::controller::service::model;
 use edgenetd::dataplane::nft::{Batch, Nft, Op, TableRef, ir::Family};
 
@@ -166,7 +167,9 @@ fn main() {
     let mut details = Vec::new();
     for &n in &sizes {
         let svcs = services(n);
+        let start = Instant::now();
         let model = model::build(&svcs);
+        let build_time = start.elapsed();
         // The controller's cold sync.
         let mut kernel = Kernel::open(table.clone()).expect("nft socket");
         let start = Instant::now();
@@ -176,23 +179,20 @@ fn main() {
             .expect("cold sync");
         let cold = start.elapsed();
         let cold_writes = kernel.last_writes;
+        let hwm_cold = rss_kib("VmHWM:");
+        // From here on each sync builds its model from the config, as the daemon does, so the
+        // times below are what a daemon sync costs.
         // One backend of one service changes (repeated, alternating; median and worst).
         let mut changed = svcs.clone();
         changed[n / 2].backends[1].address = SocketAddr::new("10.250.0.1".parse().unwrap(), 8080);
-        let changed_model = model::build(&changed);
         let mut times = Vec::new();
         let mut r1 = None;
         let mut one_writes = 0;
         for round in 0..11 {
-            let m = if round % 2 == 0 {
-                &changed_model
-            } else {
-                &model
-            };
+            let config = if round % 2 == 0 { &changed } else { &svcs };
             let start = Instant::now();
-            let r = kernel
-                .sync(m.clone(), period, Instant::now())
-                .expect("one change");
+            let m = model::build(config);
+            let r = kernel.sync(m, period, Instant::now()).expect("one change");
             times.push(start.elapsed());
             one_writes = kernel.last_writes;
             r1.get_or_insert(r);
@@ -200,31 +200,31 @@ fn main() {
         let r1 = r1.unwrap();
         times.sort();
         let (one, one_max) = (times[times.len() / 2], times[times.len() - 1]);
-        let start = Instant::now();
-        let c = changed_model.clone();
-        let clone_time = start.elapsed();
-        drop(c);
-        // No-op resync (repeated; median; the model clone it is given is included).
+        // No-op resync (repeated; median).
         let mut times = Vec::new();
         let mut noop_writes = 0;
         for _ in 0..11 {
             let start = Instant::now();
-            kernel
-                .sync(changed_model.clone(), period, Instant::now())
-                .expect("no-op");
+            let m = model::build(&changed);
+            kernel.sync(m, period, Instant::now()).expect("no-op");
             times.push(start.elapsed());
             noop_writes += kernel.last_writes;
         }
         times.sort();
         let noop = times[times.len() / 2];
-        // Periodic full compare (dump and diff, nothing to repair).
+        let changed_model = model::build(&changed);
+        // Periodic full compare (dump and diff, nothing to repair); peak RSS reset first so
+        // its own peak shows.
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        let rss_before_full = rss_kib("VmRSS:");
         let start = Instant::now();
         let rf = kernel
             .sync(changed_model, Duration::ZERO, Instant::now())
             .expect("full compare");
         let full = start.elapsed();
         let full_writes = kernel.last_writes;
-        let hwm = rss_kib("VmHWM:");
+        let hwm_full = rss_kib("VmHWM:");
+        let hwm = hwm_cold.max(hwm_full);
         let mut b = Batch::new();
         b.table(&table, Op::Delete);
         Nft::open().unwrap().execute(b).unwrap();
@@ -255,17 +255,20 @@ fn main() {
             ratio
         );
         details.push(format!(
-            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change median {} (worst {}; {} element writes, {one_writes} messages); no-op resync median {} ({noop_writes} kernel writes in 11; cloning the model alone {}); full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB",
+            "N={n}: cold sync {} ({} elements, {cold_writes} netlink messages); one-backend change median {} (worst {}; {} element writes, {one_writes} messages); no-op resync median {} ({noop_writes} kernel writes in 11); a model built from scratch {}; full compare {} ({full_writes} writes, {} drift); peak RSS {:.1} MiB (cold sync {:.1}, full compare {:.1} from {:.1} resident before it)",
             ms(cold),
             r.changes,
             ms(one),
             ms(one_max),
             r1.changes,
             ms(noop),
-            ms(clone_time),
+            ms(build_time),
             ms(full),
             rf.drift_repairs,
-            hwm as f64 / 1024.0
+            hwm as f64 / 1024.0,
+            hwm_cold as f64 / 1024.0,
+            hwm_full as f64 / 1024.0,
+            rss_before_full as f64 / 1024.0
         ));
     }
     for d in details {

@@ -18,7 +18,8 @@
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
 #   /etc/edgenetd/conf.d/                       merged after the main file, in name order
 #   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright, changelog.Debian.gz,
-#                                               examples/edgenetd.toml (a complete router)
+#                                               examples/edgenetd.toml (a complete router),
+#                                               examples/prometheus-alerts.yml
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -64,6 +65,24 @@ build() {
   esac
 }
 
+# raise_dep DEPENDS PACKAGE MINVERSION: DEPENDS with PACKAGE's (>= V) raised to at least
+# MINVERSION, or the clause added when absent.
+raise_dep() {
+  local deps=$1 pkg=$2 min=$3 cur
+  cur=$(sed -n "s/.*\b$pkg (>= \([^)]*\)).*/\1/p" <<< "$deps")
+  if [ -z "$cur" ]; then
+    if grep -q "\b$pkg\b" <<< "$deps"; then
+      sed "s/\b$pkg\b[^,]*/$pkg (>= $min)/" <<< "$deps"
+    else
+      echo "$deps, $pkg (>= $min)"
+    fi
+  elif dpkg --compare-versions "$cur" lt "$min"; then
+    sed "s/\b$pkg (>= [^)]*)/$pkg (>= $min)/" <<< "$deps"
+  else
+    echo "$deps"
+  fi
+}
+
 package() {
   local arch=$1 bin stage deps
   bin=$(binary_for "$arch")
@@ -86,6 +105,11 @@ package() {
   install -m 0644 docs/operations.md "$stage/usr/share/doc/edgenetd/operations.md"
   install -m 0644 packaging/debian/copyright "$stage/usr/share/doc/edgenetd/copyright"
   install -m 0644 config/edgenetd.toml "$stage/usr/share/doc/edgenetd/examples/edgenetd.toml"
+  # The alert rules published in operations.md, as a file to drop into Prometheus.
+  awk '/^### Alert rules to copy/{f=1} f&&/^```yaml/{g=1;next} g&&/^```/{exit} g' docs/operations.md \
+    > "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml"
+  [ -s "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml" ] || { echo "build-debs: no alert rules in docs/operations.md" >&2; exit 1; }
+  chmod 0644 "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml"
   cat > "$stage/usr/share/doc/edgenetd/changelog.Debian" <<CHANGELOG
 edgenetd ($debver) unstable; urgency=medium
 
@@ -107,10 +131,10 @@ CHANGELOG
   deps=$(cd "$shl" && dpkg-shlibdeps -O -l"$libdir" "$root/$stage/usr/bin/edgenetd" 2>/dev/null \
            | sed -n 's/^shlibs:Depends=//p')
   [ -n "$deps" ] || { echo "build-debs: dpkg-shlibdeps found no dependencies for $bin" >&2; exit 1; }
-  # The nftables controllers need libnftnl >= 1.2.0 and libmnl >= 1.0.4 (the crates' feature
-  # levels); declared even if this build's linker dropped them as unused.
-  echo "$deps" | grep -q libnftnl11 || deps="$deps, libnftnl11 (>= 1.2.0)"
-  echo "$deps" | grep -q libmnl0 || deps="$deps, libmnl0 (>= 1.0.4)"
+  # The nftables code is built for libnftnl >= 1.2.0 and libmnl >= 1.0.4 (the crates'
+  # feature levels `nftnl-1-2-0`, `mnl-1-0-4`): raise what the symbols alone ask for.
+  deps=$(raise_dep "$deps" libnftnl11 1.2.0)
+  deps=$(raise_dep "$deps" libmnl0 1.0.4)
   rm -rf "$shl"
 
   local size

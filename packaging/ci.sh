@@ -59,7 +59,8 @@ for arch in amd64 arm64; do
   contents=$(dpkg-deb --contents "$deb")
   for path in ./usr/bin/edgenetd ./lib/systemd/system/edgenetd.service ./etc/edgenetd/edgenetd.toml \
               ./etc/edgenetd/conf.d/ ./usr/share/doc/edgenetd/copyright \
-              ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/examples/edgenetd.toml; do
+              ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/examples/edgenetd.toml \
+              ./usr/share/doc/edgenetd/examples/prometheus-alerts.yml; do
     echo "$contents" | grep -q " $path\$" || fail "$deb: $path missing"
   done
   echo "$contents" | grep -q '^-rwxr-xr-x root/root .* ./usr/bin/edgenetd$' || fail "$deb: /usr/bin/edgenetd mode/owner"
@@ -67,7 +68,7 @@ for arch in amd64 arm64; do
   for script in postinst prerm postrm; do
     dpkg-deb -I "$deb" "$script" | sh -n || fail "$deb: $script syntax"
   done
-  dpkg-deb -I "$deb" postinst | grep -v '^\s*#' | grep -q 'deb-systemd-invoke start' \
+  grep -v '^\s*#' <<< "$(dpkg-deb -I "$deb" postinst)" | grep -q 'deb-systemd-invoke start' \
     && fail "$deb: postinst starts the service"
   x=$(mktemp -d)
   dpkg-deb -x "$deb" "$x"
@@ -87,7 +88,7 @@ done
 section "install the amd64 package"
 dpkg --purge edgenetd >/dev/null 2>&1 || true
 dpkg -i "$deb_amd64"
-dpkg -s edgenetd | grep -q '^Status: install ok installed' || fail "not installed"
+grep -q '^Status: install ok installed' <<< "$(dpkg -s edgenetd)" || fail "not installed"
 [ -L /etc/systemd/system/multi-user.target.wants/edgenetd.service ] || fail "unit not enabled after install"
 echo "enabled: $(readlink /etc/systemd/system/multi-user.target.wants/edgenetd.service)"
 if [ -d /run/systemd/system ]; then
@@ -131,7 +132,7 @@ packaging/smoke-aarch64.sh
 section "aarch64 on a real arm64 kernel (qemu-system, every controller of the example config)"
 vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 if [ -x "$vm" ]; then
-  ARM64VM=$vm packaging/smoke-arm64vm.sh
+  ARM64VM=$vm packaging/smoke-arm64vm.sh "$deb_arm64"
 else
   echo "NOT RUN: the arm64vm tool is not at $vm (set ARM64VM=/path/to/arm64vm.sh)"
 fi
@@ -146,6 +147,6 @@ dpkg --purge edgenetd
 [ -e /etc/systemd/system/multi-user.target.wants/edgenetd.service ] && fail "enable symlink left after purge"
 echo "purged"
 
-if nft list tables 2>/dev/null | grep -q edgenetd; then fail "an edgenetd table exists in the host namespace"; fi
+if grep -q edgenetd <<< "$(nft list tables 2>/dev/null)"; then fail "an edgenetd table exists in the host namespace"; fi
 [ -z "$(ip route show proto 190 table all 2>/dev/null)" ] || fail "routes with protocol 190 in the host namespace"
 echo; echo "edge CI: ok"

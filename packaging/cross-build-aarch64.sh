@@ -30,7 +30,7 @@ if [ -z "${EDGENETD_SKIP_DEPS:-}" ]; then
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
-  rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+  grep -qx "$target" <<< "$(rustup target list --installed)" || rustup target add "$target"
 else
   for dir in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
     [ -x "$dir/cargo" ] && export PATH="$dir:$PATH"

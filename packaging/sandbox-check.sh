@@ -25,7 +25,7 @@ fail() { echo "sandbox-check: FAIL: $*" >&2; [ -n "${work:-}" ] && tail -n 30 "$
 ns="edgenetd-sandbox-$$"
 work=$(mktemp -d /tmp/edgenetd-sandbox.XXXXXX)
 chmod 0755 "$work"
-pid= listener=
+pid=''; listener=''
 cleanup() {
   [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
   [ -n "$listener" ] && kill "$listener" 2>/dev/null || true
@@ -34,16 +34,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-ip netns add "$ns"
-in_ns() { ip netns exec "$ns" "$@"; }
-in_ns ip link set lo up
-in_ns ip link add br-lan type bridge
-in_ns ip link add lan-port type veth peer name lan-host
-in_ns ip link set lan-port master br-lan
-in_ns ip link add eth0 type veth peer name wan-host
-for l in br-lan lan-port lan-host eth0 wan-host; do in_ns ip link set "$l" up; done
-in_ns ip addr add 192.168.1.1/24 dev br-lan
-in_ns ip addr add 203.0.113.2/24 dev eth0
+source scripts/example-netns.sh
+example_netns_create "$ns"
 
 mkdir -p "$work/etc/conf.d"
 sed 's/^period = "30s"/period = "1s"/' "$config_src" > "$work/etc/edgenetd.toml"

@@ -46,7 +46,7 @@ arch=$(file -b "$bin" | grep -q "ARM aarch64" && echo aarch64 || uname -m)
 
 ns="edgenetd-smoke-$$"
 work=$(mktemp -d /tmp/edgenetd-smoke.XXXXXX)
-pid= listener=
+pid=''; listener=''
 cleanup() {
   [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
   [ -n "$listener" ] && kill "$listener" 2>/dev/null || true
@@ -74,15 +74,8 @@ $qemu "$bin" check --config "$example" || fail "check rejected $example"
 step "check $example: ok"
 
 # The example's links: br-lan (LAN bridge) and eth0 (uplink, a veth).
-ip netns add "$ns"
-in_ns ip link set lo up
-in_ns ip link add br-lan type bridge
-in_ns ip link add lan-port type veth peer name lan-host
-in_ns ip link set lan-port master br-lan
-in_ns ip link add eth0 type veth peer name wan-host
-for l in br-lan lan-port lan-host eth0 wan-host; do in_ns ip link set "$l" up; done
-in_ns ip addr add 192.168.1.1/24 dev br-lan
-in_ns ip addr add 203.0.113.2/24 dev eth0
+source scripts/example-netns.sh
+example_netns_create "$ns"
 
 mkdir -p "$work/etc/conf.d"
 cp "$config_src" "$work/etc/edgenetd.toml"
@@ -128,9 +121,9 @@ if [ "$has_routes" -gt 0 ]; then
   for dst in default 10.20.0.0/16 198.51.100.0/24 2001:db8:20::/48; do
     wait_for "route $dst" 10 has_route "$dst"
   done
-  in_ns ip route show table 100 proto 190 | grep -q '^10.20.0.0/16 via 192.168.1.254 dev br-lan' \
+  grep -q '^10.20.0.0/16 via 192.168.1.254 dev br-lan' <<< "$(in_ns ip route show table 100 proto 190)" \
     || fail "10.20.0.0/16 not in table 100: $(in_ns ip route show table 100)"
-  in_ns ip route show proto 190 | grep -q '^blackhole 198.51.100.0/24' || fail "blackhole route missing"
+  grep -q '^blackhole 198.51.100.0/24' <<< "$(in_ns ip route show proto 190)" || fail "blackhole route missing"
   step "routes installed (proto 190): $(routes | grep -o '"dst":"[^"]*"' | sort -u | tr '\n' ' ')"
 
   # Reload: a conf.d file and SIGHUP.
@@ -155,7 +148,7 @@ pid_done=$pid; pid=
 notified "STOPPING=1" || fail "no STOPPING=1"
 step "SIGTERM: STOPPING=1, exit 0"
 if [ "$has_routes" -gt 0 ]; then
-  in_ns ip route show proto 190 | grep -q default || fail "routes removed on stop (they must stay)"
+  grep -q default <<< "$(in_ns ip route show proto 190)" || fail "routes removed on stop (they must stay)"
 fi
 : "$pid_done"
 echo "smoke-aarch64: ok"

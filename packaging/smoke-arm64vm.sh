@@ -6,8 +6,10 @@
 # WATCHDOG=1, /healthz 200 and ready with 0 failures, routes/rules/tables in the kernel,
 # the idle RSS on aarch64, STOPPING=1 and exit 0 on SIGTERM (packaging/smoke/vm-guest.sh).
 #
-#   packaging/smoke-arm64vm.sh [BINARY] [CONFIG]   (default: the cross-built release binary,
-#                                                   config/edgenetd.toml)
+#   packaging/smoke-arm64vm.sh [BINARY|ARM64_DEB] [CONFIG]
+#       default: the cross-built release binary, config/edgenetd.toml. Given the arm64 .deb,
+#       the guest unpacks it and runs the packaged /usr/bin/edgenetd on Debian's arm64 libnftnl
+#       and libmnl, after `check` of the packaged default config.
 # The tool: $ARM64VM, or ../shared/tools/arm64vm/arm64vm.sh beside the repository. Its first
 # run builds a guest image from Debian's arm64 packages (~30 s, ~150 MB cache), later runs boot
 # in ~5 s.
@@ -18,13 +20,18 @@ bin=${1:-target/aarch64-unknown-linux-gnu/release/edgenetd}
 config=${2:-config/edgenetd.toml}
 vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 [ -x "$vm" ] || { echo "smoke-arm64vm: the arm64vm tool is not at $vm (set ARM64VM)" >&2; exit 3; }
-file -b "$bin" | grep -q "ARM aarch64" || { echo "smoke-arm64vm: $bin is not an aarch64 binary" >&2; exit 1; }
+case $bin in
+  *.deb) [ "$(dpkg-deb -f "$bin" Architecture)" = arm64 ] || { echo "smoke-arm64vm: $bin is not an arm64 package" >&2; exit 1; } ;;
+  *) file -b "$bin" | grep -q "ARM aarch64" || { echo "smoke-arm64vm: $bin is not an aarch64 binary" >&2; exit 1; } ;;
+esac
 
 stage=$(mktemp -d)
 out=$(mktemp -d)
 trap 'rm -rf "$stage" "$out"' EXIT
-cp "$bin" "$stage/edgenetd"
+case $bin in
+  *.deb) cp "$bin" "$stage/" ;;
+  *) cp "$bin" "$stage/edgenetd" ;;
+esac
 cp "$config" "$stage/edgenetd.toml"
 cp packaging/smoke/notify-listener.py packaging/smoke/vm-guest.sh "$stage/"
-"$vm" --timeout 300 --out "$out" "$stage/edgenetd" "$stage/edgenetd.toml" \
-  "$stage/notify-listener.py" "$stage/vm-guest.sh" -- 'bash vm-guest.sh'
+"$vm" --timeout 300 --out "$out" "$stage"/* -- 'bash vm-guest.sh'

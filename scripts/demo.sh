@@ -19,16 +19,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # The router's links, as the example config expects them, all inside the namespace.
-ip netns add "$ns"
-in_ns() { ip netns exec "$ns" "$@"; }
-in_ns ip link set lo up
-in_ns ip link add br-lan type bridge
-in_ns ip link add lan-port type veth peer name lan-host
-in_ns ip link set lan-port master br-lan
-in_ns ip link add eth0 type veth peer name wan-host
-for l in br-lan lan-port lan-host eth0 wan-host; do in_ns ip link set "$l" up; done
-in_ns ip addr add 192.168.1.1/24 dev br-lan
-in_ns ip addr add 203.0.113.2/24 dev eth0
+source scripts/example-netns.sh
+example_netns_create "$ns"
 
 "$bin" check --config "$config"
 "$bin" run --config "$config" --netns "$ns" &

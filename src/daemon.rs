@@ -232,58 +232,44 @@ fn test_settings(desired: &DesiredState, name: &str) -> ControllerSettings {
 
 /// Starts one loop per enabled built-in controller.
 fn spawn_builtin_controllers(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
+    use crate::controller::{policy, route, service};
     for name in config::CONTROLLERS {
         if !desired.controller(name).enabled {
             info!("controller {name} is disabled: not started, owns nothing");
             continue;
         }
         let (trigger, kernel_rx) = trigger();
-        if !spawn_builtin(spawner, name, trigger, kernel_rx) {
-            warn!("controller {name} is not built into this binary yet");
+        match name {
+            "policy" => {
+                policy::describe_metrics();
+                spawner.spawn(
+                    policy::PolicyController::new(trigger),
+                    kernel_rx,
+                    builtin_settings,
+                );
+            }
+            "service" => {
+                service::describe_metrics();
+                spawner.spawn(
+                    service::ServiceController::new(trigger),
+                    kernel_rx,
+                    builtin_settings,
+                );
+            }
+            "route" => {
+                route::describe_metrics();
+                spawner.spawn(
+                    route::RouteController::new(trigger),
+                    kernel_rx,
+                    builtin_settings,
+                );
+            }
+            other => unreachable!("CONTROLLERS lists only built-in controllers, not {other}"),
         }
-    }
-}
-
-/// Spawns the built-in controller `name`; false if this build has none by that name.
-fn spawn_builtin(
-    spawner: &mut Spawner<'_, '_>,
-    name: &str,
-    trigger: Trigger,
-    kernel_rx: TriggerRx,
-) -> bool {
-    // Each built-in controller area adds its arm here.
-    match name {
-        "policy" => {
-            crate::controller::policy::describe_metrics();
-            let controller = crate::controller::policy::PolicyController::new(trigger);
-            spawner.spawn(controller, kernel_rx, builtin_settings);
-            true
-        }
-        "service" => {
-            crate::controller::service::describe_metrics();
-            spawner.spawn(
-                crate::controller::service::ServiceController::new(trigger),
-                kernel_rx,
-                builtin_settings,
-            );
-            true
-        }
-        "route" => {
-            crate::controller::route::describe_metrics();
-            spawner.spawn(
-                crate::controller::route::RouteController::new(trigger),
-                kernel_rx,
-                builtin_settings,
-            );
-            true
-        }
-        _ => false,
     }
 }
 
 /// Spawns controller loops on the executor with their health registration.
-// Until the first built-in controller lands, only fault-injection builds spawn anything.
-#[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
 struct Spawner<'a, 'ex> {
     ex: &'a smol::LocalExecutor<'ex>,
     health: &'a Arc<Health>,
@@ -293,7 +279,6 @@ struct Spawner<'a, 'ex> {
     loops: &'a mut Vec<smol::Task<()>>,
 }
 
-#[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
 impl<'ex> Spawner<'_, 'ex> {
     fn spawn<C: Controller + 'ex>(
         &mut self,

@@ -173,3 +173,58 @@ fn status_cmd(base: &str) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn flags_take_values_inline_or_separately_and_default_sensibly() {
+        let cli = parse(&[
+            "run",
+            "--config=/tmp/a.toml",
+            "--netns",
+            "demo",
+            "--log-level",
+            "debug",
+        ])
+        .unwrap();
+        assert_eq!(
+            (cli.verb.as_str(), cli.config.to_str()),
+            ("run", Some("/tmp/a.toml"))
+        );
+        assert_eq!(
+            (cli.netns.as_deref(), cli.log_level.as_deref()),
+            (Some("demo"), Some("debug"))
+        );
+        let cli = parse(&["status"]).unwrap();
+        assert_eq!(
+            (cli.config.to_str(), cli.url.as_str()),
+            (Some(DEFAULT_CONFIG), DEFAULT_URL)
+        );
+    }
+
+    #[test]
+    fn mistakes_are_explained() {
+        assert_eq!(
+            parse(&[]).err().unwrap(),
+            "missing verb: run, check, plan, cleanup or status"
+        );
+        assert_eq!(
+            parse(&["check", "--config"]).err().unwrap(),
+            "--config needs a value"
+        );
+        assert_eq!(
+            parse(&["check", "--bogus"]).err().unwrap(),
+            "unexpected argument `--bogus`"
+        );
+        assert_eq!(
+            parse(&["check", "run"]).err().unwrap(),
+            "unexpected argument `run`"
+        );
+    }
+}

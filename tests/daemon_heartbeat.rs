@@ -284,3 +284,22 @@ netns_test! {
         assert!(out.status.success() && complaints.trim().is_empty(), "promtool check metrics: {complaints}");
     }
 }
+
+netns_test! {
+    fn an_editor_save_by_rename_is_noticed_and_loaded_once() {
+        let cfg = config("[[test_controller]]\nname = \"t\"\nbehaviour = \"succeed\"\nperiod = \"5m\"\n");
+        let mut d = Daemon::start("rename", &cfg, LISTEN, None);
+        d.wait_notify(0, Duration::from_secs(5), |m| m.contains("READY=1")).expect("READY=1");
+        // Write a new file beside the old one and rename it over (vim, sed -i, most editors).
+        let tmp = d.dir.join(".edgenetd.toml.swp");
+        std::fs::write(&tmp, config("[[test_controller]]\nname = \"t\"\nbehaviour = \"fail\"\nperiod = \"5m\"\n")).unwrap();
+        std::fs::rename(&tmp, d.dir.join("edgenetd.toml")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while healthz(&d).1["controllers"]["t"]["failures"].as_u64() < Some(1) {
+            assert!(Instant::now() < deadline, "rename-over save not picked up within 2 s:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(d.metric("edgenetd_config_reloads_total"), Some(1.0), "one save, one reload");
+    }
+}

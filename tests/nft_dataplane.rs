@@ -405,6 +405,7 @@ netns_test! {
         let (ok, _, err) = sh_status("nft -c -f /tmp/edgenetd-render-test.nft");
         assert!(ok, "nft -c refused the rendered text: {err}\n{text}");
         sh("nft -f /tmp/edgenetd-render-test.nft");
+        let _ = std::fs::remove_file("/tmp/edgenetd-render-test.nft");
         let a = list("from-batch").replace("from-batch", "T");
         let b = list("from-text").replace("from-text", "T");
         assert_eq!(a, b, "batch and text differ");

@@ -50,5 +50,6 @@ netns_test! {
         assert!(out.contains("policy: deleted table inet edgenetd-policy"), "{out}");
         assert!(!sh("nft list tables").contains("edgenetd-policy"));
         assert_eq!(sh("nft list table inet other"), other);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -352,3 +352,37 @@ fn the_documented_examples_validate() {
     let with_dhcp = format!("{}{}", blocks[0], blocks[1]);
     load_str(&[("docs-example.toml", &with_dhcp)]).unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn rules_and_port_forwards_that_can_never_match_are_errors() {
+    let out = errors(&[(
+        "main.toml",
+        r#"[policy.zone.v4only]
+networks = ["10.0.0.0/8"]
+[policy.set.bl]
+type = "ipv4"
+[[policy.rule]]
+name = "ping6-from-bl"
+from = "@bl"
+protocol = "icmpv6"
+action = "drop"
+[[policy.rule]]
+name = "v6-to-v4-zone"
+from = ["2001:db8::/32"]
+to = "v4only"
+action = "drop"
+[[policy.port_forward]]
+name = "web6"
+from = "v4only"
+port = 80
+to = "[fd00::1]:80"
+"#,
+    )]);
+    for e in [
+        "main.toml:6:8: error: rule `ping6-from-bl` can never match",
+        "main.toml:11:8: error: rule `v6-to-v4-zone` can never match",
+        "main.toml:19:6: error: target `[fd00::1]:80` is IPv6, but zone `v4only` only has IPv4 networks",
+    ] {
+        assert!(out.contains(e), "missing {e:?} in:\n{out}");
+    }
+}

@@ -95,5 +95,6 @@ netns_test! {
         assert_eq!(daemon.metric(r#"edgenetd_controller_sync_last_success{controller="policy"}"#), Some(0.0));
         daemon.signal("TERM");
         daemon.wait_exit(Duration::from_secs(5));
+        let _ = std::fs::remove_dir_all(&daemon.dir);
     }
 }

@@ -157,6 +157,16 @@ netns_test! {
         sh("nft add table inet unrelated");
         let r = d.sync(HOME).unwrap();
         assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        // Element listings are rate-limited after foreign commits: rules are still compared
+        // at once, elements at the next sync after the interval (the period at the latest).
+        sh("nft add element inet edgenetd-policy blocklist '{ 10.9.9.8 }'");
+        let r = d.sync(HOME).unwrap();
+        assert_eq!(r.summary, "no change (set element check deferred)", "{r:?}");
+        let json = policy_common::policy_json();
+        let rule = json["nftables"].as_array().unwrap().iter().filter_map(|o| o.get("rule")).next().unwrap().clone();
+        sh(&format!("nft delete rule inet edgenetd-policy {} handle {}", rule["chain"].as_str().unwrap(), rule["handle"]));
+        assert_eq!(d.sync(HOME).unwrap().drift_repairs, 1, "a rule deleted: repaired at once");
+        assert!(!sh("nft list set inet edgenetd-policy blocklist").contains("10.9.9.8"), "the rewrite also restored the set");
         // Cleanup removes only edgenetd's table.
         let desired = load(HOME);
         let msg = smol::block_on(policy::cleanup(&desired.daemon)).unwrap();
@@ -187,6 +197,7 @@ netns_test! {
         assert!(text.contains("#   ~ set blocklist: 0 kernel elements to add, 2 to delete"), "{text}");
         std::fs::write("/tmp/edgenetd-policy-plan.nft", &text).unwrap();
         sh("nft -c -f /tmp/edgenetd-policy-plan.nft");
+        let _ = std::fs::remove_file("/tmp/edgenetd-policy-plan.nft");
     }
 }
 
@@ -243,7 +254,11 @@ netns_test! {
     fn ipv6_is_filtered_forwarded_and_neighbour_discovery_works_under_input_drop() {
         let t = Topology::new();
         let mut d = Driver::new();
-        let cfg = HOME.replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#);
+        // Two lan interfaces (one absent) make the zone match an anonymous set of names.
+        let cfg = HOME
+            .replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#)
+            .replace(r#"interfaces = ["veth-lan"]"#, r#"interfaces = ["veth-lan", "br-absent"]"#)
+            + "\n[[policy.port_forward]]\nname = \"web6\"\nfrom = \"wan\"\nport = 8443\nto = \"[fd00::2]:80\"\n";
         d.sync(&cfg).unwrap();
         t.serve_family(None, "tcp", 22, "6");
         t.serve_family(None, "tcp", 2222, "6");
@@ -255,5 +270,20 @@ netns_test! {
         assert!(fail(&t.connect(Some(&t.wan), "tcp", "2001:db8::1", 22)));
         // Forwarded lan -> wan over IPv6, masqueraded like IPv4.
         assert_eq!(t.connect(lan, "tcp", "2001:db8::2", 80), "2001:db8::1");
+        // An IPv6 port forward: wan -> [2001:db8::1]:8443 -> [fd00::2]:80.
+        t.serve_family(lan, "tcp", 80, "6");
+        assert_eq!(t.connect(Some(&t.wan), "tcp", "2001:db8::1", 8443), "2001:db8::2");
+    }
+}
+
+netns_test! {
+    fn a_new_table_prefix_moves_the_policy_to_the_new_table() {
+        let mut d = Driver::new();
+        d.sync(HOME).unwrap();
+        assert!(sh("nft list tables").contains("table inet edgenetd-policy"));
+        d.sync(&format!("[daemon]\nnft_table_prefix = \"edge2\"\n{HOME}")).unwrap();
+        let tables = sh("nft list tables");
+        assert!(tables.contains("table inet edge2-policy"), "{tables}");
+        assert!(!tables.contains("edgenetd-policy"), "{tables}");
     }
 }

@@ -193,3 +193,29 @@ fn element_only_changes_keep_the_structure() {
     let c = program::build(desired.policy.as_ref().unwrap(), "edgenetd-policy");
     assert!(!a.same_structure(&c));
 }
+
+#[test]
+fn sets_of_single_addresses_are_hash_sets_and_prefixes_make_them_interval_sets() {
+    let cfg = |elements: &str| {
+        let text = format!(
+            "[policy]\n[policy.set.s]\ntype = \"ipv4\"\nelements = [{elements}]\n[[policy.rule]]\nname = \"r\"\nfrom = \"@s\"\naction = \"drop\"\n"
+        );
+        let d = load_str(&[("e.toml", &text)]).unwrap();
+        program::build(d.policy.as_ref().unwrap(), "t")
+    };
+    let hosts = cfg("\"192.0.2.1\", \"192.0.2.2\"");
+    let text = render_table(&hosts.table);
+    assert!(
+        text.contains("set s {\n\t\ttype ipv4_addr\n\t\telements = { 192.0.2.1, 192.0.2.2 }"),
+        "{text}"
+    );
+    let mixed = cfg("\"192.0.2.1\", \"198.51.100.0/24\"");
+    let text = render_table(&mixed.table);
+    assert!(
+        text.contains(
+            "type ipv4_addr\n\t\tflags interval\n\t\telements = { 192.0.2.1, 198.51.100.0/24 }"
+        ),
+        "{text}"
+    );
+    assert!(!hosts.same_structure(&mixed), "the flip rewrites the table");
+}

@@ -143,6 +143,12 @@ impl Topo {
     }
 }
 
+impl Drop for Topo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn parse_hits(out: &str) -> BTreeMap<String, u32> {
     out.lines()
         .filter_map(|l| l.split_once(' '))
@@ -486,5 +492,36 @@ fall = 2
         t.sync(toml);
         let h = t.hits("tcp", "10.96.0.10", 80, 100);
         assert!(h.get("b1").copied().unwrap_or(0) > 20, "b1 is back: {h:?}");
+    }
+}
+
+netns_test! {
+    fn a_service_is_reachable_through_a_forward_drop_policy() {
+        use edgenetd::controller::policy::PolicyController;
+        let mut t = Topo::new();
+        let toml = r#"
+[policy]
+input = "drop"
+forward = "drop"
+
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
+"#;
+        let d = desired(toml);
+        let (tr, rx) = trigger();
+        std::mem::forget(rx);
+        let mut policy = PolicyController::new(tr);
+        smol::block_on(policy.sync(&d, &NoProgress)).expect("policy sync");
+        smol::block_on(t.ctrl.sync(&d, &NoProgress)).expect("service sync");
+        // Forwarding to a backend directly is dropped by the policy...
+        let h = parse_hits(&t.client.sh(&format!("python3 {}/cli.py tcp 10.0.1.2 8080 1 1", t.dir)));
+        assert_eq!(h.get("timeout"), Some(&1), "direct: {h:?}");
+        // ...but the service's DNATed connections pass.
+        let h = t.hits("tcp", "10.96.0.10", 80, 40);
+        assert_eq!(h.values().sum::<u32>(), 40, "via the VIP: {h:?}");
+        assert!(h.contains_key("b1") && h.contains_key("b2"), "{h:?}");
     }
 }

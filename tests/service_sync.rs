@@ -140,3 +140,37 @@ netns_test! {
         assert_eq!(elements("backends4"), 16);
     }
 }
+
+netns_test! {
+    fn a_foreign_commit_wakes_the_controller_and_a_policy_commit_costs_no_full_compare() {
+        let (t, rx) = trigger();
+        let mut c = ServiceController::new(t);
+        let d = desired(CONFIG);
+        sync(&mut c, &d);
+        // Drain wake-ups caused so far.
+        while smol::block_on(futures_lite::future::or(async { rx.recv().await.map(|_| true) }, async {
+            smol::Timer::after(std::time::Duration::from_millis(1500)).await;
+            None
+        })).is_some() {}
+        // Another controller of this process commits (e.g. the policy table): no full compare.
+        {
+            use edgenetd::dataplane::nft::{Batch, Nft, Op, TableRef, ir::Family};
+            let other = TableRef::new(Family::Inet, "edgenetd-policy");
+            let mut nft = Nft::open().unwrap();
+            let mut b = Batch::new();
+            b.table(&other, Op::Add);
+            nft.execute(b).unwrap();
+        }
+        let r = sync(&mut c, &d);
+        assert_eq!(r.summary, "no change", "{r:?}");
+        sh("nft delete table inet edgenetd-service");
+        let woke = smol::block_on(futures_lite::future::or(async { rx.recv().await.is_some() }, async {
+            smol::Timer::after(std::time::Duration::from_secs(5)).await;
+            false
+        }));
+        assert!(woke, "the watch fires the trigger after a foreign commit");
+        let r = sync(&mut c, &d);
+        assert!(r.drift_repairs >= 1, "{r:?}");
+        assert_eq!(elements("backends4"), 16);
+    }
+}

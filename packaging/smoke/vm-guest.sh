@@ -19,13 +19,24 @@ for l in br-lan lan-port lan-host eth0 wan-host; do in_ns ip link set $l up; don
 in_ns ip addr add 192.168.1.1/24 dev br-lan
 in_ns ip addr add 203.0.113.2/24 dev eth0
 
-step "$(./edgenetd --version) on $(uname -m), kernel $(uname -r)"
-./edgenetd check --config edgenetd.toml || fail "check"
+bin=./edgenetd
+deb=$(ls edgenetd_*_arm64.deb 2>/dev/null | head -n1 || true)
+if [ -n "$deb" ]; then
+  # The arm64 package's own files on Debian's arm64 libraries (the guest has no dpkg
+  # database, so the package is unpacked rather than installed; --keep-directory-symlink
+  # keeps the merged-/usr /lib symlink, as dpkg itself does).
+  dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C / || fail "unpacking $deb"
+  bin=/usr/bin/edgenetd
+  $bin check || fail "the package's default config (/etc/edgenetd/edgenetd.toml)"
+  step "package $deb unpacked; its default config passes check"
+fi
+step "$($bin --version) ($bin) on $(uname -m), kernel $(uname -r)"
+$bin check --config edgenetd.toml || fail "check"
 
 python3 notify-listener.py /tmp/notify.sock > /tmp/notify.log 2>/dev/null &
 for _ in $(seq 100); do [ -S /tmp/notify.sock ] && break; sleep 0.1; done
 NOTIFY_SOCKET=/tmp/notify.sock WATCHDOG_USEC=4000000 EDGENETD_LOG=info \
-  ip netns exec $ns ./edgenetd run --config edgenetd.toml > /tmp/daemon.log 2>&1 &
+  ip netns exec $ns $bin run --config edgenetd.toml > /tmp/daemon.log 2>&1 &
 pid=$!
 t0=$(ms)
 for _ in $(seq 600); do grep -q "READY=1" /tmp/notify.log && break; kill -0 $pid || fail "daemon exited"; sleep 0.1; done
@@ -64,7 +75,7 @@ if grep -q '^\[\[route\]\]' edgenetd.toml; then
   step "routes (proto 190): $n"
 fi
 if grep -q '^\[\[route_rule\]\]' edgenetd.toml; then
-  in_ns ip rule show | grep -q "proto 190" || fail "no ip rule with protocol 190: $(in_ns ip rule show)"
+  grep -q "proto 190" <<< "$(in_ns ip rule show)" || fail "no ip rule with protocol 190: $(in_ns ip rule show)"
   step "ip rules (proto 190): $(in_ns ip rule show | grep -c 'proto 190')"
 fi
 for area in policy service; do

@@ -2,9 +2,11 @@
 //! feature, the cluster (not built yet).
 //!
 //! A reload is asked for by SIGHUP or by a change to any config file (the main file, any
-//! `conf.d/*.toml`, or the set of files in `conf.d`), noticed by a 500 ms poll of the files'
-//! metadata — a few `stat` calls a second, and no extra crate or inotify descriptor. A change is
-//! taken once it has been stable for one poll, so an editor's save-in-steps loads once.
+//! `conf.d/*.toml`, or the set of files in `conf.d`). Changes are noticed through inotify on
+//! the config directory and `conf.d` (no wake-up while nothing changes); once events have been
+//! quiet for [`SETTLE`] (an editor saves in steps), the files' fingerprints decide whether
+//! anything really changed. Where inotify is unavailable, the files are polled every
+//! [`POLL_INTERVAL`] instead.
 //!
 //! An invalid new config never replaces the last good one: its errors are logged (every one,
 //! with file:line:col), counted, and shown on the systemd STATUS line until a good load.
@@ -23,8 +25,12 @@ use crate::health::Health;
 use crate::metrics::record_config_reload;
 use crate::systemd::{self, ConfigProblem};
 
-/// How often config files are checked for changes.
+mod inotify;
+
+/// How often config files are checked for changes when inotify is unavailable.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// How long change events must be quiet before the files are compared.
+pub const SETTLE: Duration = Duration::from_millis(200);
 
 /// A file's modification time, size and inode: what changes when it is edited or replaced.
 type FileStamp = (SystemTime, u64, u64);
@@ -55,6 +61,71 @@ pub fn fingerprint(main: &Path) -> Fingerprint {
 
 /// Fires `reload` whenever the config files change (until shutdown).
 pub async fn watch_files(main: PathBuf, reload: Trigger, shutdown: async_channel::Receiver<()>) {
+    let dir = main
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let watch = inotify::DirWatch::new().and_then(|w| w.add(&dir).map(|()| w));
+    match watch {
+        Ok(watch) => watch_with_inotify(&main, watch, reload, shutdown).await,
+        Err(e) => {
+            warn!(
+                "cannot watch {} with inotify ({e}); polling the config files every {POLL_INTERVAL:?}",
+                dir.display()
+            );
+            poll_files(main, reload, shutdown).await;
+        }
+    }
+}
+
+async fn watch_with_inotify(
+    main: &Path,
+    watch: inotify::DirWatch,
+    reload: Trigger,
+    shutdown: async_channel::Receiver<()>,
+) {
+    let conf_d = config::conf_d_dir(main);
+    // conf.d may not exist yet; it is added again after every event (adding twice is harmless).
+    let _ = watch.add(&conf_d);
+    let mut seen = fingerprint(main);
+    loop {
+        let stop = future::or(
+            async {
+                let _ = shutdown.recv().await;
+                true
+            },
+            async {
+                if let Err(e) = watch.changed().await {
+                    warn!("config watch failed ({e}); retrying in {POLL_INTERVAL:?}");
+                    smol::Timer::after(POLL_INTERVAL).await;
+                }
+                false
+            },
+        )
+        .await;
+        if stop {
+            return;
+        }
+        // Let the burst of an editor's save settle.
+        while future::or(async { watch.changed().await.is_ok() }, async {
+            smol::Timer::after(SETTLE).await;
+            false
+        })
+        .await
+        {}
+        let _ = watch.add(&conf_d);
+        let now = fingerprint(main);
+        if now != seen {
+            info!("config files changed; reloading");
+            seen = now;
+            reload.fire();
+        }
+    }
+}
+
+/// The fallback: compare fingerprints every [`POLL_INTERVAL`].
+async fn poll_files(main: PathBuf, reload: Trigger, shutdown: async_channel::Receiver<()>) {
     let mut seen = fingerprint(&main);
     let mut pending: Option<Fingerprint> = None;
     loop {

@@ -196,6 +196,9 @@ impl Drop for Topology {
             let _ = c.kill();
             let _ = c.wait();
         }
+        if let Some(dir) = std::path::Path::new(&self.server).parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 

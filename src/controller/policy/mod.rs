@@ -13,6 +13,7 @@
 
 pub mod apply;
 pub mod diff;
+mod matches;
 pub mod program;
 
 use std::sync::Arc;

@@ -30,12 +30,12 @@
 
 use std::collections::BTreeSet;
 
-use ipnet::IpNet;
-
 use crate::config::policy::{
-    Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, SetFamily, Source, Zone,
+    Action, Destination, NamedSet, PolicyConfig, Protocol, SetFamily, Source, Zone,
 };
-use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
+use crate::dataplane::nft::encode::normalize_prefixes;
+
+use super::matches::{Match, any, combine, prefix_matches, proto_matches, zone_match};
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 
@@ -140,229 +140,6 @@ impl Program {
     }
 }
 
-/// A partial match and the IP version it implies.
-#[derive(Debug, Clone, Default)]
-struct Match {
-    stmts: Vec<Stmt>,
-    version: Option<IpVersion>,
-}
-
-fn combine(a: &[Match], b: &[Match]) -> Vec<Match> {
-    let mut out = Vec::new();
-    for x in a {
-        for y in b {
-            let version = match (x.version, y.version) {
-                (Some(v), Some(w)) if v != w => continue,
-                (v, w) => v.or(w),
-            };
-            let mut stmts = x.stmts.clone();
-            stmts.extend(y.stmts.iter().cloned());
-            out.push(Match { stmts, version });
-        }
-    }
-    out
-}
-
-fn any() -> Vec<Match> {
-    vec![Match::default()]
-}
-
-fn ifname_match(key: MetaKey, ifs: &[String], negate: bool) -> Stmt {
-    if let [one] = ifs {
-        return Stmt::Cmp {
-            left: Expr::Meta(key),
-            op: if negate { CmpOp::Neq } else { CmpOp::Eq },
-            right: Value::IfName(one.clone()),
-        };
-    }
-    let mut sorted = ifs.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    Stmt::Lookup {
-        left: Expr::Meta(key),
-        set: SetRef::Anonymous {
-            key: KeyType::single(DataType::IfName),
-            interval: false,
-            data: None,
-            elements: sorted
-                .into_iter()
-                .map(|i| Element::key(ElemKey::Value(Value::IfName(i))))
-                .collect(),
-        },
-        negate,
-    }
-}
-
-fn addr_match(source: bool, version: IpVersion, nets: &[IpNet]) -> Stmt {
-    let field = match (source, version) {
-        (true, IpVersion::V4) => Field::IpSaddr,
-        (false, IpVersion::V4) => Field::IpDaddr,
-        (true, IpVersion::V6) => Field::Ip6Saddr,
-        (false, IpVersion::V6) => Field::Ip6Daddr,
-    };
-    let nets = normalize_prefixes(nets.iter().copied());
-    if let [one] = nets.as_slice()
-        && one.prefix_len() == one.max_prefix_len()
-    {
-        return Stmt::Cmp {
-            left: Expr::Payload(field),
-            op: CmpOp::Eq,
-            right: Value::ip(one.addr()),
-        };
-    }
-    Stmt::Lookup {
-        left: Expr::Payload(field),
-        set: SetRef::Anonymous {
-            key: KeyType::single(match version {
-                IpVersion::V4 => DataType::Ipv4Addr,
-                IpVersion::V6 => DataType::Ipv6Addr,
-            }),
-            interval: true,
-            data: None,
-            elements: nets
-                .into_iter()
-                .map(|n| Element::key(ElemKey::Prefix(n)))
-                .collect(),
-        },
-        negate: false,
-    }
-}
-
-fn split_nets(nets: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
-    nets.iter().partition(|n| matches!(n, IpNet::V4(_)))
-}
-
-fn prefix_matches(source: bool, nets: &[IpNet]) -> Vec<Match> {
-    let (v4, v6) = split_nets(nets);
-    let mut out = Vec::new();
-    if !v4.is_empty() {
-        out.push(Match {
-            stmts: vec![addr_match(source, IpVersion::V4, &v4)],
-            version: Some(IpVersion::V4),
-        });
-    }
-    if !v6.is_empty() {
-        out.push(Match {
-            stmts: vec![addr_match(source, IpVersion::V6, &v6)],
-            version: Some(IpVersion::V6),
-        });
-    }
-    out
-}
-
-/// Traffic arriving from a zone (`source`) or leaving into it.
-fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
-    let key = if source {
-        MetaKey::IifName
-    } else {
-        MetaKey::OifName
-    };
-    let ifs = if z.interfaces.is_empty() {
-        any()
-    } else {
-        vec![Match {
-            stmts: vec![ifname_match(key, &z.interfaces, false)],
-            version: None,
-        }]
-    };
-    if z.networks.is_empty() {
-        ifs
-    } else {
-        combine(&ifs, &prefix_matches(source, &z.networks))
-    }
-}
-
-fn proto_matches(r: &PolicyRule) -> Vec<Match> {
-    let mut stmts = Vec::new();
-    let mut version = None;
-    let (l4, dport) = match r.protocol {
-        Protocol::Any => return any(),
-        Protocol::Tcp => (6, Some(Field::TcpDport)),
-        Protocol::Udp => (17, Some(Field::UdpDport)),
-        Protocol::Icmp => {
-            version = Some(IpVersion::V4);
-            (1, None)
-        }
-        Protocol::Icmpv6 => {
-            version = Some(IpVersion::V6);
-            (58, None)
-        }
-    };
-    let ports = normalize_port_ranges(r.ports.iter().copied());
-    match (dport, ports.as_slice()) {
-        (Some(f), [(a, b)]) if a == b => stmts.push(Stmt::Cmp {
-            left: Expr::Payload(f),
-            op: CmpOp::Eq,
-            right: Value::Port(*a),
-        }),
-        (Some(f), [(a, b)]) => stmts.push(Stmt::Range {
-            left: Expr::Payload(f),
-            negate: false,
-            from: Value::Port(*a),
-            to: Value::Port(*b),
-        }),
-        (Some(f), many) if !many.is_empty() => stmts.push(Stmt::Lookup {
-            left: Expr::Payload(f),
-            set: SetRef::Anonymous {
-                key: KeyType::single(DataType::InetService),
-                interval: true,
-                data: None,
-                elements: many
-                    .iter()
-                    .map(|(a, b)| {
-                        Element::key(if a == b {
-                            ElemKey::Value(Value::Port(*a))
-                        } else {
-                            ElemKey::Range(Value::Port(*a), Value::Port(*b))
-                        })
-                    })
-                    .collect(),
-            },
-            negate: false,
-        }),
-        _ => {}
-    }
-    if !r.icmp_types.is_empty() {
-        let (field, mk, dt): (Field, fn(u8) -> Value, DataType) = if l4 == 1 {
-            (Field::IcmpType, Value::IcmpType, DataType::IcmpType)
-        } else {
-            (Field::Icmpv6Type, Value::Icmpv6Type, DataType::Icmpv6Type)
-        };
-        let mut types = r.icmp_types.clone();
-        types.sort();
-        types.dedup();
-        stmts.push(if let [one] = types.as_slice() {
-            Stmt::Cmp {
-                left: Expr::Payload(field),
-                op: CmpOp::Eq,
-                right: mk(*one),
-            }
-        } else {
-            Stmt::Lookup {
-                left: Expr::Payload(field),
-                set: SetRef::Anonymous {
-                    key: KeyType::single(dt),
-                    interval: false,
-                    data: None,
-                    elements: types
-                        .into_iter()
-                        .map(|t| Element::key(ElemKey::Value(mk(t))))
-                        .collect(),
-                },
-                negate: false,
-            }
-        });
-    }
-    if stmts.is_empty() {
-        stmts.push(Stmt::Cmp {
-            left: Expr::Meta(MetaKey::L4Proto),
-            op: CmpOp::Eq,
-            right: Value::Proto(l4),
-        });
-    }
-    vec![Match { stmts, version }]
-}
-
 fn verdict(action: Action, protocol: Protocol) -> Stmt {
     match action {
         Action::Accept => Stmt::Verdict(Verdict::Accept),
@@ -439,16 +216,26 @@ fn policy_of(a: Action) -> ChainPolicy {
     }
 }
 
+/// A named set: a hash set while every element is a single address (constant-time
+/// lookups, cheaper commits), an interval set once any element is a prefix. Changing between
+/// the two rewrites the table (atomically) instead of updating elements.
 fn named_set(s: &NamedSet) -> Set {
     let key = match s.family {
         SetFamily::Ipv4 => DataType::Ipv4Addr,
         SetFamily::Ipv6 => DataType::Ipv6Addr,
     };
     let mut set = Set::new(s.name.clone(), KeyType::single(key));
-    set.interval = true;
-    set.elements = normalize_prefixes(s.elements.iter().copied())
+    let nets = normalize_prefixes(s.elements.iter().copied());
+    set.interval = nets.iter().any(|n| n.prefix_len() < n.max_prefix_len());
+    set.elements = nets
         .into_iter()
-        .map(|n| Element::key(ElemKey::Prefix(n)))
+        .map(|n| {
+            Element::key(if set.interval {
+                ElemKey::Prefix(n)
+            } else {
+                ElemKey::Value(Value::ip(n.addr()))
+            })
+        })
         .collect();
     set
 }

@@ -104,39 +104,28 @@ impl SetId {
         }
     }
 
+    /// True for the IPv4 sets.
+    pub fn is_v4(self) -> bool {
+        matches!(
+            self,
+            SetId::Services4 | SetId::Backends4 | SetId::Masquerade4
+        )
+    }
+
     /// Its definition (without elements).
     pub fn definition(self) -> Set {
-        let addr = |v4: bool| {
-            if v4 {
-                DataType::Ipv4Addr
-            } else {
-                DataType::Ipv6Addr
-            }
-        };
         use DataType::*;
-        let (v4, key, data) = match self {
+        let addr = if self.is_v4() { Ipv4Addr } else { Ipv6Addr };
+        let (key, data) = match self {
             SetId::Services4 | SetId::Services6 => {
-                let v4 = self == SetId::Services4;
-                (
-                    v4,
-                    vec![addr(v4), InetProto, InetService],
-                    Some(vec![Verdict]),
-                )
+                (vec![addr, InetProto, InetService], Some(vec![Verdict]))
             }
-            SetId::Backends4 | SetId::Backends6 => {
-                let v4 = self == SetId::Backends4;
-                (
-                    v4,
-                    vec![addr(v4), InetProto, InetService, Mark],
-                    Some(vec![addr(v4), InetService]),
-                )
-            }
-            SetId::Masquerade4 | SetId::Masquerade6 => {
-                let v4 = self == SetId::Masquerade4;
-                (v4, vec![addr(v4), InetProto, InetService], None)
-            }
+            SetId::Backends4 | SetId::Backends6 => (
+                vec![addr, InetProto, InetService, Mark],
+                Some(vec![addr, InetService]),
+            ),
+            SetId::Masquerade4 | SetId::Masquerade6 => (vec![addr, InetProto, InetService], None),
         };
-        let _ = v4;
         let mut set = Set::new(self.name(), KeyType(key));
         set.data = data.map(KeyType);
         set

@@ -19,7 +19,9 @@
 //!
 //! See [`layout`] for the table's shape and why it is linear in the number of services.
 
+pub mod cli;
 pub mod diff;
+pub mod elements;
 pub mod health;
 pub mod kernel;
 pub mod layout;
@@ -28,12 +30,16 @@ pub mod slots;
 #[cfg(test)]
 mod tests;
 pub mod verify;
+mod write;
 
 use std::time::Instant;
 
 use crate::config::{DaemonSettings, DesiredState};
 use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
-use crate::dataplane::nft::{NftError, TableRef, ir::Family};
+use crate::dataplane::nft::{NftError, TableRef, ir::Family, monitor};
+
+/// How often the foreign-commit watch reads the ruleset generation.
+pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub use kernel::Kernel;
 
@@ -80,7 +86,14 @@ pub struct ServiceController {
 
 impl ServiceController {
     /// A controller; the kernel socket is opened on the first sync (in the caller's netns).
+    /// Call it on the thread (network namespace) the controller programs: it starts a watch
+    /// that fires `trigger` within [`WATCH_INTERVAL`] whenever another process commits to
+    /// nftables, so a table edited or deleted by hand is repaired at once, not at the period.
     pub fn new(trigger: Trigger) -> ServiceController {
+        let fire = trigger.clone();
+        if let Err(e) = monitor::spawn_foreign_commit_watch(WATCH_INTERVAL, move || fire.fire()) {
+            log::warn!("service: no nftables commit watch ({e}); drift is found at each period");
+        }
         ServiceController {
             kernel: None,
             health: health::HealthChecks::new(trigger),
@@ -113,6 +126,7 @@ impl Controller for ServiceController {
         self.health.reconcile(&desired.services.services);
         let health = &self.health;
         let model = model::build_with(&desired.services.services, &|s, b| health.is_up(s, b));
+        let desired_counts = counts(&model);
         progress.beat();
         let mut kernel = match self.kernel.take() {
             Some(k) if k.table == table => k,
@@ -129,9 +143,15 @@ impl Controller for ServiceController {
         })
         .await;
         progress.beat();
-        if let Some(m) = &kernel.mirror {
-            metrics::gauge!("edgenetd_services").set(m.model.len() as f64);
-            let backends: usize = m.model.values().map(|e| e.backends().len()).sum();
+        // What is programmed: everything desired after a clean sync, else what the mirror
+        // knows (unknown after a failure: left as it was).
+        let counts = match (&result, &kernel.mirror) {
+            (Ok(_), _) => Some(desired_counts),
+            (Err(_), Some(m)) => Some(counts(&m.model)),
+            (Err(_), None) => None,
+        };
+        if let Some((services, backends)) = counts {
+            metrics::gauge!("edgenetd_services").set(services as f64);
             metrics::gauge!("edgenetd_service_backends").set(backends as f64);
         }
         self.kernel = Some(kernel);
@@ -139,12 +159,20 @@ impl Controller for ServiceController {
     }
 }
 
+/// Services, and backends with slots summed over services.
+fn counts(model: &model::Model) -> (usize, usize) {
+    (
+        model.len(),
+        model.values().map(|e| e.backends().len()).sum(),
+    )
+}
+
 /// `edgenetd plan`: what a sync would change, and the nft text of the layout. Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
     let table = table_ref(&desired.daemon);
     let model = model::build(&desired.services.services);
     let mut nft = crate::dataplane::nft::Nft::open()?;
-    smol::unblock(move || kernel::plan(&mut nft, &table, &model))
+    smol::unblock(move || cli::plan(&mut nft, &table, &model))
         .await
         .map_err(ServiceError::from)
 }
@@ -153,7 +181,7 @@ pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
 pub async fn cleanup(settings: &DaemonSettings) -> Result<String, ServiceError> {
     let table = table_ref(settings);
     let mut nft = crate::dataplane::nft::Nft::open()?;
-    smol::unblock(move || kernel::cleanup(&mut nft, &table))
+    smol::unblock(move || cli::cleanup(&mut nft, &table))
         .await
         .map_err(ServiceError::from)
 }

@@ -206,3 +206,107 @@ backends = ["10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"]
     );
     assert_eq!(d.writes(), 65);
 }
+
+// ------------------------------------------------------------------ full compare (verify)
+
+mod verify_tests {
+    use super::*;
+    use crate::dataplane::nft::{ElemInfo, raw_elements};
+
+    use super::super::elements::full_table;
+    use super::super::verify::{Verifier, verify};
+
+    /// The kernel form of every element of `m`, set by set.
+    fn kernel_of(m: &Model) -> Vec<Vec<ElemInfo>> {
+        let t = full_table("t", m);
+        t.sets
+            .iter()
+            .map(|s| raw_elements(s, &s.elements).unwrap())
+            .collect()
+    }
+
+    fn two() -> Model {
+        model_of(&format!(
+            "{WEB}\n[[service]]\nname = \"dns\"\naddress = \"10.96.0.53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"10.0.2.5:53\"]\nmasquerade = true\n"
+        ))
+    }
+
+    #[test]
+    fn an_exact_kernel_needs_nothing() {
+        let m = two();
+        let f = verify(&kernel_of(&m), &m, Some(&mirror(&m)));
+        assert!(f.strays.is_empty() && f.missing.is_empty(), "{f:?}");
+        assert_eq!(f.drift, 0);
+    }
+
+    #[test]
+    fn an_empty_kernel_misses_everything_and_counts_drift_only_when_believed_installed() {
+        let m = two();
+        let empty = vec![Vec::new(); 6];
+        let f = verify(&empty, &m, None);
+        assert_eq!(f.missing.len(), 1 + 16 + 1 + 16 + 1);
+        assert_eq!(f.drift, 0, "nothing was believed installed");
+        let f = verify(&empty, &m, Some(&mirror(&m)));
+        assert_eq!(f.drift, 35);
+    }
+
+    #[test]
+    fn a_changed_slot_and_a_foreign_element_are_drift_once_each() {
+        let m = two();
+        let mut kernel = kernel_of(&m);
+        let other = model_of(&WEB.replace("10.0.1.6:8080", "10.0.1.9:8080"));
+        let changed = kernel_of(&other)[SetId::Backends4.index()][1].clone();
+        let i = kernel[SetId::Backends4.index()]
+            .iter()
+            .position(|e| e.key == changed.key)
+            .unwrap();
+        kernel[SetId::Backends4.index()][i] = changed;
+        let foreign = model_of(
+            "[[service]]\nname = \"x\"\naddress = \"10.96.9.9\"\nport = 1\nbackends = []\n",
+        );
+        kernel[SetId::Services4.index()]
+            .push(kernel_of(&foreign)[SetId::Services4.index()][0].clone());
+        let f = verify(&kernel, &m, Some(&mirror(&m)));
+        let l: Vec<String> = f
+            .strays
+            .iter()
+            .map(|(s, e)| format!("- {}", show(*s, e)))
+            .chain(f.missing.iter().map(|(s, e)| format!("+ {}", show(*s, e))))
+            .collect();
+        assert_eq!(
+            l,
+            vec![
+                "- services4 { 10.96.9.9 . tcp . 1 }".to_string(),
+                "- backends4 { 10.96.0.10 . tcp . 80 . 1 }".to_string(),
+                "+ backends4 { 10.96.0.10 . tcp . 80 . 1 : 10.0.1.6 . 8080 }".to_string(),
+            ]
+        );
+        assert_eq!(f.drift, 2);
+    }
+
+    #[test]
+    fn a_config_change_is_work_not_drift() {
+        let before = two();
+        let after = model_of(&format!(
+            "{}\n[[service]]\nname = \"dns\"\naddress = \"10.96.0.53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"10.0.2.5:53\"]\nmasquerade = true\n",
+            WEB.replace("10.0.1.6:8080", "10.0.1.9:8080")
+        ));
+        let f = verify(&kernel_of(&before), &after, Some(&mirror(&before)));
+        assert_eq!((f.strays.len(), f.missing.len(), f.drift), (8, 8, 0));
+    }
+
+    #[test]
+    fn a_restarted_dump_forgets_what_it_had_seen() {
+        let m = two();
+        let kernel = kernel_of(&m);
+        let mut v = Verifier::new(&m, None);
+        for (set, elems) in SetId::ALL.iter().zip(&kernel) {
+            for e in elems {
+                v.feed(*set, e);
+            }
+        }
+        v.restart(SetId::Backends4);
+        let f = v.finish();
+        assert_eq!(f.missing.len(), 32, "every IPv4 slot must be seen again");
+    }
+}

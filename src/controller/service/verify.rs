@@ -106,120 +106,201 @@ fn unchanged(believed: Option<&Mirror>, k: &VipKey, e: Option<&Entry>) -> bool {
     believed.is_some_and(|m| m.model.get(k) == e)
 }
 
-/// Compares the kernel's elements (`kernel[i]` = elements of `SetId::ALL[i]`) with `desired`.
-pub fn verify(kernel: &[Vec<ElemInfo>], desired: &Model, believed: Option<&Mirror>) -> Findings {
-    let mut f = Findings::default();
-    let mut seen: HashMap<VipKey, Seen> = HashMap::new();
-    let want_masq = masq_refs(desired);
-    let mut seen_masq: BTreeMap<MasqKey, bool> = BTreeMap::new();
-    for (set, elems) in SetId::ALL.iter().zip(kernel) {
-        for info in elems {
-            let stray = |f: &mut Findings, drift: bool| {
-                if let Some(el) = layout::decode_key(*set, &info.key) {
-                    f.strays.push((*set, el));
-                    if drift {
-                        f.drift += 1;
+/// Checks kernel elements, fed one at a time, against the desired model.
+pub struct Verifier<'a> {
+    desired: &'a Model,
+    believed: Option<&'a Mirror>,
+    /// Strays with whether each counts as drift.
+    strays: Vec<(SetId, Element, bool)>,
+    seen: HashMap<VipKey, Seen>,
+    want_masq: BTreeMap<MasqKey, u32>,
+    seen_masq: BTreeMap<MasqKey, bool>,
+}
+
+impl<'a> Verifier<'a> {
+    /// A verifier of the kernel against `desired`; `believed` is what this process committed
+    /// (differences in services it holds unchanged are drift).
+    pub fn new(desired: &'a Model, believed: Option<&'a Mirror>) -> Verifier<'a> {
+        Verifier {
+            desired,
+            believed,
+            strays: Vec::new(),
+            seen: HashMap::new(),
+            want_masq: masq_refs(desired),
+            seen_masq: BTreeMap::new(),
+        }
+    }
+
+    /// Forgets what was fed of `set` (its dump restarts).
+    pub fn restart(&mut self, set: SetId) {
+        self.strays.retain(|(s, _, _)| *s != set);
+        let v4 = set.is_v4();
+        match set {
+            SetId::Services4 | SetId::Services6 => {
+                for (k, s) in self.seen.iter_mut() {
+                    if k.addr.is_ipv4() == v4 {
+                        s.verdict = false;
                     }
                 }
-            };
-            match set {
-                SetId::Masquerade4 | SetId::Masquerade6 => {
-                    let Some(el) = layout::decode_key(*set, &info.key) else {
-                        continue;
-                    };
-                    let ElemKey::Value(Value::Concat(p)) = &el.key else {
-                        continue;
-                    };
-                    let (ip, proto, port) = match (&p[0], &p[1], &p[2]) {
-                        (Value::Ipv4(a), Value::Proto(pr), Value::Port(po)) => {
-                            (IpAddr::from(*a), *pr, *po)
-                        }
-                        (Value::Ipv6(a), Value::Proto(pr), Value::Port(po)) => {
-                            (IpAddr::from(*a), *pr, *po)
-                        }
-                        _ => continue,
-                    };
-                    let m = MasqKey {
-                        backend: SocketAddr::new(ip, port),
-                        proto,
-                    };
-                    if want_masq.contains_key(&m) {
-                        seen_masq.insert(m, true);
-                    } else {
-                        let drift = believed.is_some_and(|b| !b.masq_refs.contains_key(&m));
-                        stray(&mut f, drift);
+            }
+            SetId::Backends4 | SetId::Backends6 => {
+                for (k, s) in self.seen.iter_mut() {
+                    if k.addr.is_ipv4() == v4 {
+                        s.slots.clear();
                     }
                 }
-                SetId::Services4 | SetId::Services6 => {
-                    let Some((k, _)) = decode_vip(*set, &info.key) else {
-                        continue;
-                    };
-                    let entry = desired.get(&k);
-                    match entry {
-                        Some(e) if verdict_matches(info, &layout::verdict(&k, e)) => {
-                            seen.entry(k).or_default().verdict = true;
-                        }
-                        _ => {
-                            // A changed verdict counts once, as missing, below.
-                            let drift = entry.is_none() && unchanged(believed, &k, entry);
-                            stray(&mut f, drift);
-                        }
+            }
+            SetId::Masquerade4 | SetId::Masquerade6 => {
+                self.seen_masq.retain(|m, _| m.backend.is_ipv4() != v4);
+            }
+        }
+    }
+
+    fn stray(&mut self, set: SetId, info: &ElemInfo, drift: bool) {
+        if let Some(el) = layout::decode_key(set, &info.key) {
+            self.strays.push((set, el, drift));
+        }
+    }
+
+    /// Checks one kernel element of `set`.
+    pub fn feed(&mut self, set: SetId, info: &ElemInfo) {
+        let believed = self.believed;
+        match set {
+            SetId::Masquerade4 | SetId::Masquerade6 => {
+                let Some(el) = layout::decode_key(set, &info.key) else {
+                    return;
+                };
+                let ElemKey::Value(Value::Concat(p)) = &el.key else {
+                    return;
+                };
+                let (ip, proto, port) = match (&p[0], &p[1], &p[2]) {
+                    (Value::Ipv4(a), Value::Proto(pr), Value::Port(po)) => {
+                        (IpAddr::from(*a), *pr, *po)
+                    }
+                    (Value::Ipv6(a), Value::Proto(pr), Value::Port(po)) => {
+                        (IpAddr::from(*a), *pr, *po)
+                    }
+                    _ => return,
+                };
+                let m = MasqKey {
+                    backend: SocketAddr::new(ip, port),
+                    proto,
+                };
+                if self.want_masq.contains_key(&m) {
+                    self.seen_masq.insert(m, true);
+                } else {
+                    let drift = believed.is_some_and(|b| !b.masq_refs.contains_key(&m));
+                    self.stray(set, info, drift);
+                }
+            }
+            SetId::Services4 | SetId::Services6 => {
+                let Some((k, _)) = decode_vip(set, &info.key) else {
+                    return;
+                };
+                let entry = self.desired.get(&k);
+                match entry {
+                    Some(e) if verdict_matches(info, &layout::verdict(&k, e)) => {
+                        self.seen.entry(k).or_default().verdict = true;
+                    }
+                    _ => {
+                        // A changed verdict counts once, as missing, in `finish`.
+                        let drift = entry.is_none() && unchanged(believed, &k, entry);
+                        self.stray(set, info, drift);
                     }
                 }
-                SetId::Backends4 | SetId::Backends6 => {
-                    let Some((k, Some(slot))) = decode_vip(*set, &info.key) else {
-                        continue;
-                    };
-                    let entry = desired.get(&k);
-                    let ok = match entry.map(|e| &e.action) {
-                        Some(Action::Balance { slots, .. }) => {
-                            slots.get(slot as usize).is_some_and(|b| {
-                                info.data.as_deref().is_some_and(|d| backend_matches(d, b))
-                            })
-                        }
-                        _ => false,
-                    };
-                    if ok {
-                        let s = seen.entry(k).or_default();
-                        if s.slots.len() <= slot as usize {
-                            s.slots.resize(slot as usize + 1, false);
-                        }
-                        s.slots[slot as usize] = true;
-                    } else {
-                        // A changed value counts once, as missing, below; a slot the
-                        // service does not have counts here.
-                        let beyond = match entry.map(|e| &e.action) {
-                            Some(Action::Balance { slots, .. }) => slot as usize >= slots.len(),
-                            _ => true,
-                        };
-                        let drift = beyond && unchanged(believed, &k, entry);
-                        stray(&mut f, drift);
+            }
+            SetId::Backends4 | SetId::Backends6 => {
+                let Some((k, Some(slot))) = decode_vip(set, &info.key) else {
+                    return;
+                };
+                let entry = self.desired.get(&k);
+                let ok = match entry.map(|e| &e.action) {
+                    Some(Action::Balance { slots, .. }) => {
+                        slots.get(slot as usize).is_some_and(|b| {
+                            info.data.as_deref().is_some_and(|d| backend_matches(d, b))
+                        })
                     }
+                    _ => false,
+                };
+                if ok {
+                    let s = self.seen.entry(k).or_default();
+                    if s.slots.len() <= slot as usize {
+                        s.slots.resize(slot as usize + 1, false);
+                    }
+                    s.slots[slot as usize] = true;
+                } else {
+                    // A changed value counts once, as missing, in `finish`; a slot the
+                    // service does not have counts here.
+                    let beyond = match entry.map(|e| &e.action) {
+                        Some(Action::Balance { slots, .. }) => slot as usize >= slots.len(),
+                        _ => true,
+                    };
+                    let drift = beyond && unchanged(believed, &k, entry);
+                    self.stray(set, info, drift);
                 }
             }
         }
     }
-    for (k, e) in desired {
-        let s = seen.get(k);
-        let drift = unchanged(believed, k, Some(e));
-        if !s.is_some_and(|s| s.verdict) {
-            f.missing.push(layout::service_element(k, e));
+
+    /// What to delete and add, and the drift.
+    pub fn finish(self) -> Findings {
+        let mut f = Findings::default();
+        for (s, el, drift) in self.strays {
+            f.strays.push((s, el));
             f.drift += drift as u64;
         }
-        if let Action::Balance { slots, .. } = &e.action {
-            for (i, b) in slots.iter().enumerate() {
-                if !s.is_some_and(|s| s.slots.get(i).copied().unwrap_or(false)) {
-                    f.missing.push(layout::slot_element(k, i as u32, *b));
-                    f.drift += drift as u64;
+        for (k, e) in self.desired {
+            let s = self.seen.get(k);
+            let drift = unchanged(self.believed, k, Some(e));
+            if !s.is_some_and(|s| s.verdict) {
+                f.missing.push(layout::service_element(k, e));
+                f.drift += drift as u64;
+            }
+            if let Action::Balance { slots, .. } = &e.action {
+                for (i, b) in slots.iter().enumerate() {
+                    if !s.is_some_and(|s| s.slots.get(i).copied().unwrap_or(false)) {
+                        f.missing.push(layout::slot_element(k, i as u32, *b));
+                        f.drift += drift as u64;
+                    }
                 }
             }
         }
+        for m in self.want_masq.keys() {
+            if !self.seen_masq.contains_key(m) {
+                f.missing.push(layout::masquerade_element(m));
+                f.drift += self.believed.is_some_and(|b| b.masq_refs.contains_key(m)) as u64;
+            }
+        }
+        f
     }
-    for m in want_masq.keys() {
-        if !seen_masq.contains_key(m) {
-            f.missing.push(layout::masquerade_element(m));
-            f.drift += believed.is_some_and(|b| b.masq_refs.contains_key(m)) as u64;
+}
+
+/// Compares the kernel's elements (`kernel[i]` = elements of `SetId::ALL[i]`) with `desired`.
+pub fn verify(kernel: &[Vec<ElemInfo>], desired: &Model, believed: Option<&Mirror>) -> Findings {
+    let mut v = Verifier::new(desired, believed);
+    for (set, elems) in SetId::ALL.iter().zip(kernel) {
+        for info in elems {
+            v.feed(*set, info);
         }
     }
-    f
+    v.finish()
+}
+
+/// Streams every element of the table's sets from the kernel through a [`Verifier`].
+pub fn verify_kernel(
+    nft: &mut crate::dataplane::nft::Nft,
+    table: &crate::dataplane::nft::TableRef,
+    desired: &Model,
+    believed: Option<&Mirror>,
+) -> Result<Findings, crate::dataplane::nft::NftError> {
+    let v = std::cell::RefCell::new(Verifier::new(desired, believed));
+    for set in SetId::ALL {
+        nft.for_each_element(
+            table,
+            set.name(),
+            &mut |info| v.borrow_mut().feed(set, info),
+            &mut || v.borrow_mut().restart(set),
+        )?;
+    }
+    Ok(v.into_inner().finish())
 }

@@ -104,7 +104,7 @@ fn family_of(code: u32) -> Option<Family> {
     }
 }
 
-fn is_enoent(e: &NftError) -> bool {
+pub(super) fn is_enoent(e: &NftError) -> bool {
     matches!(e, NftError::Io(io) if io.raw_os_error() == Some(libc::ENOENT))
 }
 
@@ -344,7 +344,7 @@ impl Nft {
     }
 }
 
-unsafe fn elem_info(e: *mut sys::nftnl_set_elem) -> ElemInfo {
+pub(super) unsafe fn elem_info(e: *mut sys::nftnl_set_elem) -> ElemInfo {
     // SAFETY: e is a valid element owned by its set.
     unsafe {
         let bytes = |attr: u32| -> Option<Vec<u8>> {

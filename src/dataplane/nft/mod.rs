@@ -63,6 +63,7 @@ pub mod ir;
 pub mod monitor;
 pub mod render;
 mod socket;
+mod svc_elements;
 
 pub use batch::{Batch, Op, TAG_BATCH, TableRef};
 pub use dump::{ChainInfo, ElemInfo, RuleInfo, SetInfo, TableInfo};

@@ -1,0 +1,238 @@
+//! `[policy]`: the router's firewall, validated into plain types ([`PolicyConfig`]).
+//!
+//! Knows nothing of nftables: the policy controller turns this model into a ruleset.
+//! Every problem is reported at its `file:line:col`, all at once: unknown keys, bad values,
+//! a zone or set used but never defined, duplicate names, an address of the wrong family.
+//!
+//! One TOML wrinkle: `forward` under `[policy]` is both the default verdict for forwarded
+//! traffic (`forward = "drop"`) and the array of zone-to-zone forwards (`[[policy.forward]]`).
+//! Plain TOML calls that a duplicate key; the loader renames `[[policy.forward]]` headers to
+//! `POLICY_FORWARDS_KEY` (`FORWARD`) before parsing (spans unchanged), so both arrive here. An inline
+//! array (`forward = [{ from = "lan", to = "wan" }]`) is accepted too, and the extension key
+//! `forward_default` sets the default where `forward` is the array.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::diag::Diagnostics;
+use super::doc::{Doc, POLICY_FORWARDS_KEY, Value, de, de_each};
+
+mod model;
+mod raw;
+mod rules;
+mod zones;
+
+pub use model::*;
+use raw::*;
+use rules::{validate_port_forward, validate_rule};
+use zones::{validate_set, validate_zone};
+
+const KEYS: &[&str] = &[
+    "input",
+    "forward",
+    "output",
+    "forward_default",
+    "zone",
+    "set",
+    "rule",
+    "port_forward",
+];
+
+/// Validates `[policy]`; `None` when the section is absent (no firewall table at all).
+pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> {
+    let section = doc.value("policy")?;
+    let DeValue::Table(table) = section.get_ref() else {
+        diags.error(
+            section.span(),
+            "`policy` must be a table: expected `[policy]`",
+        );
+        return None;
+    };
+    let mut cfg = PolicyConfig {
+        input: Action::Drop,
+        forward: Action::Drop,
+        output: Action::Accept,
+        zones: BTreeMap::new(),
+        sets: BTreeMap::new(),
+        rules: Vec::new(),
+        forwards: Vec::new(),
+        port_forwards: Vec::new(),
+    };
+    let get = |k: &str| table.get(k);
+    if let Some(v) = get("input") {
+        cfg.input = action(v, diags, "input").unwrap_or(cfg.input);
+    }
+    if let Some(v) = get("output") {
+        cfg.output = action(v, diags, "output").unwrap_or(cfg.output);
+    }
+    let mut forward_is_verdict = false;
+    if let Some(v) = get("forward") {
+        if let DeValue::String(_) = v.get_ref() {
+            forward_is_verdict = true;
+            cfg.forward = action(v, diags, "forward").unwrap_or(cfg.forward);
+        }
+    }
+    if let Some(v) = get("forward_default") {
+        if forward_is_verdict {
+            diags.error(
+                v.span(),
+                "`forward_default` and `forward = \"...\"` both set the forward default: keep one",
+            );
+        }
+        cfg.forward = action(v, diags, "forward_default").unwrap_or(cfg.forward);
+    }
+    for (key, _) in table.iter() {
+        let key_name: &str = key.get_ref().as_ref();
+        if !KEYS.contains(&key_name) && key_name != POLICY_FORWARDS_KEY {
+            let expected: Vec<String> = KEYS.iter().map(|k| format!("`{k}`")).collect();
+            diags.error(
+                key.span(),
+                format!(
+                    "unknown key `{}` in [policy], expected one of {}",
+                    key.get_ref(),
+                    expected.join(", ")
+                ),
+            );
+        }
+    }
+    if let Some(v) = get("zone") {
+        for (name, name_span, value) in subtables(v, "policy.zone", diags) {
+            if let Some(z) = validate_zone(&name, name_span, value, diags) {
+                cfg.zones.insert(name, z);
+            }
+        }
+    }
+    if let Some(v) = get("set") {
+        for (name, name_span, value) in subtables(v, "policy.set", diags) {
+            if let Some(s) = validate_set(&name, name_span, value, diags) {
+                cfg.sets.insert(name, s);
+            }
+        }
+    }
+    let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
+    if let Some(v) = get("rule") {
+        for raw in de_each::<RawRule>(v, diags) {
+            let raw = raw.into_inner();
+            unique_name(&raw.name, &mut names, diags);
+            if let Some(r) = validate_rule(raw, &cfg, diags) {
+                cfg.rules.push(r);
+            }
+        }
+    }
+    let forward_arrays = [
+        get("forward").filter(|_| !forward_is_verdict),
+        get(POLICY_FORWARDS_KEY),
+    ];
+    for v in forward_arrays.into_iter().flatten() {
+        for raw in de_each::<RawForward>(v, diags) {
+            let raw = raw.into_inner();
+            let from = zone_ref(&raw.from, &cfg, diags);
+            let to = zone_ref(&raw.to, &cfg, diags);
+            if let (Some(from), Some(to)) = (from, to) {
+                cfg.forwards.push(ZoneForward { from, to });
+            }
+        }
+    }
+    if let Some(v) = get("port_forward") {
+        for raw in de_each::<RawPortForward>(v, diags) {
+            let raw = raw.into_inner();
+            unique_name(&raw.name, &mut names, diags);
+            if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
+                cfg.port_forwards.push(pf);
+            }
+        }
+    }
+    Some(cfg)
+}
+
+fn action(v: &Value<'_>, diags: &mut Diagnostics, key: &str) -> Option<Action> {
+    let s: String = de(v, diags)?;
+    parse_action(&s).or_else(|| {
+        diags.error(
+            v.span(),
+            format!("invalid {key} `{s}`: expected \"accept\", \"drop\" or \"reject\""),
+        );
+        None
+    })
+}
+
+pub(super) fn parse_action(s: &str) -> Option<Action> {
+    match s {
+        "accept" => Some(Action::Accept),
+        "drop" => Some(Action::Drop),
+        "reject" => Some(Action::Reject),
+        _ => None,
+    }
+}
+
+fn subtables<'v, 'a>(
+    v: &'v Value<'a>,
+    what: &str,
+    diags: &mut Diagnostics,
+) -> Vec<(String, Range<usize>, &'v Value<'a>)> {
+    match v.get_ref() {
+        DeValue::Table(t) => t
+            .iter()
+            .map(|(k, v)| (k.get_ref().to_string(), k.span(), v))
+            .collect(),
+        _ => {
+            diags.error(
+                v.span(),
+                format!("`{what}` must be a table of named tables, e.g. `[{what}.name]`"),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn unique_name(
+    name: &Spanned<String>,
+    seen: &mut BTreeMap<String, Range<usize>>,
+    diags: &mut Diagnostics,
+) {
+    let n = name.get_ref();
+    let ok = !n.is_empty()
+        && n.len() <= 64
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c));
+    if !ok {
+        diags.error(
+            name.span(),
+            format!("invalid name `{n}`: expected up to 64 letters, digits, `_`, `-`, `.` or `:`"),
+        );
+    }
+    if let Some(first) = seen.get(n) {
+        diags.error_also(
+            name.span(),
+            format!("duplicate name `{n}`: rule and port forward names must be unique"),
+            first.clone(),
+            "first used here",
+        );
+    } else {
+        seen.insert(n.clone(), name.span());
+    }
+}
+
+pub(super) fn zone_ref(
+    z: &Spanned<String>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<String> {
+    let name = z.get_ref();
+    if cfg.zones.contains_key(name) {
+        Some(name.clone())
+    } else {
+        let known: Vec<String> = cfg.zones.keys().map(|k| format!("`{k}`")).collect();
+        diags.error(
+            z.span(),
+            format!(
+                "zone `{name}` is used but never defined: expected one of {} (define it with [policy.zone.{name}])",
+                if known.is_empty() { "no zones yet".to_string() } else { known.join(", ") }
+            ),
+        );
+        None
+    }
+}

@@ -1,0 +1,73 @@
+//! Raw serde shapes of the `[policy]` entries, as written (with spans for error places).
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawZone {
+    #[serde(default)]
+    pub(super) interfaces: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) networks: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) masquerade: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSet {
+    #[serde(rename = "type")]
+    pub(super) kind: Spanned<String>,
+    #[serde(default)]
+    pub(super) elements: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawFrom {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawPort {
+    Number(i64),
+    Text(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    pub(super) name: Spanned<String>,
+    pub(super) from: Option<Spanned<RawFrom>>,
+    pub(super) to: Option<Spanned<String>>,
+    pub(super) protocol: Option<Spanned<String>>,
+    pub(super) ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
+    pub(super) icmp_types: Option<Spanned<Vec<Spanned<RawPort>>>>,
+    pub(super) action: Spanned<String>,
+    #[serde(default)]
+    pub(super) log: bool,
+    pub(super) limit: Option<Spanned<String>>,
+    #[cfg(feature = "fault-injection")]
+    #[serde(default)]
+    pub(super) inject_kernel_reject: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawForward {
+    pub(super) from: Spanned<String>,
+    pub(super) to: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPortForward {
+    pub(super) name: Spanned<String>,
+    pub(super) from: Spanned<String>,
+    pub(super) protocol: Option<Spanned<String>>,
+    pub(super) port: Spanned<i64>,
+    pub(super) to: Spanned<String>,
+}

@@ -1,0 +1,382 @@
+//! `[[policy.rule]]` and `[[policy.port_forward]]` entries: protocols, ports, ICMP types,
+//! rates, sources and destinations.
+
+use std::net::{IpAddr, SocketAddr};
+
+use toml::Spanned;
+
+use super::super::diag::Diagnostics;
+use super::super::net::parse_prefix;
+use super::model::*;
+use super::raw::*;
+use super::{PolicyConfig, parse_action, zone_ref};
+
+pub(super) fn protocol(p: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Protocol> {
+    let Some(p) = p else {
+        return Some(Protocol::Any);
+    };
+    match p.get_ref().as_str() {
+        "any" => Some(Protocol::Any),
+        "tcp" => Some(Protocol::Tcp),
+        "udp" => Some(Protocol::Udp),
+        "icmp" => Some(Protocol::Icmp),
+        "icmpv6" => Some(Protocol::Icmpv6),
+        other => {
+            diags.error(
+                p.span(),
+                format!("invalid protocol `{other}`: expected \"tcp\", \"udp\", \"icmp\", \"icmpv6\" or \"any\""),
+            );
+            None
+        }
+    }
+}
+
+pub(super) fn parse_port(text: &str) -> Option<u16> {
+    text.trim().parse::<u16>().ok().filter(|p| *p > 0)
+}
+
+pub(super) fn port_range(p: &Spanned<RawPort>, diags: &mut Diagnostics) -> Option<(u16, u16)> {
+    let bad = |diags: &mut Diagnostics| {
+        diags.error(
+            p.span(),
+            "invalid port: expected a number 1-65535 or a range \"from-to\", e.g. 22 or \"8000-8100\"",
+        );
+        None
+    };
+    match p.get_ref() {
+        RawPort::Number(n) => match u16::try_from(*n) {
+            Ok(n) if n > 0 => Some((n, n)),
+            _ => bad(diags),
+        },
+        RawPort::Text(t) => {
+            let (a, b) = t.split_once('-').unwrap_or((t, t));
+            match (parse_port(a), parse_port(b)) {
+                (Some(a), Some(b)) if a <= b => Some((a, b)),
+                _ => bad(diags),
+            }
+        }
+    }
+}
+
+pub(super) fn icmp_type(
+    p: &Spanned<RawPort>,
+    protocol: Protocol,
+    diags: &mut Diagnostics,
+) -> Option<u8> {
+    use crate::dataplane::nft::render::{icmp_type_by_name, icmpv6_type_by_name};
+    let found = match p.get_ref() {
+        RawPort::Number(n) => u8::try_from(*n).ok(),
+        RawPort::Text(t) if protocol == Protocol::Icmpv6 => icmpv6_type_by_name(t),
+        RawPort::Text(t) => icmp_type_by_name(t),
+    };
+    if found.is_none() {
+        diags.error(
+            p.span(),
+            "invalid ICMP type: expected a number 0-255 or a name such as \"echo-request\"",
+        );
+    }
+    found
+}
+
+pub(super) fn parse_limit(text: &str) -> Option<Rate> {
+    let (n, unit) = text.split_once('/')?;
+    let count: u64 = n.trim().parse().ok().filter(|c| *c > 0)?;
+    let per_seconds = match unit.trim() {
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86400,
+        _ => return None,
+    };
+    Some(Rate { count, per_seconds })
+}
+
+pub(super) fn validate_rule(
+    raw: RawRule,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<PolicyRule> {
+    let mut ok = true;
+    let from = match &raw.from {
+        None => Source::Any,
+        Some(f) => match f.get_ref() {
+            RawFrom::One(s) if s == "self" => Source::Router,
+            RawFrom::One(s) if s.starts_with('@') => {
+                let name = &s[1..];
+                if cfg.sets.contains_key(name) {
+                    Source::Set(name.to_string())
+                } else {
+                    let known: Vec<String> = cfg.sets.keys().map(|k| format!("`@{k}`")).collect();
+                    diags.error(
+                        f.span(),
+                        format!(
+                            "set `{name}` is used but never defined: expected one of {} (define it with [policy.set.{name}])",
+                            if known.is_empty() { "no sets yet".to_string() } else { known.join(", ") }
+                        ),
+                    );
+                    ok = false;
+                    Source::Any
+                }
+            }
+            RawFrom::One(s) if s.contains(['.', ':']) => match parse_prefix(s) {
+                Ok(n) => Source::Prefixes(vec![n]),
+                Err(e) => {
+                    diags.error(f.span(), e);
+                    ok = false;
+                    Source::Any
+                }
+            },
+            RawFrom::One(s) => match zone_ref(&Spanned::new(f.span(), s.clone()), cfg, diags) {
+                Some(z) => Source::Zone(z),
+                None => {
+                    ok = false;
+                    Source::Any
+                }
+            },
+            RawFrom::Many(list) => {
+                let mut nets = Vec::new();
+                for s in list {
+                    match parse_prefix(s) {
+                        Ok(n) => nets.push(n),
+                        Err(e) => {
+                            diags.error(f.span(), e);
+                            ok = false;
+                        }
+                    }
+                }
+                if nets.is_empty() && ok {
+                    diags.error(
+                        f.span(),
+                        "empty `from` list: expected prefixes, e.g. [\"10.0.0.0/8\"]",
+                    );
+                    ok = false;
+                }
+                Source::Prefixes(nets)
+            }
+        },
+    };
+    let to = match &raw.to {
+        None => Destination::Any,
+        Some(t) if t.get_ref() == "self" => Destination::Router,
+        Some(t) => match zone_ref(t, cfg, diags) {
+            Some(z) => Destination::Zone(z),
+            None => {
+                ok = false;
+                Destination::Any
+            }
+        },
+    };
+    if from == Source::Router && to == Destination::Router {
+        diags.error(
+            raw.to.as_ref().map(|t| t.span()).unwrap_or(raw.name.span()),
+            "a rule from \"self\" cannot go to \"self\": expected a zone or no `to`",
+        );
+        ok = false;
+    }
+    let protocol = protocol(raw.protocol.as_ref(), diags);
+    let ports: Vec<(u16, u16)> = match &raw.ports {
+        None => Vec::new(),
+        Some(list) => {
+            if !matches!(protocol, Some(Protocol::Tcp | Protocol::Udp)) {
+                diags.error(list.span(), "`ports` needs protocol = \"tcp\" or \"udp\"");
+                ok = false;
+            }
+            list.get_ref()
+                .iter()
+                .filter_map(|p| port_range(p, diags))
+                .collect()
+        }
+    };
+    let icmp_types: Vec<u8> = match (&raw.icmp_types, protocol) {
+        (None, _) => Vec::new(),
+        (Some(list), Some(p @ (Protocol::Icmp | Protocol::Icmpv6))) => list
+            .get_ref()
+            .iter()
+            .filter_map(|t| icmp_type(t, p, diags))
+            .collect(),
+        (Some(list), _) => {
+            diags.error(
+                list.span(),
+                "`icmp_types` needs protocol = \"icmp\" or \"icmpv6\"",
+            );
+            ok = false;
+            Vec::new()
+        }
+    };
+    let action = match parse_action(raw.action.get_ref()) {
+        Some(a) => Some(a),
+        None => {
+            diags.error(
+                raw.action.span(),
+                format!(
+                    "invalid action `{}`: expected \"accept\", \"drop\" or \"reject\"",
+                    raw.action.get_ref()
+                ),
+            );
+            None
+        }
+    };
+    let limit = match &raw.limit {
+        None => None,
+        Some(l) => match parse_limit(l.get_ref()) {
+            Some(r) => Some(r),
+            None => {
+                diags.error(
+                    l.span(),
+                    format!("invalid limit `{}`: expected \"<count>/<second|minute|hour|day>\", e.g. \"10/second\"", l.get_ref()),
+                );
+                ok = false;
+                None
+            }
+        },
+    };
+    #[cfg(feature = "fault-injection")]
+    let inject_kernel_reject = raw.inject_kernel_reject;
+    #[cfg(not(feature = "fault-injection"))]
+    let inject_kernel_reject = false;
+    if !ok {
+        return None;
+    }
+    if let Some(p) = protocol {
+        let (v4, v6) = and(
+            and(source_versions(&from, cfg), dest_versions(&to, cfg)),
+            protocol_versions(p),
+        );
+        if !v4 && !v6 {
+            diags.error(
+                raw.name.span(),
+                format!(
+                    "rule `{}` can never match: its `from`, `to` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
+                    raw.name.get_ref()
+                ),
+            );
+            return None;
+        }
+    }
+    Some(PolicyRule {
+        name: raw.name.into_inner(),
+        from,
+        to,
+        protocol: protocol?,
+        ports,
+        icmp_types,
+        action: action?,
+        log: raw.log,
+        limit,
+        inject_kernel_reject,
+    })
+}
+
+pub(super) fn validate_port_forward(
+    raw: RawPortForward,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<PortForward> {
+    let from = zone_ref(&raw.from, cfg, diags);
+    let protocol = match protocol(raw.protocol.as_ref(), diags) {
+        None => None,
+        Some(Protocol::Any) if raw.protocol.is_none() => Some(Protocol::Tcp),
+        Some(p @ (Protocol::Tcp | Protocol::Udp)) => Some(p),
+        Some(_) => {
+            let span = raw
+                .protocol
+                .as_ref()
+                .map(|p| p.span())
+                .unwrap_or(raw.name.span());
+            diags.error(span, "a port forward's protocol must be \"tcp\" or \"udp\"");
+            None
+        }
+    };
+    let port = match u16::try_from(*raw.port.get_ref()) {
+        Ok(p) if p > 0 => Some(p),
+        _ => {
+            diags.error(raw.port.span(), "invalid port: expected a number 1-65535");
+            None
+        }
+    };
+    let text = raw.to.get_ref();
+    let to = match (text.parse::<SocketAddr>(), text.parse::<IpAddr>(), port) {
+        (Ok(sa), _, _) if sa.port() > 0 => Some(sa),
+        (_, Ok(ip), Some(p)) => Some(SocketAddr::new(ip, p)),
+        _ => {
+            diags.error(
+                raw.to.span(),
+                format!("invalid target `{text}`: expected \"address:port\", e.g. \"10.0.0.10:80\" or \"[fd00::10]:80\""),
+            );
+            None
+        }
+    };
+    if let (Some(z), Some(t)) = (from.as_ref().and_then(|z| cfg.zones.get(z)), to) {
+        let (v4, v6) = net_versions(&z.networks);
+        if (t.is_ipv4() && !v4) || (t.is_ipv6() && !v6) {
+            diags.error(
+                raw.to.span(),
+                format!(
+                    "target `{t}` is IPv{}, but zone `{}` only has IPv{} networks: the port forward could never match",
+                    if t.is_ipv4() { 4 } else { 6 },
+                    z.name,
+                    if t.is_ipv4() { 6 } else { 4 }
+                ),
+            );
+            return None;
+        }
+    }
+    Some(PortForward {
+        name: raw.name.into_inner(),
+        from: from?,
+        protocol: protocol?,
+        port: port?,
+        to: to?,
+    })
+}
+
+/// (IPv4 possible, IPv6 possible).
+type Versions = (bool, bool);
+
+fn and(a: Versions, b: Versions) -> Versions {
+    (a.0 && b.0, a.1 && b.1)
+}
+
+fn net_versions(nets: &[ipnet::IpNet]) -> Versions {
+    if nets.is_empty() {
+        return (true, true);
+    }
+    (
+        nets.iter().any(|n| matches!(n, ipnet::IpNet::V4(_))),
+        nets.iter().any(|n| matches!(n, ipnet::IpNet::V6(_))),
+    )
+}
+
+fn source_versions(s: &Source, cfg: &PolicyConfig) -> Versions {
+    match s {
+        Source::Any | Source::Router => (true, true),
+        Source::Zone(z) => cfg
+            .zones
+            .get(z)
+            .map_or((true, true), |z| net_versions(&z.networks)),
+        Source::Set(n) => match cfg.sets.get(n).map(|s| s.family) {
+            Some(SetFamily::Ipv4) => (true, false),
+            Some(SetFamily::Ipv6) => (false, true),
+            None => (true, true),
+        },
+        Source::Prefixes(nets) => net_versions(nets),
+    }
+}
+
+fn dest_versions(d: &Destination, cfg: &PolicyConfig) -> Versions {
+    match d {
+        Destination::Any | Destination::Router => (true, true),
+        Destination::Zone(z) => cfg
+            .zones
+            .get(z)
+            .map_or((true, true), |z| net_versions(&z.networks)),
+    }
+}
+
+fn protocol_versions(p: Protocol) -> Versions {
+    match p {
+        Protocol::Icmp => (true, false),
+        Protocol::Icmpv6 => (false, true),
+        _ => (true, true),
+    }
+}

@@ -1,0 +1,131 @@
+//! `[policy.zone.*]` and `[policy.set.*]` entries.
+
+use std::ops::Range;
+
+use ipnet::IpNet;
+use toml::Spanned;
+
+use super::super::diag::Diagnostics;
+use super::super::doc::{Value, de};
+use super::super::net::parse_prefix;
+use super::model::*;
+use super::raw::*;
+
+pub(super) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+pub(super) fn validate_zone(
+    name: &str,
+    span: Range<usize>,
+    v: &Value<'_>,
+    diags: &mut Diagnostics,
+) -> Option<Zone> {
+    if !valid_name(name) || name == "self" {
+        diags.error(
+            span.clone(),
+            format!("invalid zone name `{name}`: expected letters, digits, `_` or `-` (up to 32, not \"self\")"),
+        );
+    }
+    let raw: RawZone = de(v, diags)?;
+    let mut interfaces = Vec::new();
+    for i in &raw.interfaces {
+        let s = i.get_ref();
+        if s.is_empty() || s.len() > 15 || s.contains(['*', '"', '\'', ' ', '/']) {
+            diags.error(
+                i.span(),
+                format!("invalid interface name `{s}`: expected up to 15 characters, no wildcards"),
+            );
+        } else {
+            interfaces.push(s.clone());
+        }
+    }
+    let networks = prefixes(&raw.networks, diags);
+    if raw.interfaces.is_empty() && raw.networks.is_empty() {
+        diags.error(
+            span,
+            format!("zone `{name}` has neither interfaces nor networks: expected at least one"),
+        );
+        return None;
+    }
+    Some(Zone {
+        name: name.to_string(),
+        interfaces,
+        networks,
+        masquerade: raw.masquerade,
+    })
+}
+
+pub(super) fn prefixes(items: &[Spanned<String>], diags: &mut Diagnostics) -> Vec<IpNet> {
+    let mut out = Vec::new();
+    for i in items {
+        match parse_prefix(i.get_ref()) {
+            Ok(n) => out.push(n),
+            Err(e) => diags.error(i.span(), e),
+        }
+    }
+    out
+}
+
+pub(super) fn validate_set(
+    name: &str,
+    span: Range<usize>,
+    v: &Value<'_>,
+    diags: &mut Diagnostics,
+) -> Option<NamedSet> {
+    if !valid_name(name) {
+        diags.error(
+            span,
+            format!("invalid set name `{name}`: expected a letter, then letters, digits, `_` or `-` (up to 32)"),
+        );
+    }
+    let raw: RawSet = de(v, diags)?;
+    let family = match raw.kind.get_ref().as_str() {
+        "ipv4" => SetFamily::Ipv4,
+        "ipv6" => SetFamily::Ipv6,
+        other => {
+            diags.error(
+                raw.kind.span(),
+                format!("invalid set type `{other}`: expected \"ipv4\" or \"ipv6\""),
+            );
+            return None;
+        }
+    };
+    let mut elements = Vec::with_capacity(raw.elements.len());
+    for e in &raw.elements {
+        match parse_prefix(e.get_ref()) {
+            Ok(n)
+                if matches!(
+                    (family, n),
+                    (SetFamily::Ipv4, IpNet::V4(_)) | (SetFamily::Ipv6, IpNet::V6(_))
+                ) =>
+            {
+                elements.push(n)
+            }
+            Ok(_) => diags.error(
+                e.span(),
+                format!(
+                    "element `{}` is not an {} address or prefix, but set `{name}` has type \"{}\"",
+                    e.get_ref(),
+                    if family == SetFamily::Ipv4 {
+                        "IPv4"
+                    } else {
+                        "IPv6"
+                    },
+                    raw.kind.get_ref()
+                ),
+            ),
+            Err(msg) => diags.error(e.span(), msg),
+        }
+    }
+    Some(NamedSet {
+        name: name.to_string(),
+        family,
+        elements,
+    })
+}

@@ -1,0 +1,234 @@
+//! Matches: the statements that select a zone's, a set's or some prefixes' traffic, a
+//! protocol with ports or ICMP types, and how they combine (a match per IP version when
+//! addresses are involved; combinations of different versions are dropped).
+
+use ipnet::IpNet;
+
+use crate::config::policy::{PolicyRule, Protocol, Zone};
+use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
+use crate::dataplane::nft::ir::*;
+
+/// A partial match and the IP version it implies.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Match {
+    /// The statements that match.
+    pub(super) stmts: Vec<Stmt>,
+    /// The IP version they imply, if any.
+    pub(super) version: Option<IpVersion>,
+}
+
+pub(super) fn combine(a: &[Match], b: &[Match]) -> Vec<Match> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            let version = match (x.version, y.version) {
+                (Some(v), Some(w)) if v != w => continue,
+                (v, w) => v.or(w),
+            };
+            let mut stmts = x.stmts.clone();
+            stmts.extend(y.stmts.iter().cloned());
+            out.push(Match { stmts, version });
+        }
+    }
+    out
+}
+
+pub(super) fn any() -> Vec<Match> {
+    vec![Match::default()]
+}
+
+pub(super) fn ifname_match(key: MetaKey, ifs: &[String], negate: bool) -> Stmt {
+    if let [one] = ifs {
+        return Stmt::Cmp {
+            left: Expr::Meta(key),
+            op: if negate { CmpOp::Neq } else { CmpOp::Eq },
+            right: Value::IfName(one.clone()),
+        };
+    }
+    let mut sorted = ifs.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    Stmt::Lookup {
+        left: Expr::Meta(key),
+        set: SetRef::Anonymous {
+            key: KeyType::single(DataType::IfName),
+            interval: false,
+            data: None,
+            elements: sorted
+                .into_iter()
+                .map(|i| Element::key(ElemKey::Value(Value::IfName(i))))
+                .collect(),
+        },
+        negate,
+    }
+}
+
+pub(super) fn addr_match(source: bool, version: IpVersion, nets: &[IpNet]) -> Stmt {
+    let field = match (source, version) {
+        (true, IpVersion::V4) => Field::IpSaddr,
+        (false, IpVersion::V4) => Field::IpDaddr,
+        (true, IpVersion::V6) => Field::Ip6Saddr,
+        (false, IpVersion::V6) => Field::Ip6Daddr,
+    };
+    let nets = normalize_prefixes(nets.iter().copied());
+    if let [one] = nets.as_slice()
+        && one.prefix_len() == one.max_prefix_len()
+    {
+        return Stmt::Cmp {
+            left: Expr::Payload(field),
+            op: CmpOp::Eq,
+            right: Value::ip(one.addr()),
+        };
+    }
+    Stmt::Lookup {
+        left: Expr::Payload(field),
+        set: SetRef::Anonymous {
+            key: KeyType::single(match version {
+                IpVersion::V4 => DataType::Ipv4Addr,
+                IpVersion::V6 => DataType::Ipv6Addr,
+            }),
+            interval: true,
+            data: None,
+            elements: nets
+                .into_iter()
+                .map(|n| Element::key(ElemKey::Prefix(n)))
+                .collect(),
+        },
+        negate: false,
+    }
+}
+
+pub(super) fn split_nets(nets: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
+    nets.iter().partition(|n| matches!(n, IpNet::V4(_)))
+}
+
+pub(super) fn prefix_matches(source: bool, nets: &[IpNet]) -> Vec<Match> {
+    let (v4, v6) = split_nets(nets);
+    let mut out = Vec::new();
+    if !v4.is_empty() {
+        out.push(Match {
+            stmts: vec![addr_match(source, IpVersion::V4, &v4)],
+            version: Some(IpVersion::V4),
+        });
+    }
+    if !v6.is_empty() {
+        out.push(Match {
+            stmts: vec![addr_match(source, IpVersion::V6, &v6)],
+            version: Some(IpVersion::V6),
+        });
+    }
+    out
+}
+
+/// Traffic arriving from a zone (`source`) or leaving into it.
+pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
+    let key = if source {
+        MetaKey::IifName
+    } else {
+        MetaKey::OifName
+    };
+    let ifs = if z.interfaces.is_empty() {
+        any()
+    } else {
+        vec![Match {
+            stmts: vec![ifname_match(key, &z.interfaces, false)],
+            version: None,
+        }]
+    };
+    if z.networks.is_empty() {
+        ifs
+    } else {
+        combine(&ifs, &prefix_matches(source, &z.networks))
+    }
+}
+
+pub(super) fn proto_matches(r: &PolicyRule) -> Vec<Match> {
+    let mut stmts = Vec::new();
+    let mut version = None;
+    let (l4, dport) = match r.protocol {
+        Protocol::Any => return any(),
+        Protocol::Tcp => (6, Some(Field::TcpDport)),
+        Protocol::Udp => (17, Some(Field::UdpDport)),
+        Protocol::Icmp => {
+            version = Some(IpVersion::V4);
+            (1, None)
+        }
+        Protocol::Icmpv6 => {
+            version = Some(IpVersion::V6);
+            (58, None)
+        }
+    };
+    let ports = normalize_port_ranges(r.ports.iter().copied());
+    match (dport, ports.as_slice()) {
+        (Some(f), [(a, b)]) if a == b => stmts.push(Stmt::Cmp {
+            left: Expr::Payload(f),
+            op: CmpOp::Eq,
+            right: Value::Port(*a),
+        }),
+        (Some(f), [(a, b)]) => stmts.push(Stmt::Range {
+            left: Expr::Payload(f),
+            negate: false,
+            from: Value::Port(*a),
+            to: Value::Port(*b),
+        }),
+        (Some(f), many) if !many.is_empty() => stmts.push(Stmt::Lookup {
+            left: Expr::Payload(f),
+            set: SetRef::Anonymous {
+                key: KeyType::single(DataType::InetService),
+                interval: true,
+                data: None,
+                elements: many
+                    .iter()
+                    .map(|(a, b)| {
+                        Element::key(if a == b {
+                            ElemKey::Value(Value::Port(*a))
+                        } else {
+                            ElemKey::Range(Value::Port(*a), Value::Port(*b))
+                        })
+                    })
+                    .collect(),
+            },
+            negate: false,
+        }),
+        _ => {}
+    }
+    if !r.icmp_types.is_empty() {
+        let (field, mk, dt): (Field, fn(u8) -> Value, DataType) = if l4 == 1 {
+            (Field::IcmpType, Value::IcmpType, DataType::IcmpType)
+        } else {
+            (Field::Icmpv6Type, Value::Icmpv6Type, DataType::Icmpv6Type)
+        };
+        let mut types = r.icmp_types.clone();
+        types.sort();
+        types.dedup();
+        stmts.push(if let [one] = types.as_slice() {
+            Stmt::Cmp {
+                left: Expr::Payload(field),
+                op: CmpOp::Eq,
+                right: mk(*one),
+            }
+        } else {
+            Stmt::Lookup {
+                left: Expr::Payload(field),
+                set: SetRef::Anonymous {
+                    key: KeyType::single(dt),
+                    interval: false,
+                    data: None,
+                    elements: types
+                        .into_iter()
+                        .map(|t| Element::key(ElemKey::Value(mk(t))))
+                        .collect(),
+                },
+                negate: false,
+            }
+        });
+    }
+    if stmts.is_empty() {
+        stmts.push(Stmt::Cmp {
+            left: Expr::Meta(MetaKey::L4Proto),
+            op: CmpOp::Eq,
+            right: Value::Proto(l4),
+        });
+    }
+    vec![Match { stmts, version }]
+}

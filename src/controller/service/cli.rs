@@ -1,0 +1,82 @@
+//! The one-shot verbs: `plan` (what a sync would change, and the layout's text; writes
+//! nothing) and `cleanup` (deletes the table, nothing else).
+
+use std::collections::BTreeMap;
+
+use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef};
+
+use super::diff::Mirror;
+use super::elements::{render_text, vip_of};
+use super::layout::{self};
+use super::model::{Model, VipKey};
+use super::verify;
+
+/// `plan`: the service changes against the running kernel, then the layout's text.
+pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
+    let mut out = String::new();
+    let exists = nft.table_exists(table)?;
+    if desired.is_empty() && !exists {
+        // No services and no table: nothing to say (and no layout to show).
+        return Ok(out);
+    }
+    let mut lines: Vec<String> = Vec::new();
+    if desired.is_empty() {
+        if exists {
+            lines.push(format!("- table inet {} (no services)", table.name));
+        }
+    } else if !exists {
+        lines.push(format!("+ table inet {}", table.name));
+        let d = Mirror::default().diff(desired);
+        lines.extend(d.services.iter().map(|c| c.summary.clone()));
+    } else {
+        let found = verify::verify_kernel(nft, table, desired, None)?;
+        let mut per: BTreeMap<Option<VipKey>, (usize, usize)> = BTreeMap::new();
+        for (set, el) in &found.strays {
+            per.entry(vip_of(*set, el)).or_default().0 += 1;
+        }
+        for (set, el) in &found.missing {
+            per.entry(vip_of(*set, el)).or_default().1 += 1;
+        }
+        for (k, (del, add)) in per {
+            lines.push(match (k, k.and_then(|k| desired.get(&k))) {
+                (Some(k), None) => format!("- service {k}: delete {del} elements"),
+                (Some(k), Some(e)) if del == 0 => {
+                    format!("+ service {} {k}: add {add} elements", e.name)
+                }
+                (Some(k), Some(e)) => {
+                    format!("~ service {} {k}: delete {del}, add {add} elements", e.name)
+                }
+                (None, _) => format!("~ masquerade: delete {del}, add {add} elements"),
+            });
+        }
+    }
+    out.push_str(&format!(
+        "service: table inet {} ({} services)\n",
+        table.name,
+        desired.len()
+    ));
+    if lines.is_empty() {
+        out.push_str("  no changes\n");
+    }
+    for l in lines {
+        out.push_str("  ");
+        out.push_str(&l);
+        out.push('\n');
+    }
+    if !desired.is_empty() {
+        out.push_str("service: layout (nft syntax; services are elements of the maps):\n");
+        out.push_str(&render_text(&layout::skeleton(&table.name)));
+    }
+    Ok(out)
+}
+
+/// `cleanup`: deletes the table if it exists.
+pub fn cleanup(nft: &mut Nft, table: &TableRef) -> Result<String, NftError> {
+    if !nft.table_exists(table)? {
+        return Ok(format!("service: table inet {} absent\n", table.name));
+    }
+    let mut batch = Batch::new();
+    batch.table(table, Op::Delete);
+    nft.execute(batch)?;
+    Ok(format!("service: deleted table inet {}\n", table.name))
+}
