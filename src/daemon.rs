@@ -22,6 +22,7 @@ use crate::controller::{Controller, Snapshots, Trigger, TriggerRx, trigger};
 use crate::health::Health;
 use crate::http::{self, HttpState};
 use crate::metrics::{self, Exporter};
+use crate::shutdown::unless_shutdown;
 use crate::source;
 use crate::systemd::{self, ConfigProblem};
 
@@ -156,21 +157,11 @@ pub fn run(opts: RunOptions) -> ExitCode {
     let upkeep_exporter = exporter.clone();
     let upkeep_shutdown = shutdown.clone();
     ex.spawn(async move {
-        loop {
-            let stop = future::or(
-                async {
-                    let _ = upkeep_shutdown.recv().await;
-                    true
-                },
-                async {
-                    smol::Timer::after(Duration::from_secs(60)).await;
-                    false
-                },
-            )
-            .await;
-            if stop {
-                return;
-            }
+        let every_minute = || smol::Timer::after(Duration::from_secs(60));
+        while unless_shutdown(&upkeep_shutdown, every_minute())
+            .await
+            .is_some()
+        {
             upkeep_exporter.run_upkeep();
         }
     })

@@ -18,7 +18,8 @@
 //!   [`metrics::run_observed_sync`]; the Prometheus exporter.
 //! - [`http`]: /healthz /livez /readyz /metrics. [`systemd`]: READY, STATUS, WATCHDOG,
 //!   RELOADING, STOPPING. [`daemon`]: wires it all for `edgenetd run`.
-//! - [`cli`], [`status`], [`logging`], [`clock`]: the other verbs and small utilities.
+//! - [`cli`], [`status`], [`logging`], [`clock`], [`shutdown`]: the other verbs and small
+//!   utilities.
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -29,6 +30,7 @@ pub mod health;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod shutdown;
 pub mod source;
 pub mod status;
 pub mod systemd;

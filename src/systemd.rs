@@ -15,6 +15,7 @@ use sd_notify::NotifyState;
 
 use crate::controller::TriggerRx;
 use crate::health::{Health, HealthReport};
+use crate::shutdown::{Shutdown, unless_shutdown};
 
 /// The longest STATUS= line we send; systemctl shows one line anyway.
 const STATUS_MAX: usize = 240;
@@ -119,7 +120,7 @@ pub async fn supervise(
     health: Arc<Health>,
     config_problem: Arc<ConfigProblem>,
     sync_done: TriggerRx,
-    shutdown: async_channel::Receiver<()>,
+    shutdown: Shutdown,
 ) {
     let watchdog = sd_notify::watchdog_enabled();
     let interval = watchdog.map_or(Duration::from_secs(30), |w| w / 2);
@@ -189,24 +190,15 @@ pub async fn supervise(
         } else {
             interval.min(Duration::from_secs(1))
         };
-        let stop = future::or(
+        let sync_or_tick = future::or(
             async {
-                let _ = shutdown.recv().await;
-                true
+                let _ = sync_done.recv().await;
             },
-            future::or(
-                async {
-                    let _ = sync_done.recv().await;
-                    false
-                },
-                async {
-                    smol::Timer::after(tick).await;
-                    false
-                },
-            ),
-        )
-        .await;
-        if stop {
+            async {
+                smol::Timer::after(tick).await;
+            },
+        );
+        if unless_shutdown(&shutdown, sync_or_tick).await.is_none() {
             return;
         }
     }

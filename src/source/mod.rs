@@ -23,6 +23,7 @@ use crate::config::{self, DesiredState};
 use crate::controller::{Snapshots, Trigger, TriggerRx};
 use crate::health::Health;
 use crate::metrics::record_config_reload;
+use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::systemd::{self, ConfigProblem};
 
 mod inotify;
@@ -60,7 +61,7 @@ pub fn fingerprint(main: &Path) -> Fingerprint {
 }
 
 /// Fires `reload` whenever the config files change (until shutdown).
-pub async fn watch_files(main: PathBuf, reload: Trigger, shutdown: async_channel::Receiver<()>) {
+pub async fn watch_files(main: PathBuf, reload: Trigger, shutdown: Shutdown) {
     let dir = main
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -83,28 +84,20 @@ async fn watch_with_inotify(
     main: &Path,
     watch: inotify::DirWatch,
     reload: Trigger,
-    shutdown: async_channel::Receiver<()>,
+    shutdown: Shutdown,
 ) {
     let conf_d = config::conf_d_dir(main);
     // conf.d may not exist yet; it is added again after every event (adding twice is harmless).
     let _ = watch.add(&conf_d);
     let mut seen = fingerprint(main);
     loop {
-        let stop = future::or(
-            async {
-                let _ = shutdown.recv().await;
-                true
-            },
-            async {
-                if let Err(e) = watch.changed().await {
-                    warn!("config watch failed ({e}); retrying in {POLL_INTERVAL:?}");
-                    smol::Timer::after(POLL_INTERVAL).await;
-                }
-                false
-            },
-        )
-        .await;
-        if stop {
+        let changed = async {
+            if let Err(e) = watch.changed().await {
+                warn!("config watch failed ({e}); retrying in {POLL_INTERVAL:?}");
+                smol::Timer::after(POLL_INTERVAL).await;
+            }
+        };
+        if unless_shutdown(&shutdown, changed).await.is_none() {
             return;
         }
         // Let the burst of an editor's save settle.
@@ -125,22 +118,14 @@ async fn watch_with_inotify(
 }
 
 /// The fallback: compare fingerprints every [`POLL_INTERVAL`].
-async fn poll_files(main: PathBuf, reload: Trigger, shutdown: async_channel::Receiver<()>) {
+async fn poll_files(main: PathBuf, reload: Trigger, shutdown: Shutdown) {
     let mut seen = fingerprint(&main);
     let mut pending: Option<Fingerprint> = None;
     loop {
-        let stop = future::or(
-            async {
-                let _ = shutdown.recv().await;
-                true
-            },
-            async {
-                smol::Timer::after(POLL_INTERVAL).await;
-                false
-            },
-        )
-        .await;
-        if stop {
+        if unless_shutdown(&shutdown, smol::Timer::after(POLL_INTERVAL))
+            .await
+            .is_none()
+        {
             return;
         }
         let now = fingerprint(&main);
@@ -207,20 +192,9 @@ pub async fn reload_loop(
     snapshots: Arc<Snapshots>,
     health: Arc<Health>,
     problem: Arc<ConfigProblem>,
-    shutdown: async_channel::Receiver<()>,
+    shutdown: Shutdown,
 ) {
-    loop {
-        let stop = future::or(
-            async {
-                let _ = shutdown.recv().await;
-                true
-            },
-            async { requests.recv().await.is_none() },
-        )
-        .await;
-        if stop {
-            return;
-        }
+    while let Some(Some(())) = unless_shutdown(&shutdown, requests.recv()).await {
         reload(&main, &snapshots, &health, &problem);
     }
 }
