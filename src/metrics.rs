@@ -88,8 +88,14 @@ fn describe_core() {
         Unit::Seconds,
         "Unix time of the last configuration load that was accepted."
     );
+    describe_gauge!(
+        "edgenetd_config_last_reload_successful",
+        "1 if the last configuration load was accepted, 0 while the files on disk are rejected."
+    );
     counter!("edgenetd_config_reloads_total").absolute(0);
     counter!("edgenetd_config_reload_failures_total").absolute(0);
+    // The daemon only starts on a valid config, so the first load was accepted.
+    gauge!("edgenetd_config_last_reload_successful").set(1.0);
     describe_counter!(
         "edgenetd_controller_syncs_total",
         "Syncs run, by controller."
@@ -171,6 +177,7 @@ where
 /// Records a configuration load attempt.
 pub fn record_config_reload(ok: bool, wall_now: f64) {
     counter!("edgenetd_config_reloads_total").increment(1);
+    gauge!("edgenetd_config_last_reload_successful").set(if ok { 1.0 } else { 0.0 });
     if ok {
         gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
     } else {

@@ -131,6 +131,7 @@ netns_test! {
         assert!(d.messages[after].contains("config rejected: "), "STATUS shows the rejection: {:?}", d.messages[after]);
         assert!(d.messages[after].contains("edgenetd.toml:"), "with its place: {:?}", d.messages[after]);
         assert!(d.metric("edgenetd_config_reload_failures_total").unwrap() >= 1.0);
+        assert_eq!(d.metric("edgenetd_config_last_reload_successful"), Some(0.0));
         let (status, doc) = healthz(&d);
         assert_eq!(status, 200);
         assert_eq!(doc["controllers"]["t"]["failures"], 0, "still running the old, good config");
@@ -144,6 +145,7 @@ netns_test! {
             assert!(Instant::now() < deadline, "the good reload was not taken");
             std::thread::sleep(Duration::from_millis(50));
         }
+        assert_eq!(d.metric("edgenetd_config_last_reload_successful"), Some(1.0));
         let ts = d.metric("edgenetd_config_last_reload_success_timestamp_seconds").unwrap();
         assert!(ts > 1.7e9, "timestamp of the accepted reload: {ts}");
     }
@@ -262,6 +264,7 @@ netns_test! {
             "edgenetd_controller_sync_duration_seconds_bucket{controller=\"never\",le=\"+Inf\"} ",
             "edgenetd_config_reloads_total 0",
             "edgenetd_config_reload_failures_total 0",
+            "edgenetd_config_last_reload_successful 1",
             "edgenetd_config_last_reload_success_timestamp_seconds ",
             "edgenetd_build_info{version=\"",
             "edgenetd_process_resident_memory_bytes ",
