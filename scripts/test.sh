@@ -3,7 +3,7 @@
 # namespace of its own; they need root, and here a skipped kernel test is a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/install-deps.sh
+source scripts/install-deps.sh --test
 
 export EDGENETD_KERNEL_TESTS=required
 cargo fmt --all -- --check
