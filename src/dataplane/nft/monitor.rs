@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::socket::Nft;
@@ -41,25 +42,60 @@ pub fn foreign_between(from: u32, to: u32) -> bool {
     (1..=steps).any(|i| !own.contains(&from.wrapping_add(i)))
 }
 
-/// Starts the watch thread. Its socket is opened here, on the calling thread (so in its
-/// network namespace); the thread then polls for the life of the process and calls
-/// `on_foreign_commit` after each generation change that includes another process's commit.
+/// Callbacks of every subscriber, and whether the one watch thread runs.
+struct Watch {
+    started: bool,
+    subscribers: Vec<Box<dyn Fn() + Send>>,
+}
+
+static WATCH: Mutex<Watch> = Mutex::new(Watch {
+    started: false,
+    subscribers: Vec::new(),
+});
+/// The poll interval in milliseconds: the shortest any subscriber asked for.
+static INTERVAL_MS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Subscribes `on_foreign_commit` to the process's one watch thread, starting it on first use
+/// (every controller shares it, so the process polls once per interval, not once per
+/// controller). The thread's socket is opened on the calling thread (so in its network
+/// namespace); it polls every `interval` (the shortest any subscriber asked for) for the life
+/// of the process and calls every subscriber after each generation change that includes
+/// another process's commit.
 pub fn spawn_foreign_commit_watch(
     interval: Duration,
     on_foreign_commit: impl Fn() + Send + 'static,
 ) -> io::Result<()> {
+    INTERVAL_MS.fetch_min(interval.as_millis().max(1) as u64, Ordering::Relaxed);
+    let mut watch = WATCH.lock().unwrap_or_else(|e| e.into_inner());
+    watch.subscribers.push(Box::new(on_foreign_commit));
+    if watch.started {
+        return Ok(());
+    }
+    let started = start_thread();
+    match &started {
+        Ok(()) => watch.started = true,
+        // Leave no subscriber behind that nothing will ever call; a later caller retries.
+        Err(_) => watch.subscribers.clear(),
+    }
+    started
+}
+
+fn start_thread() -> io::Result<()> {
     let mut nft = Nft::open().map_err(io::Error::other)?;
     let mut last = nft.generation().map_err(io::Error::other)?;
     std::thread::Builder::new()
         .name("nft-watch".into())
         .spawn(move || {
             loop {
-                std::thread::sleep(interval);
+                std::thread::sleep(Duration::from_millis(INTERVAL_MS.load(Ordering::Relaxed)));
                 let Ok(now) = nft.generation() else {
                     continue;
                 };
                 if now != last && foreign_between(last, now) {
-                    on_foreign_commit();
+                    let watch = WATCH.lock().unwrap_or_else(|e| e.into_inner());
+                    for subscriber in &watch.subscribers {
+                        subscriber();
+                    }
                 }
                 last = now;
             }
