@@ -298,7 +298,7 @@ pub fn verify_kernel(
         nft.for_each_element(
             table,
             set.name(),
-            &mut |info| v.borrow_mut().feed(set, info),
+            &mut |info| v.borrow_mut().feed(set, &info),
             &mut || v.borrow_mut().restart(set),
         )?;
     }

@@ -292,55 +292,14 @@ impl Nft {
     /// interval-end element that `nft -f` adds in front of interval sets is left out: it
     /// changes no lookup, and edgenetd never writes it.
     pub fn list_elements(&mut self, t: &TableRef, set: &str) -> Result<Vec<ElemInfo>, NftError> {
-        let mut out = Vec::new();
-        let cell = std::cell::RefCell::new(&mut out);
-        let filter = |nlh: *mut libc::nlmsghdr| {
-            // SAFETY: a set object with table and name and no elements asks for its elements.
-            unsafe {
-                let o = sys::nftnl_set_alloc();
-                let tname = cstr(&t.name);
-                let sname = cstr(set);
-                sys::nftnl_set_set_str(o, sys::NFTNL_SET_TABLE as u16, tname.as_ptr());
-                sys::nftnl_set_set_str(o, sys::NFTNL_SET_NAME as u16, sname.as_ptr());
-                sys::nftnl_set_elems_nlmsg_build_payload(nlh, o);
-                sys::nftnl_set_free(o);
-            }
-        };
-        let r = self.dump(
-            libc::NFT_MSG_GETSETELEM,
-            family_code(t.family),
-            &filter,
-            &mut |nlh| {
-                // SAFETY: nlh is a complete NEWSETELEM message; elements are read through the
-                // set's iterator and freed with the set.
-                unsafe {
-                    let o = sys::nftnl_set_alloc();
-                    if sys::nftnl_set_elems_nlmsg_parse(nlh, o) >= 0 {
-                        let it = sys::nftnl_set_elems_iter_create(o);
-                        if !it.is_null() {
-                            let mut e = sys::nftnl_set_elems_iter_next(it);
-                            while !e.is_null() {
-                                cell.borrow_mut().push(elem_info(e));
-                                e = sys::nftnl_set_elems_iter_next(it);
-                            }
-                            sys::nftnl_set_elems_iter_destroy(it);
-                        }
-                    }
-                    sys::nftnl_set_free(o);
-                }
-                Ok(())
-            },
-            &mut || cell.borrow_mut().clear(),
-        );
-        match r {
-            Err(e) if is_enoent(&e) => Ok(Vec::new()),
-            Err(e) => Err(e),
-            Ok(()) => {
-                out.retain(|e| !(e.interval_end && e.key.iter().all(|b| *b == 0)));
-                out.sort();
-                Ok(out)
-            }
-        }
+        let out = std::cell::RefCell::new(Vec::new());
+        self.for_each_element(t, set, &mut |e| out.borrow_mut().push(e), &mut || {
+            out.borrow_mut().clear()
+        })?;
+        let mut out = out.into_inner();
+        out.retain(|e| !(e.interval_end && e.key.iter().all(|b| *b == 0)));
+        out.sort();
+        Ok(out)
     }
 }
 

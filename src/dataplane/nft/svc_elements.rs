@@ -12,14 +12,14 @@ use super::error::NftError;
 use super::socket::Nft;
 
 impl Nft {
-    /// Calls `f` with each element of `set` (in kernel order; nothing when the set does not
+    /// Hands `f` each element of `set` (in kernel order; nothing when the set does not
     /// exist). When a concurrent change interrupts the dump, `restart` is called and the
     /// elements come again from the start.
     pub fn for_each_element(
         &mut self,
         t: &TableRef,
         set: &str,
-        f: &mut dyn FnMut(&ElemInfo),
+        f: &mut dyn FnMut(ElemInfo),
         restart: &mut dyn FnMut(),
     ) -> Result<(), NftError> {
         let filter = |nlh: *mut libc::nlmsghdr| {
@@ -48,7 +48,7 @@ impl Nft {
                         if !it.is_null() {
                             let mut e = sys::nftnl_set_elems_iter_next(it);
                             while !e.is_null() {
-                                f(&elem_info(e));
+                                f(elem_info(e));
                                 e = sys::nftnl_set_elems_iter_next(it);
                             }
                             sys::nftnl_set_elems_iter_destroy(it);
