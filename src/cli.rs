@@ -1,68 +1,387 @@
-//! `plan` and `cleanup`: one-shot verbs that ask each controller area what it would change,
-//! or remove what it owns. Each area provides its own `plan`/`cleanup`; this module only
-//! runs them in order and joins their output and errors.
+//! The `edgenetd` command line: the verbs, parsed once into [`Verb`], and what each does.
+//!
+//! Exit codes (the README lists the same): 0 success; 1 the config is invalid, an operation
+//! failed, or the daemon is not live; 2 a usage error; 3 `status` could not get an answer
+//! from the daemon (unreachable, or not /healthz JSON).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::config;
+use crate::daemon::registry::{BUILTIN, BuiltinController, VerbFuture};
+use crate::{config, daemon, logging, status};
 
-/// Runs `plan` or `cleanup` for every built-in controller area.
-pub fn run_verb(verb: &str, config_path: &Path) -> ExitCode {
+/// The main config file when `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "/etc/edgenetd/edgenetd.toml";
+/// The daemon's base URL when `--url` is not given.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:9750";
+
+/// How `edgenetd` exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: success.
+    Success,
+    /// 1: invalid config, a failed operation, or a daemon that is not live.
+    Failure,
+    /// 2: the command line is wrong.
+    Usage,
+    /// 3: `status` got no /healthz answer from the daemon.
+    Unreachable,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(match exit {
+            Exit::Success => 0,
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+            Exit::Unreachable => 3,
+        })
+    }
+}
+
+/// The usage text (`--help`, and after every usage error).
+pub const USAGE: &str = "\
+edgenetd — firewall, service load-balancing and routes for edge routers, from TOML
+
+USAGE:
+    edgenetd run     [--config PATH] [--netns NAME] [--log-level LEVEL]
+    edgenetd check   [--config PATH]
+    edgenetd plan    [--config PATH]
+    edgenetd cleanup [--config PATH]
+    edgenetd status  [--url URL]
+    edgenetd --version | --help
+
+VERBS:
+    run       keep the kernel in line with the config until SIGTERM (SIGHUP reloads)
+    check     validate the config; exit 0, or 1 listing every problem with file:line:col
+    plan      print what a sync would change in the running kernel, changing nothing
+    cleanup   remove exactly what edgenetd owns (its nftables tables, routes and rules
+              carrying its route protocol)
+    status    show a running daemon's health (reads URL/healthz)
+
+OPTIONS:
+    --config PATH      main config file; conf.d/*.toml beside it is merged after it
+                       [default: /etc/edgenetd/edgenetd.toml]
+    --netns NAME       program the kernel inside `ip netns` NAME; HTTP stays where edgenetd
+                       was started (demos, tests, routers that live in a namespace)
+    --log-level LEVEL  error, warn, info, debug, trace [default: info, or $EDGENETD_LOG]
+    --url URL          daemon base URL for status [default: http://127.0.0.1:9750]
+
+EXIT CODES:
+    0  success
+    1  invalid config, failed operation, or (status) a daemon that is not live
+    2  usage error
+    3  (status) no answer from the daemon
+";
+
+/// What `edgenetd` was asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// `run`: the daemon.
+    Run,
+    /// `check`: validate the config.
+    Check,
+    /// `plan`: what a sync would change.
+    Plan,
+    /// `cleanup`: remove what edgenetd owns.
+    Cleanup,
+    /// `status`: a running daemon's /healthz as a table.
+    Status,
+    /// `--version`.
+    Version,
+    /// `--help` or `help`.
+    Help,
+}
+
+impl Verb {
+    /// The verbs a user types as a word, with that word.
+    const WORDS: [(&'static str, Verb); 6] = [
+        ("run", Verb::Run),
+        ("check", Verb::Check),
+        ("plan", Verb::Plan),
+        ("cleanup", Verb::Cleanup),
+        ("status", Verb::Status),
+        ("help", Verb::Help),
+    ];
+
+    /// The verb a word names.
+    pub fn from_word(word: &str) -> Option<Verb> {
+        Self::WORDS
+            .iter()
+            .find(|(w, _)| *w == word)
+            .map(|(_, v)| *v)
+    }
+
+    /// The word that names the verb.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verb::Version => "version",
+            verb => Self::WORDS
+                .iter()
+                .find(|(_, v)| *v == verb)
+                .map_or("help", |(w, _)| w),
+        }
+    }
+}
+
+/// The parsed command line.
+#[derive(Debug)]
+pub struct Cli {
+    /// What to do.
+    pub verb: Verb,
+    /// `--config`.
+    pub config: PathBuf,
+    /// `--netns`.
+    pub netns: Option<String>,
+    /// `--log-level`, unparsed.
+    pub log_level: Option<String>,
+    /// `--url`.
+    pub url: String,
+}
+
+/// Parses the arguments (without the program name).
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
+    let mut verb = None;
+    let mut cli = Cli {
+        verb: Verb::Help,
+        config: PathBuf::from(DEFAULT_CONFIG),
+        netns: None,
+        log_level: None,
+        url: DEFAULT_URL.to_string(),
+    };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag.as_str() {
+            "--config" | "-c" => cli.config = PathBuf::from(value("--config")?),
+            "--netns" => cli.netns = Some(value("--netns")?),
+            "--log-level" => cli.log_level = Some(value("--log-level")?),
+            "--url" => cli.url = value("--url")?,
+            "--version" | "-V" => verb = Some(Verb::Version),
+            "--help" | "-h" | "help" => verb = Some(Verb::Help),
+            word if !word.starts_with('-') && verb.is_none() => {
+                verb = Some(Verb::from_word(word).ok_or_else(|| format!("unknown verb `{word}`"))?);
+            }
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    cli.verb = verb.ok_or("missing verb: run, check, plan, cleanup or status")?;
+    Ok(cli)
+}
+
+/// `edgenetd` with these arguments (without the program name).
+pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
+    let cli = match parse_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("edgenetd: {e}\n\n{USAGE}");
+            return Exit::Usage.into();
+        }
+    };
+    let level = match cli
+        .log_level
+        .as_deref()
+        .map(logging::parse_level)
+        .transpose()
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("edgenetd: {e}");
+            return Exit::Usage.into();
+        }
+    };
+    if let Err(e) = logging::init(level) {
+        eprintln!("edgenetd: {e}");
+        return Exit::Usage.into();
+    }
+    match cli.verb {
+        Verb::Help => {
+            print!("{USAGE}");
+            Exit::Success.into()
+        }
+        Verb::Version => {
+            println!("edgenetd {}", env!("CARGO_PKG_VERSION"));
+            Exit::Success.into()
+        }
+        Verb::Run => daemon::run(daemon::RunOptions {
+            config: cli.config,
+            netns: cli.netns,
+        }),
+        Verb::Check => check(&cli.config).into(),
+        Verb::Status => status_cmd(&cli.url).into(),
+        Verb::Plan => each_controller(Verb::Plan, &cli.config).into(),
+        Verb::Cleanup => each_controller(Verb::Cleanup, &cli.config).into(),
+    }
+}
+
+fn check(path: &Path) -> Exit {
+    match config::load(path) {
+        Ok(state) => {
+            let files: Vec<String> = state
+                .files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect();
+            println!("{}: ok ({})", path.display(), files.join(", "));
+            Exit::Success
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("{}: {} problem(s)", path.display(), e.count);
+            Exit::Failure
+        }
+    }
+}
+
+fn status_cmd(base: &str) -> Exit {
+    let url = format!("{}/healthz", base.trim_end_matches('/'));
+    match status::http_get(&url) {
+        Ok((code, body)) => match serde_json::from_str(&body) {
+            Ok(doc) => {
+                print!("{}", status::render(&doc));
+                if code == 200 {
+                    Exit::Success
+                } else {
+                    Exit::Failure
+                }
+            }
+            Err(e) => {
+                eprintln!(
+                    "edgenetd: {url} answered {code} with something that is not /healthz JSON: {e}"
+                );
+                Exit::Unreachable
+            }
+        },
+        Err(e) => {
+            eprintln!("edgenetd: {e}");
+            Exit::Unreachable
+        }
+    }
+}
+
+/// `plan` or `cleanup` on every built-in controller, in table order: prints each one's
+/// output, reports each failure, and fails if any did.
+fn each_controller(verb: Verb, config_path: &Path) -> Exit {
     let desired = match config::load(config_path) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::from(1);
+            return Exit::Failure;
         }
     };
     let mut failed = false;
-    for (area, result) in smol::block_on(run_areas(verb, &desired)) {
-        match result {
+    for controller in &BUILTIN {
+        let Some(work) = one_shot(verb, controller, &desired) else {
+            continue;
+        };
+        match smol::block_on(work) {
             Ok(text) => print!("{text}"),
             Err(e) => {
                 failed = true;
-                eprintln!("{area}: {verb} failed: {e}");
+                eprintln!("{}: {} failed: {e}", controller.name, verb.word());
             }
         }
     }
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    if failed { Exit::Failure } else { Exit::Success }
+}
+
+/// The one-shot work of `verb` for one controller; `None` when it has none.
+fn one_shot<'a>(
+    verb: Verb,
+    controller: &BuiltinController,
+    desired: &'a config::DesiredState,
+) -> Option<VerbFuture<'a>> {
+    match verb {
+        // `plan` asks only enabled controllers...
+        Verb::Plan if desired.controller(controller.name).enabled => {
+            Some((controller.plan)(desired))
+        }
+        // ...`cleanup` removes what any of them may have left.
+        Verb::Cleanup => Some((controller.cleanup)(&desired.daemon)),
+        _ => None,
     }
 }
 
-async fn run_areas(
-    verb: &str,
-    desired: &config::DesiredState,
-) -> Vec<(&'static str, Result<String, String>)> {
-    use crate::controller::{policy, route, service};
-    let mut out: Vec<(&'static str, Result<String, String>)> = Vec::new();
-    // `plan` asks only enabled controllers; `cleanup` removes what any of them may have left.
-    let wanted = |name: &str| verb == "cleanup" || desired.controller(name).enabled;
-    if wanted("policy") {
-        let r = match verb {
-            "plan" => policy::plan(desired).await,
-            _ => policy::cleanup(&desired.daemon).await,
-        };
-        out.push(("policy", r.map_err(|e| e.to_string())));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        parse_args(args.iter().map(|s| s.to_string()))
     }
-    if wanted("service") {
-        let r = match verb {
-            "plan" => service::plan(desired).await,
-            _ => service::cleanup(&desired.daemon).await,
-        };
-        out.push(("service", r.map_err(|e| e.to_string())));
+
+    #[test]
+    fn flags_take_values_inline_or_separately_and_default_sensibly() {
+        let cli = parse(&[
+            "run",
+            "--config=/tmp/a.toml",
+            "--netns",
+            "demo",
+            "--log-level",
+            "debug",
+        ])
+        .unwrap();
+        assert_eq!(
+            (cli.verb, cli.config.to_str()),
+            (Verb::Run, Some("/tmp/a.toml"))
+        );
+        assert_eq!(
+            (cli.netns.as_deref(), cli.log_level.as_deref()),
+            (Some("demo"), Some("debug"))
+        );
+        let cli = parse(&["status"]).unwrap();
+        assert_eq!(
+            (cli.config.to_str(), cli.url.as_str()),
+            (Some(DEFAULT_CONFIG), DEFAULT_URL)
+        );
     }
-    if wanted("route") {
-        let r = match verb {
-            "plan" => route::plan(desired).await.map_err(|e| e.to_string()),
-            _ => route::cleanup(&desired.daemon)
-                .await
-                .map_err(|e| e.to_string()),
-        };
-        out.push(("route", r));
+
+    #[test]
+    fn mistakes_are_explained() {
+        assert_eq!(
+            parse(&[]).err().unwrap(),
+            "missing verb: run, check, plan, cleanup or status"
+        );
+        assert_eq!(
+            parse(&["check", "--config"]).err().unwrap(),
+            "--config needs a value"
+        );
+        assert_eq!(
+            parse(&["check", "--bogus"]).err().unwrap(),
+            "unexpected argument `--bogus`"
+        );
+        assert_eq!(
+            parse(&["check", "run"]).err().unwrap(),
+            "unexpected argument `run`"
+        );
     }
-    out
+
+    /// An unknown word used to reach a `_ => cleanup` arm in the plan/cleanup dispatch: a
+    /// destructive default. Now it never gets past parsing.
+    #[test]
+    fn an_unknown_verb_is_a_usage_error_never_a_default_action() {
+        assert_eq!(
+            parse(&["frobnicate"]).err().unwrap(),
+            "unknown verb `frobnicate`"
+        );
+        assert_eq!(parse(&["cleanup"]).unwrap().verb, Verb::Cleanup);
+    }
+
+    #[test]
+    fn every_verb_has_one_word_and_the_flags_win() {
+        for (word, verb) in Verb::WORDS {
+            assert_eq!((Verb::from_word(word), verb.word()), (Some(verb), word));
+        }
+        assert_eq!(parse(&["run", "--version"]).unwrap().verb, Verb::Version);
+        assert_eq!(parse(&["-h"]).unwrap().verb, Verb::Help);
+    }
 }

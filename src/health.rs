@@ -251,7 +251,7 @@ impl HealthHandle {
     }
 }
 
-impl crate::controller::Progress for HealthHandle {
+impl crate::sync::Progress for HealthHandle {
     fn beat(&self) {
         HealthHandle::beat(self);
     }

@@ -3,23 +3,29 @@
 //!
 //! # Module map
 //!
-//! Data flows top to bottom:
+//! Imports point one way (`tests/layering.rs` holds the allowed edges and fails on any
+//! other, and on any cycle). From the bottom up:
 //!
+//! - Leaves: [`sync`] (the sync vocabulary: [`sync::SyncReport`], [`sync::SyncError`],
+//!   [`sync::Progress`], [`sync::Trigger`]), [`clock`], [`shutdown`], [`logging`],
+//!   [`status`].
 //! - [`config`]: TOML files -> one validated, immutable [`config::DesiredState`]; every
 //!   problem with file:line:col. Knows nothing of netlink.
-//! - [`source`]: reloads on SIGHUP and file change; an invalid config never replaces a good one.
-//! - [`controller`]: the [`controller::Controller`] trait and the runner loop (timer OR new
-//!   snapshot OR kernel event OR shutdown, bursts coalesced). Controllers plan (pure) and then
-//!   apply through the dataplane.
 //! - [`dataplane`]: the only code that speaks netlink (nftables batches, rtnetlink).
+//! - [`controller`]: the [`controller::Controller`] trait and one module per kernel domain.
+//!   Controllers plan (pure) and then apply through the dataplane.
+//! - [`source`]: loads the config files ([`source::Outcome::Loaded`] or
+//!   [`source::Outcome::Rejected`]) and watches them for changes; nothing more.
 //! - [`health`]: heartbeats, the liveness window and queued-update rule, readiness,
-//!   [`health::run_sync`] (beat, sync, beat).
+//!   [`health::run_sync`] (beat, sync, beat). Records only.
 //! - [`metrics`]: [`metrics::record_sync_result`], the single entry point for sync outcomes;
-//!   [`metrics::run_observed_sync`]; the Prometheus exporter.
+//!   the Prometheus exporter. Records only; reads health for derived gauges.
 //! - [`http`]: /healthz /livez /readyz /metrics. [`systemd`]: READY, STATUS, WATCHDOG,
-//!   RELOADING, STOPPING. [`daemon`]: wires it all for `edgenetd run`.
-//! - [`cli`], [`status`], [`logging`], [`clock`], [`shutdown`]: the other verbs and small
-//!   utilities.
+//!   RELOADING, STOPPING.
+//! - [`daemon`]: the orchestration of `edgenetd run`: controller loops (timer OR new
+//!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
+//!   the reaction to a reload, and the registry of built-in controllers.
+//! - [`cli`]: the verbs, parsed once into [`cli::Verb`].
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -33,4 +39,5 @@ pub mod metrics;
 pub mod shutdown;
 pub mod source;
 pub mod status;
+pub mod sync;
 pub mod systemd;

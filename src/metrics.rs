@@ -2,8 +2,11 @@
 //!
 //! [`record_sync_result`] is the single entry point for sync outcomes: it updates the
 //! counters, the duration histogram, the last-success gauge and the health registry's view
-//! of the outcome. [`run_observed_sync`] = `health::run_sync` + `record_sync_result`, and is
-//! how every sync of every controller runs, the first included.
+//! of the outcome. The daemon's observed sync (beat, sync, beat, then this) is how every sync
+//! of every controller runs, the first included.
+//!
+//! Dependencies point one way: metrics reads the health registry (derived gauges) and writes
+//! outcomes into it; health knows nothing of metrics. Neither runs anything.
 //!
 //! Every series a dashboard needs exists from startup ([`register_controller`] sets them to 0),
 //! so a controller that never succeeded shows `last_success 0`, not an empty vector.
@@ -18,8 +21,8 @@ use metrics::{
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::clock::unix_seconds;
-use crate::controller::{SyncError, SyncReport};
-use crate::health::{Health, HealthHandle, run_sync};
+use crate::health::{Health, HealthHandle};
+use crate::sync::{SyncError, SyncReport};
 
 /// Histogram buckets for sync durations: 1 ms (a no-op) to 5 min (a cold 100k-route sync on a
 /// slow board).
@@ -81,7 +84,7 @@ fn describe_core() {
     );
     describe_counter!(
         "edgenetd_config_reload_failures_total",
-        "Configuration reloads rejected; the last good configuration stays in force."
+        "Configuration reloads rejected, once per distinct content of the files; the last good configuration stays in force."
     );
     describe_gauge!(
         "edgenetd_config_last_reload_success_timestamp_seconds",
@@ -158,30 +161,29 @@ pub fn record_sync_result(
     }
 }
 
-/// Runs one sync the only way syncs run: beat, sync, beat, then record the outcome.
-pub async fn run_observed_sync<F>(handle: &HealthHandle, sync: F) -> Result<SyncReport, SyncError>
-where
-    F: Future<Output = Result<SyncReport, SyncError>>,
-{
-    let clock = handle.health().clock().clone();
-    let start = clock.now();
-    let result = run_sync(handle, sync).await;
-    record_sync_result(
-        handle,
-        &result,
-        clock.now().saturating_duration_since(start),
-    );
-    result
+/// What became of one configuration load attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadRecord {
+    /// Valid and published.
+    Taken,
+    /// Rejected: files whose contents were not rejected just before.
+    Rejected,
+    /// Rejected again with the very same contents (a SIGHUP and the file watch both loading
+    /// one bad edit): an attempt, but not another failure.
+    RejectedAgain,
 }
 
 /// Records a configuration load attempt.
-pub fn record_config_reload(ok: bool, wall_now: f64) {
+pub fn record_config_reload(record: ReloadRecord, wall_now: f64) {
     counter!("edgenetd_config_reloads_total").increment(1);
-    gauge!("edgenetd_config_last_reload_successful").set(if ok { 1.0 } else { 0.0 });
-    if ok {
-        gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
-    } else {
-        counter!("edgenetd_config_reload_failures_total").increment(1);
+    let taken = record == ReloadRecord::Taken;
+    gauge!("edgenetd_config_last_reload_successful").set(if taken { 1.0 } else { 0.0 });
+    match record {
+        ReloadRecord::Taken => {
+            gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
+        }
+        ReloadRecord::Rejected => counter!("edgenetd_config_reload_failures_total").increment(1),
+        ReloadRecord::RejectedAgain => {}
     }
 }
 
@@ -202,28 +204,28 @@ fn export_health(health: &Health) {
     }
 }
 
+/// Renders what `f` records into a recorder of its own (tests run in parallel; the global
+/// recorder is not theirs to share).
+#[cfg(test)]
+pub(crate) fn render_with<F: FnOnce()>(f: F) -> String {
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("edgenetd_controller_sync_duration_seconds".into()),
+            SYNC_DURATION_BUCKETS,
+        )
+        .unwrap()
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        describe_core();
+        f();
+    });
+    handle.render()
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::clock::FakeClock;
-
-    fn render_with<F: FnOnce()>(f: F) -> String {
-        let recorder = PrometheusBuilder::new()
-            .set_buckets_for_metric(
-                Matcher::Full("edgenetd_controller_sync_duration_seconds".into()),
-                SYNC_DURATION_BUCKETS,
-            )
-            .unwrap()
-            .build_recorder();
-        let handle = recorder.handle();
-        metrics::with_local_recorder(&recorder, || {
-            describe_core();
-            f();
-        });
-        handle.render()
-    }
 
     #[test]
     fn series_exist_from_startup_with_zero_values() {
@@ -238,53 +240,5 @@ mod tests {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
         assert!(out.contains("edgenetd_build_info{version=\""), "{out}");
-    }
-
-    #[test]
-    fn a_failed_sync_counts_a_failure_and_keeps_last_success_at_zero() {
-        let clock = FakeClock::new();
-        let health = Health::new(clock.clone() as Arc<dyn crate::clock::Clock>);
-        let h = health.register("route", Duration::from_secs(60));
-        let out = render_with(|| {
-            register_controller("route");
-            let r = smol::block_on(run_observed_sync(&h, async {
-                Err(SyncError::whole("route 10.0.0.0/8", "boom"))
-            }));
-            assert!(r.is_err());
-        });
-        assert!(
-            out.contains("edgenetd_controller_syncs_total{controller=\"route\"} 1"),
-            "{out}"
-        );
-        assert!(
-            out.contains("edgenetd_controller_sync_failures_total{controller=\"route\"} 1"),
-            "{out}"
-        );
-        assert!(
-            out.contains("edgenetd_controller_sync_last_success{controller=\"route\"} 0"),
-            "{out}"
-        );
-        assert!(out.contains("edgenetd_controller_sync_duration_seconds_bucket{controller=\"route\",le=\"0.001\"} 1"), "{out}");
-        let report = health.report();
-        assert_eq!(
-            report.controllers[0].last_error.as_deref(),
-            Some("route 10.0.0.0/8: boom")
-        );
-    }
-
-    #[test]
-    fn a_successful_sync_sets_last_success_to_now() {
-        let clock = FakeClock::new();
-        let health = Health::new(clock.clone() as Arc<dyn crate::clock::Clock>);
-        let h = health.register("policy", Duration::from_secs(60));
-        let out = render_with(|| {
-            register_controller("policy");
-            smol::block_on(run_observed_sync(&h, async { Ok(SyncReport::default()) })).unwrap();
-        });
-        let want = format!(
-            "edgenetd_controller_sync_last_success{{controller=\"policy\"}} {}",
-            unix_seconds(crate::clock::Clock::wall(&*clock))
-        );
-        assert!(out.contains(&want), "missing {want} in\n{out}");
     }
 }

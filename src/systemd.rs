@@ -13,9 +13,9 @@ use futures_lite::future;
 use log::{error, info, warn};
 use sd_notify::NotifyState;
 
-use crate::controller::TriggerRx;
 use crate::health::{Health, HealthReport};
 use crate::shutdown::{Shutdown, unless_shutdown};
+use crate::sync::TriggerRx;
 
 /// The longest STATUS= line we send; systemctl shows one line anyway.
 const STATUS_MAX: usize = 240;

@@ -8,23 +8,20 @@
 //! anything really changed. Where inotify is unavailable, the files are polled every
 //! [`POLL_INTERVAL`] instead.
 //!
-//! An invalid new config never replaces the last good one: its errors are logged (every one,
-//! with file:line:col), counted, and shown on the systemd STATUS line until a good load.
+//! [`load`] reads the files once and says only "loaded" or "rejected, with problems" (plus
+//! what the files held); what follows (publishing, metrics, systemd) is the daemon's reload
+//! reaction. An invalid new config never replaces the last good one.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures_lite::future;
-use log::{error, info, warn};
+use log::{info, warn};
 
-use crate::clock::unix_seconds;
-use crate::config::{self, DesiredState};
-use crate::controller::{Snapshots, Trigger, TriggerRx};
-use crate::health::Health;
-use crate::metrics::record_config_reload;
+use crate::config::{self, ConfigError, DesiredState};
 use crate::shutdown::{Shutdown, unless_shutdown};
-use crate::systemd::{self, ConfigProblem};
+use crate::sync::Trigger;
 
 mod inotify;
 
@@ -145,67 +142,54 @@ async fn poll_files(main: PathBuf, reload: Trigger, shutdown: Shutdown) {
     }
 }
 
-/// Loads the configuration again; publishes it when valid, keeps the old one otherwise.
-/// Returns whether the new configuration was taken.
-pub fn reload(
-    main: &Path,
-    snapshots: &Snapshots,
-    health: &Health,
-    problem: &ConfigProblem,
-) -> bool {
-    systemd::reloading();
-    let wall = unix_seconds(health.clock().wall());
-    let taken = match config::load(main) {
-        Ok(next) => {
-            warn_about_restart_only_changes(&snapshots.current(), &next);
-            let files = next.files.len();
-            snapshots.publish(Arc::new(next));
-            record_config_reload(true, wall);
-            problem.set(None);
-            info!("config reloaded from {} ({files} file(s))", main.display());
-            true
+/// Identifies the bytes of one set of config files (paths and contents, or the error that
+/// kept a file from being read), so a reload of the very same rejected files can be told
+/// from a new attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentHash(u64);
+
+/// Hashes every file a load of `main` would read.
+pub fn content_hash(main: &Path) -> ContentHash {
+    let mut hasher = DefaultHasher::new();
+    for path in config::config_files(main) {
+        path.hash(&mut hasher);
+        match std::fs::read(&path) {
+            Ok(bytes) => bytes.hash(&mut hasher),
+            Err(e) => e.kind().hash(&mut hasher),
         }
-        Err(e) => {
-            error!(
-                "config reload rejected ({} problem(s)); the last good configuration stays in force:",
-                e.count
-            );
-            for line in e.rendered.lines() {
-                error!("  {line}");
-            }
-            record_config_reload(false, wall);
-            problem.set(Some(e.first.clone()));
-            false
-        }
+    }
+    ContentHash(hasher.finish())
+}
+
+/// What one load of the config files produced.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The files are valid: the new desired state.
+    Loaded(Box<DesiredState>),
+    /// The files are invalid: every problem, with file:line:col.
+    Rejected(ConfigError),
+}
+
+/// One load of the config files.
+#[derive(Debug)]
+pub struct Load {
+    /// The files' contents as the load read them; `None` when they changed while it ran
+    /// (then nobody can say which version the outcome belongs to).
+    pub content: Option<ContentHash>,
+    /// Valid or not.
+    pub outcome: Outcome,
+}
+
+/// Loads the config files once. Knows nothing of what happens next: the daemon publishes a
+/// loaded state or keeps the old one.
+pub fn load(main: &Path) -> Load {
+    let before = content_hash(main);
+    let outcome = match config::load(main) {
+        Ok(state) => Outcome::Loaded(Box::new(state)),
+        Err(e) => Outcome::Rejected(e),
     };
-    systemd::ready(&systemd::status_line(
-        &health.report(),
-        problem.get().as_deref(),
-    ));
-    taken
-}
-
-/// Serves reload requests (SIGHUP, file changes) until shutdown.
-pub async fn reload_loop(
-    main: PathBuf,
-    requests: TriggerRx,
-    snapshots: Arc<Snapshots>,
-    health: Arc<Health>,
-    problem: Arc<ConfigProblem>,
-    shutdown: Shutdown,
-) {
-    while let Some(Some(())) = unless_shutdown(&shutdown, requests.recv()).await {
-        reload(&main, &snapshots, &health, &problem);
-    }
-}
-
-fn warn_about_restart_only_changes(old: &DesiredState, new: &DesiredState) {
-    if old.daemon != new.daemon {
-        warn!("[daemon] settings changed; they take effect at the next restart");
-    }
-    for name in config::CONTROLLERS {
-        if old.controller(name).enabled != new.controller(name).enabled {
-            warn!("controller {name}: `enabled` changed; this takes effect at the next restart");
-        }
-    }
+    // Hashing again, rather than hashing what the load read, keeps this out of `config`;
+    // a file replaced in between makes the two differ.
+    let content = (content_hash(main) == before).then_some(before);
+    Load { content, outcome }
 }

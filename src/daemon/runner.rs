@@ -5,90 +5,18 @@
 //! triggers that arrive during a sync leave at most one wake-up pending, which causes at most
 //! one more sync, which reads the newest snapshot.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::future;
 use log::{info, warn};
 
+use super::observed::run_observed_sync;
+use super::snapshots::Snapshots;
 use crate::config::{ControllerSettings, DesiredState};
 use crate::controller::Controller;
 use crate::health::HealthHandle;
-use crate::metrics::run_observed_sync;
-
-/// Wakes a controller's loop early (kernel events, drift monitors). Cheap to clone; firing is
-/// non-blocking and coalesces with any wake-up already pending.
-#[derive(Clone, Debug)]
-pub struct Trigger(async_channel::Sender<()>);
-
-/// The receiving end of a [`Trigger`].
-#[derive(Debug)]
-pub struct TriggerRx(async_channel::Receiver<()>);
-
-/// A connected trigger pair.
-pub fn trigger() -> (Trigger, TriggerRx) {
-    let (tx, rx) = async_channel::bounded(1);
-    (Trigger(tx), TriggerRx(rx))
-}
-
-impl Trigger {
-    /// Asks for a sync soon; a no-op when one is already pending.
-    pub fn fire(&self) {
-        let _ = self.0.try_send(());
-    }
-}
-
-impl TriggerRx {
-    /// Waits for the next firing; `None` once every [`Trigger`] is gone.
-    pub async fn recv(&self) -> Option<()> {
-        self.0.recv().await.ok()
-    }
-}
-
-/// The current desired state and the controllers subscribed to it.
-pub struct Snapshots {
-    current: Mutex<Arc<DesiredState>>,
-    subscribers: Mutex<Vec<(Trigger, HealthHandle)>>,
-}
-
-impl Snapshots {
-    /// Starts with a first snapshot.
-    pub fn new(first: Arc<DesiredState>) -> Arc<Snapshots> {
-        Arc::new(Snapshots {
-            current: Mutex::new(first),
-            subscribers: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// The newest snapshot.
-    pub fn current(&self) -> Arc<DesiredState> {
-        Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Subscribes a controller: it is woken, and its update counted as queued, on publish.
-    pub fn subscribe(&self, health: HealthHandle) -> TriggerRx {
-        let (tx, rx) = trigger();
-        self.subscribers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((tx, health));
-        rx
-    }
-
-    /// Replaces the snapshot and wakes every subscriber.
-    pub fn publish(&self, next: Arc<DesiredState>) {
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next;
-        for (tx, health) in self
-            .subscribers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            health.queued();
-            tx.fire();
-        }
-    }
-}
+use crate::sync::{SyncReport, Trigger, TriggerRx};
 
 /// Why a loop woke up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,7 +74,7 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
     }
 }
 
-fn report_summary(r: &crate::controller::SyncReport) -> String {
+fn report_summary(r: &SyncReport) -> String {
     if r.summary.is_empty() {
         format!("{} changes", r.changes)
     } else {
@@ -160,14 +88,14 @@ async fn next_wake(inputs: &LoopInputs, period: Duration) -> Wake {
         Wake::Shutdown
     };
     let snapshot = async {
-        let _ = inputs.snapshot_rx.0.recv().await;
+        let _ = inputs.snapshot_rx.recv().await;
         Wake::Snapshot
     };
     let kernel = async {
-        match inputs.kernel_rx.0.recv().await {
-            Ok(()) => Wake::Kernel,
+        match inputs.kernel_rx.recv().await {
+            Some(()) => Wake::Kernel,
             // The controller dropped its trigger (it has no kernel events): never wake.
-            Err(_) => future::pending().await,
+            None => future::pending().await,
         }
     };
     let timer = async {
@@ -178,7 +106,7 @@ async fn next_wake(inputs: &LoopInputs, period: Duration) -> Wake {
     let wake = future::or(shutdown, future::or(snapshot, future::or(kernel, timer))).await;
     // The sync about to run reads the newest snapshot and the kernel as it is now, so it
     // serves every other wake-up already pending too.
-    while inputs.snapshot_rx.0.try_recv().is_ok() || inputs.kernel_rx.0.try_recv().is_ok() {}
+    while inputs.snapshot_rx.take_pending() || inputs.kernel_rx.take_pending() {}
     wake
 }
 
@@ -189,8 +117,8 @@ mod tests {
 
     use super::*;
     use crate::clock::SystemClock;
-    use crate::controller::{Progress, SyncError, SyncReport};
     use crate::health::Health;
+    use crate::sync::{Progress, SyncError, trigger};
 
     struct Counting {
         syncs: Rc<RefCell<u32>>,

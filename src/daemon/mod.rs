@@ -1,0 +1,287 @@
+//! `edgenetd run`: wires config, controllers, health, metrics, HTTP and systemd together, and
+//! owns everything that orchestrates them: the controller loops ([`runner`]), the current
+//! snapshot ([`snapshots`]), how a sync is observed ([`observed`]), the reaction to a reload
+//! ([`reload`]) and the table of built-in controllers ([`registry`]).
+//!
+//! Start-up order: load the config (invalid = exit 1, nothing applied), bind HTTP (a bind
+//! error is fatal and immediate, before anything touches the kernel), optionally enter the
+//! network namespace the kernel work belongs to, then start one loop per enabled controller on
+//! one single-threaded smol executor. READY=1 follows every controller's first sync attempt.
+//! SIGTERM/SIGINT: STOPPING=1, loops stop, exit 0 within a few seconds; kernel state stays in
+//! place (a router keeps forwarding; `edgenetd cleanup` removes it).
+
+mod netns;
+pub mod observed;
+pub mod registry;
+pub mod reload;
+pub mod runner;
+mod signals;
+pub mod snapshots;
+pub mod spawner;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_lite::future;
+use log::{error, info, warn};
+
+use self::netns::enter_netns;
+use self::reload::Reloader;
+use self::signals::{Signal, Signals};
+use self::snapshots::Snapshots;
+use self::spawner::Spawner;
+use crate::clock::{Clock, SystemClock, unix_seconds};
+use crate::config::{self, DesiredState};
+use crate::health::Health;
+use crate::http::{self, HttpState};
+use crate::metrics::{self, Exporter};
+use crate::shutdown::{Shutdown, unless_shutdown};
+use crate::source;
+use crate::sync::{Trigger, TriggerRx, trigger};
+use crate::systemd::{self, ConfigProblem};
+
+/// How long loops get to stop after SIGTERM before the process exits anyway.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Options of `edgenetd run`.
+pub struct RunOptions {
+    /// The main config file.
+    pub config: PathBuf,
+    /// Program the kernel inside this named network namespace (`ip netns`), while HTTP stays
+    /// in the namespace edgenetd was started in.
+    pub netns: Option<String>,
+}
+
+/// Runs the daemon until SIGTERM/SIGINT.
+pub fn run(opts: RunOptions) -> ExitCode {
+    match start(&opts) {
+        Ok(started) => {
+            serve(&opts, started);
+            info!("stopped");
+            ExitCode::SUCCESS
+        }
+        // Each step has logged why it failed.
+        Err(Fatal) => ExitCode::from(1),
+    }
+}
+
+/// A start-up step failed; it has logged why. Nothing was applied to the kernel.
+struct Fatal;
+
+/// What the start-up steps produce for the serving phase.
+struct Started {
+    /// The first, valid configuration.
+    desired: DesiredState,
+    /// The heartbeat registry (HTTP already serves it).
+    health: Arc<Health>,
+    /// The Prometheus exporter (HTTP already serves it).
+    exporter: Arc<Exporter>,
+    /// SIGHUP, SIGTERM, SIGINT.
+    signals: Signals,
+}
+
+/// Every step before the first controller starts; each logs its own failure.
+fn start(opts: &RunOptions) -> Result<Started, Fatal> {
+    let desired = load_first(opts)?;
+    let listener = http::bind(desired.daemon.listen).map_err(|e| {
+        error!("cannot listen on {}: {e}", desired.daemon.listen);
+        Fatal
+    })?;
+    if let Some(ns) = &opts.netns {
+        // Before any thread exists: namespaces are per thread and threads inherit them.
+        enter_netns(ns).map_err(|e| {
+            error!("cannot enter network namespace {ns}: {e}");
+            Fatal
+        })?;
+        info!("programming the kernel in network namespace {ns}");
+    }
+    let signals = Signals::install().map_err(|e| {
+        error!("cannot install signal handlers: {e}");
+        Fatal
+    })?;
+    let (health, exporter) = start_observability(&desired, listener)?;
+    Ok(Started {
+        desired,
+        health,
+        exporter,
+        signals,
+    })
+}
+
+/// The first load: an invalid config is fatal (every problem printed), nothing is applied.
+fn load_first(opts: &RunOptions) -> Result<DesiredState, Fatal> {
+    config::load(&opts.config).map_err(|e| {
+        eprintln!("{e}");
+        error!(
+            "{} configuration problem(s) in {}; nothing was applied",
+            e.count,
+            opts.config.display()
+        );
+        Fatal
+    })
+}
+
+/// Installs the metrics recorder, creates the health registry and serves HTTP.
+fn start_observability(
+    desired: &DesiredState,
+    listener: TcpListener,
+) -> Result<(Arc<Health>, Arc<Exporter>), Fatal> {
+    let exporter = Arc::new(Exporter::install().map_err(|e| {
+        error!("{e}");
+        Fatal
+    })?);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    metrics::record_initial_load(unix_seconds(clock.wall()));
+    let health = Health::new(clock);
+    let http_state = Arc::new(HttpState {
+        health: health.clone(),
+        exporter: Some(exporter.clone()),
+        allow: desired.daemon.metrics_allow.clone(),
+    });
+    http::serve(listener, http_state).map_err(|e| {
+        error!("cannot start the HTTP server: {e}");
+        Fatal
+    })?;
+    info!(
+        "edgenetd {} listening on http://{}",
+        env!("CARGO_PKG_VERSION"),
+        desired.daemon.listen
+    );
+    Ok((health, exporter))
+}
+
+/// Starts the loops and background tasks, then runs until a stop signal.
+fn serve(opts: &RunOptions, started: Started) {
+    let Started {
+        desired,
+        health,
+        exporter,
+        signals,
+    } = started;
+    let ex = smol::LocalExecutor::new();
+    let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
+    let snapshots = Snapshots::new(Arc::new(desired));
+    let (sync_done, sync_done_rx) = trigger();
+    let mut spawner = Spawner {
+        ex: &ex,
+        health: &health,
+        snapshots: &snapshots,
+        shutdown: &shutdown,
+        sync_done: &sync_done,
+        loops: Vec::new(),
+    };
+    registry::start_all(&mut spawner, &snapshots.current());
+    let loops = spawner.loops;
+    if loops.is_empty() {
+        warn!("no controller is enabled: edgenetd only serves its HTTP endpoints");
+    }
+    let reload_tx = spawn_background(
+        &ex,
+        Background {
+            main: opts.config.clone(),
+            snapshots,
+            health,
+            exporter,
+            sync_done: sync_done_rx,
+            shutdown,
+        },
+    );
+    smol::block_on(ex.run(async {
+        wait_for_stop(&signals, &reload_tx).await;
+        drop(shutdown_tx);
+        stop_loops(loops).await;
+    }));
+}
+
+/// What the background tasks share.
+struct Background {
+    /// The main config file (watched, and reloaded).
+    main: PathBuf,
+    /// Where a reload publishes.
+    snapshots: Arc<Snapshots>,
+    /// The heartbeat registry.
+    health: Arc<Health>,
+    /// Its histogram buffers are drained every minute.
+    exporter: Arc<Exporter>,
+    /// Fired after every sync (the systemd supervisor wakes on it).
+    sync_done: TriggerRx,
+    /// Closed when the daemon stops.
+    shutdown: Shutdown,
+}
+
+/// Starts the systemd supervisor, the file watch, the reload server and the metrics upkeep;
+/// returns the trigger that asks for a reload.
+fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
+    let problem = Arc::new(ConfigProblem::default());
+    let (reload_tx, reload_rx) = trigger();
+    ex.spawn(systemd::supervise(
+        bg.health.clone(),
+        problem.clone(),
+        bg.sync_done,
+        bg.shutdown.clone(),
+    ))
+    .detach();
+    ex.spawn(source::watch_files(
+        bg.main.clone(),
+        reload_tx.clone(),
+        bg.shutdown.clone(),
+    ))
+    .detach();
+    let reloader = Reloader {
+        main: bg.main,
+        snapshots: bg.snapshots,
+        health: bg.health,
+        problem,
+        last_rejected: None,
+    };
+    ex.spawn(reload::serve(reloader, reload_rx, bg.shutdown.clone()))
+        .detach();
+    let (exporter, shutdown) = (bg.exporter, bg.shutdown);
+    ex.spawn(async move {
+        let every_minute = || smol::Timer::after(Duration::from_secs(60));
+        while unless_shutdown(&shutdown, every_minute()).await.is_some() {
+            exporter.run_upkeep();
+        }
+    })
+    .detach();
+    reload_tx
+}
+
+/// Serves SIGHUP until SIGTERM or SIGINT.
+async fn wait_for_stop(signals: &Signals, reload: &Trigger) {
+    loop {
+        match signals.next().await {
+            Signal::Reload => {
+                info!("SIGHUP: reloading configuration");
+                reload.fire();
+            }
+            Signal::Stop(name) => {
+                info!(
+                    "{name}: stopping (kernel state stays in place; `edgenetd cleanup` removes it)"
+                );
+                systemd::stopping();
+                return;
+            }
+        }
+    }
+}
+
+/// Waits for every loop to stop, at most [`STOP_GRACE`].
+async fn stop_loops(loops: Vec<smol::Task<()>>) {
+    let all = async {
+        for l in loops {
+            l.await;
+        }
+        false
+    };
+    let grace = async {
+        smol::Timer::after(STOP_GRACE).await;
+        true
+    };
+    if future::or(all, grace).await {
+        warn!("a controller did not stop within {STOP_GRACE:?}; exiting anyway");
+    }
+}

@@ -1,0 +1,207 @@
+//! The reaction to a reload request (SIGHUP or a file change): load, then publish the new
+//! snapshot or keep the old one, record the attempt, and tell systemd.
+//!
+//! A SIGHUP and the file watch often both ask for a reload of one edit. A rejected content is
+//! counted in `edgenetd_config_reload_failures_total` once: loading the very same rejected
+//! files again is logged on one line and not counted as another failure. A load that is taken
+//! forgets the rejected content, so the same bad edit made again later counts again.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use log::{error, info, warn};
+
+use super::snapshots::Snapshots;
+use crate::clock::unix_seconds;
+use crate::config::{self, DesiredState};
+use crate::health::Health;
+use crate::metrics::{ReloadRecord, record_config_reload};
+use crate::shutdown::{Shutdown, unless_shutdown};
+use crate::source::{self, ContentHash, Load, Outcome};
+use crate::sync::TriggerRx;
+use crate::systemd::{self, ConfigProblem};
+
+/// Everything a reload touches.
+pub struct Reloader {
+    /// The main config file.
+    pub main: PathBuf,
+    /// Where a taken configuration is published.
+    pub snapshots: Arc<Snapshots>,
+    /// The registry whose report makes the STATUS= line (and whose clock stamps reloads).
+    pub health: Arc<Health>,
+    /// The rejection shown on STATUS= until a good load.
+    pub problem: Arc<ConfigProblem>,
+    /// The contents of the last rejected load, until a load is taken.
+    pub last_rejected: Option<ContentHash>,
+}
+
+impl Reloader {
+    /// Loads the configuration again; publishes it when valid, keeps the old one otherwise.
+    /// Returns whether the new configuration was taken.
+    pub fn reload(&mut self) -> bool {
+        systemd::reloading();
+        let taken = self.react(source::load(&self.main));
+        systemd::ready(&systemd::status_line(
+            &self.health.report(),
+            self.problem.get().as_deref(),
+        ));
+        taken
+    }
+
+    /// Publishes or keeps, and records which; returns whether the load was taken.
+    pub fn react(&mut self, load: Load) -> bool {
+        let wall = unix_seconds(self.health.clock().wall());
+        match load.outcome {
+            Outcome::Loaded(next) => {
+                warn_about_restart_only_changes(&self.snapshots.current(), &next);
+                let files = next.files.len();
+                self.snapshots.publish(Arc::from(next));
+                record_config_reload(ReloadRecord::Taken, wall);
+                self.problem.set(None);
+                self.last_rejected = None;
+                info!(
+                    "config reloaded from {} ({files} file(s))",
+                    self.main.display()
+                );
+                true
+            }
+            Outcome::Rejected(e)
+                if load.content.is_some() && load.content == self.last_rejected =>
+            {
+                info!(
+                    "config reload: the files are unchanged since they were rejected ({} problem(s)); the last good configuration stays in force",
+                    e.count
+                );
+                record_config_reload(ReloadRecord::RejectedAgain, wall);
+                false
+            }
+            Outcome::Rejected(e) => {
+                error!(
+                    "config reload rejected ({} problem(s)); the last good configuration stays in force:",
+                    e.count
+                );
+                for line in e.rendered.lines() {
+                    error!("  {line}");
+                }
+                record_config_reload(ReloadRecord::Rejected, wall);
+                self.problem.set(Some(e.first.clone()));
+                self.last_rejected = load.content;
+                false
+            }
+        }
+    }
+}
+
+/// Serves reload requests (SIGHUP, file changes) until shutdown.
+pub async fn serve(mut reloader: Reloader, requests: TriggerRx, shutdown: Shutdown) {
+    while let Some(Some(())) = unless_shutdown(&shutdown, requests.recv()).await {
+        reloader.reload();
+    }
+}
+
+fn warn_about_restart_only_changes(old: &DesiredState, new: &DesiredState) {
+    if old.daemon != new.daemon {
+        warn!("[daemon] settings changed; they take effect at the next restart");
+    }
+    for name in config::CONTROLLERS {
+        if old.controller(name).enabled != new.controller(name).enabled {
+            warn!("controller {name}: `enabled` changed; this takes effect at the next restart");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::clock::FakeClock;
+    use crate::metrics::render_with;
+
+    const GOOD: &str = "[daemon]\nroute_protocol = 191\n";
+    const BAD: &str = "[daemon]\nroute_protocol = 300\n";
+    const OTHER_BAD: &str = "[daemon]\nlisten = \"nowhere\"\n";
+
+    fn reloader(tag: &str) -> Reloader {
+        let dir =
+            std::env::temp_dir().join(format!("edgenetd-reload-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("conf.d")).unwrap();
+        let main = dir.join("edgenetd.toml");
+        std::fs::write(&main, GOOD).unwrap();
+        Reloader {
+            snapshots: Snapshots::new(Arc::new(config::load(&main).unwrap())),
+            main,
+            health: Health::new(FakeClock::new()),
+            problem: Arc::new(ConfigProblem::default()),
+            last_rejected: None,
+        }
+    }
+
+    fn write(main: &Path, text: &str) {
+        std::fs::write(main, text).unwrap();
+    }
+
+    fn series(out: &str, name: &str) -> f64 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{out}"))
+    }
+
+    /// Bug 8c: a SIGHUP and the file watch both loaded one rejected edit, and
+    /// `edgenetd_config_reload_failures_total` counted it twice.
+    #[test]
+    fn one_rejected_content_loaded_twice_counts_one_reload_failure() {
+        let mut r = reloader("8c");
+        let out = render_with(|| {
+            write(&r.main, BAD);
+            assert!(!r.reload(), "SIGHUP");
+            assert!(!r.reload(), "the file watch, same content");
+        });
+        assert_eq!(series(&out, "edgenetd_config_reload_failures_total"), 1.0);
+        assert_eq!(series(&out, "edgenetd_config_reloads_total"), 2.0);
+        assert_eq!(series(&out, "edgenetd_config_last_reload_successful"), 0.0);
+        assert!(r.problem.get().unwrap().contains("route_protocol"));
+    }
+
+    #[test]
+    fn a_different_rejected_content_counts_again_and_a_good_load_resets() {
+        let mut r = reloader("distinct");
+        let out = render_with(|| {
+            write(&r.main, BAD);
+            assert!(!r.reload());
+            write(&r.main, OTHER_BAD);
+            assert!(!r.reload(), "new content: a new failure");
+            write(&r.main, GOOD);
+            assert!(r.reload());
+            assert_eq!(r.problem.get(), None);
+            write(&r.main, BAD);
+            assert!(!r.reload(), "the first bad edit again, after a good load");
+            assert!(!r.reload(), "and once more: not counted");
+        });
+        assert_eq!(series(&out, "edgenetd_config_reload_failures_total"), 3.0);
+        assert_eq!(series(&out, "edgenetd_config_reloads_total"), 5.0);
+    }
+
+    #[test]
+    fn a_rejected_load_whose_files_changed_meanwhile_always_counts() {
+        let mut r = reloader("racing");
+        let rejected = || Load {
+            content: None,
+            outcome: Outcome::Rejected(config::load_str(&[("a.toml", BAD)]).unwrap_err()),
+        };
+        let out = render_with(|| {
+            assert!(!r.react(rejected()));
+            assert!(!r.react(rejected()));
+        });
+        assert_eq!(series(&out, "edgenetd_config_reload_failures_total"), 2.0);
+    }
+
+    #[test]
+    fn a_taken_load_is_published() {
+        let mut r = reloader("publish");
+        write(&r.main, "[daemon]\nroute_protocol = 192\n");
+        render_with(|| assert!(r.reload()));
+        assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
+    }
+}

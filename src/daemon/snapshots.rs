@@ -1,0 +1,58 @@
+//! The current desired state and the loops subscribed to it.
+//!
+//! Publishing marks every subscriber's update as queued in the health registry before waking
+//! it, so a loop that stops taking work is caught by the queued-update rule even while
+//! something else keeps beating for it.
+
+use std::sync::{Arc, Mutex};
+
+use crate::config::DesiredState;
+use crate::health::HealthHandle;
+use crate::sync::{Trigger, TriggerRx, trigger};
+
+/// The current desired state and the controllers subscribed to it.
+pub struct Snapshots {
+    /// The newest published snapshot.
+    current: Mutex<Arc<DesiredState>>,
+    /// One wake-up and one health registration per subscribed loop.
+    subscribers: Mutex<Vec<(Trigger, HealthHandle)>>,
+}
+
+impl Snapshots {
+    /// Starts with a first snapshot.
+    pub fn new(first: Arc<DesiredState>) -> Arc<Snapshots> {
+        Arc::new(Snapshots {
+            current: Mutex::new(first),
+            subscribers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The newest snapshot.
+    pub fn current(&self) -> Arc<DesiredState> {
+        Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Subscribes a controller: it is woken, and its update counted as queued, on publish.
+    pub fn subscribe(&self, health: HealthHandle) -> TriggerRx {
+        let (tx, rx) = trigger();
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((tx, health));
+        rx
+    }
+
+    /// Replaces the snapshot and wakes every subscriber.
+    pub fn publish(&self, next: Arc<DesiredState>) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        for (tx, health) in self
+            .subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            health.queued();
+            tx.fire();
+        }
+    }
+}

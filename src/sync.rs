@@ -1,0 +1,164 @@
+//! The vocabulary every sync loop shares: what a sync reports, how it fails, how it shows
+//! progress, and how a loop is woken early.
+//!
+//! A leaf: this module imports nothing from the crate, so controllers (which produce these
+//! values), the daemon (which runs the loops), health (which turns progress into heartbeats),
+//! metrics (which counts outcomes) and systemd (which waits on triggers) can all use it
+//! without depending on one another.
+
+use std::fmt;
+
+/// What one successful (or partly successful) sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Kernel objects written (added, replaced or deleted); 0 for a no-op sync.
+    pub changes: u64,
+    /// Drift repaired: owned objects found changed or missing that had been installed before.
+    pub drift_repairs: u64,
+    /// One line for logs, e.g. "3 added, 1 deleted".
+    pub summary: String,
+}
+
+/// One object that a sync could not program, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectFailure {
+    /// The object as an operator names it, e.g. `route 10.20.0.0/16 table 100`.
+    pub object: String,
+    /// Why it failed, e.g. the kernel's error.
+    pub error: String,
+}
+
+/// Every failure of a best-effort sync, joined: one broken object never hides another, and
+/// never keeps the others from being programmed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+pub struct SyncError {
+    /// Each object that failed.
+    pub failures: Vec<ObjectFailure>,
+    /// What the sync did manage to do besides the failures.
+    pub report: SyncReport,
+}
+
+impl SyncError {
+    /// A failure that is not about one object (e.g. the netlink socket could not be opened).
+    pub fn whole(object: impl Into<String>, error: impl fmt::Display) -> SyncError {
+        SyncError {
+            failures: vec![ObjectFailure {
+                object: object.into(),
+                error: error.to_string(),
+            }],
+            report: SyncReport::default(),
+        }
+    }
+
+    /// Adds one object's failure.
+    pub fn push(&mut self, object: impl Into<String>, error: impl fmt::Display) {
+        self.failures.push(ObjectFailure {
+            object: object.into(),
+            error: error.to_string(),
+        });
+    }
+
+    /// `Ok(report)` when nothing failed, else `Err(self)` carrying the report.
+    pub fn into_result(mut self, report: SyncReport) -> Result<SyncReport, SyncError> {
+        if self.failures.is_empty() {
+            Ok(report)
+        } else {
+            self.report = report;
+            Err(self)
+        }
+    }
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.failures.as_slice() {
+            [] => write!(f, "sync failed"),
+            [one] => write!(f, "{}: {}", one.object, one.error),
+            many => {
+                write!(f, "{} objects failed: ", many.len())?;
+                for (i, failure) in many.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, "; ")?;
+                    }
+                    write!(f, "{}: {}", failure.object, failure.error)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Handed to every sync so a long one can show it is moving: a slow but progressing sync must
+/// not be mistaken for a wedged loop.
+pub trait Progress {
+    /// Records a heartbeat now.
+    fn beat(&self);
+}
+
+/// A progress sink that ignores beats (for `plan` and unit tests).
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn beat(&self) {}
+}
+
+/// Wakes a loop early (kernel events, drift monitors, new snapshots, reload requests). Cheap
+/// to clone; firing is non-blocking and coalesces with any wake-up already pending.
+#[derive(Clone, Debug)]
+pub struct Trigger(async_channel::Sender<()>);
+
+/// The receiving end of a [`Trigger`].
+#[derive(Debug)]
+pub struct TriggerRx(async_channel::Receiver<()>);
+
+/// A connected trigger pair. Capacity one: any number of firings while nobody listens leave
+/// exactly one wake-up pending.
+pub fn trigger() -> (Trigger, TriggerRx) {
+    let (tx, rx) = async_channel::bounded(1);
+    (Trigger(tx), TriggerRx(rx))
+}
+
+impl Trigger {
+    /// Asks for a wake-up soon; a no-op when one is already pending.
+    pub fn fire(&self) {
+        let _ = self.0.try_send(());
+    }
+}
+
+impl TriggerRx {
+    /// Waits for the next firing; `None` once every [`Trigger`] is gone.
+    pub async fn recv(&self) -> Option<()> {
+        self.0.recv().await.ok()
+    }
+
+    /// Consumes a pending wake-up, if any, without waiting; true if there was one.
+    pub fn take_pending(&self) -> bool {
+        self.0.try_recv().is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn firings_coalesce_into_one_pending_wake_up() {
+        let (tx, rx) = trigger();
+        for _ in 0..5 {
+            tx.fire();
+        }
+        assert!(rx.take_pending());
+        assert!(!rx.take_pending());
+        drop(tx);
+        assert_eq!(smol::block_on(rx.recv()), None);
+    }
+
+    #[test]
+    fn errors_join_every_failure() {
+        let mut e = SyncError::whole("a", "x");
+        e.push("b", "y");
+        assert_eq!(e.to_string(), "2 objects failed: a: x; b: y");
+        let ok = SyncError::default().into_result(SyncReport::default());
+        assert_eq!(ok, Ok(SyncReport::default()));
+    }
+}
