@@ -43,6 +43,12 @@ fn version_and_usage() {
     let (code, _, err) = edgenetd(&["frobnicate"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown verb `frobnicate`"), "{err}");
+    let (code, out, _) = edgenetd(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("EXIT CODES:") && out.contains("3  (status) no answer from the daemon"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -110,10 +116,12 @@ fn the_example_config_is_valid() {
     assert_eq!(code, 0, "{out}{err}");
 }
 
+/// Exit 2 is for usage errors; a daemon that does not answer is 3 (it used to be 2, which
+/// the README reserved for usage errors).
 #[test]
-fn status_reports_an_unreachable_daemon_with_exit_2() {
+fn status_reports_an_unreachable_daemon_with_exit_3() {
     let (code, _, err) = edgenetd(&["status", "--url", "http://127.0.0.1:1"]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 3);
     assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
 }
 
