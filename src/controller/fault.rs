@@ -5,7 +5,8 @@
 
 use crate::config::DesiredState;
 use crate::config::test_controller::Behaviour;
-use crate::controller::{Controller, Progress, SyncError, SyncReport};
+use crate::controller::Controller;
+use crate::sync::{Progress, SyncError, SyncReport};
 
 /// One test controller.
 pub struct TestController {
