@@ -16,6 +16,7 @@ use super::snapshots::Snapshots;
 use crate::config::{ControllerSettings, DesiredState};
 use crate::controller::Controller;
 use crate::health::HealthHandle;
+use crate::shutdown::Shutdown;
 use crate::sync::{SyncReport, Trigger, TriggerRx};
 
 /// Why a loop woke up.
@@ -39,7 +40,7 @@ pub struct LoopInputs {
     /// Kernel-event wake-ups (the controller holds the [`Trigger`]).
     pub kernel_rx: TriggerRx,
     /// Closed when the daemon shuts down.
-    pub shutdown: async_channel::Receiver<()>,
+    pub shutdown: Shutdown,
     /// Reads this controller's settings from a snapshot.
     pub settings: fn(&DesiredState, &str) -> ControllerSettings,
     /// Fired after every sync (the systemd supervisor sends READY=1 and STATUS= promptly).

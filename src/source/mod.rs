@@ -193,3 +193,30 @@ pub fn load(main: &Path) -> Load {
     let content = (content_hash(main) == before).then_some(before);
     Load { content, outcome }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_load_names_the_content_it_read_and_any_file_change_changes_it() {
+        let dir = std::env::temp_dir().join(format!("edgenetd-source-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("conf.d")).unwrap();
+        let main = dir.join("edgenetd.toml");
+        std::fs::write(&main, "[daemon]\nroute_protocol = 300\n").unwrap();
+        let first = load(&main);
+        assert!(matches!(first.outcome, Outcome::Rejected(_)));
+        assert_eq!(first.content, Some(content_hash(&main)));
+        assert_eq!(
+            load(&main).content,
+            first.content,
+            "same bytes, same content"
+        );
+        std::fs::write(dir.join("conf.d/10-x.toml"), "").unwrap();
+        assert_ne!(load(&main).content, first.content, "a file added to conf.d");
+        std::fs::write(&main, "[daemon]\nroute_protocol = 191\n").unwrap();
+        assert!(matches!(load(&main).outcome, Outcome::Loaded(_)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
