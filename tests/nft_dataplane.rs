@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::netns::{sh, sh_status};
+use common::shell::{sh, sh_status};
 use edgenetd::dataplane::nft::ir::*;
 use edgenetd::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, raw_elements, render};
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::netns::{sh, sh_status};
+use common::shell::{sh, sh_status};
 use edgenetd::config::{self, DesiredState};
 use edgenetd::controller::service::{self, ServiceController};
 use edgenetd::controller::{Controller, NoProgress, SyncReport, trigger};
