@@ -269,7 +269,12 @@ netns_test! {
         let (status, body) = d.get("/metrics");
         assert_eq!(status, 200);
         let never: &[(&str, &str)] = &[("controller", "never")];
-        let version: &[(&str, &str)] = &[("version", env!("CARGO_PKG_VERSION"))];
+        let fault_injection = if cfg!(feature = "fault-injection") { "true" } else { "false" };
+        let build: &[(&str, &str)] = &[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("arch", std::env::consts::ARCH),
+            ("fault_injection", fault_injection),
+        ];
         for (name, labels, want) in [
             ("edgenetd_controller_sync_last_success", never, Some(0.0)),
             ("edgenetd_controller_syncs_total", never, None),
@@ -281,7 +286,7 @@ netns_test! {
             ("edgenetd_config_reload_failures_total", &[], Some(0.0)),
             ("edgenetd_config_last_reload_successful", &[], Some(1.0)),
             ("edgenetd_config_last_reload_success_timestamp_seconds", &[], None),
-            ("edgenetd_build_info", version, None),
+            ("edgenetd_build_info", build, Some(1.0)),
             ("edgenetd_process_resident_memory_bytes", &[], None),
             ("edgenetd_process_cpu_seconds_total", &[], None),
             ("edgenetd_process_open_fds", &[], None),
