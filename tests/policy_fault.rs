@@ -7,9 +7,11 @@ mod common;
 
 use std::time::Duration;
 
+use common::controller::Driver;
 use common::daemon::{Daemon, Options};
-use common::policy::{Driver, HOME, lan_wan};
+use common::policy::{HOME, lan_wan};
 use common::shell::sh;
+use common::topology::failed;
 use common::wait::wait_until;
 
 const BAD_ACCEPT: &str = r#"
@@ -23,14 +25,10 @@ action = "accept"
 inject_kernel_reject = true
 "#;
 
-fn fail(answer: &str) -> bool {
-    answer.starts_with("FAIL")
-}
-
 netns_test! {
     fn a_refused_accept_group_fails_closed_and_everything_else_works() {
         let t = lan_wan();
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         let cfg = format!("{HOME}{BAD_ACCEPT}");
         let err = d.sync(&cfg).unwrap_err();
         assert_eq!(err.failures.len(), 1, "{err}");
@@ -44,7 +42,7 @@ netns_test! {
         t.serve(t.router(), "tcp", 2222);
         t.serve(lan, "tcp", 80);
         // Its own traffic falls to the default verdict (drop).
-        assert!(fail(&t.connect(wan, "tcp", "192.0.2.1", 2222)));
+        assert!(failed(&t.connect(wan, "tcp", "192.0.2.1", 2222)));
         // Every other rule works.
         assert_eq!(t.connect(lan, "tcp", "10.0.0.1", 22), "10.0.0.2");
         assert_eq!(t.connect(wan, "tcp", "192.0.2.1", 8080), "192.0.2.2");
@@ -59,7 +57,7 @@ netns_test! {
 netns_test! {
     fn a_refused_drop_group_leaves_a_barrier_so_its_traffic_is_never_let_through() {
         let t = lan_wan();
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         // Placed before ssh-from-lan, which would otherwise accept lan -> :8000.
         let bad_drop = "\n[[policy.rule]]\nname = \"bad-drop\"\nfrom = \"lan\"\nto = \"self\"\nprotocol = \"tcp\"\nports = [8000]\naction = \"drop\"\ninject_kernel_reject = true\n";
         let cfg = HOME.replacen("[[policy.rule]]", &format!("{bad_drop}\n[[policy.rule]]"), 1);
@@ -68,7 +66,7 @@ netns_test! {
         let input = sh("nft list chain inet edgenetd-policy input");
         assert!(input.contains("rule bad-drop refused by the kernel: fail closed"), "{input}");
         t.serve(t.router(), "tcp", 8000);
-        assert!(fail(&t.connect(t.host("lan"), "tcp", "10.0.0.1", 8000)));
+        assert!(failed(&t.connect(t.host("lan"), "tcp", "10.0.0.1", 8000)));
     }
 }
 

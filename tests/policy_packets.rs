@@ -6,18 +6,16 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use common::policy::{Driver, HOME, lan_wan, load, policy_json, rule_handles};
+use common::controller::{Driver, load};
+use common::policy::{HOME, lan_wan, policy_json, rule_handles};
 use common::shell::sh;
+use common::topology::failed;
 use edgenetd::controller::policy;
-
-fn fail(answer: &str) -> bool {
-    answer.starts_with("FAIL")
-}
 
 netns_test! {
     fn allowed_and_blocked_ports_to_and_through_the_router() {
         let t = lan_wan();
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         d.sync(HOME).unwrap();
         for port in [22, 23, 2222] {
             t.serve(t.router(), "tcp", port);
@@ -32,12 +30,12 @@ netns_test! {
         let refused = t.connect(lan, "tcp", "10.0.0.1", 23);
         assert!(refused.contains("refused"), "reject answers with a reset: {refused}");
         assert_eq!(t.connect(lan, "udp", "10.0.0.1", 53), "10.0.0.2");
-        assert!(fail(&t.connect(lan, "udp", "10.0.0.1", 54)));
+        assert!(failed(&t.connect(lan, "udp", "10.0.0.1", 54)));
         assert_eq!(t.connect(lan, "ping", "10.0.0.1", 0), "PONG");
         // To the router, from the wan: nothing of it is allowed.
-        assert!(fail(&t.connect(wan, "tcp", "192.0.2.1", 22)));
-        assert!(fail(&t.connect(wan, "udp", "192.0.2.1", 53)));
-        assert!(fail(&t.connect(wan, "ping", "192.0.2.1", 0)));
+        assert!(failed(&t.connect(wan, "tcp", "192.0.2.1", 22)));
+        assert!(failed(&t.connect(wan, "udp", "192.0.2.1", 53)));
+        assert!(failed(&t.connect(wan, "ping", "192.0.2.1", 0)));
         // Through the router: lan -> wan allowed and masqueraded to the router's wan address.
         t.serve(wan, "tcp", 80);
         t.serve(wan, "udp", 5353);
@@ -45,7 +43,7 @@ netns_test! {
         assert_eq!(t.connect(lan, "udp", "192.0.2.2", 5353), "192.0.2.1");
         // wan -> lan is not forwarded.
         t.serve(lan, "tcp", 81);
-        assert!(fail(&t.connect(wan, "tcp", "10.0.0.2", 81)));
+        assert!(failed(&t.connect(wan, "tcp", "10.0.0.2", 81)));
         // The counters of the rules that matched moved (every rule has a counter).
         let text = sh("nft list chain inet edgenetd-policy forward");
         assert!(text.contains("forward lan->wan") && !text.contains("oifname \"veth-wan\" counter packets 0 "), "{text}");
@@ -55,7 +53,7 @@ netns_test! {
 netns_test! {
     fn port_forward_reaches_the_inner_host_and_hairpins() {
         let t = lan_wan();
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         d.sync(HOME).unwrap();
         let (lan, wan) = (t.host("lan"), t.host("wan"));
         t.serve(lan, "tcp", 80);
@@ -65,27 +63,27 @@ netns_test! {
         // come back through it.
         assert_eq!(t.connect_from(lan, "tcp", "192.0.2.1", 8080, "10.0.0.2"), "10.0.0.1");
         // Not forwarded: another port.
-        assert!(fail(&t.connect(wan, "tcp", "192.0.2.1", 8081)));
+        assert!(failed(&t.connect(wan, "tcp", "192.0.2.1", 8081)));
     }
 }
 
 netns_test! {
     fn a_blocklisted_source_is_dropped_and_the_set_grows_by_element_delta() {
         let t = lan_wan();
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         let with = |extra: &str| HOME.replace(r#"elements = ["203.0.113.0/24"]"#, &format!(r#"elements = ["203.0.113.0/24"{extra}]"#));
         d.sync(&with(r#", "192.0.2.3""#)).unwrap();
         let wan = t.host("wan");
         t.serve(t.host("lan"), "tcp", 80);
         assert_eq!(t.connect_from(wan, "tcp", "192.0.2.1", 8080, "192.0.2.2"), "192.0.2.2");
-        assert!(fail(&t.connect_from(wan, "tcp", "192.0.2.1", 8080, "192.0.2.3")));
+        assert!(failed(&t.connect_from(wan, "tcp", "192.0.2.1", 8080, "192.0.2.3")));
         // A new element blocks a new source without replacing the table.
         let handles = rule_handles();
         let report = d.sync(&with(r#", "192.0.2.3", "192.0.2.2""#)).unwrap();
         assert!(report.summary.contains("set elements: 1 added, 0 deleted"), "{report:?}");
         assert_eq!(report.changes, 1, "one element message");
         assert_eq!(rule_handles(), handles, "rules untouched");
-        assert!(fail(&t.connect_from(wan, "tcp", "192.0.2.1", 8080, "192.0.2.2")));
+        assert!(failed(&t.connect_from(wan, "tcp", "192.0.2.1", 8080, "192.0.2.2")));
         let set = sh("nft list set inet edgenetd-policy blocklist");
         assert!(set.contains("192.0.2.2") && set.contains("192.0.2.3"), "{set}");
         // Removing it unblocks, again by delta; a no-op sync writes nothing.
@@ -101,7 +99,7 @@ netns_test! {
 netns_test! {
     fn an_established_connection_survives_a_policy_reload() {
         let t = lan_wan();
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         d.sync(HOME).unwrap();
         t.serve(t.host("wan"), "tcp", 80);
         // The client reports each step and holds the connection until told to go on.
@@ -142,7 +140,7 @@ netns_test! {
     fn drift_is_repaired_and_a_foreign_table_is_left_exactly_as_it_was() {
         sh("nft add table inet other && nft add chain inet other c '{ type filter hook input priority 10; policy accept; }' && nft add rule inet other c tcp dport 9 counter drop comment keep");
         let before = sh("nft list table inet other");
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         let first = d.sync(HOME).unwrap();
         assert_eq!(first.drift_repairs, 0);
         assert_eq!(d.sync(HOME).unwrap().changes, 0, "no-op sync writes nothing");
@@ -195,7 +193,7 @@ netns_test! {
         std::fs::write("/tmp/edgenetd-policy-plan.nft", &text).unwrap();
         sh("nft -c -f /tmp/edgenetd-policy-plan.nft");
         assert!(!sh("nft list tables").contains("edgenetd-policy"), "plan writes nothing");
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         d.sync(HOME).unwrap();
         let text = smol::block_on(policy::plan(&desired)).unwrap();
         assert!(text.ends_with("# differences from the running kernel:\n#   none\n"), "{text}");
@@ -213,7 +211,7 @@ netns_test! {
 
 netns_test! {
     fn without_a_policy_section_there_is_no_table_and_reject_defaults_refuse() {
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         let r = d.sync("[daemon]\n").unwrap();
         assert_eq!(r.changes, 0);
         assert!(!sh("nft list tables").contains("edgenetd-policy"));
@@ -263,7 +261,7 @@ netns_test! {
 netns_test! {
     fn ipv6_is_filtered_forwarded_and_neighbour_discovery_works_under_input_drop() {
         let t = lan_wan();
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         // Two lan interfaces (one absent) make the zone match an anonymous set of names.
         let cfg = HOME
             .replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#)
@@ -276,8 +274,8 @@ netns_test! {
         let lan = t.host("lan");
         // Neighbour discovery passes the input drop (or nothing below would connect).
         assert_eq!(t.connect(lan, "tcp", "fd00::1", 22), "fd00::2");
-        assert!(fail(&t.connect(lan, "tcp", "fd00::1", 2222)));
-        assert!(fail(&t.connect(t.host("wan"), "tcp", "2001:db8::1", 22)));
+        assert!(failed(&t.connect(lan, "tcp", "fd00::1", 2222)));
+        assert!(failed(&t.connect(t.host("wan"), "tcp", "2001:db8::1", 22)));
         // Forwarded lan -> wan over IPv6, masqueraded like IPv4.
         assert_eq!(t.connect(lan, "tcp", "2001:db8::2", 80), "2001:db8::1");
         // An IPv6 port forward: wan -> [2001:db8::1]:8443 -> [fd00::2]:80.
@@ -288,7 +286,7 @@ netns_test! {
 
 netns_test! {
     fn a_new_table_prefix_moves_the_policy_to_the_new_table() {
-        let mut d = Driver::new();
+        let mut d = Driver::policy();
         d.sync(HOME).unwrap();
         assert!(sh("nft list tables").contains("table inet edgenetd-policy"));
         d.sync(&format!("[daemon]\nnft_table_prefix = \"edge2\"\n{HOME}")).unwrap();

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::bin::edgenetd;
 use common::daemon::Daemon;
+use common::routes::{has_owned_route, owned_routes, routes_except, rules_except};
 use common::scratch::ScratchDir;
 use common::shell::sh;
 use common::topology::Topology;
@@ -17,28 +18,9 @@ use serde_json::Value;
 const FAILURES: &str = "edgenetd_controller_sync_failures_total";
 const ROUTE: &[(&str, &str)] = &[("controller", "route")];
 
-fn owned() -> Vec<Value> {
-    serde_json::from_str(&sh("ip -j route show proto 190 table all")).unwrap()
-}
-
-fn has_route(dst: &str) -> bool {
-    owned().iter().any(|r| r["dst"] == dst)
-}
-
-/// Every route (both families, all tables) and rule except the kernel's own (IPv6 link-local
-/// routes appear by themselves once an interface is configured).
+/// Every route and rule but the kernel's own.
 fn non_kernel_state() -> Vec<Value> {
-    let mut all: Vec<Value> = Vec::new();
-    for cmd in [
-        "ip -j route show table all",
-        "ip -6 -j route show table all",
-        "ip -j rule show",
-        "ip -6 -j rule show",
-    ] {
-        let items: Vec<Value> = serde_json::from_str(&sh(cmd)).unwrap();
-        all.extend(items.into_iter().filter(|r| r["protocol"] != "kernel"));
-    }
-    all
+    [routes_except(&["kernel"]), rules_except(&["kernel"])].concat()
 }
 
 /// r0 (192.0.2.1/24) <-> r1, both up.
@@ -57,7 +39,7 @@ netns_test! {
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route]]\nto = \"10.2.0.0/16\"\ndev = \"r0\"\nmetric = 20\n\n[[route]]\nto = \"2001:db8:1::/48\"\ntype = \"blackhole\"\n"
         );
         let d = Daemon::start("route", &config);
-        wait_until("the first sync", Duration::from_secs(5), || owned().len() == 3);
+        wait_until("the first sync", Duration::from_secs(5), || owned_routes().len() == 3);
         wait_until("the gauges", Duration::from_secs(2), || {
             d.metric("edgenetd_routes_installed", &[]) == Some(3.0)
         });
@@ -67,7 +49,7 @@ netns_test! {
         // `ip route del` succeeding proves it was gone (the repair can be back before the next
         // `ip` even runs).
         sh("ip route del 10.1.0.0/16 proto 190");
-        let took = wait_until("the repair", Duration::from_secs(2), || has_route("10.1.0.0/16"));
+        let took = wait_until("the repair", Duration::from_secs(2), || has_owned_route("10.1.0.0/16"));
         eprintln!("route repaired after {took:?}");
         wait_until("the repair to be counted", Duration::from_secs(2), || {
             d.metric("edgenetd_route_drift_repairs_total", &[]).is_some_and(|v| v == 1.0)
@@ -76,14 +58,14 @@ netns_test! {
         // A change (not a deletion) is drift too: a hand-made replace is undone.
         sh("ip route replace 10.2.0.0/16 dev r0 metric 20 proto 190 mtu 1300");
         wait_until("the changed route to be restored", Duration::from_secs(2), || {
-            owned()
+            owned_routes()
                 .iter()
                 .any(|r| r["dst"] == "10.2.0.0/16" && r.get("metrics").is_none())
         });
         wait_until("the second repair to be counted", Duration::from_secs(2), || {
             d.metric("edgenetd_route_drift_repairs_total", &[]).is_some_and(|v| v == 2.0)
         });
-        assert_eq!(owned().len(), 3);
+        assert_eq!(owned_routes().len(), 3);
     }
 }
 
@@ -94,17 +76,17 @@ netns_test! {
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route]]\nto = \"10.9.0.0/16\"\ndev = \"late0\"\n"
         );
         let d = Daemon::start("route", &config);
-        wait_until("the first sync", Duration::from_secs(5), || has_route("10.1.0.0/16"));
+        wait_until("the first sync", Duration::from_secs(5), || has_owned_route("10.1.0.0/16"));
         wait_until("the failure to be recorded", Duration::from_secs(5), || {
             d.metric(FAILURES, ROUTE).is_some_and(|v| v >= 1.0)
         });
         let (status, body) = d.get("/healthz");
         assert_eq!(status, 200, "a failing route never makes the daemon unhealthy: {body}");
         assert!(body.contains("device late0 does not exist"), "{body}");
-        assert!(!has_route("10.9.0.0/16"));
+        assert!(!has_owned_route("10.9.0.0/16"));
 
         sh("ip link add late0 type veth peer name late1 && ip link set late0 up && ip link set late1 up");
-        let took = wait_until("the late route", Duration::from_secs(2), || has_route("10.9.0.0/16"));
+        let took = wait_until("the late route", Duration::from_secs(2), || has_owned_route("10.9.0.0/16"));
         eprintln!("late-device route installed {took:?} after the device appeared");
     }
 }
@@ -121,7 +103,7 @@ netns_test! {
         wait_until("the failed sync", Duration::from_secs(5), || {
             d.metric(FAILURES, ROUTE).is_some_and(|v| v >= 1.0)
         });
-        assert_eq!(owned().len(), 50);
+        assert_eq!(owned_routes().len(), 50);
         let (status, body) = d.get("/healthz");
         assert_eq!(status, 200, "{body}");
         assert!(
@@ -143,12 +125,7 @@ netns_test! {
         sh("ip rule add from 10.0.9.0/24 lookup 100 pref 900");
         // Foreign = every route and rule not edgenetd's (the kernel's own link-local routes
         // come and go with IPv6 address configuration, so they are left out).
-        let foreign = || {
-            let keep = "python3 -c 'import json,sys; print([r for r in json.load(sys.stdin) if r.get(\"protocol\") not in (\"190\", \"kernel\")])'";
-            sh(&format!("ip -j route show table all | {keep}"))
-                + &sh(&format!("ip -6 -j route show table all | {keep}"))
-                + &sh(&format!("ip -j rule show | {keep}"))
-        };
+        let foreign = || [routes_except(&["190", "kernel"]), rules_except(&["190", "kernel"])].concat();
         let rule = "[[route_rule]]\npriority = 1000\nfrom = \"10.0.5.0/24\"\ntable = 100\n\n";
         let routes = [
             "[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n",
@@ -156,14 +133,14 @@ netns_test! {
             "[[route]]\nto = \"2001:db8:3::/48\"\ntype = \"prohibit\"\n\n",
         ];
         let d = Daemon::start("route", &format!("{HEAD}{rule}{}", routes.concat()));
-        wait_until("the first sync", Duration::from_secs(5), || owned().len() == 3);
+        wait_until("the first sync", Duration::from_secs(5), || owned_routes().len() == 3);
         let before_foreign = foreign();
-        let before: Vec<Value> = owned();
+        let before: Vec<Value> = owned_routes();
         assert!(sh("ip rule show").contains("from 10.0.5.0/24 lookup 100 proto 190"));
 
         d.reload(&format!("{HEAD}{rule}{}{}", routes[0], routes[2]));
-        wait_until("the removal", Duration::from_secs(5), || !has_route("10.2.0.0/16"));
-        let after = owned();
+        wait_until("the removal", Duration::from_secs(5), || !has_owned_route("10.2.0.0/16"));
+        let after = owned_routes();
         let expected: Vec<Value> = before
             .into_iter()
             .filter(|r| r["dst"] != "10.2.0.0/16")
@@ -178,7 +155,7 @@ netns_test! {
             !sh("ip rule show").contains("proto 190")
         });
         assert_eq!(foreign(), before_foreign);
-        assert_eq!(owned().len(), 2);
+        assert_eq!(owned_routes().len(), 2);
     }
 }
 
@@ -228,11 +205,11 @@ netns_test! {
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\nsrc = \"192.0.2.9\"\n\n[[route]]\nto = \"10.2.0.0/16\"\nvia = \"192.0.2.2\"\n"
         );
         let d = Daemon::start("route", &config);
-        wait_until("the first sync", Duration::from_secs(5), || owned().len() == 2);
+        wait_until("the first sync", Duration::from_secs(5), || owned_routes().len() == 2);
         // The kernel drops the route with the address, without a route notification.
         sh("ip addr del 192.0.2.9/24 dev r0");
         wait_until("the kernel to drop the route", Duration::from_secs(2), || {
-            !has_route("10.1.0.0/16")
+            !has_owned_route("10.1.0.0/16")
         });
         // Until the address is back, the route cannot be installed (and the sync says why).
         wait_until("the failure to be recorded", Duration::from_secs(5), || {
@@ -244,7 +221,7 @@ netns_test! {
             "a repair that failed is not counted"
         );
         sh("ip addr add 192.0.2.9/24 dev r0");
-        wait_until("the route to come back", Duration::from_secs(2), || has_route("10.1.0.0/16"));
-        assert_eq!(owned().len(), 2);
+        wait_until("the route to come back", Duration::from_secs(2), || has_owned_route("10.1.0.0/16"));
+        assert_eq!(owned_routes().len(), 2);
     }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::routes::{ip_json, owned_routes, routes_except};
 use common::shell::sh;
 use common::topology::Topology;
 use edgenetd::controller::route::plan::Plan;
@@ -19,23 +20,6 @@ fn topology() -> Topology {
     let net = Topology::new();
     net.veth("r0", "r1", &["192.0.2.1/24", "2001:db8:ff::1/64"]);
     net
-}
-
-fn json(cmd: &str) -> Vec<Value> {
-    serde_json::from_str(&sh(cmd)).unwrap_or_else(|e| panic!("{cmd}: {e}"))
-}
-
-/// Every route that is neither edgenetd's nor the kernel's own (link-local routes appear by
-/// themselves when IPv6 configures an interface).
-fn foreign_routes() -> Vec<Value> {
-    let mut all = json("ip -j route show table all");
-    all.extend(json("ip -6 -j route show table all"));
-    all.retain(|r| r["protocol"] != "kernel" && r["protocol"] != "190");
-    all
-}
-
-fn owned_routes_json() -> Vec<Value> {
-    json("ip -j route show proto 190 table all")
 }
 
 fn find<'a>(routes: &'a [Value], dst: &str) -> &'a Value {
@@ -161,7 +145,7 @@ netns_test! {
         assert_eq!(outcome.failures, vec![], "every route installs");
         assert_eq!(outcome.sent, desired.len());
 
-        let shown = owned_routes_json();
+        let shown = owned_routes();
         assert_eq!(shown.len(), desired.len(), "{shown:#?}");
         let v = find(&shown, "10.1.0.0/16");
         assert_eq!(
@@ -225,7 +209,7 @@ netns_test! {
             .await
         });
         assert_eq!(outcome.failures, vec![]);
-        let shown = owned_routes_json();
+        let shown = owned_routes();
         assert_eq!(shown.len(), routes.len() - 1);
         let v = find(&shown, "10.1.0.0/16");
         assert_eq!(v["gateway"], "192.0.2.3");
@@ -266,7 +250,7 @@ netns_test! {
         let outcome = smol::block_on(sock.write_rules(&writes));
         assert_eq!(outcome.failures, vec![]);
 
-        let v4 = json("ip -j rule show");
+        let v4 = ip_json("ip -j rule show");
         let ours: Vec<&Value> = v4.iter().filter(|r| r["protocol"] == "190").collect();
         assert_eq!(ours.len(), 2, "{v4:#?}");
         assert_eq!(
@@ -277,7 +261,7 @@ netns_test! {
             (&ours[1]["dst"], &ours[1]["iif"], &ours[1]["fwmark"], &ours[1]["fwmask"], &ours[1]["table"]),
             (&"10.9.0.0".into(), &"r0".into(), &"0x10".into(), &"0xff".into(), &"1000".into())
         );
-        let v6 = json("ip -6 -j rule show");
+        let v6 = ip_json("ip -6 -j rule show");
         let ours6: Vec<&Value> = v6.iter().filter(|r| r["protocol"] == "190").collect();
         assert_eq!(ours6.len(), 1, "{v6:#?}");
         assert_eq!((&ours6[0]["oif"], &ours6[0]["fwmark"]), (&"r0".into(), &"0x7".into()));
@@ -303,7 +287,7 @@ netns_test! {
         sh("ip route add 10.50.0.0/16 via 192.0.2.2 proto static");
         sh("ip route add 10.51.0.0/16 via 192.0.2.2 table 100");
         sh("ip -6 route add 2001:db8:50::/48 via 2001:db8:ff::2 proto boot");
-        let foreign = foreign_routes();
+        let foreign = routes_except(&["kernel", "190"]);
         let sock = RouteSocket::open().unwrap();
         let same_key = RouteSpec {
             via: gw("192.0.2.3"),
@@ -329,7 +313,7 @@ netns_test! {
         assert!(failed[0].1.starts_with("File exists"), "{failed:?}");
         assert_eq!(failed[1].0, 2);
         // Only the route with its own metric went in.
-        let ours = owned_routes_json();
+        let ours = owned_routes();
         assert_eq!(ours.len(), 1);
         assert_eq!(ours[0]["metric"], 10);
 
@@ -343,7 +327,7 @@ netns_test! {
             sock.write_routes(&deletes, &links, &mut |_| {}).await
         });
         assert_eq!(outcome.failures, vec![]);
-        assert_eq!(foreign_routes(), foreign);
+        assert_eq!(routes_except(&["kernel", "190"]), foreign);
         // A delete of a route that exists only with another protocol fails and changes nothing.
         let foreign_only = RouteSpec { ..r("10.51.0.0/16") };
         let outcome = smol::block_on(async {
@@ -352,7 +336,7 @@ netns_test! {
             sock.write_routes(&[RouteWrite::Delete(&spec)], &links, &mut |_| {}).await
         });
         assert_eq!(outcome.failures.len(), 1);
-        assert_eq!(foreign_routes(), foreign);
+        assert_eq!(routes_except(&["kernel", "190"]), foreign);
     }
 }
 
@@ -379,7 +363,7 @@ netns_test! {
         assert_eq!(outcome.failures[0].error.errno(), Some(libc::ENETUNREACH));
         let text = outcome.failures[0].error.to_string();
         assert!(text.contains("unreachable"), "{text}");
-        assert_eq!(owned_routes_json().len(), 50);
+        assert_eq!(owned_routes().len(), 50);
         // A route on a device that does not exist fails before reaching the kernel.
         let missing = RouteSpec {
             dev: Some("eth9".into()),
@@ -476,7 +460,7 @@ netns_test! {
         let again = Plan::new(&after, &now, &[], &[]);
         assert!(again.is_empty(), "converged in one sync: {:#?}\n{now:#?}", again.lines());
         assert_eq!(now.len(), after.len());
-        let shown = owned_routes_json();
+        let shown = owned_routes();
         assert_eq!(find(&shown, "10.5.0.0/16")["metric"], 50);
         assert_eq!(find(&shown, "10.7.0.0/16")["nexthops"].as_array().unwrap().len(), 3);
         assert_eq!(find(&shown, "2001:db8:1::/48")["nexthops"][1]["weight"], 4);

@@ -7,12 +7,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::controller::{Driver, load};
 use common::shell::sh;
 use common::topology::{Host, Link, ServerId, Topology};
 use common::wait::wait_until;
-use edgenetd::config::{self, DesiredState};
+use edgenetd::controller::SyncReport;
 use edgenetd::controller::service::ServiceController;
-use edgenetd::controller::{Controller, NoProgress, SyncReport, trigger};
 
 /// Client `cl`, the router (this namespace) and three backends b1..b3, each running a server
 /// on port 8080 that answers with its name; a service controller driven sync by sync.
@@ -22,7 +22,7 @@ struct Lab {
     /// The backends' servers (b1..b3).
     servers: Vec<ServerId>,
     /// The controller under test.
-    ctrl: ServiceController,
+    ctrl: Driver<ServiceController>,
 }
 
 impl Lab {
@@ -57,12 +57,10 @@ impl Lab {
             );
             servers.push(net.serve_named(net.host(&name), &name, 8080));
         }
-        let (t, rx) = trigger();
-        std::mem::forget(rx);
         Lab {
             net,
             servers,
-            ctrl: ServiceController::new(t),
+            ctrl: Driver::service(),
         }
     }
 
@@ -71,18 +69,13 @@ impl Lab {
     }
 
     fn sync(&mut self, toml: &str) -> SyncReport {
-        let desired = desired(toml);
-        smol::block_on(self.ctrl.sync(&desired, &NoProgress)).expect("sync")
+        self.ctrl.sync(toml).expect("sync")
     }
 
     /// `n` connections (or datagrams) from the client: answers per backend name.
     fn hits(&self, proto: &str, host: &str, port: u16, n: u32) -> BTreeMap<String, u32> {
         self.net.hits(self.client(), proto, host, port, n)
     }
-}
-
-fn desired(toml: &str) -> DesiredState {
-    config::load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn share(h: &BTreeMap<String, u32>, name: &str) -> f64 {
@@ -127,7 +120,7 @@ address = "10.96.0.10"
 port = 80
 backends = [{ address = "10.0.1.2:8080", weight = 1 }, { address = "10.0.2.2:8080", weight = 3 }]
 "#);
-        assert_eq!(t.ctrl.last_writes(), 0);
+        assert_eq!(t.ctrl.controller.last_writes(), 0);
     }
 }
 
@@ -364,9 +357,9 @@ netns_test! {
     fn a_refused_service_never_keeps_the_others_from_working() {
         let mut t = Lab::new();
         let toml = format!("{TWO}\n[[service]]\nname = \"fault-reject-1\"\naddress = \"10.96.0.99\"\nport = 80\nbackends = [\"10.0.3.2:8080\"]\n");
-        let desired = desired(&toml);
+        let desired = load(&toml);
         for round in 0..2 {
-            let err = smol::block_on(t.ctrl.sync(&desired, &NoProgress)).expect_err("the fault service fails");
+            let err = t.ctrl.sync_state(&desired).expect_err("the fault service fails");
             assert_eq!(err.failures.len(), 1, "round {round}: {err}");
             assert!(err.failures[0].object.contains("fault-reject-1"), "{err}");
             let h = t.hits("tcp", "10.96.0.10", 80, 20);
@@ -399,17 +392,17 @@ fall = 2
                 t.net.connections(*server).iter().filter(|a| a.ends_with(&router)).count() >= 3
             });
         }
-        assert!(t.ctrl.down_backends().is_empty());
+        assert!(t.ctrl.controller.down_backends().is_empty());
         // b1's server dies.
         t.net.stop(t.servers[0]);
-        wait_until("b1 to be detected down", Duration::from_secs(5), || !t.ctrl.down_backends().is_empty());
-        assert_eq!(t.ctrl.down_backends(), vec!["10.0.1.2:8080".parse().unwrap()]);
+        wait_until("b1 to be detected down", Duration::from_secs(5), || !t.ctrl.controller.down_backends().is_empty());
+        assert_eq!(t.ctrl.controller.down_backends(), vec!["10.0.1.2:8080".parse().unwrap()]);
         t.sync(toml);
         let h = t.hits("tcp", "10.96.0.10", 80, 30);
         assert_eq!(h.get("b2"), Some(&30), "new connections avoid the failed backend: {h:?}");
         // It comes back.
         t.servers[0] = t.net.serve_named(t.net.host("b1"), "b1", 8080);
-        wait_until("b1 to be detected up", Duration::from_secs(5), || t.ctrl.down_backends().is_empty());
+        wait_until("b1 to be detected up", Duration::from_secs(5), || t.ctrl.controller.down_backends().is_empty());
         t.sync(toml);
         let h = t.hits("tcp", "10.96.0.10", 80, 100);
         assert!(h.get("b1").copied().unwrap_or(0) > 20, "b1 is back: {h:?}");
@@ -418,7 +411,6 @@ fall = 2
 
 netns_test! {
     fn a_service_is_reachable_through_a_forward_drop_policy() {
-        use edgenetd::controller::policy::PolicyController;
         let mut t = Lab::new();
         let toml = r#"
 [policy]
@@ -431,12 +423,10 @@ address = "10.96.0.10"
 port = 80
 backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
 "#;
-        let d = desired(toml);
-        let (tr, rx) = trigger();
-        std::mem::forget(rx);
-        let mut policy = PolicyController::new(tr);
-        smol::block_on(policy.sync(&d, &NoProgress)).expect("policy sync");
-        smol::block_on(t.ctrl.sync(&d, &NoProgress)).expect("service sync");
+        let d = load(toml);
+        let mut policy = Driver::policy();
+        policy.sync_state(&d).expect("policy sync");
+        t.ctrl.sync_state(&d).expect("service sync");
         // Forwarding to a backend directly is dropped by the policy...
         let h = t.net.hits_within(t.client(), "tcp", "10.0.1.2", 8080, 1, 1.0);
         assert_eq!(h.get("timeout"), Some(&1), "direct: {h:?}");

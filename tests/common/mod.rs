@@ -4,11 +4,13 @@
 #![allow(dead_code)]
 
 pub mod bin;
+pub mod controller;
 pub mod daemon;
 pub mod http;
 pub mod metrics;
 pub mod netns;
 pub mod policy;
+pub mod routes;
 pub mod scratch;
 pub mod shell;
 pub mod topology;

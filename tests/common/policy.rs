@@ -1,11 +1,8 @@
-//! Support for the policy kernel tests: the lan/wan topology around the router, a policy
-//! controller driven sync by sync, and the home-router policy most tests start from.
+//! Support for the policy kernel tests: the lan/wan topology around the router, the policy
+//! table read back, and the home-router policy most tests start from.
 
 use super::shell::sh;
 use super::topology::{Link, Topology};
-use edgenetd::config::{self, DesiredState};
-use edgenetd::controller::policy::PolicyController;
-use edgenetd::controller::{Controller, NoProgress, SyncError, SyncReport, trigger};
 
 /// A lan host (10.0.0.2, 10.0.0.10 and fd00::2 on `eth0`; router 10.0.0.1 and fd00::1 on
 /// `veth-lan`) and a wan host (192.0.2.2, 192.0.2.3 and 2001:db8::2 on `eth0`; router
@@ -36,33 +33,6 @@ pub fn lan_wan() -> Topology {
     );
     t.forwarding();
     t
-}
-
-/// A policy controller driven sync by sync, with the config given as TOML text.
-pub struct Driver {
-    /// The controller.
-    pub controller: PolicyController,
-}
-
-impl Driver {
-    /// A fresh controller (its netlink socket opens at the first sync, in this namespace).
-    pub fn new() -> Driver {
-        let (t, _rx) = trigger();
-        Driver {
-            controller: PolicyController::new(t),
-        }
-    }
-
-    /// One sync against `toml`.
-    pub fn sync(&mut self, toml: &str) -> Result<SyncReport, SyncError> {
-        let desired = load(toml);
-        smol::block_on(self.controller.sync(&desired, &NoProgress))
-    }
-}
-
-/// Loads a config from text, panicking with the rendered errors.
-pub fn load(toml: &str) -> DesiredState {
-    config::load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `nft -j list table inet edgenetd-policy` as JSON objects (rules with handles etc.).

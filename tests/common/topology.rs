@@ -132,6 +132,11 @@ pub struct Link<'a> {
     pub host_routes: &'a [&'a str],
 }
 
+/// True for a [`Topology::connect`] answer that reports a failure.
+pub fn failed(answer: &str) -> bool {
+    answer.starts_with("FAIL:")
+}
+
 /// A server started with [`Topology::serve`] and friends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerId(usize);
