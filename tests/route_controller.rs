@@ -129,8 +129,7 @@ impl Drop for Monitor {
 
 netns_test! {
     fn a_no_op_resync_of_twenty_thousand_routes_writes_nothing_and_one_change_writes_one() {
-        let net = Topology::new();
-        net.veth("r0", "r1", &["192.0.2.1/24"]);
+        let _net = Topology::with_veth("r0", "r1", &["192.0.2.1/24"]);
         let state = desired(|_| [192, 0, 2, 2]);
         let mut controller = RouteController::new(trigger().0);
         let cold = smol::block_on(controller.sync(&state, &NoProgress)).expect("cold sync");

@@ -23,18 +23,14 @@ fn non_kernel_state() -> Vec<Value> {
     [routes_except(&["kernel"]), rules_except(&["kernel"])].concat()
 }
 
-/// r0 (192.0.2.1/24) <-> r1, both up.
-fn topology() -> Topology {
-    let net = Topology::new();
-    net.veth("r0", "r1", &["192.0.2.1/24"]);
-    net
-}
+/// The addresses of r0, the router's end of the r0 <-> r1 veth pair every test uses.
+const R0: &[&str] = &["192.0.2.1/24"];
 
 const HEAD: &str = "[controller.route]\nperiod = \"1h\"\nsync_budget = \"30s\"\n\n";
 
 netns_test! {
     fn an_owned_route_deleted_by_hand_is_back_within_two_seconds_and_counted() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let config = format!(
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route]]\nto = \"10.2.0.0/16\"\ndev = \"r0\"\nmetric = 20\n\n[[route]]\nto = \"2001:db8:1::/48\"\ntype = \"blackhole\"\n"
         );
@@ -71,7 +67,7 @@ netns_test! {
 
 netns_test! {
     fn a_route_on_a_device_created_after_startup_is_installed_when_it_appears() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let config = format!(
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route]]\nto = \"10.9.0.0/16\"\ndev = \"late0\"\n"
         );
@@ -93,7 +89,7 @@ netns_test! {
 
 netns_test! {
     fn one_unreachable_gateway_among_fifty_good_routes_fails_alone_and_health_stays_200() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let mut config = String::from(HEAD);
         for i in 0..50 {
             config.push_str(&format!("[[route]]\nto = \"10.60.{i}.0/24\"\nvia = \"192.0.2.2\"\n\n"));
@@ -119,7 +115,7 @@ netns_test! {
 
 netns_test! {
     fn removing_a_route_from_the_config_and_reloading_removes_only_it() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip route add 10.1.0.0/16 via 192.0.2.3 metric 50 proto static");
         sh("ip route add 10.7.0.0/16 via 192.0.2.3 table 100");
         sh("ip rule add from 10.0.9.0/24 lookup 100 pref 900");
@@ -161,7 +157,7 @@ netns_test! {
 
 netns_test! {
     fn plan_lists_changes_without_making_them_and_cleanup_removes_exactly_what_is_owned() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip route add 10.1.0.0/16 via 192.0.2.3 metric 50 proto static");
         sh("ip route add 10.5.0.0/16 via 192.0.2.2 proto 190");
         let dir = ScratchDir::with_files("plan", &[(
@@ -199,7 +195,7 @@ netns_test! {
 
 netns_test! {
     fn a_route_dropped_silently_with_its_source_address_comes_back_with_the_address() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip addr add 192.0.2.9/24 dev r0");
         let config = format!(
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\nsrc = \"192.0.2.9\"\n\n[[route]]\nto = \"10.2.0.0/16\"\nvia = \"192.0.2.2\"\n"

@@ -15,12 +15,8 @@ use serde_json::Value;
 
 const PROTO: u8 = 190;
 
-/// r0 (192.0.2.1/24, 2001:db8:ff::1/64) <-> r1, both up.
-fn topology() -> Topology {
-    let net = Topology::new();
-    net.veth("r0", "r1", &["192.0.2.1/24", "2001:db8:ff::1/64"]);
-    net
-}
+/// The addresses of r0, the router's end of the r0 <-> r1 veth pair every test uses.
+const R0: &[&str] = &["192.0.2.1/24", "2001:db8:ff::1/64"];
 
 fn find<'a>(routes: &'a [Value], dst: &str) -> &'a Value {
     routes
@@ -138,7 +134,7 @@ fn dump(sock: &RouteSocket) -> Vec<RouteSpec> {
 
 netns_test! {
     fn routes_of_every_type_and_family_are_installed_as_ip_shows_them() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let desired = every_kind();
         let outcome = add_all(&sock, &desired);
@@ -190,7 +186,7 @@ netns_test! {
 
 netns_test! {
     fn replace_changes_a_route_in_place_and_delete_removes_only_it() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let routes = every_kind();
         assert_eq!(add_all(&sock, &routes).failures, vec![]);
@@ -220,7 +216,7 @@ netns_test! {
 
 netns_test! {
     fn rules_are_installed_as_ip_rule_shows_them_and_foreign_rules_stay() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip rule add from 10.0.5.0/24 lookup 100 pref 1000 proto static");
         let before = sh("ip -j rule show; ip -6 -j rule show");
         let sock = RouteSocket::open().unwrap();
@@ -283,7 +279,7 @@ netns_test! {
 
 netns_test! {
     fn foreign_routes_with_the_same_prefix_and_foreign_tables_are_never_touched() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip route add 10.50.0.0/16 via 192.0.2.2 proto static");
         sh("ip route add 10.51.0.0/16 via 192.0.2.2 table 100");
         sh("ip -6 route add 2001:db8:50::/48 via 2001:db8:ff::2 proto boot");
@@ -342,7 +338,7 @@ netns_test! {
 
 netns_test! {
     fn one_route_with_an_unreachable_gateway_among_fifty_good_ones_fails_alone() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let mut routes: Vec<RouteSpec> = (0..50)
             .map(|i| RouteSpec {
@@ -377,7 +373,7 @@ netns_test! {
 
 netns_test! {
     fn pipelined_writes_map_every_error_to_its_route_across_chunks() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let bad = [0usize, 255, 256, 257, 1023, 1024, 2500, 4999];
         let routes: Vec<RouteSpec> = (0..5000)
@@ -403,7 +399,7 @@ netns_test! {
 
 netns_test! {
     fn every_kind_of_change_converges_in_one_sync_and_then_plans_nothing() {
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip addr add 192.0.2.9/24 dev r0 && ip addr add 2001:db8:ff::9/64 dev r0 nodad");
         let sock = RouteSocket::open().unwrap();
         let before = every_kind();
@@ -471,7 +467,7 @@ netns_test! {
 netns_test! {
     fn the_monitor_reports_foreign_changes_but_not_edgenetds_own_writes() {
         use edgenetd::dataplane::route::{RouteEvent, RouteMonitor};
-        let _net = topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let mut monitor = RouteMonitor::open(PROTO, Some(sock.port())).unwrap();
         let routes: Vec<RouteSpec> = (0..5000)

@@ -189,6 +189,13 @@ impl Topology {
         sh("sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1");
     }
 
+    /// Just the router, with a veth pair `a` <-> `b` inside it (see [`Topology::veth`]).
+    pub fn with_veth(a: &str, b: &str, addrs: &[&str]) -> Topology {
+        let net = Topology::new();
+        net.veth(a, b, addrs);
+        net
+    }
+
     /// A veth pair inside the router, both ends up, `addrs` on `a`.
     pub fn veth(&self, a: &str, b: &str, addrs: &[&str]) {
         sh(&format!("ip link add {a} type veth peer name {b}"));
