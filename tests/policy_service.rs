@@ -1,4 +1,4 @@
-//! The policy and the service tables together (DESIGN.md §3): a service VIP is reachable
+//! The policy and the service tables together: a service VIP is reachable
 //! through a router whose policy drops forwarded traffic by default, because traffic edgenetd
 //! DNATed passes the policy's forward chain — unless a policy rule says otherwise.
 
