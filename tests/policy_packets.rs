@@ -8,6 +8,7 @@ use std::process::Stdio;
 
 use common::controller::{Driver, load};
 use common::policy::{HOME, lan_wan, policy_json, rule_handles};
+use common::scratch::ScratchDir;
 use common::shell::sh;
 use common::topology::failed;
 use edgenetd::controller::policy;
@@ -190,8 +191,10 @@ netns_test! {
         let desired = load(HOME);
         let text = smol::block_on(policy::plan(&desired)).unwrap();
         assert!(text.contains("# differences from the running kernel:\n#   + table inet edgenetd-policy"), "{text}");
-        std::fs::write("/tmp/edgenetd-policy-plan.nft", &text).unwrap();
-        sh("nft -c -f /tmp/edgenetd-policy-plan.nft");
+        let dir = ScratchDir::new("policy-plan");
+        let file = dir.join("plan.nft").display().to_string();
+        dir.write("plan.nft", &text);
+        sh(&format!("nft -c -f {file}"));
         assert!(!sh("nft list tables").contains("edgenetd-policy"), "plan writes nothing");
         let mut d = Driver::policy();
         d.sync(HOME).unwrap();
@@ -203,9 +206,8 @@ netns_test! {
         assert!(text.contains("#   + chain postrouting"), "{text}");
         assert!(text.contains("#   + rule postrouting \"masquerade wan #"), "{text}");
         assert!(text.contains("#   ~ set blocklist: 0 kernel elements to add, 2 to delete"), "{text}");
-        std::fs::write("/tmp/edgenetd-policy-plan.nft", &text).unwrap();
-        sh("nft -c -f /tmp/edgenetd-policy-plan.nft");
-        let _ = std::fs::remove_file("/tmp/edgenetd-policy-plan.nft");
+        dir.write("plan.nft", &text);
+        sh(&format!("nft -c -f {file}"));
     }
 }
 

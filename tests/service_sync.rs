@@ -4,6 +4,7 @@
 mod common;
 
 use common::controller::{Driver, load};
+use common::scratch::ScratchDir;
 use common::shell::{sh, sh_status};
 use edgenetd::controller::service::{self, ServiceController};
 use edgenetd::controller::trigger;
@@ -90,8 +91,8 @@ netns_test! {
         assert!(text.contains("+ service web 10.96.0.10:80/tcp: random over 16 slots: 10.0.1.2:8080×8 10.0.2.2:8080×8"), "{text}");
         assert!(text.contains("+ service dns [fd96::53]:53/udp: random over 16 slots: [fd01::2]:53×16, masquerade"), "{text}");
         let layout = &text[text.find("\ntable inet").unwrap() + 1..];
-        std::fs::write("/tmp/edgenetd-service-plan.nft", layout).unwrap();
-        let (ok, _, err) = sh_status("nft -c -f /tmp/edgenetd-service-plan.nft");
+        let dir = ScratchDir::with_files("service-plan", &[("plan.nft", layout)]);
+        let (ok, _, err) = sh_status(&format!("nft -c -f {}", dir.join("plan.nft").display()));
         assert!(ok, "plan layout does not load: {err}");
         let mut c = Driver::service();
         c.sync_state(&d).unwrap();

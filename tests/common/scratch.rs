@@ -1,17 +1,23 @@
 //! A scratch directory per test and tag, holding config files; removed on drop.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A fresh directory under the system temp dir, unique to this process and tag.
+/// Numbers the scratch dirs of this process, so two with the same tag never share one.
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh directory under the system temp dir, unique to this process.
 pub struct ScratchDir {
     /// The directory.
     path: PathBuf,
 }
 
 impl ScratchDir {
-    /// Creates (or empties) `edgenetd-test-<tag>-<pid>`.
+    /// Creates `edgenetd-test-<tag>-<pid>-<n>`, empty.
     pub fn new(tag: &str) -> ScratchDir {
-        let path = std::env::temp_dir().join(format!("edgenetd-test-{tag}-{}", std::process::id()));
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let path = std::env::temp_dir().join(format!("edgenetd-test-{tag}-{pid}-{n}"));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
         ScratchDir { path }

@@ -6,11 +6,15 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::scratch::ScratchDir;
 use super::shell::{sh, sh_status};
 use super::wait::wait_until;
+
+/// Numbers the hosts of this process, so two topologies never share a namespace name.
+static NEXT_HOST: AtomicUsize = AtomicUsize::new(0);
 
 const SERVER: &str = include_str!("scripts/server.py");
 const CLIENT: &str = include_str!("scripts/client.py");
@@ -31,9 +35,10 @@ impl Host {
         }
     }
 
-    /// Creates `ip netns` `en-<role>-<pid>` with `lo` up.
+    /// Creates `ip netns` `en-<role>-<pid>-<n>` with `lo` up.
     fn new(role: &str) -> Host {
-        let name = format!("en-{role}-{}", std::process::id());
+        let n = NEXT_HOST.fetch_add(1, Ordering::Relaxed);
+        let name = format!("en-{role}-{}-{n}", std::process::id());
         let _ = sh_status(&format!("ip netns del {name}"));
         sh(&format!("ip netns add {name}"));
         let host = Host {
