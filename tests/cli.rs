@@ -1,27 +1,12 @@
 //! The command line, on the real binary (no kernel needed).
 
-use std::process::Command;
+mod common;
+
+use common::scratch::ScratchDir;
 
 fn edgenetd(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_edgenetd"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn write_config(tag: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("edgenetd-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("conf.d")).unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.join(name), text).unwrap();
-    }
-    dir
+    let run = common::bin::edgenetd(args);
+    (run.code, run.stdout, run.stderr)
 }
 
 #[test]
@@ -53,8 +38,8 @@ fn version_and_usage() {
 
 #[test]
 fn check_lists_every_problem_of_every_file_and_exits_1() {
-    let dir = write_config(
-        "bad",
+    let dir = ScratchDir::with_files(
+        "cli-bad",
         &[
             (
                 "edgenetd.toml",
@@ -84,13 +69,12 @@ fn check_lists_every_problem_of_every_file_and_exits_1() {
     ] {
         assert!(err.contains(&want), "missing {want:?} in\n{err}");
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn check_accepts_a_good_config_and_names_the_files_it_read() {
-    let dir = write_config(
-        "good",
+    let dir = ScratchDir::with_files(
+        "cli-good",
         &[
             ("edgenetd.toml", "[daemon]\nroute_protocol = 191\n"),
             ("conf.d/20-x.toml", ""),
@@ -106,7 +90,6 @@ fn check_accepts_a_good_config_and_names_the_files_it_read() {
         out.contains(": ok (") && out.contains("conf.d/20-x.toml"),
         "{out}"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::netns::{sh, sh_status};
+use common::scratch::ScratchDir;
+use common::shell::{sh, sh_status};
 use edgenetd::dataplane::nft::ir::*;
 use edgenetd::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, raw_elements, render};
 
@@ -401,11 +402,11 @@ netns_test! {
         batch.replace_table(&batch_table).unwrap();
         nft.execute(batch).unwrap();
         let text = render::render_replace(&text_table);
-        std::fs::write("/tmp/edgenetd-render-test.nft", &text).unwrap();
-        let (ok, _, err) = sh_status("nft -c -f /tmp/edgenetd-render-test.nft");
+        let dir = ScratchDir::with_files("render", &[("render.nft", &text)]);
+        let file = dir.join("render.nft").display().to_string();
+        let (ok, _, err) = sh_status(&format!("nft -c -f {file}"));
         assert!(ok, "nft -c refused the rendered text: {err}\n{text}");
-        sh("nft -f /tmp/edgenetd-render-test.nft");
-        let _ = std::fs::remove_file("/tmp/edgenetd-render-test.nft");
+        sh(&format!("nft -f {file}"));
         let a = list("from-batch").replace("from-batch", "T");
         let b = list("from-text").replace("from-text", "T");
         assert_eq!(a, b, "batch and text differ");

@@ -1,14 +1,11 @@
 //! `edgenetd plan` and `edgenetd cleanup` on the real binary, for the policy area.
 
 mod common;
-mod policy_common;
 
-use common::netns::{sh, sh_status};
-use policy_common::HOME;
-
-fn edgenetd(args: &str) -> (bool, String, String) {
-    sh_status(&format!("{} {args}", env!("CARGO_BIN_EXE_edgenetd")))
-}
+use common::bin::edgenetd;
+use common::policy::HOME;
+use common::scratch::ScratchDir;
+use common::shell::sh;
 
 /// The policy area's part of `plan` output: from `# policy` through its `#` difference lines.
 fn policy_part(out: &str) -> &str {
@@ -27,11 +24,14 @@ fn policy_part(out: &str) -> &str {
 
 netns_test! {
     fn plan_loads_with_nft_check_and_cleanup_removes_only_the_policy_table() {
-        let dir = common::daemon::scratch_dir("policy-cli");
-        let cfg = dir.join("edgenetd.toml");
-        std::fs::write(&cfg, format!("[controller.route]\nenabled = false\n[controller.service]\nenabled = false\n{HOME}")).unwrap();
-        let cfg = cfg.display();
-        let (ok, out, err) = edgenetd(&format!("plan --config {cfg}"));
+        let dir = ScratchDir::with_files("policy-cli", &[(
+            "edgenetd.toml",
+            &format!("[controller.route]\nenabled = false\n[controller.service]\nenabled = false\n{HOME}"),
+        )]);
+        let cfg = dir.config();
+        let cfg = cfg.to_str().unwrap();
+        let run = edgenetd(&["plan", "--config", cfg]);
+        let (ok, out, err) = (run.ok(), run.stdout, run.stderr);
         assert!(ok, "{err}");
         assert!(out.contains("table inet edgenetd-policy {"), "{out}");
         assert!(out.contains("#   + table inet edgenetd-policy"), "{out}");
@@ -43,13 +43,14 @@ netns_test! {
         sh(&format!("nft -f {}", plan.display()));
         sh("nft add table inet other && nft add chain inet other c && nft add rule inet other c counter");
         let other = sh("nft list table inet other");
-        let (ok, out, _) = edgenetd(&format!("plan --config {cfg}"));
+        let run = edgenetd(&["plan", "--config", cfg]);
+        let (ok, out) = (run.ok(), run.stdout);
         assert!(ok && policy_part(&out).ends_with("#   none\n"), "what plan loads is what a sync writes: {out}");
-        let (ok, out, err) = edgenetd(&format!("cleanup --config {cfg}"));
+        let run = edgenetd(&["cleanup", "--config", cfg]);
+        let (ok, out, err) = (run.ok(), run.stdout, run.stderr);
         assert!(ok, "{err}");
         assert!(out.contains("policy: deleted table inet edgenetd-policy"), "{out}");
         assert!(!sh("nft list tables").contains("edgenetd-policy"));
         assert_eq!(sh("nft list table inet other"), other);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

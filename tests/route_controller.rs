@@ -6,10 +6,13 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::netns::sh;
+use common::shell::sh;
+use common::topology::Topology;
+use common::wait::wait_until;
 use edgenetd::config::DesiredState;
 use edgenetd::config::route::{Route, RouteKind, RoutingConfig};
 use edgenetd::controller::route::RouteController;
@@ -42,31 +45,91 @@ fn desired(gateway_of: impl Fn(usize) -> [u8; 4]) -> DesiredState {
     }
 }
 
-/// Notifications about routes with protocol 190 seen by `ip monitor route` while `f` runs
-/// (the kernel's own IPv6 link-local routes come and go in the background).
-fn route_events_during(f: impl FnOnce()) -> Vec<String> {
-    let mut monitor = Command::new("ip")
-        .args(["-o", "monitor", "route"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("ip monitor");
-    std::thread::sleep(Duration::from_millis(200));
-    f();
-    std::thread::sleep(Duration::from_millis(200));
-    let _ = monitor.kill();
-    let seen = BufReader::new(monitor.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .filter(|l| l.contains("proto 190"))
-        .collect();
-    let _ = monitor.wait();
-    seen
+/// `ip -o monitor route` in the background, its lines collected by a thread.
+struct Monitor {
+    /// The `ip monitor` process.
+    child: Child,
+    /// Every line printed so far.
+    lines: Arc<Mutex<Vec<String>>>,
+    /// Canaries sent so far (each gets its own prefix).
+    canaries: u8,
+}
+
+impl Monitor {
+    /// Starts the monitor and returns once it is subscribed: it has printed a canary route
+    /// added after it started.
+    fn start() -> Monitor {
+        let mut child = Command::new("ip")
+            .args(["-o", "monitor", "route"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("ip monitor");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut m = Monitor {
+            child,
+            lines,
+            canaries: 0,
+        };
+        m.canary();
+        m
+    }
+
+    /// Adds and deletes a foreign route and waits until the monitor printed both: every
+    /// route event the kernel sent before it has been printed too (one socket, in order).
+    /// Returns how many lines came before the canary's.
+    fn canary(&mut self) -> usize {
+        self.canaries += 1;
+        let dst = format!("198.18.{}.0/24", self.canaries);
+        // `ip monitor` may not be subscribed yet: repeat until it prints the canary.
+        wait_until(
+            "ip monitor to print a canary route",
+            Duration::from_secs(10),
+            || {
+                sh(&format!(
+                    "ip route add blackhole {dst} proto static && ip route del blackhole {dst} proto static"
+                ));
+                let lines = self.lines.lock().unwrap();
+                lines
+                    .iter()
+                    .any(|l| l.starts_with("Deleted ") && l.contains(&dst))
+            },
+        );
+        let lines = self.lines.lock().unwrap();
+        lines.iter().position(|l| l.contains(&dst)).unwrap()
+    }
+
+    /// Notifications about routes with protocol 190 while `f` runs, framed by canaries so
+    /// that none can be missed (the kernel's own IPv6 link-local routes come and go in the
+    /// background and are left out).
+    fn route_events_during(&mut self, f: impl FnOnce()) -> Vec<String> {
+        let before = self.lines.lock().unwrap().len();
+        f();
+        let until = self.canary();
+        self.lines.lock().unwrap()[before..until]
+            .iter()
+            .filter(|l| l.contains("proto 190"))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 netns_test! {
     fn a_no_op_resync_of_twenty_thousand_routes_writes_nothing_and_one_change_writes_one() {
-        sh("ip link add r0 type veth peer name r1");
-        sh("ip addr add 192.0.2.1/24 dev r0 && ip link set r0 up && ip link set r1 up");
+        let _net = Topology::with_veth("r0", "r1", &["192.0.2.1/24"]);
         let state = desired(|_| [192, 0, 2, 2]);
         let mut controller = RouteController::new(trigger().0);
         let cold = smol::block_on(controller.sync(&state, &NoProgress)).expect("cold sync");
@@ -76,7 +139,8 @@ netns_test! {
         // Trusting the last sync (no kernel event since) and dumping in full (a controller
         // that never saw this kernel): both write nothing, and the kernel sees nothing.
         let mut fresh = RouteController::new(trigger().0);
-        let events = route_events_during(|| {
+        let mut monitor = Monitor::start();
+        let events = monitor.route_events_during(|| {
             let cached = smol::block_on(controller.sync(&state, &NoProgress)).unwrap();
             assert_eq!(cached.changes, 0, "{}", cached.summary);
             let full = smol::block_on(fresh.sync(&state, &NoProgress)).unwrap();
@@ -86,7 +150,7 @@ netns_test! {
 
         // One changed route: one write, one notification.
         let changed = desired(|i| if i == 777 { [192, 0, 2, 3] } else { [192, 0, 2, 2] });
-        let events = route_events_during(|| {
+        let events = monitor.route_events_during(|| {
             let report = smol::block_on(controller.sync(&changed, &NoProgress)).unwrap();
             assert_eq!(report.changes, 1, "{}", report.summary);
         });

@@ -4,202 +4,110 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::netns::sh;
+use common::bin::edgenetd;
+use common::daemon::Daemon;
+use common::routes::{has_owned_route, owned_routes, routes_except, rules_except};
+use common::scratch::ScratchDir;
+use common::shell::sh;
+use common::topology::Topology;
+use common::wait::wait_until;
 use serde_json::Value;
 
-/// The daemon under test, killed on drop.
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
-}
+const FAILURES: &str = "edgenetd_controller_sync_failures_total";
+const ROUTE: &[(&str, &str)] = &[("controller", "route")];
 
-impl Daemon {
-    fn start(config: &str) -> Daemon {
-        let dir = std::env::temp_dir().join(format!("edgenetd-route-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("edgenetd.toml"), config).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_edgenetd"))
-            .args(["run", "--config"])
-            .arg(dir.join("edgenetd.toml"))
-            .env("EDGENETD_LOG", "debug")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start edgenetd");
-        let d = Daemon { child, dir };
-        wait_for(
-            "the daemon's HTTP endpoint",
-            Duration::from_secs(10),
-            || http_get("/metrics").is_some(),
-        );
-        d
-    }
-
-    /// Replaces the config and sends SIGHUP.
-    fn reload(&self, config: &str) {
-        let tmp = self.dir.join("next.tmp");
-        std::fs::write(&tmp, config).unwrap();
-        std::fs::rename(tmp, self.dir.join("edgenetd.toml")).unwrap();
-        sh(&format!("kill -HUP {}", self.child.id()));
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// GET on the daemon's default listen address; (status, body).
-fn http_get(path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect("127.0.0.1:9750").ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n")?.1.to_string();
-    Some((status, body))
-}
-
-/// A metric's value (the first series whose name and labels start with `series`); `None`
-/// while the endpoint or the series is not there yet.
-fn metric(series: &str) -> Option<f64> {
-    let (_, body) = http_get("/metrics")?;
-    body.lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    start.elapsed()
-}
-
-fn owned() -> Vec<Value> {
-    serde_json::from_str(&sh("ip -j route show proto 190 table all")).unwrap()
-}
-
-fn has_route(dst: &str) -> bool {
-    owned().iter().any(|r| r["dst"] == dst)
-}
-
-/// Every route (both families, all tables) and rule except the kernel's own (IPv6 link-local
-/// routes appear by themselves once an interface is configured).
+/// Every route and rule but the kernel's own.
 fn non_kernel_state() -> Vec<Value> {
-    let mut all: Vec<Value> = Vec::new();
-    for cmd in [
-        "ip -j route show table all",
-        "ip -6 -j route show table all",
-        "ip -j rule show",
-        "ip -6 -j rule show",
-    ] {
-        let items: Vec<Value> = serde_json::from_str(&sh(cmd)).unwrap();
-        all.extend(items.into_iter().filter(|r| r["protocol"] != "kernel"));
-    }
-    all
+    [routes_except(&["kernel"]), rules_except(&["kernel"])].concat()
 }
 
-fn topology() {
-    sh("ip link add r0 type veth peer name r1");
-    sh("ip addr add 192.0.2.1/24 dev r0 && ip link set r0 up && ip link set r1 up");
-}
+/// The addresses of r0, the router's end of the r0 <-> r1 veth pair every test uses.
+const R0: &[&str] = &["192.0.2.1/24"];
 
 const HEAD: &str = "[controller.route]\nperiod = \"1h\"\nsync_budget = \"30s\"\n\n";
 
 netns_test! {
     fn an_owned_route_deleted_by_hand_is_back_within_two_seconds_and_counted() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let config = format!(
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route]]\nto = \"10.2.0.0/16\"\ndev = \"r0\"\nmetric = 20\n\n[[route]]\nto = \"2001:db8:1::/48\"\ntype = \"blackhole\"\n"
         );
-        let _d = Daemon::start(&config);
-        wait_for("the first sync", Duration::from_secs(5), || owned().len() == 3);
-        wait_for("the gauges", Duration::from_secs(2), || {
-            metric("edgenetd_routes_installed") == Some(3.0)
+        let d = Daemon::start("route", &config);
+        wait_until("the first sync", Duration::from_secs(5), || owned_routes().len() == 3);
+        wait_until("the gauges", Duration::from_secs(2), || {
+            d.metric("edgenetd_routes_installed", &[]) == Some(3.0)
         });
-        assert_eq!(metric("edgenetd_routes_desired"), Some(3.0));
-        assert_eq!(metric("edgenetd_route_drift_repairs_total"), Some(0.0));
+        assert_eq!(d.metric("edgenetd_routes_desired", &[]), Some(3.0));
+        assert_eq!(d.metric("edgenetd_route_drift_repairs_total", &[]), Some(0.0));
 
         // `ip route del` succeeding proves it was gone (the repair can be back before the next
         // `ip` even runs).
         sh("ip route del 10.1.0.0/16 proto 190");
-        let took = wait_for("the repair", Duration::from_secs(2), || has_route("10.1.0.0/16"));
+        let took = wait_until("the repair", Duration::from_secs(2), || has_owned_route("10.1.0.0/16"));
         eprintln!("route repaired after {took:?}");
-        wait_for("the repair to be counted", Duration::from_secs(2), || {
-            metric("edgenetd_route_drift_repairs_total").is_some_and(|v| v == 1.0)
+        wait_until("the repair to be counted", Duration::from_secs(2), || {
+            d.metric("edgenetd_route_drift_repairs_total", &[]).is_some_and(|v| v == 1.0)
         });
 
         // A change (not a deletion) is drift too: a hand-made replace is undone.
         sh("ip route replace 10.2.0.0/16 dev r0 metric 20 proto 190 mtu 1300");
-        wait_for("the changed route to be restored", Duration::from_secs(2), || {
-            owned()
+        wait_until("the changed route to be restored", Duration::from_secs(2), || {
+            owned_routes()
                 .iter()
                 .any(|r| r["dst"] == "10.2.0.0/16" && r.get("metrics").is_none())
         });
-        wait_for("the second repair to be counted", Duration::from_secs(2), || {
-            metric("edgenetd_route_drift_repairs_total").is_some_and(|v| v == 2.0)
+        wait_until("the second repair to be counted", Duration::from_secs(2), || {
+            d.metric("edgenetd_route_drift_repairs_total", &[]).is_some_and(|v| v == 2.0)
         });
-        assert_eq!(owned().len(), 3);
+        assert_eq!(owned_routes().len(), 3);
     }
 }
 
 netns_test! {
     fn a_route_on_a_device_created_after_startup_is_installed_when_it_appears() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let config = format!(
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route]]\nto = \"10.9.0.0/16\"\ndev = \"late0\"\n"
         );
-        let _d = Daemon::start(&config);
-        wait_for("the first sync", Duration::from_secs(5), || has_route("10.1.0.0/16"));
-        wait_for("the failure to be recorded", Duration::from_secs(5), || {
-            metric("edgenetd_controller_sync_failures_total{controller=\"route\"}").is_some_and(|v| v >= 1.0)
+        let d = Daemon::start("route", &config);
+        wait_until("the first sync", Duration::from_secs(5), || has_owned_route("10.1.0.0/16"));
+        wait_until("the failure to be recorded", Duration::from_secs(5), || {
+            d.metric(FAILURES, ROUTE).is_some_and(|v| v >= 1.0)
         });
-        let (status, body) = http_get("/healthz").unwrap();
+        let (status, body) = d.get("/healthz");
         assert_eq!(status, 200, "a failing route never makes the daemon unhealthy: {body}");
         assert!(body.contains("device late0 does not exist"), "{body}");
-        assert!(!has_route("10.9.0.0/16"));
+        assert!(!has_owned_route("10.9.0.0/16"));
 
         sh("ip link add late0 type veth peer name late1 && ip link set late0 up && ip link set late1 up");
-        let took = wait_for("the late route", Duration::from_secs(2), || has_route("10.9.0.0/16"));
+        let took = wait_until("the late route", Duration::from_secs(2), || has_owned_route("10.9.0.0/16"));
         eprintln!("late-device route installed {took:?} after the device appeared");
     }
 }
 
 netns_test! {
     fn one_unreachable_gateway_among_fifty_good_routes_fails_alone_and_health_stays_200() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let mut config = String::from(HEAD);
         for i in 0..50 {
             config.push_str(&format!("[[route]]\nto = \"10.60.{i}.0/24\"\nvia = \"192.0.2.2\"\n\n"));
         }
         config.push_str("[[route]]\nto = \"10.61.0.0/16\"\nvia = \"198.51.100.1\"\n");
-        let _d = Daemon::start(&config);
-        wait_for("the failed sync", Duration::from_secs(5), || {
-            metric("edgenetd_controller_sync_failures_total{controller=\"route\"}").is_some_and(|v| v >= 1.0)
+        let d = Daemon::start("route", &config);
+        wait_until("the failed sync", Duration::from_secs(5), || {
+            d.metric(FAILURES, ROUTE).is_some_and(|v| v >= 1.0)
         });
-        assert_eq!(owned().len(), 50);
-        let (status, body) = http_get("/healthz").unwrap();
+        assert_eq!(owned_routes().len(), 50);
+        let (status, body) = d.get("/healthz");
         assert_eq!(status, 200, "{body}");
         assert!(
             body.contains("add route 10.61.0.0/16 via 198.51.100.1") && body.contains("unreachable"),
             "the error names the route and the kernel's reason: {body}"
         );
         assert_eq!(
-            metric("edgenetd_controller_sync_last_success{controller=\"route\"}"),
+            d.metric("edgenetd_controller_sync_last_success", ROUTE),
             Some(0.0)
         );
     }
@@ -207,34 +115,28 @@ netns_test! {
 
 netns_test! {
     fn removing_a_route_from_the_config_and_reloading_removes_only_it() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip route add 10.1.0.0/16 via 192.0.2.3 metric 50 proto static");
         sh("ip route add 10.7.0.0/16 via 192.0.2.3 table 100");
         sh("ip rule add from 10.0.9.0/24 lookup 100 pref 900");
         // Foreign = every route and rule not edgenetd's (the kernel's own link-local routes
         // come and go with IPv6 address configuration, so they are left out).
-        let foreign = || {
-            let keep = "python3 -c 'import json,sys; print([r for r in json.load(sys.stdin) if r.get(\"protocol\") not in (\"190\", \"kernel\")])'";
-            sh(&format!("ip -j route show table all | {keep}"))
-                + &sh(&format!("ip -6 -j route show table all | {keep}"))
-                + &sh(&format!("ip -j rule show | {keep}"))
-        };
+        let foreign = || [routes_except(&["190", "kernel"]), rules_except(&["190", "kernel"])].concat();
         let rule = "[[route_rule]]\npriority = 1000\nfrom = \"10.0.5.0/24\"\ntable = 100\n\n";
         let routes = [
             "[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n",
             "[[route]]\nto = \"10.2.0.0/16\"\nvia = \"192.0.2.2\"\ntable = 100\n\n",
             "[[route]]\nto = \"2001:db8:3::/48\"\ntype = \"prohibit\"\n\n",
         ];
-        let _d = Daemon::start(&format!("{HEAD}{rule}{}", routes.concat()));
-        wait_for("the first sync", Duration::from_secs(5), || owned().len() == 3);
+        let d = Daemon::start("route", &format!("{HEAD}{rule}{}", routes.concat()));
+        wait_until("the first sync", Duration::from_secs(5), || owned_routes().len() == 3);
         let before_foreign = foreign();
-        let before: Vec<Value> = owned();
+        let before: Vec<Value> = owned_routes();
         assert!(sh("ip rule show").contains("from 10.0.5.0/24 lookup 100 proto 190"));
 
-        let d = _d;
         d.reload(&format!("{HEAD}{rule}{}{}", routes[0], routes[2]));
-        wait_for("the removal", Duration::from_secs(5), || !has_route("10.2.0.0/16"));
-        let after = owned();
+        wait_until("the removal", Duration::from_secs(5), || !has_owned_route("10.2.0.0/16"));
+        let after = owned_routes();
         let expected: Vec<Value> = before
             .into_iter()
             .filter(|r| r["dst"] != "10.2.0.0/16")
@@ -245,30 +147,29 @@ netns_test! {
 
         // Dropping the rule from the config removes it too; the foreign rule stays.
         d.reload(&format!("{HEAD}{}{}", routes[0], routes[2]));
-        wait_for("the rule removal", Duration::from_secs(5), || {
+        wait_until("the rule removal", Duration::from_secs(5), || {
             !sh("ip rule show").contains("proto 190")
         });
         assert_eq!(foreign(), before_foreign);
-        assert_eq!(owned().len(), 2);
+        assert_eq!(owned_routes().len(), 2);
     }
 }
 
 netns_test! {
     fn plan_lists_changes_without_making_them_and_cleanup_removes_exactly_what_is_owned() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip route add 10.1.0.0/16 via 192.0.2.3 metric 50 proto static");
         sh("ip route add 10.5.0.0/16 via 192.0.2.2 proto 190");
-        let dir = std::env::temp_dir().join(format!("edgenetd-plan-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let cfg = dir.join("edgenetd.toml");
-        std::fs::write(
-            &cfg,
+        let dir = ScratchDir::with_files("plan", &[(
+            "edgenetd.toml",
             "[controller.policy]\nenabled = false\n[controller.service]\nenabled = false\n\n[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\n\n[[route_rule]]\npriority = 1000\nfwmark = \"0x10\"\ntable = 100\nfamily = \"ipv4\"\n",
-        )
-        .unwrap();
-        let bin = env!("CARGO_BIN_EXE_edgenetd");
+        )]);
+        let cfg = dir.config();
+        let cfg = cfg.to_str().unwrap();
         let before = non_kernel_state();
-        let plan = sh(&format!("{bin} plan --config {}", cfg.display()));
+        let plan = edgenetd(&["plan", "--config", cfg]);
+        assert!(plan.ok(), "{plan:?}");
+        let plan = plan.stdout;
         assert_eq!(
             plan,
             "add route 10.1.0.0/16 via 192.0.2.2 table main metric 0 proto 190\n\
@@ -280,42 +181,43 @@ netns_test! {
         // Install, then clean up: only protocol-190 objects go.
         sh("ip route add 10.1.0.0/16 via 192.0.2.2 proto 190");
         sh("ip rule add fwmark 0x10 lookup 100 pref 1000 proto 190");
-        let out = sh(&format!("{bin} cleanup --config {}", cfg.display()));
+        let out = edgenetd(&["cleanup", "--config", cfg]);
+        assert!(out.ok(), "{out:?}");
+        let out = out.stdout;
         assert!(out.contains("deleted rule 1000: ipv4 from all fwmark 0x10 lookup 100 proto 190"), "{out}");
         assert!(out.contains("deleted route 10.1.0.0/16 via 192.0.2.2 dev r0 table main metric 0 proto 190"), "{out}");
         assert!(out.contains("route: removed 2 routes and 1 rules with protocol 190"), "{out}");
         assert_eq!(sh("ip route show proto 190 table all"), "");
         assert!(!sh("ip rule show").contains("proto 190"));
         assert!(sh("ip route show").contains("10.1.0.0/16 via 192.0.2.3 dev r0 proto static metric 50"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
 netns_test! {
     fn a_route_dropped_silently_with_its_source_address_comes_back_with_the_address() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip addr add 192.0.2.9/24 dev r0");
         let config = format!(
             "{HEAD}[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.2\"\nsrc = \"192.0.2.9\"\n\n[[route]]\nto = \"10.2.0.0/16\"\nvia = \"192.0.2.2\"\n"
         );
-        let _d = Daemon::start(&config);
-        wait_for("the first sync", Duration::from_secs(5), || owned().len() == 2);
+        let d = Daemon::start("route", &config);
+        wait_until("the first sync", Duration::from_secs(5), || owned_routes().len() == 2);
         // The kernel drops the route with the address, without a route notification.
         sh("ip addr del 192.0.2.9/24 dev r0");
-        wait_for("the kernel to drop the route", Duration::from_secs(2), || {
-            !has_route("10.1.0.0/16")
+        wait_until("the kernel to drop the route", Duration::from_secs(2), || {
+            !has_owned_route("10.1.0.0/16")
         });
         // Until the address is back, the route cannot be installed (and the sync says why).
-        wait_for("the failure to be recorded", Duration::from_secs(5), || {
-            metric("edgenetd_controller_sync_failures_total{controller=\"route\"}").is_some_and(|v| v >= 1.0)
+        wait_until("the failure to be recorded", Duration::from_secs(5), || {
+            d.metric(FAILURES, ROUTE).is_some_and(|v| v >= 1.0)
         });
         assert_eq!(
-            metric("edgenetd_route_drift_repairs_total"),
+            d.metric("edgenetd_route_drift_repairs_total", &[]),
             Some(0.0),
             "a repair that failed is not counted"
         );
         sh("ip addr add 192.0.2.9/24 dev r0");
-        wait_for("the route to come back", Duration::from_secs(2), || has_route("10.1.0.0/16"));
-        assert_eq!(owned().len(), 2);
+        wait_until("the route to come back", Duration::from_secs(2), || has_owned_route("10.1.0.0/16"));
+        assert_eq!(owned_routes().len(), 2);
     }
 }

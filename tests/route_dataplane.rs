@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::netns::sh;
+use common::routes::{ip_json, owned_routes, routes_except};
+use common::shell::sh;
+use common::topology::Topology;
 use edgenetd::controller::route::plan::Plan;
 use edgenetd::dataplane::route::{
     Family, NextHop, RouteSocket, RouteSpec, RouteType, RouteWrite, RuleSpec, RuleWrite,
@@ -13,29 +15,8 @@ use serde_json::Value;
 
 const PROTO: u8 = 190;
 
-/// r0 (192.0.2.1/24, 2001:db8:ff::1/64) <-> r1, both up.
-fn topology() {
-    sh("ip link add r0 type veth peer name r1");
-    sh("ip addr add 192.0.2.1/24 dev r0 && ip addr add 2001:db8:ff::1/64 dev r0 nodad");
-    sh("ip link set r0 up && ip link set r1 up");
-}
-
-fn json(cmd: &str) -> Vec<Value> {
-    serde_json::from_str(&sh(cmd)).unwrap_or_else(|e| panic!("{cmd}: {e}"))
-}
-
-/// Every route that is neither edgenetd's nor the kernel's own (link-local routes appear by
-/// themselves when IPv6 configures an interface).
-fn foreign_routes() -> Vec<Value> {
-    let mut all = json("ip -j route show table all");
-    all.extend(json("ip -6 -j route show table all"));
-    all.retain(|r| r["protocol"] != "kernel" && r["protocol"] != "190");
-    all
-}
-
-fn owned_routes_json() -> Vec<Value> {
-    json("ip -j route show proto 190 table all")
-}
+/// The addresses of r0, the router's end of the r0 <-> r1 veth pair every test uses.
+const R0: &[&str] = &["192.0.2.1/24", "2001:db8:ff::1/64"];
 
 fn find<'a>(routes: &'a [Value], dst: &str) -> &'a Value {
     routes
@@ -153,14 +134,14 @@ fn dump(sock: &RouteSocket) -> Vec<RouteSpec> {
 
 netns_test! {
     fn routes_of_every_type_and_family_are_installed_as_ip_shows_them() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let desired = every_kind();
         let outcome = add_all(&sock, &desired);
         assert_eq!(outcome.failures, vec![], "every route installs");
         assert_eq!(outcome.sent, desired.len());
 
-        let shown = owned_routes_json();
+        let shown = owned_routes();
         assert_eq!(shown.len(), desired.len(), "{shown:#?}");
         let v = find(&shown, "10.1.0.0/16");
         assert_eq!(
@@ -205,7 +186,7 @@ netns_test! {
 
 netns_test! {
     fn replace_changes_a_route_in_place_and_delete_removes_only_it() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let routes = every_kind();
         assert_eq!(add_all(&sock, &routes).failures, vec![]);
@@ -224,7 +205,7 @@ netns_test! {
             .await
         });
         assert_eq!(outcome.failures, vec![]);
-        let shown = owned_routes_json();
+        let shown = owned_routes();
         assert_eq!(shown.len(), routes.len() - 1);
         let v = find(&shown, "10.1.0.0/16");
         assert_eq!(v["gateway"], "192.0.2.3");
@@ -235,7 +216,7 @@ netns_test! {
 
 netns_test! {
     fn rules_are_installed_as_ip_rule_shows_them_and_foreign_rules_stay() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip rule add from 10.0.5.0/24 lookup 100 pref 1000 proto static");
         let before = sh("ip -j rule show; ip -6 -j rule show");
         let sock = RouteSocket::open().unwrap();
@@ -265,7 +246,7 @@ netns_test! {
         let outcome = smol::block_on(sock.write_rules(&writes));
         assert_eq!(outcome.failures, vec![]);
 
-        let v4 = json("ip -j rule show");
+        let v4 = ip_json("ip -j rule show");
         let ours: Vec<&Value> = v4.iter().filter(|r| r["protocol"] == "190").collect();
         assert_eq!(ours.len(), 2, "{v4:#?}");
         assert_eq!(
@@ -276,7 +257,7 @@ netns_test! {
             (&ours[1]["dst"], &ours[1]["iif"], &ours[1]["fwmark"], &ours[1]["fwmask"], &ours[1]["table"]),
             (&"10.9.0.0".into(), &"r0".into(), &"0x10".into(), &"0xff".into(), &"1000".into())
         );
-        let v6 = json("ip -6 -j rule show");
+        let v6 = ip_json("ip -6 -j rule show");
         let ours6: Vec<&Value> = v6.iter().filter(|r| r["protocol"] == "190").collect();
         assert_eq!(ours6.len(), 1, "{v6:#?}");
         assert_eq!((&ours6[0]["oif"], &ours6[0]["fwmark"]), (&"r0".into(), &"0x7".into()));
@@ -298,11 +279,11 @@ netns_test! {
 
 netns_test! {
     fn foreign_routes_with_the_same_prefix_and_foreign_tables_are_never_touched() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip route add 10.50.0.0/16 via 192.0.2.2 proto static");
         sh("ip route add 10.51.0.0/16 via 192.0.2.2 table 100");
         sh("ip -6 route add 2001:db8:50::/48 via 2001:db8:ff::2 proto boot");
-        let foreign = foreign_routes();
+        let foreign = routes_except(&["kernel", "190"]);
         let sock = RouteSocket::open().unwrap();
         let same_key = RouteSpec {
             via: gw("192.0.2.3"),
@@ -328,7 +309,7 @@ netns_test! {
         assert!(failed[0].1.starts_with("File exists"), "{failed:?}");
         assert_eq!(failed[1].0, 2);
         // Only the route with its own metric went in.
-        let ours = owned_routes_json();
+        let ours = owned_routes();
         assert_eq!(ours.len(), 1);
         assert_eq!(ours[0]["metric"], 10);
 
@@ -342,7 +323,7 @@ netns_test! {
             sock.write_routes(&deletes, &links, &mut |_| {}).await
         });
         assert_eq!(outcome.failures, vec![]);
-        assert_eq!(foreign_routes(), foreign);
+        assert_eq!(routes_except(&["kernel", "190"]), foreign);
         // A delete of a route that exists only with another protocol fails and changes nothing.
         let foreign_only = RouteSpec { ..r("10.51.0.0/16") };
         let outcome = smol::block_on(async {
@@ -351,13 +332,13 @@ netns_test! {
             sock.write_routes(&[RouteWrite::Delete(&spec)], &links, &mut |_| {}).await
         });
         assert_eq!(outcome.failures.len(), 1);
-        assert_eq!(foreign_routes(), foreign);
+        assert_eq!(routes_except(&["kernel", "190"]), foreign);
     }
 }
 
 netns_test! {
     fn one_route_with_an_unreachable_gateway_among_fifty_good_ones_fails_alone() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let mut routes: Vec<RouteSpec> = (0..50)
             .map(|i| RouteSpec {
@@ -378,7 +359,7 @@ netns_test! {
         assert_eq!(outcome.failures[0].error.errno(), Some(libc::ENETUNREACH));
         let text = outcome.failures[0].error.to_string();
         assert!(text.contains("unreachable"), "{text}");
-        assert_eq!(owned_routes_json().len(), 50);
+        assert_eq!(owned_routes().len(), 50);
         // A route on a device that does not exist fails before reaching the kernel.
         let missing = RouteSpec {
             dev: Some("eth9".into()),
@@ -392,7 +373,7 @@ netns_test! {
 
 netns_test! {
     fn pipelined_writes_map_every_error_to_its_route_across_chunks() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let bad = [0usize, 255, 256, 257, 1023, 1024, 2500, 4999];
         let routes: Vec<RouteSpec> = (0..5000)
@@ -418,7 +399,7 @@ netns_test! {
 
 netns_test! {
     fn every_kind_of_change_converges_in_one_sync_and_then_plans_nothing() {
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip addr add 192.0.2.9/24 dev r0 && ip addr add 2001:db8:ff::9/64 dev r0 nodad");
         let sock = RouteSocket::open().unwrap();
         let before = every_kind();
@@ -475,7 +456,7 @@ netns_test! {
         let again = Plan::new(&after, &now, &[], &[]);
         assert!(again.is_empty(), "converged in one sync: {:#?}\n{now:#?}", again.lines());
         assert_eq!(now.len(), after.len());
-        let shown = owned_routes_json();
+        let shown = owned_routes();
         assert_eq!(find(&shown, "10.5.0.0/16")["metric"], 50);
         assert_eq!(find(&shown, "10.7.0.0/16")["nexthops"].as_array().unwrap().len(), 3);
         assert_eq!(find(&shown, "2001:db8:1::/48")["nexthops"][1]["weight"], 4);
@@ -486,7 +467,7 @@ netns_test! {
 netns_test! {
     fn the_monitor_reports_foreign_changes_but_not_edgenetds_own_writes() {
         use edgenetd::dataplane::route::{RouteEvent, RouteMonitor};
-        topology();
+        let _net = Topology::with_veth("r0", "r1", R0);
         let sock = RouteSocket::open().unwrap();
         let mut monitor = RouteMonitor::open(PROTO, Some(sock.port())).unwrap();
         let routes: Vec<RouteSpec> = (0..5000)

@@ -7,157 +7,75 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::netns::{Host, sh, sh_status};
-use edgenetd::config::{self, DesiredState};
+use common::controller::{Driver, load};
+use common::shell::sh;
+use common::topology::{Host, Link, ServerId, Topology};
+use common::wait::wait_until;
+use edgenetd::controller::SyncReport;
 use edgenetd::controller::service::ServiceController;
-use edgenetd::controller::{Controller, NoProgress, SyncReport, trigger};
 
-const SERVER: &str = r#"
-import socket, sys, threading, socketserver
-name, port = sys.argv[1], int(sys.argv[2])
-class T(socketserver.BaseRequestHandler):
-    def handle(self):
-        s = self.request
-        s.sendall((name + "\n").encode())
-        while True:
-            d = s.recv(4096)
-            if not d: return
-            if d == b"peer?\n":
-                s.sendall((name + ":" + self.client_address[0] + "\n").encode())
-            else:
-                s.sendall((name + ":" + d.decode()).encode())
-class TS(socketserver.ThreadingTCPServer):
-    address_family = socket.AF_INET6; allow_reuse_address = True; daemon_threads = True
-class U(socketserver.BaseRequestHandler):
-    def handle(self):
-        d, s = self.request
-        s.sendto((name + "\n").encode(), self.client_address)
-class US(socketserver.UDPServer):
-    address_family = socket.AF_INET6; allow_reuse_address = True
-t = TS(("::", port), T); u = US(("::", port), U)
-threading.Thread(target=u.serve_forever, daemon=True).start()
-t.serve_forever()
-"#;
-
-const CLIENT: &str = r#"
-import socket, sys, collections
-proto, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 2
-c = collections.Counter()
-fam = socket.AF_INET6 if ':' in host else socket.AF_INET
-for i in range(n):
-    try:
-        if proto == 'tcp':
-            s = socket.create_connection((host, port), timeout=timeout)
-            c[s.recv(100).decode().strip()] += 1
-        else:
-            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(timeout)
-            s.sendto(b"hi", (host, port)); c[s.recv(100).decode().strip()] += 1
-        s.close()
-    except ConnectionRefusedError:
-        c["refused"] += 1
-    except socket.timeout:
-        c["timeout"] += 1
-    except OSError as e:
-        c["error"] += 1
-for k, v in sorted(c.items()):
-    print(k, v)
-"#;
-
-/// Client, router (this namespace) and three backends b1..b3 with servers on port 8080.
-struct Topo {
-    client: Host,
-    /// Kept so the backend namespaces live as long as the topology.
-    _backends: Vec<Host>,
+/// Client `cl`, the router (this namespace) and three backends b1..b3, each running a server
+/// on port 8080 that answers with its name; a service controller driven sync by sync.
+struct Lab {
+    /// The namespaces and servers.
+    net: Topology,
     /// The backends' servers (b1..b3).
-    servers: Vec<std::process::Child>,
-    dir: String,
-    ctrl: ServiceController,
+    servers: Vec<ServerId>,
+    /// The controller under test.
+    ctrl: Driver<ServiceController>,
 }
 
-fn write_scripts() -> String {
-    let dir = format!("/tmp/edgenetd-svc-test-{}", std::process::id());
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(format!("{dir}/srv.py"), SERVER).unwrap();
-    std::fs::write(format!("{dir}/cli.py"), CLIENT).unwrap();
-    dir
-}
-
-impl Topo {
-    fn new() -> Topo {
-        let dir = write_scripts();
-        sh("sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1");
-        let client = Host::new("cl");
-        client.link_to_router("eth0", "192.168.10.2/24", "c0", "192.168.10.1/24");
-        client.sh("ip addr add fd10::2/64 dev eth0 nodad && ip route add default via 192.168.10.1 && ip -6 route add default via fd10::1");
-        sh("ip addr add fd10::1/64 dev c0 nodad");
-        let mut backends = Vec::new();
+impl Lab {
+    fn new() -> Lab {
+        let mut net = Topology::new();
+        net.forwarding();
+        net.add_host(
+            "cl",
+            Link {
+                router_if: "c0",
+                router_addrs: &["192.168.10.1/24", "fd10::1/64"],
+                host_if: "eth0",
+                host_addrs: &["192.168.10.2/24", "fd10::2/64"],
+                host_routes: &["default via 192.168.10.1", "default via fd10::1"],
+            },
+        );
         let mut servers = Vec::new();
         for i in 1..=3 {
-            let b = Host::new(&format!("b{i}"));
-            b.link_to_router(
-                "eth0",
-                &format!("10.0.{i}.2/24"),
-                &format!("b{i}"),
-                &format!("10.0.{i}.1/24"),
+            let name = format!("b{i}");
+            net.add_host(
+                &name,
+                Link {
+                    router_if: &name,
+                    router_addrs: &[&format!("10.0.{i}.1/24"), &format!("fd0{i}::1/64")],
+                    host_if: "eth0",
+                    host_addrs: &[&format!("10.0.{i}.2/24"), &format!("fd0{i}::2/64")],
+                    host_routes: &[
+                        &format!("default via 10.0.{i}.1"),
+                        &format!("default via fd0{i}::1"),
+                    ],
+                },
             );
-            b.sh(&format!("ip addr add fd0{i}::2/64 dev eth0 nodad && ip route add default via 10.0.{i}.1 && ip -6 route add default via fd0{i}::1"));
-            sh(&format!("ip addr add fd0{i}::1/64 dev b{i} nodad"));
-            servers.push(b.spawn(&format!("exec python3 {dir}/srv.py b{i} 8080")));
-            backends.push(b);
+            servers.push(net.serve_named(net.host(&name), &name, 8080));
         }
-        // Wait for the servers.
-        for i in 1..=3 {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !sh_status(&format!(
-                "python3 {dir}/cli.py tcp 10.0.{i}.2 8080 1 | grep -q b{i}"
-            ))
-            .0
-            {
-                assert!(Instant::now() < deadline, "backend b{i} did not start");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-        let (t, _rx) = trigger();
-        std::mem::forget(_rx);
-        Topo {
-            client,
-            _backends: backends,
+        Lab {
+            net,
             servers,
-            dir,
-            ctrl: ServiceController::new(t),
+            ctrl: Driver::service(),
         }
     }
 
+    fn client(&self) -> &Host {
+        self.net.host("cl")
+    }
+
     fn sync(&mut self, toml: &str) -> SyncReport {
-        let desired = desired(toml);
-        smol::block_on(self.ctrl.sync(&desired, &NoProgress)).expect("sync")
+        self.ctrl.sync(toml).expect("sync")
     }
 
     /// `n` connections (or datagrams) from the client: answers per backend name.
     fn hits(&self, proto: &str, host: &str, port: u16, n: u32) -> BTreeMap<String, u32> {
-        parse_hits(&self.client.sh(&format!(
-            "python3 {}/cli.py {proto} {host} {port} {n}",
-            self.dir
-        )))
+        self.net.hits(self.client(), proto, host, port, n)
     }
-}
-
-impl Drop for Topo {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn parse_hits(out: &str) -> BTreeMap<String, u32> {
-    out.lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap()))
-        .collect()
-}
-
-fn desired(toml: &str) -> DesiredState {
-    config::load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn share(h: &BTreeMap<String, u32>, name: &str) -> f64 {
@@ -167,7 +85,7 @@ fn share(h: &BTreeMap<String, u32>, name: &str) -> f64 {
 
 netns_test! {
     fn tcp_spreads_over_equal_and_weighted_backends() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(r#"
 [[service]]
 name = "web"
@@ -202,13 +120,13 @@ address = "10.96.0.10"
 port = 80
 backends = [{ address = "10.0.1.2:8080", weight = 1 }, { address = "10.0.2.2:8080", weight = 3 }]
 "#);
-        assert_eq!(t.ctrl.last_writes(), 0);
+        assert_eq!(t.ctrl.controller.last_writes(), 0);
     }
 }
 
 netns_test! {
     fn udp_is_answered_by_both_backends() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(r#"
 [[service]]
 name = "dns"
@@ -225,7 +143,7 @@ backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
 
 netns_test! {
     fn source_ip_affinity_keeps_one_backend() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(r#"
 [[service]]
 name = "sticky"
@@ -251,7 +169,7 @@ backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
 
 netns_test! {
     fn removed_backend_drains_gracefully() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(TWO);
         // Open connections until one lands on b1, and keep it.
         let script = r#"
@@ -263,11 +181,10 @@ for i in range(50):
 print("ready", flush=True)
 sys.stdin.readline()
 for i in range(3):
-    s.sendall(b"ping\n"); print(s.recv(100).decode().strip(), flush=True); time.sleep(0.2)
+    s.sendall(b"ping\n"); print(s.recv(100).decode().strip(), flush=True); time.sleep(0.2)  # paced: the connection keeps flowing over time
 "#;
-        std::fs::write(format!("{}/hold.py", t.dir), script).unwrap();
-        let mut child = std::process::Command::new("ip")
-            .args(["netns", "exec", &t.client.name, "python3", &format!("{}/hold.py", t.dir)])
+        let hold = t.net.script("hold.py", script);
+        let mut child = t.client().command("python3").arg(&hold)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn().unwrap();
@@ -301,7 +218,7 @@ backends = ["10.0.2.2:8080"]
 
 netns_test! {
     fn no_backend_rejects_or_drops_as_configured() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(r#"
 [[service]]
 name = "empty-reject"
@@ -327,11 +244,11 @@ when_empty = "drop"
 
 netns_test! {
     fn router_own_traffic_is_balanced_via_the_output_hook() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         // A router has a route for the VIP (usually its default route).
         sh("ip route add default via 192.168.10.2");
         t.sync(TWO);
-        let h = parse_hits(&sh(&format!("python3 {}/cli.py tcp 10.96.0.10 80 100", t.dir)));
+        let h = t.net.hits(t.net.router(), "tcp", "10.96.0.10", 80, 100);
         eprintln!("output: {h:?}");
         assert!(h.get("b1").copied().unwrap_or(0) > 20 && h.get("b2").copied().unwrap_or(0) > 20, "{h:?}");
     }
@@ -339,7 +256,7 @@ netns_test! {
 
 netns_test! {
     fn ipv6_vip_with_ipv6_backends() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(r#"
 [[service]]
 name = "web6"
@@ -355,7 +272,7 @@ backends = ["[fd01::2]:8080", "[fd02::2]:8080"]
 
 netns_test! {
     fn masquerade_makes_the_router_the_source() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(r#"
 [[service]]
 name = "plain"
@@ -371,7 +288,7 @@ backends = ["10.0.2.2:8080"]
 masquerade = true
 "#);
         let peer = |vip: &str| {
-            t.client.sh(&format!("python3 -c 'import socket; s=socket.create_connection((\"{vip}\",80),timeout=2); s.recv(100); s.sendall(b\"peer?\\n\"); print(s.recv(100).decode().strip())'"))
+            t.client().sh(&format!("python3 -c 'import socket; s=socket.create_connection((\"{vip}\",80),timeout=2); s.recv(100); s.sendall(b\"peer?\\n\"); print(s.recv(100).decode().strip())'"))
         };
         assert_eq!(peer("10.96.0.10").trim(), "b1:::ffff:192.168.10.2");
         assert_eq!(peer("10.96.0.11").trim(), "b2:::ffff:10.0.2.1");
@@ -380,7 +297,7 @@ masquerade = true
 
 netns_test! {
     fn deleted_table_is_restored_and_foreign_table_untouched() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         sh("nft add table inet other && nft add chain inet other c '{ type filter hook input priority 10; }' && nft add rule inet other c tcp dport 9 counter drop");
         let foreign = sh("nft list table inet other");
         t.sync(TWO);
@@ -403,7 +320,7 @@ netns_test! {
 
 netns_test! {
     fn removed_udp_backend_loses_its_conntrack_entries() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         t.sync(r#"
 [[service]]
 name = "dns"
@@ -418,8 +335,8 @@ import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2); s.bind(("0.0.0.0", 40000))
 s.sendto(b"hi", ("10.96.0.53", 53)); print(s.recv(100).decode().strip())
 "#;
-        std::fs::write(format!("{}/udp1.py", t.dir), script).unwrap();
-        let first = t.client.sh(&format!("python3 {}/udp1.py", t.dir)).trim().to_string();
+        let udp1 = t.net.script("udp1.py", script);
+        let first = t.client().sh(&format!("python3 {udp1}")).trim().to_string();
         let (keep, gone) = if first == "b1" { ("10.0.2.2:8080", "b2") } else { ("10.0.1.2:8080", "b1") };
         let _ = gone;
         t.sync(&format!(r#"
@@ -430,7 +347,7 @@ port = 53
 protocol = "udp"
 backends = ["{keep}"]
 "#));
-        let second = t.client.sh(&format!("python3 {}/udp1.py", t.dir)).trim().to_string();
+        let second = t.client().sh(&format!("python3 {udp1}")).trim().to_string();
         assert_ne!(first, second, "the same flow moves off the removed backend");
     }
 }
@@ -438,11 +355,11 @@ backends = ["{keep}"]
 netns_test! {
     #[cfg(feature = "fault-injection")]
     fn a_refused_service_never_keeps_the_others_from_working() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         let toml = format!("{TWO}\n[[service]]\nname = \"fault-reject-1\"\naddress = \"10.96.0.99\"\nport = 80\nbackends = [\"10.0.3.2:8080\"]\n");
-        let desired = desired(&toml);
+        let desired = load(&toml);
         for round in 0..2 {
-            let err = smol::block_on(t.ctrl.sync(&desired, &NoProgress)).expect_err("the fault service fails");
+            let err = t.ctrl.sync_state(&desired).expect_err("the fault service fails");
             assert_eq!(err.failures.len(), 1, "round {round}: {err}");
             assert!(err.failures[0].object.contains("fault-reject-1"), "{err}");
             let h = t.hits("tcp", "10.96.0.10", 80, 20);
@@ -453,7 +370,7 @@ netns_test! {
 
 netns_test! {
     fn a_failed_backend_is_taken_out_and_back_in_by_health_checks() {
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         let toml = r#"
 [[service]]
 name = "web"
@@ -468,27 +385,24 @@ rise = 1
 fall = 2
 "#;
         t.sync(toml);
-        std::thread::sleep(Duration::from_millis(500));
-        assert!(t.ctrl.down_backends().is_empty());
-        // b1's server dies.
-        t.servers[0].kill().unwrap();
-        t.servers[0].wait().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while t.ctrl.down_backends().is_empty() {
-            assert!(Instant::now() < deadline, "b1 never detected down");
-            std::thread::sleep(Duration::from_millis(50));
+        // Three probes seen by each backend: the first two (fall = 2) have finished.
+        for (i, server) in t.servers[..2].iter().enumerate() {
+            let router = format!("10.0.{}.1", i + 1);
+            wait_until("three health probes at each backend", Duration::from_secs(5), || {
+                t.net.connections(*server).iter().filter(|a| a.ends_with(&router)).count() >= 3
+            });
         }
-        assert_eq!(t.ctrl.down_backends(), vec!["10.0.1.2:8080".parse().unwrap()]);
+        assert!(t.ctrl.controller.down_backends().is_empty());
+        // b1's server dies.
+        t.net.stop(t.servers[0]);
+        wait_until("b1 to be detected down", Duration::from_secs(5), || !t.ctrl.controller.down_backends().is_empty());
+        assert_eq!(t.ctrl.controller.down_backends(), vec!["10.0.1.2:8080".parse().unwrap()]);
         t.sync(toml);
         let h = t.hits("tcp", "10.96.0.10", 80, 30);
         assert_eq!(h.get("b2"), Some(&30), "new connections avoid the failed backend: {h:?}");
         // It comes back.
-        t.servers[0] = t._backends[0].spawn(&format!("exec python3 {}/srv.py b1 8080", t.dir));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !t.ctrl.down_backends().is_empty() {
-            assert!(Instant::now() < deadline, "b1 never detected up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        t.servers[0] = t.net.serve_named(t.net.host("b1"), "b1", 8080);
+        wait_until("b1 to be detected up", Duration::from_secs(5), || t.ctrl.controller.down_backends().is_empty());
         t.sync(toml);
         let h = t.hits("tcp", "10.96.0.10", 80, 100);
         assert!(h.get("b1").copied().unwrap_or(0) > 20, "b1 is back: {h:?}");
@@ -497,8 +411,7 @@ fall = 2
 
 netns_test! {
     fn a_service_is_reachable_through_a_forward_drop_policy() {
-        use edgenetd::controller::policy::PolicyController;
-        let mut t = Topo::new();
+        let mut t = Lab::new();
         let toml = r#"
 [policy]
 input = "drop"
@@ -510,14 +423,12 @@ address = "10.96.0.10"
 port = 80
 backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
 "#;
-        let d = desired(toml);
-        let (tr, rx) = trigger();
-        std::mem::forget(rx);
-        let mut policy = PolicyController::new(tr);
-        smol::block_on(policy.sync(&d, &NoProgress)).expect("policy sync");
-        smol::block_on(t.ctrl.sync(&d, &NoProgress)).expect("service sync");
+        let d = load(toml);
+        let mut policy = Driver::policy();
+        policy.sync_state(&d).expect("policy sync");
+        t.ctrl.sync_state(&d).expect("service sync");
         // Forwarding to a backend directly is dropped by the policy...
-        let h = parse_hits(&t.client.sh(&format!("python3 {}/cli.py tcp 10.0.1.2 8080 1 1", t.dir)));
+        let h = t.net.hits_within(t.client(), "tcp", "10.0.1.2", 8080, 1, 1.0);
         assert_eq!(h.get("timeout"), Some(&1), "direct: {h:?}");
         // ...but the service's DNATed connections pass.
         let h = t.hits("tcp", "10.96.0.10", 80, 40);

@@ -3,10 +3,11 @@
 
 mod common;
 
-use common::netns::{sh, sh_status};
-use edgenetd::config::{self, DesiredState};
+use common::controller::{Driver, load};
+use common::scratch::ScratchDir;
+use common::shell::{sh, sh_status};
 use edgenetd::controller::service::{self, ServiceController};
-use edgenetd::controller::{Controller, NoProgress, SyncReport, trigger};
+use edgenetd::controller::trigger;
 
 const CONFIG: &str = r#"
 [[service]]
@@ -24,20 +25,6 @@ backends = ["[fd01::2]:53"]
 masquerade = true
 "#;
 
-fn desired(toml: &str) -> DesiredState {
-    config::load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn controller() -> ServiceController {
-    let (t, rx) = trigger();
-    std::mem::forget(rx);
-    ServiceController::new(t)
-}
-
-fn sync(c: &mut ServiceController, d: &DesiredState) -> SyncReport {
-    smol::block_on(c.sync(d, &NoProgress)).expect("sync")
-}
-
 fn elements(map: &str) -> usize {
     let v: serde_json::Value =
         serde_json::from_str(&sh(&format!("nft -j list set inet edgenetd-service {map} 2>/dev/null || nft -j list map inet edgenetd-service {map}"))).unwrap();
@@ -53,15 +40,15 @@ fn elements(map: &str) -> usize {
 
 netns_test! {
     fn a_restarted_controller_adopts_an_intact_table_without_writing() {
-        let d = desired(CONFIG);
-        let mut first = controller();
-        let r = sync(&mut first, &d);
+        let d = load(CONFIG);
+        let mut first = Driver::service();
+        let r = first.sync_state(&d).unwrap();
         assert!(r.changes > 30, "{r:?}");
         drop(first);
-        let mut second = controller();
-        let r = sync(&mut second, &d);
+        let mut second = Driver::service();
+        let r = second.sync_state(&d).unwrap();
         assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
-        assert_eq!(second.last_writes(), 0);
+        assert_eq!(second.controller.last_writes(), 0);
         assert_eq!(elements("backends4"), 16);
         assert_eq!(elements("backends6"), 16);
         assert_eq!(elements("masquerade6"), 1);
@@ -70,26 +57,26 @@ netns_test! {
 
 netns_test! {
     fn hand_edits_are_repaired_and_counted() {
-        let d = desired(CONFIG);
-        let mut c = controller();
-        sync(&mut c, &d);
+        let d = load(CONFIG);
+        let mut c = Driver::service();
+        c.sync_state(&d).unwrap();
         // A changed value, a foreign element and a deleted verdict.
         sh("nft delete element inet edgenetd-service backends4 '{ 10.96.0.10 . tcp . 80 . 0x00000001 }'");
         sh("nft add element inet edgenetd-service backends4 '{ 10.96.0.10 . tcp . 80 . 0x00000001 : 10.9.9.9 . 1 }'");
         sh("nft add element inet edgenetd-service backends4 '{ 10.96.0.77 . tcp . 80 . 0x00000001 : 10.9.9.9 . 1 }'");
         sh("nft delete element inet edgenetd-service services6 '{ fd96::53 . udp . 53 }'");
-        let r = sync(&mut c, &d);
+        let r = c.sync_state(&d).unwrap();
         assert_eq!(r.drift_repairs, 3, "{r:?}");
         assert_eq!(elements("backends4"), 16);
         assert_eq!(elements("services6"), 1);
         let listed = sh("nft list map inet edgenetd-service backends4");
         assert!(!listed.contains("10.9.9.9") && !listed.contains("10.96.0.77"), "{listed}");
         // Nothing left to do.
-        let r = sync(&mut c, &d);
+        let r = c.sync_state(&d).unwrap();
         assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
         // A rule edited by hand: the structure is replaced.
         sh("nft flush chain inet edgenetd-service postrouting");
-        let r = sync(&mut c, &d);
+        let r = c.sync_state(&d).unwrap();
         assert!(r.drift_repairs >= 1, "{r:?}");
         assert!(sh("nft list chain inet edgenetd-service postrouting").contains("masquerade"));
     }
@@ -98,20 +85,20 @@ netns_test! {
 netns_test! {
     fn plan_shows_changes_and_cleanup_removes_only_our_table() {
         sh("nft add table inet other && nft add chain inet other c '{ type filter hook input priority 10; }'");
-        let d = desired(CONFIG);
+        let d = load(CONFIG);
         let text = smol::block_on(service::plan(&d)).unwrap();
         assert!(text.contains("+ table inet edgenetd-service"), "{text}");
         assert!(text.contains("+ service web 10.96.0.10:80/tcp: random over 16 slots: 10.0.1.2:8080×8 10.0.2.2:8080×8"), "{text}");
         assert!(text.contains("+ service dns [fd96::53]:53/udp: random over 16 slots: [fd01::2]:53×16, masquerade"), "{text}");
         let layout = &text[text.find("\ntable inet").unwrap() + 1..];
-        std::fs::write("/tmp/edgenetd-service-plan.nft", layout).unwrap();
-        let (ok, _, err) = sh_status("nft -c -f /tmp/edgenetd-service-plan.nft");
+        let dir = ScratchDir::with_files("service-plan", &[("plan.nft", layout)]);
+        let (ok, _, err) = sh_status(&format!("nft -c -f {}", dir.join("plan.nft").display()));
         assert!(ok, "plan layout does not load: {err}");
-        let mut c = controller();
-        sync(&mut c, &d);
+        let mut c = Driver::service();
+        c.sync_state(&d).unwrap();
         let text = smol::block_on(service::plan(&d)).unwrap();
         assert!(text.contains("no changes"), "{text}");
-        let changed = desired(&CONFIG.replace("10.0.2.2:8080", "10.0.3.2:8080"));
+        let changed = load(&CONFIG.replace("10.0.2.2:8080", "10.0.3.2:8080"));
         let text = smol::block_on(service::plan(&changed)).unwrap();
         assert!(text.contains("~ service web 10.96.0.10:80/tcp: delete 8, add 8 elements"), "{text}");
         let before = sh("nft list table inet other");
@@ -124,19 +111,19 @@ netns_test! {
 
 netns_test! {
     fn no_services_means_no_table() {
-        let mut c = controller();
-        let none = desired("");
-        let r = sync(&mut c, &none);
+        let mut c = Driver::service();
+        let none = load("");
+        let r = c.sync_state(&none).unwrap();
         assert_eq!(r.changes, 0);
         assert!(!sh("nft list tables").contains("edgenetd-service"));
-        let r = sync(&mut c, &none);
-        assert_eq!((r.changes, c.last_writes()), (0, 0));
-        sync(&mut c, &desired(CONFIG));
+        let r = c.sync_state(&none).unwrap();
+        assert_eq!((r.changes, c.controller.last_writes()), (0, 0));
+        c.sync_state(&load(CONFIG)).unwrap();
         assert_eq!(elements("backends4"), 16);
-        let r = sync(&mut c, &none);
+        let r = c.sync_state(&none).unwrap();
         assert_eq!(r.changes, 1, "{r:?}");
         assert!(!sh("nft list tables").contains("edgenetd-service"));
-        sync(&mut c, &desired(CONFIG));
+        c.sync_state(&load(CONFIG)).unwrap();
         assert_eq!(elements("backends4"), 16);
     }
 }
@@ -144,10 +131,11 @@ netns_test! {
 netns_test! {
     fn a_foreign_commit_wakes_the_controller_and_a_policy_commit_costs_no_full_compare() {
         let (t, rx) = trigger();
-        let mut c = ServiceController::new(t);
-        let d = desired(CONFIG);
-        sync(&mut c, &d);
-        // Drain wake-ups caused so far.
+        let mut c = Driver::with(ServiceController::new(t), None);
+        let d = load(CONFIG);
+        c.sync_state(&d).unwrap();
+        // Drain wake-ups caused so far. A wake-up carries nothing to tell it from a later one,
+        // so the only observable end is silence: 1.5 s without one.
         while smol::block_on(futures_lite::future::or(async { rx.recv().await.map(|_| true) }, async {
             smol::Timer::after(std::time::Duration::from_millis(1500)).await;
             None
@@ -161,7 +149,7 @@ netns_test! {
             b.table(&other, Op::Add);
             nft.execute(b).unwrap();
         }
-        let r = sync(&mut c, &d);
+        let r = c.sync_state(&d).unwrap();
         assert_eq!(r.summary, "no change", "{r:?}");
         sh("nft delete table inet edgenetd-service");
         let woke = smol::block_on(futures_lite::future::or(async { rx.recv().await.is_some() }, async {
@@ -169,7 +157,7 @@ netns_test! {
             false
         }));
         assert!(woke, "the watch fires the trigger after a foreign commit");
-        let r = sync(&mut c, &d);
+        let r = c.sync_state(&d).unwrap();
         assert!(r.drift_repairs >= 1, "{r:?}");
         assert_eq!(elements("backends4"), 16);
     }

@@ -1,166 +1,210 @@
-//! Runs the real `edgenetd` binary with a real systemd notify socket.
+//! The one handle on a running daemon: the real `edgenetd run` binary in the test's network
+//! namespace, with its own config directory and a real systemd notify socket whose messages
+//! are collected as they arrive.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-/// A running daemon, its config directory and the notify socket it reports to.
-pub struct Daemon {
-    /// The daemon process.
-    pub child: Child,
-    /// Directory holding edgenetd.toml (and conf.d/).
-    pub dir: PathBuf,
-    /// The socket bound as NOTIFY_SOCKET.
-    pub notify: UnixDatagram,
-    /// Every notify message received so far, in order.
-    pub messages: Vec<String>,
-    /// HTTP base URL.
-    pub url: String,
+use super::http;
+use super::metrics;
+use super::scratch::ScratchDir;
+use super::wait::{poll_for, wait_until};
+
+/// The daemon's default `[daemon] listen`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9750";
+
+/// How a daemon is started beyond its config.
+pub struct Options<'a> {
+    /// Must match the config's `[daemon] listen`.
+    pub listen: &'a str,
+    /// `WATCHDOG_USEC` to pass, as systemd would; `None` runs without a watchdog.
+    pub watchdog_usec: Option<u64>,
+    /// Extra arguments for `edgenetd run`.
+    pub args: &'a [&'a str],
 }
 
-/// A scratch directory unique to this process and tag.
-pub fn scratch_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("edgenetd-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            listen: DEFAULT_LISTEN,
+            watchdog_usec: None,
+            args: &[],
+        }
+    }
+}
+
+/// A running daemon; killed, and its directory removed, on drop.
+pub struct Daemon {
+    /// The daemon process.
+    child: Child,
+    /// Holds edgenetd.toml (and conf.d/), the notify socket and stderr.log.
+    dir: ScratchDir,
+    /// Every notify message received so far, in order (filled by `reader`).
+    messages: Arc<Mutex<Vec<String>>>,
+    /// Tells `reader` to stop.
+    stop_reader: Arc<AtomicBool>,
+    /// The thread that drains the notify socket (so the daemon never blocks on a full one).
+    reader: Option<JoinHandle<()>>,
+    /// HTTP base URL.
+    url: String,
 }
 
 impl Daemon {
-    /// Starts `edgenetd run` on `config` (written to a fresh directory). `listen` must match
-    /// the config's `[daemon] listen`.
-    pub fn start(tag: &str, config: &str, listen: &str, watchdog_usec: Option<u64>) -> Daemon {
-        Self::start_with(tag, config, listen, watchdog_usec, &[])
+    /// Starts `edgenetd run` on `config` with the default listen address and no watchdog.
+    pub fn start(tag: &str, config: &str) -> Daemon {
+        Daemon::start_with(tag, config, Options::default())
     }
 
-    /// Like [`Daemon::start`] with extra arguments for `edgenetd run`.
-    pub fn start_with(
-        tag: &str,
-        config: &str,
-        listen: &str,
-        watchdog_usec: Option<u64>,
-        extra: &[&str],
-    ) -> Daemon {
-        let dir = scratch_dir(tag);
-        std::fs::write(dir.join("edgenetd.toml"), config).unwrap();
+    /// Starts `edgenetd run` on `config` (written to a fresh scratch dir named after `tag`)
+    /// and returns once its HTTP endpoint answers.
+    pub fn start_with(tag: &str, config: &str, opts: Options<'_>) -> Daemon {
+        let dir = ScratchDir::with_files(tag, &[("edgenetd.toml", config)]);
         let sock_path = dir.join("notify.sock");
         let notify = UnixDatagram::bind(&sock_path).unwrap();
-        notify
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
+        let messages = Arc::new(Mutex::new(Vec::new()));
+        let stop_reader = Arc::new(AtomicBool::new(false));
+        let reader = spawn_reader(notify, messages.clone(), stop_reader.clone());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_edgenetd"));
         cmd.arg("run")
             .arg("--config")
-            .arg(dir.join("edgenetd.toml"))
-            .args(extra);
-        cmd.env("NOTIFY_SOCKET", &sock_path)
+            .arg(dir.config())
+            .args(opts.args)
+            .env("NOTIFY_SOCKET", &sock_path)
             .env("EDGENETD_LOG", "debug")
-            .stdin(Stdio::null());
-        cmd.env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_USEC")
             .env_remove("WATCHDOG_PID")
-            .env_remove("JOURNAL_STREAM");
-        if let Some(usec) = watchdog_usec {
+            .env_remove("JOURNAL_STREAM")
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap());
+        if let Some(usec) = opts.watchdog_usec {
             cmd.env("WATCHDOG_USEC", usec.to_string());
         }
-        let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
-        cmd.stderr(log);
         let child = cmd.spawn().expect("spawn edgenetd");
-        Daemon {
+        let mut d = Daemon {
             child,
             dir,
-            notify,
-            messages: Vec::new(),
-            url: format!("http://{listen}"),
-        }
+            messages,
+            stop_reader,
+            reader: Some(reader),
+            url: format!("http://{}", opts.listen),
+        };
+        let what = format!("edgenetd's HTTP endpoint at {}", d.url);
+        wait_until(&what, Duration::from_secs(10), || {
+            if let Some(status) = d.child.try_wait().unwrap() {
+                panic!("edgenetd exited at start-up ({status}):\n{}", d.log());
+            }
+            http::try_get(&d.url, "/livez").is_ok()
+        });
+        d
     }
 
-    fn drain(&mut self) {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = self.notify.recv(&mut buf) {
-            self.messages
-                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
+    /// The daemon's scratch directory (config files, notify socket, stderr.log).
+    pub fn dir(&self) -> &ScratchDir {
+        &self.dir
     }
 
-    /// Waits until a notify message satisfying `pred` arrives (or was already received
-    /// after index `from`); returns its index.
+    /// Every notify message received so far.
+    pub fn messages(&self) -> Vec<String> {
+        self.messages.lock().unwrap().clone()
+    }
+
+    /// Notify message number `i`.
+    pub fn message(&self, i: usize) -> String {
+        self.messages.lock().unwrap()[i].clone()
+    }
+
+    /// Waits until a notify message at index `from` or later satisfies `pred`; its index.
     pub fn wait_notify(
-        &mut self,
+        &self,
         from: usize,
         timeout: Duration,
         pred: impl Fn(&str) -> bool,
     ) -> Option<usize> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(i) = self.messages.iter().skip(from).position(|m| pred(m)) {
-                return Some(from + i);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            self.drain();
-        }
-    }
-
-    /// Collects notify messages for `dur` and returns how many satisfy `pred` in that time.
-    pub fn count_notify_for(&mut self, dur: Duration, pred: impl Fn(&str) -> bool) -> usize {
-        self.drain();
-        let from = self.messages.len();
-        let deadline = Instant::now() + dur;
-        while Instant::now() < deadline {
-            self.drain();
-        }
-        self.messages[from..].iter().filter(|m| pred(m)).count()
-    }
-
-    /// GET a path; (status, body). Retries connection errors for up to 5 s (start-up).
-    pub fn get(&self, path: &str) -> (u16, String) {
-        http_get(&self.url, path)
-    }
-
-    /// The value of one metric line (exact name with labels), if present.
-    pub fn metric(&self, series: &str) -> Option<f64> {
-        let (_, body) = self.get("/metrics");
-        body.lines().find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-                .map(|v| v.trim().parse().unwrap())
+        poll_for(timeout, || {
+            let messages = self.messages.lock().unwrap();
+            messages[from..]
+                .iter()
+                .position(|m| pred(m))
+                .map(|i| from + i)
         })
     }
 
-    /// Sends a signal to the daemon.
+    /// Waits (5 s at most) for the first `READY=1`; its index.
+    pub fn wait_ready(&self) -> usize {
+        self.wait_notify(0, Duration::from_secs(5), |m| {
+            m.lines().any(|l| l == "READY=1")
+        })
+        .unwrap_or_else(|| panic!("no READY=1: {:?}\n{}", self.messages(), self.log()))
+    }
+
+    /// How many notify messages satisfying `pred` arrive during the next `dur` (for "this
+    /// keeps happening" and "this no longer happens", where the waiting is the test).
+    pub fn count_notify_for(&self, dur: Duration, pred: impl Fn(&str) -> bool) -> usize {
+        let from = self.messages.lock().unwrap().len();
+        std::thread::sleep(dur);
+        self.messages.lock().unwrap()[from..]
+            .iter()
+            .filter(|m| pred(m))
+            .count()
+    }
+
+    /// GET a path; (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http::get(&self.url, path)
+    }
+
+    /// The value of exactly `name` with exactly `labels` in /metrics, if present.
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let (status, body) = self.get("/metrics");
+        assert_eq!(status, 200, "/metrics: {body}");
+        metrics::value(&body, name, labels)
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal (`HUP`, `TERM`, ...) to the daemon.
     pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.child.id().to_string())
             .status()
             .unwrap();
-        assert!(ok.success());
+        assert!(ok.success(), "kill -{sig} failed");
     }
 
-    /// Waits for the process to exit; None on timeout.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+    /// Rewrites the main config file in place (no signal: the daemon's file watch sees it).
+    pub fn write_config(&self, config: &str) {
+        self.dir.write("edgenetd.toml", config);
+    }
+
+    /// Replaces the main config file atomically and sends SIGHUP.
+    pub fn reload(&self, config: &str) {
+        self.dir.replace("edgenetd.toml", config);
+        self.signal("HUP");
+    }
+
+    /// Waits for the process to exit; `None` on timeout.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        poll_for(timeout, || self.child.try_wait().unwrap())
+    }
+
+    /// SIGTERM, then waits (5 s at most) for the exit; its status.
+    pub fn stop(&mut self) -> ExitStatus {
+        self.signal("TERM");
+        self.wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("no exit within 5 s of SIGTERM:\n{}", self.log()))
     }
 
     /// What the daemon logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
-    }
-
-    /// Rewrites the main config file.
-    pub fn write_config(&self, config: &str) {
-        std::fs::write(self.dir.join("edgenetd.toml"), config).unwrap();
     }
 }
 
@@ -168,30 +212,30 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.stop_reader.store(true, Ordering::Relaxed);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- edgenetd log ---\n{}--- end of log ---", self.log());
+        }
     }
 }
 
-/// A minimal HTTP/1.0 GET; retries connection errors for up to 5 s.
-pub fn http_get(base: &str, path: &str) -> (u16, String) {
-    let authority = base.trim_start_matches("http://");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match TcpStream::connect(authority) {
-            Ok(mut s) => {
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-                let mut raw = String::new();
-                s.read_to_string(&mut raw).unwrap();
-                let (head, body) = raw.split_once("\r\n\r\n").expect("HTTP answer");
-                let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-                return (status, body.to_string());
+fn spawn_reader(
+    sock: UnixDatagram,
+    messages: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    sock.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(n) = sock.recv(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                messages.lock().unwrap().push(text);
             }
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("cannot connect to {authority}: {e}"),
         }
-    }
+    })
 }

@@ -1,5 +1,17 @@
-//! Shared support for integration tests. Each test file does `mod common;`.
+//! The one test harness: every integration test file does `mod common;` and finds here the
+//! daemon handle, the HTTP client, the exact-series metric reader, the topology builder and
+//! the waits on observable events.
 #![allow(dead_code)]
 
+pub mod bin;
+pub mod controller;
 pub mod daemon;
+pub mod http;
+pub mod metrics;
 pub mod netns;
+pub mod policy;
+pub mod routes;
+pub mod scratch;
+pub mod shell;
+pub mod topology;
+pub mod wait;

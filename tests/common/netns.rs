@@ -11,6 +11,8 @@
 
 use std::process::{Command, Stdio};
 
+use super::shell::sh;
+
 const CHILD_ENV: &str = "EDGENETD_NETNS_CHILD";
 
 /// Defines a `#[test]` whose body runs in a fresh network namespace with `lo` up.
@@ -43,9 +45,7 @@ pub fn run_isolated(test_path: &str, body: impl FnOnce()) {
         return;
     }
     if !is_root() {
-        if std::env::var_os("CI").is_some()
-            || std::env::var("EDGENETD_KERNEL_TESTS").as_deref() == Ok("required")
-        {
+        if skips_are_failures() {
             panic!(
                 "kernel test {test_path} needs root; under CI a skipped kernel test is a failure"
             );
@@ -79,111 +79,14 @@ pub fn run_isolated(test_path: &str, body: impl FnOnce()) {
     }
 }
 
+/// True under CI or `EDGENETD_KERNEL_TESTS=required`: a test that cannot run (no root, a
+/// missing tool) must fail rather than skip.
+pub fn skips_are_failures() -> bool {
+    std::env::var_os("CI").is_some()
+        || std::env::var("EDGENETD_KERNEL_TESTS").as_deref() == Ok("required")
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
-}
-
-/// Runs a shell command in the current namespace and returns its stdout; panics on failure.
-pub fn sh(cmd: &str) -> String {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .expect("spawn sh");
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs a shell command and returns (success, stdout, stderr) without panicking.
-pub fn sh_status(cmd: &str) -> (bool, String, String) {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .expect("spawn sh");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// A named network namespace (`ip netns add`) used as an extra host in a test topology; the
-/// test's own namespace plays the router. Deleted on drop.
-pub struct Host {
-    /// The namespace's name, unique per process.
-    pub name: String,
-}
-
-impl Host {
-    /// Creates `ip netns` `<role>-<pid>` with `lo` up.
-    pub fn new(role: &str) -> Host {
-        let name = format!("en-{role}-{}", std::process::id());
-        let _ = sh_status(&format!("ip netns del {name}"));
-        sh(&format!("ip netns add {name}"));
-        let host = Host { name };
-        host.sh("ip link set lo up");
-        host
-    }
-
-    /// Runs a shell command inside this host's namespace.
-    pub fn sh(&self, cmd: &str) -> String {
-        sh(&format!(
-            "ip netns exec {} sh -c '{}'",
-            self.name,
-            cmd.replace('\'', r"'\''")
-        ))
-    }
-
-    /// Like [`Host::sh`] but returns (success, stdout, stderr).
-    pub fn sh_status(&self, cmd: &str) -> (bool, String, String) {
-        sh_status(&format!(
-            "ip netns exec {} sh -c '{}'",
-            self.name,
-            cmd.replace('\'', r"'\''")
-        ))
-    }
-
-    /// Spawns a long-running command inside this host (killed by the caller).
-    pub fn spawn(&self, cmd: &str) -> std::process::Child {
-        Command::new("ip")
-            .args(["netns", "exec", &self.name, "sh", "-c", cmd])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn in netns")
-    }
-
-    /// Links this host to the current (router) namespace with a veth pair: `host_if` inside the
-    /// host with `host_addr` (CIDR), `router_if` here with `router_addr` (CIDR); both up.
-    pub fn link_to_router(
-        &self,
-        host_if: &str,
-        host_addr: &str,
-        router_if: &str,
-        router_addr: &str,
-    ) {
-        sh(&format!(
-            "ip link add {router_if} type veth peer name {host_if} netns {}",
-            self.name
-        ));
-        sh(&format!(
-            "ip addr add {router_addr} dev {router_if} && ip link set {router_if} up"
-        ));
-        self.sh(&format!(
-            "ip addr add {host_addr} dev {host_if} && ip link set {host_if} up"
-        ));
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = sh_status(&format!("ip netns pids {} | xargs -r kill -9", self.name));
-        let _ = sh_status(&format!("ip netns del {}", self.name));
-    }
 }
