@@ -4,12 +4,11 @@
 //! Every problem is reported at its `file:line:col`, all at once: unknown keys, bad values,
 //! a zone or set used but never defined, duplicate names, an address of the wrong family.
 //!
-//! One TOML wrinkle: `forward` under `[policy]` is both the default verdict for forwarded
-//! traffic (`forward = "drop"`) and the array of zone-to-zone forwards (`[[policy.forward]]`).
-//! Plain TOML calls that a duplicate key; the loader renames `[[policy.forward]]` headers to
-//! `POLICY_FORWARDS_KEY` (`FORWARD`) before parsing (spans unchanged), so both arrive here. An inline
-//! array (`forward = [{ from = "lan", to = "wan" }]`) is accepted too, and the extension key
-//! `forward_default` sets the default where `forward` is the array.
+//! `forward` under `[policy]` is either the default verdict for forwarded traffic
+//! (`forward = "drop"`) or the zone-to-zone forwards (`[[policy.forward]]`, or an inline
+//! array `forward = [{ from = "lan", to = "wan" }]`): one key cannot be both, so a file with
+//! forwards writes the verdict as `forward_default` (the loader explains this when a file
+//! tries both, see `dual_forward`).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -18,7 +17,7 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::diag::Diagnostics;
-use super::doc::{Doc, POLICY_FORWARDS_KEY, Value, de, de_each};
+use super::doc::{Doc, Value, de, de_each};
 
 mod model;
 mod raw;
@@ -86,7 +85,7 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
     }
     for (key, _) in table.iter() {
         let key_name: &str = key.get_ref().as_ref();
-        if !KEYS.contains(&key_name) && key_name != POLICY_FORWARDS_KEY {
+        if !KEYS.contains(&key_name) {
             let expected: Vec<String> = KEYS.iter().map(|k| format!("`{k}`")).collect();
             diags.error(
                 key.span(),
@@ -122,11 +121,7 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
             }
         }
     }
-    let forward_arrays = [
-        get("forward").filter(|_| !forward_is_verdict),
-        get(POLICY_FORWARDS_KEY),
-    ];
-    for v in forward_arrays.into_iter().flatten() {
+    if let Some(v) = get("forward").filter(|_| !forward_is_verdict) {
         for raw in de_each::<RawForward>(v, diags) {
             let raw = raw.into_inner();
             let from = zone_ref(&raw.from, &cfg, diags);

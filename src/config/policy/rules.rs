@@ -10,6 +10,7 @@ use super::super::net::parse_prefix;
 use super::model::*;
 use super::raw::*;
 use super::{PolicyConfig, parse_action, zone_ref};
+use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
 
 pub(super) fn protocol(p: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Protocol> {
     let Some(p) = p else {
@@ -63,7 +64,6 @@ pub(super) fn icmp_type(
     protocol: Protocol,
     diags: &mut Diagnostics,
 ) -> Option<u8> {
-    use crate::dataplane::nft::render::{icmp_type_by_name, icmpv6_type_by_name};
     let found = match p.get_ref() {
         RawPort::Number(n) => u8::try_from(*n).ok(),
         RawPort::Text(t) if protocol == Protocol::Icmpv6 => icmpv6_type_by_name(t),
