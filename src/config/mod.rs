@@ -181,4 +181,6 @@ fn validate_sources(
 }
 
 #[cfg(test)]
+mod load_tests;
+#[cfg(test)]
 mod tests;

@@ -10,7 +10,8 @@
 //! Why that equals the whole-file parse: the head and every block end at a line start, so when
 //! each parses without error, no string, array or table is open where the next one begins,
 //! and each block's content belongs to its own `[[key]]` element (sub-tables such as
-//! `[key.extra]` included). The elements append to the head's `key` array, which TOML allows
+//! `[key.extra]` included). A block that does not parse alone may be a cut inside one of its
+//! multi-line strings; it is tried with the next few blocks appended. The elements append to the head's `key` array, which TOML allows
 //! only when the head has no `key` or made it with `[[key]]` headers. Anything else (an error
 //! anywhere, a block holding more than its element, a head that sets `key` otherwise) returns
 //! `None`, and the caller parses the whole file, so every message comes from that parse.
@@ -43,20 +44,22 @@ pub fn parse<'a, S: ElementSink>(
     }
     let head = &text[..heads[0]];
     let (table, errors) = DeTable::parse_recoverable(head);
-    let mut table = table.into_inner();
+    let table = table.into_inner();
     if !errors.is_empty() || !appendable(&table, key, head) {
         return None;
     }
-    take_elements(&mut table, key, sink);
     let mut table = shift_table(table, base);
+    take_elements(&mut table, key, sink);
     sink.reserve(heads.len());
     let mut first = None;
-    for (i, &start) in heads.iter().enumerate() {
-        let end = heads.get(i + 1).copied().unwrap_or(text.len());
-        let (key_span, element) = block(&text[start..end], key)?;
+    let mut i = 0;
+    while i < heads.len() {
+        let start = heads[i];
+        let (next, key_span, element) = block_from(text, &heads, i, key)?;
         let element = shift_value(element, base + start);
         first.get_or_insert((shift(key_span, base + start), element.span()));
         sink.push(element);
+        i = next;
     }
     if !table.contains_key(key) {
         let (key_span, array_span) = first?;
@@ -84,6 +87,28 @@ fn appendable(head: &DeTable<'_>, key: &str, text: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// How many following headers a block may swallow when a header line turns out to be inside
+/// a multi-line string of the block (`note = """` ... `[[route]]` ... `"""`).
+const MAX_SWALLOWED: usize = 4;
+
+/// The element whose block starts at header `i`: the text up to the next header, or, when
+/// that does not parse on its own, up to one of the few after it. Returns the index of the
+/// header after the block, the key's span and the element (spans local to the block).
+fn block_from<'a>(
+    text: &'a str,
+    heads: &[usize],
+    i: usize,
+    key: &str,
+) -> Option<(usize, Range<usize>, Value<'a>)> {
+    let start = heads[i];
+    (i + 1..=heads.len())
+        .take(MAX_SWALLOWED + 1)
+        .find_map(|next| {
+            let end = heads.get(next).copied().unwrap_or(text.len());
+            block(&text[start..end], key).map(|(k, v)| (next, k, v))
+        })
 }
 
 /// Parses one block alone: it must be error-free and hold exactly one `key` element. Returns
