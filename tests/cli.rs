@@ -117,8 +117,8 @@ fn status_reports_an_unreachable_daemon_with_exit_2() {
     assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
 }
 
-/// SCHEMA.md is a contract: its example, verbatim (kept in tests/data), must be accepted —
-/// including `forward` under `[policy]` as both a verdict and `[[policy.forward]]`.
+/// The schema example (kept in tests/data) is accepted key for key, with the forward verdict
+/// written as `forward_default` beside `[[policy.forward]]`.
 #[test]
 fn the_schema_example_is_accepted_key_for_key() {
     let schema = concat!(

@@ -21,6 +21,7 @@ use super::diag::Diagnostics;
 use super::doc::Doc;
 use super::duration::parse_duration;
 use super::net::parse_addr;
+use super::nul::no_nul;
 
 /// Most backends one service may have (its slots are spread over at most 1024 map entries).
 pub const MAX_BACKENDS: usize = 1024;
@@ -241,6 +242,7 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
     if name.is_empty() {
         diags.error(raw.name.span(), "empty service name: expected a name");
     }
+    no_nul(&raw.name, "service name", diags);
     let address = parse_addr(raw.address.get_ref())
         .map_err(|e| diags.error(raw.address.span(), e))
         .ok();

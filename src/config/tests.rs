@@ -448,3 +448,53 @@ fn policy_forward_as_verdict_and_array_of_tables_is_an_error_that_says_forward_d
         "{e}"
     );
 }
+
+/// A NUL byte in a name that reaches the kernel would cut the name there (`eth0\0x` becomes
+/// `eth0`): it is an error at its place, for every kind of name.
+#[test]
+fn a_nul_byte_in_a_kernel_name_is_an_error_at_its_place() {
+    let e = errors(&[(
+        "main.toml",
+        r#"[daemon]
+nft_table_prefix = "edge\u0000x"
+[policy.zone.lan]
+interfaces = ["br\u0000lan"]
+[policy.zone."w\u0000an"]
+interfaces = ["eth0"]
+[policy.set."b\u0000l"]
+type = "ipv4"
+[[policy.rule]]
+name = "r\u00001"
+action = "accept"
+[[service]]
+name = "web\u0000"
+address = "192.0.2.10"
+port = 80
+[[route]]
+to = "10.0.0.0/8"
+dev = "eth\u00000"
+[[route]]
+to = "10.1.0.0/16"
+nexthops = [{ dev = "e\u0000" }]
+[[route_rule]]
+priority = 5
+iif = "a\u0000"
+oif = "b\u0000"
+table = 7
+"#,
+    )]);
+    for want in [
+        "main.toml:2:20: error: invalid nft_table_prefix",
+        "main.toml:4:15: error: invalid interface name \"br\\0lan\": contains a NUL byte",
+        "main.toml:5:14: error: invalid zone name",
+        "main.toml:7:13: error: invalid set name",
+        "main.toml:10:8: error: invalid name",
+        "main.toml:13:8: error: invalid service name \"web\\0\": contains a NUL byte",
+        "main.toml:18:7: error: invalid interface name \"eth\\00\": contains a NUL byte",
+        "main.toml:21:21: error: invalid interface name \"e\\0\": contains a NUL byte",
+        "main.toml:24:7: error: invalid interface name \"a\\0\": contains a NUL byte",
+        "main.toml:25:7: error: invalid interface name \"b\\0\": contains a NUL byte",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}

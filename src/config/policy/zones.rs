@@ -8,6 +8,7 @@ use toml::Spanned;
 use super::super::diag::Diagnostics;
 use super::super::doc::{Value, de};
 use super::super::net::parse_prefix;
+use super::super::nul::no_nul;
 use super::model::*;
 use super::raw::*;
 
@@ -36,6 +37,9 @@ pub(super) fn validate_zone(
     let mut interfaces = Vec::new();
     for i in &raw.interfaces {
         let s = i.get_ref();
+        if !no_nul(i, "interface name", diags) {
+            continue;
+        }
         if s.is_empty() || s.len() > 15 || s.contains(['*', '"', '\'', ' ', '/']) {
             diags.error(
                 i.span(),

@@ -224,3 +224,74 @@ fn a_route_defined_twice_names_both_places_even_across_files() {
     )]);
     assert_eq!(ok.unwrap().routing.routes.len(), 2);
 }
+
+/// The kernel stores an IPv6 route's metric 0 as 1024, so `metric = 0` and `metric = 1024`
+/// (or no metric) on the same IPv6 prefix are one route; and the validated route carries 1024,
+/// the metric the kernel will report.
+#[test]
+fn ipv6_metric_0_is_metric_1024_in_the_duplicate_check() {
+    let e = errors(
+        "[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth0\"\nmetric = 1024\n[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth1\"\nmetric = 0\n",
+    );
+    assert!(
+        e.starts_with("edgenetd.toml:5:1: error: route to 2001:db8::/32 (table 254, metric 1024) is defined twice"),
+        "{e}"
+    );
+    assert!(
+        e.contains("edgenetd.toml:1:1: note: first defined here"),
+        "{e}"
+    );
+    let r = routing("[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth0\"\nmetric = 0\n");
+    assert_eq!(
+        (r.routes[0].metric, r.routes[0].effective_metric()),
+        (Some(1024), 1024)
+    );
+    // IPv4 keeps metric 0, and IPv6 without a metric is 1024 as well.
+    let r = routing("[[route]]\nto = \"10.0.0.0/8\"\ndev = \"eth0\"\nmetric = 0\n");
+    assert_eq!(r.routes[0].effective_metric(), 0);
+    let e = errors(
+        "[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth0\"\n[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth1\"\nmetric = 0\n",
+    );
+    assert!(e.contains("is defined twice"), "{e}");
+}
+
+/// `fwmark = "16"` and `fwmark = "0x10/0xffffffff"` are one mark to the kernel (a mark
+/// without a mask matches under all ones); the same rule spelled both ways used to pass, and
+/// `plan` then showed four rules for two.
+#[test]
+fn the_same_rule_spelled_differently_is_defined_twice() {
+    let e = errors(
+        "[[route_rule]]\npriority = 100\nfwmark = \"16\"\ntable = 100\n[[route_rule]]\npriority = 100\nfwmark = \"0x10/0xffffffff\"\ntable = 100\n",
+    );
+    assert!(
+        e.starts_with("edgenetd.toml:5:1: error: this route_rule is defined twice"),
+        "{e}"
+    );
+    assert!(
+        e.contains("edgenetd.toml:1:1: note: first defined here"),
+        "{e}"
+    );
+    for (a, b) in [
+        (
+            "fwmark = 16\ntable = \"main\"",
+            "fwmark = \"0x10\"\ntable = 254",
+        ),
+        ("fwmark = 0\ntable = 7", "table = 7"),
+        (
+            "from = \"10.0.0.0/8\"\ntable = 7",
+            "family = \"ipv4\"\nfrom = \"10.0.0.0/8\"\ntable = 7",
+        ),
+    ] {
+        let text =
+            format!("[[route_rule]]\npriority = 9\n{a}\n[[route_rule]]\npriority = 9\n{b}\n");
+        assert!(errors(&text).contains("is defined twice"), "{text}");
+    }
+    // A mask other than all ones is another rule, and so is mark 0 under a mask.
+    let r = routing(
+        "[[route_rule]]\npriority = 9\nfwmark = \"0x10/0xff\"\ntable = 7\n[[route_rule]]\npriority = 9\nfwmark = \"0x10\"\ntable = 7\n[[route_rule]]\npriority = 9\nfwmark = \"0/0xffffffff\"\ntable = 7\n[[route_rule]]\npriority = 9\ntable = 7\n",
+    );
+    assert_eq!(r.rules.len(), 4);
+    assert_eq!(r.rules[1].fwmark, Some((0x10, None)));
+    assert_eq!(r.rules[2].fwmark, Some((0, Some(u32::MAX))));
+    assert_eq!(r.rules[3].fwmark, None);
+}
