@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use toml::Spanned;
-use toml::de::DeValue;
+use toml::de::{DeTable, DeValue};
 
 use super::diag::Diagnostics;
 use super::doc::{Doc, Value, de, de_each};
@@ -60,21 +60,50 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         forwards: Vec::new(),
         port_forwards: Vec::new(),
     };
-    let get = |k: &str| table.get(k);
-    if let Some(v) = get("input") {
+    let forward_is_verdict = defaults(table, &mut cfg, diags);
+    unknown_keys(table, diags);
+    zones_and_sets(table, &mut cfg, diags);
+    let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
+    if let Some(v) = table.get("rule") {
+        for raw in de_each::<RawRule>(v, diags) {
+            let raw = raw.into_inner();
+            unique_name(&raw.name, &mut names, diags);
+            if let Some(r) = validate_rule(raw, &cfg, diags) {
+                cfg.rules.push(r);
+            }
+        }
+    }
+    if let Some(v) = table.get("forward").filter(|_| !forward_is_verdict) {
+        forwards(v, &mut cfg, diags);
+    }
+    if let Some(v) = table.get("port_forward") {
+        for raw in de_each::<RawPortForward>(v, diags) {
+            let raw = raw.into_inner();
+            unique_name(&raw.name, &mut names, diags);
+            if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
+                cfg.port_forwards.push(pf);
+            }
+        }
+    }
+    Some(cfg)
+}
+
+/// The default verdicts; returns whether `forward` is the verdict (a string), not the list.
+fn defaults(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) -> bool {
+    if let Some(v) = table.get("input") {
         cfg.input = action(v, diags, "input").unwrap_or(cfg.input);
     }
-    if let Some(v) = get("output") {
+    if let Some(v) = table.get("output") {
         cfg.output = action(v, diags, "output").unwrap_or(cfg.output);
     }
     let mut forward_is_verdict = false;
-    if let Some(v) = get("forward") {
-        if let DeValue::String(_) = v.get_ref() {
-            forward_is_verdict = true;
-            cfg.forward = action(v, diags, "forward").unwrap_or(cfg.forward);
-        }
+    if let Some(v) = table.get("forward")
+        && let DeValue::String(_) = v.get_ref()
+    {
+        forward_is_verdict = true;
+        cfg.forward = action(v, diags, "forward").unwrap_or(cfg.forward);
     }
-    if let Some(v) = get("forward_default") {
+    if let Some(v) = table.get("forward_default") {
         if forward_is_verdict {
             diags.error(
                 v.span(),
@@ -83,6 +112,10 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         }
         cfg.forward = action(v, diags, "forward_default").unwrap_or(cfg.forward);
     }
+    forward_is_verdict
+}
+
+fn unknown_keys(table: &DeTable<'_>, diags: &mut Diagnostics) {
     for (key, _) in table.iter() {
         let key_name: &str = key.get_ref().as_ref();
         if !KEYS.contains(&key_name) {
@@ -97,50 +130,35 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
             );
         }
     }
-    if let Some(v) = get("zone") {
+}
+
+fn zones_and_sets(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
+    if let Some(v) = table.get("zone") {
         for (name, name_span, value) in subtables(v, "policy.zone", diags) {
             if let Some(z) = validate_zone(&name, name_span, value, diags) {
                 cfg.zones.insert(name, z);
             }
         }
     }
-    if let Some(v) = get("set") {
+    if let Some(v) = table.get("set") {
         for (name, name_span, value) in subtables(v, "policy.set", diags) {
             if let Some(s) = validate_set(&name, name_span, value, diags) {
                 cfg.sets.insert(name, s);
             }
         }
     }
-    let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
-    if let Some(v) = get("rule") {
-        for raw in de_each::<RawRule>(v, diags) {
-            let raw = raw.into_inner();
-            unique_name(&raw.name, &mut names, diags);
-            if let Some(r) = validate_rule(raw, &cfg, diags) {
-                cfg.rules.push(r);
-            }
+}
+
+/// `[[policy.forward]]` (or the inline array): zone-to-zone forwards.
+fn forwards(v: &Value<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
+    for raw in de_each::<RawForward>(v, diags) {
+        let raw = raw.into_inner();
+        let from = zone_ref(&raw.from, cfg, diags);
+        let to = zone_ref(&raw.to, cfg, diags);
+        if let (Some(from), Some(to)) = (from, to) {
+            cfg.forwards.push(ZoneForward { from, to });
         }
     }
-    if let Some(v) = get("forward").filter(|_| !forward_is_verdict) {
-        for raw in de_each::<RawForward>(v, diags) {
-            let raw = raw.into_inner();
-            let from = zone_ref(&raw.from, &cfg, diags);
-            let to = zone_ref(&raw.to, &cfg, diags);
-            if let (Some(from), Some(to)) = (from, to) {
-                cfg.forwards.push(ZoneForward { from, to });
-            }
-        }
-    }
-    if let Some(v) = get("port_forward") {
-        for raw in de_each::<RawPortForward>(v, diags) {
-            let raw = raw.into_inner();
-            unique_name(&raw.name, &mut names, diags);
-            if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
-                cfg.port_forwards.push(pf);
-            }
-        }
-    }
-    Some(cfg)
 }
 
 fn action(v: &Value<'_>, diags: &mut Diagnostics, key: &str) -> Option<Action> {
