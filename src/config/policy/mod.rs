@@ -26,8 +26,8 @@ mod zones;
 
 pub use model::*;
 use raw::*;
-use rules::{validate_port_forward, validate_rule};
-use zones::{validate_set, validate_zone};
+use rules::{parse_action, validate_port_forward, validate_rule};
+use zones::{validate_set, validate_zone, zone_ref};
 
 const KEYS: &[&str] = &[
     "input",
@@ -172,15 +172,6 @@ fn action(v: &Value<'_>, diags: &mut Diagnostics, key: &str) -> Option<Action> {
     })
 }
 
-pub(super) fn parse_action(s: &str) -> Option<Action> {
-    match s {
-        "accept" => Some(Action::Accept),
-        "drop" => Some(Action::Drop),
-        "reject" => Some(Action::Reject),
-        _ => None,
-    }
-}
-
 fn subtables<'v, 'a>(
     v: &'v Value<'a>,
     what: &str,
@@ -226,26 +217,5 @@ fn unique_name(
         );
     } else {
         seen.insert(n.clone(), name.span());
-    }
-}
-
-pub(super) fn zone_ref(
-    z: &Spanned<String>,
-    cfg: &PolicyConfig,
-    diags: &mut Diagnostics,
-) -> Option<String> {
-    let name = z.get_ref();
-    if cfg.zones.contains_key(name) {
-        Some(name.clone())
-    } else {
-        let known: Vec<String> = cfg.zones.keys().map(|k| format!("`{k}`")).collect();
-        diags.error(
-            z.span(),
-            format!(
-                "zone `{name}` is used but never defined: expected one of {} (define it with [policy.zone.{name}])",
-                if known.is_empty() { "no zones yet".to_string() } else { known.join(", ") }
-            ),
-        );
-        None
     }
 }

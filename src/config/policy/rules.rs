@@ -10,7 +10,7 @@ use super::super::diag::Diagnostics;
 use super::super::net::parse_prefix;
 use super::model::*;
 use super::raw::*;
-use super::{PolicyConfig, parse_action, zone_ref};
+use super::zones::zone_ref;
 use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
 
 pub(super) fn protocol(p: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Protocol> {
@@ -77,6 +77,16 @@ pub(super) fn icmp_type(
         );
     }
     found
+}
+
+/// A verdict by name.
+pub(super) fn parse_action(s: &str) -> Option<Action> {
+    match s {
+        "accept" => Some(Action::Accept),
+        "drop" => Some(Action::Drop),
+        "reject" => Some(Action::Reject),
+        _ => None,
+    }
 }
 
 pub(super) fn parse_limit(text: &str) -> Option<Rate> {

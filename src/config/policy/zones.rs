@@ -133,3 +133,25 @@ pub(super) fn validate_set(
         elements,
     })
 }
+
+/// A zone used by a rule or forward: it must be defined.
+pub(super) fn zone_ref(
+    z: &Spanned<String>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<String> {
+    let name = z.get_ref();
+    if cfg.zones.contains_key(name) {
+        Some(name.clone())
+    } else {
+        let known: Vec<String> = cfg.zones.keys().map(|k| format!("`{k}`")).collect();
+        diags.error(
+            z.span(),
+            format!(
+                "zone `{name}` is used but never defined: expected one of {} (define it with [policy.zone.{name}])",
+                if known.is_empty() { "no zones yet".to_string() } else { known.join(", ") }
+            ),
+        );
+        None
+    }
+}
