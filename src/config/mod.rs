@@ -14,6 +14,9 @@
 //!
 //! Nothing here knows about netlink; controllers translate the validated types.
 
+// `fuzzing` is the cfg cargo-fuzz builds with: it exposes `differential` to fuzz/.
+#![allow(unexpected_cfgs)]
+
 mod daemon;
 mod diag;
 pub(crate) mod doc;
@@ -180,6 +183,9 @@ fn validate_sources(
     }
 }
 
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod differential;
 #[cfg(test)]
 mod load_tests;
 #[cfg(test)]
