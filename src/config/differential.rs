@@ -11,7 +11,10 @@ use super::{load_str_split, split};
 
 /// A sink that keeps what it is given, printed with its spans.
 #[derive(Default)]
-pub struct Recorder(pub Vec<String>);
+pub struct Recorder(
+    /// Each element pushed, as `{:?}` prints it (spans included).
+    pub Vec<String>,
+);
 
 impl ElementSink for Recorder {
     type Mark = usize;
@@ -27,8 +30,9 @@ impl ElementSink for Recorder {
     }
 }
 
-/// Everything the loader produces for `files`: the rendered diagnostics, the document, the
-/// route elements, then the validated state (or its errors).
+/// Everything the loader produces for `files` (the route fast path tried from `min_blocks`
+/// blocks on): the rendered diagnostics, the document, the route elements, then the validated
+/// state (or its errors).
 pub fn observe(files: &[&str], min_blocks: usize) -> String {
     let mut sources = SourceMap::default();
     for (i, text) in files.iter().enumerate() {
