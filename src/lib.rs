@@ -36,6 +36,7 @@ pub mod health;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod names;
 pub mod shutdown;
 pub mod source;
 pub mod status;

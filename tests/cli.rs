@@ -108,8 +108,8 @@ fn status_reports_an_unreachable_daemon_with_exit_3() {
     assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
 }
 
-/// SCHEMA.md is a contract: its example, verbatim (kept in tests/data), must be accepted —
-/// including `forward` under `[policy]` as both a verdict and `[[policy.forward]]`.
+/// The schema example (kept in tests/data) is accepted key for key, with the forward verdict
+/// written as `forward_default` beside `[[policy.forward]]`.
 #[test]
 fn the_schema_example_is_accepted_key_for_key() {
     let schema = concat!(
@@ -118,4 +118,50 @@ fn the_schema_example_is_accepted_key_for_key() {
     );
     let (code, out, err) = edgenetd(&["check", "--config", schema]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// `check` on a conf.d file of many routes (read entry by entry) next to a main file that
+/// writes the forward verdict beside `[[policy.forward]]`: every problem, each at its place.
+#[test]
+fn check_reports_the_forward_clash_and_duplicate_routes_of_a_big_route_file() {
+    let mut routes = String::from("# generated\n");
+    for i in 0..200 {
+        routes.push_str(&format!(
+            "[[route]]\nto = \"10.{}.{}.0/24\"\nvia = \"192.0.2.1\"\n",
+            i / 256,
+            i % 256
+        ));
+    }
+    routes.push_str("[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth0\"\nmetric = 1024\n");
+    routes.push_str("[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth1\"\nmetric = 0\n");
+    let dir = write_config(
+        "big",
+        &[
+            (
+                "edgenetd.toml",
+                "[policy]\nforward = \"drop\"\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[[policy.forward]]\nfrom = \"lan\"\nto = \"lan\"\n",
+            ),
+            ("conf.d/50-routes.toml", &routes),
+        ],
+    );
+    let (code, _, err) = edgenetd(&[
+        "check",
+        "--config",
+        dir.join("edgenetd.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let main = dir.join("edgenetd.toml").display().to_string();
+    let more = dir.join("conf.d/50-routes.toml").display().to_string();
+    for want in [
+        format!("{main}:5:10: error: `forward` under [policy] is both the forward verdict"),
+        format!("{main}:2:1: note: the other `forward` is here"),
+        format!(
+            "{more}:606:1: error: route to 2001:db8::/32 (table 254, metric 1024) is defined twice"
+        ),
+        format!("{more}:602:1: note: first defined here"),
+        format!("{main}: 2 problem(s)"),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

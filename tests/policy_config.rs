@@ -256,13 +256,13 @@ fn port_forward_values_are_checked() {
 }
 
 #[test]
-fn schema_example_forward_verdict_and_forward_array_together() {
+fn forward_default_beside_policy_forward_entries() {
     let cfg = load_str(&[(
         "edgenetd.toml",
         r#"
 [policy]
 input = "drop"
-forward = "reject"
+forward_default = "reject"
 output = "accept"
 
 [policy.zone.lan]
@@ -287,7 +287,7 @@ to = "dmz"
     );
     let ok = load_str(&[(
         "edgenetd.toml",
-        "[policy]\nforward = \"reject\"\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[[policy.forward]]\nfrom = \"lan\"\nto = \"lan\"\n",
+        "[policy]\nforward_default = \"reject\"\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[[policy.forward]]\nfrom = \"lan\"\nto = \"lan\"\n",
     )])
     .unwrap()
     .policy
@@ -303,6 +303,41 @@ to = "dmz"
     .policy
     .unwrap();
     assert_eq!((inline.forward, inline.forwards.len()), (Action::Drop, 1));
+    // `forward = "..."` stays valid in a config without [[policy.forward]].
+    let verdict = load_str(&[("e.toml", "[policy]\nforward = \"accept\"\n")])
+        .unwrap()
+        .policy
+        .unwrap();
+    assert_eq!(verdict.forward, Action::Accept);
+}
+
+/// `[policy] forward = "drop"` beside `[[policy.forward]]` is not TOML (one key cannot be a
+/// string and an array of tables); it used to be accepted by rewriting the text before
+/// parsing. Now it is an error at both places that says to write `forward_default`.
+#[test]
+fn forward_verdict_beside_policy_forward_entries_is_an_error_at_both_places() {
+    let out = errors(&[(
+        "edgenetd.toml",
+        "[policy]\nforward = \"reject\"\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[[policy.forward]]\nfrom = \"lan\"\nto = \"lan\"\n",
+    )]);
+    assert!(
+        out.starts_with(
+            "edgenetd.toml:5:10: error: `forward` under [policy] is both the forward verdict"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("write the verdict as `forward_default = \"...\"`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("edgenetd.toml:2:1: note: the other `forward` is here"),
+        "{out}"
+    );
+    assert!(
+        out.contains("5 | [[policy.forward]]\n  |          ^^^^^^^"),
+        "{out}"
+    );
 }
 
 #[test]

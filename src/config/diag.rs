@@ -70,6 +70,16 @@ impl Diagnostics {
         self.items.len()
     }
 
+    /// Forgets the problems recorded after the first `len`.
+    pub fn truncate(&mut self, len: usize) {
+        self.items.truncate(len);
+    }
+
+    /// Moves every problem of `other` to the end of this list.
+    pub fn append(&mut self, other: &mut Diagnostics) {
+        self.items.append(&mut other.items);
+    }
+
     /// Every problem recorded.
     pub fn items(&self) -> &[Diagnostic] {
         &self.items

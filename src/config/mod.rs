@@ -3,8 +3,10 @@
 //! Parse into raw serde types, then validate into rich ones. The steps:
 //! 1. [`load`] reads the main file and `conf.d/*.toml` beside it, in name order, into a
 //!    [`SourceMap`] (one global span space for all files).
-//! 2. [`Doc`] parses each file with toml's recoverable parser and merges them: tables merge
+//! 2. `load` parses each file (toml's recoverable parser, or block by block for a file that
+//!    ends with a long run of `[[route]]` entries) and merges them into a [`Doc`]: tables merge
 //!    key by key, `[[arrays]]` append, a key set in two files is an error naming both places.
+//!    `[[route]]` entries are validated as they are read, never kept as a tree.
 //! 3. Each area validates its own sections (`daemon`, and one module per controller area),
 //!    recording every problem in [`Diagnostics`] instead of stopping at the first.
 //! 4. No problem: a [`DesiredState`]. Any problem: a [`ConfigError`] that lists them all with
@@ -12,11 +14,17 @@
 //!
 //! Nothing here knows about netlink; controllers translate the validated types.
 
+// `fuzzing` is the cfg cargo-fuzz builds with: it exposes `differential` to fuzz/.
+#![allow(unexpected_cfgs)]
+
 mod daemon;
 mod diag;
 pub(crate) mod doc;
+mod dual_forward;
 mod duration;
+mod load;
 mod net;
+mod nul;
 pub mod policy;
 pub mod route;
 pub mod service;
@@ -106,7 +114,7 @@ pub fn load(main: &Path) -> Result<DesiredState, ConfigError> {
             Err(e) => diags.error_nowhere(format!("{}: cannot read: {e}", path.display())),
         }
     }
-    let state = validate_sources(&sources, &mut diags);
+    let state = validate_sources(&sources, split::MIN_BLOCKS, &mut diags);
     if diags.is_empty() {
         Ok(DesiredState { files, ..state })
     } else {
@@ -116,12 +124,17 @@ pub fn load(main: &Path) -> Result<DesiredState, ConfigError> {
 
 /// Loads from in-memory files (name, text); for tests and embedded defaults.
 pub fn load_str(files: &[(&str, &str)]) -> Result<DesiredState, ConfigError> {
+    load_str_split(files, split::MIN_BLOCKS)
+}
+
+/// [`load_str`] that takes the `[[route]]` fast path from `min_blocks` blocks on.
+fn load_str_split(files: &[(&str, &str)], min_blocks: usize) -> Result<DesiredState, ConfigError> {
     let mut sources = SourceMap::default();
     for (name, text) in files {
         sources.add(PathBuf::from(name), text.to_string());
     }
     let mut diags = Diagnostics::default();
-    let state = validate_sources(&sources, &mut diags);
+    let state = validate_sources(&sources, min_blocks, &mut diags);
     if diags.is_empty() {
         Ok(state)
     } else {
@@ -129,10 +142,22 @@ pub fn load_str(files: &[(&str, &str)]) -> Result<DesiredState, ConfigError> {
     }
 }
 
-fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredState {
+fn validate_sources(
+    sources: &SourceMap,
+    min_blocks: usize,
+    diags: &mut Diagnostics,
+) -> DesiredState {
     let mut doc = Doc::default();
+    let mut routes = route::RouteList::default();
     for file in sources.files() {
-        doc.merge_file(SourceMap::parse_text(file), file.base, diags);
+        load::merge_file(
+            &mut doc,
+            &mut routes,
+            &file.text,
+            file.base,
+            min_blocks,
+            diags,
+        );
     }
     for (key, span) in doc.keys() {
         if !SECTIONS.contains(&key) {
@@ -151,12 +176,17 @@ fn validate_sources(sources: &SourceMap, diags: &mut Diagnostics) -> DesiredStat
         controllers: daemon::validate_controllers(&doc, diags),
         policy: policy::validate(&doc, diags),
         services: service::validate(&doc, diags),
-        routing: route::validate(&doc, diags),
+        routing: route::validate(&doc, routes, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),
         files: Vec::new(),
     }
 }
 
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod differential;
+#[cfg(test)]
+mod load_tests;
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,7 @@ use super::diag::Diagnostics;
 use super::doc::Doc;
 use super::duration::parse_duration;
 use super::net::parse_addr;
+use super::nul::no_nul;
 
 /// Most backends one service may have (its slots are spread over at most 1024 map entries).
 pub const MAX_BACKENDS: usize = 1024;
@@ -241,6 +242,7 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
     if name.is_empty() {
         diags.error(raw.name.span(), "empty service name: expected a name");
     }
+    no_nul(&raw.name, "service name", diags);
     let address = parse_addr(raw.address.get_ref())
         .map_err(|e| diags.error(raw.address.span(), e))
         .ok();
@@ -254,60 +256,86 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
             0
         }
     };
-    let protocol = match raw
-        .protocol
+    let protocol = choice(
+        raw.protocol.as_ref(),
+        "protocol",
+        &[("tcp", Protocol::Tcp), ("udp", Protocol::Udp)],
+        diags,
+    );
+    let affinity = choice(
+        raw.affinity.as_ref(),
+        "affinity",
+        &[("none", Affinity::None), ("source-ip", Affinity::SourceIp)],
+        diags,
+    );
+    let when_empty = choice(
+        raw.when_empty.as_ref(),
+        "when_empty",
+        &[("reject", WhenEmpty::Reject), ("drop", WhenEmpty::Drop)],
+        diags,
+    );
+    let backends = backends(&raw.backends, address, diags);
+    let health = raw
+        .health
         .as_ref()
-        .map(|p| (p.get_ref().as_str(), p.span()))
-    {
-        None | Some(("tcp", _)) => Protocol::Tcp,
-        Some(("udp", _)) => Protocol::Udp,
-        Some((other, span)) => {
-            diags.error(
-                span,
-                format!("invalid protocol `{other}`: expected \"tcp\" or \"udp\""),
-            );
-            Protocol::Tcp
-        }
+        .map(|h| health(h, diags))
+        .unwrap_or_default();
+    if diags.len() != before {
+        return None;
+    }
+    Some(Service {
+        name,
+        address: address?,
+        port,
+        protocol,
+        backends,
+        affinity,
+        masquerade: raw.masquerade.unwrap_or(false),
+        when_empty,
+        health,
+    })
+}
+
+/// One of a few named values; absent = the first. An unknown name is an error listing them.
+fn choice<T: Copy>(
+    raw: Option<&Spanned<String>>,
+    what: &str,
+    names: &[(&str, T)],
+    diags: &mut Diagnostics,
+) -> T {
+    let Some(raw) = raw else {
+        return names[0].1;
     };
-    let affinity = match raw
-        .affinity
-        .as_ref()
-        .map(|p| (p.get_ref().as_str(), p.span()))
-    {
-        None | Some(("none", _)) => Affinity::None,
-        Some(("source-ip", _)) => Affinity::SourceIp,
-        Some((other, span)) => {
-            diags.error(
-                span,
-                format!("invalid affinity `{other}`: expected \"none\" or \"source-ip\""),
-            );
-            Affinity::None
-        }
-    };
-    let when_empty = match raw
-        .when_empty
-        .as_ref()
-        .map(|p| (p.get_ref().as_str(), p.span()))
-    {
-        None | Some(("reject", _)) => WhenEmpty::Reject,
-        Some(("drop", _)) => WhenEmpty::Drop,
-        Some((other, span)) => {
-            diags.error(
-                span,
-                format!("invalid when_empty `{other}`: expected \"reject\" or \"drop\""),
-            );
-            WhenEmpty::Reject
-        }
-    };
-    let mut backends = Vec::with_capacity(raw.backends.len());
+    if let Some((_, value)) = names.iter().find(|(n, _)| n == raw.get_ref()) {
+        return *value;
+    }
+    let expected: Vec<String> = names.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+    diags.error(
+        raw.span(),
+        format!(
+            "invalid {what} `{}`: expected {}",
+            raw.get_ref(),
+            expected.join(" or ")
+        ),
+    );
+    names[0].1
+}
+
+/// The backends, each of the VIP's family and listed once.
+fn backends(
+    raw: &[Spanned<toml::Value>],
+    address: Option<IpAddr>,
+    diags: &mut Diagnostics,
+) -> Vec<Backend> {
+    let mut backends = Vec::with_capacity(raw.len());
     let mut seen: BTreeMap<SocketAddr, Range<usize>> = BTreeMap::new();
-    if raw.backends.len() > MAX_BACKENDS {
+    if raw.len() > MAX_BACKENDS {
         diags.error(
-            raw.backends[MAX_BACKENDS].span(),
+            raw[MAX_BACKENDS].span(),
             format!("too many backends: at most {MAX_BACKENDS} per service"),
         );
     }
-    for b in &raw.backends {
+    for b in raw {
         let Some(backend) = backend(b, diags) else {
             continue;
         };
@@ -337,25 +365,7 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         seen.insert(backend.address, b.span());
         backends.push(backend);
     }
-    let health = raw
-        .health
-        .as_ref()
-        .map(|h| health(h, diags))
-        .unwrap_or_default();
-    if diags.len() != before {
-        return None;
-    }
-    Some(Service {
-        name,
-        address: address?,
-        port,
-        protocol,
-        backends,
-        affinity,
-        masquerade: raw.masquerade.unwrap_or(false),
-        when_empty,
-        health,
-    })
+    backends
 }
 
 fn family(a: IpAddr) -> &'static str {

@@ -15,9 +15,6 @@ pub struct SourceFile {
     pub path: PathBuf,
     /// The file's full text, as the operator wrote it (what diagnostics show).
     pub text: String,
-    /// The text the parser reads when it differs from `text` (same length, so spans agree);
-    /// see `doc::rename_dual_headers`.
-    pub parse_text: Option<String>,
     /// Global offset of the file's first byte.
     pub base: usize,
 }
@@ -46,19 +43,8 @@ impl SourceMap {
     /// end-of-file span never reads as the next file's start.
     pub fn add(&mut self, path: PathBuf, text: String) -> usize {
         let base = self.files.last().map_or(0, |f| f.base + f.text.len() + 1);
-        let parse_text = super::doc::rename_dual_headers(&text);
-        self.files.push(SourceFile {
-            path,
-            text,
-            base,
-            parse_text,
-        });
+        self.files.push(SourceFile { path, text, base });
         base
-    }
-
-    /// The text the parser reads for a file.
-    pub fn parse_text(file: &SourceFile) -> &str {
-        file.parse_text.as_deref().unwrap_or(&file.text)
     }
 
     /// The files, in load order.

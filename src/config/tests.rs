@@ -388,38 +388,113 @@ timeout = "5s"
 }
 
 #[test]
-fn policy_forward_may_be_both_the_verdict_and_the_array_of_tables_as_schema_writes_it() {
-    let text = "[policy]\nforward = \"drop\"\n\n[[policy.forward]]\nfrom = \"lan\"\nto = \"wan\"\n\n[[ policy . \"forward\" ]]\nfrom = \"a\"\n";
-    let mut sources = SourceMap::default();
-    sources.add("main.toml".into(), text.into());
-    let mut diags = Diagnostics::default();
-    let mut doc = Doc::default();
-    let file = &sources.files()[0];
-    doc.merge_file(SourceMap::parse_text(file), file.base, &mut diags);
-    assert!(diags.is_empty(), "{}", diags.render(&sources));
-    let policy = doc.value("policy").unwrap().get_ref().as_table().unwrap();
-    assert_eq!(
-        policy.get("forward").unwrap().get_ref().as_str(),
-        Some("drop")
+fn policy_forward_as_verdict_and_array_of_tables_is_an_error_that_says_forward_default() {
+    // One file, either order, and a quoted header: the parser's "duplicate key" becomes an
+    // explanation at the second `forward`, with a note at the first.
+    let cases = [
+        (
+            "[policy]\nforward = \"drop\"\n\n[[policy.forward]]\nfrom = \"lan\"\nto = \"wan\"\n",
+            (4, 10),
+            (2, 1),
+        ),
+        (
+            "[[policy.forward]]\nfrom = \"lan\"\nto = \"wan\"\n[policy]\nforward = \"drop\"\n",
+            (5, 1),
+            (1, 10),
+        ),
+        (
+            "[policy]\nforward = \"drop\"\n[[ policy . \"forward\" ]]\nfrom = \"a\"\n",
+            (3, 13),
+            (2, 1),
+        ),
+    ];
+    for (text, (line, col), (note_line, note_col)) in cases {
+        let e = load_str(&[("main.toml", text)]).unwrap_err();
+        assert!(!e.rendered.contains("invalid TOML"), "{}", e.rendered);
+        let want = format!("main.toml:{line}:{col}: error: {}", dual_forward::MESSAGE);
+        assert!(e.rendered.starts_with(&want), "{}", e.rendered);
+        assert!(e.rendered.contains("write the verdict as `forward_default"));
+        let note = format!("main.toml:{note_line}:{note_col}: note: the other `forward` is here");
+        assert!(e.rendered.contains(&note), "{}", e.rendered);
+    }
+    // Across files: the merge says the same.
+    let e = load_str(&[
+        ("main.toml", "[policy]\nforward = \"drop\"\n"),
+        (
+            "conf.d/a.toml",
+            "[[policy.forward]]\nfrom = \"a\"\nto = \"b\"\n",
+        ),
+    ])
+    .unwrap_err()
+    .rendered;
+    assert!(
+        e.starts_with(&format!(
+            "conf.d/a.toml:1:10: error: {}",
+            dual_forward::MESSAGE
+        )),
+        "{e}"
     );
-    let forwards = policy
-        .get(doc::POLICY_FORWARDS_KEY)
-        .unwrap()
-        .get_ref()
-        .as_array()
-        .unwrap();
-    assert_eq!(forwards.len(), 2);
-    // Places still point at the operator's own text.
-    let entry = &forwards[0];
-    let from = entry.get_ref().as_table().unwrap().get("from").unwrap();
-    let loc = sources.locate(&from.span()).unwrap();
-    assert_eq!((loc.line, loc.column), (5, 8));
-    let header_line = sources
-        .locate(&(text.find("[[policy").unwrap()..text.len()))
-        .unwrap()
-        .line_text;
-    assert_eq!(
-        header_line, "[[policy.forward]]",
-        "diagnostics show the original header"
+    assert!(
+        e.contains("main.toml:2:1: note: the other `forward` is here"),
+        "{e}"
     );
+    // A duplicate `forward` elsewhere keeps the parser's words.
+    let e = errors(&[(
+        "main.toml",
+        "[policy]\n[[policy.forward]]\nfrom = \"a\"\n[daemon]\nforward = 1\nforward = 2\n",
+    )]);
+    assert!(
+        e.starts_with("main.toml:6:1: error: invalid TOML: duplicate key"),
+        "{e}"
+    );
+}
+
+/// A NUL byte in a name that reaches the kernel would cut the name there (`eth0\0x` becomes
+/// `eth0`): it is an error at its place, for every kind of name.
+#[test]
+fn a_nul_byte_in_a_kernel_name_is_an_error_at_its_place() {
+    let e = errors(&[(
+        "main.toml",
+        r#"[daemon]
+nft_table_prefix = "edge\u0000x"
+[policy.zone.lan]
+interfaces = ["br\u0000lan"]
+[policy.zone."w\u0000an"]
+interfaces = ["eth0"]
+[policy.set."b\u0000l"]
+type = "ipv4"
+[[policy.rule]]
+name = "r\u00001"
+action = "accept"
+[[service]]
+name = "web\u0000"
+address = "192.0.2.10"
+port = 80
+[[route]]
+to = "10.0.0.0/8"
+dev = "eth\u00000"
+[[route]]
+to = "10.1.0.0/16"
+nexthops = [{ dev = "e\u0000" }]
+[[route_rule]]
+priority = 5
+iif = "a\u0000"
+oif = "b\u0000"
+table = 7
+"#,
+    )]);
+    for want in [
+        "main.toml:2:20: error: invalid nft_table_prefix",
+        "main.toml:4:15: error: invalid interface name \"br\\0lan\": contains a NUL byte",
+        "main.toml:5:14: error: invalid zone name",
+        "main.toml:7:13: error: invalid set name",
+        "main.toml:10:8: error: invalid name",
+        "main.toml:13:8: error: invalid service name \"web\\0\": contains a NUL byte",
+        "main.toml:18:7: error: invalid interface name \"eth\\00\": contains a NUL byte",
+        "main.toml:21:21: error: invalid interface name \"e\\0\": contains a NUL byte",
+        "main.toml:24:7: error: invalid interface name \"a\\0\": contains a NUL byte",
+        "main.toml:25:7: error: invalid interface name \"b\\0\": contains a NUL byte",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
 }

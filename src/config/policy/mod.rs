@@ -4,21 +4,20 @@
 //! Every problem is reported at its `file:line:col`, all at once: unknown keys, bad values,
 //! a zone or set used but never defined, duplicate names, an address of the wrong family.
 //!
-//! One TOML wrinkle: `forward` under `[policy]` is both the default verdict for forwarded
-//! traffic (`forward = "drop"`) and the array of zone-to-zone forwards (`[[policy.forward]]`).
-//! Plain TOML calls that a duplicate key; the loader renames `[[policy.forward]]` headers to
-//! `POLICY_FORWARDS_KEY` (`FORWARD`) before parsing (spans unchanged), so both arrive here. An inline
-//! array (`forward = [{ from = "lan", to = "wan" }]`) is accepted too, and the extension key
-//! `forward_default` sets the default where `forward` is the array.
+//! `forward` under `[policy]` is either the default verdict for forwarded traffic
+//! (`forward = "drop"`) or the zone-to-zone forwards (`[[policy.forward]]`, or an inline
+//! array `forward = [{ from = "lan", to = "wan" }]`): one key cannot be both, so a file with
+//! forwards writes the verdict as `forward_default` (the loader explains this when a file
+//! tries both, see `dual_forward`).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
 use toml::Spanned;
-use toml::de::DeValue;
+use toml::de::{DeTable, DeValue};
 
 use super::diag::Diagnostics;
-use super::doc::{Doc, POLICY_FORWARDS_KEY, Value, de, de_each};
+use super::doc::{Doc, Value, de, de_each};
 
 mod model;
 mod raw;
@@ -27,8 +26,8 @@ mod zones;
 
 pub use model::*;
 use raw::*;
-use rules::{validate_port_forward, validate_rule};
-use zones::{validate_set, validate_zone};
+use rules::{parse_action, validate_port_forward, validate_rule};
+use zones::{validate_set, validate_zone, zone_ref};
 
 const KEYS: &[&str] = &[
     "input",
@@ -61,59 +60,11 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         forwards: Vec::new(),
         port_forwards: Vec::new(),
     };
-    let get = |k: &str| table.get(k);
-    if let Some(v) = get("input") {
-        cfg.input = action(v, diags, "input").unwrap_or(cfg.input);
-    }
-    if let Some(v) = get("output") {
-        cfg.output = action(v, diags, "output").unwrap_or(cfg.output);
-    }
-    let mut forward_is_verdict = false;
-    if let Some(v) = get("forward") {
-        if let DeValue::String(_) = v.get_ref() {
-            forward_is_verdict = true;
-            cfg.forward = action(v, diags, "forward").unwrap_or(cfg.forward);
-        }
-    }
-    if let Some(v) = get("forward_default") {
-        if forward_is_verdict {
-            diags.error(
-                v.span(),
-                "`forward_default` and `forward = \"...\"` both set the forward default: keep one",
-            );
-        }
-        cfg.forward = action(v, diags, "forward_default").unwrap_or(cfg.forward);
-    }
-    for (key, _) in table.iter() {
-        let key_name: &str = key.get_ref().as_ref();
-        if !KEYS.contains(&key_name) && key_name != POLICY_FORWARDS_KEY {
-            let expected: Vec<String> = KEYS.iter().map(|k| format!("`{k}`")).collect();
-            diags.error(
-                key.span(),
-                format!(
-                    "unknown key `{}` in [policy], expected one of {}",
-                    key.get_ref(),
-                    expected.join(", ")
-                ),
-            );
-        }
-    }
-    if let Some(v) = get("zone") {
-        for (name, name_span, value) in subtables(v, "policy.zone", diags) {
-            if let Some(z) = validate_zone(&name, name_span, value, diags) {
-                cfg.zones.insert(name, z);
-            }
-        }
-    }
-    if let Some(v) = get("set") {
-        for (name, name_span, value) in subtables(v, "policy.set", diags) {
-            if let Some(s) = validate_set(&name, name_span, value, diags) {
-                cfg.sets.insert(name, s);
-            }
-        }
-    }
+    let forward_is_verdict = defaults(table, &mut cfg, diags);
+    unknown_keys(table, diags);
+    zones_and_sets(table, &mut cfg, diags);
     let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
-    if let Some(v) = get("rule") {
+    if let Some(v) = table.get("rule") {
         for raw in de_each::<RawRule>(v, diags) {
             let raw = raw.into_inner();
             unique_name(&raw.name, &mut names, diags);
@@ -122,21 +73,10 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
             }
         }
     }
-    let forward_arrays = [
-        get("forward").filter(|_| !forward_is_verdict),
-        get(POLICY_FORWARDS_KEY),
-    ];
-    for v in forward_arrays.into_iter().flatten() {
-        for raw in de_each::<RawForward>(v, diags) {
-            let raw = raw.into_inner();
-            let from = zone_ref(&raw.from, &cfg, diags);
-            let to = zone_ref(&raw.to, &cfg, diags);
-            if let (Some(from), Some(to)) = (from, to) {
-                cfg.forwards.push(ZoneForward { from, to });
-            }
-        }
+    if let Some(v) = table.get("forward").filter(|_| !forward_is_verdict) {
+        forwards(v, &mut cfg, diags);
     }
-    if let Some(v) = get("port_forward") {
+    if let Some(v) = table.get("port_forward") {
         for raw in de_each::<RawPortForward>(v, diags) {
             let raw = raw.into_inner();
             unique_name(&raw.name, &mut names, diags);
@@ -148,6 +88,79 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
     Some(cfg)
 }
 
+/// The default verdicts; returns whether `forward` is the verdict (a string), not the list.
+fn defaults(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) -> bool {
+    if let Some(v) = table.get("input") {
+        cfg.input = action(v, diags, "input").unwrap_or(cfg.input);
+    }
+    if let Some(v) = table.get("output") {
+        cfg.output = action(v, diags, "output").unwrap_or(cfg.output);
+    }
+    let mut forward_is_verdict = false;
+    if let Some(v) = table.get("forward")
+        && let DeValue::String(_) = v.get_ref()
+    {
+        forward_is_verdict = true;
+        cfg.forward = action(v, diags, "forward").unwrap_or(cfg.forward);
+    }
+    if let Some(v) = table.get("forward_default") {
+        if forward_is_verdict {
+            diags.error(
+                v.span(),
+                "`forward_default` and `forward = \"...\"` both set the forward default: keep one",
+            );
+        }
+        cfg.forward = action(v, diags, "forward_default").unwrap_or(cfg.forward);
+    }
+    forward_is_verdict
+}
+
+fn unknown_keys(table: &DeTable<'_>, diags: &mut Diagnostics) {
+    for (key, _) in table.iter() {
+        let key_name: &str = key.get_ref().as_ref();
+        if !KEYS.contains(&key_name) {
+            let expected: Vec<String> = KEYS.iter().map(|k| format!("`{k}`")).collect();
+            diags.error(
+                key.span(),
+                format!(
+                    "unknown key `{}` in [policy], expected one of {}",
+                    key.get_ref(),
+                    expected.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+fn zones_and_sets(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
+    if let Some(v) = table.get("zone") {
+        for (name, name_span, value) in subtables(v, "policy.zone", diags) {
+            if let Some(z) = validate_zone(&name, name_span, value, diags) {
+                cfg.zones.insert(name, z);
+            }
+        }
+    }
+    if let Some(v) = table.get("set") {
+        for (name, name_span, value) in subtables(v, "policy.set", diags) {
+            if let Some(s) = validate_set(&name, name_span, value, diags) {
+                cfg.sets.insert(name, s);
+            }
+        }
+    }
+}
+
+/// `[[policy.forward]]` (or the inline array): zone-to-zone forwards.
+fn forwards(v: &Value<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
+    for raw in de_each::<RawForward>(v, diags) {
+        let raw = raw.into_inner();
+        let from = zone_ref(&raw.from, cfg, diags);
+        let to = zone_ref(&raw.to, cfg, diags);
+        if let (Some(from), Some(to)) = (from, to) {
+            cfg.forwards.push(ZoneForward { from, to });
+        }
+    }
+}
+
 fn action(v: &Value<'_>, diags: &mut Diagnostics, key: &str) -> Option<Action> {
     let s: String = de(v, diags)?;
     parse_action(&s).or_else(|| {
@@ -157,15 +170,6 @@ fn action(v: &Value<'_>, diags: &mut Diagnostics, key: &str) -> Option<Action> {
         );
         None
     })
-}
-
-pub(super) fn parse_action(s: &str) -> Option<Action> {
-    match s {
-        "accept" => Some(Action::Accept),
-        "drop" => Some(Action::Drop),
-        "reject" => Some(Action::Reject),
-        _ => None,
-    }
 }
 
 fn subtables<'v, 'a>(
@@ -213,26 +217,5 @@ fn unique_name(
         );
     } else {
         seen.insert(n.clone(), name.span());
-    }
-}
-
-pub(super) fn zone_ref(
-    z: &Spanned<String>,
-    cfg: &PolicyConfig,
-    diags: &mut Diagnostics,
-) -> Option<String> {
-    let name = z.get_ref();
-    if cfg.zones.contains_key(name) {
-        Some(name.clone())
-    } else {
-        let known: Vec<String> = cfg.zones.keys().map(|k| format!("`{k}`")).collect();
-        diags.error(
-            z.span(),
-            format!(
-                "zone `{name}` is used but never defined: expected one of {} (define it with [policy.zone.{name}])",
-                if known.is_empty() { "no zones yet".to_string() } else { known.join(", ") }
-            ),
-        );
-        None
     }
 }

@@ -2,6 +2,7 @@
 //! rates, sources and destinations.
 
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 
 use toml::Spanned;
 
@@ -9,7 +10,8 @@ use super::super::diag::Diagnostics;
 use super::super::net::parse_prefix;
 use super::model::*;
 use super::raw::*;
-use super::{PolicyConfig, parse_action, zone_ref};
+use super::zones::zone_ref;
+use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
 
 pub(super) fn protocol(p: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Protocol> {
     let Some(p) = p else {
@@ -63,7 +65,6 @@ pub(super) fn icmp_type(
     protocol: Protocol,
     diags: &mut Diagnostics,
 ) -> Option<u8> {
-    use crate::dataplane::nft::render::{icmp_type_by_name, icmpv6_type_by_name};
     let found = match p.get_ref() {
         RawPort::Number(n) => u8::try_from(*n).ok(),
         RawPort::Text(t) if protocol == Protocol::Icmpv6 => icmpv6_type_by_name(t),
@@ -76,6 +77,16 @@ pub(super) fn icmp_type(
         );
     }
     found
+}
+
+/// A verdict by name.
+pub(super) fn parse_action(s: &str) -> Option<Action> {
+    match s {
+        "accept" => Some(Action::Accept),
+        "drop" => Some(Action::Drop),
+        "reject" => Some(Action::Reject),
+        _ => None,
+    }
 }
 
 pub(super) fn parse_limit(text: &str) -> Option<Rate> {
@@ -96,162 +107,40 @@ pub(super) fn validate_rule(
     cfg: &PolicyConfig,
     diags: &mut Diagnostics,
 ) -> Option<PolicyRule> {
-    let mut ok = true;
-    let from = match &raw.from {
-        None => Source::Any,
-        Some(f) => match f.get_ref() {
-            RawFrom::One(s) if s == "self" => Source::Router,
-            RawFrom::One(s) if s.starts_with('@') => {
-                let name = &s[1..];
-                if cfg.sets.contains_key(name) {
-                    Source::Set(name.to_string())
-                } else {
-                    let known: Vec<String> = cfg.sets.keys().map(|k| format!("`@{k}`")).collect();
-                    diags.error(
-                        f.span(),
-                        format!(
-                            "set `{name}` is used but never defined: expected one of {} (define it with [policy.set.{name}])",
-                            if known.is_empty() { "no sets yet".to_string() } else { known.join(", ") }
-                        ),
-                    );
-                    ok = false;
-                    Source::Any
-                }
-            }
-            RawFrom::One(s) if s.contains(['.', ':']) => match parse_prefix(s) {
-                Ok(n) => Source::Prefixes(vec![n]),
-                Err(e) => {
-                    diags.error(f.span(), e);
-                    ok = false;
-                    Source::Any
-                }
-            },
-            RawFrom::One(s) => match zone_ref(&Spanned::new(f.span(), s.clone()), cfg, diags) {
-                Some(z) => Source::Zone(z),
-                None => {
-                    ok = false;
-                    Source::Any
-                }
-            },
-            RawFrom::Many(list) => {
-                let mut nets = Vec::new();
-                for s in list {
-                    match parse_prefix(s) {
-                        Ok(n) => nets.push(n),
-                        Err(e) => {
-                            diags.error(f.span(), e);
-                            ok = false;
-                        }
-                    }
-                }
-                if nets.is_empty() && ok {
-                    diags.error(
-                        f.span(),
-                        "empty `from` list: expected prefixes, e.g. [\"10.0.0.0/8\"]",
-                    );
-                    ok = false;
-                }
-                Source::Prefixes(nets)
-            }
-        },
-    };
-    let to = match &raw.to {
-        None => Destination::Any,
-        Some(t) if t.get_ref() == "self" => Destination::Router,
-        Some(t) => match zone_ref(t, cfg, diags) {
-            Some(z) => Destination::Zone(z),
-            None => {
-                ok = false;
-                Destination::Any
-            }
-        },
-    };
-    if from == Source::Router && to == Destination::Router {
+    // Every step reports its own problems; the rule is kept only when all of them passed.
+    let from = source(raw.from.as_ref(), cfg, diags);
+    let to = destination(raw.to.as_ref(), cfg, diags);
+    let not_self_to_self = !(from == Some(Source::Router) && to == Some(Destination::Router));
+    if !not_self_to_self {
         diags.error(
             raw.to.as_ref().map(|t| t.span()).unwrap_or(raw.name.span()),
             "a rule from \"self\" cannot go to \"self\": expected a zone or no `to`",
         );
-        ok = false;
     }
     let protocol = protocol(raw.protocol.as_ref(), diags);
-    let ports: Vec<(u16, u16)> = match &raw.ports {
-        None => Vec::new(),
-        Some(list) => {
-            if !matches!(protocol, Some(Protocol::Tcp | Protocol::Udp)) {
-                diags.error(list.span(), "`ports` needs protocol = \"tcp\" or \"udp\"");
-                ok = false;
-            }
-            list.get_ref()
-                .iter()
-                .filter_map(|p| port_range(p, diags))
-                .collect()
-        }
-    };
-    let icmp_types: Vec<u8> = match (&raw.icmp_types, protocol) {
-        (None, _) => Vec::new(),
-        (Some(list), Some(p @ (Protocol::Icmp | Protocol::Icmpv6))) => list
-            .get_ref()
-            .iter()
-            .filter_map(|t| icmp_type(t, p, diags))
-            .collect(),
-        (Some(list), _) => {
-            diags.error(
-                list.span(),
-                "`icmp_types` needs protocol = \"icmp\" or \"icmpv6\"",
-            );
-            ok = false;
-            Vec::new()
-        }
-    };
-    let action = match parse_action(raw.action.get_ref()) {
-        Some(a) => Some(a),
-        None => {
-            diags.error(
-                raw.action.span(),
-                format!(
-                    "invalid action `{}`: expected \"accept\", \"drop\" or \"reject\"",
-                    raw.action.get_ref()
-                ),
-            );
-            None
-        }
-    };
-    let limit = match &raw.limit {
-        None => None,
-        Some(l) => match parse_limit(l.get_ref()) {
-            Some(r) => Some(r),
-            None => {
-                diags.error(
-                    l.span(),
-                    format!("invalid limit `{}`: expected \"<count>/<second|minute|hour|day>\", e.g. \"10/second\"", l.get_ref()),
-                );
-                ok = false;
-                None
-            }
-        },
-    };
+    let ports = ports(raw.ports.as_ref(), protocol, diags);
+    let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
+    let action = rule_action(&raw.action, diags);
+    let limit = limit(raw.limit.as_ref(), diags);
     #[cfg(feature = "fault-injection")]
     let inject_kernel_reject = raw.inject_kernel_reject;
     #[cfg(not(feature = "fault-injection"))]
     let inject_kernel_reject = false;
-    if !ok {
+    let (from, to, ports, icmp_types, limit) = (from?, to?, ports?, icmp_types?, limit?);
+    if !not_self_to_self {
         return None;
     }
-    if let Some(p) = protocol {
-        let (v4, v6) = and(
-            and(source_versions(&from, cfg), dest_versions(&to, cfg)),
-            protocol_versions(p),
+    if let Some(p) = protocol
+        && !can_match(&from, &to, p, cfg)
+    {
+        diags.error(
+            raw.name.span(),
+            format!(
+                "rule `{}` can never match: its `from`, `to` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
+                raw.name.get_ref()
+            ),
         );
-        if !v4 && !v6 {
-            diags.error(
-                raw.name.span(),
-                format!(
-                    "rule `{}` can never match: its `from`, `to` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
-                    raw.name.get_ref()
-                ),
-            );
-            return None;
-        }
+        return None;
     }
     Some(PolicyRule {
         name: raw.name.into_inner(),
@@ -265,6 +154,170 @@ pub(super) fn validate_rule(
         limit,
         inject_kernel_reject,
     })
+}
+
+/// A rule's `from`; `None` when it is invalid (reported).
+fn source(
+    from: Option<&Spanned<RawFrom>>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<Source> {
+    let Some(f) = from else {
+        return Some(Source::Any);
+    };
+    match f.get_ref() {
+        RawFrom::One(s) if s == "self" => Some(Source::Router),
+        RawFrom::One(s) if s.starts_with('@') => named_set(&s[1..], f.span(), cfg, diags),
+        RawFrom::One(s) if s.contains(['.', ':']) => match parse_prefix(s) {
+            Ok(n) => Some(Source::Prefixes(vec![n])),
+            Err(e) => {
+                diags.error(f.span(), e);
+                None
+            }
+        },
+        RawFrom::One(s) => {
+            zone_ref(&Spanned::new(f.span(), s.clone()), cfg, diags).map(Source::Zone)
+        }
+        RawFrom::Many(list) => prefix_list(list, f.span(), diags),
+    }
+}
+
+fn named_set(
+    name: &str,
+    span: Range<usize>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<Source> {
+    if cfg.sets.contains_key(name) {
+        return Some(Source::Set(name.to_string()));
+    }
+    let known: Vec<String> = cfg.sets.keys().map(|k| format!("`@{k}`")).collect();
+    diags.error(
+        span,
+        format!(
+            "set `{name}` is used but never defined: expected one of {} (define it with [policy.set.{name}])",
+            if known.is_empty() { "no sets yet".to_string() } else { known.join(", ") }
+        ),
+    );
+    None
+}
+
+fn prefix_list(list: &[String], span: Range<usize>, diags: &mut Diagnostics) -> Option<Source> {
+    let mut nets = Vec::new();
+    let mut ok = true;
+    for s in list {
+        match parse_prefix(s) {
+            Ok(n) => nets.push(n),
+            Err(e) => {
+                diags.error(span.clone(), e);
+                ok = false;
+            }
+        }
+    }
+    if nets.is_empty() && ok {
+        diags.error(
+            span,
+            "empty `from` list: expected prefixes, e.g. [\"10.0.0.0/8\"]",
+        );
+        ok = false;
+    }
+    ok.then_some(Source::Prefixes(nets))
+}
+
+/// A rule's `to`; `None` when it names an unknown zone (reported).
+fn destination(
+    to: Option<&Spanned<String>>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<Destination> {
+    match to {
+        None => Some(Destination::Any),
+        Some(t) if t.get_ref() == "self" => Some(Destination::Router),
+        Some(t) => zone_ref(t, cfg, diags).map(Destination::Zone),
+    }
+}
+
+/// `ports`: only with tcp or udp. `None` when the protocol does not allow them.
+fn ports(
+    list: Option<&Spanned<Vec<Spanned<RawPort>>>>,
+    protocol: Option<Protocol>,
+    diags: &mut Diagnostics,
+) -> Option<Vec<(u16, u16)>> {
+    let Some(list) = list else {
+        return Some(Vec::new());
+    };
+    let allowed = matches!(protocol, Some(Protocol::Tcp | Protocol::Udp));
+    if !allowed {
+        diags.error(list.span(), "`ports` needs protocol = \"tcp\" or \"udp\"");
+    }
+    let ports: Vec<(u16, u16)> = list
+        .get_ref()
+        .iter()
+        .filter_map(|p| port_range(p, diags))
+        .collect();
+    allowed.then_some(ports)
+}
+
+/// `icmp_types`: only with icmp or icmpv6. `None` when the protocol does not allow them.
+fn icmp_types(
+    list: Option<&Spanned<Vec<Spanned<RawPort>>>>,
+    protocol: Option<Protocol>,
+    diags: &mut Diagnostics,
+) -> Option<Vec<u8>> {
+    match (list, protocol) {
+        (None, _) => Some(Vec::new()),
+        (Some(list), Some(p @ (Protocol::Icmp | Protocol::Icmpv6))) => Some(
+            list.get_ref()
+                .iter()
+                .filter_map(|t| icmp_type(t, p, diags))
+                .collect(),
+        ),
+        (Some(list), _) => {
+            diags.error(
+                list.span(),
+                "`icmp_types` needs protocol = \"icmp\" or \"icmpv6\"",
+            );
+            None
+        }
+    }
+}
+
+fn rule_action(raw: &Spanned<String>, diags: &mut Diagnostics) -> Option<Action> {
+    let action = parse_action(raw.get_ref());
+    if action.is_none() {
+        diags.error(
+            raw.span(),
+            format!(
+                "invalid action `{}`: expected \"accept\", \"drop\" or \"reject\"",
+                raw.get_ref()
+            ),
+        );
+    }
+    action
+}
+
+/// `limit`: `Some(None)` when absent, `None` when invalid (reported).
+fn limit(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Option<Rate>> {
+    let Some(l) = raw else {
+        return Some(None);
+    };
+    let rate = parse_limit(l.get_ref());
+    if rate.is_none() {
+        diags.error(
+            l.span(),
+            format!("invalid limit `{}`: expected \"<count>/<second|minute|hour|day>\", e.g. \"10/second\"", l.get_ref()),
+        );
+    }
+    rate.map(Some)
+}
+
+/// True when some IP version can satisfy `from`, `to` and the protocol at once.
+fn can_match(from: &Source, to: &Destination, p: Protocol, cfg: &PolicyConfig) -> bool {
+    let (v4, v6) = and(
+        and(source_versions(from, cfg), dest_versions(to, cfg)),
+        protocol_versions(p),
+    );
+    v4 || v6
 }
 
 pub(super) fn validate_port_forward(

@@ -8,6 +8,7 @@ use toml::Spanned;
 use super::super::diag::Diagnostics;
 use super::super::doc::{Value, de};
 use super::super::net::parse_prefix;
+use super::super::nul::no_nul;
 use super::model::*;
 use super::raw::*;
 
@@ -36,6 +37,9 @@ pub(super) fn validate_zone(
     let mut interfaces = Vec::new();
     for i in &raw.interfaces {
         let s = i.get_ref();
+        if !no_nul(i, "interface name", diags) {
+            continue;
+        }
         if s.is_empty() || s.len() > 15 || s.contains(['*', '"', '\'', ' ', '/']) {
             diags.error(
                 i.span(),
@@ -128,4 +132,26 @@ pub(super) fn validate_set(
         family,
         elements,
     })
+}
+
+/// A zone used by a rule or forward: it must be defined.
+pub(super) fn zone_ref(
+    z: &Spanned<String>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<String> {
+    let name = z.get_ref();
+    if cfg.zones.contains_key(name) {
+        Some(name.clone())
+    } else {
+        let known: Vec<String> = cfg.zones.keys().map(|k| format!("`{k}`")).collect();
+        diags.error(
+            z.span(),
+            format!(
+                "zone `{name}` is used but never defined: expected one of {} (define it with [policy.zone.{name}])",
+                if known.is_empty() { "no zones yet".to_string() } else { known.join(", ") }
+            ),
+        );
+        None
+    }
 }

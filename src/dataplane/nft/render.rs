@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::ir::*;
+use crate::names::{icmp_type_name, icmpv6_type_name};
 
 /// `inet`, `ip` or `ip6`.
 pub fn family_name(family: Family) -> &'static str {
@@ -373,46 +374,6 @@ pub fn render_expr(out: &mut String, e: &Expr) {
     }
 }
 
-const ICMP_NAMES: &[(u8, &str)] = &[
-    (0, "echo-reply"),
-    (3, "destination-unreachable"),
-    (5, "redirect"),
-    (8, "echo-request"),
-    (9, "router-advertisement"),
-    (10, "router-solicitation"),
-    (11, "time-exceeded"),
-    (12, "parameter-problem"),
-    (13, "timestamp-request"),
-    (14, "timestamp-reply"),
-];
-
-const ICMPV6_NAMES: &[(u8, &str)] = &[
-    (1, "destination-unreachable"),
-    (2, "packet-too-big"),
-    (3, "time-exceeded"),
-    (4, "parameter-problem"),
-    (128, "echo-request"),
-    (129, "echo-reply"),
-    (133, "nd-router-solicit"),
-    (134, "nd-router-advert"),
-    (135, "nd-neighbor-solicit"),
-    (136, "nd-neighbor-advert"),
-    (137, "nd-redirect"),
-];
-
-/// The ICMP type called `name` (nft's names), if known.
-pub fn icmp_type_by_name(name: &str) -> Option<u8> {
-    ICMP_NAMES.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
-}
-
-/// The ICMPv6 type called `name` (nft's names), if known.
-pub fn icmpv6_type_by_name(name: &str) -> Option<u8> {
-    ICMPV6_NAMES
-        .iter()
-        .find(|(_, n)| *n == name)
-        .map(|(t, _)| *t)
-}
-
 /// Renders a constant.
 pub fn render_value(out: &mut String, v: &Value) {
     match v {
@@ -439,14 +400,14 @@ pub fn render_value(out: &mut String, v: &Value) {
         Value::Mark(m) => {
             let _ = write!(out, "{m}");
         }
-        Value::IcmpType(t) => match ICMP_NAMES.iter().find(|(n, _)| n == t) {
-            Some((_, name)) => out.push_str(name),
+        Value::IcmpType(t) => match icmp_type_name(*t) {
+            Some(name) => out.push_str(name),
             None => {
                 let _ = write!(out, "{t}");
             }
         },
-        Value::Icmpv6Type(t) => match ICMPV6_NAMES.iter().find(|(n, _)| n == t) {
-            Some((_, name)) => out.push_str(name),
+        Value::Icmpv6Type(t) => match icmpv6_type_name(*t) {
+            Some(name) => out.push_str(name),
             None => {
                 let _ = write!(out, "{t}");
             }

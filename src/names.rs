@@ -1,0 +1,84 @@
+//! Names the config and the dataplane share: ICMP and ICMPv6 type names as nft spells them.
+//!
+//! A leaf: it imports nothing from the crate, so the config can accept a name and the
+//! nftables renderer can print it without either depending on the other.
+
+/// ICMP types with nft's names.
+pub const ICMP_TYPES: &[(u8, &str)] = &[
+    (0, "echo-reply"),
+    (3, "destination-unreachable"),
+    (5, "redirect"),
+    (8, "echo-request"),
+    (9, "router-advertisement"),
+    (10, "router-solicitation"),
+    (11, "time-exceeded"),
+    (12, "parameter-problem"),
+    (13, "timestamp-request"),
+    (14, "timestamp-reply"),
+];
+
+/// ICMPv6 types with nft's names.
+pub const ICMPV6_TYPES: &[(u8, &str)] = &[
+    (1, "destination-unreachable"),
+    (2, "packet-too-big"),
+    (3, "time-exceeded"),
+    (4, "parameter-problem"),
+    (128, "echo-request"),
+    (129, "echo-reply"),
+    (133, "nd-router-solicit"),
+    (134, "nd-router-advert"),
+    (135, "nd-neighbor-solicit"),
+    (136, "nd-neighbor-advert"),
+    (137, "nd-redirect"),
+];
+
+fn by_name(table: &[(u8, &str)], name: &str) -> Option<u8> {
+    table.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
+}
+
+fn name_of(table: &'static [(u8, &'static str)], t: u8) -> Option<&'static str> {
+    table.iter().find(|(n, _)| *n == t).map(|(_, name)| *name)
+}
+
+/// The ICMP type called `name`, if known.
+pub fn icmp_type_by_name(name: &str) -> Option<u8> {
+    by_name(ICMP_TYPES, name)
+}
+
+/// The ICMPv6 type called `name`, if known.
+pub fn icmpv6_type_by_name(name: &str) -> Option<u8> {
+    by_name(ICMPV6_TYPES, name)
+}
+
+/// nft's name of ICMP type `t`, if it has one.
+pub fn icmp_type_name(t: u8) -> Option<&'static str> {
+    name_of(ICMP_TYPES, t)
+}
+
+/// nft's name of ICMPv6 type `t`, if it has one.
+pub fn icmpv6_type_name(t: u8) -> Option<&'static str> {
+    name_of(ICMPV6_TYPES, t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_numbers_round_trip() {
+        for &(t, name) in ICMP_TYPES {
+            assert_eq!(
+                (icmp_type_by_name(name), icmp_type_name(t)),
+                (Some(t), Some(name))
+            );
+        }
+        for &(t, name) in ICMPV6_TYPES {
+            assert_eq!(
+                (icmpv6_type_by_name(name), icmpv6_type_name(t)),
+                (Some(t), Some(name))
+            );
+        }
+        assert_eq!(icmp_type_by_name("nd-router-advert"), None);
+        assert_eq!(icmpv6_type_name(200), None);
+    }
+}
