@@ -134,7 +134,7 @@ fn check_reports_the_forward_clash_and_duplicate_routes_of_a_big_route_file() {
     }
     routes.push_str("[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth0\"\nmetric = 1024\n");
     routes.push_str("[[route]]\nto = \"2001:db8::/32\"\ndev = \"eth1\"\nmetric = 0\n");
-    let dir = write_config(
+    let dir = ScratchDir::with_files(
         "big",
         &[
             (
@@ -163,5 +163,4 @@ fn check_reports_the_forward_clash_and_duplicate_routes_of_a_big_route_file() {
     ] {
         assert!(err.contains(&want), "missing {want:?} in\n{err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -30,7 +30,7 @@ netns_test! {
     /// Bug 8c: a SIGHUP and the file watch both loaded one rejected edit, and
     /// `edgenetd_config_reload_failures_total` counted it twice.
     fn a_rejected_edit_loaded_by_sighup_and_the_file_watch_counts_one_failure() {
-        let mut d = Daemon::start("reload-8c", GOOD);
+        let d = Daemon::start("reload-8c", GOOD);
         d.wait_notify(0, Duration::from_secs(5), |m| m.contains("READY=1")).expect("READY=1");
         d.write_config(&format!("{GOOD}\n[daemon\n"));
         d.signal("HUP");
