@@ -295,14 +295,9 @@ impl<'ex> Spawner<'_, 'ex> {
 }
 
 fn enter_netns(name: &str) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
     let file = std::fs::File::open(format!("/run/netns/{name}"))?;
-    // SAFETY: a valid namespace fd; setns only changes this (still single) thread's namespace.
-    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    // Only this (still single) thread moves; threads started later inherit the namespace.
+    crate::sys::enter_net_namespace(&file)
 }
 
 enum Signal {

@@ -20,6 +20,12 @@
 //!   RELOADING, STOPPING. [`daemon`]: wires it all for `edgenetd run`.
 //! - [`cli`], [`status`], [`logging`], [`clock`], [`shutdown`]: the other verbs and small
 //!   utilities.
+//!
+//! `unsafe` is denied crate-wide. The few places that must call C are allowed one by one, each
+//! a small module of safe wrappers: `dataplane::nft::ffi` (libnftnl, libmnl), [`sys`]
+//! (socket options, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
+//! socket) and [`source::inotify`].
+#![deny(unsafe_code)]
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -33,4 +39,5 @@ pub mod metrics;
 pub mod shutdown;
 pub mod source;
 pub mod status;
+pub mod sys;
 pub mod systemd;

@@ -1,0 +1,38 @@
+//! Every call into libnftnl (and the nf_tables socket's libmnl) lives here, behind safe
+//! types: the rest of the crate denies `unsafe`.
+//!
+//! - [`Obj`]: an owned libnftnl object (table, chain, rule, set, set element, expression),
+//!   freed on drop; adding an expression to a rule or an element to a set consumes it.
+//!   [`Ref`] borrows one for reading.
+//! - [`attr`]: typed attributes. A setter only takes the value shape libnftnl reads for its
+//!   attribute, a string with a NUL inside is [`CompileError::NulInName`], data longer than
+//!   the kernel's 64 bytes is refused, and every object tracks an upper bound of its encoded
+//!   size so no message outgrows the buffer libnftnl writes it into (it does not check).
+//! - [`msg`]: received messages ([`NlMsg`], bounds-checked), request and batch buffers, the
+//!   socket.
+//!
+//! [`CompileError::NulInName`]: super::CompileError::NulInName
+#![allow(unsafe_code)]
+
+pub(crate) mod attr;
+mod msg;
+mod object;
+
+pub(crate) use msg::{BatchBuf, Elems, Empty, NfSocket, NlMsg, Payload, Request, fits, parse_gen};
+pub(crate) use object::{Obj, Ref, Udata, kind, with_cstr};
+
+/// An owned table.
+pub(crate) type Table = Obj<kind::Table>;
+/// An owned chain.
+pub(crate) type Chain = Obj<kind::Chain>;
+/// An owned rule.
+pub(crate) type Rule = Obj<kind::Rule>;
+/// An owned set.
+pub(crate) type Set = Obj<kind::Set>;
+/// An owned set element.
+pub(crate) type Elem = Obj<kind::Elem>;
+/// An owned expression of kind `K`.
+pub(crate) type Expr<K> = Obj<K>;
+
+#[cfg(test)]
+mod tests;
