@@ -24,7 +24,7 @@
 //! `unsafe` is denied crate-wide. The few places that must call C are allowed one by one, each
 //! a small module of safe wrappers: `dataplane::nft::ffi` (libnftnl, libmnl), [`sys`]
 //! (socket options, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
-//! socket) and [`source::inotify`].
+//! socket) and `source::inotify`.
 #![deny(unsafe_code)]
 pub mod cli;
 pub mod clock;

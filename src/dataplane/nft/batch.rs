@@ -546,3 +546,7 @@ fn too_long(set: &Set, what: &str, len: usize) -> CompileError {
         set.name
     ))
 }
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;

@@ -266,7 +266,7 @@ impl Nft {
     }
 
     /// Every item of `listing`.
-    fn collect<L: Listing>(&mut self, listing: &L) -> Result<Vec<L::Item>, NftError> {
+    pub(super) fn collect<L: Listing>(&mut self, listing: &L) -> Result<Vec<L::Item>, NftError> {
         let out = RefCell::new(Vec::new());
         self.list(listing, &mut |i| out.borrow_mut().push(i), &mut || {
             out.borrow_mut().clear()
@@ -301,20 +301,6 @@ impl Nft {
     /// exist).
     pub fn list_sets(&mut self, t: &TableRef) -> Result<Vec<SetInfo>, NftError> {
         self.collect(&Sets(t))
-    }
-
-    /// Elements of one set, sorted (empty when the set does not exist). The all-zero
-    /// interval-end element that `nft -f` adds in front of interval sets is left out: it
-    /// changes no lookup, and edgenetd never writes it.
-    pub fn list_elements(&mut self, t: &TableRef, set: &str) -> Result<Vec<ElemInfo>, NftError> {
-        let out = RefCell::new(Vec::new());
-        self.for_each_element(t, set, &mut |e| out.borrow_mut().push(e), &mut || {
-            out.borrow_mut().clear()
-        })?;
-        let mut out = out.into_inner();
-        out.retain(|e| !(e.interval_end && e.key.iter().all(|b| *b == 0)));
-        out.sort();
-        Ok(out)
     }
 }
 

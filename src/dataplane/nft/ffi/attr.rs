@@ -31,9 +31,11 @@ pub(crate) const DATA_MAX: usize = 64;
 
 /// An attribute of kind `K` whose value has shape `V`.
 pub(crate) struct Attr<K, V> {
+    /// libnftnl's attribute number.
     pub(super) code: u16,
     /// What the attribute is, for error messages (e.g. `chain name`).
     pub(super) what: &'static str,
+    /// The kind and shape (types only).
     _kind: PhantomData<fn() -> (K, V)>,
 }
 

@@ -22,7 +22,10 @@ const MSG_MAX: usize = u16::MAX as usize;
 /// One complete netlink message inside a 4-byte aligned buffer (what libnftnl's parsers
 /// need): its `nlmsg_len` is at least a header and no more than the bytes it views.
 #[derive(Clone, Copy)]
-pub(crate) struct NlMsg<'a>(&'a [u8]);
+pub(crate) struct NlMsg<'a>(
+    /// Exactly the message's `nlmsg_len` bytes.
+    &'a [u8],
+);
 
 impl<'a> NlMsg<'a> {
     /// The message at the start of `bytes`; `None` when misaligned, truncated or shorter
@@ -96,7 +99,9 @@ impl<'a> NlMsg<'a> {
 /// A message header being filled: only this module can make one, so only its payloads can
 /// write through it.
 pub(crate) struct Slot<'a> {
+    /// The header, with room for the payload's `size()` bytes after it.
     nlh: NonNull<libc::nlmsghdr>,
+    /// Ties the slot to the buffer's borrow.
     _buf: PhantomData<&'a mut [u8]>,
 }
 
@@ -187,7 +192,9 @@ unsafe fn write_msg(
 
 /// One request message (a dump or the generation probe), sized to its payload.
 pub(crate) struct Request {
+    /// The buffer (u64s for alignment).
     words: Vec<u64>,
+    /// Length of the message in bytes.
     len: usize,
 }
 
@@ -224,7 +231,10 @@ impl Request {
 }
 
 /// A libnftnl batch: messages written one after another into pages sent as one `sendmsg`.
-pub(crate) struct BatchBuf(NonNull<sys::nftnl_batch>);
+pub(crate) struct BatchBuf(
+    /// The batch, owned.
+    NonNull<sys::nftnl_batch>,
+);
 
 // SAFETY: the batch owns its pages, has no thread affinity, and every write takes
 // `&mut self`.
@@ -363,7 +373,10 @@ pub(crate) fn parse_gen(msg: NlMsg<'_>) -> Option<u32> {
 }
 
 /// A netlink socket on the netfilter bus.
-pub(crate) struct NfSocket(mnl::Socket);
+pub(crate) struct NfSocket(
+    /// The socket, owned.
+    mnl::Socket,
+);
 
 // SAFETY: an fd plus libmnl's bookkeeping of it (port id), with no thread affinity; users
 // hold it through `&mut` (see `Nft`).

@@ -266,6 +266,7 @@ pub(crate) fn with_cstr<R>(
 
 /// An owned libnftnl object of kind `K`, freed on drop unless handed to a parent.
 pub(crate) struct Obj<K: Owned> {
+    /// The object, owned.
     raw: NonNull<K::Raw>,
     /// Upper bound of its serialized size in bytes (checked before it is written into a
     /// message, because libnftnl writes without bounds).
@@ -507,7 +508,9 @@ impl Obj<kind::Set> {
 
 /// A borrowed libnftnl object of kind `K` (owned by an [`Obj`] or by a parent object).
 pub(crate) struct Ref<'a, K: Kind> {
+    /// The object, borrowed.
     raw: NonNull<K::Raw>,
+    /// Ties the view to its owner's borrow.
     _owner: PhantomData<&'a K::Raw>,
 }
 
@@ -614,7 +617,9 @@ impl Ref<'_, kind::AnyExpr> {
 
 /// The expressions of a rule.
 pub(crate) struct ExprIter<'a> {
+    /// libnftnl's iterator, owned.
     it: NonNull<sys::nftnl_expr_iter>,
+    /// Ties the iterator to the rule's borrow.
     _rule: PhantomData<&'a sys::nftnl_rule>,
 }
 
@@ -639,7 +644,9 @@ impl Drop for ExprIter<'_> {
 
 /// The elements of a set.
 pub(crate) struct ElemIter<'a> {
+    /// libnftnl's iterator, owned.
     it: NonNull<sys::nftnl_set_elems_iter>,
+    /// Ties the iterator to the set's borrow.
     _set: PhantomData<&'a sys::nftnl_set>,
 }
 
@@ -663,7 +670,10 @@ impl Drop for ElemIter<'_> {
 }
 
 /// A user data buffer (TLVs nft reads: rule comments, set byte orders).
-pub(crate) struct Udata(NonNull<sys::nftnl_udata_buf>);
+pub(crate) struct Udata(
+    /// The buffer, owned.
+    NonNull<sys::nftnl_udata_buf>,
+);
 
 impl Udata {
     /// An empty buffer of `capacity` bytes.
