@@ -105,14 +105,20 @@ pub(crate) struct Slot<'a> {
     _buf: PhantomData<&'a mut [u8]>,
 }
 
-/// The attributes of one message.
-pub(crate) trait Payload {
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The attributes of one message. Sealed: the room given to [`Payload::put`] is sized by
+/// [`Payload::size`], so only this module's payloads, whose sizes it tracks, may exist.
+pub(crate) trait Payload: sealed::Sealed {
     /// Upper bound of the bytes [`Payload::put`] appends.
     fn size(&self) -> usize;
     /// Appends the attributes after the header in `slot`.
     fn put(&self, slot: Slot<'_>);
 }
 
+impl<K: Build> sealed::Sealed for Obj<K> {}
 impl<K: Build> Payload for Obj<K> {
     fn size(&self) -> usize {
         Obj::size(self)
@@ -126,6 +132,7 @@ impl<K: Build> Payload for Obj<K> {
 /// A message with no attributes (GETGEN, a dump of everything).
 pub(crate) struct Empty;
 
+impl sealed::Sealed for Empty {}
 impl Payload for Empty {
     fn size(&self) -> usize {
         0
@@ -136,6 +143,7 @@ impl Payload for Empty {
 /// The elements of a set as the payload of a NEWSETELEM/DELSETELEM/GETSETELEM message.
 pub(crate) struct Elems(pub Obj<kind::Set>);
 
+impl sealed::Sealed for Elems {}
 impl Payload for Elems {
     fn size(&self) -> usize {
         self.0.size()

@@ -273,10 +273,6 @@ pub(crate) struct Obj<K: Owned> {
     size: usize,
 }
 
-// SAFETY: a libnftnl object is plain heap memory with no thread affinity; `&mut self` on
-// every mutation keeps it single-writer.
-unsafe impl<K: Owned> Send for Obj<K> {}
-
 impl<K: Owned> Drop for Obj<K> {
     fn drop(&mut self) {
         // SAFETY: we own the object (ownership transfers go through `into_raw`, which skips
