@@ -49,6 +49,7 @@ pub fn get_int_sockopt(fd: impl AsFd, level: i32, name: i32) -> io::Result<i32> 
 
 /// Attaches a classic BPF program to a socket (`SO_ATTACH_FILTER`); the kernel copies it.
 pub fn attach_socket_filter(fd: impl AsFd, program: &[libc::sock_filter]) -> io::Result<()> {
+    /// 26 on every architecture edgenetd targets; the libc crate lacks it for glibc.
     const SO_ATTACH_FILTER: libc::c_int = 26;
     let len = u16::try_from(program.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?;
