@@ -1,10 +1,7 @@
-//! Netlink messages: a checked view of received ones ([`NlMsg`]), payloads written into
-//! requests and batches ([`Payload`]), the libnftnl batch buffer ([`BatchBuf`]) and the
-//! nf_tables socket ([`NfSocket`]).
+//! Netlink messages: a checked view of received ones ([`NlMsg`]), and payloads ([`Payload`])
+//! written into requests ([`Request`]) and batches (`batch_buf.rs`).
 
-use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
 use nftnl::nftnl_sys::{self as sys, libc};
@@ -17,7 +14,7 @@ const HDR_LEN: usize = std::mem::size_of::<libc::nlmsghdr>();
 const NFGEN_HDR_LEN: usize = HDR_LEN + 4;
 /// Largest message written: nested attribute lengths are u16, so nothing larger is valid,
 /// and both the batch pages and request buffers have at least this much room per message.
-const MSG_MAX: usize = u16::MAX as usize;
+pub(super) const MSG_MAX: usize = u16::MAX as usize;
 
 /// One complete netlink message inside a 4-byte aligned buffer (what libnftnl's parsers
 /// need): its `nlmsg_len` is at least a header and no more than the bytes it views.
@@ -158,7 +155,7 @@ pub(super) fn fits_size(payload_size: usize) -> bool {
     NFGEN_HDR_LEN + payload_size <= MSG_MAX
 }
 
-fn check_size(payload: &dyn Payload) -> Result<(), CompileError> {
+pub(super) fn check_size(payload: &dyn Payload) -> Result<(), CompileError> {
     if !fits_size(payload.size()) {
         return Err(CompileError::Invalid(format!(
             "a message of up to {} bytes exceeds the netlink limit of {MSG_MAX}",
@@ -179,7 +176,7 @@ pub(crate) fn fits(payload: &dyn Payload) -> bool {
 /// # Safety
 ///
 /// `buf` is 4-byte aligned with at least `NFGEN_HDR_LEN + payload.size()` writable bytes.
-unsafe fn write_msg(
+pub(super) unsafe fn write_msg(
     buf: *mut u8,
     msg_type: u16,
     family: u16,
@@ -235,187 +232,5 @@ impl Request {
     pub(crate) fn as_bytes(&self) -> &[u8] {
         // SAFETY: `len` bytes of the buffer were written (len <= its size, checked above).
         unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
-    }
-}
-
-/// A libnftnl batch: messages written one after another into pages sent as one `sendmsg`.
-pub(crate) struct BatchBuf(
-    /// The batch, owned.
-    NonNull<sys::nftnl_batch>,
-);
-
-// SAFETY: the batch owns its pages, has no thread affinity, and every write takes
-// `&mut self`.
-unsafe impl Send for BatchBuf {}
-
-impl Default for BatchBuf {
-    fn default() -> Self {
-        BatchBuf::new()
-    }
-}
-
-impl BatchBuf {
-    /// An empty batch whose pages leave room for a message of the largest size after every
-    /// position a message may start at.
-    pub(crate) fn new() -> BatchBuf {
-        let overrun = nftnl::nft_nlmsg_maxsize();
-        debug_assert!(overrun as usize >= MSG_MAX);
-        // SAFETY: plain sizes.
-        let raw = unsafe { sys::nftnl_batch_alloc(nftnl::default_batch_page_size(), overrun) };
-        BatchBuf(nonnull(raw))
-    }
-
-    /// Where the next message goes: at least `nft_nlmsg_maxsize()` bytes of room.
-    fn cursor(&mut self) -> *mut u8 {
-        // SAFETY: a live batch.
-        unsafe { sys::nftnl_batch_buffer(self.0.as_ptr()).cast() }
-    }
-
-    /// Accounts the message just written at the cursor (moving to a new page if needed).
-    fn advance(&mut self) {
-        // SAFETY: a complete message was written at the cursor.
-        if unsafe { sys::nftnl_batch_update(self.0.as_ptr()) } < 0 {
-            std::process::abort();
-        }
-    }
-
-    /// Writes the batch begin message.
-    pub(crate) fn begin(&mut self, seq: u32) {
-        let buf = self.cursor();
-        // SAFETY: the cursor has room for this 20-byte message.
-        unsafe { sys::nftnl_batch_begin(buf.cast(), seq) };
-        self.advance();
-    }
-
-    /// Writes the batch end message.
-    pub(crate) fn end(&mut self, seq: u32) {
-        let buf = self.cursor();
-        // SAFETY: the cursor has room for this 20-byte message.
-        unsafe { sys::nftnl_batch_end(buf.cast(), seq) };
-        self.advance();
-    }
-
-    /// Writes one nf_tables message; an oversized payload is refused before anything is
-    /// written.
-    pub(crate) fn put(
-        &mut self,
-        msg_type: u16,
-        family: u16,
-        flags: u16,
-        seq: u32,
-        payload: &dyn Payload,
-    ) -> Result<(), CompileError> {
-        check_size(payload)?;
-        let buf = self.cursor();
-        // SAFETY: the cursor is aligned with room for MSG_MAX bytes, which the message fits.
-        unsafe { write_msg(buf, msg_type, family, flags, seq, payload) };
-        self.advance();
-        Ok(())
-    }
-
-    fn iovecs(&self) -> Vec<libc::iovec> {
-        // SAFETY: a live batch; the iovecs point into its pages.
-        let n = unsafe { sys::nftnl_batch_iovec_len(self.0.as_ptr()) };
-        let mut v = vec![
-            libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            };
-            n.max(0) as usize
-        ];
-        // SAFETY: `v` has room for the `n` iovecs written.
-        unsafe { sys::nftnl_batch_iovec(self.0.as_ptr(), v.as_mut_ptr(), v.len() as u32) };
-        v
-    }
-
-    /// Bytes written so far.
-    pub(crate) fn len(&self) -> usize {
-        self.iovecs().iter().map(|v| v.iov_len).sum()
-    }
-
-    /// Sends every page to the kernel in one `sendmsg`; returns the bytes sent.
-    pub(crate) fn send(&self, sock: &NfSocket) -> io::Result<usize> {
-        let iov = self.iovecs();
-        // SAFETY: zeroed sockaddr_nl and msghdr are valid (the address is the kernel's).
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: as above.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = (&mut addr as *mut libc::sockaddr_nl).cast();
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_nl>() as u32;
-        msg.msg_iov = iov.as_ptr().cast_mut();
-        msg.msg_iovlen = iov.len();
-        // SAFETY: msg points at the address and at iovecs into this batch, all alive for the
-        // call; the kernel only reads them.
-        let n = unsafe { libc::sendmsg(sock.as_fd().as_raw_fd(), &msg, 0) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-}
-
-impl Drop for BatchBuf {
-    fn drop(&mut self) {
-        // SAFETY: we own the batch.
-        unsafe { sys::nftnl_batch_free(self.0.as_ptr()) };
-    }
-}
-
-/// The ruleset generation in a NEWGEN reply.
-pub(crate) fn parse_gen(msg: NlMsg<'_>) -> Option<u32> {
-    if !msg.has_nfgen() {
-        return None;
-    }
-    // SAFETY: allocation takes no input.
-    let g = nonnull(unsafe { sys::nftnl_gen_alloc() });
-    // SAFETY: a complete, aligned message with its nfgenmsg, and a live gen object, freed
-    // right after.
-    unsafe {
-        let ok = sys::nftnl_gen_nlmsg_parse(msg.as_ptr(), g.as_ptr()) >= 0;
-        let id = sys::nftnl_gen_get_u32(g.as_ptr(), sys::NFTNL_GEN_ID as u16);
-        sys::nftnl_gen_free(g.as_ptr());
-        ok.then_some(id)
-    }
-}
-
-/// A netlink socket on the netfilter bus.
-pub(crate) struct NfSocket(
-    /// The socket, owned.
-    mnl::Socket,
-);
-
-// SAFETY: an fd plus libmnl's bookkeeping of it (port id), with no thread affinity; users
-// hold it through `&mut` (see `Nft`).
-unsafe impl Send for NfSocket {}
-
-impl NfSocket {
-    /// Opens one in the calling thread's network namespace.
-    pub(crate) fn open() -> io::Result<NfSocket> {
-        Ok(NfSocket(mnl::Socket::new(mnl::Bus::Netfilter)?))
-    }
-
-    /// Its netlink port id.
-    pub(crate) fn portid(&self) -> u32 {
-        self.0.portid()
-    }
-
-    /// Sends one buffer.
-    pub(crate) fn send(&self, bytes: &[u8]) -> io::Result<usize> {
-        self.0.send(bytes)
-    }
-
-    /// Receives one datagram into `buf`; returns its length.
-    pub(crate) fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.recv_raw(buf)
-    }
-}
-
-impl AsFd for NfSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the mnl socket owns the fd and keeps it open as long as it lives, which
-        // the borrow of `self` covers.
-        unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) }
     }
 }

@@ -1,11 +1,9 @@
 //! RAII wrappers of libnftnl objects: one owner type [`Obj`] for tables, chains, rules, sets,
-//! set elements and expressions (its `Drop` calls the matching `_free`), a borrowed view
-//! [`Ref`] for reading attributes, and iterators over a rule's expressions and a set's
-//! elements. Handing an expression to a rule or an element to a set consumes the wrapper, so
-//! each object is freed exactly once, by whoever owns it last.
+//! set elements and expressions (its `Drop` calls the matching `_free`); [`Obj::view`] lends
+//! a [`Ref`] for reading. Handing an expression to a rule or an element to a set consumes
+//! the wrapper, so each object is freed exactly once, by whoever owns it last.
 
 use std::ffi::{CStr, CString, c_int, c_void};
-use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use nftnl::nftnl_sys::{self as sys, libc};
@@ -13,6 +11,7 @@ use nftnl::nftnl_sys::{self as sys, libc};
 use super::super::error::CompileError;
 use super::attr::{Attr, DATA_MAX, shape};
 use super::msg::NlMsg;
+use super::view::Ref;
 
 /// Marker types naming what an [`Obj`] or [`Ref`] is.
 pub(crate) mod kind {
@@ -303,10 +302,7 @@ impl<K: Owned> Obj<K> {
 
     /// A borrowed view for reading attributes.
     pub(crate) fn view(&self) -> Ref<'_, K> {
-        Ref {
-            raw: self.raw,
-            _owner: PhantomData,
-        }
+        Ref::new(self.raw)
     }
 
     pub(super) fn as_ptr(&self) -> *mut K::Raw {
@@ -499,211 +495,5 @@ impl Obj<kind::Set> {
         // SAFETY: `msg` is a complete, aligned message with its nfgenmsg; a live set.
         let rc = unsafe { sys::nftnl_set_elems_nlmsg_parse(msg.as_ptr(), o.as_ptr()) };
         (rc >= 0).then_some(o)
-    }
-}
-
-/// A borrowed libnftnl object of kind `K` (owned by an [`Obj`] or by a parent object).
-pub(crate) struct Ref<'a, K: Kind> {
-    /// The object, borrowed.
-    raw: NonNull<K::Raw>,
-    /// Ties the view to its owner's borrow.
-    _owner: PhantomData<&'a K::Raw>,
-}
-
-impl<K: Kind> Clone for Ref<'_, K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<K: Kind> Copy for Ref<'_, K> {}
-
-impl<'a, K: Kind> Ref<'a, K> {
-    fn raw_attr(&self, code: u16) -> Option<&'a [u8]> {
-        let mut len = 0u32;
-        // SAFETY: the object outlives 'a and cannot change meanwhile (its owner is borrowed).
-        let p = unsafe { K::get(self.raw.as_ptr(), code, &mut len) };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: libnftnl returned `len` readable bytes it owns, valid as long as the object
-        // is unchanged, i.e. for 'a.
-        Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len as usize) })
-    }
-
-    /// A u32 attribute (`None` when unset).
-    pub(crate) fn u32(&self, a: Attr<K, shape::U32>) -> Option<u32> {
-        self.raw_attr(a.code)?
-            .try_into()
-            .ok()
-            .map(u32::from_ne_bytes)
-    }
-
-    /// An i32 attribute.
-    pub(crate) fn i32(&self, a: Attr<K, shape::I32>) -> Option<i32> {
-        self.raw_attr(a.code)?
-            .try_into()
-            .ok()
-            .map(i32::from_ne_bytes)
-    }
-
-    /// A u64 attribute.
-    pub(crate) fn u64(&self, a: Attr<K, shape::U64>) -> Option<u64> {
-        self.raw_attr(a.code)?
-            .try_into()
-            .ok()
-            .map(u64::from_ne_bytes)
-    }
-
-    /// A string attribute.
-    pub(crate) fn str(&self, a: Attr<K, shape::Str>) -> Option<&'a CStr> {
-        CStr::from_bytes_until_nul(self.raw_attr(a.code)?).ok()
-    }
-
-    /// A data attribute.
-    pub(crate) fn data(&self, a: Attr<K, shape::Data>) -> Option<&'a [u8]> {
-        self.raw_attr(a.code)
-    }
-
-    /// A user data attribute.
-    pub(crate) fn blob(&self, a: Attr<K, shape::Blob>) -> Option<&'a [u8]> {
-        self.raw_attr(a.code)
-    }
-}
-
-impl<'a> Ref<'a, kind::Rule> {
-    /// The rule's expressions in order.
-    pub(crate) fn exprs(&self) -> ExprIter<'a> {
-        // SAFETY: a live rule borrowed for 'a; NULL (OOM) aborts.
-        let it = nonnull(unsafe { sys::nftnl_expr_iter_create(self.raw.as_ptr()) });
-        ExprIter {
-            it,
-            _rule: PhantomData,
-        }
-    }
-}
-
-impl<'a> Ref<'a, kind::Set> {
-    /// The set's elements in order.
-    pub(crate) fn elems(&self) -> ElemIter<'a> {
-        // SAFETY: a live set borrowed for 'a; NULL (OOM) aborts.
-        let it = nonnull(unsafe { sys::nftnl_set_elems_iter_create(self.raw.as_ptr()) });
-        ElemIter {
-            it,
-            _set: PhantomData,
-        }
-    }
-}
-
-impl Ref<'_, kind::AnyExpr> {
-    /// libnftnl's debug text of the expression, written into `buf` (cut at its length).
-    pub(crate) fn debug_text<'b>(&self, buf: &'b mut [u8]) -> Option<&'b CStr> {
-        if buf.is_empty() {
-            return None;
-        }
-        // SAFETY: snprintf writes at most `buf.len()` bytes, NUL included; a live expression.
-        let n = unsafe {
-            sys::nftnl_expr_snprintf(buf.as_mut_ptr().cast(), buf.len(), self.raw.as_ptr(), 0, 0)
-        };
-        if n < 0 {
-            return None;
-        }
-        CStr::from_bytes_until_nul(buf).ok()
-    }
-}
-
-/// The expressions of a rule.
-pub(crate) struct ExprIter<'a> {
-    /// libnftnl's iterator, owned.
-    it: NonNull<sys::nftnl_expr_iter>,
-    /// Ties the iterator to the rule's borrow.
-    _rule: PhantomData<&'a sys::nftnl_rule>,
-}
-
-impl<'a> Iterator for ExprIter<'a> {
-    type Item = Ref<'a, kind::AnyExpr>;
-    fn next(&mut self) -> Option<Self::Item> {
-        // SAFETY: a live iterator over a rule borrowed for 'a.
-        let e = unsafe { sys::nftnl_expr_iter_next(self.it.as_ptr()) };
-        NonNull::new(e).map(|raw| Ref {
-            raw,
-            _owner: PhantomData,
-        })
-    }
-}
-
-impl Drop for ExprIter<'_> {
-    fn drop(&mut self) {
-        // SAFETY: we own the iterator (not the expressions).
-        unsafe { sys::nftnl_expr_iter_destroy(self.it.as_ptr()) };
-    }
-}
-
-/// The elements of a set.
-pub(crate) struct ElemIter<'a> {
-    /// libnftnl's iterator, owned.
-    it: NonNull<sys::nftnl_set_elems_iter>,
-    /// Ties the iterator to the set's borrow.
-    _set: PhantomData<&'a sys::nftnl_set>,
-}
-
-impl<'a> Iterator for ElemIter<'a> {
-    type Item = Ref<'a, kind::Elem>;
-    fn next(&mut self) -> Option<Self::Item> {
-        // SAFETY: a live iterator over a set borrowed for 'a.
-        let e = unsafe { sys::nftnl_set_elems_iter_next(self.it.as_ptr()) };
-        NonNull::new(e).map(|raw| Ref {
-            raw,
-            _owner: PhantomData,
-        })
-    }
-}
-
-impl Drop for ElemIter<'_> {
-    fn drop(&mut self) {
-        // SAFETY: we own the iterator (not the elements).
-        unsafe { sys::nftnl_set_elems_iter_destroy(self.it.as_ptr()) };
-    }
-}
-
-/// A user data buffer (TLVs nft reads: rule comments, set byte orders).
-pub(crate) struct Udata(
-    /// The buffer, owned.
-    NonNull<sys::nftnl_udata_buf>,
-);
-
-impl Udata {
-    /// An empty buffer of `capacity` bytes.
-    pub(crate) fn new(capacity: u32) -> Udata {
-        // SAFETY: allocation takes no pointer.
-        Udata(nonnull(unsafe { sys::nftnl_udata_buf_alloc(capacity) }))
-    }
-
-    /// Appends a string TLV; false when it does not fit.
-    pub(crate) fn put_str(&mut self, ty: u8, s: &CStr) -> bool {
-        // SAFETY: a live buffer and a NUL-terminated string; the put checks the capacity.
-        unsafe { sys::nftnl_udata_put_strz(self.0.as_ptr(), ty, s.as_ptr()) }
-    }
-
-    /// Appends a u32 TLV; false when it does not fit.
-    pub(crate) fn put_u32(&mut self, ty: u8, v: u32) -> bool {
-        // SAFETY: a live buffer; the put checks the capacity.
-        unsafe { sys::nftnl_udata_put_u32(self.0.as_ptr(), ty, v) }
-    }
-
-    /// The TLVs written so far.
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        // SAFETY: data/len describe the written part of the live buffer we borrow.
-        unsafe {
-            let p = sys::nftnl_udata_buf_data(self.0.as_ptr());
-            let len = sys::nftnl_udata_buf_len(self.0.as_ptr());
-            std::slice::from_raw_parts(p.cast::<u8>(), len as usize)
-        }
-    }
-}
-
-impl Drop for Udata {
-    fn drop(&mut self) {
-        // SAFETY: we own the buffer.
-        unsafe { sys::nftnl_udata_buf_free(self.0.as_ptr()) };
     }
 }
