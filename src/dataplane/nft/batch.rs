@@ -156,19 +156,26 @@ impl Batch {
     }
 
     /// Runs `f`; if it fails after writing messages, the batch keeps the error (the
-    /// written part must not be sent alone).
+    /// written part must not be sent alone). An error a method inside `f` kept (one that
+    /// returns nothing, like [`Batch::table`]) is returned too.
     fn atomic<R>(
         &mut self,
         f: impl FnOnce(&mut Self) -> Result<R, CompileError>,
     ) -> Result<R, CompileError> {
         let before = self.msgs.len();
-        let r = f(self);
-        if let Err(e) = &r
-            && self.msgs.len() != before
-        {
-            self.keep_error(e.clone());
+        let had_error = self.error.is_some();
+        match f(self) {
+            Err(e) => {
+                if self.msgs.len() != before {
+                    self.keep_error(e.clone());
+                }
+                Err(e)
+            }
+            Ok(v) => match (had_error, &self.error) {
+                (false, Some(e)) => Err(e.clone()),
+                _ => Ok(v),
+            },
         }
-        r
     }
 
     /// Keeps the first error of a method that cannot return it.
@@ -207,9 +214,11 @@ impl Batch {
     /// touches no other table.
     pub fn replace_table(&mut self, table: &Table) -> Result<(), CompileError> {
         let t = TableRef::from(table);
-        self.table(&t, Op::Add);
-        self.table(&t, Op::Delete);
-        self.add_table_contents(table)
+        self.atomic(|b| {
+            b.table(&t, Op::Add);
+            b.table(&t, Op::Delete);
+            b.add_table_contents(table)
+        })
     }
 
     /// `add table` plus every set, chain and rule of `table` (for a table that does not exist,
@@ -217,14 +226,10 @@ impl Batch {
     pub fn add_table_contents(&mut self, table: &Table) -> Result<(), CompileError> {
         let t = TableRef::from(table);
         self.atomic(|b| {
-            let had_error = b.error.is_some();
             b.table(&t, Op::Add);
             // Chains first: verdict map elements may jump to them.
             for chain in &table.chains {
                 b.chain(&t, chain, Op::Add);
-            }
-            if let (false, Some(e)) = (had_error, &b.error) {
-                return Err(e.clone());
             }
             for set in &table.sets {
                 b.add_set(&t, set)?;

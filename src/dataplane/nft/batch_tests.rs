@@ -87,3 +87,17 @@ fn a_bad_element_after_many_good_ones_writes_nothing() {
     b.elements(&t(), &set, &elements, Op::Add).unwrap();
     assert_eq!(b.len(), 3, "400 + 400 + 200");
 }
+
+#[test]
+fn replacing_a_table_whose_chain_name_has_a_nul_returns_the_error() {
+    let mut table = Table::new(Family::Inet, "edgenetd-test");
+    table.chains.push(Chain::regular("bad\0"));
+    let mut b = Batch::new();
+    let err = b.replace_table(&table).unwrap_err();
+    assert_eq!(nul_what(&err), "chain name");
+    assert_eq!(
+        b.error(),
+        Some(&err),
+        "the tables already written are never sent alone"
+    );
+}
