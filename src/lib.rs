@@ -26,6 +26,15 @@
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
 //!   the reaction to a reload, and the registry of built-in controllers.
 //! - [`cli`]: the verbs, parsed once into [`cli::Verb`].
+//!
+//! The design in prose (layers, controller shape, heartbeat contract, kernel ownership, test
+//! isolation) is in `docs/architecture.md`.
+//!
+//! `unsafe` is denied crate-wide. The few places that must call C are allowed one by one, each
+//! a small module of safe wrappers: `dataplane::nft::ffi` (libnftnl, libmnl), [`sys`]
+//! (socket options, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
+//! socket) and `source::inotify`.
+#![deny(unsafe_code)]
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -41,4 +50,5 @@ pub mod shutdown;
 pub mod source;
 pub mod status;
 pub mod sync;
+pub mod sys;
 pub mod systemd;

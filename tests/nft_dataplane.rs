@@ -8,7 +8,9 @@ mod common;
 use common::scratch::ScratchDir;
 use common::shell::{sh, sh_status};
 use edgenetd::dataplane::nft::ir::*;
-use edgenetd::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, raw_elements, render};
+use edgenetd::dataplane::nft::{
+    Batch, CompileError, Nft, NftError, Op, TableRef, raw_elements, render,
+};
 
 fn v4(s: &str) -> Value {
     Value::Ipv4(s.parse().unwrap())
@@ -535,5 +537,26 @@ netns_test! {
         sh(&format!("nft replace rule inet edgenetd-test input handle {handle} tcp dport 24 reject with tcp reset comment telnet"));
         let edited = nft.list_rules(&t).unwrap();
         assert_ne!(edited, rules);
+    }
+}
+
+netns_test! {
+    fn a_name_with_a_nul_byte_is_refused_before_anything_is_sent() {
+        let good = TableRef::new(Family::Inet, "edgenetd-test");
+        let bad = TableRef::new(Family::Inet, "edgenetd\0-test");
+        let mut nft = Nft::open().unwrap();
+        let mut batch = Batch::new();
+        batch.table(&good, Op::Add);
+        batch.table(&bad, Op::Add);
+        let err = nft.execute(batch).unwrap_err();
+        assert!(
+            matches!(&err, NftError::Compile(CompileError::NulInName { what: "table name", name }) if name == "edgenetd\0-test"),
+            "{err}"
+        );
+        // Nothing was sent: not even the good table exists, and no name was cut at the NUL.
+        let tables = sh("nft list tables");
+        assert!(!tables.contains("edgenetd"), "{tables}");
+        // Listing with such a name is the same error, not a listing of "edgenetd".
+        assert!(matches!(nft.list_rules(&bad), Err(NftError::Compile(CompileError::NulInName { .. }))));
     }
 }

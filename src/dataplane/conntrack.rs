@@ -8,6 +8,8 @@
 //! The kernel's flush filters cannot match a tuple, so this dumps the table's UDP entries of
 //! one family, picks those whose original destination is the VIP and whose reply source is
 //! the backend, and deletes each by its original tuple. Blocking; small on an edge router.
+// Its raw netlink socket (socket, sendto, recv, close) is libc; each call says why it is sound.
+#![allow(unsafe_code)]
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};

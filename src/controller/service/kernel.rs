@@ -49,11 +49,7 @@ pub struct Kernel {
 /// Gives memory freed after a large batch or dump back to the system (glibc keeps it
 /// otherwise; a router's RSS should reflect what the daemon holds, not its peak).
 fn trim_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only releases free heap pages.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::sys::trim_heap();
 }
 
 pub(super) fn nft_err(what: &str, e: NftError) -> SyncError {

@@ -2,17 +2,22 @@
 //! with its sequence number and the caller's tag, so that a refusal can be traced back to the
 //! rule group that caused it.
 //!
-//! Batches are atomic in the kernel: either every message applies or none does.
+//! Batches are atomic in the kernel: either every message applies or none does. Building one
+//! is atomic per call too: a method that fails writes nothing, and if a failure is found only
+//! after some of a call's messages were written (or in a method that returns nothing, such as
+//! [`Batch::table`]), the batch keeps the error and [`super::Nft::execute`] refuses to send
+//! it, so an incomplete transaction never reaches the kernel.
 
-use std::ffi::CString;
-use std::ptr::NonNull;
+use nftnl::nftnl_sys::libc;
 
-use nftnl::nftnl_sys::{self as sys, libc};
-
-use super::compile::{self, RawRule};
-use super::encode::{element_keys, encode};
+use super::compile::{self, ElemData};
+use super::encode::{RawKey, element_keys, encode};
 use super::error::CompileError;
+use super::ffi::attr::DATA_MAX;
+use super::ffi::{self, BatchBuf, Elems, Payload};
 use super::ir::*;
+use super::lower;
+use super::table_ref::TableRef;
 
 /// Largest element count in one NEWSETELEM message (keeps it well under the 64 KiB limit of
 /// a netlink attribute nest).
@@ -28,31 +33,6 @@ pub(crate) struct MsgInfo {
     pub what: String,
 }
 
-/// A table named by family and name (what batch messages refer to).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TableRef {
-    /// Family.
-    pub family: Family,
-    /// Name.
-    pub name: String,
-}
-
-impl TableRef {
-    /// `family name`.
-    pub fn new(family: Family, name: impl Into<String>) -> TableRef {
-        TableRef {
-            family,
-            name: name.into(),
-        }
-    }
-}
-
-impl From<&Table> for TableRef {
-    fn from(t: &Table) -> TableRef {
-        TableRef::new(t.family, t.name.clone())
-    }
-}
-
 /// Add or delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -64,17 +44,23 @@ pub enum Op {
 
 /// A transaction being built. Send it with [`super::Nft::execute`].
 pub struct Batch {
-    raw: NonNull<sys::nftnl_batch>,
+    /// The libnftnl pages holding the messages.
+    buf: BatchBuf,
+    /// Sequence number of the begin message.
     first_seq: u32,
+    /// Sequence number of the next message.
     next_seq: u32,
+    /// One entry per message written, begin (and end) included, in sequence order.
     pub(crate) msgs: Vec<MsgInfo>,
+    /// Tag of the messages added from now on.
     tag: u32,
+    /// Next batch-local set id (lookups refer to sets created in the same batch by id).
     next_set_id: u32,
+    /// True once the end message is written.
     finalized: bool,
+    /// The first error that left the batch incomplete; the batch is then not sent.
+    error: Option<CompileError>,
 }
-
-// SAFETY: the batch owns its buffers and is only used by one thread at a time (`&mut self`).
-unsafe impl Send for Batch {}
 
 impl Default for Batch {
     fn default() -> Self {
@@ -82,30 +68,21 @@ impl Default for Batch {
     }
 }
 
-pub(crate) fn nlmsg_maxsize() -> u32 {
-    nftnl::nft_nlmsg_maxsize()
-}
-
 impl Batch {
     /// An empty transaction.
     pub fn new() -> Batch {
-        // SAFETY: sizes are valid; NULL (OOM) aborts.
-        let raw =
-            unsafe { sys::nftnl_batch_alloc(nftnl::default_batch_page_size(), nlmsg_maxsize()) };
-        let raw = NonNull::new(raw).unwrap_or_else(|| std::process::abort());
         let mut b = Batch {
-            raw,
+            buf: BatchBuf::new(),
             first_seq: 1,
             next_seq: 1,
             msgs: Vec::new(),
             tag: 0,
             next_set_id: 1,
             finalized: false,
+            error: None,
         };
-        b.write(TAG_BATCH, "batch begin".into(), |buf, seq| {
-            // SAFETY: buf has room for one message.
-            unsafe { sys::nftnl_batch_begin(buf, seq) };
-        });
+        b.buf.begin(b.next_seq);
+        b.record(TAG_BATCH, "batch begin".into());
         b
     }
 
@@ -126,6 +103,11 @@ impl Batch {
         self.len() == 0
     }
 
+    /// The error that makes this batch unsendable, if any (see the module documentation).
+    pub fn error(&self) -> Option<&CompileError> {
+        self.error.as_ref()
+    }
+
     /// Sequence numbers used so far (begin included).
     pub(crate) fn seq_range(&self) -> std::ops::Range<u32> {
         self.first_seq..self.next_seq
@@ -137,17 +119,17 @@ impl Batch {
             .and_then(|i| self.msgs.get(i as usize))
     }
 
-    fn write(&mut self, tag: u32, what: String, f: impl FnOnce(*mut libc::c_char, u32)) {
-        assert!(!self.finalized, "batch already finalized");
-        // SAFETY: the batch buffer has room for nlmsg_maxsize bytes; update moves on to a new
-        // page when needed and fails only on OOM.
-        unsafe {
-            let buf = sys::nftnl_batch_buffer(self.raw.as_ptr()).cast::<libc::c_char>();
-            f(buf, self.next_seq);
-            if sys::nftnl_batch_update(self.raw.as_ptr()) < 0 {
-                std::process::abort();
-            }
-        }
+    /// The pages to send (after [`Batch::finalize`]).
+    pub(crate) fn buffer(&self) -> &BatchBuf {
+        &self.buf
+    }
+
+    /// Takes the error that makes the batch unsendable.
+    pub(crate) fn take_error(&mut self) -> Option<CompileError> {
+        self.error.take()
+    }
+
+    fn record(&mut self, tag: u32, what: String) {
         self.next_seq += 1;
         self.msgs.push(MsgInfo { tag, what });
     }
@@ -159,68 +141,72 @@ impl Batch {
         msg_type: i32,
         family: Family,
         flags: i32,
-        payload: impl FnOnce(*mut libc::nlmsghdr),
-    ) {
-        let tag = self.tag;
-        self.write(tag, what, |buf, seq| {
-            // SAFETY: buf has room for a full message.
-            let nlh = unsafe {
-                sys::nftnl_nlmsg_build_hdr(
-                    buf,
-                    msg_type as u16,
-                    compile::family_code(family),
-                    flags as u16,
-                    seq,
-                )
-            };
-            payload(nlh);
-        });
+        payload: &dyn Payload,
+    ) -> Result<(), CompileError> {
+        assert!(!self.finalized, "batch already finalized");
+        self.buf.put(
+            msg_type as u16,
+            compile::family_code(family),
+            flags as u16,
+            self.next_seq,
+            payload,
+        )?;
+        self.record(self.tag, what);
+        Ok(())
+    }
+
+    /// Runs `f`; if it fails after writing messages, the batch keeps the error (the
+    /// written part must not be sent alone). An error a method inside `f` kept (one that
+    /// returns nothing, like [`Batch::table`]) is returned too.
+    fn atomic<R>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<R, CompileError>,
+    ) -> Result<R, CompileError> {
+        let before = self.msgs.len();
+        let had_error = self.error.is_some();
+        match f(self) {
+            Err(e) => {
+                if self.msgs.len() != before {
+                    self.keep_error(e.clone());
+                }
+                Err(e)
+            }
+            Ok(v) => match (had_error, &self.error) {
+                (false, Some(e)) => Err(e.clone()),
+                _ => Ok(v),
+            },
+        }
+    }
+
+    /// Keeps the first error of a method that cannot return it.
+    fn keep_error(&mut self, e: CompileError) {
+        self.error.get_or_insert(e);
     }
 
     /// Writes the batch end message; the batch can then only be sent.
     pub(crate) fn finalize(&mut self) {
         if !self.finalized {
-            self.write(TAG_BATCH, "batch end".into(), |buf, seq| {
-                // SAFETY: buf has room for one message.
-                unsafe { sys::nftnl_batch_end(buf, seq) };
-            });
+            self.buf.end(self.next_seq);
+            self.record(TAG_BATCH, "batch end".into());
             self.finalized = true;
-        }
-    }
-
-    /// The buffers to send, in order (after [`Batch::finalize`]).
-    pub(crate) fn iovecs(&self) -> Vec<libc::iovec> {
-        // SAFETY: the batch is valid; the iovecs point into it and live as long as `self`.
-        unsafe {
-            let n = sys::nftnl_batch_iovec_len(self.raw.as_ptr());
-            let mut v = vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0,
-                };
-                n as usize
-            ];
-            sys::nftnl_batch_iovec(self.raw.as_ptr(), v.as_mut_ptr(), n as u32);
-            v
         }
     }
 
     // ------------------------------------------------------------------ tables
 
-    /// `add table` (no error if it exists) or `delete table`.
+    /// `add table` (no error if it exists) or `delete table`. A table name the kernel cannot
+    /// take (a NUL byte) makes the batch unsendable (see [`Batch::error`]).
     pub fn table(&mut self, t: &TableRef, op: Op) {
         let (msg, flags, verb) = match op {
             Op::Add => (libc::NFT_MSG_NEWTABLE, libc::NLM_F_CREATE, "add"),
             Op::Delete => (libc::NFT_MSG_DELTABLE, 0, "delete"),
         };
-        let raw = compile::RawTable::new(t);
-        self.message(
-            format!("{verb} table {}", t.name),
-            msg,
-            t.family,
-            flags,
-            |nlh| raw.build(nlh),
-        );
+        let r = compile::table(t).and_then(|o| {
+            self.message(format!("{verb} table {}", t.name), msg, t.family, flags, &o)
+        });
+        if let Err(e) = r {
+            self.keep_error(e);
+        }
     }
 
     /// Replaces `table` atomically and completely: `add table; delete table; add table` plus
@@ -228,69 +214,83 @@ impl Batch {
     /// touches no other table.
     pub fn replace_table(&mut self, table: &Table) -> Result<(), CompileError> {
         let t = TableRef::from(table);
-        self.table(&t, Op::Add);
-        self.table(&t, Op::Delete);
-        self.add_table_contents(table)
+        self.atomic(|b| {
+            b.table(&t, Op::Add);
+            b.table(&t, Op::Delete);
+            b.add_table_contents(table)
+        })
     }
 
     /// `add table` plus every set, chain and rule of `table` (for a table that does not exist,
     /// or right after its deletion in the same batch).
     pub fn add_table_contents(&mut self, table: &Table) -> Result<(), CompileError> {
         let t = TableRef::from(table);
-        self.table(&t, Op::Add);
-        // Chains first: verdict map elements may jump to them.
-        for chain in &table.chains {
-            self.chain(&t, chain, Op::Add);
-        }
-        for set in &table.sets {
-            self.add_set(&t, set)?;
-        }
-        for rule in &table.rules {
-            self.add_rule(&t, rule)?;
-        }
-        Ok(())
+        self.atomic(|b| {
+            b.table(&t, Op::Add);
+            // Chains first: verdict map elements may jump to them.
+            for chain in &table.chains {
+                b.chain(&t, chain, Op::Add);
+            }
+            for set in &table.sets {
+                b.add_set(&t, set)?;
+            }
+            for rule in &table.rules {
+                b.add_rule(&t, rule)?;
+            }
+            Ok(())
+        })
     }
 
     // ------------------------------------------------------------------ chains
 
-    /// `add chain` (with hook, type, priority, policy for base chains) or `delete chain`.
+    /// `add chain` (with hook, type, priority, policy for base chains) or `delete chain`. A
+    /// name the kernel cannot take makes the batch unsendable (see [`Batch::error`]).
     pub fn chain(&mut self, t: &TableRef, chain: &Chain, op: Op) {
         let (msg, flags, verb) = match op {
             Op::Add => (libc::NFT_MSG_NEWCHAIN, libc::NLM_F_CREATE, "add"),
             Op::Delete => (libc::NFT_MSG_DELCHAIN, 0, "delete"),
         };
-        let raw = compile::RawChain::new(t, chain, op == Op::Add);
-        self.message(
-            format!("{verb} chain {}", chain.name),
-            msg,
-            t.family,
-            flags,
-            |nlh| raw.build(nlh),
-        );
+        let r = compile::chain(t, chain, op == Op::Add).and_then(|o| {
+            self.message(
+                format!("{verb} chain {}", chain.name),
+                msg,
+                t.family,
+                flags,
+                &o,
+            )
+        });
+        if let Err(e) = r {
+            self.keep_error(e);
+        }
     }
 
-    /// `flush chain`: deletes every rule of the chain.
+    /// `flush chain`: deletes every rule of the chain (an unusable name makes the batch
+    /// unsendable).
     pub fn flush_chain(&mut self, t: &TableRef, chain: &str) {
-        let raw = RawRule::new(t, chain);
-        self.message(
-            format!("flush chain {chain}"),
-            libc::NFT_MSG_DELRULE,
-            t.family,
-            0,
-            |nlh| raw.build(nlh),
-        );
+        let r = compile::rule_in(t, chain).and_then(|o| {
+            self.message(
+                format!("flush chain {chain}"),
+                libc::NFT_MSG_DELRULE,
+                t.family,
+                0,
+                &o,
+            )
+        });
+        if let Err(e) = r {
+            self.keep_error(e);
+        }
     }
 
     // ------------------------------------------------------------------ rules
 
     /// Appends a rule to its chain (anonymous sets it uses are created just before it).
     pub fn add_rule(&mut self, t: &TableRef, rule: &Rule) -> Result<(), CompileError> {
-        let mut raw = RawRule::new(t, &rule.chain);
+        let mut raw = compile::rule_in(t, &rule.chain)?;
         if let Some(c) = &rule.comment {
-            raw.set_comment(c);
+            compile::set_comment(&mut raw, c)?;
         }
         let mut anon = Vec::new();
-        compile::compile_rule(
+        lower::compile_rule(
             t.family,
             rule,
             &mut raw,
@@ -301,34 +301,50 @@ impl Batch {
             },
             &mut anon,
         )?;
+        let mut sets = Vec::with_capacity(anon.len());
         for (id, set) in &anon {
-            self.write_set(t, set, Some(*id), true)?;
+            sets.push(PreparedSet::new(t, set, Some(*id), true)?);
+        }
+        if !ffi::fits(&raw) {
+            return Err(CompileError::Invalid(format!(
+                "rule in chain {}: too many statements for one message",
+                rule.chain
+            )));
         }
         let what = match &rule.comment {
             Some(c) => format!("add rule {} \"{c}\"", rule.chain),
             None => format!("add rule {}", rule.chain),
         };
-        self.message(
-            what,
-            libc::NFT_MSG_NEWRULE,
-            t.family,
-            libc::NLM_F_CREATE | libc::NLM_F_APPEND,
-            |nlh| raw.build(nlh),
-        );
-        Ok(())
+        self.atomic(|b| {
+            for (p, (_, set)) in sets.iter().zip(&anon) {
+                b.write_set(t, set, p, Op::Add)?;
+            }
+            b.message(
+                what,
+                libc::NFT_MSG_NEWRULE,
+                t.family,
+                libc::NLM_F_CREATE | libc::NLM_F_APPEND,
+                &raw,
+            )
+        })
     }
 
-    /// `delete rule <chain> handle <handle>`.
+    /// `delete rule <chain> handle <handle>` (an unusable chain name makes the batch
+    /// unsendable).
     pub fn delete_rule(&mut self, t: &TableRef, chain: &str, handle: u64) {
-        let mut raw = RawRule::new(t, chain);
-        raw.set_handle(handle);
-        self.message(
-            format!("delete rule {chain} handle {handle}"),
-            libc::NFT_MSG_DELRULE,
-            t.family,
-            0,
-            |nlh| raw.build(nlh),
-        );
+        let r = compile::rule_in(t, chain).and_then(|mut o| {
+            o.set_u64(ffi::attr::rule::HANDLE, handle);
+            self.message(
+                format!("delete rule {chain} handle {handle}"),
+                libc::NFT_MSG_DELRULE,
+                t.family,
+                0,
+                &o,
+            )
+        });
+        if let Err(e) = r {
+            self.keep_error(e);
+        }
     }
 
     // ------------------------------------------------------------------ sets
@@ -337,45 +353,24 @@ impl Batch {
     pub fn add_set(&mut self, t: &TableRef, set: &Set) -> Result<(), CompileError> {
         let id = self.next_set_id;
         self.next_set_id += 1;
-        self.write_set(t, set, Some(id), false)
+        let p = PreparedSet::new(t, set, Some(id), false)?;
+        self.atomic(|b| b.write_set(t, set, &p, Op::Add))
     }
 
-    /// `delete set|map`.
+    /// `delete set|map` (an unusable name makes the batch unsendable).
     pub fn delete_set(&mut self, t: &TableRef, name: &str) {
-        let raw = compile::RawSet::named(t, name, None);
-        self.message(
-            format!("delete set {name}"),
-            libc::NFT_MSG_DELSET,
-            t.family,
-            0,
-            |nlh| raw.build(nlh),
-        );
-    }
-
-    fn write_set(
-        &mut self,
-        t: &TableRef,
-        set: &Set,
-        id: Option<u32>,
-        anonymous: bool,
-    ) -> Result<(), CompileError> {
-        if set.interval && set.key.is_concat() {
-            return Err(CompileError::Invalid(format!(
-                "set {}: concatenated interval sets are not supported",
-                set.name
-            )));
+        let r = compile::set_named(t, name, None).and_then(|o| {
+            self.message(
+                format!("delete set {name}"),
+                libc::NFT_MSG_DELSET,
+                t.family,
+                0,
+                &o,
+            )
+        });
+        if let Err(e) = r {
+            self.keep_error(e);
         }
-        let raw = compile::RawSet::definition(t, set, id, anonymous);
-        let kind = if set.data.is_some() { "map" } else { "set" };
-        self.message(
-            format!("add {kind} {}", set.name),
-            libc::NFT_MSG_NEWSET,
-            t.family,
-            libc::NLM_F_CREATE,
-            |nlh| raw.build(nlh),
-        );
-        let name = if anonymous { "__set%d" } else { &set.name };
-        self.elements_by(t, set, name, id, &set.elements, Op::Add)
     }
 
     /// Adds or deletes `elements` of the existing named set `set` (whose definition gives the
@@ -388,75 +383,175 @@ impl Batch {
         elements: &[Element],
         op: Op,
     ) -> Result<(), CompileError> {
-        self.elements_by(t, set, &set.name, None, elements, op)
+        let raw = kernel_elements(set, elements, op)?;
+        // Checked before writing: the set's name is the one thing left that can fail.
+        compile::set_named(t, &set.name, None)?;
+        self.atomic(|b| b.write_elements(t, set, &set.name, None, &raw, op))
     }
 
-    fn elements_by(
+    /// Writes a prepared set: its definition (for adds) and its elements.
+    fn write_set(
+        &mut self,
+        t: &TableRef,
+        set: &Set,
+        p: &PreparedSet,
+        op: Op,
+    ) -> Result<(), CompileError> {
+        let kind = if set.data.is_some() { "map" } else { "set" };
+        self.message(
+            format!("add {kind} {}", set.name),
+            libc::NFT_MSG_NEWSET,
+            t.family,
+            libc::NLM_F_CREATE,
+            &p.definition,
+        )?;
+        self.write_elements(t, set, &p.name, p.id, &p.elements, op)
+    }
+
+    /// Writes `raw` elements of set `name` (or batch-local `id`) in messages of at most
+    /// [`ELEMS_PER_MSG`] elements.
+    fn write_elements(
         &mut self,
         t: &TableRef,
         set: &Set,
         name: &str,
         id: Option<u32>,
-        elements: &[Element],
+        raw: &[(RawKey, ElemData)],
         op: Op,
     ) -> Result<(), CompileError> {
-        let mut raw_elems = Vec::with_capacity(elements.len());
-        for e in elements {
-            // The kernel deletes by key: data given with a delete is not sent.
-            let data = match (&e.data, op) {
-                (_, Op::Delete) | (None, _) => compile::ElemData::None,
-                (Some(Value::Verdict(v)), _) => compile::ElemData::Verdict(v.clone()),
-                (Some(v), _) => compile::ElemData::Bytes(encode(v)?),
-            };
-            if op == Op::Add && set.data.is_some() != !matches!(data, compile::ElemData::None) {
-                return Err(CompileError::Invalid(format!(
-                    "set {}: element data does not match the set's type",
-                    set.name
-                )));
-            }
-            for k in element_keys(&e.key, set.interval)? {
-                if !k.interval_end && k.key.len() != set.key.byte_len() as usize {
-                    return Err(CompileError::Invalid(format!(
-                        "set {}: element key of {} bytes, the set's key has {}",
-                        set.name,
-                        k.key.len(),
-                        set.key.byte_len()
-                    )));
-                }
-                let d = if k.interval_end {
-                    compile::ElemData::None
-                } else {
-                    data.clone()
-                };
-                raw_elems.push((k, d));
-            }
-        }
         let (msg, flags, verb) = match op {
             Op::Add => (libc::NFT_MSG_NEWSETELEM, libc::NLM_F_CREATE, "add"),
             Op::Delete => (libc::NFT_MSG_DELSETELEM, 0, "delete"),
         };
-        for chunk in raw_elems.chunks(ELEMS_PER_MSG) {
-            let raw = compile::RawSet::with_elements(t, name, id, chunk);
+        let mut rest = raw;
+        while !rest.is_empty() {
+            let mut s = compile::set_named(t, name, id)?;
+            let mut n = 0;
+            for (k, d) in rest.iter().take(ELEMS_PER_MSG) {
+                let e = compile::elem(k, d)?;
+                if n > 0 && !s.fits_elem(&e) {
+                    break;
+                }
+                s.add_elem(e);
+                n += 1;
+            }
             self.message(
-                format!("{verb} {} elements of set {}", chunk.len(), set.name),
+                format!("{verb} {n} elements of set {}", set.name),
                 msg,
                 t.family,
                 flags,
-                |nlh| raw.build_elements(nlh),
-            );
+                &Elems(s),
+            )?;
+            rest = &rest[n..];
         }
         Ok(())
     }
 }
 
-impl Drop for Batch {
-    fn drop(&mut self) {
-        // SAFETY: we own the batch.
-        unsafe { sys::nftnl_batch_free(self.raw.as_ptr()) };
+/// A set checked and compiled before any of its messages is written.
+struct PreparedSet {
+    /// Name in messages (`__set%d` for anonymous sets).
+    name: String,
+    /// Batch-local id.
+    id: Option<u32>,
+    /// The NEWSET payload.
+    definition: ffi::Set,
+    /// Kernel elements.
+    elements: Vec<(RawKey, ElemData)>,
+}
+
+impl PreparedSet {
+    fn new(
+        t: &TableRef,
+        set: &Set,
+        id: Option<u32>,
+        anonymous: bool,
+    ) -> Result<PreparedSet, CompileError> {
+        if set.interval && set.key.is_concat() {
+            return Err(CompileError::Invalid(format!(
+                "set {}: concatenated interval sets are not supported",
+                set.name
+            )));
+        }
+        let definition = compile::set_definition(t, set, id, anonymous)?;
+        let elements = kernel_elements(set, &set.elements, Op::Add)?;
+        let name = if anonymous { "__set%d" } else { &set.name };
+        Ok(PreparedSet {
+            name: name.to_string(),
+            id,
+            definition,
+            elements,
+        })
     }
 }
 
-/// A C string from a Rust one (NULs removed).
-pub(crate) fn cstr(s: &str) -> CString {
-    CString::new(s.replace('\0', "")).unwrap_or_default()
+/// The kernel form of `elements` for `op`, every one checked (so writing them cannot fail).
+fn kernel_elements(
+    set: &Set,
+    elements: &[Element],
+    op: Op,
+) -> Result<Vec<(RawKey, ElemData)>, CompileError> {
+    let mut raw_elems = Vec::with_capacity(elements.len());
+    for e in elements {
+        // The kernel deletes by key: data given with a delete is not sent.
+        let data = match (&e.data, op) {
+            (_, Op::Delete) | (None, _) => ElemData::None,
+            (Some(Value::Verdict(v)), _) => ElemData::Verdict(v.clone()),
+            (Some(v), _) => ElemData::Bytes(encode(v)?),
+        };
+        if op == Op::Add && set.data.is_some() == matches!(data, ElemData::None) {
+            return Err(CompileError::Invalid(format!(
+                "set {}: element data does not match the set's type",
+                set.name
+            )));
+        }
+        check_data(set, &data)?;
+        for k in element_keys(&e.key, set.interval)? {
+            if !k.interval_end && k.key.len() != set.key.byte_len() as usize {
+                return Err(CompileError::Invalid(format!(
+                    "set {}: element key of {} bytes, the set's key has {}",
+                    set.name,
+                    k.key.len(),
+                    set.key.byte_len()
+                )));
+            }
+            if k.key.len() > DATA_MAX {
+                return Err(too_long(set, "key", k.key.len()));
+            }
+            let d = if k.interval_end {
+                ElemData::None
+            } else {
+                data.clone()
+            };
+            raw_elems.push((k, d));
+        }
+    }
+    Ok(raw_elems)
 }
+
+/// Checks what [`compile::elem`] would refuse in element data.
+fn check_data(set: &Set, data: &ElemData) -> Result<(), CompileError> {
+    match data {
+        ElemData::None => Ok(()),
+        ElemData::Bytes(b) if b.len() > DATA_MAX => Err(too_long(set, "data", b.len())),
+        ElemData::Bytes(_) => Ok(()),
+        ElemData::Verdict(v) => match compile::verdict_code(v).1 {
+            Some(c) if c.contains('\0') => Err(CompileError::NulInName {
+                what: "verdict chain",
+                name: c.to_string(),
+            }),
+            _ => Ok(()),
+        },
+    }
+}
+
+fn too_long(set: &Set, what: &str, len: usize) -> CompileError {
+    CompileError::Invalid(format!(
+        "set {}: element {what} of {len} bytes, the kernel takes at most {DATA_MAX}",
+        set.name
+    ))
+}
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;

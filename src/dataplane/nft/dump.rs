@@ -5,16 +5,18 @@
 //! notation with counter values removed, so two dumps of an untouched rule compare equal and
 //! any edit (even one keeping the comment) shows.
 
+use std::cell::RefCell;
 use std::ffi::CStr;
-use std::os::raw::c_char;
 
 use nftnl::nftnl_sys::{self as sys, libc};
 
-use super::batch::{TableRef, cstr};
 use super::compile::family_code;
-use super::error::NftError;
+use super::error::{CompileError, NftError};
+use super::ffi::attr::{any_expr, chain, rule, set, table};
+use super::ffi::{self, NlMsg, Payload, Ref, kind};
 use super::ir::Family;
 use super::socket::Nft;
+use super::table_ref::TableRef;
 
 /// A table as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,26 +75,31 @@ pub struct ElemInfo {
     pub chain: Option<String>,
 }
 
-fn table_filter(t: &TableRef) -> impl Fn(*mut libc::nlmsghdr) + '_ {
-    move |nlh| {
-        // SAFETY: a table object carrying only the name filters the dump.
-        unsafe {
-            let o = sys::nftnl_table_alloc();
-            let name = cstr(&t.name);
-            sys::nftnl_table_set_str(o, sys::NFTNL_TABLE_NAME as u16, name.as_ptr());
-            sys::nftnl_table_nlmsg_build_payload(nlh, o);
-            sys::nftnl_table_free(o);
-        }
-    }
+/// What one dump lists: its request, and how each reply message turns into items. One
+/// generic runner ([`Nft::list`]) serves tables, chains, rules, sets and set elements.
+pub(crate) trait Listing {
+    /// What the caller gets per listed object.
+    type Item;
+    /// `NFT_MSG_GET*` of the dump.
+    const GET: i32;
+    /// NFPROTO_* to ask for.
+    fn family(&self) -> u16;
+    /// The request's payload (what the kernel filters on).
+    fn filter(&self) -> Result<Box<dyn Payload>, CompileError>;
+    /// Hands `f` the items of one reply message (none when it does not parse or is not
+    /// ours).
+    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(Self::Item));
 }
 
-unsafe fn string(p: *const c_char) -> String {
-    if p.is_null() {
-        String::new()
-    } else {
-        // SAFETY: libnftnl returns NUL-terminated strings it owns.
-        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-    }
+/// The text of a string attribute (empty when unset).
+pub(super) fn text(s: Option<&CStr>) -> String {
+    s.map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// True when a string attribute equals `name` (compared without copying).
+fn named(s: Option<&CStr>, name: &str) -> bool {
+    s.is_some_and(|c| c.to_bytes() == name.as_bytes())
 }
 
 fn family_of(code: u32) -> Option<Family> {
@@ -104,39 +111,172 @@ fn family_of(code: u32) -> Option<Family> {
     }
 }
 
-pub(super) fn is_enoent(e: &NftError) -> bool {
+fn is_enoent(e: &NftError) -> bool {
     matches!(e, NftError::Io(io) if io.raw_os_error() == Some(libc::ENOENT))
 }
 
+/// Every table of every family.
+struct Tables;
+
+impl Listing for Tables {
+    type Item = TableInfo;
+    const GET: i32 = libc::NFT_MSG_GETTABLE;
+    fn family(&self) -> u16 {
+        libc::AF_UNSPEC as u16
+    }
+    fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
+        Ok(Box::new(ffi::Empty))
+    }
+    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(TableInfo)) {
+        if let Some(o) = ffi::Table::parse(msg) {
+            let v = o.view();
+            f(TableInfo {
+                family: v.u32(table::FAMILY).and_then(family_of),
+                name: text(v.str(table::NAME)),
+            });
+        }
+    }
+}
+
+/// The chains of one table.
+struct Chains<'a>(&'a TableRef);
+
+impl Listing for Chains<'_> {
+    type Item = ChainInfo;
+    const GET: i32 = libc::NFT_MSG_GETCHAIN;
+    fn family(&self) -> u16 {
+        family_code(self.0.family)
+    }
+    fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
+        let mut o = ffi::Table::new();
+        o.set_str(table::NAME, &self.0.name)?;
+        Ok(Box::new(o))
+    }
+    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(ChainInfo)) {
+        let Some(o) = ffi::Chain::parse(msg) else {
+            return;
+        };
+        let v = o.view();
+        if !named(v.str(chain::TABLE), &self.0.name) {
+            return;
+        }
+        let base = v.u32(chain::HOOKNUM).map(|hook| {
+            (
+                hook,
+                text(v.str(chain::TYPE)),
+                v.i32(chain::PRIO).unwrap_or(0),
+                v.u32(chain::POLICY).unwrap_or(0),
+            )
+        });
+        f(ChainInfo {
+            name: text(v.str(chain::NAME)),
+            base,
+        });
+    }
+}
+
+/// The rules of one table.
+struct Rules<'a>(&'a TableRef);
+
+impl Listing for Rules<'_> {
+    type Item = RuleInfo;
+    const GET: i32 = libc::NFT_MSG_GETRULE;
+    fn family(&self) -> u16 {
+        family_code(self.0.family)
+    }
+    fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
+        let mut o = ffi::Rule::new();
+        o.set_str(rule::TABLE, &self.0.name)?;
+        Ok(Box::new(o))
+    }
+    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(RuleInfo)) {
+        let Some(o) = ffi::Rule::parse(msg) else {
+            return;
+        };
+        let v = o.view();
+        if !named(v.str(rule::TABLE), &self.0.name) {
+            return;
+        }
+        f(RuleInfo {
+            chain: text(v.str(rule::CHAIN)),
+            handle: v.u64(rule::HANDLE).unwrap_or(0),
+            comment: v.blob(rule::USERDATA).and_then(rule_comment),
+            fingerprint: rule_fingerprint(v),
+        });
+    }
+}
+
+/// The sets and maps of one table.
+struct Sets<'a>(&'a TableRef);
+
+impl Listing for Sets<'_> {
+    type Item = SetInfo;
+    const GET: i32 = libc::NFT_MSG_GETSET;
+    fn family(&self) -> u16 {
+        family_code(self.0.family)
+    }
+    fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
+        let mut o = ffi::Set::new();
+        o.set_str(set::TABLE, &self.0.name)?;
+        Ok(Box::new(o))
+    }
+    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(SetInfo)) {
+        let Some(o) = ffi::Set::parse(msg) else {
+            return;
+        };
+        let v = o.view();
+        if !named(v.str(set::TABLE), &self.0.name) {
+            return;
+        }
+        let get = |a| v.u32(a).unwrap_or(0);
+        f(SetInfo {
+            name: text(v.str(set::NAME)),
+            flags: get(set::FLAGS),
+            key: (get(set::KEY_TYPE), get(set::KEY_LEN)),
+            data: v.u32(set::DATA_TYPE).map(|ty| (ty, get(set::DATA_LEN))),
+        });
+    }
+}
+
 impl Nft {
-    /// Every table of every family.
-    pub fn list_tables(&mut self) -> Result<Vec<TableInfo>, NftError> {
-        let mut out = Vec::new();
-        let out_ref = std::cell::RefCell::new(&mut out);
-        self.dump(
-            libc::NFT_MSG_GETTABLE,
-            libc::AF_UNSPEC as u16,
-            &|_| {},
-            &mut |nlh| {
-                // SAFETY: nlh is a complete NEWTABLE message.
-                unsafe {
-                    let o = sys::nftnl_table_alloc();
-                    if sys::nftnl_table_nlmsg_parse(nlh, o) >= 0 {
-                        out_ref.borrow_mut().push(TableInfo {
-                            family: family_of(sys::nftnl_table_get_u32(
-                                o,
-                                sys::NFTNL_TABLE_FAMILY as u16,
-                            )),
-                            name: string(sys::nftnl_table_get_str(o, sys::NFTNL_TABLE_NAME as u16)),
-                        });
-                    }
-                    sys::nftnl_table_free(o);
-                }
+    /// Runs `listing`'s dump, handing `f` every item as its message is parsed. When a
+    /// concurrent change interrupts the dump, `restart` is called and the items come again
+    /// from the start. A missing table or set lists nothing.
+    pub(crate) fn list<L: Listing>(
+        &mut self,
+        listing: &L,
+        f: &mut dyn FnMut(L::Item),
+        restart: &mut dyn FnMut(),
+    ) -> Result<(), NftError> {
+        let filter = listing.filter()?;
+        let r = self.dump(
+            L::GET,
+            listing.family(),
+            &*filter,
+            &mut |m| {
+                listing.items(m, f);
                 Ok(())
             },
-            &mut || out_ref.borrow_mut().clear(),
-        )?;
-        Ok(out)
+            restart,
+        );
+        match r {
+            Err(e) if is_enoent(&e) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Every item of `listing`.
+    pub(super) fn collect<L: Listing>(&mut self, listing: &L) -> Result<Vec<L::Item>, NftError> {
+        let out = RefCell::new(Vec::new());
+        self.list(listing, &mut |i| out.borrow_mut().push(i), &mut || {
+            out.borrow_mut().clear()
+        })?;
+        Ok(out.into_inner())
+    }
+
+    /// Every table of every family.
+    pub fn list_tables(&mut self) -> Result<Vec<TableInfo>, NftError> {
+        self.collect(&Tables)
     }
 
     /// True when the table exists.
@@ -149,255 +289,52 @@ impl Nft {
 
     /// Chains of a table (empty when the table does not exist).
     pub fn list_chains(&mut self, t: &TableRef) -> Result<Vec<ChainInfo>, NftError> {
-        let mut out = Vec::new();
-        let cell = std::cell::RefCell::new(&mut out);
-        let r = self.dump(
-            libc::NFT_MSG_GETCHAIN,
-            family_code(t.family),
-            &table_filter(t),
-            &mut |nlh| {
-                // SAFETY: nlh is a complete NEWCHAIN message.
-                unsafe {
-                    let o = sys::nftnl_chain_alloc();
-                    if sys::nftnl_chain_nlmsg_parse(nlh, o) >= 0
-                        && string(sys::nftnl_chain_get_str(o, sys::NFTNL_CHAIN_TABLE as u16))
-                            == t.name
-                    {
-                        let base = sys::nftnl_chain_is_set(o, sys::NFTNL_CHAIN_HOOKNUM as u16)
-                            .then(|| {
-                                (
-                                    sys::nftnl_chain_get_u32(o, sys::NFTNL_CHAIN_HOOKNUM as u16),
-                                    string(sys::nftnl_chain_get_str(
-                                        o,
-                                        sys::NFTNL_CHAIN_TYPE as u16,
-                                    )),
-                                    sys::nftnl_chain_get_s32(o, sys::NFTNL_CHAIN_PRIO as u16),
-                                    sys::nftnl_chain_get_u32(o, sys::NFTNL_CHAIN_POLICY as u16),
-                                )
-                            });
-                        cell.borrow_mut().push(ChainInfo {
-                            name: string(sys::nftnl_chain_get_str(o, sys::NFTNL_CHAIN_NAME as u16)),
-                            base,
-                        });
-                    }
-                    sys::nftnl_chain_free(o);
-                }
-                Ok(())
-            },
-            &mut || cell.borrow_mut().clear(),
-        );
-        match r {
-            Err(e) if is_enoent(&e) => Ok(Vec::new()),
-            Err(e) => Err(e),
-            Ok(()) => Ok(out),
-        }
+        self.collect(&Chains(t))
     }
 
     /// Rules of a table in chain order (empty when the table does not exist).
     pub fn list_rules(&mut self, t: &TableRef) -> Result<Vec<RuleInfo>, NftError> {
-        let mut out = Vec::new();
-        let cell = std::cell::RefCell::new(&mut out);
-        let filter = |nlh: *mut libc::nlmsghdr| {
-            // SAFETY: a rule object carrying only the table filters the dump.
-            unsafe {
-                let o = sys::nftnl_rule_alloc();
-                let name = cstr(&t.name);
-                sys::nftnl_rule_set_str(o, sys::NFTNL_RULE_TABLE as u16, name.as_ptr());
-                sys::nftnl_rule_nlmsg_build_payload(nlh, o);
-                sys::nftnl_rule_free(o);
-            }
-        };
-        let r = self.dump(
-            libc::NFT_MSG_GETRULE,
-            family_code(t.family),
-            &filter,
-            &mut |nlh| {
-                // SAFETY: nlh is a complete NEWRULE message.
-                unsafe {
-                    let o = sys::nftnl_rule_alloc();
-                    if sys::nftnl_rule_nlmsg_parse(nlh, o) >= 0
-                        && string(sys::nftnl_rule_get_str(o, sys::NFTNL_RULE_TABLE as u16))
-                            == t.name
-                    {
-                        cell.borrow_mut().push(RuleInfo {
-                            chain: string(sys::nftnl_rule_get_str(o, sys::NFTNL_RULE_CHAIN as u16)),
-                            handle: sys::nftnl_rule_get_u64(o, sys::NFTNL_RULE_HANDLE as u16),
-                            comment: rule_comment(o),
-                            fingerprint: rule_fingerprint(o),
-                        });
-                    }
-                    sys::nftnl_rule_free(o);
-                }
-                Ok(())
-            },
-            &mut || cell.borrow_mut().clear(),
-        );
-        match r {
-            Err(e) if is_enoent(&e) => Ok(Vec::new()),
-            Err(e) => Err(e),
-            Ok(()) => Ok(out),
-        }
+        self.collect(&Rules(t))
     }
 
     /// Sets and maps of a table, anonymous ones included (empty when the table does not
     /// exist).
     pub fn list_sets(&mut self, t: &TableRef) -> Result<Vec<SetInfo>, NftError> {
-        let mut out = Vec::new();
-        let cell = std::cell::RefCell::new(&mut out);
-        let filter = |nlh: *mut libc::nlmsghdr| {
-            // SAFETY: a set object carrying only the table filters the dump.
-            unsafe {
-                let o = sys::nftnl_set_alloc();
-                let name = cstr(&t.name);
-                sys::nftnl_set_set_str(o, sys::NFTNL_SET_TABLE as u16, name.as_ptr());
-                sys::nftnl_set_nlmsg_build_payload(nlh, o);
-                sys::nftnl_set_free(o);
-            }
-        };
-        let r = self.dump(
-            libc::NFT_MSG_GETSET,
-            family_code(t.family),
-            &filter,
-            &mut |nlh| {
-                // SAFETY: nlh is a complete NEWSET message.
-                unsafe {
-                    let o = sys::nftnl_set_alloc();
-                    if sys::nftnl_set_nlmsg_parse(nlh, o) >= 0
-                        && string(sys::nftnl_set_get_str(o, sys::NFTNL_SET_TABLE as u16)) == t.name
-                    {
-                        let get = |a: u32| sys::nftnl_set_get_u32(o, a as u16);
-                        let data = sys::nftnl_set_is_set(o, sys::NFTNL_SET_DATA_TYPE as u16)
-                            .then(|| (get(sys::NFTNL_SET_DATA_TYPE), get(sys::NFTNL_SET_DATA_LEN)));
-                        cell.borrow_mut().push(SetInfo {
-                            name: string(sys::nftnl_set_get_str(o, sys::NFTNL_SET_NAME as u16)),
-                            flags: get(sys::NFTNL_SET_FLAGS),
-                            key: (get(sys::NFTNL_SET_KEY_TYPE), get(sys::NFTNL_SET_KEY_LEN)),
-                            data,
-                        });
-                    }
-                    sys::nftnl_set_free(o);
-                }
-                Ok(())
-            },
-            &mut || cell.borrow_mut().clear(),
-        );
-        match r {
-            Err(e) if is_enoent(&e) => Ok(Vec::new()),
-            Err(e) => Err(e),
-            Ok(()) => Ok(out),
-        }
-    }
-
-    /// Elements of one set, sorted (empty when the set does not exist). The all-zero
-    /// interval-end element that `nft -f` adds in front of interval sets is left out: it
-    /// changes no lookup, and edgenetd never writes it.
-    pub fn list_elements(&mut self, t: &TableRef, set: &str) -> Result<Vec<ElemInfo>, NftError> {
-        let out = std::cell::RefCell::new(Vec::new());
-        self.for_each_element(t, set, &mut |e| out.borrow_mut().push(e), &mut || {
-            out.borrow_mut().clear()
-        })?;
-        let mut out = out.into_inner();
-        out.retain(|e| !(e.interval_end && e.key.iter().all(|b| *b == 0)));
-        out.sort();
-        Ok(out)
+        self.collect(&Sets(t))
     }
 }
 
-pub(super) unsafe fn elem_info(e: *mut sys::nftnl_set_elem) -> ElemInfo {
-    // SAFETY: e is a valid element owned by its set.
-    unsafe {
-        let bytes = |attr: u32| -> Option<Vec<u8>> {
-            if !sys::nftnl_set_elem_is_set(e, attr as u16) {
-                return None;
-            }
-            let mut len = 0u32;
-            let p = sys::nftnl_set_elem_get(e, attr as u16, &mut len);
-            (!p.is_null())
-                .then(|| std::slice::from_raw_parts(p.cast::<u8>(), len as usize).to_vec())
-        };
-        let flags = if sys::nftnl_set_elem_is_set(e, sys::NFTNL_SET_ELEM_FLAGS as u16) {
-            sys::nftnl_set_elem_get_u32(e, sys::NFTNL_SET_ELEM_FLAGS as u16)
-        } else {
-            0
-        };
-        let (data, chain) = if sys::nftnl_set_elem_is_set(e, sys::NFTNL_SET_ELEM_VERDICT as u16) {
-            let v = sys::nftnl_set_elem_get_u32(e, sys::NFTNL_SET_ELEM_VERDICT as u16);
-            let chain =
-                sys::nftnl_set_elem_is_set(e, sys::NFTNL_SET_ELEM_CHAIN as u16).then(|| {
-                    string(sys::nftnl_set_elem_get_str(
-                        e,
-                        sys::NFTNL_SET_ELEM_CHAIN as u16,
-                    ))
-                });
-            (Some(v.to_ne_bytes().to_vec()), chain)
-        } else {
-            (bytes(sys::NFTNL_SET_ELEM_DATA), None)
-        };
-        ElemInfo {
-            key: bytes(sys::NFTNL_SET_ELEM_KEY).unwrap_or_default(),
-            interval_end: flags & libc::NFT_SET_ELEM_INTERVAL_END as u32 != 0,
-            data,
-            chain,
+/// The comment in a rule's user data: a TLV list of (type u8, len u8, value).
+fn rule_comment(data: &[u8]) -> Option<String> {
+    let mut i = 0;
+    while i + 2 <= data.len() {
+        let (ty, l) = (data[i], data[i + 1] as usize);
+        let v = data.get(i + 2..i + 2 + l)?;
+        if ty == sys::NFTNL_UDATA_RULE_COMMENT as u8 {
+            let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
+            return Some(String::from_utf8_lossy(&v[..end]).into_owned());
         }
+        i += 2 + l;
     }
+    None
 }
 
-unsafe fn rule_comment(r: *mut sys::nftnl_rule) -> Option<String> {
-    // SAFETY: r is valid; user data is a TLV list of (type u8, len u8, value).
-    unsafe {
-        if !sys::nftnl_rule_is_set(r, sys::NFTNL_RULE_USERDATA as u16) {
-            return None;
-        }
-        let mut len = 0u32;
-        let p = sys::nftnl_rule_get_data(r, sys::NFTNL_RULE_USERDATA as u16, &mut len);
-        if p.is_null() {
-            return None;
-        }
-        let data = std::slice::from_raw_parts(p.cast::<u8>(), len as usize);
-        let mut i = 0;
-        while i + 2 <= data.len() {
-            let (ty, l) = (data[i], data[i + 1] as usize);
-            let v = data.get(i + 2..i + 2 + l)?;
-            if ty == sys::NFTNL_UDATA_RULE_COMMENT as u8 {
-                let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
-                return Some(String::from_utf8_lossy(&v[..end]).into_owned());
-            }
-            i += 2 + l;
-        }
-        None
-    }
-}
-
-unsafe fn rule_fingerprint(r: *mut sys::nftnl_rule) -> String {
+/// The rule's expressions in libnftnl's debug notation, counter values left out.
+fn rule_fingerprint(r: Ref<'_, kind::Rule>) -> String {
     let mut out = String::new();
-    // SAFETY: r is valid; the iterator and the print buffer are ours.
-    unsafe {
-        let it = sys::nftnl_expr_iter_create(r);
-        if it.is_null() {
-            return out;
+    let mut buf = [0u8; 1024];
+    for e in r.exprs() {
+        let name = text(e.str(any_expr::NAME));
+        if name == "counter" {
+            out.push_str("[counter]");
+            continue;
         }
-        let mut buf = vec![0 as c_char; 1024];
-        let mut e = sys::nftnl_expr_iter_next(it);
-        while !e.is_null() {
-            let name = string(sys::nftnl_expr_get_str(e, sys::NFTNL_EXPR_NAME as u16));
-            if name == "counter" {
-                out.push_str("[counter]");
-            } else {
-                let n = sys::nftnl_expr_snprintf(buf.as_mut_ptr(), buf.len(), e, 0, 0);
-                let text = if n >= 0 {
-                    string(buf.as_ptr())
-                } else {
-                    String::new()
-                };
-                out.push('[');
-                out.push_str(&name);
-                out.push(' ');
-                out.push_str(text.trim());
-                out.push(']');
-            }
-            e = sys::nftnl_expr_iter_next(it);
-        }
-        sys::nftnl_expr_iter_destroy(it);
+        let body = text(e.debug_text(&mut buf));
+        out.push('[');
+        out.push_str(&name);
+        out.push(' ');
+        out.push_str(body.trim());
+        out.push(']');
     }
     out
 }

@@ -21,7 +21,13 @@ fn encode_into(out: &mut Vec<u8>, v: &Value) -> Result<(), CompileError> {
         Value::Port(p) => out.extend_from_slice(&p.to_be_bytes()),
         Value::Proto(p) | Value::IcmpType(p) | Value::Icmpv6Type(p) => out.push(*p),
         Value::IfName(name) => {
-            if name.len() >= 16 || name.contains('\0') {
+            if name.contains('\0') {
+                return Err(CompileError::NulInName {
+                    what: "interface name",
+                    name: name.clone(),
+                });
+            }
+            if name.len() >= 16 {
                 return Err(CompileError::Invalid(format!(
                     "interface name {name:?} is longer than 15 bytes"
                 )));
@@ -188,6 +194,25 @@ mod tests {
         let top =
             element_keys(&ElemKey::Prefix("255.255.255.0/24".parse().unwrap()), true).unwrap();
         assert_eq!(top.len(), 1, "no end element past the top of the space");
+    }
+
+    #[test]
+    fn an_interface_name_with_a_nul_is_a_nul_error_not_a_length_error() {
+        let err = encode(&Value::IfName("eth\0".into())).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CompileError::NulInName {
+                    what: "interface name",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(matches!(
+            encode(&Value::IfName("x".repeat(16))),
+            Err(CompileError::Invalid(_))
+        ));
     }
 
     #[test]

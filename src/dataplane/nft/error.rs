@@ -8,6 +8,14 @@ pub enum CompileError {
     /// The IR holds something the kernel cannot express.
     #[error("cannot compile: {0}")]
     Invalid(String),
+    /// A name (or comment, log prefix) holds a NUL byte, which netlink strings cannot carry.
+    #[error("cannot compile: {what} {name:?} contains a NUL byte")]
+    NulInName {
+        /// What the string is, e.g. `chain name`.
+        what: &'static str,
+        /// The string as given.
+        name: String,
+    },
 }
 
 /// One message of a batch that the kernel refused.

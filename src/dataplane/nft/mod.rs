@@ -40,6 +40,12 @@
 //!   process committed anything (it polls the generation; see the module for why not events),
 //!   so a controller can look for drift at once.
 //! - **Ownership**: nothing here flushes the ruleset or touches a table it is not given.
+//! - **Names**: a table, chain, set name, comment or log prefix holding a NUL byte is
+//!   [`CompileError::NulInName`] (netlink strings end at a NUL; nothing is silently cut).
+//!   Methods that return nothing ([`Batch::table`], [`Batch::chain`], the deletes) keep such
+//!   an error in the batch ([`Batch::error`]) and [`Nft::execute`] refuses to send it.
+//! - **Safety**: every libnftnl/libmnl call is in the private `ffi` module, behind owned
+//!   wrappers with typed attributes; the rest of the crate denies `unsafe`.
 //! - **Threads**: [`Nft`] is `Send`; open it where its network namespace is, then do the
 //!   blocking I/O in `smol::unblock(move || ...)`.
 //!
@@ -59,16 +65,20 @@ pub mod dump;
 pub mod encode;
 mod error;
 mod expr;
+mod ffi;
 pub mod ir;
+mod lower;
 pub mod monitor;
 pub mod render;
 mod socket;
 mod svc_elements;
+mod table_ref;
 
-pub use batch::{Batch, Op, TAG_BATCH, TableRef};
+pub use batch::{Batch, Op, TAG_BATCH};
 pub use dump::{ChainInfo, ElemInfo, RuleInfo, SetInfo, TableInfo};
 pub use error::{CompileError, MessageFailure, NftError};
 pub use socket::{Commit, Nft};
+pub use table_ref::TableRef;
 
 use encode::{element_keys, encode};
 use ir::{Element, Set, Value};

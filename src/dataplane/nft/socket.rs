@@ -6,12 +6,12 @@
 //! `Send`.
 
 use std::io;
-use std::os::fd::RawFd;
 
-use nftnl::nftnl_sys::{self as sys, libc};
+use nftnl::nftnl_sys::libc;
 
 use super::batch::{Batch, TAG_BATCH};
 use super::error::{MessageFailure, NftError};
+use super::ffi::{self, Empty, NfSocket, NlMsg, Payload, Request};
 
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -21,6 +21,7 @@ const NETLINK_CAP_ACK: i32 = 10;
 const NETLINK_EXT_ACK: i32 = 11;
 /// Marker sequence numbers (for the generation probe and dumps) live above batch numbers.
 const PROBE_SEQ_BASE: u32 = 0x8000_0000;
+const HDR_LEN: usize = std::mem::size_of::<libc::nlmsghdr>();
 
 /// A committed batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,35 +32,34 @@ pub struct Commit {
     pub messages: usize,
 }
 
+/// Receive buffer: 8-byte aligned, so every message in it is 4-byte aligned as libnftnl's
+/// parsers need.
+#[repr(C, align(8))]
+struct RecvBuf([u8; 64 * 1024]);
+
 /// A netlink socket to nf_tables.
 pub struct Nft {
-    sock: mnl::Socket,
+    /// The socket (in the namespace of the thread that opened it).
+    sock: NfSocket,
+    /// Our netlink port id (replies to others are skipped).
     portid: u32,
-    buf: Vec<u64>,
+    /// Where replies are received.
+    buf: Box<RecvBuf>,
+    /// Last probe/dump sequence number used.
     seq: u32,
+    /// Send buffer size forced so far (0 = the default).
     sndbuf: usize,
-}
-
-// SAFETY: the socket is a file descriptor plus libmnl bookkeeping with no thread affinity;
-// `&mut self` on every call keeps it single-user.
-unsafe impl Send for Nft {}
-
-/// One netlink message of a reply.
-pub(crate) struct Msg<'a> {
-    pub hdr: &'a libc::nlmsghdr,
-    /// The whole message (header included), for libnftnl's parsers.
-    pub ptr: *const libc::nlmsghdr,
 }
 
 impl Nft {
     /// Opens a socket in the calling thread's network namespace.
     pub fn open() -> Result<Nft, NftError> {
-        let sock = mnl::Socket::new(mnl::Bus::Netfilter)?;
+        let sock = NfSocket::open()?;
         let portid = sock.portid();
         let nft = Nft {
             sock,
             portid,
-            buf: vec![0u64; 64 * 1024 / 8],
+            buf: Box::new(RecvBuf([0; 64 * 1024])),
             seq: PROBE_SEQ_BASE,
             sndbuf: 0,
         };
@@ -70,22 +70,10 @@ impl Nft {
         Ok(nft)
     }
 
-    fn fd(&self) -> RawFd {
-        // SAFETY: the socket is open for our lifetime.
-        unsafe { mnl::mnl_sys::mnl_socket_get_fd(self.sock.as_raw_socket()) }
-    }
-
-    fn setsockopt(&self, level: i32, name: i32, value: i32) -> bool {
-        // SAFETY: valid fd and a pointer to an int of the given size.
-        unsafe {
-            libc::setsockopt(
-                self.fd(),
-                level,
-                name,
-                (&value as *const i32).cast(),
-                std::mem::size_of::<i32>() as u32,
-            ) == 0
-        }
+    /// Best effort: without these options batches still work, with less room for errors
+    /// (forcing buffer sizes needs CAP_NET_ADMIN).
+    fn setsockopt(&self, level: i32, name: i32, value: i32) {
+        let _ = crate::sys::set_int_sockopt(&self.sock, level, name, value);
     }
 
     fn next_seq(&mut self) -> u32 {
@@ -96,6 +84,9 @@ impl Nft {
     /// Sends `batch` as one transaction and waits for the kernel's verdict. On refusal, every
     /// refused message is reported with its sequence number and tag (nothing was applied).
     pub fn execute(&mut self, mut batch: Batch) -> Result<Commit, NftError> {
+        if let Some(e) = batch.take_error() {
+            return Err(e.into());
+        }
         let messages = batch.len();
         if messages == 0 {
             return Ok(Commit {
@@ -104,14 +95,15 @@ impl Nft {
             });
         }
         batch.finalize();
-        let iov = batch.iovecs();
-        let total: usize = iov.iter().map(|v| v.iov_len).sum();
+        let total = batch.buffer().len();
         if total + 4096 > self.sndbuf {
             let want = (total * 2).max(1 << 20);
             self.setsockopt(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, want as i32);
             self.sndbuf = want;
         }
-        self.sendmsg(&iov, total)?;
+        if batch.buffer().send(&self.sock)? != total {
+            return Err(NftError::Malformed("short send".into()));
+        }
         // The kernel handles the batch synchronously in sendmsg: every error is queued before
         // the reply to this probe, which marks the end of what the batch produced.
         let probe = self.send_getgen()?;
@@ -119,9 +111,9 @@ impl Nft {
         let mut failures = Vec::new();
         let mut generation = None;
         self.read_until(probe, &mut |m| {
-            if m.hdr.nlmsg_type == NLMSG_ERROR {
-                let errno = error_code(m);
-                let seq = m.hdr.nlmsg_seq;
+            if m.msg_type() == NLMSG_ERROR {
+                let errno = m.error_code();
+                let seq = m.seq();
                 if seq == probe {
                     return Err(NftError::Io(io::Error::from_raw_os_error(errno)));
                 }
@@ -137,7 +129,7 @@ impl Nft {
                         errno,
                     });
                 }
-            } else if m.hdr.nlmsg_seq == probe {
+            } else if m.seq() == probe {
                 generation = Some(parse_gen(m)?);
             }
             Ok(())
@@ -154,58 +146,22 @@ impl Nft {
         })
     }
 
-    fn sendmsg(&self, iov: &[libc::iovec], total: usize) -> Result<(), NftError> {
-        // SAFETY: a zeroed sockaddr_nl addresses the kernel; the iovecs point into the batch,
-        // which outlives the call.
-        unsafe {
-            let mut addr: libc::sockaddr_nl = std::mem::zeroed();
-            addr.nl_family = libc::AF_NETLINK as u16;
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_name = (&mut addr as *mut libc::sockaddr_nl).cast();
-            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_nl>() as u32;
-            msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-            msg.msg_iovlen = iov.len();
-            let n = libc::sendmsg(self.fd(), &msg, 0);
-            if n < 0 {
-                return Err(io::Error::last_os_error().into());
-            }
-            if n as usize != total {
-                return Err(NftError::Malformed("short send".into()));
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends a request built by `build` (header then payload) and returns its sequence number.
+    /// Sends a request (header then `payload`) and returns its sequence number.
     pub(crate) fn request(
         &mut self,
         msg_type: i32,
         family: u16,
         flags: i32,
-        build: impl FnOnce(*mut libc::nlmsghdr),
+        payload: &dyn Payload,
     ) -> Result<u32, NftError> {
         let seq = self.next_seq();
-        let mut buf = vec![0u64; nftnl::nft_nlmsg_maxsize() as usize / 8 + 1];
-        // SAFETY: buf is aligned and large enough for one message.
-        let len = unsafe {
-            let nlh = sys::nftnl_nlmsg_build_hdr(
-                buf.as_mut_ptr().cast(),
-                msg_type as u16,
-                family,
-                flags as u16,
-                seq,
-            );
-            build(nlh);
-            (*nlh).nlmsg_len as usize
-        };
-        // SAFETY: the first `len` bytes of buf are the message.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), len) };
-        self.sock.send(bytes)?;
+        let req = Request::new(msg_type as u16, family, flags as u16, seq, payload)?;
+        self.sock.send(req.as_bytes())?;
         Ok(seq)
     }
 
     fn send_getgen(&mut self) -> Result<u32, NftError> {
-        self.request(libc::NFT_MSG_GETGEN, libc::AF_UNSPEC as u16, 0, |_| {})
+        self.request(libc::NFT_MSG_GETGEN, libc::AF_UNSPEC as u16, 0, &Empty)
     }
 
     /// Reads messages until the answer to `seq` is complete (a reply, NLMSG_DONE or an error
@@ -214,52 +170,31 @@ impl Nft {
     pub(crate) fn read_until(
         &mut self,
         seq: u32,
-        f: &mut dyn FnMut(&Msg<'_>) -> Result<(), NftError>,
+        f: &mut dyn FnMut(NlMsg<'_>) -> Result<(), NftError>,
     ) -> Result<(), NftError> {
         loop {
-            let n = {
-                // SAFETY: reinterpreting the aligned u64 buffer as bytes.
-                let bytes = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        self.buf.as_mut_ptr().cast::<u8>(),
-                        self.buf.len() * 8,
-                    )
-                };
-                self.sock.recv_raw(bytes)?
-            };
+            let n = self.sock.recv(&mut self.buf.0)?;
             let mut off = 0usize;
             let mut done = false;
             let mut first_err = None;
-            while off + std::mem::size_of::<libc::nlmsghdr>() <= n {
-                // SAFETY: off is 4-aligned inside the received bytes and a header fits.
-                let ptr = unsafe {
-                    self.buf
-                        .as_ptr()
-                        .cast::<u8>()
-                        .add(off)
-                        .cast::<libc::nlmsghdr>()
-                };
-                let hdr = unsafe { &*ptr };
-                let len = hdr.nlmsg_len as usize;
-                if len < std::mem::size_of::<libc::nlmsghdr>() || off + len > n {
-                    return Err(NftError::Malformed("truncated netlink message".into()));
-                }
-                if hdr.nlmsg_pid == self.portid || hdr.nlmsg_pid == 0 {
-                    let m = Msg { hdr, ptr };
-                    if let Err(e) = f(&m)
+            while off + HDR_LEN <= n {
+                let m = NlMsg::first(&self.buf.0[off..n])
+                    .ok_or_else(|| NftError::Malformed("truncated netlink message".into()))?;
+                if m.pid() == self.portid || m.pid() == 0 {
+                    if let Err(e) = f(m)
                         && first_err.is_none()
                     {
                         first_err = Some(e);
                     }
-                    if hdr.nlmsg_seq == seq
-                        && (hdr.nlmsg_flags & libc::NLM_F_MULTI as u16 == 0
-                            || hdr.nlmsg_type == NLMSG_DONE
-                            || hdr.nlmsg_type == NLMSG_ERROR)
+                    if m.seq() == seq
+                        && (m.flags() & libc::NLM_F_MULTI as u16 == 0
+                            || m.msg_type() == NLMSG_DONE
+                            || m.msg_type() == NLMSG_ERROR)
                     {
                         done = true;
                     }
                 }
-                off += len.div_ceil(4) * 4;
+                off += m.len().div_ceil(4) * 4;
             }
             if let Some(e) = first_err {
                 // Drain the rest of this answer so the socket stays usable.
@@ -280,11 +215,11 @@ impl Nft {
         let seq = self.send_getgen()?;
         let mut generation = None;
         self.read_until(seq, &mut |m| {
-            if m.hdr.nlmsg_seq != seq {
+            if m.seq() != seq {
                 return Ok(());
             }
-            if m.hdr.nlmsg_type == NLMSG_ERROR {
-                let errno = error_code(m);
+            if m.msg_type() == NLMSG_ERROR {
+                let errno = m.error_code();
                 if errno != 0 {
                     return Err(io::Error::from_raw_os_error(errno).into());
                 }
@@ -302,31 +237,31 @@ impl Nft {
         &mut self,
         msg_type: i32,
         family: u16,
-        build: &dyn Fn(*mut libc::nlmsghdr),
-        f: &mut dyn FnMut(*const libc::nlmsghdr) -> Result<(), NftError>,
+        filter: &dyn Payload,
+        f: &mut dyn FnMut(NlMsg<'_>) -> Result<(), NftError>,
         reset: &mut dyn FnMut(),
     ) -> Result<(), NftError> {
         for _ in 0..10 {
-            let seq = self.request(msg_type, family, libc::NLM_F_DUMP, build)?;
+            let seq = self.request(msg_type, family, libc::NLM_F_DUMP, filter)?;
             let mut interrupted = false;
             self.read_until(seq, &mut |m| {
-                if m.hdr.nlmsg_seq != seq {
+                if m.seq() != seq {
                     return Ok(());
                 }
-                if m.hdr.nlmsg_flags & NLM_F_DUMP_INTR != 0 {
+                if m.flags() & NLM_F_DUMP_INTR != 0 {
                     interrupted = true;
                 }
-                match m.hdr.nlmsg_type {
+                match m.msg_type() {
                     NLMSG_DONE => Ok(()),
                     NLMSG_ERROR => {
-                        let errno = error_code(m);
+                        let errno = m.error_code();
                         if errno == 0 {
                             Ok(())
                         } else {
                             Err(io::Error::from_raw_os_error(errno).into())
                         }
                     }
-                    _ => f(m.ptr),
+                    _ => f(m),
                 }
             })?;
             if !interrupted {
@@ -340,37 +275,6 @@ impl Nft {
     }
 }
 
-/// Positive errno of an NLMSG_ERROR message (0 = ack).
-fn error_code(m: &Msg<'_>) -> i32 {
-    if (m.hdr.nlmsg_len as usize) < std::mem::size_of::<libc::nlmsghdr>() + 4 {
-        return libc::EPROTO;
-    }
-    // SAFETY: the error code follows the header inside the message.
-    let code = unsafe {
-        std::ptr::read_unaligned(
-            m.ptr
-                .cast::<u8>()
-                .add(std::mem::size_of::<libc::nlmsghdr>())
-                .cast::<i32>(),
-        )
-    };
-    -code
-}
-
-fn parse_gen(m: &Msg<'_>) -> Result<u32, NftError> {
-    // SAFETY: the message is a complete NEWGEN reply; the gen object is freed below.
-    unsafe {
-        let g = sys::nftnl_gen_alloc();
-        if g.is_null() {
-            std::process::abort();
-        }
-        let ok = sys::nftnl_gen_nlmsg_parse(m.ptr, g) >= 0;
-        let id = sys::nftnl_gen_get_u32(g, sys::NFTNL_GEN_ID as u16);
-        sys::nftnl_gen_free(g);
-        if ok {
-            Ok(id)
-        } else {
-            Err(NftError::Malformed("generation reply".into()))
-        }
-    }
+fn parse_gen(m: NlMsg<'_>) -> Result<u32, NftError> {
+    ffi::parse_gen(m).ok_or_else(|| NftError::Malformed("generation reply".into()))
 }

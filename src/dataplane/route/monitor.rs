@@ -20,7 +20,7 @@ use rtnetlink::packet_core::NetlinkPayload;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::LinkAttribute;
 use rtnetlink::sys::{AsyncSocket, SmolSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use super::RouteError;
 use super::socket::force_rcvbuf;
@@ -87,7 +87,7 @@ impl RouteMonitor {
                 MulticastGroup::Ipv6Ifaddr,
             ])
             .map_err(RouteError::from)?;
-        let fd = conn.socket_mut().socket_ref().as_raw_fd();
+        let fd = conn.socket_mut().socket_ref().as_fd();
         force_rcvbuf(fd, MONITOR_RCVBUF);
         if let Some(port) = own_port {
             // Best effort: without the filter the same messages are dropped in `next`.
@@ -163,11 +163,9 @@ fn link_event(link: &rtnetlink::packet_route::link::LinkMessage, removed: bool) 
 /// socket with port id `port` (edgenetd's own writes): a cold sync of 100k routes then costs
 /// the monitor nothing and cannot overrun its buffer. Each notification is one message whose
 /// header has `nlmsg_pid` (host byte order) at offset 12; BPF loads words big-endian.
-fn drop_own_notifications(fd: i32, port: u32) -> std::io::Result<()> {
-    /// SO_ATTACH_FILTER (26 on every architecture edgenetd targets; not in libc for glibc).
-    const SO_ATTACH_FILTER: libc::c_int = 26;
+fn drop_own_notifications(fd: BorrowedFd<'_>, port: u32) -> std::io::Result<()> {
     let pid_as_loaded = u32::from_be_bytes(port.to_ne_bytes());
-    let mut program = [
+    let program = [
         // A = word at offset 12 (nlmsg_pid)
         libc::sock_filter {
             code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
@@ -195,23 +193,5 @@ fn drop_own_notifications(fd: i32, port: u32) -> std::io::Result<()> {
             k: 0,
         },
     ];
-    let prog = libc::sock_fprog {
-        len: program.len() as u16,
-        filter: program.as_mut_ptr(),
-    };
-    // SAFETY: `prog` points at `program`, both alive for the call; the kernel copies them.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_ATTACH_FILTER,
-            (&prog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    crate::sys::attach_socket_filter(fd, &program)
 }

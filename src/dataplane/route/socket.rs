@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 use std::num::NonZeroI32;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use futures_lite::StreamExt;
 use rtnetlink::packet_core::{
@@ -121,7 +121,7 @@ impl RouteSocket {
         let _ = socket.set_cap_ack(true);
         let _ = socket.set_ext_ack(true);
         let addr = socket.bind_auto().map_err(RouteError::from)?;
-        let rcvbuf = force_rcvbuf(socket.as_raw_fd(), RCVBUF);
+        let rcvbuf = force_rcvbuf(socket.as_fd(), RCVBUF);
         smol::spawn(conn).detach();
         Ok(RouteSocket {
             handle,
@@ -395,39 +395,16 @@ fn kernel_error(code: NonZeroI32, echoed: &[u8], flags: u16) -> RouteError {
 
 /// Asks for a receive buffer of `size` bytes (forced past `rmem_max` when root) and returns
 /// the size the kernel granted.
-pub(crate) fn force_rcvbuf(fd: i32, size: usize) -> usize {
+pub(crate) fn force_rcvbuf(fd: BorrowedFd<'_>, size: usize) -> usize {
     let size = size as libc::c_int;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a valid pointer.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
+        if crate::sys::set_int_sockopt(fd, libc::SOL_SOCKET, opt, size).is_ok() {
             break;
         }
     }
-    let mut granted: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into a valid c_int.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&mut granted as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 && granted > 0 {
-        granted as usize
-    } else {
-        212_992
+    match crate::sys::get_int_sockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF) {
+        Ok(granted) if granted > 0 => granted as usize,
+        _ => 212_992,
     }
 }
 

@@ -1,0 +1,237 @@
+//! Typed libnftnl attributes: each constant names its object (or expression) kind and the
+//! shape of its value, so a setter can only be given bytes of the size and form libnftnl
+//! reads for that attribute (a string where it `strdup`s, 4 bytes where it copies a u32).
+//! Only this module can make an [`Attr`]; that is what makes the setters safe.
+
+use std::marker::PhantomData;
+
+use nftnl::nftnl_sys as sys;
+
+/// Value shapes.
+pub(crate) mod shape {
+    /// One byte.
+    pub(crate) enum U8 {}
+    /// A native-endian u32.
+    pub(crate) enum U32 {}
+    /// A native-endian i32.
+    pub(crate) enum I32 {}
+    /// A native-endian u64.
+    pub(crate) enum U64 {}
+    /// A NUL-terminated string (a name, a comment, a prefix).
+    pub(crate) enum Str {}
+    /// An nft data value: at most [`super::DATA_MAX`] bytes (libnftnl copies it into a
+    /// fixed buffer of that size).
+    pub(crate) enum Data {}
+    /// User data of any length (copied into a heap buffer).
+    pub(crate) enum Blob {}
+}
+
+/// `NFT_DATA_VALUE_MAXLEN`: the largest key, data or constant the kernel takes.
+pub(crate) const DATA_MAX: usize = 64;
+
+/// An attribute of kind `K` whose value has shape `V`.
+pub(crate) struct Attr<K, V> {
+    /// libnftnl's attribute number.
+    pub(super) code: u16,
+    /// What the attribute is, for error messages (e.g. `chain name`).
+    pub(super) what: &'static str,
+    /// The kind and shape (types only).
+    _kind: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for Attr<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K, V> Copy for Attr<K, V> {}
+
+impl<K, V> Attr<K, V> {
+    const fn new(code: u32, what: &'static str) -> Self {
+        Attr {
+            code: code as u16,
+            what,
+            _kind: PhantomData,
+        }
+    }
+}
+
+macro_rules! attrs {
+    ($kind:ty { $($name:ident: $shape:ident = $code:ident, $what:expr;)* }) => {
+        $(
+            #[doc = concat!("`", stringify!($code), "`.")]
+            pub(crate) const $name: Attr<$kind, shape::$shape> = Attr::new(sys::$code, $what);
+        )*
+    };
+}
+
+/// Table attributes.
+pub(crate) mod table {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Table {
+        NAME: Str = NFTNL_TABLE_NAME, "table name";
+        FAMILY: U32 = NFTNL_TABLE_FAMILY, "table family";
+    });
+}
+
+/// Chain attributes.
+pub(crate) mod chain {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Chain {
+        TABLE: Str = NFTNL_CHAIN_TABLE, "table name";
+        NAME: Str = NFTNL_CHAIN_NAME, "chain name";
+        FAMILY: U32 = NFTNL_CHAIN_FAMILY, "chain family";
+        HOOKNUM: U32 = NFTNL_CHAIN_HOOKNUM, "chain hook";
+        PRIO: I32 = NFTNL_CHAIN_PRIO, "chain priority";
+        TYPE: Str = NFTNL_CHAIN_TYPE, "chain type";
+        POLICY: U32 = NFTNL_CHAIN_POLICY, "chain policy";
+    });
+}
+
+/// Rule attributes.
+pub(crate) mod rule {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Rule {
+        FAMILY: U32 = NFTNL_RULE_FAMILY, "rule family";
+        TABLE: Str = NFTNL_RULE_TABLE, "table name";
+        CHAIN: Str = NFTNL_RULE_CHAIN, "chain name";
+        HANDLE: U64 = NFTNL_RULE_HANDLE, "rule handle";
+        USERDATA: Blob = NFTNL_RULE_USERDATA, "rule user data";
+    });
+}
+
+/// Set attributes.
+pub(crate) mod set {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Set {
+        TABLE: Str = NFTNL_SET_TABLE, "table name";
+        NAME: Str = NFTNL_SET_NAME, "set name";
+        FAMILY: U32 = NFTNL_SET_FAMILY, "set family";
+        ID: U32 = NFTNL_SET_ID, "set id";
+        FLAGS: U32 = NFTNL_SET_FLAGS, "set flags";
+        KEY_TYPE: U32 = NFTNL_SET_KEY_TYPE, "set key type";
+        KEY_LEN: U32 = NFTNL_SET_KEY_LEN, "set key length";
+        DATA_TYPE: U32 = NFTNL_SET_DATA_TYPE, "map data type";
+        DATA_LEN: U32 = NFTNL_SET_DATA_LEN, "map data length";
+        USERDATA: Blob = NFTNL_SET_USERDATA, "set user data";
+    });
+}
+
+/// Set element attributes.
+pub(crate) mod elem {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Elem {
+        KEY: Data = NFTNL_SET_ELEM_KEY, "element key";
+        FLAGS: U32 = NFTNL_SET_ELEM_FLAGS, "element flags";
+        DATA: Data = NFTNL_SET_ELEM_DATA, "element data";
+        VERDICT: U32 = NFTNL_SET_ELEM_VERDICT, "element verdict";
+        CHAIN: Str = NFTNL_SET_ELEM_CHAIN, "verdict chain";
+    });
+}
+
+/// Attributes every expression has.
+pub(crate) mod any_expr {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::AnyExpr {
+        NAME: Str = NFTNL_EXPR_NAME, "expression name";
+    });
+}
+
+/// One module of attributes per expression kind (the kind's marker type is in
+/// `object::kind`).
+macro_rules! expr_attrs {
+    ($($module:ident: $kind:ident { $($name:ident: $shape:ident = $code:ident;)* })*) => {
+        $(
+            #[doc = concat!("`", stringify!($module), "` expression attributes.")]
+            pub(crate) mod $module {
+                use super::*;
+                attrs!(crate::dataplane::nft::ffi::kind::$kind {
+                    $($name: $shape = $code, concat!(stringify!($module), " ", stringify!($name));)*
+                });
+            }
+        )*
+    };
+}
+
+/// Expression attributes, one module per expression kind.
+pub(crate) mod expr {
+    use super::*;
+
+    expr_attrs! {
+        meta: Meta { KEY: U32 = NFTNL_EXPR_META_KEY; DREG: U32 = NFTNL_EXPR_META_DREG; }
+        payload: Payload {
+            BASE: U32 = NFTNL_EXPR_PAYLOAD_BASE;
+            OFFSET: U32 = NFTNL_EXPR_PAYLOAD_OFFSET;
+            LEN: U32 = NFTNL_EXPR_PAYLOAD_LEN;
+            DREG: U32 = NFTNL_EXPR_PAYLOAD_DREG;
+        }
+        ct: Ct { KEY: U32 = NFTNL_EXPR_CT_KEY; DREG: U32 = NFTNL_EXPR_CT_DREG; }
+        fib: Fib {
+            FLAGS: U32 = NFTNL_EXPR_FIB_FLAGS;
+            RESULT: U32 = NFTNL_EXPR_FIB_RESULT;
+            DREG: U32 = NFTNL_EXPR_FIB_DREG;
+        }
+        numgen: Numgen {
+            DREG: U32 = NFTNL_EXPR_NG_DREG;
+            MODULUS: U32 = NFTNL_EXPR_NG_MODULUS;
+            TYPE: U32 = NFTNL_EXPR_NG_TYPE;
+            OFFSET: U32 = NFTNL_EXPR_NG_OFFSET;
+        }
+        hash: Hash {
+            SREG: U32 = NFTNL_EXPR_HASH_SREG;
+            DREG: U32 = NFTNL_EXPR_HASH_DREG;
+            LEN: U32 = NFTNL_EXPR_HASH_LEN;
+            MODULUS: U32 = NFTNL_EXPR_HASH_MODULUS;
+            SEED: U32 = NFTNL_EXPR_HASH_SEED;
+            OFFSET: U32 = NFTNL_EXPR_HASH_OFFSET;
+            TYPE: U32 = NFTNL_EXPR_HASH_TYPE;
+        }
+        cmp: Cmp {
+            SREG: U32 = NFTNL_EXPR_CMP_SREG;
+            OP: U32 = NFTNL_EXPR_CMP_OP;
+            DATA: Data = NFTNL_EXPR_CMP_DATA;
+        }
+        range: Range {
+            SREG: U32 = NFTNL_EXPR_RANGE_SREG;
+            OP: U32 = NFTNL_EXPR_RANGE_OP;
+            FROM: Data = NFTNL_EXPR_RANGE_FROM_DATA;
+            TO: Data = NFTNL_EXPR_RANGE_TO_DATA;
+        }
+        bitwise: Bitwise {
+            SREG: U32 = NFTNL_EXPR_BITWISE_SREG;
+            DREG: U32 = NFTNL_EXPR_BITWISE_DREG;
+            LEN: U32 = NFTNL_EXPR_BITWISE_LEN;
+            MASK: Data = NFTNL_EXPR_BITWISE_MASK;
+            XOR: Data = NFTNL_EXPR_BITWISE_XOR;
+        }
+        lookup: Lookup {
+            SREG: U32 = NFTNL_EXPR_LOOKUP_SREG;
+            SET: Str = NFTNL_EXPR_LOOKUP_SET;
+            SET_ID: U32 = NFTNL_EXPR_LOOKUP_SET_ID;
+            DREG: U32 = NFTNL_EXPR_LOOKUP_DREG;
+            FLAGS: U32 = NFTNL_EXPR_LOOKUP_FLAGS;
+        }
+        immediate: Immediate {
+            DREG: U32 = NFTNL_EXPR_IMM_DREG;
+            VERDICT: U32 = NFTNL_EXPR_IMM_VERDICT;
+            CHAIN: Str = NFTNL_EXPR_IMM_CHAIN;
+            DATA: Data = NFTNL_EXPR_IMM_DATA;
+        }
+        counter: Counter { PACKETS: U64 = NFTNL_EXPR_CTR_PACKETS; BYTES: U64 = NFTNL_EXPR_CTR_BYTES; }
+        limit: Limit {
+            RATE: U64 = NFTNL_EXPR_LIMIT_RATE;
+            UNIT: U64 = NFTNL_EXPR_LIMIT_UNIT;
+            BURST: U32 = NFTNL_EXPR_LIMIT_BURST;
+            TYPE: U32 = NFTNL_EXPR_LIMIT_TYPE;
+            FLAGS: U32 = NFTNL_EXPR_LIMIT_FLAGS;
+        }
+        log: Log { PREFIX: Str = NFTNL_EXPR_LOG_PREFIX; }
+        reject: Reject { TYPE: U32 = NFTNL_EXPR_REJECT_TYPE; CODE: U8 = NFTNL_EXPR_REJECT_CODE; }
+        nat: Nat {
+            TYPE: U32 = NFTNL_EXPR_NAT_TYPE;
+            FAMILY: U32 = NFTNL_EXPR_NAT_FAMILY;
+            REG_ADDR_MIN: U32 = NFTNL_EXPR_NAT_REG_ADDR_MIN;
+            REG_PROTO_MIN: U32 = NFTNL_EXPR_NAT_REG_PROTO_MIN;
+        }
+    }
+}

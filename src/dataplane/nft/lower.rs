@@ -1,0 +1,306 @@
+//! Rule statements -> kernel expressions: register allocation (concatenations use
+//! consecutive 32-bit registers), implicit protocol dependencies, and the anonymous sets a
+//! rule needs created before it.
+
+use nftnl::nftnl_sys::libc;
+
+use super::compile::verdict_code;
+use super::encode::encode;
+use super::error::CompileError;
+use super::expr::{self, REG_1, REG_VERDICT, REG32_00};
+use super::ffi;
+use super::ir::*;
+
+/// Protocol facts established earlier in the rule (so dependencies are not repeated).
+#[derive(Default)]
+struct Deps {
+    nfproto: Option<u8>,
+    l4proto: Option<u8>,
+}
+
+const NFPROTO_IPV4: u8 = 2;
+const NFPROTO_IPV6: u8 = 10;
+
+fn field_deps(e: &Expr, out: &mut Vec<(MetaKey, u8)>) {
+    match e {
+        Expr::Payload(f) => match f {
+            Field::IpSaddr | Field::IpDaddr => out.push((MetaKey::NfProto, NFPROTO_IPV4)),
+            Field::Ip6Saddr | Field::Ip6Daddr => out.push((MetaKey::NfProto, NFPROTO_IPV6)),
+            Field::TcpDport => out.push((MetaKey::L4Proto, 6)),
+            Field::UdpDport => out.push((MetaKey::L4Proto, 17)),
+            Field::IcmpType => out.push((MetaKey::L4Proto, 1)),
+            Field::Icmpv6Type => out.push((MetaKey::L4Proto, 58)),
+            Field::ThDport | Field::ThSport => {}
+        },
+        Expr::Jhash { input, .. } => field_deps(input, out),
+        Expr::Concat(parts) => parts.iter().for_each(|p| field_deps(p, out)),
+        _ => {}
+    }
+}
+
+fn emit_deps(
+    family: Family,
+    exprs: &[&Expr],
+    deps: &mut Deps,
+    raw: &mut ffi::Rule,
+) -> Result<(), CompileError> {
+    let mut need = Vec::new();
+    for e in exprs {
+        field_deps(e, &mut need);
+    }
+    for (key, value) in need {
+        let slot = match key {
+            MetaKey::NfProto if family != Family::Inet => continue,
+            MetaKey::NfProto => &mut deps.nfproto,
+            _ => &mut deps.l4proto,
+        };
+        if *slot == Some(value) {
+            continue;
+        }
+        let k = match key {
+            MetaKey::NfProto => libc::NFT_META_NFPROTO,
+            _ => libc::NFT_META_L4PROTO,
+        };
+        raw.add_expr(expr::meta(k as u32, REG_1));
+        raw.add_expr(expr::cmp(REG_1, 0, &[value])?);
+        *slot = Some(value);
+    }
+    Ok(())
+}
+
+/// Loads `e` into 32-bit registers starting at `reg`; `scratch` is the first register free
+/// after the whole destination (for hash inputs).
+fn load(e: &Expr, reg: u32, scratch: u32, raw: &mut ffi::Rule) -> Result<(), CompileError> {
+    if reg + e.byte_len().div_ceil(4) > REG32_00 + 16 {
+        return Err(CompileError::Invalid(
+            "expression does not fit the registers".into(),
+        ));
+    }
+    match e {
+        Expr::Meta(k) => {
+            let key = match k {
+                MetaKey::IifName => libc::NFT_META_IIFNAME,
+                MetaKey::OifName => libc::NFT_META_OIFNAME,
+                MetaKey::L4Proto => libc::NFT_META_L4PROTO,
+                MetaKey::NfProto => libc::NFT_META_NFPROTO,
+                MetaKey::Mark => libc::NFT_META_MARK,
+            };
+            raw.add_expr(expr::meta(key as u32, reg));
+        }
+        Expr::Payload(f) => {
+            let (base, offset, len) = match f {
+                Field::IpSaddr => (1, 12, 4),
+                Field::IpDaddr => (1, 16, 4),
+                Field::Ip6Saddr => (1, 8, 16),
+                Field::Ip6Daddr => (1, 24, 16),
+                Field::TcpDport | Field::UdpDport | Field::ThDport => (2, 2, 2),
+                Field::ThSport => (2, 0, 2),
+                Field::IcmpType | Field::Icmpv6Type => (2, 0, 1),
+            };
+            raw.add_expr(expr::payload(base, offset, len, reg));
+        }
+        Expr::Ct(k) => {
+            let key = match k {
+                CtKey::State => libc::NFT_CT_STATE,
+                CtKey::Status => libc::NFT_CT_STATUS,
+                CtKey::Mark => libc::NFT_CT_MARK,
+            };
+            raw.add_expr(expr::ct(key as u32, reg));
+        }
+        Expr::FibDaddrType => {
+            // NFTA_FIB_F_DADDR = 2, NFT_FIB_RESULT_ADDRTYPE = 3.
+            raw.add_expr(expr::fib(2, 3, reg));
+        }
+        Expr::Numgen { modulus, offset } => raw.add_expr(expr::numgen(*modulus, *offset, reg)),
+        Expr::Jhash {
+            input,
+            modulus,
+            seed,
+            offset,
+        } => {
+            load(input, scratch, scratch + input.byte_len().div_ceil(4), raw)?;
+            raw.add_expr(expr::jhash(
+                scratch,
+                input.byte_len(),
+                *modulus,
+                *seed,
+                *offset,
+                reg,
+            ));
+        }
+        Expr::Concat(parts) => {
+            let mut r = reg;
+            for p in parts {
+                load(p, r, scratch, raw)?;
+                r += p.byte_len().div_ceil(4);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_key(e: &Expr, raw: &mut ffi::Rule) -> Result<u32, CompileError> {
+    let scratch = REG32_00 + e.byte_len().div_ceil(4);
+    load(e, REG32_00, scratch, raw)?;
+    Ok(REG32_00)
+}
+
+/// An anonymous set to create before the rule that uses it.
+pub(crate) type AnonSet = (u32, Set);
+
+fn set_name(
+    set: &SetRef,
+    new_id: &mut dyn FnMut() -> u32,
+    anon: &mut Vec<AnonSet>,
+) -> (String, Option<u32>) {
+    match set {
+        SetRef::Named(n) => (n.clone(), None),
+        SetRef::Anonymous {
+            key,
+            interval,
+            elements,
+            data,
+        } => {
+            let id = new_id();
+            let mut s = Set::new("__set%d", key.clone());
+            s.interval = *interval;
+            s.constant = true;
+            s.data = data.clone();
+            s.elements = elements.clone();
+            anon.push((id, s));
+            ("__set%d".to_string(), Some(id))
+        }
+    }
+}
+
+/// Lowers a rule's statements into kernel expressions on `raw`.
+pub(crate) fn compile_rule(
+    family: Family,
+    rule: &Rule,
+    raw: &mut ffi::Rule,
+    new_id: &mut dyn FnMut() -> u32,
+    anon: &mut Vec<AnonSet>,
+) -> Result<(), CompileError> {
+    let mut deps = Deps::default();
+    for stmt in &rule.stmts {
+        match stmt {
+            Stmt::Cmp { left, op, right } => {
+                emit_deps(family, &[left], &mut deps, raw)?;
+                let data = encode(right)?;
+                if data.len() as u32 != left.byte_len() {
+                    return Err(CompileError::Invalid(format!(
+                        "comparing {} bytes with a {}-byte value",
+                        left.byte_len(),
+                        data.len()
+                    )));
+                }
+                let reg = load_key(left, raw)?;
+                let code = if *op == CmpOp::Eq { 0 } else { 1 };
+                raw.add_expr(expr::cmp(reg, code, &data)?);
+                if *op == CmpOp::Eq {
+                    match (left, right) {
+                        (Expr::Meta(MetaKey::L4Proto), Value::Proto(p)) => deps.l4proto = Some(*p),
+                        (Expr::Meta(MetaKey::NfProto), Value::Proto(p)) => deps.nfproto = Some(*p),
+                        _ => {}
+                    }
+                }
+            }
+            Stmt::Range {
+                left,
+                negate,
+                from,
+                to,
+            } => {
+                emit_deps(family, &[left], &mut deps, raw)?;
+                let reg = load_key(left, raw)?;
+                raw.add_expr(expr::range(
+                    reg,
+                    u32::from(*negate),
+                    &encode(from)?,
+                    &encode(to)?,
+                )?);
+            }
+            Stmt::Flags { left, bits, negate } => {
+                let mask = encode(bits)?;
+                let reg = load_key(left, raw)?;
+                raw.add_expr(expr::bitwise(reg, reg, &mask, &vec![0; mask.len()])?);
+                let code = if *negate { 0 } else { 1 };
+                raw.add_expr(expr::cmp(reg, code, &vec![0; mask.len()])?);
+            }
+            Stmt::Lookup { left, set, negate } => {
+                emit_deps(family, &[left], &mut deps, raw)?;
+                let (name, id) = set_name(set, new_id, anon);
+                let reg = load_key(left, raw)?;
+                raw.add_expr(expr::lookup(reg, None, &name, id, *negate)?);
+            }
+            Stmt::Counter => raw.add_expr(expr::counter()),
+            Stmt::Limit {
+                rate,
+                unit,
+                burst,
+                over,
+            } => raw.add_expr(expr::limit(*rate, unit.seconds(), *burst, *over)),
+            Stmt::Log { prefix } => raw.add_expr(expr::log(prefix)?),
+            Stmt::Verdict(v) => {
+                let (code, chain) = verdict_code(v);
+                raw.add_expr(expr::verdict(code, chain)?);
+            }
+            Stmt::Vmap { key, map } => {
+                emit_deps(family, &[key], &mut deps, raw)?;
+                let (name, id) = set_name(map, new_id, anon);
+                let reg = load_key(key, raw)?;
+                raw.add_expr(expr::lookup(reg, Some(REG_VERDICT), &name, id, false)?);
+            }
+            Stmt::Reject(r) => raw.add_expr(match r {
+                Reject::TcpReset => expr::reject(1, None),
+                // NFT_REJECT_ICMPX_UNREACH with NFT_REJECT_ICMPX_PORT_UNREACH / ADMIN_PROHIBITED.
+                Reject::IcmpxPortUnreachable => expr::reject(2, Some(1)),
+                Reject::IcmpxAdminProhibited => expr::reject(2, Some(3)),
+            }),
+            Stmt::Masquerade => raw.add_expr(expr::masquerade()),
+            Stmt::Nat { kind, addr, port } => {
+                let (fam, bytes) = match addr {
+                    std::net::IpAddr::V4(a) => (NFPROTO_IPV4, a.octets().to_vec()),
+                    std::net::IpAddr::V6(a) => (NFPROTO_IPV6, a.octets().to_vec()),
+                };
+                raw.add_expr(expr::immediate(REG_1, &bytes)?);
+                let proto_reg = match port {
+                    // The second 16-byte register.
+                    Some(p) => {
+                        raw.add_expr(expr::immediate(2, &p.to_be_bytes())?);
+                        Some(2)
+                    }
+                    None => None,
+                };
+                raw.add_expr(expr::nat(nat_code(*kind), u32::from(fam), REG_1, proto_reg));
+            }
+            Stmt::NatMap {
+                kind,
+                version,
+                key,
+                map,
+                with_port,
+            } => {
+                let fam = match version {
+                    IpVersion::V4 => NFPROTO_IPV4,
+                    IpVersion::V6 => NFPROTO_IPV6,
+                };
+                emit_deps(family, &[key], &mut deps, raw)?;
+                let (name, id) = set_name(map, new_id, anon);
+                let reg = load_key(key, raw)?;
+                raw.add_expr(expr::lookup(reg, Some(REG_1), &name, id, false)?);
+                let addr_words = if *version == IpVersion::V4 { 1 } else { 4 };
+                let proto_reg = with_port.then_some(REG32_00 + addr_words);
+                raw.add_expr(expr::nat(nat_code(*kind), u32::from(fam), REG_1, proto_reg));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn nat_code(k: NatKind) -> u32 {
+    match k {
+        NatKind::Snat => 0,
+        NatKind::Dnat => 1,
+    }
+}

@@ -1,0 +1,118 @@
+//! Safe wrappers of the few libc calls outside the nftables FFI module that need `unsafe`:
+//! integer socket options, a classic BPF socket filter, `setns(2)` and `malloc_trim(3)`.
+//! Everything else in the crate stays free of `unsafe` (the crate denies it).
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+
+/// Sets an `int`-valued socket option.
+pub fn set_int_sockopt(fd: impl AsFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: the fd is borrowed (open for the call); setsockopt reads `size_of::<c_int>()`
+    // bytes from a pointer to a live local.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads an `int`-valued socket option.
+pub fn get_int_sockopt(fd: impl AsFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the fd is borrowed; getsockopt writes at most `len` bytes into a live c_int.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_fd().as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Attaches a classic BPF program to a socket (`SO_ATTACH_FILTER`); the kernel copies it.
+pub fn attach_socket_filter(fd: impl AsFd, program: &[libc::sock_filter]) -> io::Result<()> {
+    /// 26 on every architecture edgenetd targets; the libc crate lacks it for glibc.
+    const SO_ATTACH_FILTER: libc::c_int = 26;
+    let len = u16::try_from(program.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?;
+    let prog = libc::sock_fprog {
+        len,
+        // The kernel only reads the program; the field is `*mut` for historical reasons.
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points at `program`, both alive for the call; the fd is borrowed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ATTACH_FILTER,
+            (&prog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Moves the calling thread into the network namespace `ns` (an open `/run/netns/*` or
+/// `/proc/*/ns/net` file). Threads started afterwards inherit it.
+pub fn enter_net_namespace(ns: impl AsFd) -> io::Result<()> {
+    // SAFETY: a borrowed, open fd; setns changes only the calling thread's namespace and
+    // fails cleanly (EINVAL) when the fd is not a network namespace.
+    let rc = unsafe { libc::setns(ns.as_fd().as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Gives free heap pages back to the system (glibc keeps them otherwise). A no-op on other C
+/// libraries.
+pub fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases pages the allocator holds free; no pointer is involved.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_sockopt_round_trips_on_a_socket() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_int_sockopt(&sock, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1).unwrap();
+        let v = get_int_sockopt(&sock, libc::SOL_SOCKET, libc::SO_REUSEADDR).unwrap();
+        assert_eq!(v, 1);
+    }
+
+    #[test]
+    fn entering_a_file_that_is_no_namespace_fails_cleanly() {
+        let f = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(enter_net_namespace(&f).is_err());
+    }
+}
