@@ -224,6 +224,8 @@ fn test_settings(desired: &DesiredState, name: &str) -> ControllerSettings {
 /// Starts one loop per enabled built-in controller.
 fn spawn_builtin_controllers(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
     use crate::controller::{policy, route, service};
+    // One nftables generation watch shared by both nftables controllers.
+    let watch = crate::dataplane::nft::GenerationWatch::new();
     for name in config::CONTROLLERS {
         if !desired.controller(name).enabled {
             info!("controller {name} is disabled: not started, owns nothing");
@@ -234,7 +236,7 @@ fn spawn_builtin_controllers(spawner: &mut Spawner<'_, '_>, desired: &DesiredSta
             "policy" => {
                 policy::describe_metrics();
                 spawner.spawn(
-                    policy::PolicyController::new(trigger),
+                    policy::PolicyController::new(trigger, watch.clone()),
                     kernel_rx,
                     builtin_settings,
                 );
@@ -242,7 +244,7 @@ fn spawn_builtin_controllers(spawner: &mut Spawner<'_, '_>, desired: &DesiredSta
             "service" => {
                 service::describe_metrics();
                 spawner.spawn(
-                    service::ServiceController::new(trigger),
+                    service::ServiceController::new(trigger, watch.clone()),
                     kernel_rx,
                     builtin_settings,
                 );

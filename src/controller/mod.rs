@@ -4,6 +4,7 @@
 //! followed by *apply* (the only part that talks to the kernel, through `crate::dataplane`).
 //! The runner (see `runner`) owns the loop; a controller only knows how to sync once.
 
+pub mod cache;
 pub mod route;
 
 use std::fmt;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::dataplane::nft::ir::{Element, Table};
 use crate::dataplane::nft::{Batch, Op, TableRef, render};
 
-use super::diff::{ServiceChange, masq_refs};
+use super::plan::{ServiceChange, masq_refs};
 use super::layout::{self, SetId};
 use super::model::{Model, VipKey};
 

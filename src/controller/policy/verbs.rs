@@ -1,14 +1,74 @@
-//! What `plan` reports as differing between the desired table and the running kernel:
-//! missing or extra chains, rules added or removed (rules are compared by their comment,
-//! which carries the group's name and a hash of the rule's text), and set elements to add or
-//! delete. Every line starts with `#` so the plan output stays loadable with `nft -f`.
+//! The one-shot verbs: `plan` (the ruleset the policy would load, then what differs from the
+//! running kernel) and `cleanup` (deletes the policy table, nothing else).
+//!
+//! The differences: missing or extra chains, rules added or removed (rules are compared by
+//! their comment, which carries the group's name and a hash of the rule's text), and set
+//! elements to add or delete. Every line starts with `#` so the plan output stays loadable
+//! with `nft -f`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::dataplane::nft::{Nft, NftError, TableRef, raw_elements};
+use crate::config::{DaemonSettings, DesiredState};
+use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, render};
 
-use super::program::Program;
+use super::program::{self, Program};
+use super::{apply, table_ref};
+
+/// Errors of `plan` and `cleanup`.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyCliError {
+    /// Talking to nftables failed.
+    #[error(transparent)]
+    Nft(#[from] NftError),
+}
+
+/// `edgenetd plan`: the ruleset the policy would load, in nft syntax (loadable with
+/// `nft -c -f`), followed by what differs from the running kernel as `#` comment lines.
+/// Empty when there is no `[policy]` and no table. Writes nothing.
+pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
+    let table = table_ref(&desired.daemon);
+    let program = desired
+        .policy
+        .as_ref()
+        .map(|cfg| program::build(cfg, &table.name));
+    let mut nft = Nft::open()?;
+    if program.is_none() {
+        // No [policy] and no table: nothing to say (other areas' plans stay uncluttered).
+        let t = table.clone();
+        if !smol::unblock(move || nft.table_exists(&t)).await? {
+            return Ok(String::new());
+        }
+        nft = Nft::open()?;
+    }
+    let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
+        let diff = diff(&mut nft, &table, program.as_ref())?;
+        let text = match &program {
+            Some(p) => render::render_replace(&p.table),
+            None => format!(
+                "# no [policy] section: no firewall table (inet {} is removed if present)\n",
+                table.name
+            ),
+        };
+        Ok((text, diff))
+    })
+    .await?;
+    Ok(format!("# policy\n{text}{diff}"))
+}
+
+/// `edgenetd cleanup`: deletes the policy table (and nothing else).
+pub async fn cleanup(settings: &DaemonSettings) -> Result<String, PolicyCliError> {
+    let table = table_ref(settings);
+    let mut nft = Nft::open()?;
+    // A one-shot process: its commit need not be told from anybody's.
+    let watch = GenerationWatch::new();
+    let n = smol::unblock(move || apply::delete_table(&mut nft, &watch, &table)).await?;
+    Ok(if n > 0 {
+        format!("policy: deleted table inet {}\n", settings.policy_table())
+    } else {
+        format!("policy: no table inet {}\n", settings.policy_table())
+    })
+}
 
 /// The differences as `#` lines (a single "# no differences" line when there are none).
 pub fn diff(nft: &mut Nft, t: &TableRef, desired: Option<&Program>) -> Result<String, NftError> {
