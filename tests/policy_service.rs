@@ -28,8 +28,10 @@ netns_test! {
         t.serve(Some(&t.lan), "tcp", 80);
         let (pt, _prx) = trigger();
         let (st, _srx) = trigger();
-        let mut policy = PolicyController::new(pt);
-        let mut service = ServiceController::new(st);
+        // One watch for both, as the daemon does: neither mistakes the other's commit for drift.
+        let watch = edgenetd::dataplane::nft::GenerationWatch::new();
+        let mut policy = PolicyController::new(pt, watch.clone());
+        let mut service = ServiceController::new(st, watch);
         let sync_both = |policy: &mut PolicyController, service: &mut ServiceController, cfg: &str| {
             let desired = load_str(&[("edgenetd.toml", cfg)]).unwrap_or_else(|e| panic!("{e}"));
             smol::block_on(service.sync(&desired, &NoProgress)).unwrap();

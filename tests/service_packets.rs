@@ -11,6 +11,7 @@ use common::netns::{Host, sh, sh_status};
 use edgenetd::config::{self, DesiredState};
 use edgenetd::controller::service::ServiceController;
 use edgenetd::controller::{Controller, NoProgress, SyncReport, trigger};
+use edgenetd::dataplane::nft::GenerationWatch;
 
 const SERVER: &str = r#"
 import socket, sys, threading, socketserver
@@ -73,6 +74,8 @@ struct Topo {
     servers: Vec<std::process::Child>,
     dir: String,
     ctrl: ServiceController,
+    /// The process's nftables watch, shared with any other controller a test builds.
+    watch: GenerationWatch,
 }
 
 fn write_scripts() -> String {
@@ -120,12 +123,14 @@ impl Topo {
         }
         let (t, _rx) = trigger();
         std::mem::forget(_rx);
+        let watch = GenerationWatch::new();
         Topo {
             client,
             _backends: backends,
             servers,
             dir,
-            ctrl: ServiceController::new(t),
+            ctrl: ServiceController::new(t, watch.clone()),
+            watch,
         }
     }
 
@@ -513,7 +518,7 @@ backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
         let d = desired(toml);
         let (tr, rx) = trigger();
         std::mem::forget(rx);
-        let mut policy = PolicyController::new(tr);
+        let mut policy = PolicyController::new(tr, t.watch.clone());
         smol::block_on(policy.sync(&d, &NoProgress)).expect("policy sync");
         smol::block_on(t.ctrl.sync(&d, &NoProgress)).expect("service sync");
         // Forwarding to a backend directly is dropped by the policy...

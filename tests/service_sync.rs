@@ -7,6 +7,7 @@ use common::netns::{sh, sh_status};
 use edgenetd::config::{self, DesiredState};
 use edgenetd::controller::service::{self, ServiceController};
 use edgenetd::controller::{Controller, NoProgress, SyncReport, trigger};
+use edgenetd::dataplane::nft::GenerationWatch;
 
 const CONFIG: &str = r#"
 [[service]]
@@ -31,7 +32,7 @@ fn desired(toml: &str) -> DesiredState {
 fn controller() -> ServiceController {
     let (t, rx) = trigger();
     std::mem::forget(rx);
-    ServiceController::new(t)
+    ServiceController::new(t, GenerationWatch::new())
 }
 
 fn sync(c: &mut ServiceController, d: &DesiredState) -> SyncReport {
@@ -144,7 +145,8 @@ netns_test! {
 netns_test! {
     fn a_foreign_commit_wakes_the_controller_and_a_policy_commit_costs_no_full_compare() {
         let (t, rx) = trigger();
-        let mut c = ServiceController::new(t);
+        let watch = GenerationWatch::new();
+        let mut c = ServiceController::new(t, watch.clone());
         let d = desired(CONFIG);
         sync(&mut c, &d);
         // Drain wake-ups caused so far.
@@ -159,7 +161,8 @@ netns_test! {
             let mut nft = Nft::open().unwrap();
             let mut b = Batch::new();
             b.table(&other, Op::Add);
-            nft.execute(b).unwrap();
+            // Every controller records its commits in the process's shared watch.
+            watch.record_own(nft.execute(b).unwrap().generation);
         }
         let r = sync(&mut c, &d);
         assert_eq!(r.summary, "no change", "{r:?}");

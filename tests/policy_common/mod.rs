@@ -213,7 +213,7 @@ impl Driver {
     pub fn new() -> Driver {
         let (t, _rx) = trigger();
         Driver {
-            controller: PolicyController::new(t),
+            controller: PolicyController::new(t, edgenetd::dataplane::nft::GenerationWatch::new()),
         }
     }
 

@@ -135,10 +135,16 @@ fn table_batch(
     for chain in &table.chains {
         batch.chain(&tref, chain, Op::Add);
     }
-    let unbuildable = add_objects(&mut batch, &tref, &table, (&rule_groups, &set_groups), |g, e| {
-        failures.push(format!("policy {}", group_label(desired, g)), e);
-        failed.insert(g);
-    });
+    let unbuildable = add_objects(
+        &mut batch,
+        &tref,
+        &table,
+        (&rule_groups, &set_groups),
+        |g, e| {
+            failures.push(format!("policy {}", group_label(desired, g)), e);
+            failed.insert(g);
+        },
+    );
     if unbuildable && failed.contains(&0) {
         return Err(std::mem::take(failures));
     }

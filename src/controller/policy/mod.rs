@@ -192,7 +192,11 @@ impl Kernel {
 
     /// A renamed table (new prefix): the old one goes.
     fn delete_renamed(&mut self, table: &TableRef) -> Result<(), SyncError> {
-        let Some(old) = self.cache.snapshot().map(|a| TableRef::from(&a.program.table)) else {
+        let Some(old) = self
+            .cache
+            .snapshot()
+            .map(|a| TableRef::from(&a.program.table))
+        else {
             return Ok(());
         };
         if old.name != table.name {
@@ -230,8 +234,8 @@ impl Kernel {
         let Some(a) = self.cache.snapshot_mut().filter(|a| a.failed.is_empty()) else {
             return Ok(false);
         };
-        let foreign = a.generation != generation
-            && self.watch.foreign_between(a.generation, generation);
+        let foreign =
+            a.generation != generation && self.watch.foreign_between(a.generation, generation);
         if !foreign {
             a.generation = generation;
         }

@@ -143,7 +143,8 @@ mod tests {
         ]))))
     }
 
-    const BASE: &str = "[policy]\n[policy.set.blocked]\ntype = \"ipv4\"\nelements = [\"192.0.2.1\"]\n";
+    const BASE: &str =
+        "[policy]\n[policy.set.blocked]\ntype = \"ipv4\"\nelements = [\"192.0.2.1\"]\n";
 
     #[test]
     fn steps_from_installed_and_desired() {
@@ -153,7 +154,10 @@ mod tests {
         assert!(!p.same_structure(&other), "a structural change");
         assert_eq!(step(None, None, false), Step::DeleteTable);
         assert_eq!(step(None, Some(&p), false), Step::FullWrite);
-        assert_eq!(step(Some(&installed(&p, &[])), Some(&p), false), Step::Nothing);
+        assert_eq!(
+            step(Some(&installed(&p, &[])), Some(&p), false),
+            Step::Nothing
+        );
         assert_eq!(
             step(Some(&installed(&p, &[])), Some(&more), false),
             Step::ElementDelta

@@ -153,4 +153,3 @@ pub async fn apply<'a>(
     }
     applied
 }
-

@@ -124,7 +124,10 @@ impl RouteController {
         socket: &RouteSocket,
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
-        let snap = self.cache.snapshot_mut().expect("trusted implies a snapshot");
+        let snap = self
+            .cache
+            .snapshot_mut()
+            .expect("trusted implies a snapshot");
         let configured = &desired.routing.routes;
         let rules = model::rule_specs_of(&desired.routing.rules, snap.protocol);
         let changed = plan::changed_routes(&snap.routes, configured, snap.protocol);

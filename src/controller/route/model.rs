@@ -114,7 +114,10 @@ mod tests {
         );
         // IPv4 keeps metric 0 (the kernel stores what it is given).
         assert_eq!(route_spec(&route("10.1.0.0/16", Some(0)), 190).metric, 0);
-        assert_eq!(route_spec(&route("2001:db8:1::/48", Some(5)), 190).metric, 5);
+        assert_eq!(
+            route_spec(&route("2001:db8:1::/48", Some(5)), 190).metric,
+            5
+        );
     }
 
     #[test]

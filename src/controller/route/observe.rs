@@ -9,7 +9,9 @@ use crate::config::route::Route;
 use crate::controller::SyncError;
 use crate::controller::Trigger;
 use crate::controller::cache::Invalidation;
-use crate::dataplane::route::{Links, RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RuleSpec};
+use crate::dataplane::route::{
+    Links, RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RuleSpec,
+};
 
 use super::hash::{FastMap, FastSet};
 use super::model::route_spec;

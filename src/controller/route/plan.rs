@@ -594,7 +594,10 @@ mod tests {
         let before = hundred();
         let mut after = before.clone();
         after[42].via = Some("192.0.2.9".parse().unwrap());
-        assert_eq!(changed_routes(&before, &after, 190).unwrap().positions, [42]);
+        assert_eq!(
+            changed_routes(&before, &after, 190).unwrap().positions,
+            [42]
+        );
         assert_eq!(
             incremental_lines(&before, &after).unwrap(),
             [
@@ -632,7 +635,10 @@ mod tests {
         let before = hundred();
         let mut after = before.clone();
         after.swap(10, 20);
-        assert_eq!(incremental_lines(&before, &after).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            incremental_lines(&before, &after).unwrap(),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -676,7 +682,10 @@ mod tests {
             via("10.1.0.0/16", "192.0.2.2"),
         ];
         assert_eq!(Plan::new(&desired, &[], &[], &[]).duplicate_routes, 1);
-        assert_eq!(Plan::new(&desired, &desired[..1], &[], &[]).duplicate_routes, 1);
+        assert_eq!(
+            Plan::new(&desired, &desired[..1], &[], &[]).duplicate_routes,
+            1
+        );
         assert_eq!(Plan::new(&desired[..1], &[], &[], &[]).duplicate_routes, 0);
     }
 

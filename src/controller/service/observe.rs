@@ -12,13 +12,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 
-use crate::dataplane::nft::{ElemInfo, NftError};
 use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
+use crate::dataplane::nft::{ElemInfo, NftError};
 
 use super::Kernel;
-use super::plan::{Mirror, masq_refs};
 use super::layout::{self, MasqKey, SetId};
 use super::model::{Action, Entry, Model, VipKey};
+use super::plan::{Mirror, masq_refs};
 
 /// A set as compared: name, key type id and length, map data type id and length.
 type SetShape = (String, u32, u32, Option<(u32, u32)>);
@@ -101,7 +101,6 @@ impl Kernel {
             }
         }
     }
-
 }
 
 /// Kernel verdict codes (`NFT_GOTO`, `NF_DROP`).

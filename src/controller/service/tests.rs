@@ -3,9 +3,9 @@
 use crate::config::load_str;
 use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
 
-use super::plan::{Delta, Mirror};
 use super::layout::SetId;
 use super::model::{self, Model};
+use super::plan::{Delta, Mirror};
 
 fn model_of(toml: &str) -> Model {
     let state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use crate::config::{DaemonSettings, DesiredState};
 use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef};
 
-use super::plan::Mirror;
 use super::elements::{render_text, vip_of};
 use super::layout::{self};
 use super::model::{self, Model, VipKey};
+use super::plan::Mirror;
 use super::{ServiceError, table_ref};
 
 /// `edgenetd plan`: what a sync would change, and the nft text of the layout. Writes nothing.

@@ -127,7 +127,9 @@ fn start_thread(inner: Weak<Inner>) -> io::Result<()> {
         .name("nft-watch".into())
         .spawn(move || {
             loop {
-                let Some(ms) = inner.upgrade().map(|i| i.interval_ms.load(Ordering::Relaxed))
+                let Some(ms) = inner
+                    .upgrade()
+                    .map(|i| i.interval_ms.load(Ordering::Relaxed))
                 else {
                     return;
                 };

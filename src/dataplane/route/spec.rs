@@ -458,7 +458,14 @@ mod tests {
         assert_eq!(zero.key(), kernel.key());
         assert!(zero.is_satisfied_by(&kernel));
         let v4 = RouteSpec::new(net("10.0.0.0/8"), 190);
-        assert_ne!(v4.key(), RouteSpec { metric: 1024, ..v4.clone() }.key());
+        assert_ne!(
+            v4.key(),
+            RouteSpec {
+                metric: 1024,
+                ..v4.clone()
+            }
+            .key()
+        );
     }
 
     #[test]
