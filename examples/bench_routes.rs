@@ -131,6 +131,12 @@ fn noop_and_change(c: &mut RouteController, desired: &DesiredState, n: usize) {
         format!("{} / {seen}", full.changes + cached_writes),
         "-"
     );
+    one_change(c, desired, n);
+}
+
+/// A one-route change with `n` installed, by the controller (config change, trusted cache) and
+/// by `ip route replace`; then the same change found by a full resync.
+fn one_change(c: &mut RouteController, desired: &DesiredState, n: usize) {
     // The route at n/2 changes its gateway and back, RUNS times (odd: it ends changed),
     // first by the controller (config change, trusted cache), then by `ip route replace`.
     let changed = desired_with_change(n);

@@ -93,6 +93,17 @@ pub fn diff(nft: &mut Nft, t: &TableRef, desired: Option<&Program>) -> Result<St
         return Ok(out);
     }
     let before = out.len();
+    chain_lines(&mut out, nft, t, p)?;
+    rule_lines(&mut out, nft, t, p)?;
+    set_lines(&mut out, nft, t, p)?;
+    if out.len() == before {
+        out.push_str("#   none\n");
+    }
+    Ok(out)
+}
+
+/// Chains missing from or extra in the kernel.
+fn chain_lines(out: &mut String, nft: &mut Nft, t: &TableRef, p: &Program) -> Result<(), NftError> {
     let chains = nft.list_chains(t)?;
     for c in &p.table.chains {
         if !chains.iter().any(|k| k.name == c.name) {
@@ -104,6 +115,11 @@ pub fn diff(nft: &mut Nft, t: &TableRef, desired: Option<&Program>) -> Result<St
             let _ = writeln!(out, "#   - chain {}", k.name);
         }
     }
+    Ok(())
+}
+
+/// Rules to add and remove, by chain and comment.
+fn rule_lines(out: &mut String, nft: &mut Nft, t: &TableRef, p: &Program) -> Result<(), NftError> {
     let mut kernel: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in nft.list_rules(t)? {
         *kernel
@@ -116,24 +132,22 @@ pub fn diff(nft: &mut Nft, t: &TableRef, desired: Option<&Program>) -> Result<St
             .entry((r.chain.clone(), r.comment.clone().unwrap_or_default()))
             .or_default() += 1;
     }
-    for ((chain, comment), n) in &want {
-        let have = kernel
-            .get(&(chain.clone(), comment.clone()))
-            .copied()
-            .unwrap_or(0);
-        for _ in have..*n {
-            let _ = writeln!(out, "#   + rule {chain} \"{comment}\"");
+    for (sign, from, to) in [("+", &want, &kernel), ("-", &kernel, &want)] {
+        for ((chain, comment), n) in from {
+            let other = to
+                .get(&(chain.clone(), comment.clone()))
+                .copied()
+                .unwrap_or(0);
+            for _ in other..*n {
+                let _ = writeln!(out, "#   {sign} rule {chain} \"{comment}\"");
+            }
         }
     }
-    for ((chain, comment), n) in &kernel {
-        let w = want
-            .get(&(chain.clone(), comment.clone()))
-            .copied()
-            .unwrap_or(0);
-        for _ in w..*n {
-            let _ = writeln!(out, "#   - rule {chain} \"{comment}\"");
-        }
-    }
+    Ok(())
+}
+
+/// Sets missing or extra, and element differences of sets present on both sides.
+fn set_lines(out: &mut String, nft: &mut Nft, t: &TableRef, p: &Program) -> Result<(), NftError> {
     let sets = nft.list_sets(t)?;
     for s in &p.table.sets {
         if !sets.iter().any(|k| k.name == s.name) {
@@ -157,8 +171,5 @@ pub fn diff(nft: &mut Nft, t: &TableRef, desired: Option<&Program>) -> Result<St
             let _ = writeln!(out, "#   - set {}", k.name);
         }
     }
-    if out.len() == before {
-        out.push_str("#   none\n");
-    }
-    Ok(out)
+    Ok(())
 }
