@@ -41,6 +41,9 @@ fn main() {
     }
     let daemon = std::env::args().nth(1);
     sh("ip link set lo up");
+    // IPv4 only: no IPv6 link-local addresses appearing later (address events invalidate the
+    // controller's cache, as they should, which would make the cached figures a dump).
+    sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1");
     sh("ip link add r0 type veth peer name r1");
     sh("ip addr add 192.0.2.1/24 dev r0 && ip link set r0 up && ip link set r1 up");
 

@@ -200,6 +200,16 @@ impl RouteController {
         let report = outcome.report(routes.len(), rules.len(), drift, false);
         let unique = plan.duplicate_routes == 0;
         gauge!(ROUTES_INSTALLED).set(outcome.installed as f64);
+        // The specs and the dump go before the snapshot copies the config: at 100k routes each
+        // is ~12 MB, and the daemon's peak RSS is what a router must have.
+        drop(plan);
+        drop(routes);
+        let Observed {
+            links,
+            routes: dumped,
+            ..
+        } = observed;
+        drop(dumped);
         let snapshot = Snapshot {
             protocol,
             routes: desired.routing.routes.clone(),
@@ -207,7 +217,7 @@ impl RouteController {
             rules,
             failed_routes: outcome.failed_routes,
             failed_rules: outcome.failed_rules,
-            links: observed.links,
+            links,
             installed: outcome.installed,
         };
         let complete = snapshot.exact() && snapshot.unique;
