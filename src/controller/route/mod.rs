@@ -282,7 +282,7 @@ impl Outcome {
         Outcome {
             failed_routes: applied.failed_routes(),
             failed_rules: applied.failed_rules().cloned().collect(),
-            installed: installed_before + applied.added - applied.deleted,
+            installed: (installed_before + applied.added).saturating_sub(applied.deleted),
             written: applied.written,
             counts: applied.counts(),
             errors: applied.errors,

@@ -1,10 +1,11 @@
 //! The fixed layout of table `inet <prefix>-service` and the elements that stand for one
 //! service.
 //!
-//! Why this shape (DESIGN.md §4): kube-proxy's nftables layout creates a chain and an
-//! anonymous `numgen` vmap per service, and creating an anonymous set scans every existing
-//! set name, so loading 10k services is quadratic (tens of seconds). Here the rules and
-//! chains are a constant skeleton and every service is only *elements* of a few named maps:
+//! Why this shape (see also `docs/architecture.md`): kube-proxy's nftables layout creates a
+//! chain and an anonymous `numgen` vmap per service, and creating an anonymous set scans
+//! every existing set name, so loading 10k services is quadratic (tens of seconds). Here the
+//! rules and chains are a constant skeleton and every service is only *elements* of a few
+//! named maps:
 //!
 //! ```text
 //! prerouting/output (nat, dstnat) -> services: ip daddr . l4proto . th dport vmap @services4
