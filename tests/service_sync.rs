@@ -177,3 +177,67 @@ netns_test! {
         assert_eq!(elements("backends4"), 16);
     }
 }
+
+/// Waits (up to 3 s) until `n` threads are named `nft-watch` (a new thread names itself once
+/// it runs; an ending one is gone once it noticed).
+fn wait_for_watch_threads(n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while watch_threads() != n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} nft-watch threads, expected {n}",
+            watch_threads()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Threads of this process named `nft-watch`.
+fn watch_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "nft-watch")
+        .count()
+}
+
+netns_test! {
+    fn the_generation_watch_calls_back_on_foreign_commits_only_and_ends_with_its_last_clone() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::{Duration, Instant};
+
+        use edgenetd::dataplane::nft::{Batch, Nft, Op, TableRef, ir::Family};
+
+        let watch = GenerationWatch::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        watch
+            .subscribe(Duration::from_millis(100), move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        wait_for_watch_threads(1);
+        // This process's commit, recorded in the watch: not foreign.
+        let mut nft = Nft::open().unwrap();
+        let mut batch = Batch::new();
+        batch.table(&TableRef::new(Family::Inet, "ours"), Op::Add);
+        watch.record_own(nft.execute(batch).unwrap().generation);
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "our own commit is not foreign");
+        // Another process's commit.
+        sh("nft add table inet theirs");
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while calls.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "no callback after a foreign commit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The thread holds no strong reference: dropping the last clone ends it.
+        let clone = watch.clone();
+        drop(watch);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(watch_threads(), 1, "a clone keeps the watch alive");
+        drop(clone);
+        wait_for_watch_threads(0);
+    }
+}
