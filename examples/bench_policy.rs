@@ -14,7 +14,7 @@ use std::time::Instant;
 use edgenetd::config::load_str;
 use edgenetd::controller::policy::{PolicyController, program};
 use edgenetd::controller::{Controller, NoProgress, trigger};
-use edgenetd::dataplane::nft::{Nft, render};
+use edgenetd::dataplane::nft::{GenerationWatch, Nft, render};
 
 const RULES: usize = 1_000;
 const SETS: usize = 4;
@@ -143,7 +143,7 @@ fn main() {
     let _ = std::fs::remove_file(&path);
 
     let (trig, _rx) = trigger();
-    let mut ctrl = PolicyController::new(trig);
+    let mut ctrl = PolicyController::new(trig, GenerationWatch::new());
     let mut nft = Nft::open().unwrap();
     let t = Instant::now();
     let cold = smol::block_on(ctrl.sync(&desired, &NoProgress)).unwrap();
@@ -266,7 +266,7 @@ fn main() {
         .status()
         .unwrap();
     let (trig, _rx) = trigger();
-    let mut fresh = PolicyController::new(trig);
+    let mut fresh = PolicyController::new(trig, GenerationWatch::new());
     let t = Instant::now();
     smol::block_on(fresh.sync(&hosts, &NoProgress)).unwrap();
     let hosts_ms = ms(t);

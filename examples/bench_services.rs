@@ -18,9 +18,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use edgenetd::config::service::{Affinity, Backend, HealthCheck, Protocol, Service, WhenEmpty};
+use edgenetd::controller::cache::Invalidation;
+use edgenetd::controller::service::Kernel;
 use edgenetd::controller::service::elements::{full_table, render_text};
-use edgenetd::controller::service::kernel::Kernel;
 use edgenetd::controller::service::model;
+use edgenetd::dataplane::nft::GenerationWatch;
 use edgenetd::dataplane::nft::{Batch, Nft, Op, TableRef, ir::Family};
 
 fn vip(i: usize) -> Ipv4Addr {
@@ -171,7 +173,12 @@ fn main() {
         let model = model::build(&svcs);
         let build_time = start.elapsed();
         // The controller's cold sync.
-        let mut kernel = Kernel::open(table.clone()).expect("nft socket");
+        let mut kernel = Kernel::open(
+            table.clone(),
+            GenerationWatch::new(),
+            Invalidation::default(),
+        )
+        .expect("nft socket");
         let start = Instant::now();
         let period = Duration::from_secs(3600);
         let r = kernel

@@ -233,7 +233,10 @@ netns_test! {
 netns_test! {
     fn a_foreign_commit_wakes_the_controller_at_once() {
         let (t, rx) = edgenetd::controller::trigger();
-        let mut c = edgenetd::controller::policy::PolicyController::new(t);
+        let mut c = edgenetd::controller::policy::PolicyController::new(
+            t,
+            edgenetd::dataplane::nft::GenerationWatch::new(),
+        );
         let desired = load(HOME);
         use edgenetd::controller::Controller;
         smol::block_on(c.sync(&desired, &edgenetd::controller::NoProgress)).unwrap();

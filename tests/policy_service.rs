@@ -26,8 +26,10 @@ netns_test! {
         // The wan host reaches the VIP through the router.
         wan.sh("ip route add 10.96.0.0/16 via 192.0.2.1");
         t.serve(lan, "tcp", 80);
-        let mut policy = Driver::policy();
-        let mut service = Driver::service();
+        // One watch for both, as the daemon does: neither mistakes the other's commit for drift.
+        let watch = edgenetd::dataplane::nft::GenerationWatch::new();
+        let mut policy = Driver::policy_sharing(&watch);
+        let mut service = Driver::service_sharing(&watch);
         let sync_both = |policy: &mut Driver<PolicyController>, service: &mut Driver<ServiceController>, cfg: &str| {
             let desired = load(cfg);
             service.sync_state(&desired).unwrap();

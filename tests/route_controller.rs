@@ -158,3 +158,82 @@ netns_test! {
         assert!(sh("ip route show 10.0.48.144/28").contains("via 192.0.2.3"));
     }
 }
+
+fn ipv6_route_metric_0() -> DesiredState {
+    DesiredState {
+        routing: RoutingConfig {
+            routes: vec![Route {
+                to: "2001:db8:1::/48".parse().unwrap(),
+                via: Some("2001:db8:ff::2".parse().unwrap()),
+                dev: None,
+                metric: Some(0),
+                table: 254,
+                kind: RouteKind::Unicast,
+                src: None,
+                onlink: false,
+                mtu: None,
+                nexthops: Vec::new(),
+            }],
+            rules: Vec::new(),
+        },
+        ..Default::default()
+    }
+}
+
+netns_test! {
+    fn bug_8a_an_ipv6_route_with_metric_0_survives_full_resyncs_without_a_write() {
+        sh("ip link add d0 type veth peer name d0p && ip link set d0 up && ip link set d0p up");
+        sh("ip -6 addr add 2001:db8:ff::1/64 dev d0 nodad");
+        let state = ipv6_route_metric_0();
+        let mut controller = RouteController::new(trigger().0);
+        let first = smol::block_on(controller.sync(&state, &NoProgress)).expect("first sync");
+        assert_eq!(first.changes, 1, "{}", first.summary);
+        let shown = sh("ip -6 route show 2001:db8:1::/48 proto 190");
+        assert!(shown.contains("metric 1024"), "the kernel stores metric 1024: {shown}");
+
+        // A full resync by a controller that never saw this kernel: nothing to write.
+        let mut fresh = RouteController::new(trigger().0);
+        let full = smol::block_on(fresh.sync(&state, &NoProgress)).expect("full resync");
+        assert_eq!(full.changes, 0, "{}", full.summary);
+        assert!(!full.summary.contains("not dumped"), "{}", full.summary);
+
+        // A link event invalidates the first controller's cache: its resync dumps, and
+        // writes nothing either.
+        sh("ip link add d1 type veth peer name d1p && ip link set d1 up");
+        std::thread::sleep(Duration::from_millis(300));
+        let after_event = smol::block_on(controller.sync(&state, &NoProgress)).expect("resync");
+        assert!(!after_event.summary.contains("not dumped"), "{}", after_event.summary);
+        assert_eq!(after_event.changes, 0, "{}", after_event.summary);
+        let shown = sh("ip -6 route show 2001:db8:1::/48 proto 190");
+        assert!(shown.contains("via 2001:db8:ff::2"), "the route is still there: {shown}");
+    }
+}
+
+netns_test! {
+    fn a_trusted_cache_plans_only_what_changed_and_a_full_resync_agrees() {
+        // No IPv6 link-local addresses appearing mid-test: their events (rightly) invalidate
+        // the cache, and this test is about the trusted path.
+        sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1");
+        sh("ip link add r0 type veth peer name r1");
+        sh("ip addr add 192.0.2.1/24 dev r0 && ip link set r0 up && ip link set r1 up");
+        let mut state = desired(|_| [192, 0, 2, 2]);
+        let mut controller = RouteController::new(trigger().0);
+        smol::block_on(controller.sync(&state, &NoProgress)).expect("cold sync");
+        // A changed metric (a new key), a removed route and an appended one.
+        state.routing.routes[10].metric = Some(7);
+        let removed = state.routing.routes.remove(20);
+        let mut added = removed.clone();
+        added.to = "10.200.0.0/16".parse().unwrap();
+        state.routing.routes.push(added);
+        let report = smol::block_on(controller.sync(&state, &NoProgress)).expect("change");
+        assert!(report.summary.contains("not dumped"), "{}", report.summary);
+        assert_eq!(report.changes, 4, "{}", report.summary);
+        assert!(sh("ip route show 10.0.0.160/28 proto 190").contains("metric 7"));
+        assert_eq!(sh(&format!("ip route show {} proto 190", removed.to)), "");
+        assert!(sh("ip route show 10.200.0.0/16 proto 190").contains("via 192.0.2.2"));
+        // What the cache believes is what a full dump finds: a fresh controller writes nothing.
+        let mut fresh = RouteController::new(trigger().0);
+        let full = smol::block_on(fresh.sync(&state, &NoProgress)).expect("full resync");
+        assert_eq!(full.changes, 0, "{}", full.summary);
+    }
+}

@@ -13,6 +13,7 @@ use common::topology::{Host, Link, ServerId, Topology};
 use common::wait::wait_until;
 use edgenetd::controller::SyncReport;
 use edgenetd::controller::service::ServiceController;
+use edgenetd::dataplane::nft::GenerationWatch;
 
 /// Client `cl`, the router (this namespace) and three backends b1..b3, each running a server
 /// on port 8080 that answers with its name; a service controller driven sync by sync.
@@ -23,6 +24,8 @@ struct Lab {
     servers: Vec<ServerId>,
     /// The controller under test.
     ctrl: Driver<ServiceController>,
+    /// The process's nftables watch, shared with any other controller a test builds.
+    watch: GenerationWatch,
 }
 
 impl Lab {
@@ -57,10 +60,12 @@ impl Lab {
             );
             servers.push(net.serve_named(net.host(&name), &name, 8080));
         }
+        let watch = GenerationWatch::new();
         Lab {
             net,
             servers,
-            ctrl: Driver::service(),
+            ctrl: Driver::service_sharing(&watch),
+            watch,
         }
     }
 
@@ -424,7 +429,7 @@ port = 80
 backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
 "#;
         let d = load(toml);
-        let mut policy = Driver::policy();
+        let mut policy = Driver::policy_sharing(&t.watch);
         policy.sync_state(&d).expect("policy sync");
         t.ctrl.sync_state(&d).expect("service sync");
         // Forwarding to a backend directly is dropped by the policy...

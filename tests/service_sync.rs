@@ -6,8 +6,10 @@ mod common;
 use common::controller::{Driver, load};
 use common::scratch::ScratchDir;
 use common::shell::{sh, sh_status};
+use common::wait::wait_until;
 use edgenetd::controller::service::{self, ServiceController};
 use edgenetd::controller::trigger;
+use edgenetd::dataplane::nft::GenerationWatch;
 
 const CONFIG: &str = r#"
 [[service]]
@@ -131,7 +133,8 @@ netns_test! {
 netns_test! {
     fn a_foreign_commit_wakes_the_controller_and_a_policy_commit_costs_no_full_compare() {
         let (t, rx) = trigger();
-        let mut c = Driver::with(ServiceController::new(t), None);
+        let watch = GenerationWatch::new();
+        let mut c = Driver::with(ServiceController::new(t, watch.clone()), None);
         let d = load(CONFIG);
         c.sync_state(&d).unwrap();
         // Drain wake-ups caused so far. A wake-up carries nothing to tell it from a later one,
@@ -147,7 +150,8 @@ netns_test! {
             let mut nft = Nft::open().unwrap();
             let mut b = Batch::new();
             b.table(&other, Op::Add);
-            nft.execute(b).unwrap();
+            // Every controller records its commits in the process's shared watch.
+            watch.record_own(nft.execute(b).unwrap().generation);
         }
         let r = c.sync_state(&d).unwrap();
         assert_eq!(r.summary, "no change", "{r:?}");
@@ -160,5 +164,65 @@ netns_test! {
         let r = c.sync_state(&d).unwrap();
         assert!(r.drift_repairs >= 1, "{r:?}");
         assert_eq!(elements("backends4"), 16);
+    }
+}
+
+/// Waits (up to 3 s) until `n` threads are named `nft-watch` (a new thread names itself once
+/// it runs; an ending one is gone once it noticed).
+fn wait_for_watch_threads(n: usize) {
+    wait_until(
+        &format!("{n} nft-watch threads"),
+        std::time::Duration::from_secs(3),
+        || watch_threads() == n,
+    );
+}
+
+/// Threads of this process named `nft-watch`.
+fn watch_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "nft-watch")
+        .count()
+}
+
+netns_test! {
+    fn the_generation_watch_calls_back_on_foreign_commits_only_and_ends_with_its_last_clone() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+
+        use edgenetd::dataplane::nft::{Batch, Nft, Op, TableRef, ir::Family};
+
+        let watch = GenerationWatch::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        watch
+            .subscribe(Duration::from_millis(100), move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        wait_for_watch_threads(1);
+        // This process's commit, recorded in the watch: not foreign.
+        let mut nft = Nft::open().unwrap();
+        let mut batch = Batch::new();
+        batch.table(&TableRef::new(Family::Inet, "ours"), Op::Add);
+        watch.record_own(nft.execute(batch).unwrap().generation);
+        // Nothing may happen here: four polls of the watch see only our commit.
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "our own commit is not foreign");
+        // Another process's commit.
+        sh("nft add table inet theirs");
+        wait_until("a callback after a foreign commit", Duration::from_secs(3), || {
+            calls.load(Ordering::SeqCst) > 0
+        });
+        // The thread holds no strong reference: dropping the last clone ends it.
+        let clone = watch.clone();
+        drop(watch);
+        // Nothing may happen here either: three polls later the thread still runs.
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(watch_threads(), 1, "a clone keeps the watch alive");
+        drop(clone);
+        wait_for_watch_threads(0);
     }
 }

@@ -5,6 +5,7 @@
 //! The daemon's runner owns the loop; a controller only knows how to sync once. The shared
 //! sync vocabulary (reports, errors, progress, triggers) lives in [`crate::sync`].
 
+pub mod cache;
 pub mod route;
 
 use crate::config::DesiredState;

@@ -11,6 +11,7 @@ use log::info;
 use super::spawner::Spawner;
 use crate::config::{ControllerSettings, DaemonSettings, DesiredState};
 use crate::controller::{policy, route, service};
+use crate::dataplane::nft::GenerationWatch;
 use crate::sync::{Trigger, TriggerRx, trigger};
 
 /// The future of a one-shot verb (`plan`, `cleanup`): the text to print, or why it failed.
@@ -20,6 +21,9 @@ pub type VerbFuture<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + 
 pub struct ControllerDeps {
     /// Wakes the controller's loop early (kernel events, drift monitors).
     pub kernel_events: Trigger,
+    /// The one nftables generation watch, shared by the controllers that own nftables tables
+    /// (it tells them another process committed something).
+    pub nft_watch: GenerationWatch,
 }
 
 /// One built-in controller.
@@ -44,7 +48,7 @@ pub const BUILTIN: [BuiltinController; 3] = [
         plan: |d| Box::pin(async move { policy::plan(d).await.map_err(|e| e.to_string()) }),
         cleanup: |s| Box::pin(async move { policy::cleanup(s).await.map_err(|e| e.to_string()) }),
         start: |spawner, deps, kernel_rx| {
-            let controller = policy::PolicyController::new(deps.kernel_events);
+            let controller = policy::PolicyController::new(deps.kernel_events, deps.nft_watch);
             spawner.spawn(controller, kernel_rx, builtin_settings);
         },
     },
@@ -54,7 +58,7 @@ pub const BUILTIN: [BuiltinController; 3] = [
         plan: |d| Box::pin(async move { service::plan(d).await.map_err(|e| e.to_string()) }),
         cleanup: |s| Box::pin(async move { service::cleanup(s).await.map_err(|e| e.to_string()) }),
         start: |spawner, deps, kernel_rx| {
-            let controller = service::ServiceController::new(deps.kernel_events);
+            let controller = service::ServiceController::new(deps.kernel_events, deps.nft_watch);
             spawner.spawn(controller, kernel_rx, builtin_settings);
         },
     },
@@ -78,6 +82,7 @@ fn builtin_settings(desired: &DesiredState, name: &str) -> ControllerSettings {
 /// Starts one loop per enabled controller: the built-ins, then (fault-injection builds) the
 /// test controllers.
 pub fn start_all(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
+    let nft_watch = GenerationWatch::new();
     for entry in &BUILTIN {
         if !desired.controller(entry.name).enabled {
             info!(
@@ -88,7 +93,11 @@ pub fn start_all(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
         }
         let (kernel_events, kernel_rx) = trigger();
         (entry.describe_metrics)();
-        (entry.start)(spawner, ControllerDeps { kernel_events }, kernel_rx);
+        let deps = ControllerDeps {
+            kernel_events,
+            nft_watch: nft_watch.clone(),
+        };
+        (entry.start)(spawner, deps, kernel_rx);
     }
     #[cfg(feature = "fault-injection")]
     start_test_controllers(spawner, desired);

@@ -5,6 +5,7 @@ use edgenetd::config::{self, DesiredState};
 use edgenetd::controller::policy::PolicyController;
 use edgenetd::controller::service::ServiceController;
 use edgenetd::controller::{Controller, NoProgress, SyncError, SyncReport, TriggerRx, trigger};
+use edgenetd::dataplane::nft::GenerationWatch;
 
 /// Loads a config from text, panicking with the rendered errors.
 pub fn load(toml: &str) -> DesiredState {
@@ -20,18 +21,30 @@ pub struct Driver<C> {
 }
 
 impl Driver<PolicyController> {
-    /// A fresh policy controller (its kernel socket opens at the first sync, here).
+    /// A fresh policy controller with a generation watch of its own (its kernel socket opens
+    /// at the first sync, here).
     pub fn policy() -> Self {
+        Driver::policy_sharing(&GenerationWatch::new())
+    }
+
+    /// A fresh policy controller sharing `watch` with other nftables controllers, as in the
+    /// daemon: none of them mistakes another's commit for drift.
+    pub fn policy_sharing(watch: &GenerationWatch) -> Self {
         let (t, rx) = trigger();
-        Driver::with(PolicyController::new(t), Some(rx))
+        Driver::with(PolicyController::new(t, watch.clone()), Some(rx))
     }
 }
 
 impl Driver<ServiceController> {
-    /// A fresh service controller (its kernel socket opens at the first sync, here).
+    /// A fresh service controller with a generation watch of its own.
     pub fn service() -> Self {
+        Driver::service_sharing(&GenerationWatch::new())
+    }
+
+    /// A fresh service controller sharing `watch` (see [`Driver::policy_sharing`]).
+    pub fn service_sharing(watch: &GenerationWatch) -> Self {
         let (t, rx) = trigger();
-        Driver::with(ServiceController::new(t), Some(rx))
+        Driver::with(ServiceController::new(t, watch.clone()), Some(rx))
     }
 }
 

@@ -142,37 +142,24 @@ pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
     }
 }
 
-pub(super) fn proto_matches(r: &PolicyRule) -> Vec<Match> {
-    let mut stmts = Vec::new();
-    let mut version = None;
-    let (l4, dport) = match r.protocol {
-        Protocol::Any => return any(),
-        Protocol::Tcp => (6, Some(Field::TcpDport)),
-        Protocol::Udp => (17, Some(Field::UdpDport)),
-        Protocol::Icmp => {
-            version = Some(IpVersion::V4);
-            (1, None)
-        }
-        Protocol::Icmpv6 => {
-            version = Some(IpVersion::V6);
-            (58, None)
-        }
-    };
-    let ports = normalize_port_ranges(r.ports.iter().copied());
-    match (dport, ports.as_slice()) {
-        (Some(f), [(a, b)]) if a == b => stmts.push(Stmt::Cmp {
-            left: Expr::Payload(f),
+/// The destination-port match of `field` for `ports` (one port, one range, or a set).
+fn port_match(field: Field, ports: &[(u16, u16)]) -> Option<Stmt> {
+    let ports = normalize_port_ranges(ports.iter().copied());
+    match ports.as_slice() {
+        [] => None,
+        [(a, b)] if a == b => Some(Stmt::Cmp {
+            left: Expr::Payload(field),
             op: CmpOp::Eq,
             right: Value::Port(*a),
         }),
-        (Some(f), [(a, b)]) => stmts.push(Stmt::Range {
-            left: Expr::Payload(f),
+        [(a, b)] => Some(Stmt::Range {
+            left: Expr::Payload(field),
             negate: false,
             from: Value::Port(*a),
             to: Value::Port(*b),
         }),
-        (Some(f), many) if !many.is_empty() => stmts.push(Stmt::Lookup {
-            left: Expr::Payload(f),
+        many => Some(Stmt::Lookup {
+            left: Expr::Payload(field),
             set: SetRef::Anonymous {
                 key: KeyType::single(DataType::InetService),
                 interval: true,
@@ -190,38 +177,60 @@ pub(super) fn proto_matches(r: &PolicyRule) -> Vec<Match> {
             },
             negate: false,
         }),
-        _ => {}
     }
-    if !r.icmp_types.is_empty() {
-        let (field, mk, dt): (Field, fn(u8) -> Value, DataType) = if l4 == 1 {
-            (Field::IcmpType, Value::IcmpType, DataType::IcmpType)
-        } else {
-            (Field::Icmpv6Type, Value::Icmpv6Type, DataType::Icmpv6Type)
+}
+
+/// The ICMP (`l4` 1) or ICMPv6 type match for `types` (one type, or a set).
+fn icmp_type_match(l4: u8, types: &[u8]) -> Stmt {
+    let (field, mk, dt): (Field, fn(u8) -> Value, DataType) = if l4 == 1 {
+        (Field::IcmpType, Value::IcmpType, DataType::IcmpType)
+    } else {
+        (Field::Icmpv6Type, Value::Icmpv6Type, DataType::Icmpv6Type)
+    };
+    let mut types = types.to_vec();
+    types.sort();
+    types.dedup();
+    if let [one] = types.as_slice() {
+        return Stmt::Cmp {
+            left: Expr::Payload(field),
+            op: CmpOp::Eq,
+            right: mk(*one),
         };
-        let mut types = r.icmp_types.clone();
-        types.sort();
-        types.dedup();
-        stmts.push(if let [one] = types.as_slice() {
-            Stmt::Cmp {
-                left: Expr::Payload(field),
-                op: CmpOp::Eq,
-                right: mk(*one),
-            }
-        } else {
-            Stmt::Lookup {
-                left: Expr::Payload(field),
-                set: SetRef::Anonymous {
-                    key: KeyType::single(dt),
-                    interval: false,
-                    data: None,
-                    elements: types
-                        .into_iter()
-                        .map(|t| Element::key(ElemKey::Value(mk(t))))
-                        .collect(),
-                },
-                negate: false,
-            }
-        });
+    }
+    Stmt::Lookup {
+        left: Expr::Payload(field),
+        set: SetRef::Anonymous {
+            key: KeyType::single(dt),
+            interval: false,
+            data: None,
+            elements: types
+                .into_iter()
+                .map(|t| Element::key(ElemKey::Value(mk(t))))
+                .collect(),
+        },
+        negate: false,
+    }
+}
+
+pub(super) fn proto_matches(r: &PolicyRule) -> Vec<Match> {
+    let mut stmts = Vec::new();
+    let mut version = None;
+    let (l4, dport) = match r.protocol {
+        Protocol::Any => return any(),
+        Protocol::Tcp => (6, Some(Field::TcpDport)),
+        Protocol::Udp => (17, Some(Field::UdpDport)),
+        Protocol::Icmp => {
+            version = Some(IpVersion::V4);
+            (1, None)
+        }
+        Protocol::Icmpv6 => {
+            version = Some(IpVersion::V6);
+            (58, None)
+        }
+    };
+    stmts.extend(dport.and_then(|f| port_match(f, &r.ports)));
+    if !r.icmp_types.is_empty() {
+        stmts.push(icmp_type_match(l4, &r.icmp_types));
     }
     if stmts.is_empty() {
         stmts.push(Stmt::Cmp {

@@ -1,31 +1,53 @@
 //! The policy controller: the router's firewall (`[policy]`) as one nftables table,
 //! `inet <prefix>-policy`, which only this controller writes.
 //!
-//! A sync is plan ([`program::build`], pure) then apply ([`apply::sync`], the kernel):
-//! a full write replaces the table atomically (so a reload never leaves a moment without
+//! Files (the same for every controller, in this order):
+//! - `mod.rs`: the controller (constructor, one sync in named steps) and its metrics;
+//! - [`model`]: `[policy]` -> the program (memoized; built by [`program`]);
+//! - [`plan`]: installed snapshot + desired program -> the write to make (pure, unit-tested);
+//! - [`apply`]: the only part that writes to the kernel;
+//! - [`observe`]: the cache's snapshot and the drift check against the kernel's listing;
+//! - [`verbs`]: the `plan` and `cleanup` CLI verbs.
+//!
+//! Extras: [`program`] (the table that enforces a policy, with rule groups) and `matches`.
+//!
+//! A full write replaces the table atomically (so a reload never leaves a moment without
 //! rules and established connections survive it), a change of named-set elements only is
 //! written as an element delta, a sync with nothing to do writes nothing, and drift (someone
 //! edited or deleted the table) is repaired and counted in
 //! `edgenetd_policy_drift_repairs_total`. Rule groups the kernel refuses are left out, fail
 //! closed, and reported as the sync's failures while every other group stays programmed.
 //!
+//! The table is compared with the kernel (see [`crate::controller::cache`]) when another
+//! process committed to nftables (the shared [`GenerationWatch`] tells foreign commits from
+//! this process's own), and once per period.
+//!
 //! Without a `[policy]` section there is no table at all (an existing one is deleted).
 
 pub mod apply;
-pub mod diff;
 mod matches;
+pub mod model;
+pub mod observe;
+pub mod plan;
 pub mod program;
+pub mod verbs;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::config::policy::PolicyConfig;
 use crate::config::{DaemonSettings, DesiredState};
+use crate::controller::cache::{Decision, KernelCache};
 use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::nft::ir::Family;
-use crate::dataplane::nft::{Nft, NftError, TableRef, monitor, render};
+use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef};
+use observe::{Applied, Check};
+use plan::Step;
+use program::Program;
+
+pub use verbs::{PolicyCliError, cleanup, plan};
 
 /// How often the foreign-commit watch reads the ruleset generation.
-pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Counter of drift repairs.
 pub const DRIFT_METRIC: &str = "edgenetd_policy_drift_repairs_total";
@@ -46,34 +68,40 @@ pub fn describe_metrics() {
     metrics::gauge!(RULES_METRIC).set(0.0);
 }
 
-struct State {
-    nft: Nft,
-    applied: Option<apply::Applied>,
-}
-
-/// The last config planned and its program: an unchanged config is not planned again.
-type Planned = (Option<PolicyConfig>, String, Option<Arc<program::Program>>);
-
 /// The policy controller.
 pub struct PolicyController {
-    state: Option<State>,
-    planned: Option<Planned>,
+    /// The last config planned and its program.
+    model: model::Model,
+    /// The nftables socket, opened at the first sync (in the daemon's namespace).
+    nft: Option<Nft>,
+    /// What the last sync left installed, and whether to trust it.
+    cache: KernelCache<Applied>,
+    /// This process's nftables commits, shared with the service controller.
+    watch: GenerationWatch,
+    /// Wakes the loop early (kept alive for the watch's callback).
     _trigger: Trigger,
 }
 
 impl PolicyController {
     /// A controller; `trigger` wakes its loop early. Call it on the thread (network
-    /// namespace) the controller programs: it starts a watch that fires `trigger` within
-    /// [`WATCH_INTERVAL`] whenever another process commits to nftables, so drift is repaired
-    /// at once rather than at the next period.
-    pub fn new(trigger: Trigger) -> PolicyController {
-        let fire = trigger.clone();
-        if let Err(e) = monitor::spawn_foreign_commit_watch(WATCH_INTERVAL, move || fire.fire()) {
+    /// namespace) the controller programs: it subscribes to `watch`, which invalidates the
+    /// cache and fires `trigger` within [`WATCH_INTERVAL`] whenever another process commits
+    /// to nftables, so drift is repaired at once rather than at the next period.
+    pub fn new(trigger: Trigger, watch: GenerationWatch) -> PolicyController {
+        let cache = KernelCache::new();
+        let (fire, invalidation) = (trigger.clone(), cache.invalidation());
+        let on_foreign = move || {
+            invalidation.invalidate();
+            fire.fire();
+        };
+        if let Err(e) = watch.subscribe(WATCH_INTERVAL, on_foreign) {
             log::warn!("policy: no nftables commit events ({e}); drift is found at each period");
         }
         PolicyController {
-            state: None,
-            planned: None,
+            model: model::Model::default(),
+            nft: None,
+            cache,
+            watch,
             _trigger: trigger,
         }
     }
@@ -94,109 +122,209 @@ impl Controller for PolicyController {
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
         let table = table_ref(&desired.daemon);
-        let program = match &self.planned {
-            Some((cfg, name, p)) if *cfg == desired.policy && *name == table.name => p.clone(),
-            // Only set elements changed: patch those sets instead of planning everything.
-            Some((Some(cfg), name, Some(p)))
-                if *name == table.name
-                    && desired
-                        .policy
-                        .as_ref()
-                        .is_some_and(|new| program::only_set_elements_differ(cfg, new)) =>
-            {
-                let new = desired.policy.as_ref().expect("checked");
-                let p = Arc::new(program::with_set_elements(p, cfg, new));
-                self.planned = Some((desired.policy.clone(), table.name.clone(), Some(p.clone())));
-                Some(p)
-            }
-            _ => {
-                let p = desired
-                    .policy
-                    .as_ref()
-                    .map(|cfg| Arc::new(program::build(cfg, &table.name)));
-                self.planned = Some((desired.policy.clone(), table.name.clone(), p.clone()));
-                p
-            }
-        };
+        let period = desired.controller("policy").period;
+        let program = self.model.program(desired.policy.as_ref(), &table.name);
         progress.beat();
-        let mut state = match self.state.take() {
-            Some(s) => s,
+        let mut kernel = Kernel {
             // Opened here, on the daemon's thread, so it lives in the daemon's namespace.
-            None => State {
-                nft: Nft::open().map_err(|e| SyncError::whole("nftables", e))?,
-                applied: None,
+            nft: match self.nft.take() {
+                Some(nft) => nft,
+                None => Nft::open().map_err(|e| SyncError::whole("nftables", e))?,
             },
+            cache: std::mem::take(&mut self.cache),
+            watch: self.watch.clone(),
         };
         let rules = program.as_ref().map_or(0, |p| p.rule_count());
-        let (state, result) = smol::unblock(move || {
-            let r = apply::sync(&mut state.nft, &mut state.applied, &table, program);
-            (state, r)
+        let (kernel, result) = smol::unblock(move || {
+            let r = kernel.sync(&table, program, period);
+            (kernel, r)
         })
         .await;
-        self.state = Some(state);
-        let report = match &result {
-            Ok(r) => r,
-            Err(e) => &e.report,
-        };
-        if report.drift_repairs > 0 {
-            metrics::counter!(DRIFT_METRIC).increment(report.drift_repairs);
-        }
-        if result.is_ok() {
-            metrics::gauge!(RULES_METRIC).set(rules as f64);
-        }
+        self.nft = Some(kernel.nft);
+        self.cache = kernel.cache;
+        record_metrics(&result, rules);
         result
     }
 }
 
-/// Errors of `plan` and `cleanup`.
-#[derive(Debug, thiserror::Error)]
-pub enum PolicyCliError {
-    /// Talking to nftables failed.
-    #[error(transparent)]
-    Nft(#[from] NftError),
-}
-
-/// `edgenetd plan`: the ruleset the policy would load, in nft syntax (loadable with
-/// `nft -c -f`), followed by what differs from the running kernel as `#` comment lines.
-/// Empty when there is no `[policy]` and no table. Writes nothing.
-pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
-    let table = table_ref(&desired.daemon);
-    let program = desired
-        .policy
-        .as_ref()
-        .map(|cfg| program::build(cfg, &table.name));
-    let mut nft = Nft::open()?;
-    if program.is_none() {
-        // No [policy] and no table: nothing to say (other areas' plans stay uncluttered).
-        let t = table.clone();
-        if !smol::unblock(move || nft.table_exists(&t)).await? {
-            return Ok(String::new());
-        }
-        nft = Nft::open()?;
+fn record_metrics(result: &Result<SyncReport, SyncError>, rules: usize) {
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => &e.report,
+    };
+    if report.drift_repairs > 0 {
+        metrics::counter!(DRIFT_METRIC).increment(report.drift_repairs);
     }
-    let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
-        let diff = diff::diff(&mut nft, &table, program.as_ref())?;
-        let text = match &program {
-            Some(p) => render::render_replace(&p.table),
-            None => format!(
-                "# no [policy] section: no firewall table (inet {} is removed if present)\n",
-                table.name
-            ),
-        };
-        Ok((text, diff))
-    })
-    .await?;
-    Ok(format!("# policy\n{text}{diff}"))
+    if result.is_ok() {
+        metrics::gauge!(RULES_METRIC).set(rules as f64);
+    }
 }
 
-/// `edgenetd cleanup`: deletes the policy table (and nothing else).
-pub async fn cleanup(settings: &DaemonSettings) -> Result<String, PolicyCliError> {
-    let table = table_ref(settings);
-    let mut nft = Nft::open()?;
-    let n = smol::unblock(move || apply::delete_table(&mut nft, &table)).await?;
-    Ok(if n > 0 {
-        format!("policy: deleted table inet {}\n", settings.policy_table())
-    } else {
-        format!("policy: no table inet {}\n", settings.policy_table())
-    })
+/// What one (blocking) sync works with.
+struct Kernel {
+    /// The socket.
+    nft: Nft,
+    /// The controller's cache (moved in for the sync, moved back after).
+    cache: KernelCache<Applied>,
+    /// Shared record of this process's commits.
+    watch: GenerationWatch,
+}
+
+impl Kernel {
+    /// One sync: brings the table in line with `desired` (`None` = no table).
+    fn sync(
+        &mut self,
+        table: &TableRef,
+        desired: Option<Arc<Program>>,
+        period: Duration,
+    ) -> Result<SyncReport, SyncError> {
+        self.delete_renamed(table)?;
+        let Some(desired) = desired else {
+            return self.delete_table(table);
+        };
+        let drifted = self.verify(period)?;
+        match plan::step(self.cache.snapshot(), Some(&desired), drifted) {
+            Step::Nothing => Ok(self.no_change()),
+            Step::ElementDelta => self.element_delta(table, &desired),
+            Step::FullWrite | Step::DeleteTable => self.full_write(table, &desired, drifted),
+        }
+    }
+
+    /// A renamed table (new prefix): the old one goes.
+    fn delete_renamed(&mut self, table: &TableRef) -> Result<(), SyncError> {
+        let Some(old) = self
+            .cache
+            .snapshot()
+            .map(|a| TableRef::from(&a.program.table))
+        else {
+            return Ok(());
+        };
+        if old.name != table.name {
+            apply::delete_table(&mut self.nft, &self.watch, &old)
+                .map_err(|e| SyncError::whole(format!("table {}", old.name), e))?;
+            self.cache.forget();
+        }
+        Ok(())
+    }
+
+    /// No `[policy]`: no table.
+    fn delete_table(&mut self, table: &TableRef) -> Result<SyncReport, SyncError> {
+        let n = apply::delete_table(&mut self.nft, &self.watch, table)
+            .map_err(|e| SyncError::whole(format!("table {}", table.name), e))?;
+        self.cache.forget();
+        Ok(SyncReport {
+            changes: n,
+            drift_repairs: 0,
+            summary: if n > 0 {
+                "no [policy]: table deleted".into()
+            } else {
+                "no [policy]: no table".into()
+            },
+        })
+    }
+
+    /// Compares the table with the kernel unless the cache is trusted; true when it drifted.
+    /// Only another process's commit can have changed our table: this process's other
+    /// commits (e.g. the service controller's) never touch it.
+    fn verify(&mut self, period: Duration) -> Result<bool, SyncError> {
+        let generation = self
+            .nft
+            .generation()
+            .map_err(|e| SyncError::whole("nftables", e))?;
+        let Some(a) = self.cache.snapshot_mut().filter(|a| a.failed.is_empty()) else {
+            return Ok(false);
+        };
+        let foreign =
+            a.generation != generation && self.watch.foreign_between(a.generation, generation);
+        if !foreign {
+            a.generation = generation;
+        }
+        if foreign || a.check_pending {
+            self.cache.invalidate();
+        }
+        // The generation is read at every sync, so the event source never misses a commit.
+        if self.cache.decide(Instant::now(), period, true) == Decision::Trusted {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        let a = self.cache.snapshot_mut().expect("checked above");
+        let check = observe::check_drift(&mut self.nft, a)
+            .map_err(|e| SyncError::whole("nftables listing", e))?;
+        if check == Check::Drifted {
+            return Ok(true);
+        }
+        a.check_pending = check == Check::Deferred;
+        a.generation = generation;
+        self.cache.mark_verified(now);
+        Ok(false)
+    }
+
+    fn no_change(&self) -> SyncReport {
+        let pending = self.cache.snapshot().is_some_and(|a| a.check_pending);
+        SyncReport {
+            changes: 0,
+            drift_repairs: 0,
+            summary: if pending {
+                "no change (set element check deferred)".into()
+            } else {
+                "no change".into()
+            },
+        }
+    }
+
+    fn element_delta(
+        &mut self,
+        table: &TableRef,
+        desired: &Arc<Program>,
+    ) -> Result<SyncReport, SyncError> {
+        let a = self.cache.snapshot_mut().expect("a delta needs a snapshot");
+        match apply::element_delta(&mut self.nft, &self.watch, a, desired) {
+            Ok((changes, summary)) => Ok(SyncReport {
+                changes,
+                drift_repairs: 0,
+                summary,
+            }),
+            // The kernel disagreed with our snapshot: rewrite everything.
+            Err(NftError::Rejected(_)) => self.full_write(table, desired, true),
+            Err(e) => {
+                self.cache.invalidate();
+                Err(SyncError::whole("nftables", e))
+            }
+        }
+    }
+
+    fn full_write(
+        &mut self,
+        table: &TableRef,
+        desired: &Arc<Program>,
+        drifted: bool,
+    ) -> Result<SyncReport, SyncError> {
+        let written_at = Instant::now();
+        let (new, changes, failures) =
+            match apply::full_write(&mut self.nft, &self.watch, table, desired) {
+                Ok(done) => done,
+                Err(e) => {
+                    self.cache.forget();
+                    return Err(e);
+                }
+            };
+        let summary = format!(
+            "table written: {} rules, {} sets{}{}",
+            desired.rule_count(),
+            desired.table.sets.len(),
+            if new.failed.is_empty() {
+                String::new()
+            } else {
+                format!(", {} groups refused (fail closed)", new.failed.len())
+            },
+            if drifted { ", drift repaired" } else { "" }
+        );
+        let complete = new.failed.is_empty();
+        self.cache.store_verified(new, complete, written_at);
+        failures.into_result(SyncReport {
+            changes,
+            drift_repairs: u64::from(drifted),
+            summary,
+        })
+    }
 }

@@ -31,7 +31,8 @@
 use std::collections::BTreeSet;
 
 use crate::config::policy::{
-    Action, Destination, NamedSet, PolicyConfig, Protocol, SetFamily, Source, Zone,
+    Action, Destination, NamedSet, PolicyConfig, PolicyRule, PortForward, Protocol, SetFamily,
+    Source, Zone,
 };
 use crate::dataplane::nft::encode::normalize_prefixes;
 
@@ -271,7 +272,8 @@ pub fn with_set_elements(p: &Program, old: &PolicyConfig, new: &PolicyConfig) ->
     out
 }
 
-/// The table that enforces `cfg`, named `table_name` (family inet).
+/// The table that enforces `cfg`, named `table_name` (family inet): the chains, the named
+/// sets, then the rules in the order of evaluation described in the module docs.
 pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
     let mut b = Builder {
         p: Program {
@@ -285,29 +287,28 @@ pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
         },
         group: 0,
     };
-    let t = &mut b.p.table;
-    t.chains = vec![
-        Chain::base(
-            INPUT,
-            ChainType::Filter,
-            Hook::Input,
-            0,
-            policy_of(cfg.input),
-        ),
-        Chain::base(
-            FORWARD,
-            ChainType::Filter,
-            Hook::Forward,
-            0,
-            policy_of(cfg.forward),
-        ),
-        Chain::base(
-            OUTPUT,
-            ChainType::Filter,
-            Hook::Output,
-            0,
-            policy_of(cfg.output),
-        ),
+    b.p.table.chains = base_chains(cfg);
+    b.named_sets(cfg);
+    b.always_present();
+    b.config_rules(cfg);
+    b.dnat_passes();
+    b.zone_forwards(cfg);
+    for pf in &cfg.port_forwards {
+        b.port_forward(cfg, pf);
+    }
+    b.masquerades(cfg);
+    b.reject_defaults(cfg);
+    b.p
+}
+
+/// The five base chains, with the policies of `cfg`.
+fn base_chains(cfg: &PolicyConfig) -> Vec<Chain> {
+    let filter =
+        |name, hook, action| Chain::base(name, ChainType::Filter, hook, 0, policy_of(action));
+    vec![
+        filter(INPUT, Hook::Input, cfg.input),
+        filter(FORWARD, Hook::Forward, cfg.forward),
+        filter(OUTPUT, Hook::Output, cfg.output),
         Chain::base(
             PREROUTING,
             ChainType::Nat,
@@ -322,160 +323,238 @@ pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
             100,
             ChainPolicy::Accept,
         ),
-    ];
-    for s in cfg.sets.values() {
-        b.group(format!("set {}", s.name), false);
-        b.p.table.sets.push(named_set(s));
-        b.p.set_groups.push(b.group);
-    }
+    ]
+}
 
-    // Always present, early.
-    b.group = 0;
-    let lo = |key| Stmt::Cmp {
-        left: Expr::Meta(key),
-        op: CmpOp::Eq,
-        right: Value::IfName("lo".into()),
-    };
-    b.rule(
-        INPUT,
-        vec![lo(MetaKey::IifName), Stmt::Verdict(Verdict::Accept)],
-    );
-    b.rule(
-        OUTPUT,
-        vec![lo(MetaKey::OifName), Stmt::Verdict(Verdict::Accept)],
-    );
-    for chain in [INPUT, FORWARD, OUTPUT] {
-        b.rule(chain, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
-        b.rule(
-            chain,
-            vec![ct_invalid(), Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
-        );
-    }
-    for chain in [INPUT, OUTPUT] {
-        b.rule(chain, vec![nd_types(), Stmt::Verdict(Verdict::Accept)]);
-    }
-
-    // Rules, in config order; each goes to the chains its from/to select.
-    let mut forward_rules = Vec::new();
-    for r in &cfg.rules {
-        b.group(format!("rule {}", r.name), r.action != Action::Accept);
-        let chains: &[&str] = match (&r.from, &r.to) {
-            (Source::Router, _) => &[OUTPUT],
-            (_, Destination::Router) => &[INPUT],
-            (_, Destination::Zone(_)) => &[FORWARD],
-            (_, Destination::Any) => &[INPUT, FORWARD],
-        };
-        let src = match &r.from {
-            Source::Any | Source::Router => any(),
-            Source::Zone(z) => zone_match(&cfg.zones[z], true),
-            Source::Set(s) => {
-                let set = &cfg.sets[s];
-                let (field, version) = match set.family {
-                    SetFamily::Ipv4 => (Field::IpSaddr, IpVersion::V4),
-                    SetFamily::Ipv6 => (Field::Ip6Saddr, IpVersion::V6),
-                };
-                vec![Match {
-                    stmts: vec![Stmt::Lookup {
-                        left: Expr::Payload(field),
-                        set: SetRef::Named(s.clone()),
-                        negate: false,
-                    }],
-                    version: Some(version),
-                }]
-            }
-            Source::Prefixes(nets) => prefix_matches(true, nets),
-        };
-        for chain in chains {
-            let dst = match (&r.to, *chain) {
-                (Destination::Zone(z), FORWARD | OUTPUT) => zone_match(&cfg.zones[z], false),
-                _ => any(),
+/// Where a rule's packets come from, as matches.
+fn rule_source(cfg: &PolicyConfig, r: &PolicyRule) -> Vec<Match> {
+    match &r.from {
+        Source::Any | Source::Router => any(),
+        Source::Zone(z) => zone_match(&cfg.zones[z], true),
+        Source::Set(s) => {
+            let (field, version) = match cfg.sets[s].family {
+                SetFamily::Ipv4 => (Field::IpSaddr, IpVersion::V4),
+                SetFamily::Ipv6 => (Field::Ip6Saddr, IpVersion::V6),
             };
-            let matches = combine(&combine(&src, &dst), &proto_matches(r));
-            let mut built = Vec::new();
-            for m in matches {
-                if r.log {
-                    let mut stmts = m.stmts.clone();
-                    stmts.push(Stmt::Limit {
-                        rate: LOG_PER_MINUTE,
-                        unit: RateUnit::Minute,
-                        burst: 5,
-                        over: false,
-                    });
-                    stmts.push(Stmt::Log {
-                        prefix: format!("{}: ", r.name),
-                    });
-                    built.push(stmts);
-                }
-                let mut stmts = m.stmts;
-                if let Some(l) = r.limit {
-                    let unit = match l.per_seconds {
-                        1 => RateUnit::Second,
-                        60 => RateUnit::Minute,
-                        3600 => RateUnit::Hour,
-                        _ => RateUnit::Day,
-                    };
-                    stmts.push(Stmt::Limit {
-                        rate: l.count,
-                        unit,
-                        burst: 0,
-                        over: false,
-                    });
-                }
-                stmts.push(Stmt::Counter);
-                if r.inject_kernel_reject {
-                    stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
-                } else {
-                    stmts.push(verdict(r.action, r.protocol));
-                }
-                built.push(stmts);
-            }
-            if *chain == FORWARD {
-                forward_rules.push((b.group, built));
-            } else {
-                for stmts in built {
-                    b.rule(chain, stmts);
-                }
-            }
+            vec![Match {
+                stmts: vec![Stmt::Lookup {
+                    left: Expr::Payload(field),
+                    set: SetRef::Named(s.clone()),
+                    negate: false,
+                }],
+                version: Some(version),
+            }]
         }
+        Source::Prefixes(nets) => prefix_matches(true, nets),
     }
-    for (group, rules) in forward_rules {
-        b.group = group;
-        for stmts in rules {
-            b.rule(FORWARD, stmts);
-        }
-    }
+}
 
-    // Traffic edgenetd DNATed passes unless a rule above decided otherwise.
-    b.group = 0;
-    b.rule(
-        FORWARD,
-        vec![
+/// The kernel rules of one match of a config rule: a rate-limited log rule first when it
+/// logs, then the rule itself (limit, counter, verdict).
+fn rule_statements(r: &PolicyRule, m: Match) -> Vec<Vec<Stmt>> {
+    let mut built = Vec::new();
+    if r.log {
+        let mut stmts = m.stmts.clone();
+        stmts.push(Stmt::Limit {
+            rate: LOG_PER_MINUTE,
+            unit: RateUnit::Minute,
+            burst: 5,
+            over: false,
+        });
+        stmts.push(Stmt::Log {
+            prefix: format!("{}: ", r.name),
+        });
+        built.push(stmts);
+    }
+    let mut stmts = m.stmts;
+    if let Some(l) = r.limit {
+        let unit = match l.per_seconds {
+            1 => RateUnit::Second,
+            60 => RateUnit::Minute,
+            3600 => RateUnit::Hour,
+            _ => RateUnit::Day,
+        };
+        stmts.push(Stmt::Limit {
+            rate: l.count,
+            unit,
+            burst: 0,
+            over: false,
+        });
+    }
+    stmts.push(Stmt::Counter);
+    if r.inject_kernel_reject {
+        stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
+    } else {
+        stmts.push(verdict(r.action, r.protocol));
+    }
+    built.push(stmts);
+    built
+}
+
+/// The match of a port forward's traffic: to a local address, on its port.
+fn port_forward_target(pf: &PortForward, version: IpVersion, field: Field) -> Match {
+    Match {
+        stmts: vec![
+            Stmt::Cmp {
+                left: Expr::FibDaddrType,
+                op: CmpOp::Eq,
+                right: Value::AddrType(ADDRTYPE_LOCAL),
+            },
+            Stmt::Cmp {
+                left: Expr::Payload(field),
+                op: CmpOp::Eq,
+                right: Value::Port(pf.port),
+            },
+        ],
+        version: Some(version),
+    }
+}
+
+/// The match of hairpinned port-forward traffic after DNAT: to the inner host and port.
+fn hairpin_match(pf: &PortForward, version: IpVersion, field: Field) -> Match {
+    Match {
+        stmts: vec![
             Stmt::Flags {
                 left: Expr::Ct(CtKey::Status),
                 bits: Value::CtStatus(CT_STATUS_DNAT),
                 negate: false,
             },
-            Stmt::Counter,
-            Stmt::Verdict(Verdict::Accept),
+            Stmt::Cmp {
+                left: Expr::Payload(if version == IpVersion::V4 {
+                    Field::IpDaddr
+                } else {
+                    Field::Ip6Daddr
+                }),
+                op: CmpOp::Eq,
+                right: Value::ip(pf.to.ip()),
+            },
+            Stmt::Cmp {
+                left: Expr::Payload(field),
+                op: CmpOp::Eq,
+                right: Value::Port(pf.to.port()),
+            },
         ],
-    );
+        version: Some(version),
+    }
+}
 
-    for f in &cfg.forwards {
-        b.group(format!("forward {}->{}", f.from, f.to), false);
-        let m = combine(
-            &zone_match(&cfg.zones[&f.from], true),
-            &zone_match(&cfg.zones[&f.to], false),
-        );
-        for m in m {
-            let mut stmts = m.stmts;
-            stmts.push(Stmt::Counter);
-            stmts.push(Stmt::Verdict(Verdict::Accept));
-            b.rule(FORWARD, stmts);
+impl Builder {
+    /// Every named set, each a group of its own.
+    fn named_sets(&mut self, cfg: &PolicyConfig) {
+        for s in cfg.sets.values() {
+            self.group(format!("set {}", s.name), false);
+            self.p.table.sets.push(named_set(s));
+            self.p.set_groups.push(self.group);
         }
     }
 
-    for pf in &cfg.port_forwards {
-        b.group(format!("port-forward {}", pf.name), false);
+    /// The skeleton's early rules: loopback, established/related, invalid, neighbour
+    /// discovery.
+    fn always_present(&mut self) {
+        self.group = 0;
+        let lo = |key| Stmt::Cmp {
+            left: Expr::Meta(key),
+            op: CmpOp::Eq,
+            right: Value::IfName("lo".into()),
+        };
+        self.rule(
+            INPUT,
+            vec![lo(MetaKey::IifName), Stmt::Verdict(Verdict::Accept)],
+        );
+        self.rule(
+            OUTPUT,
+            vec![lo(MetaKey::OifName), Stmt::Verdict(Verdict::Accept)],
+        );
+        for chain in [INPUT, FORWARD, OUTPUT] {
+            self.rule(chain, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+            self.rule(
+                chain,
+                vec![ct_invalid(), Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
+            );
+        }
+        for chain in [INPUT, OUTPUT] {
+            self.rule(chain, vec![nd_types(), Stmt::Verdict(Verdict::Accept)]);
+        }
+    }
+
+    /// `[[policy.rule]]`, in config order; each goes to the chains its from/to select. The
+    /// forward chain's share comes after every input/output rule was added (kernel rule
+    /// order within a chain is what matters; groups keep their tags).
+    fn config_rules(&mut self, cfg: &PolicyConfig) {
+        let mut forward_rules = Vec::new();
+        for r in &cfg.rules {
+            self.group(format!("rule {}", r.name), r.action != Action::Accept);
+            let chains: &[&str] = match (&r.from, &r.to) {
+                (Source::Router, _) => &[OUTPUT],
+                (_, Destination::Router) => &[INPUT],
+                (_, Destination::Zone(_)) => &[FORWARD],
+                (_, Destination::Any) => &[INPUT, FORWARD],
+            };
+            let src = rule_source(cfg, r);
+            for chain in chains {
+                let dst = match (&r.to, *chain) {
+                    (Destination::Zone(z), FORWARD | OUTPUT) => zone_match(&cfg.zones[z], false),
+                    _ => any(),
+                };
+                let built: Vec<Vec<Stmt>> = combine(&combine(&src, &dst), &proto_matches(r))
+                    .into_iter()
+                    .flat_map(|m| rule_statements(r, m))
+                    .collect();
+                if *chain == FORWARD {
+                    forward_rules.push((self.group, built));
+                } else {
+                    for stmts in built {
+                        self.rule(chain, stmts);
+                    }
+                }
+            }
+        }
+        for (group, rules) in forward_rules {
+            self.group = group;
+            for stmts in rules {
+                self.rule(FORWARD, stmts);
+            }
+        }
+    }
+
+    /// Traffic edgenetd DNATed passes unless a rule above decided otherwise.
+    fn dnat_passes(&mut self) {
+        self.group = 0;
+        self.rule(
+            FORWARD,
+            vec![
+                Stmt::Flags {
+                    left: Expr::Ct(CtKey::Status),
+                    bits: Value::CtStatus(CT_STATUS_DNAT),
+                    negate: false,
+                },
+                Stmt::Counter,
+                Stmt::Verdict(Verdict::Accept),
+            ],
+        );
+    }
+
+    /// `[[policy.forward]]`: zone-to-zone accepts.
+    fn zone_forwards(&mut self, cfg: &PolicyConfig) {
+        for f in &cfg.forwards {
+            self.group(format!("forward {}->{}", f.from, f.to), false);
+            let m = combine(
+                &zone_match(&cfg.zones[&f.from], true),
+                &zone_match(&cfg.zones[&f.to], false),
+            );
+            for m in m {
+                let mut stmts = m.stmts;
+                stmts.push(Stmt::Counter);
+                stmts.push(Stmt::Verdict(Verdict::Accept));
+                self.rule(FORWARD, stmts);
+            }
+        }
+    }
+
+    /// One `[[policy.port_forward]]`: DNAT from the zone it is exposed to, then hairpin from
+    /// every other zone (DNAT, and masquerade so the inner host answers through the router).
+    fn port_forward(&mut self, cfg: &PolicyConfig, pf: &PortForward) {
+        self.group(format!("port-forward {}", pf.name), false);
         let version = if pf.to.is_ipv4() {
             IpVersion::V4
         } else {
@@ -486,115 +565,77 @@ pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
         } else {
             Field::TcpDport
         };
-        let target = Match {
-            stmts: vec![
-                Stmt::Cmp {
-                    left: Expr::FibDaddrType,
-                    op: CmpOp::Eq,
-                    right: Value::AddrType(ADDRTYPE_LOCAL),
-                },
-                Stmt::Cmp {
-                    left: Expr::Payload(field),
-                    op: CmpOp::Eq,
-                    right: Value::Port(pf.port),
-                },
-            ],
-            version: Some(version),
-        };
-        let dnat = |stmts: &mut Vec<Stmt>| {
-            stmts.push(Stmt::Counter);
-            stmts.push(Stmt::Nat {
-                kind: NatKind::Dnat,
-                addr: pf.to.ip(),
-                port: Some(pf.to.port()),
-            });
-        };
-        // From the zone it is exposed to, then hairpin from every other zone.
+        let target = port_forward_target(pf, version, field);
+        let inner = hairpin_match(pf, version, field);
         let mut zones: Vec<&Zone> = vec![&cfg.zones[&pf.from]];
         zones.extend(cfg.zones.values().filter(|z| z.name != pf.from));
         for (i, z) in zones.iter().enumerate() {
             for m in combine(&zone_match(z, true), std::slice::from_ref(&target)) {
                 let mut stmts = m.stmts;
-                dnat(&mut stmts);
-                b.rule(PREROUTING, stmts);
+                stmts.push(Stmt::Counter);
+                stmts.push(Stmt::Nat {
+                    kind: NatKind::Dnat,
+                    addr: pf.to.ip(),
+                    port: Some(pf.to.port()),
+                });
+                self.rule(PREROUTING, stmts);
             }
             if i == 0 {
                 continue;
             }
-            // Hairpin: the inner host must answer through the router.
-            let inner = Match {
-                stmts: vec![
-                    Stmt::Flags {
-                        left: Expr::Ct(CtKey::Status),
-                        bits: Value::CtStatus(CT_STATUS_DNAT),
-                        negate: false,
-                    },
-                    Stmt::Cmp {
-                        left: Expr::Payload(if version == IpVersion::V4 {
-                            Field::IpDaddr
-                        } else {
-                            Field::Ip6Daddr
-                        }),
-                        op: CmpOp::Eq,
-                        right: Value::ip(pf.to.ip()),
-                    },
-                    Stmt::Cmp {
-                        left: Expr::Payload(field),
-                        op: CmpOp::Eq,
-                        right: Value::Port(pf.to.port()),
-                    },
-                ],
-                version: Some(version),
-            };
             for m in combine(&zone_match(z, true), std::slice::from_ref(&inner)) {
                 let mut stmts = m.stmts;
                 stmts.push(Stmt::Counter);
                 stmts.push(Stmt::Masquerade);
-                b.rule(POSTROUTING, stmts);
+                self.rule(POSTROUTING, stmts);
             }
         }
     }
 
-    for z in cfg.zones.values().filter(|z| z.masquerade) {
-        b.group(format!("masquerade {}", z.name), false);
-        for m in zone_match(z, false) {
-            let mut stmts = vec![Stmt::Cmp {
-                left: Expr::Meta(MetaKey::OifName),
-                op: CmpOp::Neq,
-                right: Value::IfName("lo".into()),
-            }];
-            stmts.extend(m.stmts);
-            stmts.push(Stmt::Counter);
-            stmts.push(Stmt::Masquerade);
-            b.rule(POSTROUTING, stmts);
+    /// Masquerade of traffic leaving through zones with `masquerade = true`.
+    fn masquerades(&mut self, cfg: &PolicyConfig) {
+        for z in cfg.zones.values().filter(|z| z.masquerade) {
+            self.group(format!("masquerade {}", z.name), false);
+            for m in zone_match(z, false) {
+                let mut stmts = vec![Stmt::Cmp {
+                    left: Expr::Meta(MetaKey::OifName),
+                    op: CmpOp::Neq,
+                    right: Value::IfName("lo".into()),
+                }];
+                stmts.extend(m.stmts);
+                stmts.push(Stmt::Counter);
+                stmts.push(Stmt::Masquerade);
+                self.rule(POSTROUTING, stmts);
+            }
         }
     }
 
-    // Defaults that a chain policy cannot express.
-    b.group = 0;
-    for (chain, action) in [
-        (INPUT, cfg.input),
-        (FORWARD, cfg.forward),
-        (OUTPUT, cfg.output),
-    ] {
-        if action == Action::Reject {
-            b.rule(
-                chain,
-                vec![
-                    Stmt::Cmp {
-                        left: Expr::Meta(MetaKey::L4Proto),
-                        op: CmpOp::Eq,
-                        right: Value::Proto(6),
-                    },
-                    Stmt::Counter,
-                    Stmt::Reject(Reject::TcpReset),
-                ],
-            );
-            b.rule(
-                chain,
-                vec![Stmt::Counter, Stmt::Reject(Reject::IcmpxPortUnreachable)],
-            );
+    /// Defaults that a chain policy cannot express: `reject` as final rules.
+    fn reject_defaults(&mut self, cfg: &PolicyConfig) {
+        self.group = 0;
+        for (chain, action) in [
+            (INPUT, cfg.input),
+            (FORWARD, cfg.forward),
+            (OUTPUT, cfg.output),
+        ] {
+            if action == Action::Reject {
+                self.rule(
+                    chain,
+                    vec![
+                        Stmt::Cmp {
+                            left: Expr::Meta(MetaKey::L4Proto),
+                            op: CmpOp::Eq,
+                            right: Value::Proto(6),
+                        },
+                        Stmt::Counter,
+                        Stmt::Reject(Reject::TcpReset),
+                    ],
+                );
+                self.rule(
+                    chain,
+                    vec![Stmt::Counter, Stmt::Reject(Reject::IcmpxPortUnreachable)],
+                );
+            }
         }
     }
-    b.p
 }

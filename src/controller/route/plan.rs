@@ -12,13 +12,18 @@
 //!   goes), then rule adds (a rule never points at a table before its routes are there), then
 //!   rule deletes, then route deletes; each group sorted by key.
 //! - Only what was dumped (routes and rules with edgenetd's protocol) can ever be deleted.
+//! - A trusted cache plans only what changed: [`changed_routes`] finds the desired routes that
+//!   differ from the previous sync's by position, without building a spec or hashing a key
+//!   per unchanged route, so a one-route change with 100,000 installed costs about one write.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use super::hash::{FastMap, FastSet};
+use super::model::{route_key, route_spec};
 use std::fmt;
 
+use crate::config::route::Route;
 use crate::dataplane::route::{RouteKey, RouteSpec, RouteWrite, RuleSpec, RuleWrite};
 
 /// One route write of a plan.
@@ -107,6 +112,9 @@ pub struct Plan<'a> {
     pub rule_deletes: Vec<RuleChange<'a>>,
     /// Route deletes, by key.
     pub route_deletes: Vec<RouteChange<'a>>,
+    /// Desired routes left out because an earlier desired route has their key (the first
+    /// one wins); 0 when every desired key is unique.
+    pub duplicate_routes: usize,
 }
 
 impl<'a> Plan<'a> {
@@ -118,13 +126,14 @@ impl<'a> Plan<'a> {
         desired_rules: &'a [RuleSpec],
         installed_rules: &'a [RuleSpec],
     ) -> Plan<'a> {
-        let (route_upserts, route_deletes) = plan_routes(desired_routes, installed_routes);
+        let routes = plan_routes(desired_routes, installed_routes);
         let (rule_adds, rule_deletes) = plan_rules(desired_rules, installed_rules);
         Plan {
-            route_upserts,
+            route_upserts: routes.upserts,
             rule_adds,
             rule_deletes,
-            route_deletes,
+            route_deletes: routes.deletes,
+            duplicate_routes: routes.duplicates,
         }
     }
 
@@ -168,14 +177,22 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// Routes: (adds and replaces, deletes), each sorted by key.
+/// The route writes of a plan.
+#[derive(Debug, Default)]
+pub struct RoutePlan<'a> {
+    /// Adds and replaces, sorted by key.
+    pub upserts: Vec<RouteChange<'a>>,
+    /// Deletes, sorted by key.
+    pub deletes: Vec<RouteChange<'a>>,
+    /// Desired routes left out because an earlier one has their key.
+    pub duplicates: usize,
+}
+
+/// Routes: adds and replaces, deletes, each sorted by key.
 ///
 /// Linear in the number of routes with a fast hash; only the changes are sorted, so a no-op
 /// plan of 100k routes is one map build and one pass.
-pub fn plan_routes<'a>(
-    desired: &'a [RouteSpec],
-    installed: &'a [RouteSpec],
-) -> (Vec<RouteChange<'a>>, Vec<RouteChange<'a>>) {
+pub fn plan_routes<'a>(desired: &'a [RouteSpec], installed: &'a [RouteSpec]) -> RoutePlan<'a> {
     // Each installed route, and whether a desired route claimed it.
     let mut by_key: FastMap<RouteKey, (&RouteSpec, bool)> =
         FastMap::with_capacity_and_hasher(installed.len(), Default::default());
@@ -190,12 +207,13 @@ pub fn plan_routes<'a>(
         }
     }
     let mut upserts = Vec::new();
+    let mut duplicates = 0;
     let mut added: FastSet<RouteKey> = FastSet::default();
     for route in desired {
         let key = route.key();
         match by_key.get_mut(&key) {
             // A second desired route with a key already planned: the first one wins.
-            Some((_, true)) => {}
+            Some((_, true)) => duplicates += 1,
             Some((have, claimed)) => {
                 *claimed = true;
                 if !route.is_satisfied_by(have) {
@@ -205,11 +223,8 @@ pub fn plan_routes<'a>(
                     });
                 }
             }
-            None => {
-                if added.insert(key) {
-                    upserts.push(RouteChange::Add(route));
-                }
-            }
+            None if added.insert(key) => upserts.push(RouteChange::Add(route)),
+            None => duplicates += 1,
         }
     }
     deletes.extend(
@@ -220,7 +235,89 @@ pub fn plan_routes<'a>(
     );
     upserts.sort_by_key(|c| c.route().key());
     deletes.sort_by_key(|c| c.route().key());
-    (upserts, deletes)
+    RoutePlan {
+        upserts,
+        deletes,
+        duplicates,
+    }
+}
+
+/// More changed positions than this are planned in full (then one pass over everything costs
+/// about as much as the bookkeeping of the changes).
+pub const INCREMENTAL_LIMIT: usize = 4096;
+
+/// The desired routes that changed between two syncs, by position in the configured list.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// Positions whose route differs, ascending (positions past the end of one list count).
+    pub positions: Vec<usize>,
+    /// The specs at those positions before (none for a position the list grew by).
+    pub before: Vec<RouteSpec>,
+    /// The specs at those positions now (none for a position the list shrank by).
+    pub after: Vec<RouteSpec>,
+}
+
+/// What changed from `before` (the configured routes of a sync whose outcome is installed
+/// exactly, every key unique) to `after`, when it can be planned on its own: then
+/// `Plan::new(&changed.after, &changed.before, ..)` makes exactly the route writes a plan of
+/// all of `after` against the kernel would. `None` when it cannot: more than
+/// [`INCREMENTAL_LIMIT`] changes, two changed routes with one key, or a changed route taking
+/// the key of an unchanged one (plan everything then).
+///
+/// Cost: one comparison per unchanged route, plus one key per route when a key moved or the
+/// list grew; no allocation per unchanged route.
+pub fn changed_routes(before: &[Route], after: &[Route], protocol: u8) -> Option<Changed> {
+    let common = before.len().min(after.len());
+    let longest = before.len().max(after.len());
+    if longest - common > INCREMENTAL_LIMIT {
+        return None;
+    }
+    let mut positions: Vec<usize> = Vec::new();
+    for i in (0..common).filter(|&i| before[i] != after[i]) {
+        if positions.len() == INCREMENTAL_LIMIT {
+            return None;
+        }
+        positions.push(i);
+    }
+    positions.extend(common..longest);
+    let mut new_keys: FastSet<RouteKey> = FastSet::default();
+    let mut moved = after.len() > before.len();
+    for &i in &positions {
+        if let Some(route) = after.get(i) {
+            let key = route_key(route);
+            if !new_keys.insert(key) {
+                return None;
+            }
+            moved |= before.get(i).is_some_and(|b| route_key(b) != key);
+        }
+    }
+    // A key that moved may now be an unchanged route's key: then that one is a duplicate.
+    if moved && taken_by_unchanged(after, &positions, &new_keys) {
+        return None;
+    }
+    let specs = |list: &[Route]| -> Vec<RouteSpec> {
+        positions
+            .iter()
+            .filter_map(|&i| list.get(i).map(|r| route_spec(r, protocol)))
+            .collect()
+    };
+    Some(Changed {
+        before: specs(before),
+        after: specs(after),
+        positions,
+    })
+}
+
+/// True when a route of `routes` outside `positions` (ascending) has a key in `keys`.
+fn taken_by_unchanged(routes: &[Route], positions: &[usize], keys: &FastSet<RouteKey>) -> bool {
+    let mut changed = positions.iter().peekable();
+    routes.iter().enumerate().any(|(i, route)| {
+        if changed.peek() == Some(&&i) {
+            changed.next();
+            return false;
+        }
+        keys.contains(&route_key(route))
+    })
 }
 
 /// Rules: (adds, deletes), each sorted.
@@ -448,5 +545,157 @@ mod tests {
                 "delete route 0.0.0.0/0 via 192.0.2.1 table 7 metric 0 proto 190",
             ]
         );
+    }
+
+    fn configured(to: &str, gw: &str) -> Route {
+        Route {
+            to: to.parse().unwrap(),
+            via: Some(gw.parse().unwrap()),
+            dev: None,
+            metric: None,
+            table: 254,
+            kind: crate::config::route::RouteKind::Unicast,
+            src: None,
+            onlink: false,
+            mtu: None,
+            nexthops: Vec::new(),
+        }
+    }
+
+    fn hundred() -> Vec<Route> {
+        (0..100)
+            .map(|i| configured(&format!("10.0.{i}.0/24"), "192.0.2.1"))
+            .collect()
+    }
+
+    /// The incremental plan's lines, checked against the plan of everything.
+    fn incremental_lines(before: &[Route], after: &[Route]) -> Option<Vec<String>> {
+        let changed = changed_routes(before, after, 190)?;
+        let lines = Plan::new(&changed.after, &changed.before, &[], &[]).lines();
+        let all_after = crate::controller::route::model::route_specs(after, 190);
+        let all_before = crate::controller::route::model::route_specs(before, 190);
+        assert_eq!(
+            lines,
+            Plan::new(&all_after, &all_before, &[], &[]).lines(),
+            "the incremental plan is the full plan"
+        );
+        Some(lines)
+    }
+
+    #[test]
+    fn unchanged_routes_are_not_planned_at_all() {
+        let routes = hundred();
+        let changed = changed_routes(&routes, &routes, 190).unwrap();
+        assert_eq!(changed, Changed::default());
+    }
+
+    #[test]
+    fn one_changed_gateway_is_one_replace() {
+        let before = hundred();
+        let mut after = before.clone();
+        after[42].via = Some("192.0.2.9".parse().unwrap());
+        assert_eq!(
+            changed_routes(&before, &after, 190).unwrap().positions,
+            [42]
+        );
+        assert_eq!(
+            incremental_lines(&before, &after).unwrap(),
+            [
+                "replace route 10.0.42.0/24 via 192.0.2.9 table main metric 0 proto 190 (was: 10.0.42.0/24 via 192.0.2.1 table main metric 0 proto 190)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_changed_metric_adds_and_deletes_and_growing_or_shrinking_adds_or_deletes() {
+        let before = hundred();
+        let mut after = before.clone();
+        after[3].metric = Some(10);
+        after.push(configured("10.1.0.0/16", "192.0.2.1"));
+        assert_eq!(
+            incremental_lines(&before, &after).unwrap(),
+            [
+                "add route 10.0.3.0/24 via 192.0.2.1 table main metric 10 proto 190",
+                "add route 10.1.0.0/16 via 192.0.2.1 table main metric 0 proto 190",
+                "delete route 10.0.3.0/24 via 192.0.2.1 table main metric 0 proto 190",
+            ]
+        );
+        let shrunk = &before[..98];
+        assert_eq!(
+            incremental_lines(&before, shrunk).unwrap(),
+            [
+                "delete route 10.0.98.0/24 via 192.0.2.1 table main metric 0 proto 190",
+                "delete route 10.0.99.0/24 via 192.0.2.1 table main metric 0 proto 190",
+            ]
+        );
+    }
+
+    #[test]
+    fn swapped_routes_are_planned_as_nothing_to_write() {
+        let before = hundred();
+        let mut after = before.clone();
+        after.swap(10, 20);
+        assert_eq!(
+            incremental_lines(&before, &after).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_key_taken_from_an_unchanged_route_is_planned_in_full() {
+        let before = hundred();
+        let mut after = before.clone();
+        after[5] = configured("10.0.6.0/24", "192.0.2.7");
+        assert_eq!(changed_routes(&before, &after, 190), None);
+        let mut grown = before.clone();
+        grown.push(configured("10.0.1.0/24", "192.0.2.7"));
+        assert_eq!(changed_routes(&before, &grown, 190), None);
+        let mut twice = before.clone();
+        twice[1] = configured("10.9.0.0/24", "192.0.2.7");
+        twice[2] = configured("10.9.0.0/24", "192.0.2.8");
+        assert_eq!(changed_routes(&before, &twice, 190), None);
+    }
+
+    #[test]
+    fn too_many_changes_are_planned_in_full() {
+        let before: Vec<Route> = (0..INCREMENTAL_LIMIT as u32 + 1)
+            .map(|i| {
+                let a = std::net::Ipv4Addr::from(0x0a00_0000 + i * 256);
+                configured(&format!("{a}/24"), "192.0.2.1")
+            })
+            .collect();
+        let after: Vec<Route> = before
+            .iter()
+            .map(|r| Route {
+                via: Some("192.0.2.2".parse().unwrap()),
+                ..r.clone()
+            })
+            .collect();
+        assert_eq!(changed_routes(&before, &after, 190), None);
+        assert!(changed_routes(&before[1..], &after[1..], 190).is_some());
+    }
+
+    #[test]
+    fn duplicate_desired_keys_are_counted() {
+        let desired = [
+            via("10.1.0.0/16", "192.0.2.1"),
+            via("10.1.0.0/16", "192.0.2.2"),
+        ];
+        assert_eq!(Plan::new(&desired, &[], &[], &[]).duplicate_routes, 1);
+        assert_eq!(
+            Plan::new(&desired, &desired[..1], &[], &[]).duplicate_routes,
+            1
+        );
+        assert_eq!(Plan::new(&desired[..1], &[], &[], &[]).duplicate_routes, 0);
+    }
+
+    #[test]
+    fn bug_8a_an_installed_metric_1024_route_satisfies_a_desired_ipv6_metric_0() {
+        let desired = [RouteSpec {
+            metric: 0,
+            ..route("2001:db8:5::/48")
+        }];
+        let installed = [route("2001:db8:5::/48")];
+        assert_eq!(lines(&desired, &installed), Vec::<String>::new());
     }
 }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use crate::dataplane::nft::ir::{Element, Table};
 use crate::dataplane::nft::{Batch, Op, TableRef, render};
 
-use super::diff::{ServiceChange, masq_refs};
 use super::layout::{self, SetId};
 use super::model::{Model, VipKey};
+use super::plan::{ServiceChange, masq_refs};
 
 pub(super) fn vip_of(set: SetId, el: &Element) -> Option<VipKey> {
     use crate::config::service::Protocol;

@@ -1,10 +1,11 @@
 //! The fixed layout of table `inet <prefix>-service` and the elements that stand for one
 //! service.
 //!
-//! Why this shape (DESIGN.md §4): kube-proxy's nftables layout creates a chain and an
-//! anonymous `numgen` vmap per service, and creating an anonymous set scans every existing
-//! set name, so loading 10k services is quadratic (tens of seconds). Here the rules and
-//! chains are a constant skeleton and every service is only *elements* of a few named maps:
+//! Why this shape (see also `docs/architecture.md`): kube-proxy's nftables layout creates a
+//! chain and an anonymous `numgen` vmap per service, and creating an anonymous set scans
+//! every existing set name, so loading 10k services is quadratic (tens of seconds). Here the
+//! rules and chains are a constant skeleton and every service is only *elements* of a few
+//! named maps:
 //!
 //! ```text
 //! prerouting/output (nat, dstnat) -> services: ip daddr . l4proto . th dport vmap @services4
@@ -244,40 +245,7 @@ fn vip_concat(v4: bool) -> Expr {
 pub fn skeleton(table: &str) -> Table {
     let mut t = Table::new(Family::Inet, table);
     t.sets = SetId::ALL.iter().map(|s| s.definition()).collect();
-    t.chains.push(Chain::base(
-        "prerouting",
-        ChainType::Nat,
-        Hook::Prerouting,
-        -100,
-        ChainPolicy::Accept,
-    ));
-    t.chains.push(Chain::base(
-        "output",
-        ChainType::Nat,
-        Hook::Output,
-        -100,
-        ChainPolicy::Accept,
-    ));
-    t.chains.push(Chain::base(
-        "postrouting",
-        ChainType::Nat,
-        Hook::Postrouting,
-        100,
-        ChainPolicy::Accept,
-    ));
-    t.chains.push(Chain::regular("services"));
-    t.chains.push(Chain::regular(EMPTY_REJECT));
-    for v4 in [true, false] {
-        for affinity in [false, true] {
-            for k in SLOT_CLASSES {
-                t.chains
-                    .push(Chain::regular(dispatch_chain(affinity, k as usize, v4)));
-            }
-        }
-    }
-    let rule = |chain: &str, stmts: Vec<Stmt>, comment: &str| {
-        Rule::new(chain, stmts).with_comment(comment)
-    };
+    t.chains = skeleton_chains();
     for hook in ["prerouting", "output"] {
         t.rules.push(rule(
             hook,
@@ -295,87 +263,146 @@ pub fn skeleton(table: &str) -> Table {
             if v4 { "vip4" } else { "vip6" },
         ));
     }
-    t.rules.push(rule(
-        EMPTY_REJECT,
-        vec![
-            Stmt::Cmp {
-                left: Expr::Meta(MetaKey::L4Proto),
-                op: CmpOp::Eq,
-                right: Value::Proto(6),
-            },
-            Stmt::Reject(Reject::TcpReset),
-        ],
-        "no backend: tcp reset",
-    ));
-    t.rules.push(rule(
-        EMPTY_REJECT,
-        vec![Stmt::Reject(Reject::IcmpxPortUnreachable)],
-        "no backend: port unreachable",
-    ));
+    t.rules.extend(empty_reject_rules());
     for v4 in [true, false] {
         for affinity in [false, true] {
             for k in SLOT_CLASSES {
-                let slot = if affinity {
-                    Expr::Jhash {
-                        input: Box::new(Expr::Payload(if v4 {
-                            Field::IpSaddr
-                        } else {
-                            Field::Ip6Saddr
-                        })),
-                        modulus: k,
-                        seed: AFFINITY_SEED,
-                        offset: 0,
-                    }
-                } else {
-                    Expr::Numgen {
-                        modulus: k,
-                        offset: 0,
-                    }
-                };
-                let Expr::Concat(mut key) = vip_concat(v4) else {
-                    unreachable!()
-                };
-                key.push(slot);
-                let chain = dispatch_chain(affinity, k as usize, v4);
-                t.rules.push(rule(
-                    &chain,
-                    vec![Stmt::NatMap {
-                        kind: NatKind::Dnat,
-                        version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
-                        key: Expr::Concat(key),
-                        map: SetRef::Named(SetId::backends(v4).name().into()),
-                        with_port: true,
-                    }],
-                    &chain,
-                ));
+                t.rules.push(dispatch_rule(v4, affinity, k));
             }
         }
     }
     for v4 in [true, false] {
-        t.rules.push(rule(
-            "postrouting",
-            vec![
-                Stmt::Flags {
-                    left: Expr::Ct(CtKey::Status),
-                    bits: Value::CtStatus(CT_STATUS_DNAT),
-                    negate: false,
-                },
-                Stmt::Lookup {
-                    left: vip_concat(v4),
-                    set: SetRef::Named(SetId::masquerade(v4).name().into()),
-                    negate: false,
-                },
-                Stmt::Cmp {
-                    left: Expr::Meta(MetaKey::OifName),
-                    op: CmpOp::Neq,
-                    right: Value::IfName("lo".into()),
-                },
-                Stmt::Masquerade,
-            ],
-            if v4 { "masquerade4" } else { "masquerade6" },
-        ));
+        t.rules.push(masquerade_rule(v4));
     }
     t
+}
+
+fn rule(chain: &str, stmts: Vec<Stmt>, comment: &str) -> Rule {
+    Rule::new(chain, stmts).with_comment(comment)
+}
+
+/// The NAT base chains, `services`, the empty-service reject chain and every dispatch chain.
+fn skeleton_chains() -> Vec<Chain> {
+    let mut chains = vec![
+        Chain::base(
+            "prerouting",
+            ChainType::Nat,
+            Hook::Prerouting,
+            -100,
+            ChainPolicy::Accept,
+        ),
+        Chain::base(
+            "output",
+            ChainType::Nat,
+            Hook::Output,
+            -100,
+            ChainPolicy::Accept,
+        ),
+        Chain::base(
+            "postrouting",
+            ChainType::Nat,
+            Hook::Postrouting,
+            100,
+            ChainPolicy::Accept,
+        ),
+        Chain::regular("services"),
+        Chain::regular(EMPTY_REJECT),
+    ];
+    for v4 in [true, false] {
+        for affinity in [false, true] {
+            for k in SLOT_CLASSES {
+                chains.push(Chain::regular(dispatch_chain(affinity, k as usize, v4)));
+            }
+        }
+    }
+    chains
+}
+
+/// A service without backends: TCP reset, else ICMP port unreachable.
+fn empty_reject_rules() -> [Rule; 2] {
+    [
+        rule(
+            EMPTY_REJECT,
+            vec![
+                Stmt::Cmp {
+                    left: Expr::Meta(MetaKey::L4Proto),
+                    op: CmpOp::Eq,
+                    right: Value::Proto(6),
+                },
+                Stmt::Reject(Reject::TcpReset),
+            ],
+            "no backend: tcp reset",
+        ),
+        rule(
+            EMPTY_REJECT,
+            vec![Stmt::Reject(Reject::IcmpxPortUnreachable)],
+            "no backend: port unreachable",
+        ),
+    ]
+}
+
+/// The rule of one dispatch chain: picks slot `numgen`/`jhash mod k` and DNATs to the
+/// backend the `backends` map holds for (VIP, slot).
+fn dispatch_rule(v4: bool, affinity: bool, k: u32) -> Rule {
+    let slot = if affinity {
+        Expr::Jhash {
+            input: Box::new(Expr::Payload(if v4 {
+                Field::IpSaddr
+            } else {
+                Field::Ip6Saddr
+            })),
+            modulus: k,
+            seed: AFFINITY_SEED,
+            offset: 0,
+        }
+    } else {
+        Expr::Numgen {
+            modulus: k,
+            offset: 0,
+        }
+    };
+    let Expr::Concat(mut key) = vip_concat(v4) else {
+        unreachable!()
+    };
+    key.push(slot);
+    let chain = dispatch_chain(affinity, k as usize, v4);
+    rule(
+        &chain,
+        vec![Stmt::NatMap {
+            kind: NatKind::Dnat,
+            version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
+            key: Expr::Concat(key),
+            map: SetRef::Named(SetId::backends(v4).name().into()),
+            with_port: true,
+        }],
+        &chain,
+    )
+}
+
+/// Masquerade of DNATed traffic to a VIP whose service masquerades (and not to `lo`).
+fn masquerade_rule(v4: bool) -> Rule {
+    rule(
+        "postrouting",
+        vec![
+            Stmt::Flags {
+                left: Expr::Ct(CtKey::Status),
+                bits: Value::CtStatus(CT_STATUS_DNAT),
+                negate: false,
+            },
+            Stmt::Lookup {
+                left: vip_concat(v4),
+                set: SetRef::Named(SetId::masquerade(v4).name().into()),
+                negate: false,
+            },
+            Stmt::Cmp {
+                left: Expr::Meta(MetaKey::OifName),
+                op: CmpOp::Neq,
+                right: Value::IfName("lo".into()),
+            },
+            Stmt::Masquerade,
+        ],
+        if v4 { "masquerade4" } else { "masquerade6" },
+    )
 }
 
 /// Decodes the key of a kernel element of `set` back into the IR (for deleting strays found

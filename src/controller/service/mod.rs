@@ -1,14 +1,20 @@
 //! The service controller: load-balanced virtual addresses in table `inet <prefix>-service`.
 //!
-//! Plan, then apply:
-//! - [`model::build`] turns the validated services into one entry per VIP (pure);
-//! - [`diff::Mirror::diff`] compares it with what this process last committed (the mirror)
-//!   and yields element deletes/adds for the changed services only (pure, unit-tested);
-//! - [`kernel`] writes them in one batch, isolates a service the kernel refuses (joined
-//!   errors), and runs the full dump-and-diff against the kernel at startup, after a failed
-//!   batch, when the ruleset generation moved under us, and once per period; whatever it
-//!   finds changed behind our back is repaired and counted in
-//!   `edgenetd_service_drift_repairs_total`.
+//! Files (the same for every controller, in this order):
+//! - `mod.rs`: the controller (constructor, one sync) and its metrics;
+//! - [`model`]: the validated services -> one entry per VIP (pure);
+//! - [`plan`]: the mirror (what this process last committed, the cache's snapshot) against
+//!   the model -> element deletes/adds for the changed services only (pure, unit-tested);
+//! - [`apply`]: the only part that writes to the kernel: one batch, a service the kernel
+//!   refuses isolated (joined errors), and the full compare when the cache is not trusted (at
+//!   startup, after a failed batch, when another process committed to nftables, once per
+//!   period); whatever it finds changed behind our back is repaired and counted in
+//!   `edgenetd_service_drift_repairs_total`;
+//! - [`observe`]: reading the table back (structure check, streaming element compare);
+//! - [`verbs`]: the `plan` and `cleanup` CLI verbs.
+//!
+//! Extras: [`health`] (health checks), [`slots`] (backend slots), [`layout`] (the table's
+//! shape) and [`elements`] (model -> kernel elements).
 //!
 //! Removing a backend only deletes its slot elements: established connections keep their
 //! conntrack NAT binding and drain naturally. UDP has no close, so a UDP backend that lost its
@@ -19,29 +25,30 @@
 //!
 //! See [`layout`] for the table's shape and why it is linear in the number of services.
 
-pub mod cli;
-pub mod diff;
+pub mod apply;
 pub mod elements;
 pub mod health;
-pub mod kernel;
 pub mod layout;
 pub mod model;
+pub mod observe;
+pub mod plan;
 pub mod slots;
 #[cfg(test)]
 mod tests;
-pub mod verify;
-mod write;
+pub mod verbs;
 
 use std::time::Instant;
 
 use crate::config::{DaemonSettings, DesiredState};
+use crate::controller::cache::Invalidation;
 use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
-use crate::dataplane::nft::{NftError, TableRef, ir::Family, monitor};
+use crate::dataplane::nft::{GenerationWatch, NftError, TableRef, ir::Family};
 
 /// How often the foreign-commit watch reads the ruleset generation.
 pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-pub use kernel::Kernel;
+pub use apply::Kernel;
+pub use verbs::{cleanup, plan};
 
 /// Errors of the one-shot verbs (`plan`, `cleanup`).
 #[derive(Debug, thiserror::Error)]
@@ -80,8 +87,14 @@ pub fn describe_metrics() {
 
 /// The service controller (see the module docs).
 pub struct ServiceController {
+    /// The socket, the mirror and its cache; opened at the first sync.
     kernel: Option<Kernel>,
+    /// Health checks of the backends that have them.
     health: health::HealthChecks,
+    /// This process's nftables commits, shared with the policy controller.
+    watch: GenerationWatch,
+    /// Invalidated by the watch on a foreign commit (handed to each kernel opened).
+    invalidation: Invalidation,
 }
 
 impl ServiceController {
@@ -89,14 +102,21 @@ impl ServiceController {
     /// Call it on the thread (network namespace) the controller programs: it starts a watch
     /// that fires `trigger` within [`WATCH_INTERVAL`] whenever another process commits to
     /// nftables, so a table edited or deleted by hand is repaired at once, not at the period.
-    pub fn new(trigger: Trigger) -> ServiceController {
-        let fire = trigger.clone();
-        if let Err(e) = monitor::spawn_foreign_commit_watch(WATCH_INTERVAL, move || fire.fire()) {
+    pub fn new(trigger: Trigger, watch: GenerationWatch) -> ServiceController {
+        let invalidation = Invalidation::default();
+        let (fire, flag) = (trigger.clone(), invalidation.clone());
+        let on_foreign = move || {
+            flag.invalidate();
+            fire.fire();
+        };
+        if let Err(e) = watch.subscribe(WATCH_INTERVAL, on_foreign) {
             log::warn!("service: no nftables commit watch ({e}); drift is found at each period");
         }
         ServiceController {
             kernel: None,
             health: health::HealthChecks::new(trigger),
+            watch,
+            invalidation,
         }
     }
 
@@ -134,7 +154,8 @@ impl Controller for ServiceController {
                 // First sync, or the table prefix changed: start over (the old table stays
                 // for `cleanup`, as after a stop).
                 drop(other);
-                Kernel::open(table).map_err(|e| SyncError::whole("nftables socket", e))?
+                Kernel::open(table, self.watch.clone(), self.invalidation.clone())
+                    .map_err(|e| SyncError::whole("nftables socket", e))?
             }
         };
         let (kernel, result) = smol::unblock(move || {
@@ -145,7 +166,7 @@ impl Controller for ServiceController {
         progress.beat();
         // What is programmed: everything desired after a clean sync, else what the mirror
         // knows (unknown after a failure: left as it was).
-        let counts = match (&result, &kernel.mirror) {
+        let counts = match (&result, kernel.mirror()) {
             (Ok(_), _) => Some(desired_counts),
             (Err(_), Some(m)) => Some(counts(&m.model)),
             (Err(_), None) => None,
@@ -165,23 +186,4 @@ fn counts(model: &model::Model) -> (usize, usize) {
         model.len(),
         model.values().map(|e| e.backends().len()).sum(),
     )
-}
-
-/// `edgenetd plan`: what a sync would change, and the nft text of the layout. Writes nothing.
-pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
-    let table = table_ref(&desired.daemon);
-    let model = model::build(&desired.services.services);
-    let mut nft = crate::dataplane::nft::Nft::open()?;
-    smol::unblock(move || cli::plan(&mut nft, &table, &model))
-        .await
-        .map_err(ServiceError::from)
-}
-
-/// `edgenetd cleanup`: deletes table `inet <prefix>-service` (and nothing else).
-pub async fn cleanup(settings: &DaemonSettings) -> Result<String, ServiceError> {
-    let table = table_ref(settings);
-    let mut nft = crate::dataplane::nft::Nft::open()?;
-    smol::unblock(move || cli::cleanup(&mut nft, &table))
-        .await
-        .map_err(ServiceError::from)
 }

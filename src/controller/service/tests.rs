@@ -3,9 +3,9 @@
 use crate::config::load_str;
 use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
 
-use super::diff::{Delta, Mirror};
 use super::layout::SetId;
 use super::model::{self, Model};
+use super::plan::{Delta, Mirror};
 
 fn model_of(toml: &str) -> Model {
     let state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));
@@ -214,7 +214,7 @@ mod verify_tests {
     use crate::dataplane::nft::{ElemInfo, raw_elements};
 
     use super::super::elements::full_table;
-    use super::super::verify::{Verifier, verify};
+    use super::super::observe::{Verifier, verify};
 
     /// The kernel form of every element of `m`, set by set.
     fn kernel_of(m: &Model) -> Vec<Vec<ElemInfo>> {

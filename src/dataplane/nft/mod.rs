@@ -36,9 +36,9 @@
 //!   listing calls ([`Nft::list_rules`] with a per-rule fingerprint, [`Nft::list_sets`],
 //!   [`Nft::list_elements`], [`Nft::list_chains`], [`Nft::list_tables`]) show what changed.
 //!   [`raw_elements`] gives the kernel form of desired elements for comparison.
-//! - **Foreign commits**: [`monitor::spawn_foreign_commit_watch`] calls back when another
-//!   process committed anything (it polls the generation; see the module for why not events),
-//!   so a controller can look for drift at once.
+//! - **Foreign commits**: a [`GenerationWatch`] calls back when another process committed
+//!   anything (it polls the generation; see the module for why not events), so a controller
+//!   can look for drift at once. Callers record their own commits' generations in it.
 //! - **Ownership**: nothing here flushes the ruleset or touches a table it is not given.
 //! - **Names**: a table, chain, set name, comment or log prefix holding a NUL byte is
 //!   [`CompileError::NulInName`] (netlink strings end at a NUL; nothing is silently cut).
@@ -77,6 +77,7 @@ mod table_ref;
 pub use batch::{Batch, Op, TAG_BATCH};
 pub use dump::{ChainInfo, ElemInfo, RuleInfo, SetInfo, TableInfo};
 pub use error::{CompileError, MessageFailure, NftError};
+pub use monitor::GenerationWatch;
 pub use socket::{Commit, Nft};
 pub use table_ref::TableRef;
 

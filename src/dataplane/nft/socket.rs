@@ -139,7 +139,6 @@ impl Nft {
         }
         let generation =
             generation.ok_or_else(|| NftError::Malformed("no generation in reply".into()))?;
-        super::monitor::record_own(generation);
         Ok(Commit {
             generation,
             messages,

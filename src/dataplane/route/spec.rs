@@ -46,6 +46,15 @@ impl Family {
             Family::Ipv6 => IPV6_DEFAULT_METRIC,
         }
     }
+
+    /// The metric the kernel records for a route given `metric`: IPv6 has no metric 0 (the
+    /// kernel turns it into 1024), IPv4 keeps what it is given.
+    pub fn kernel_metric(self, metric: u32) -> u32 {
+        match (self, metric) {
+            (Family::Ipv6, 0) => IPV6_DEFAULT_METRIC,
+            (_, m) => m,
+        }
+    }
 }
 
 impl fmt::Display for Family {
@@ -166,11 +175,12 @@ impl RouteSpec {
     /// route whose metric changes is a different route (delete + add), while any other change
     /// is a replace of the same route.
     pub fn key(&self) -> RouteKey {
+        let family = self.family();
         RouteKey {
-            family: self.family(),
+            family,
             table: self.table,
             dst: self.dst,
-            metric: self.metric,
+            metric: family.kernel_metric(self.metric),
         }
     }
 
@@ -436,6 +446,26 @@ mod tests {
         assert_eq!(r.metric, 1024);
         assert_eq!(r.dst, net("2001:db8::/64"));
         assert_eq!(RouteSpec::new(net("10.0.0.0/8"), 190).metric, 0);
+    }
+
+    #[test]
+    fn bug_8a_ipv6_metric_0_is_the_same_route_as_metric_1024() {
+        let zero = RouteSpec {
+            metric: 0,
+            ..RouteSpec::new(net("2001:db8::/64"), 190)
+        };
+        let kernel = RouteSpec::new(net("2001:db8::/64"), 190);
+        assert_eq!(zero.key(), kernel.key());
+        assert!(zero.is_satisfied_by(&kernel));
+        let v4 = RouteSpec::new(net("10.0.0.0/8"), 190);
+        assert_ne!(
+            v4.key(),
+            RouteSpec {
+                metric: 1024,
+                ..v4.clone()
+            }
+            .key()
+        );
     }
 
     #[test]

@@ -8,9 +8,9 @@ use crate::controller::SyncError;
 use crate::dataplane::nft::ir::Element;
 use crate::dataplane::nft::{Batch, NftError, Op, TableRef};
 
-use super::diff::ServiceChange;
-use super::kernel::{Kernel, TAG_SHARED, nft_err};
-use super::layout::SetId;
+use super::super::layout::SetId;
+use super::super::plan::ServiceChange;
+use super::{Kernel, TAG_SHARED, nft_err};
 
 /// Refused objects with the reason, and the generation after the last successful commit.
 pub(super) type WriteOutcome = (Vec<(String, String)>, Option<u32>);
@@ -27,11 +27,8 @@ impl Kernel {
             return Ok((Vec::new(), None));
         }
         let batch = self.grouped_batch(groups.iter())?;
-        match self.nft.execute(batch) {
-            Ok(c) => {
-                self.last_writes += c.messages as u64;
-                return Ok((Vec::new(), Some(c.generation)));
-            }
+        match self.commit(batch) {
+            Ok(c) => return Ok((Vec::new(), Some(c.generation))),
             Err(NftError::Rejected(_)) => {}
             Err(e) => return Err(nft_err("service elements", e)),
         }
@@ -42,11 +39,8 @@ impl Kernel {
             add_ops(&mut batch, &self.table, &g.deletes, &g.adds)
                 .map_err(|e| nft_err(&g.name, e.into()))?;
         }
-        let refused = match self.nft.execute(batch) {
-            Ok(c) => {
-                self.last_writes += c.messages as u64;
-                return Ok((Vec::new(), Some(c.generation)));
-            }
+        let refused = match self.commit(batch) {
+            Ok(c) => return Ok((Vec::new(), Some(c.generation))),
             Err(NftError::Rejected(f)) => f,
             Err(e) => return Err(nft_err("service elements", e)),
         };
@@ -80,11 +74,8 @@ impl Kernel {
             .filter(|(i, _)| !bad.contains_key(i))
             .map(|(_, g)| g);
         let batch = self.grouped_batch(rest)?;
-        match self.nft.execute(batch) {
-            Ok(c) => {
-                self.last_writes += c.messages as u64;
-                Ok((failures, Some(c.generation)))
-            }
+        match self.commit(batch) {
+            Ok(c) => Ok((failures, Some(c.generation))),
             Err(e) => {
                 let mut all = failures;
                 all.push(("service elements".into(), e.to_string()));

@@ -3,16 +3,37 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::{DaemonSettings, DesiredState};
 use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef};
 
-use super::diff::Mirror;
 use super::elements::{render_text, vip_of};
 use super::layout::{self};
-use super::model::{Model, VipKey};
-use super::verify;
+use super::model::{self, Model, VipKey};
+use super::plan::Mirror;
+use super::{ServiceError, table_ref};
+
+/// `edgenetd plan`: what a sync would change, and the nft text of the layout. Writes nothing.
+pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
+    let table = table_ref(&desired.daemon);
+    let model = model::build(&desired.services.services);
+    let mut nft = Nft::open()?;
+    smol::unblock(move || plan_blocking(&mut nft, &table, &model))
+        .await
+        .map_err(ServiceError::from)
+}
+
+/// `edgenetd cleanup`: deletes table `inet <prefix>-service` (and nothing else).
+pub async fn cleanup(settings: &DaemonSettings) -> Result<String, ServiceError> {
+    let table = table_ref(settings);
+    let mut nft = Nft::open()?;
+    smol::unblock(move || cleanup_blocking(&mut nft, &table))
+        .await
+        .map_err(ServiceError::from)
+}
+use super::observe;
 
 /// `plan`: the service changes against the running kernel, then the layout's text.
-pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
+pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
     let mut out = String::new();
     let exists = nft.table_exists(table)?;
     if desired.is_empty() && !exists {
@@ -29,7 +50,7 @@ pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, 
         let d = Mirror::default().diff(desired);
         lines.extend(d.services.iter().map(|c| c.summary.clone()));
     } else {
-        let found = verify::verify_kernel(nft, table, desired, None)?;
+        let found = observe::verify_kernel(nft, table, desired, None)?;
         let mut per: BTreeMap<Option<VipKey>, (usize, usize)> = BTreeMap::new();
         for (set, el) in &found.strays {
             per.entry(vip_of(*set, el)).or_default().0 += 1;
@@ -71,7 +92,7 @@ pub fn plan(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, 
 }
 
 /// `cleanup`: deletes the table if it exists.
-pub fn cleanup(nft: &mut Nft, table: &TableRef) -> Result<String, NftError> {
+pub fn cleanup_blocking(nft: &mut Nft, table: &TableRef) -> Result<String, NftError> {
     if !nft.table_exists(table)? {
         return Ok(format!("service: table inet {} absent\n", table.name));
     }

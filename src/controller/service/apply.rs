@@ -1,29 +1,30 @@
-//! Apply: the only part of the service controller that talks to the kernel.
+//! Apply: the only part of the service controller that writes to the kernel (with its batch
+//! writer, `write`, which isolates refused services). Every commit's generation is recorded
+//! in the shared [`GenerationWatch`].
 //!
-//! A sync is incremental (the mirror's delta, one batch) unless a full compare is due: at
-//! startup, after a failed batch, when another process committed to nftables since our last
-//! look, and once per period. The full compare checks the table's structure (sets, chains,
-//! rules by fingerprint) and streams every element through [`super::verify`]; a broken
-//! structure replaces the table in one atomic batch, stray or missing elements are fixed by
-//! delta. What differs from what this process had committed counts as drift.
-//!
-//! Writing (with the isolation of refused services) is in [`super::write`].
+//! A sync is incremental (the mirror's delta, one batch) unless the cache says a full compare
+//! is due (see [`crate::controller::cache`]): at startup, after a failed batch, when another
+//! process committed to nftables since our last look, and once per period. The full compare
+//! checks the table's structure (sets, chains, rules by fingerprint) and streams every element
+//! through [`super::observe`]; a broken structure replaces the table in one atomic batch, stray
+//! or missing elements are fixed by delta. What differs from what this process had committed
+//! counts as drift.
+
+mod write;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::controller::cache::{Decision, Invalidation, KernelCache};
 use crate::controller::{SyncError, SyncReport};
-use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, monitor};
+use crate::dataplane::nft::{Batch, Commit, GenerationWatch, Nft, NftError, Op, TableRef};
 
-use super::diff::{Delta, Mirror, ServiceChange, masq_refs};
 use super::elements::{group, stream_elements, vip_of};
 use super::layout;
 use super::model::{Model, VipKey};
-use super::verify;
-
-/// A set as compared: name, key type id and length, map data type id and length.
-type SetShape = (String, u32, u32, Option<(u32, u32)>);
+use super::observe;
+use super::plan::{Delta, Mirror, ServiceChange};
 
 /// Tag of messages that belong to no single service (table structure, masquerade).
 pub(super) const TAG_SHARED: u32 = u32::MAX - 1;
@@ -33,13 +34,14 @@ pub struct Kernel {
     /// Our table.
     pub table: TableRef,
     pub(super) nft: Nft,
-    /// What this process committed; `None` = unknown (a full compare is due).
-    pub mirror: Option<Mirror>,
+    /// What this process committed (the mirror), and whether to trust it.
+    cache: KernelCache<Mirror>,
+    /// This process's nftables commits, shared with the policy controller.
+    watch: GenerationWatch,
     /// Ruleset generation right after our last commit or check.
     generation: Option<u32>,
     /// Rule fingerprints of our skeleton as the kernel lists them after we installed it.
-    fingerprints: Option<Vec<(String, String)>>,
-    last_full: Option<Instant>,
+    pub(super) fingerprints: Option<Vec<(String, String)>>,
     /// Generation at which the table was last seen absent while no service was desired.
     absent_at: Option<u32>,
     /// Kernel messages written by the last sync.
@@ -57,18 +59,37 @@ pub(super) fn nft_err(what: &str, e: NftError) -> SyncError {
 }
 
 impl Kernel {
-    /// Opens the socket (in the calling thread's network namespace).
-    pub fn open(table: TableRef) -> Result<Kernel, NftError> {
+    /// Opens the socket (in the calling thread's network namespace); `watch` records this
+    /// process's commits (share the controllers' watch so they know each other's), and
+    /// `invalidation` is the flag the foreign-commit watch sets.
+    pub fn open(
+        table: TableRef,
+        watch: GenerationWatch,
+        invalidation: Invalidation,
+    ) -> Result<Kernel, NftError> {
         Ok(Kernel {
             table,
             nft: Nft::open()?,
-            mirror: None,
+            cache: KernelCache::with_invalidation(invalidation),
+            watch,
             generation: None,
             fingerprints: None,
-            last_full: None,
             absent_at: None,
             last_writes: 0,
         })
+    }
+
+    /// What this process committed, if known.
+    pub fn mirror(&self) -> Option<&Mirror> {
+        self.cache.snapshot()
+    }
+
+    /// Executes `batch`, records its generation as this process's own, counts its messages.
+    pub(super) fn commit(&mut self, batch: Batch) -> Result<Commit, NftError> {
+        let commit = self.nft.execute(batch)?;
+        self.watch.record_own(commit.generation);
+        self.last_writes += commit.messages as u64;
+        Ok(commit)
     }
 
     /// One sync against `desired` (blocking).
@@ -89,21 +110,24 @@ impl Kernel {
         // The generation moves with every commit; only one by another process (not this
         // controller's, not the policy controller's) can have touched our table.
         let foreign = match self.generation {
-            Some(g) => g != generation && monitor::foreign_between(g, generation),
+            Some(g) => g != generation && self.watch.foreign_between(g, generation),
             None => true,
         };
-        let full = self.mirror.is_none()
-            || foreign
-            || self
-                .last_full
-                .is_none_or(|t| now.duration_since(t) >= period);
-        if full {
-            return self.full_sync(desired, now);
+        if foreign {
+            self.cache.invalidate();
         }
-        let mirror = self.mirror.as_ref().expect("mirror known");
+        // The generation is read at every sync, so the event source never misses a commit.
+        match self.cache.decide(now, period, true) {
+            Decision::Verify => self.full_sync(desired, now),
+            Decision::Trusted => self.sync_delta(desired),
+        }
+    }
+
+    /// An incremental sync: the mirror's delta, in one batch.
+    fn sync_delta(&mut self, desired: Model) -> Result<SyncReport, SyncError> {
+        let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
         let delta = mirror.diff(&desired);
         if delta.is_empty() {
-            let mirror = self.mirror.as_mut().expect("mirror known");
             mirror.model = desired;
             return Ok(SyncReport {
                 changes: 0,
@@ -111,41 +135,30 @@ impl Kernel {
                 summary: "no change".into(),
             });
         }
-        let changes = delta.writes() as u64;
-        let summary = summarize(&delta);
-        let groups = groups_of(&delta);
-        let drained = delta.udp_drained.clone();
-        let (failures, commit) = match self.write(&groups) {
+        let report = SyncReport {
+            changes: delta.writes() as u64,
+            drift_repairs: 0,
+            summary: summarize(&delta),
+        };
+        let (failures, commit) = match self.write(&groups_of(&delta)) {
             Ok(x) => x,
             Err(e) => {
                 // Whatever happened, the kernel is compared in full next time.
-                self.mirror = None;
+                self.cache.forget();
                 return Err(e);
             }
         };
-        self.conntrack_flush(&drained);
+        self.conntrack_flush(&delta.udp_drained);
         if failures.is_empty() {
-            let mirror = self.mirror.as_mut().expect("mirror known");
+            let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
             mirror.commit(desired, &delta);
             self.generation = commit;
-            return Ok(SyncReport {
-                changes,
-                drift_repairs: 0,
-                summary,
-            });
+            return Ok(report);
         }
         // Some services were refused: what committed is not what the mirror can describe
         // cheaply, so the next sync compares everything with the kernel.
-        self.mirror = None;
-        let mut err = SyncError::default();
-        for (obj, e) in failures {
-            err.push(obj, e);
-        }
-        err.into_result(SyncReport {
-            changes,
-            drift_repairs: 0,
-            summary,
-        })
+        self.cache.forget();
+        joined(failures).into_result(report)
     }
 
     /// No services: no table at all (no NAT hooks registered for nothing).
@@ -165,11 +178,8 @@ impl Kernel {
         {
             let mut batch = Batch::new();
             batch.table(&self.table, Op::Delete);
-            let c = self
-                .nft
-                .execute(batch)
+            self.commit(batch)
                 .map_err(|e| nft_err("delete service table", e))?;
-            self.last_writes += c.messages as u64;
             changes = 1;
         }
         self.absent_at = Some(
@@ -178,7 +188,7 @@ impl Kernel {
                 .map_err(|e| nft_err("nftables generation", e))?,
         );
         // The next sync with services installs the table (a full sync).
-        self.mirror = None;
+        self.cache.forget();
         self.generation = None;
         self.fingerprints = None;
         Ok(SyncReport {
@@ -194,7 +204,7 @@ impl Kernel {
 
     /// The full dump-and-diff (see the module docs).
     fn full_sync(&mut self, desired: Model, now: Instant) -> Result<SyncReport, SyncError> {
-        let known = self.mirror.take();
+        let known = self.cache.take();
         let table = self.table.clone();
         let exists = self
             .nft
@@ -210,7 +220,7 @@ impl Kernel {
         }
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
-        let found = verify::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
+        let found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
             .map_err(|e| nft_err("list elements", e))?;
         drift += found.drift;
         let changes = (found.strays.len() + found.missing.len()) as u64;
@@ -234,11 +244,7 @@ impl Kernel {
             metrics::counter!("edgenetd_service_drift_repairs_total").increment(drift);
         }
         if !failures.is_empty() {
-            let mut err = SyncError::default();
-            for (obj, e) in failures {
-                err.push(obj, e);
-            }
-            return err.into_result(report);
+            return joined(failures).into_result(report);
         }
         self.generation = match commit {
             Some(g) => Some(g),
@@ -248,12 +254,7 @@ impl Kernel {
                     .map_err(|e| nft_err("nftables generation", e))?,
             ),
         };
-        let refs = masq_refs(&desired);
-        self.mirror = Some(Mirror {
-            model: desired,
-            masq_refs: refs,
-        });
-        self.last_full = Some(now);
+        self.cache.store_verified(Mirror::of(desired), true, now);
         trim_heap();
         Ok(report)
     }
@@ -268,7 +269,7 @@ impl Kernel {
             .map_err(|e| nft_err("compile service table", e.into()))?;
         let elements = stream_elements(&mut batch, &self.table, &desired)
             .map_err(|e| nft_err("compile service elements", e.into()))?;
-        let commit = match self.nft.execute(batch) {
+        let commit = match self.commit(batch) {
             Ok(c) => c,
             Err(NftError::Rejected(_)) => {
                 // One or more services refused: install the bare skeleton, then add the
@@ -277,7 +278,6 @@ impl Kernel {
             }
             Err(e) => return Err(nft_err("install service table", e)),
         };
-        self.last_writes += commit.messages as u64;
         self.after_install(desired, commit.generation)?;
         trim_heap();
         if drift > 0 {
@@ -298,21 +298,15 @@ impl Kernel {
             .replace_table(&skeleton)
             .map_err(|e| nft_err("compile service table", e.into()))?;
         let commit = self
-            .nft
-            .execute(batch)
+            .commit(batch)
             .map_err(|e| nft_err("install service table", e))?;
-        self.last_writes += commit.messages as u64;
         self.after_install(Model::new(), commit.generation)?;
-        let mirror = self.mirror.as_ref().expect("just installed");
+        let mirror = self.cache.snapshot().expect("just installed");
         let delta = mirror.diff(&desired);
         let groups = groups_of(&delta);
         let (failures, _) = self.write(&groups)?;
-        self.mirror = None; // compare with the kernel next time
-        let mut err = SyncError::default();
-        for (obj, e) in failures {
-            err.push(obj, e);
-        }
-        err.into_result(SyncReport {
+        self.cache.forget(); // compare with the kernel next time
+        joined(failures).into_result(SyncReport {
             changes: delta.writes() as u64 + 1,
             drift_repairs: drift,
             summary: "installed table; some services refused".into(),
@@ -324,92 +318,10 @@ impl Kernel {
             self.fingerprints_now()
                 .map_err(|e| nft_err("list rules", e))?,
         );
-        let refs = masq_refs(&desired);
-        self.mirror = Some(Mirror {
-            model: desired,
-            masq_refs: refs,
-        });
+        self.cache
+            .store_verified(Mirror::of(desired), true, Instant::now());
         self.generation = Some(generation);
-        self.last_full = Some(Instant::now());
         Ok(())
-    }
-
-    fn fingerprints_now(&mut self) -> Result<Vec<(String, String)>, NftError> {
-        Ok(self
-            .nft
-            .list_rules(&self.table)?
-            .into_iter()
-            .map(|r| (r.chain, r.fingerprint))
-            .collect())
-    }
-
-    /// True when sets, chains and rules are what the skeleton installs.
-    fn structure_ok(&mut self) -> Result<bool, NftError> {
-        let skeleton = layout::skeleton(&self.table.name);
-        let sets = self.nft.list_sets(&self.table)?;
-        let mut want_sets: Vec<SetShape> = skeleton
-            .sets
-            .iter()
-            .map(|s| {
-                (
-                    s.name.clone(),
-                    s.key.id(),
-                    s.key.byte_len(),
-                    s.data
-                        .as_ref()
-                        .map(|d| (if s.is_vmap() { 0xffffff00 } else { d.id() }, d.byte_len())),
-                )
-            })
-            .collect();
-        let mut have_sets: Vec<SetShape> = sets
-            .iter()
-            .filter(|s| !s.name.starts_with("__set"))
-            .map(|s| (s.name.clone(), s.key.0, s.key.1, s.data))
-            .collect();
-        want_sets.sort();
-        have_sets.sort();
-        if want_sets.len() != have_sets.len()
-            || want_sets.iter().zip(&have_sets).any(|(w, h)| {
-                w.0 != h.0 || w.1 != h.1 || w.2 != h.2 || w.3.is_some() != h.3.is_some()
-            })
-        {
-            return Ok(false);
-        }
-        let mut chains: Vec<String> = self
-            .nft
-            .list_chains(&self.table)?
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
-        let mut want_chains: Vec<String> = skeleton.chains.iter().map(|c| c.name.clone()).collect();
-        chains.sort();
-        want_chains.sort();
-        if chains != want_chains {
-            return Ok(false);
-        }
-        let rules = self.fingerprints_now()?;
-        match &self.fingerprints {
-            Some(f) => Ok(*f == rules),
-            None => {
-                // Adopting a table from an earlier run: same rule count per chain and the same
-                // comments; later checks compare full fingerprints.
-                let listed = self.nft.list_rules(&self.table)?;
-                let mut have: Vec<(String, Option<String>)> =
-                    listed.into_iter().map(|r| (r.chain, r.comment)).collect();
-                let mut want: Vec<(String, Option<String>)> = skeleton
-                    .rules
-                    .iter()
-                    .map(|r| (r.chain.clone(), r.comment.clone()))
-                    .collect();
-                have.sort();
-                want.sort();
-                let ok = have == want;
-                if ok {
-                    self.fingerprints = Some(rules);
-                }
-                Ok(ok)
-            }
-        }
     }
 
     fn conntrack_flush(&mut self, drained: &[(VipKey, SocketAddr)]) {
@@ -421,6 +333,15 @@ impl Kernel {
             }
         }
     }
+}
+
+/// Refused objects with the reason, joined into one error.
+fn joined(failures: Vec<(String, String)>) -> SyncError {
+    let mut err = SyncError::default();
+    for (obj, e) in failures {
+        err.push(obj, e);
+    }
+    err
 }
 
 fn summarize(delta: &Delta) -> String {

@@ -1,5 +1,5 @@
-//! The incremental plan: what was committed (the mirror) against what is desired, as element
-//! deletes and adds that touch only the services that changed.
+//! Plan: what was committed (the mirror, the cache's snapshot) against what is desired, as
+//! element deletes and adds that touch only the services that changed.
 //!
 //! Pure and deterministic: services in key order, slots in slot order, deletes before adds
 //! of the same key. Shared `masquerade` elements are reference-counted over services.
@@ -122,6 +122,14 @@ fn describe(e: &Entry) -> String {
 }
 
 impl Mirror {
+    /// The mirror of a committed model.
+    pub fn of(model: Model) -> Mirror {
+        Mirror {
+            masq_refs: masq_refs(&model),
+            model,
+        }
+    }
+
     /// The changes that turn the committed state into `desired`.
     pub fn diff(&self, desired: &Model) -> Delta {
         let mut delta = Delta::default();

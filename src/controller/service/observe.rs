@@ -1,6 +1,8 @@
-//! The full compare: the kernel's elements checked against the desired model, one kernel
-//! element at a time, without materializing the desired elements (at 10k services that is
-//! 170k elements; building them twice over cost a few hundred MiB).
+//! Observe: reading the service table back from the kernel. The structure check (sets,
+//! chains, rules by fingerprint) and the full compare: the kernel's elements checked against
+//! the desired model, one kernel element at a time, without materializing the desired
+//! elements (at 10k services that is 170k elements; building them twice over cost a few
+//! hundred MiB).
 //!
 //! Each kernel element is decoded back into its service (and slot), and its value compared
 //! with what the model says. What does not match is a stray (deleted by key); whatever the
@@ -10,12 +12,96 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 
-use crate::dataplane::nft::ElemInfo;
 use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
+use crate::dataplane::nft::{ElemInfo, NftError};
 
-use super::diff::{Mirror, masq_refs};
+use super::Kernel;
 use super::layout::{self, MasqKey, SetId};
 use super::model::{Action, Entry, Model, VipKey};
+use super::plan::{Mirror, masq_refs};
+
+/// A set as compared: name, key type id and length, map data type id and length.
+type SetShape = (String, u32, u32, Option<(u32, u32)>);
+
+impl Kernel {
+    pub(super) fn fingerprints_now(&mut self) -> Result<Vec<(String, String)>, NftError> {
+        Ok(self
+            .nft
+            .list_rules(&self.table)?
+            .into_iter()
+            .map(|r| (r.chain, r.fingerprint))
+            .collect())
+    }
+
+    /// True when sets, chains and rules are what the skeleton installs.
+    pub(super) fn structure_ok(&mut self) -> Result<bool, NftError> {
+        let skeleton = layout::skeleton(&self.table.name);
+        let sets = self.nft.list_sets(&self.table)?;
+        let mut want_sets: Vec<SetShape> = skeleton
+            .sets
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.key.id(),
+                    s.key.byte_len(),
+                    s.data
+                        .as_ref()
+                        .map(|d| (if s.is_vmap() { 0xffffff00 } else { d.id() }, d.byte_len())),
+                )
+            })
+            .collect();
+        let mut have_sets: Vec<SetShape> = sets
+            .iter()
+            .filter(|s| !s.name.starts_with("__set"))
+            .map(|s| (s.name.clone(), s.key.0, s.key.1, s.data))
+            .collect();
+        want_sets.sort();
+        have_sets.sort();
+        if want_sets.len() != have_sets.len()
+            || want_sets.iter().zip(&have_sets).any(|(w, h)| {
+                w.0 != h.0 || w.1 != h.1 || w.2 != h.2 || w.3.is_some() != h.3.is_some()
+            })
+        {
+            return Ok(false);
+        }
+        let mut chains: Vec<String> = self
+            .nft
+            .list_chains(&self.table)?
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        let mut want_chains: Vec<String> = skeleton.chains.iter().map(|c| c.name.clone()).collect();
+        chains.sort();
+        want_chains.sort();
+        if chains != want_chains {
+            return Ok(false);
+        }
+        let rules = self.fingerprints_now()?;
+        match &self.fingerprints {
+            Some(f) => Ok(*f == rules),
+            None => {
+                // Adopting a table from an earlier run: same rule count per chain and the same
+                // comments; later checks compare full fingerprints.
+                let listed = self.nft.list_rules(&self.table)?;
+                let mut have: Vec<(String, Option<String>)> =
+                    listed.into_iter().map(|r| (r.chain, r.comment)).collect();
+                let mut want: Vec<(String, Option<String>)> = skeleton
+                    .rules
+                    .iter()
+                    .map(|r| (r.chain.clone(), r.comment.clone()))
+                    .collect();
+                have.sort();
+                want.sort();
+                let ok = have == want;
+                if ok {
+                    self.fingerprints = Some(rules);
+                }
+                Ok(ok)
+            }
+        }
+    }
+}
 
 /// Kernel verdict codes (`NFT_GOTO`, `NF_DROP`).
 const NFT_GOTO: i32 = -4;

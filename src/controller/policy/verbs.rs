@@ -1,0 +1,175 @@
+//! The one-shot verbs: `plan` (the ruleset the policy would load, then what differs from the
+//! running kernel) and `cleanup` (deletes the policy table, nothing else).
+//!
+//! The differences: missing or extra chains, rules added or removed (rules are compared by
+//! their comment, which carries the group's name and a hash of the rule's text), and set
+//! elements to add or delete. Every line starts with `#` so the plan output stays loadable
+//! with `nft -f`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::config::{DaemonSettings, DesiredState};
+use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, render};
+
+use super::program::{self, Program};
+use super::{apply, table_ref};
+
+/// Errors of `plan` and `cleanup`.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyCliError {
+    /// Talking to nftables failed.
+    #[error(transparent)]
+    Nft(#[from] NftError),
+}
+
+/// `edgenetd plan`: the ruleset the policy would load, in nft syntax (loadable with
+/// `nft -c -f`), followed by what differs from the running kernel as `#` comment lines.
+/// Empty when there is no `[policy]` and no table. Writes nothing.
+pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
+    let table = table_ref(&desired.daemon);
+    let program = desired
+        .policy
+        .as_ref()
+        .map(|cfg| program::build(cfg, &table.name));
+    let mut nft = Nft::open()?;
+    if program.is_none() {
+        // No [policy] and no table: nothing to say (other areas' plans stay uncluttered).
+        let t = table.clone();
+        if !smol::unblock(move || nft.table_exists(&t)).await? {
+            return Ok(String::new());
+        }
+        nft = Nft::open()?;
+    }
+    let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
+        let diff = diff(&mut nft, &table, program.as_ref())?;
+        let text = match &program {
+            Some(p) => render::render_replace(&p.table),
+            None => format!(
+                "# no [policy] section: no firewall table (inet {} is removed if present)\n",
+                table.name
+            ),
+        };
+        Ok((text, diff))
+    })
+    .await?;
+    Ok(format!("# policy\n{text}{diff}"))
+}
+
+/// `edgenetd cleanup`: deletes the policy table (and nothing else).
+pub async fn cleanup(settings: &DaemonSettings) -> Result<String, PolicyCliError> {
+    let table = table_ref(settings);
+    let mut nft = Nft::open()?;
+    // A one-shot process: its commit need not be told from anybody's.
+    let watch = GenerationWatch::new();
+    let n = smol::unblock(move || apply::delete_table(&mut nft, &watch, &table)).await?;
+    Ok(if n > 0 {
+        format!("policy: deleted table inet {}\n", settings.policy_table())
+    } else {
+        format!("policy: no table inet {}\n", settings.policy_table())
+    })
+}
+
+/// The differences as `#` lines (a single "# no differences" line when there are none).
+pub fn diff(nft: &mut Nft, t: &TableRef, desired: Option<&Program>) -> Result<String, NftError> {
+    let mut out = String::from("# differences from the running kernel:\n");
+    let exists = nft.table_exists(t)?;
+    let Some(p) = desired else {
+        if exists {
+            let _ = writeln!(out, "#   - table inet {} (would be deleted)", t.name);
+        } else {
+            out.push_str("#   none\n");
+        }
+        return Ok(out);
+    };
+    if !exists {
+        let _ = writeln!(
+            out,
+            "#   + table inet {} (not installed: {} rules, {} sets would be created)",
+            t.name,
+            p.table.rules.len(),
+            p.table.sets.len()
+        );
+        return Ok(out);
+    }
+    let before = out.len();
+    chain_lines(&mut out, nft, t, p)?;
+    rule_lines(&mut out, nft, t, p)?;
+    set_lines(&mut out, nft, t, p)?;
+    if out.len() == before {
+        out.push_str("#   none\n");
+    }
+    Ok(out)
+}
+
+/// Chains missing from or extra in the kernel.
+fn chain_lines(out: &mut String, nft: &mut Nft, t: &TableRef, p: &Program) -> Result<(), NftError> {
+    let chains = nft.list_chains(t)?;
+    for c in &p.table.chains {
+        if !chains.iter().any(|k| k.name == c.name) {
+            let _ = writeln!(out, "#   + chain {}", c.name);
+        }
+    }
+    for k in &chains {
+        if !p.table.chains.iter().any(|c| c.name == k.name) {
+            let _ = writeln!(out, "#   - chain {}", k.name);
+        }
+    }
+    Ok(())
+}
+
+/// Rules to add and remove, by chain and comment.
+fn rule_lines(out: &mut String, nft: &mut Nft, t: &TableRef, p: &Program) -> Result<(), NftError> {
+    let mut kernel: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in nft.list_rules(t)? {
+        *kernel
+            .entry((r.chain, r.comment.unwrap_or_else(|| "(no comment)".into())))
+            .or_default() += 1;
+    }
+    let mut want: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in &p.table.rules {
+        *want
+            .entry((r.chain.clone(), r.comment.clone().unwrap_or_default()))
+            .or_default() += 1;
+    }
+    for (sign, from, to) in [("+", &want, &kernel), ("-", &kernel, &want)] {
+        for ((chain, comment), n) in from {
+            let other = to
+                .get(&(chain.clone(), comment.clone()))
+                .copied()
+                .unwrap_or(0);
+            for _ in other..*n {
+                let _ = writeln!(out, "#   {sign} rule {chain} \"{comment}\"");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sets missing or extra, and element differences of sets present on both sides.
+fn set_lines(out: &mut String, nft: &mut Nft, t: &TableRef, p: &Program) -> Result<(), NftError> {
+    let sets = nft.list_sets(t)?;
+    for s in &p.table.sets {
+        if !sets.iter().any(|k| k.name == s.name) {
+            let _ = writeln!(out, "#   + set {} ({} elements)", s.name, s.elements.len());
+            continue;
+        }
+        let want = raw_elements(s, &s.elements)?;
+        let have = nft.list_elements(t, &s.name)?;
+        let add = want.iter().filter(|e| !have.contains(e)).count();
+        let del = have.iter().filter(|e| !want.contains(e)).count();
+        if add + del > 0 {
+            let _ = writeln!(
+                out,
+                "#   ~ set {}: {add} kernel elements to add, {del} to delete",
+                s.name
+            );
+        }
+    }
+    for k in &sets {
+        if !k.name.starts_with("__set") && !p.table.sets.iter().any(|s| s.name == k.name) {
+            let _ = writeln!(out, "#   - set {}", k.name);
+        }
+    }
+    Ok(())
+}

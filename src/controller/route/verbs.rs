@@ -1,0 +1,97 @@
+//! The one-shot verbs: `plan` (the writes a sync would make now, without making them) and
+//! `cleanup` (deletes every owned route and rule, nothing else).
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use crate::config::{DaemonSettings, DesiredState};
+use crate::controller::{SyncError, SyncReport};
+use crate::dataplane::route::{RouteError, RouteSocket};
+
+use super::apply::apply;
+use super::model;
+use super::observe::observe;
+use super::plan::Plan;
+
+/// `edgenetd plan`: the route and rule writes a sync would make now, one per line in apply
+/// order, without making them.
+pub async fn plan(desired: &DesiredState) -> Result<String, RouteError> {
+    let protocol = desired.daemon.route_protocol;
+    if !desired.controller("route").enabled {
+        return Ok("route: controller disabled (it owns nothing and changes nothing)\n".into());
+    }
+    let socket = RouteSocket::open()?;
+    let links = socket.links().await?;
+    let installed = socket.dump_routes(protocol, &links).await?;
+    let routes = model::route_specs(&desired.routing.routes, protocol);
+    let rules = model::rule_specs_of(&desired.routing.rules, protocol);
+    let mut out = String::new();
+    let installed_rules = match socket.dump_rules(protocol).await {
+        Ok(r) => r,
+        // Without rules to configure, a kernel that cannot list rules has none of ours.
+        Err(e) if rules.is_empty() => {
+            let _ = writeln!(
+                out,
+                "route: cannot read routing rules ({e}); none configured"
+            );
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    let plan = Plan::new(&routes, &installed, &rules, &installed_rules);
+    for line in plan.lines() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if plan.is_empty() {
+        let _ = writeln!(
+            out,
+            "route: in sync ({} routes, {} rules with protocol {protocol})",
+            routes.len(),
+            rules.len()
+        );
+    }
+    Ok(out)
+}
+
+/// `edgenetd cleanup`: deletes every route and rule carrying the route protocol, and nothing
+/// else; one line per deletion. Every deletion is tried; failures are joined into the error.
+pub async fn cleanup(settings: &DaemonSettings) -> Result<String, SyncError> {
+    let protocol = settings.route_protocol;
+    let socket = RouteSocket::open().map_err(|e| SyncError::whole("route netlink", e))?;
+    let state = observe(&socket, protocol).await?;
+    let mut plan = Plan::new(&[], &state.routes, &[], &state.rules);
+    // Cleanup removes rules first, so no rule is left pointing at an emptied table.
+    plan.route_upserts.clear();
+    let mut applied = apply(&socket, &plan, &state.links, &crate::controller::NoProgress).await;
+    if let Some(e) = &state.rules_error {
+        applied.errors.push(
+            "route: routing rules",
+            format!("cannot read the kernel's rules, none removed: {e}"),
+        );
+    }
+    let failed: HashSet<String> = applied
+        .errors
+        .failures
+        .iter()
+        .map(|f| f.object.clone())
+        .collect();
+    let mut out = String::new();
+    for line in plan.lines() {
+        let object = line.clone();
+        if !failed.contains(&object) {
+            let _ = writeln!(out, "{}", line.replacen("delete", "deleted", 1));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "route: removed {} routes and {} rules with protocol {protocol}",
+        applied.deleted, applied.rules_deleted
+    );
+    let summary = out.clone();
+    applied.errors.into_result(SyncReport {
+        summary,
+        ..Default::default()
+    })?;
+    Ok(out)
+}
