@@ -12,9 +12,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use edgenetd::config::load_str;
+use edgenetd::controller::Controller;
 use edgenetd::controller::policy::{PolicyController, program};
-use edgenetd::controller::{Controller, NoProgress, trigger};
 use edgenetd::dataplane::nft::{GenerationWatch, Nft, render};
+use edgenetd::sync::{NoProgress, trigger};
 
 const RULES: usize = 1_000;
 const SETS: usize = 4;

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use edgenetd::config::DesiredState;
 use edgenetd::config::route::{Route, RouteKind, RoutingConfig};
+use edgenetd::controller::Controller;
 use edgenetd::controller::route::RouteController;
-use edgenetd::controller::{Controller, NoProgress, trigger};
+use edgenetd::sync::{NoProgress, trigger};
 use ipnet::{IpNet, Ipv4Net};
 
 const CHILD: &str = "EDGENETD_BENCH_CHILD";

@@ -232,14 +232,14 @@ netns_test! {
 
 netns_test! {
     fn a_foreign_commit_wakes_the_controller_at_once() {
-        let (t, rx) = edgenetd::controller::trigger();
+        let (t, rx) = edgenetd::sync::trigger();
         let mut c = edgenetd::controller::policy::PolicyController::new(
             t,
             edgenetd::dataplane::nft::GenerationWatch::new(),
         );
         let desired = load(HOME);
         use edgenetd::controller::Controller;
-        smol::block_on(c.sync(&desired, &edgenetd::controller::NoProgress)).unwrap();
+        smol::block_on(c.sync(&desired, &edgenetd::sync::NoProgress)).unwrap();
         // Our own commits do not fire (waiting 500 ms for nothing to happen is the test).
         let fired_by_us = smol::block_on(futures_lite::future::or(
             async { rx.recv().await.is_some() },
@@ -258,7 +258,7 @@ netns_test! {
             },
         ));
         assert!(fired, "a foreign commit fires the trigger");
-        let r = smol::block_on(c.sync(&desired, &edgenetd::controller::NoProgress)).unwrap();
+        let r = smol::block_on(c.sync(&desired, &edgenetd::sync::NoProgress)).unwrap();
         assert_eq!(r.drift_repairs, 1);
     }
 }

@@ -15,8 +15,9 @@ use common::topology::Topology;
 use common::wait::wait_until;
 use edgenetd::config::DesiredState;
 use edgenetd::config::route::{Route, RouteKind, RoutingConfig};
+use edgenetd::controller::Controller;
 use edgenetd::controller::route::RouteController;
-use edgenetd::controller::{Controller, NoProgress, trigger};
+use edgenetd::sync::{NoProgress, trigger};
 use ipnet::{IpNet, Ipv4Net};
 
 const N: usize = 20_000;

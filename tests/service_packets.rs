@@ -11,9 +11,9 @@ use common::controller::{Driver, load};
 use common::shell::sh;
 use common::topology::{Host, Link, ServerId, Topology};
 use common::wait::wait_until;
-use edgenetd::controller::SyncReport;
 use edgenetd::controller::service::ServiceController;
 use edgenetd::dataplane::nft::GenerationWatch;
+use edgenetd::sync::SyncReport;
 
 /// Client `cl`, the router (this namespace) and three backends b1..b3, each running a server
 /// on port 8080 that answers with its name; a service controller driven sync by sync.

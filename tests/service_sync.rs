@@ -8,8 +8,8 @@ use common::scratch::ScratchDir;
 use common::shell::{sh, sh_status};
 use common::wait::wait_until;
 use edgenetd::controller::service::{self, ServiceController};
-use edgenetd::controller::trigger;
 use edgenetd::dataplane::nft::GenerationWatch;
+use edgenetd::sync::trigger;
 
 const CONFIG: &str = r#"
 [[service]]

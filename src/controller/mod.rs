@@ -9,11 +9,7 @@ pub mod cache;
 pub mod route;
 
 use crate::config::DesiredState;
-// Re-exported while the controller submodules still name these through `crate::controller`;
-// new code imports them from `crate::sync`.
-pub use crate::sync::{
-    NoProgress, ObjectFailure, Progress, SyncError, SyncReport, Trigger, TriggerRx, trigger,
-};
+use crate::sync::{Progress, SyncError, SyncReport};
 
 /// One kernel domain's reconciler.
 ///

@@ -2,10 +2,11 @@
 //! desired state given as TOML text.
 
 use edgenetd::config::{self, DesiredState};
+use edgenetd::controller::Controller;
 use edgenetd::controller::policy::PolicyController;
 use edgenetd::controller::service::ServiceController;
-use edgenetd::controller::{Controller, NoProgress, SyncError, SyncReport, TriggerRx, trigger};
 use edgenetd::dataplane::nft::GenerationWatch;
+use edgenetd::sync::{NoProgress, SyncError, SyncReport, TriggerRx, trigger};
 
 /// Loads a config from text, panicking with the rendered errors.
 pub fn load(toml: &str) -> DesiredState {

@@ -11,11 +11,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::controller::SyncError;
 use crate::dataplane::nft::ir::Table;
 use crate::dataplane::nft::{
     Batch, Commit, GenerationWatch, Nft, NftError, Op, TAG_BATCH, TableRef,
 };
+use crate::sync::SyncError;
 
 use super::observe::{Applied, take_baseline};
 use super::plan::element_deltas;

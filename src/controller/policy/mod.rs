@@ -36,10 +36,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{DaemonSettings, DesiredState};
+use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
-use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::nft::ir::Family;
 use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef};
+use crate::sync::{Progress, SyncError, SyncReport, Trigger};
 use observe::{Applied, Check};
 use plan::Step;
 use program::Program;

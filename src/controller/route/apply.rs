@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use crate::controller::{Progress, SyncError};
 use crate::dataplane::route::{
     Links, RouteKey, RouteSocket, RouteSpec, RouteWrite, RuleSpec, RuleWrite, WriteOutcome,
 };
+use crate::sync::{Progress, SyncError};
 
 use super::hash::FastSet;
 use super::plan::{Plan, RouteChange, RuleChange};

@@ -37,9 +37,10 @@ use log::{info, warn};
 use metrics::{counter, describe_counter, describe_gauge, gauge};
 
 use crate::config::DesiredState;
+use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
-use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::route::{RouteKey, RouteSocket, RuleSpec};
+use crate::sync::{Progress, SyncError, SyncReport, Trigger};
 use apply::{Applied, apply};
 use hash::FastSet;
 use observe::{Events, Observed, Snapshot, observe};

@@ -6,12 +6,12 @@ use std::collections::HashSet;
 use log::{debug, warn};
 
 use crate::config::route::Route;
-use crate::controller::SyncError;
-use crate::controller::Trigger;
 use crate::controller::cache::Invalidation;
 use crate::dataplane::route::{
     Links, RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RuleSpec,
 };
+use crate::sync::SyncError;
+use crate::sync::Trigger;
 
 use super::hash::{FastMap, FastSet};
 use super::model::route_spec;

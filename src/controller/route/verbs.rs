@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use crate::config::{DaemonSettings, DesiredState};
-use crate::controller::{SyncError, SyncReport};
 use crate::dataplane::route::{RouteError, RouteSocket};
+use crate::sync::{SyncError, SyncReport};
 
 use super::apply::apply;
 use super::model;
@@ -63,7 +63,7 @@ pub async fn cleanup(settings: &DaemonSettings) -> Result<String, SyncError> {
     let mut plan = Plan::new(&[], &state.routes, &[], &state.rules);
     // Cleanup removes rules first, so no rule is left pointing at an emptied table.
     plan.route_upserts.clear();
-    let mut applied = apply(&socket, &plan, &state.links, &crate::controller::NoProgress).await;
+    let mut applied = apply(&socket, &plan, &state.links, &crate::sync::NoProgress).await;
     if let Some(e) = &state.rules_error {
         applied.errors.push(
             "route: routing rules",

@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::controller::cache::{Decision, Invalidation, KernelCache};
-use crate::controller::{SyncError, SyncReport};
 use crate::dataplane::nft::{Batch, Commit, GenerationWatch, Nft, NftError, Op, TableRef};
+use crate::sync::{SyncError, SyncReport};
 
 use super::elements::{group, stream_elements, vip_of};
 use super::layout;

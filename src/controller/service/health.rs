@@ -20,7 +20,7 @@ use std::time::Duration;
 use futures_lite::{AsyncReadExt, AsyncWriteExt, FutureExt};
 
 use crate::config::service::{HealthCheck, HealthCheckKind, Service};
-use crate::controller::Trigger;
+use crate::sync::Trigger;
 
 /// One probed backend with its check settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -40,9 +40,10 @@ pub mod verbs;
 use std::time::Instant;
 
 use crate::config::{DaemonSettings, DesiredState};
+use crate::controller::Controller;
 use crate::controller::cache::Invalidation;
-use crate::controller::{Controller, Progress, SyncError, SyncReport, Trigger};
 use crate::dataplane::nft::{GenerationWatch, NftError, TableRef, ir::Family};
+use crate::sync::{Progress, SyncError, SyncReport, Trigger};
 
 /// How often the foreign-commit watch reads the ruleset generation.
 pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::controller::SyncError;
 use crate::dataplane::nft::ir::Element;
 use crate::dataplane::nft::{Batch, NftError, Op, TableRef};
+use crate::sync::SyncError;
 
 use super::super::layout::SetId;
 use super::super::plan::ServiceChange;
