@@ -25,9 +25,11 @@ pub const VARIABLES: &[(&str, &str)] = &[
 ];
 
 /// Grafana's built-in interval variables and what they stand for in the checks.
+/// (The live test's Prometheus scrapes every second; Grafana's `$__rate_interval` is at least
+/// four scrape intervals.)
 const BUILTINS: &[(&str, &str)] = &[
-    ("__rate_interval", "15s"),
-    ("__interval", "5s"),
+    ("__rate_interval", "5s"),
+    ("__interval", "1s"),
     ("__range", "1m"),
 ];
 
