@@ -155,7 +155,7 @@ fn panel_problems(name: &str, p: &Value, datasources: &BTreeSet<String>) -> Vec<
     if !PANEL_TYPES.contains(&kind) {
         problems.push(format!("{name}: type {kind:?}"));
     }
-    if !p["title"].as_str().is_some_and(|t| !t.is_empty()) {
+    if p["title"].as_str().is_none_or(str::is_empty) {
         problems.push(format!("{name}: no title"));
     }
     if kind == "row" {
@@ -182,7 +182,7 @@ fn panel_problems(name: &str, p: &Value, datasources: &BTreeSet<String>) -> Vec<
         if !t["refId"].as_str().is_some_and(|r| ref_ids.insert(r)) {
             problems.push(format!("{name}: refId {} missing or repeated", t["refId"]));
         }
-        if !t["expr"].as_str().is_some_and(|e| !e.trim().is_empty()) {
+        if t["expr"].as_str().is_none_or(|e| e.trim().is_empty()) {
             problems.push(format!("{name}: target {} has no expr", t["refId"]));
         }
         if !t["datasource"].is_null() && !names_prometheus(&t["datasource"], datasources) {
