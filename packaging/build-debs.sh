@@ -105,6 +105,7 @@ package() {
   install -m 0644 docs/operations.md "$stage/usr/share/doc/edgenetd/operations.md"
   install -m 0644 packaging/debian/copyright "$stage/usr/share/doc/edgenetd/copyright"
   install -m 0644 config/edgenetd.toml "$stage/usr/share/doc/edgenetd/examples/edgenetd.toml"
+  install -m 0644 packaging/grafana/edgenetd.json "$stage/usr/share/doc/edgenetd/examples/grafana-dashboard.json"
   # The alert rules published in operations.md, as a file to drop into Prometheus.
   awk '/^### Alert rules to copy/{f=1} f&&/^```yaml/{g=1;next} g&&/^```/{exit} g' docs/operations.md \
     > "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml"

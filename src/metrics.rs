@@ -1,5 +1,8 @@
 //! Prometheus metrics: every sync's outcome, config reloads, liveness and the process.
 //!
+//! edgenetd's own series carry the `edgenetd_` prefix; the process series keep the standard
+//! unprefixed names (`process_resident_memory_bytes`, `process_start_time_seconds`, …).
+//!
 //! [`record_sync_result`] is the single entry point for sync outcomes: it updates the
 //! counters, the duration histogram, the last-success gauge and the health registry's view
 //! of the outcome. The daemon's observed sync (beat, sync, beat, then this) is how every sync
@@ -47,7 +50,9 @@ impl Exporter {
             .map_err(|e| e.to_string())?
             .install_recorder()
             .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
-        let process = metrics_process::Collector::new("edgenetd_");
+        // Unprefixed on purpose: `process_*` are the names every Prometheus client library
+        // exports and every process dashboard and restart alert queries.
+        let process = metrics_process::Collector::default();
         process.describe();
         describe_core();
         Ok(Exporter { handle, process })

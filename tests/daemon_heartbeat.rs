@@ -287,10 +287,13 @@ netns_test! {
             ("edgenetd_config_last_reload_successful", &[], Some(1.0)),
             ("edgenetd_config_last_reload_success_timestamp_seconds", &[], None),
             ("edgenetd_build_info", build, Some(1.0)),
-            ("edgenetd_process_resident_memory_bytes", &[], None),
-            ("edgenetd_process_cpu_seconds_total", &[], None),
-            ("edgenetd_process_open_fds", &[], None),
-            ("edgenetd_process_start_time_seconds", &[], None),
+            ("process_resident_memory_bytes", &[], None),
+            ("process_virtual_memory_bytes", &[], None),
+            ("process_cpu_seconds_total", &[], None),
+            ("process_open_fds", &[], None),
+            ("process_max_fds", &[], None),
+            ("process_start_time_seconds", &[], None),
+            ("process_threads", &[], None),
         ] {
             let got = metrics::value(&body, name, labels);
             assert!(got.is_some(), "missing {name}{labels:?} in\n{body}");
@@ -298,6 +301,9 @@ netns_test! {
                 assert_eq!(got, want, "{name}{labels:?}");
             }
         }
+        // The standard process names, unprefixed: no `edgenetd_process_*` beside them.
+        let prefixed: Vec<_> = metrics::parse(&body).into_iter().filter(|s| s.name.starts_with("edgenetd_process_")).collect();
+        assert!(prefixed.is_empty(), "process series under the old prefix: {prefixed:?}");
         let promtool = std::process::Command::new("promtool").arg("check").arg("metrics").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn();
         let Ok(mut promtool) = promtool else {
             assert!(!skips_are_failures(), "promtool is required here (apt-get install prometheus)");
