@@ -90,14 +90,12 @@ impl PolicyController {
     /// to nftables, so drift is repaired at once rather than at the next period.
     pub fn new(trigger: Trigger, watch: GenerationWatch) -> PolicyController {
         let cache = KernelCache::new();
-        let (fire, invalidation) = (trigger.clone(), cache.invalidation());
-        let on_foreign = move || {
-            invalidation.invalidate();
-            fire.fire();
-        };
-        if let Err(e) = watch.subscribe(WATCH_INTERVAL, on_foreign) {
-            log::warn!("policy: no nftables commit events ({e}); drift is found at each period");
-        }
+        cache.invalidation().follow_foreign_commits(
+            "policy",
+            &watch,
+            WATCH_INTERVAL,
+            trigger.clone(),
+        );
         PolicyController {
             model: model::Model::default(),
             nft: None,

@@ -105,14 +105,7 @@ impl ServiceController {
     /// nftables, so a table edited or deleted by hand is repaired at once, not at the period.
     pub fn new(trigger: Trigger, watch: GenerationWatch) -> ServiceController {
         let invalidation = Invalidation::default();
-        let (fire, flag) = (trigger.clone(), invalidation.clone());
-        let on_foreign = move || {
-            flag.invalidate();
-            fire.fire();
-        };
-        if let Err(e) = watch.subscribe(WATCH_INTERVAL, on_foreign) {
-            log::warn!("service: no nftables commit watch ({e}); drift is found at each period");
-        }
+        invalidation.follow_foreign_commits("service", &watch, WATCH_INTERVAL, trigger.clone());
         ServiceController {
             kernel: None,
             health: health::HealthChecks::new(trigger),
