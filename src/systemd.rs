@@ -130,62 +130,16 @@ pub async fn supervise(
             w, interval
         );
     }
-    let mut ready_sent = false;
-    let mut last_status = String::new();
-    let mut was_stale: Vec<String> = Vec::new();
+    let mut state = Supervisor::default();
     loop {
         let report = health.report();
         let line = status_line(&report, config_problem.get().as_deref());
-        if !ready_sent && report.first_attempts_done() {
-            ready(&line);
-            info!("ready: {line}");
-            ready_sent = true;
-            last_status = line;
-        } else {
-            if !ready_sent && report.all_live() {
-                // The first syncs are still running but beating: keep systemd's start timeout
-                // from firing (a cold start with 100k routes on a slow board takes a while).
-                let extend = u32::try_from((interval * 3).as_micros()).unwrap_or(u32::MAX);
-                send(&[NotifyState::ExtendTimeoutUsec(extend)]);
-            }
-            if line != last_status {
-                status(&line);
-                last_status = line;
-            }
-        }
+        state.report_status(&report, line, interval);
         if watchdog.is_some() {
-            if report.all_live() {
-                send(&[NotifyState::Watchdog]);
-                if !was_stale.is_empty() {
-                    info!("watchdog: every controller is live again; pinging resumed");
-                    was_stale.clear();
-                }
-            } else {
-                let stale: Vec<String> = report
-                    .controllers
-                    .iter()
-                    .filter(|c| !c.live)
-                    .map(|c| {
-                        format!(
-                            "{} (last heartbeat {:.1}s ago, window {:.1}s{})",
-                            c.name,
-                            c.since_beat.as_secs_f64(),
-                            c.window.as_secs_f64(),
-                            c.queued_for
-                                .map(|q| format!(", update queued {:.1}s", q.as_secs_f64()))
-                                .unwrap_or_default()
-                        )
-                    })
-                    .collect();
-                error!(
-                    "watchdog: NOT pinging systemd: controller not live: {}",
-                    stale.join(", ")
-                );
-                was_stale = stale;
-            }
+            state.feed_watchdog(&report);
         }
         // Wake early after a sync (READY promptly, status fresh), else on the interval.
-        let tick = if ready_sent {
+        let tick = if state.ready_sent {
             interval
         } else {
             interval.min(Duration::from_secs(1))
@@ -202,6 +156,80 @@ pub async fn supervise(
             return;
         }
     }
+}
+
+/// What the supervisor remembers between two looks at the health registry.
+#[derive(Default)]
+struct Supervisor {
+    /// READY=1 has been sent (after every controller's first sync attempt).
+    ready_sent: bool,
+    /// The last STATUS= line sent, so an unchanged one is not sent again.
+    last_status: String,
+    /// The controllers that were not live at the last look (empty while pinging).
+    was_stale: Vec<String>,
+}
+
+impl Supervisor {
+    /// READY=1 once every first sync was attempted; until then EXTEND_TIMEOUT_USEC while the
+    /// loops beat; afterwards STATUS= whenever the line changes.
+    fn report_status(&mut self, report: &HealthReport, line: String, interval: Duration) {
+        if !self.ready_sent && report.first_attempts_done() {
+            ready(&line);
+            info!("ready: {line}");
+            self.ready_sent = true;
+            self.last_status = line;
+            return;
+        }
+        if !self.ready_sent && report.all_live() {
+            // The first syncs are still running but beating: keep systemd's start timeout
+            // from firing (a cold start with 100k routes on a slow board takes a while).
+            let extend = u32::try_from((interval * 3).as_micros()).unwrap_or(u32::MAX);
+            send(&[NotifyState::ExtendTimeoutUsec(extend)]);
+        }
+        if line != self.last_status {
+            status(&line);
+            self.last_status = line;
+        }
+    }
+
+    /// WATCHDOG=1 only while every controller is live; otherwise no ping, and a log line
+    /// naming the stale controllers (systemd restarts the service when pings stop).
+    fn feed_watchdog(&mut self, report: &HealthReport) {
+        if report.all_live() {
+            send(&[NotifyState::Watchdog]);
+            if !self.was_stale.is_empty() {
+                info!("watchdog: every controller is live again; pinging resumed");
+                self.was_stale.clear();
+            }
+            return;
+        }
+        let stale = stale_controllers(report);
+        error!(
+            "watchdog: NOT pinging systemd: controller not live: {}",
+            stale.join(", ")
+        );
+        self.was_stale = stale;
+    }
+}
+
+/// Each controller that is not live, with its heartbeat age, window and queued update.
+fn stale_controllers(report: &HealthReport) -> Vec<String> {
+    report
+        .controllers
+        .iter()
+        .filter(|c| !c.live)
+        .map(|c| {
+            format!(
+                "{} (last heartbeat {:.1}s ago, window {:.1}s{})",
+                c.name,
+                c.since_beat.as_secs_f64(),
+                c.window.as_secs_f64(),
+                c.queued_for
+                    .map(|q| format!(", update queued {:.1}s", q.as_secs_f64()))
+                    .unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

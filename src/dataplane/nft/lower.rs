@@ -181,121 +181,185 @@ pub(crate) fn compile_rule(
     new_id: &mut dyn FnMut() -> u32,
     anon: &mut Vec<AnonSet>,
 ) -> Result<(), CompileError> {
-    let mut deps = Deps::default();
+    let mut cx = RuleCx {
+        family,
+        raw,
+        new_id,
+        anon,
+        deps: Deps::default(),
+    };
     for stmt in &rule.stmts {
+        cx.lower(stmt)?;
+    }
+    Ok(())
+}
+
+/// What lowering one rule's statements carries from one statement to the next.
+struct RuleCx<'a> {
+    /// The table's family (decides which protocol dependencies a match needs).
+    family: Family,
+    /// The rule being built.
+    raw: &'a mut ffi::Rule,
+    /// Hands out ids for anonymous sets.
+    new_id: &'a mut dyn FnMut() -> u32,
+    /// Anonymous sets the rule refers to, sent before it in the batch.
+    anon: &'a mut Vec<AnonSet>,
+    /// Protocol matches already emitted (or implied by an earlier statement).
+    deps: Deps,
+}
+
+impl RuleCx<'_> {
+    /// Appends the expressions of one statement.
+    fn lower(&mut self, stmt: &Stmt) -> Result<(), CompileError> {
         match stmt {
-            Stmt::Cmp { left, op, right } => {
-                emit_deps(family, &[left], &mut deps, raw)?;
-                let data = encode(right)?;
-                if data.len() as u32 != left.byte_len() {
-                    return Err(CompileError::Invalid(format!(
-                        "comparing {} bytes with a {}-byte value",
-                        left.byte_len(),
-                        data.len()
-                    )));
-                }
-                let reg = load_key(left, raw)?;
-                let code = if *op == CmpOp::Eq { 0 } else { 1 };
-                raw.add_expr(expr::cmp(reg, code, &data)?);
-                if *op == CmpOp::Eq {
-                    match (left, right) {
-                        (Expr::Meta(MetaKey::L4Proto), Value::Proto(p)) => deps.l4proto = Some(*p),
-                        (Expr::Meta(MetaKey::NfProto), Value::Proto(p)) => deps.nfproto = Some(*p),
-                        _ => {}
-                    }
-                }
-            }
+            Stmt::Cmp { left, op, right } => self.cmp(left, *op, right)?,
             Stmt::Range {
                 left,
                 negate,
                 from,
                 to,
             } => {
-                emit_deps(family, &[left], &mut deps, raw)?;
-                let reg = load_key(left, raw)?;
-                raw.add_expr(expr::range(
-                    reg,
-                    u32::from(*negate),
-                    &encode(from)?,
-                    &encode(to)?,
-                )?);
+                let reg = self.load(left)?;
+                let (from, to) = (encode(from)?, encode(to)?);
+                self.raw
+                    .add_expr(expr::range(reg, u32::from(*negate), &from, &to)?);
             }
             Stmt::Flags { left, bits, negate } => {
                 let mask = encode(bits)?;
-                let reg = load_key(left, raw)?;
-                raw.add_expr(expr::bitwise(reg, reg, &mask, &vec![0; mask.len()])?);
+                let reg = load_key(left, self.raw)?;
+                let zero = vec![0; mask.len()];
+                self.raw.add_expr(expr::bitwise(reg, reg, &mask, &zero)?);
                 let code = if *negate { 0 } else { 1 };
-                raw.add_expr(expr::cmp(reg, code, &vec![0; mask.len()])?);
+                self.raw.add_expr(expr::cmp(reg, code, &zero)?);
             }
             Stmt::Lookup { left, set, negate } => {
-                emit_deps(family, &[left], &mut deps, raw)?;
-                let (name, id) = set_name(set, new_id, anon);
-                let reg = load_key(left, raw)?;
-                raw.add_expr(expr::lookup(reg, None, &name, id, *negate)?);
+                let reg = self.load(left)?;
+                let (name, id) = set_name(set, self.new_id, self.anon);
+                self.raw
+                    .add_expr(expr::lookup(reg, None, &name, id, *negate)?);
             }
-            Stmt::Counter => raw.add_expr(expr::counter()),
+            Stmt::Counter => self.raw.add_expr(expr::counter()),
             Stmt::Limit {
                 rate,
                 unit,
                 burst,
                 over,
-            } => raw.add_expr(expr::limit(*rate, unit.seconds(), *burst, *over)),
-            Stmt::Log { prefix } => raw.add_expr(expr::log(prefix)?),
+            } => self
+                .raw
+                .add_expr(expr::limit(*rate, unit.seconds(), *burst, *over)),
+            Stmt::Log { prefix } => self.raw.add_expr(expr::log(prefix)?),
             Stmt::Verdict(v) => {
                 let (code, chain) = verdict_code(v);
-                raw.add_expr(expr::verdict(code, chain)?);
+                self.raw.add_expr(expr::verdict(code, chain)?);
             }
             Stmt::Vmap { key, map } => {
-                emit_deps(family, &[key], &mut deps, raw)?;
-                let (name, id) = set_name(map, new_id, anon);
-                let reg = load_key(key, raw)?;
-                raw.add_expr(expr::lookup(reg, Some(REG_VERDICT), &name, id, false)?);
+                let reg = self.load(key)?;
+                let (name, id) = set_name(map, self.new_id, self.anon);
+                self.raw
+                    .add_expr(expr::lookup(reg, Some(REG_VERDICT), &name, id, false)?);
             }
-            Stmt::Reject(r) => raw.add_expr(match r {
-                Reject::TcpReset => expr::reject(1, None),
-                // NFT_REJECT_ICMPX_UNREACH with NFT_REJECT_ICMPX_PORT_UNREACH / ADMIN_PROHIBITED.
-                Reject::IcmpxPortUnreachable => expr::reject(2, Some(1)),
-                Reject::IcmpxAdminProhibited => expr::reject(2, Some(3)),
-            }),
-            Stmt::Masquerade => raw.add_expr(expr::masquerade()),
-            Stmt::Nat { kind, addr, port } => {
-                let (fam, bytes) = match addr {
-                    std::net::IpAddr::V4(a) => (NFPROTO_IPV4, a.octets().to_vec()),
-                    std::net::IpAddr::V6(a) => (NFPROTO_IPV6, a.octets().to_vec()),
-                };
-                raw.add_expr(expr::immediate(REG_1, &bytes)?);
-                let proto_reg = match port {
-                    // The second 16-byte register.
-                    Some(p) => {
-                        raw.add_expr(expr::immediate(2, &p.to_be_bytes())?);
-                        Some(2)
-                    }
-                    None => None,
-                };
-                raw.add_expr(expr::nat(nat_code(*kind), u32::from(fam), REG_1, proto_reg));
-            }
+            Stmt::Reject(r) => self.raw.add_expr(reject_expr(*r)),
+            Stmt::Masquerade => self.raw.add_expr(expr::masquerade()),
+            Stmt::Nat { kind, addr, port } => self.nat(*kind, addr, *port)?,
             Stmt::NatMap {
                 kind,
                 version,
                 key,
                 map,
                 with_port,
-            } => {
-                let fam = match version {
-                    IpVersion::V4 => NFPROTO_IPV4,
-                    IpVersion::V6 => NFPROTO_IPV6,
-                };
-                emit_deps(family, &[key], &mut deps, raw)?;
-                let (name, id) = set_name(map, new_id, anon);
-                let reg = load_key(key, raw)?;
-                raw.add_expr(expr::lookup(reg, Some(REG_1), &name, id, false)?);
-                let addr_words = if *version == IpVersion::V4 { 1 } else { 4 };
-                let proto_reg = with_port.then_some(REG32_00 + addr_words);
-                raw.add_expr(expr::nat(nat_code(*kind), u32::from(fam), REG_1, proto_reg));
+            } => self.nat_map(*kind, *version, key, map, *with_port)?,
+        }
+        Ok(())
+    }
+
+    /// Emits the protocol matches `key` depends on, then loads it into a register.
+    fn load(&mut self, key: &Expr) -> Result<u32, CompileError> {
+        emit_deps(self.family, &[key], &mut self.deps, self.raw)?;
+        load_key(key, self.raw)
+    }
+
+    /// `left op right`; an equality on the l4 or network protocol also satisfies later
+    /// statements' dependency on it.
+    fn cmp(&mut self, left: &Expr, op: CmpOp, right: &Value) -> Result<(), CompileError> {
+        let data = encode(right)?;
+        if data.len() as u32 != left.byte_len() {
+            return Err(CompileError::Invalid(format!(
+                "comparing {} bytes with a {}-byte value",
+                left.byte_len(),
+                data.len()
+            )));
+        }
+        let reg = self.load(left)?;
+        let code = if op == CmpOp::Eq { 0 } else { 1 };
+        self.raw.add_expr(expr::cmp(reg, code, &data)?);
+        if op == CmpOp::Eq {
+            match (left, right) {
+                (Expr::Meta(MetaKey::L4Proto), Value::Proto(p)) => self.deps.l4proto = Some(*p),
+                (Expr::Meta(MetaKey::NfProto), Value::Proto(p)) => self.deps.nfproto = Some(*p),
+                _ => {}
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// NAT to a fixed address (and port).
+    fn nat(
+        &mut self,
+        kind: NatKind,
+        addr: &std::net::IpAddr,
+        port: Option<u16>,
+    ) -> Result<(), CompileError> {
+        let (fam, bytes) = match addr {
+            std::net::IpAddr::V4(a) => (NFPROTO_IPV4, a.octets().to_vec()),
+            std::net::IpAddr::V6(a) => (NFPROTO_IPV6, a.octets().to_vec()),
+        };
+        self.raw.add_expr(expr::immediate(REG_1, &bytes)?);
+        let proto_reg = match port {
+            // The second 16-byte register.
+            Some(p) => {
+                self.raw.add_expr(expr::immediate(2, &p.to_be_bytes())?);
+                Some(2)
+            }
+            None => None,
+        };
+        self.raw
+            .add_expr(expr::nat(nat_code(kind), u32::from(fam), REG_1, proto_reg));
+        Ok(())
+    }
+
+    /// NAT to the address (and port) a map lookup of `key` gives.
+    fn nat_map(
+        &mut self,
+        kind: NatKind,
+        version: IpVersion,
+        key: &Expr,
+        map: &SetRef,
+        with_port: bool,
+    ) -> Result<(), CompileError> {
+        let fam = match version {
+            IpVersion::V4 => NFPROTO_IPV4,
+            IpVersion::V6 => NFPROTO_IPV6,
+        };
+        let reg = self.load(key)?;
+        let (name, id) = set_name(map, self.new_id, self.anon);
+        self.raw
+            .add_expr(expr::lookup(reg, Some(REG_1), &name, id, false)?);
+        let addr_words = if version == IpVersion::V4 { 1 } else { 4 };
+        let proto_reg = with_port.then_some(REG32_00 + addr_words);
+        self.raw
+            .add_expr(expr::nat(nat_code(kind), u32::from(fam), REG_1, proto_reg));
+        Ok(())
+    }
+}
+
+/// The reject expression of a reject statement.
+fn reject_expr(r: Reject) -> ffi::Expr<ffi::kind::Reject> {
+    match r {
+        Reject::TcpReset => expr::reject(1, None),
+        // NFT_REJECT_ICMPX_UNREACH with NFT_REJECT_ICMPX_PORT_UNREACH / ADMIN_PROHIBITED.
+        Reject::IcmpxPortUnreachable => expr::reject(2, Some(1)),
+        Reject::IcmpxAdminProhibited => expr::reject(2, Some(3)),
+    }
 }
 
 fn nat_code(k: NatKind) -> u32 {
