@@ -46,8 +46,6 @@ mount -t proc proc "$root/proc"
 mount -t tmpfs -o mode=0755 tmpfs "$root/run"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 [ -s "$root/var/lib/dpkg/status" ] || fail "no dpkg database in the overlay (is /var on its own file system?)"
-chroot "$root" dpkg-query -W edgenetd >/dev/null 2>&1 \
-  && fail "edgenetd is already installed on this host: purge it first (the test starts from none)"
 
 cp "$old" "$root/tmp/old.deb"
 cp "$new" "$root/tmp/new.deb"
@@ -74,6 +72,8 @@ bad() { echo "conffile-upgrade-check: FAIL: $*" >&2; exit 1; }
 installed() { dpkg-query -W -f='${Version} ${Status}' edgenetd; }
 leftovers() { ls /etc/edgenetd/ | grep '\.dpkg-' || true; }
 
+# Start from no edgenetd (a copy installed on the host is purged here, in the throwaway root only).
+dpkg --purge edgenetd >/dev/null 2>&1 </dev/null || true
 step "install $old_version"
 dpkg -i /tmp/old.deb </dev/null
 [ "$(installed)" = "$old_version install ok installed" ] || bad "after install: $(installed)"
@@ -81,6 +81,7 @@ shipped=$(md5sum < "$conf" | cut -d' ' -f1)
 dpkg-query -W -f='${Conffiles}\n' edgenetd | grep -q "^ $conf $shipped\$" \
   || bad "dpkg does not record $conf as a conffile with the shipped hash"
 [ "$(stat -c '%U:%G %a' "$conf")" = "root:root 644" ] || bad "$conf: $(stat -c '%U:%G %a' "$conf")"
+[ -L /etc/systemd/system/multi-user.target.wants/edgenetd.service ] || bad "the unit is not enabled"
 
 step "edit $conf, then upgrade to $new_version (shipped conffile unchanged: no question)"
 echo "$edit" >> "$conf"
