@@ -4,6 +4,8 @@
 #   packaging/build-debs.sh                 # -> target/debian/edgenetd_<version>-1_{amd64,arm64}.deb
 #   packaging/build-debs.sh amd64           # only one architecture (amd64 | arm64)
 #   EDGENETD_NO_BUILD=1 packaging/build-debs.sh   # package the binaries already in target/
+#   EDGENETD_DEB_REVISION=2 packaging/...   # Debian revision <version>-2 (default 1): a rebuild
+#                                           # that upgrades an installed <version>-1 (CI's conffile test)
 #
 # Runs as root on Debian 12 (amd64); installs what it needs (see cross-build-aarch64.sh for
 # arm64). The packages are assembled by hand and built with `dpkg-deb --root-owner-group`
@@ -11,15 +13,19 @@
 # `fault-injection`), the systemd unit, the default config as a conffile, docs, and the
 # maintainer scripts in packaging/debian/ (enable on install, never start; see postinst).
 # Depends: computed by dpkg-shlibdeps from the binary (glibc, libgcc, libnftnl11, libmnl0).
+# Both packages pass lintian with no error or warning (packaging/ci.sh checks it); the tags
+# that do not apply are overridden, each with its reason, in packaging/debian/lintian-overrides.
 #
 # Layout:
 #   /usr/bin/edgenetd
+#   /usr/share/man/man8/edgenetd.8.gz            packaging/man/edgenetd.8 (tests/man_page.rs keeps it in line with --help)
 #   /lib/systemd/system/edgenetd.service
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
 #   /etc/edgenetd/conf.d/                       merged after the main file, in name order
 #   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright, changelog.Debian.gz,
 #                                               examples/edgenetd.toml (a complete router),
 #                                               examples/prometheus-alerts.yml
+#   /usr/share/lintian/overrides/edgenetd
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -42,9 +48,18 @@ version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 export SOURCE_DATE_EPOCH
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-debver="$version-1"
+revision=${EDGENETD_DEB_REVISION:-1}
+[[ $revision =~ ^[0-9]+$ ]] || { echo "build-debs: EDGENETD_DEB_REVISION must be a number" >&2; exit 2; }
+debver="$version-$revision"
 out=target/debian
 mkdir -p "$out"
+
+objcopy_for() {
+  case $1 in
+    amd64) echo objcopy ;;
+    arm64) echo aarch64-linux-gnu-objcopy ;;
+  esac
+}
 
 binary_for() {
   case $1 in
@@ -97,8 +112,14 @@ package() {
   stage=$out/stage-$arch
   rm -rf "$stage"
   install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" \
-    "$stage/etc/edgenetd/conf.d" "$stage/usr/share/doc/edgenetd/examples"
+    "$stage/etc/edgenetd/conf.d" "$stage/usr/share/doc/edgenetd/examples" \
+    "$stage/usr/share/man/man8" "$stage/usr/share/lintian/overrides"
   install -m 0755 "$bin" "$stage/usr/bin/edgenetd"
+  # What dh_strip does beyond `strip`: the compilers' version strings (.comment) go too.
+  "$(objcopy_for "$arch")" --remove-section=.comment "$stage/usr/bin/edgenetd"
+  gzip -9n -c packaging/man/edgenetd.8 > "$stage/usr/share/man/man8/edgenetd.8.gz"
+  chmod 0644 "$stage/usr/share/man/man8/edgenetd.8.gz"
+  install -m 0644 packaging/debian/lintian-overrides "$stage/usr/share/lintian/overrides/edgenetd"
   install -m 0644 systemd/edgenetd.service "$stage/lib/systemd/system/edgenetd.service"
   install -m 0644 packaging/edgenetd.toml "$stage/etc/edgenetd/edgenetd.toml"
   install -m 0644 README.md "$stage/usr/share/doc/edgenetd/README.md"
@@ -111,6 +132,7 @@ package() {
     > "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml"
   [ -s "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml" ] || { echo "build-debs: no alert rules in docs/operations.md" >&2; exit 1; }
   chmod 0644 "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml"
+  # More documentation and examples (dashboards, ...) go here, one `install -m 0644` each.
   cat > "$stage/usr/share/doc/edgenetd/changelog.Debian" <<CHANGELOG
 edgenetd ($debver) unstable; urgency=medium
 

@@ -2,7 +2,12 @@
 # CI for edge delivery (called by .ci/run; runs as root on a fresh Debian 12 amd64 machine):
 #   1. builds both Debian packages (packaging/build-debs.sh: native amd64 + cross arm64);
 #   2. checks their metadata and contents (dpkg-deb --info/--contents), that the packaged
-#      binaries are release builds of the right architecture without fault injection;
+#      binaries are release builds of the right architecture without fault injection, and
+#      that the man page is packaging/man/edgenetd.8 and formats without warnings;
+#   2b. runs lintian on both packages: any error (E:) or warning (W:) fails (tags that do not
+#      apply are overridden with a reason in packaging/debian/lintian-overrides);
+#   2c. the conffile upgrade test (packaging/conffile-upgrade-check.sh, in a throwaway overlay
+#      root): an edited /etc/edgenetd/edgenetd.toml survives dpkg -i of <version>-2 over -1;
 #   3. installs the amd64 package with dpkg -i: the unit is enabled, not started; the default
 #      conffile passes `edgenetd check`; `systemd-analyze verify` passes on the installed unit;
 #      `systemd-analyze security --offline=yes` gives an exposure of 2.0 or lower;
@@ -26,7 +31,7 @@ fail() { echo "edge CI: FAIL: $*" >&2; exit 1; }
 
 section "dependencies"
 source scripts/install-deps.sh
-need=(dpkg-dev file qemu-user-static systemd strace curl python3 prometheus)
+need=(dpkg-dev file qemu-user-static systemd strace curl python3 prometheus lintian groff-base man-db)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,6 +48,9 @@ packaging/build-debs.sh
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 deb_amd64=target/debian/edgenetd_${version}-1_amd64.deb
 deb_arm64=target/debian/edgenetd_${version}-1_arm64.deb
+# The same binary as Debian revision 2: the upgrade of the conffile test.
+EDGENETD_NO_BUILD=1 EDGENETD_DEB_REVISION=2 packaging/build-debs.sh amd64
+deb_amd64_rev2=target/debian/edgenetd_${version}-2_amd64.deb
 
 section "package contents"
 for arch in amd64 arm64; do
@@ -60,7 +68,9 @@ for arch in amd64 arm64; do
   for path in ./usr/bin/edgenetd ./lib/systemd/system/edgenetd.service ./etc/edgenetd/edgenetd.toml \
               ./etc/edgenetd/conf.d/ ./usr/share/doc/edgenetd/copyright \
               ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/examples/edgenetd.toml \
-              ./usr/share/doc/edgenetd/examples/prometheus-alerts.yml; do
+              ./usr/share/doc/edgenetd/examples/prometheus-alerts.yml \
+              ./usr/share/doc/edgenetd/changelog.Debian.gz ./usr/share/man/man8/edgenetd.8.gz \
+              ./usr/share/lintian/overrides/edgenetd; do
     echo "$contents" | grep -q " $path\$" || fail "$deb: $path missing"
   done
   echo "$contents" | grep -q '^-rwxr-xr-x root/root .* ./usr/bin/edgenetd$' || fail "$deb: /usr/bin/edgenetd mode/owner"
@@ -72,6 +82,10 @@ for arch in amd64 arm64; do
     && fail "$deb: postinst starts the service"
   x=$(mktemp -d)
   dpkg-deb -x "$deb" "$x"
+  zcat "$x/usr/share/man/man8/edgenetd.8.gz" | cmp -s - packaging/man/edgenetd.8 \
+    || fail "$deb: edgenetd.8.gz is not packaging/man/edgenetd.8"
+  warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$x/usr/share/man/man8/edgenetd.8.gz" 2>&1 >/dev/null)
+  [ -z "$warnings" ] || fail "$deb: man --warnings: $warnings"
   want="x86-64"; [ "$arch" = arm64 ] && want="ARM aarch64"
   info=$(file -b "$x/usr/bin/edgenetd")
   echo "$info" | grep -q "$want" || fail "$deb: binary is $info"
@@ -84,6 +98,20 @@ for arch in amd64 arm64; do
   rm -rf "$x"
   echo "$deb: ok ($(stat -c %s "$deb") bytes)"
 done
+
+section "lintian (no error, no warning)"
+for deb in "$deb_amd64" "$deb_arm64"; do
+  # --fail-on none: this script decides, from the tags printed (E: error, W: warning,
+  # I: info, P: pedantic, O: overridden, N: the override's reason).
+  report=$(lintian --fail-on none --display-info --pedantic --show-overrides "$deb" 2>&1) \
+    || fail "lintian could not check $deb: $report"
+  echo "$report" | grep -v '^running with root privileges' || true
+  grep -qE '^[EW]: ' <<< "$report" && fail "lintian: errors or warnings on $deb"
+  echo "$deb: lintian ok"
+done
+
+section "conffile upgrade (throwaway root): an edit survives dpkg -i of a newer version"
+packaging/conffile-upgrade-check.sh "$deb_amd64" "$deb_amd64_rev2"
 
 section "install the amd64 package"
 dpkg --purge edgenetd >/dev/null 2>&1 || true
