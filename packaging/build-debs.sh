@@ -126,13 +126,13 @@ package() {
   install -m 0644 docs/operations.md "$stage/usr/share/doc/edgenetd/operations.md"
   install -m 0644 packaging/debian/copyright "$stage/usr/share/doc/edgenetd/copyright"
   install -m 0644 config/edgenetd.toml "$stage/usr/share/doc/edgenetd/examples/edgenetd.toml"
-  install -m 0644 packaging/grafana/edgenetd.json "$stage/usr/share/doc/edgenetd/examples/grafana-dashboard.json"
   # The alert rules published in operations.md, as a file to drop into Prometheus.
   awk '/^### Alert rules to copy/{f=1} f&&/^```yaml/{g=1;next} g&&/^```/{exit} g' docs/operations.md \
     > "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml"
   [ -s "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml" ] || { echo "build-debs: no alert rules in docs/operations.md" >&2; exit 1; }
   chmod 0644 "$stage/usr/share/doc/edgenetd/examples/prometheus-alerts.yml"
   # More documentation and examples (dashboards, ...) go here, one `install -m 0644` each.
+  install -m 0644 packaging/grafana/edgenetd.json "$stage/usr/share/doc/edgenetd/examples/grafana-dashboard.json"
   cat > "$stage/usr/share/doc/edgenetd/changelog.Debian" <<CHANGELOG
 edgenetd ($debver) unstable; urgency=medium
 

@@ -69,6 +69,7 @@ for arch in amd64 arm64; do
               ./etc/edgenetd/conf.d/ ./usr/share/doc/edgenetd/copyright \
               ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/examples/edgenetd.toml \
               ./usr/share/doc/edgenetd/examples/prometheus-alerts.yml \
+              ./usr/share/doc/edgenetd/examples/grafana-dashboard.json \
               ./usr/share/doc/edgenetd/changelog.Debian.gz ./usr/share/man/man8/edgenetd.8.gz \
               ./usr/share/lintian/overrides/edgenetd; do
     echo "$contents" | grep -q " $path\$" || fail "$deb: $path missing"
