@@ -16,6 +16,10 @@
 //! once, so a burst of slow clients can leave a health probe unanswered until they go away
 //! (reproduced by `slow_huge_and_garbage_clients_never_stall_answers_to_others`).
 
+mod admission;
+mod connection;
+mod request;
+mod response;
 mod server;
 
 pub use server::{bind, serve};
