@@ -77,10 +77,8 @@ fn main() -> ExitCode {
         fd_exhaustion(&exe, 32),
         fd_exhaustion(&exe, 33),
     ];
-    println!("{:<44} | {:<52} | edgenetd", "scenario", "tiny_http 0.12.0");
-    println!("{}", "-".repeat(150));
     for (what, tiny, ours) in rows {
-        println!("{what:<44} | {tiny:<52} | {ours}");
+        println!("{what}\n  tiny_http 0.12.0: {tiny}\n  edgenetd:         {ours}");
     }
     let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     ExitCode::SUCCESS
@@ -173,15 +171,7 @@ impl Server {
         let status = self.child.try_wait().ok()??;
         let mut err = String::new();
         let _ = self.child.stderr.take()?.read_to_string(&mut err);
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        Some(format!(
-            "{status}: {}",
-            last.chars().take(60).collect::<String>()
-        ))
+        Some(format!("{status}: {}", last_words(&err)))
     }
 
     /// Kills the child; the last line it wrote to stderr.
@@ -192,12 +182,22 @@ impl Server {
         if let Some(mut pipe) = self.child.stderr.take() {
             let _ = pipe.read_to_string(&mut err);
         }
-        err.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .to_string()
+        last_words(&err)
     }
+}
+
+/// What a child said last: a panic's message and place if it panicked, else its last line.
+fn last_words(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let said = match lines.iter().position(|l| l.contains("panicked at")) {
+        Some(i) => {
+            let place = lines[i].split("panicked at ").nth(1).unwrap_or("");
+            let place = place.rsplit("/src/").next().unwrap_or(place);
+            format!("panic at {place} {}", lines.get(i + 1).unwrap_or(&""))
+        }
+        None => lines.last().unwrap_or(&"").to_string(),
+    };
+    said.chars().take(110).collect()
 }
 
 /// One GET /livez: time to the status line, or None (no answer within `timeout`).
@@ -258,7 +258,7 @@ fn huge_header(exe: &std::path::Path) -> Row {
         let status = String::from_utf8_lossy(answer.get(9..12).unwrap_or(b"none")).into_owned();
         let peak = server.peak_mib();
         let _ = server.stop();
-        format!("peak RSS {peak:.1} MiB; took {sent} MiB; answer {status}")
+        format!("peak RSS {peak:.1} MiB; client got {sent} MiB in; answer {status}")
     })
 }
 
