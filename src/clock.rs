@@ -84,8 +84,9 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-// Howard Hinnant's days-to-civil algorithm (public domain), proleptic Gregorian calendar.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+/// Days since the Unix epoch -> (year, month, day): Howard Hinnant's days-to-civil algorithm
+/// (public domain), proleptic Gregorian calendar.
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -6,16 +6,22 @@
 //!   successful sync. `/metrics`: Prometheus text.
 //! - Only GET and HEAD (405 otherwise), unknown paths 404, sources outside `metrics_allow` 403.
 //!
-//! Robustness (see `server`): one thread of its own runs a small async server, every
-//! connection is a task with a hard deadline for its request head and a size cap, so a slow or
-//! malicious client (slowloris, a 1 MB header, garbage bytes) only ever costs its own task and
-//! a few KiB, and never delays the answers to others.
+//! Robustness (see `server`): one thread of its own runs a small async server; every
+//! connection is a task with a hard deadline for its request head and a size cap, slots are
+//! handed out per source with a reserve for trusted sources and eviction of the oldest slow
+//! head when full, so a slow or malicious client (slowloris, a 1 MB header, garbage bytes)
+//! only ever costs its own task and a few KiB, and never delays the answers to others.
 //!
 //! Why not tiny_http (the crate first chosen): it reads each request on a pool thread with no
-//! timeout, and its pool queues new connections behind busy threads when several arrive at
-//! once, so a burst of slow clients can leave a health probe unanswered until they go away
-//! (reproduced by `slow_huge_and_garbage_clients_never_stall_answers_to_others`).
+//! deadline and no size cap, spawns a thread per busy connection (and aborts when it cannot),
+//! unwraps `try_clone` on accepted sockets (aborts when out of fds), ends its accept loop on
+//! the first accept error, and can queue a probe behind busy threads. Measured side by side by
+//! `examples/vs_tiny_http.rs` (`scripts/vs-tiny-http.sh`; figures in the README).
 
+mod admission;
+mod connection;
+mod request;
+mod response;
 mod server;
 
 pub use server::{bind, serve};

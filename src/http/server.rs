@@ -1,38 +1,36 @@
 //! A small HTTP/1.x server for four GET endpoints, on one thread of its own.
 //!
-//! Every connection is a task on a single-threaded executor with
-//! - a hard deadline for the whole request head ([`HEAD_DEADLINE`]) and for writing the answer
-//!   ([`WRITE_DEADLINE`]): a slowloris client is dropped, it never holds anything others need;
-//! - a size cap on the request head ([`MAX_HEAD`]): a 1 MB header is answered 431 and dropped
-//!   after 16 KiB, never buffered whole;
-//! - a per-source and a global connection cap, so one host cannot use up the rest.
+//! Every connection is a task on a single-threaded executor with a hard deadline for its
+//! request head and for writing the answer, and a size cap on the head (`connection`), so a
+//! slowloris client is dropped and a 1 MB header is answered 431 after 16 KiB, never buffered
+//! whole. Slots are handed out by `admission`: per-source and global caps, a reserve for
+//! loopback and `metrics_allow` sources, and eviction of the oldest connection still sending
+//! its head when full. Sources outside `metrics_allow` are told 403 without taking a slot.
 //!
 //! Each answer carries `Connection: close`: scrapes and probes are seconds apart, so
 //! keep-alive would only keep idle sockets around on a small board.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_lite::{AsyncReadExt, AsyncWriteExt, future};
+use futures_lite::future;
+use ipnet::IpNet;
 use smol::Async;
 
-use super::{HttpState, Method, Reply, answer};
+use super::HttpState;
+use super::admission::{Admission, LIMITS};
+use super::connection::{serve_admitted, serve_forbidden};
 
-/// How long a client has to send its whole request head.
-pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
-/// How long a client has to take our whole answer.
-pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
-/// The largest request head accepted.
-pub const MAX_HEAD: usize = 16 * 1024;
-/// Connections open at once, from everyone.
-pub const MAX_CONNECTIONS: usize = 256;
-/// Connections open at once from one source address.
-pub const MAX_PER_SOURCE: usize = 32;
+/// Accepts in a row before the loop lets the connection tasks and timers run: while
+/// connections keep arriving, `accept` never has to wait, so without this a flood would
+/// starve every deadline.
+pub const ACCEPTS_PER_YIELD: u32 = 8;
+/// Connections from sources outside `metrics_allow` being told 403 at once; more are closed.
+pub const MAX_FORBIDDEN: usize = 16;
 
 /// Binds the listener (so a bind error surfaces at startup, before READY).
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -53,14 +51,54 @@ pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String>
         .map_err(|e| format!("cannot start the HTTP thread: {e}"))
 }
 
-async fn accept_loop(
+/// Where connections come from: the listener, or a test's endless supply.
+pub(crate) trait Accept {
+    /// The next connection and its peer.
+    fn next(&self) -> impl Future<Output = io::Result<(Async<TcpStream>, SocketAddr)>>;
+}
+
+impl Accept for Async<TcpListener> {
+    fn next(&self) -> impl Future<Output = io::Result<(Async<TcpStream>, SocketAddr)>> {
+        self.accept()
+    }
+}
+
+/// How a source is treated at accept.
+#[derive(Debug, PartialEq, Eq)]
+enum Class {
+    /// Outside `metrics_allow`: 403, no slot.
+    Forbidden,
+    /// Loopback or inside `metrics_allow`: may use the reserved slots.
+    Trusted,
+    /// Anyone else (only when `metrics_allow` is unset).
+    Other,
+}
+
+fn classify(ip: IpAddr, allow: Option<&[IpNet]>) -> Class {
+    match allow {
+        Some(allow) if allow.iter().any(|net| net.contains(&ip)) => Class::Trusted,
+        Some(_) => Class::Forbidden,
+        None if ip.is_loopback() => Class::Trusted,
+        None => Class::Other,
+    }
+}
+
+pub(crate) async fn accept_loop(
     ex: Rc<smol::LocalExecutor<'static>>,
-    listener: Async<TcpListener>,
+    listener: impl Accept,
     state: Arc<HttpState>,
 ) {
-    let open: Rc<RefCell<HashMap<IpAddr, usize>>> = Rc::default();
+    let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
+    let forbidden = Rc::new(Cell::new(0usize));
+    let mut streak = 0;
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = listener.next().await;
+        streak += 1;
+        if streak >= ACCEPTS_PER_YIELD {
+            streak = 0;
+            future::yield_now().await;
+        }
+        let (stream, peer) = match accepted {
             Ok(c) => c,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning, keep serving afterwards.
@@ -70,192 +108,28 @@ async fn accept_loop(
             }
         };
         let ip = peer.ip().to_canonical();
-        {
-            let mut open = open.borrow_mut();
-            let total: usize = open.values().sum();
-            let mine = open.entry(ip).or_insert(0);
-            if total >= MAX_CONNECTIONS || *mine >= MAX_PER_SOURCE {
-                log::debug!(
-                    "http: too many connections ({total} open, {} from {ip}); dropping one",
-                    *mine
-                );
-                continue;
+        let class = classify(ip, state.allow.as_deref());
+        if class == Class::Forbidden {
+            if forbidden.get() < MAX_FORBIDDEN {
+                forbidden.set(forbidden.get() + 1);
+                let forbidden = Rc::clone(&forbidden);
+                ex.spawn(async move {
+                    serve_forbidden(stream).await;
+                    forbidden.set(forbidden.get() - 1);
+                })
+                .detach();
             }
-            *mine += 1;
+            continue;
         }
-        let (open, state) = (Rc::clone(&open), Arc::clone(&state));
-        ex.spawn(async move {
-            serve_one(stream, ip, &state).await;
-            let mut open = open.borrow_mut();
-            if let Some(n) = open.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    open.remove(&ip);
-                }
-            }
-        })
-        .detach();
+        let Some(ticket) = table.borrow_mut().admit(ip, class == Class::Trusted) else {
+            log::debug!("http: every slot is busy answering; dropping a connection from {ip}");
+            continue;
+        };
+        let (table, state) = (Rc::clone(&table), Arc::clone(&state));
+        ex.spawn(async move { serve_admitted(stream, ip, &state, table, ticket).await })
+            .detach();
     }
-}
-
-/// What went wrong reading a request head.
-#[derive(Debug, PartialEq, Eq)]
-enum HeadError {
-    TooLarge,
-    Closed,
-}
-
-async fn serve_one(mut stream: Async<TcpStream>, ip: IpAddr, state: &HttpState) {
-    let head = future::or(read_head(&mut stream), async {
-        smol::Timer::after(HEAD_DEADLINE).await;
-        Err(HeadError::Closed)
-    })
-    .await;
-    let (reply, method) = match head {
-        Ok(head) => match parse_request_line(&head) {
-            Some((method, target)) => (answer(state, &method, target, Some(ip)), method),
-            None => (Reply::text(400, "bad request\n"), Method::Get),
-        },
-        Err(HeadError::TooLarge) => (
-            Reply::text(431, "request header fields too large\n"),
-            Method::Get,
-        ),
-        Err(HeadError::Closed) => return,
-    };
-    let bytes = encode(&reply, method == Method::Head);
-    let _ = future::or(
-        async {
-            let _ = stream.write_all(&bytes).await;
-            let _ = stream.flush().await;
-        },
-        async {
-            smol::Timer::after(WRITE_DEADLINE).await;
-        },
-    )
-    .await;
-}
-
-/// Reads until the blank line that ends a request head; returns the head (without it).
-async fn read_head(stream: &mut Async<TcpStream>) -> Result<String, HeadError> {
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|_| HeadError::Closed)?;
-        if n == 0 {
-            return Err(HeadError::Closed);
-        }
-        let scan_from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = find_blank_line(&buf[scan_from..]) {
-            buf.truncate(scan_from + end);
-            return Ok(String::from_utf8_lossy(&buf).into_owned());
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(HeadError::TooLarge);
-        }
-    }
-}
-
-fn find_blank_line(bytes: &[u8]) -> Option<usize> {
-    bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| bytes.windows(2).position(|w| w == b"\n\n"))
-}
-
-/// `GET /path HTTP/1.1` -> (method, target); None when it is not a request line.
-fn parse_request_line(head: &str) -> Option<(Method, &str)> {
-    let line = head.lines().next()?;
-    let mut parts = line.split(' ');
-    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    let token = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
-    if !token
-        || !target.starts_with('/')
-        || !version.starts_with("HTTP/1.")
-        || parts.next().is_some()
-    {
-        return None;
-    }
-    Some((Method::parse(method), target))
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "Unknown",
-    }
-}
-
-fn encode(reply: &Reply, head_only: bool) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
-        reply.status,
-        reason(reply.status),
-        reply.content_type,
-        reply.body.len(),
-        if reply.status == 405 {
-            "Allow: GET, HEAD\r\n"
-        } else {
-            ""
-        },
-    )
-    .into_bytes();
-    if !head_only {
-        out.extend_from_slice(reply.body.as_bytes());
-    }
-    out
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn request_lines() {
-        assert_eq!(
-            parse_request_line("GET /healthz HTTP/1.1\r\nHost: x"),
-            Some((Method::Get, "/healthz"))
-        );
-        assert_eq!(
-            parse_request_line("HEAD /metrics HTTP/1.0"),
-            Some((Method::Head, "/metrics"))
-        );
-        assert_eq!(
-            parse_request_line("DELETE /livez HTTP/1.1"),
-            Some((Method::Other, "/livez"))
-        );
-        assert_eq!(parse_request_line("\u{ff}\0\u{13}7"), None);
-        assert_eq!(parse_request_line("GET healthz HTTP/1.1"), None);
-        assert_eq!(parse_request_line("GET /a b HTTP/1.1"), None);
-    }
-
-    #[test]
-    fn head_answers_carry_length_but_no_body() {
-        let reply = Reply::text(200, "ok\n");
-        let full = String::from_utf8(encode(&reply, false)).unwrap();
-        let head = String::from_utf8(encode(&reply, true)).unwrap();
-        assert!(
-            full.starts_with("HTTP/1.1 200 OK\r\n") && full.ends_with("\r\n\r\nok\n"),
-            "{full}"
-        );
-        assert!(
-            head.contains("Content-Length: 3\r\n") && head.ends_with("\r\n\r\n"),
-            "{head}"
-        );
-    }
-
-    #[test]
-    fn blank_line_found_across_chunk_boundaries() {
-        assert_eq!(find_blank_line(b"GET / HTTP/1.0\r\n\r\n"), Some(14));
-        assert_eq!(find_blank_line(b"GET / HTTP/1.0\r\nHost: x\r\n"), None);
-    }
-}
+mod tests;

@@ -28,3 +28,14 @@ pub fn try_get(base: &str, path: &str) -> std::io::Result<(u16, String)> {
         .unwrap_or_else(|| panic!("no status in {head:?}"));
     Ok((status, body.to_string()))
 }
+
+/// Sends `request` as is to `authority` (`host:port`) and returns the whole answer, head and
+/// body, as text ("" when the server closed without answering).
+pub fn exchange(authority: &str, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(authority).unwrap_or_else(|e| panic!("{authority}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(request).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
