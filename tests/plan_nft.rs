@@ -330,3 +330,64 @@ netns_test! {
         assert!(!tables.contains("edgenetd-"), "{tables}");
     }
 }
+
+/// Rules nft rewrites when it reads text: one-prefix zones (byte-aligned or not, IPv4 and
+/// IPv6), a one-address zone, ICMP and ICMPv6 types in an `inet` table.
+const REWRITTEN: &str = r#"
+[controller.route]
+enabled = false
+[policy]
+input = "drop"
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+networks = ["10.1.0.0/20", "fd00:1::/52"]
+[policy.zone.mgmt]
+networks = ["192.0.2.7/32", "fd00:2::/64"]
+[policy.zone.dmz]
+networks = ["198.51.100.0/24"]
+[[policy.rule]]
+name = "ssh-mgmt"
+from = "mgmt"
+to = "self"
+protocol = "tcp"
+ports = [22]
+action = "accept"
+[[policy.rule]]
+name = "ssh-lan"
+from = "lan"
+to = "self"
+protocol = "tcp"
+ports = [22]
+action = "accept"
+[[policy.rule]]
+name = "block"
+from = ["10.9.0.0/19", "fd00:9::/47"]
+action = "drop"
+[[policy.rule]]
+name = "dmz-web"
+from = "dmz"
+to = "self"
+protocol = "tcp"
+ports = [80]
+action = "accept"
+[[policy.rule]]
+name = "ping"
+to = "self"
+protocol = "icmp"
+icmp_types = ["echo-request"]
+action = "accept"
+[[policy.rule]]
+name = "ping6"
+from = "lan"
+to = "self"
+protocol = "icmpv6"
+icmp_types = ["echo-request", "echo-reply"]
+action = "accept"
+"#;
+
+netns_test! {
+    fn one_prefix_zones_and_icmp_rules_load_the_same_from_text_and_batch() {
+        let ids = check_faithful("plan-rewritten", REWRITTEN);
+        assert_eq!(ids, ["table inet edgenetd-policy"]);
+    }
+}
