@@ -51,7 +51,9 @@
 //!
 //! Text and batch agree: loaded with `nft -f`, the text of [`render`] gives the same rules,
 //! expression by expression, and the same elements as the batch (tested on whole `plan`
-//! output). Two things make that so. nft types `numgen`/`jhash` results as plain `integer`
+//! output; nft also puts an interval end at key 0 in front of an interval set whose first
+//! range starts above 0, which the batch leaves out and which matches nothing either way).
+//! Two things make that so. nft types `numgen`/`jhash` results as plain `integer`
 //! and has no cast, so a set looked up with such a key is rendered with `typeof <key>`
 //! instead of `type … . mark`; the type id nft stores for its own listings is then `integer`
 //! where the batch says `mark` (the kernel never reads it). And the batch compiles what nft
