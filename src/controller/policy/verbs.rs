@@ -3,8 +3,9 @@
 //!
 //! The differences: missing or extra chains, rules added or removed (rules are compared by
 //! their comment, which carries the group's name and a hash of the rule's text), and set
-//! elements to add or delete. Every line starts with `#` so the plan output stays loadable
-//! with `nft -f`.
+//! elements to add or delete. The ruleset stands between the `# nft begin:` / `# nft end:`
+//! markers (see [`render::PLAN_BEGIN`]); every other line starts with `#`, so the policy part
+//! as a whole also loads with `nft -f`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -23,8 +24,9 @@ pub enum PolicyCliError {
     Nft(#[from] NftError),
 }
 
-/// `edgenetd plan`: the ruleset the policy would load, in nft syntax (loadable with
-/// `nft -c -f`), followed by what differs from the running kernel as `#` comment lines.
+/// `edgenetd plan`: the ruleset the policy would load, in nft syntax between the plan markers
+/// (loadable with `nft -c -f`), followed by what differs from the running kernel as `#`
+/// comment lines.
 /// Empty when there is no `[policy]` and no table. Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     let table = table_ref(&desired.daemon);
@@ -44,10 +46,11 @@ pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
         let diff = diff(&mut nft, &table, program.as_ref())?;
         let text = match &program {
-            Some(p) => render::render_replace(&p.table),
+            Some(p) => render::render_plan_block(&p.table),
             None => format!(
-                "# no [policy] section: no firewall table (inet {} is removed if present)\n",
-                table.name
+                "# no [policy] section: no firewall table (inet {} is removed if present)\n{}",
+                table.name,
+                render::render_plan_removal(table.family, &table.name)
             ),
         };
         Ok((text, diff))

@@ -112,16 +112,8 @@ pub fn full_table(name: &str, model: &Model) -> Table {
     t
 }
 
-/// The layout as loadable `nft -f` text: nft's text syntax cannot type a numgen/jhash slot
-/// as `mark`, so the backends maps are written with `typeof` (same kernel bytes).
+/// The table as loadable `nft -f` text (the renderer declares the `backends` maps, looked
+/// up with a numgen/jhash slot, with `typeof`).
 pub fn render_text(table: &Table) -> String {
     render::render_table(table)
-        .replace(
-            "type ipv4_addr . inet_proto . inet_service . mark : ipv4_addr . inet_service",
-            "typeof ip daddr . meta l4proto . th dport . numgen random mod 16 : ip daddr . th dport",
-        )
-        .replace(
-            "type ipv6_addr . inet_proto . inet_service . mark : ipv6_addr . inet_service",
-            "typeof ip6 daddr . meta l4proto . th dport . numgen random mod 16 : ip6 daddr . th dport",
-        )
 }

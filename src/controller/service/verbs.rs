@@ -1,18 +1,20 @@
-//! The one-shot verbs: `plan` (what a sync would change, and the layout's text; writes
-//! nothing) and `cleanup` (deletes the table, nothing else).
+//! The one-shot verbs: `plan` (what a sync would change as `#` lines, then the whole table as
+//! the sync would leave it, in nft syntax between the plan markers; writes nothing) and
+//! `cleanup` (deletes the table, nothing else).
 
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 use crate::config::{DaemonSettings, DesiredState};
-use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef};
+use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, render};
 
-use super::elements::{render_text, vip_of};
-use super::layout::{self};
+use super::elements::{full_table, vip_of};
 use super::model::{self, Model, VipKey};
 use super::plan::Mirror;
 use super::{ServiceError, table_ref};
 
-/// `edgenetd plan`: what a sync would change, and the nft text of the layout. Writes nothing.
+/// `edgenetd plan`: what a sync would change, and the nft text of the table after the sync
+/// (every service's elements included). Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
     let table = table_ref(&desired.daemon);
     let model = model::build(&desired.services.services);
@@ -32,7 +34,9 @@ pub async fn cleanup(settings: &DaemonSettings) -> Result<String, ServiceError> 
 }
 use super::observe;
 
-/// `plan`: the service changes against the running kernel, then the layout's text.
+/// `plan`: the service changes against the running kernel as `#` lines, then the table as the
+/// sync would leave it between the plan markers (loadable with `nft -f`), so the whole part
+/// loads with `nft -f` too.
 pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
     let mut out = String::new();
     let exists = nft.table_exists(table)?;
@@ -71,22 +75,26 @@ pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result
             });
         }
     }
-    out.push_str(&format!(
-        "service: table inet {} ({} services)\n",
+    let _ = writeln!(
+        out,
+        "# service: table inet {} ({} services)",
         table.name,
         desired.len()
-    ));
+    );
     if lines.is_empty() {
-        out.push_str("  no changes\n");
+        out.push_str("#   no changes\n");
     }
     for l in lines {
-        out.push_str("  ");
-        out.push_str(&l);
-        out.push('\n');
+        let _ = writeln!(out, "#   {l}");
     }
-    if !desired.is_empty() {
-        out.push_str("service: layout (nft syntax; services are elements of the maps):\n");
-        out.push_str(&render_text(&layout::skeleton(&table.name)));
+    if desired.is_empty() {
+        out.push_str(&render::render_plan_removal(table.family, &table.name));
+    } else {
+        out.push_str("# the table after the sync (services are elements of its maps):\n");
+        out.push_str(&render::render_plan_block(&full_table(
+            &table.name,
+            desired,
+        )));
     }
     Ok(out)
 }

@@ -28,8 +28,16 @@ fn field_deps(e: &Expr, out: &mut Vec<(MetaKey, u8)>) {
             Field::Ip6Saddr | Field::Ip6Daddr => out.push((MetaKey::NfProto, NFPROTO_IPV6)),
             Field::TcpDport => out.push((MetaKey::L4Proto, 6)),
             Field::UdpDport => out.push((MetaKey::L4Proto, 17)),
-            Field::IcmpType => out.push((MetaKey::L4Proto, 1)),
-            Field::Icmpv6Type => out.push((MetaKey::L4Proto, 58)),
+            // As nft does: ICMP only over IPv4, ICMPv6 only over IPv6 (an `inet` table also
+            // sees the other family's packets, whose protocol field may hold 1 or 58).
+            Field::IcmpType => {
+                out.push((MetaKey::NfProto, NFPROTO_IPV4));
+                out.push((MetaKey::L4Proto, 1));
+            }
+            Field::Icmpv6Type => {
+                out.push((MetaKey::NfProto, NFPROTO_IPV6));
+                out.push((MetaKey::L4Proto, 58));
+            }
             Field::ThDport | Field::ThSport => {}
         },
         Expr::Jhash { input, .. } => field_deps(input, out),
@@ -68,6 +76,74 @@ fn emit_deps(
     Ok(())
 }
 
+/// Header base (1 network, 2 transport), offset and length in bytes of a field.
+fn payload_location(f: Field) -> (u32, u32, u32) {
+    match f {
+        Field::IpSaddr => (1, 12, 4),
+        Field::IpDaddr => (1, 16, 4),
+        Field::Ip6Saddr => (1, 8, 16),
+        Field::Ip6Daddr => (1, 24, 16),
+        Field::TcpDport | Field::UdpDport | Field::ThDport => (2, 2, 2),
+        Field::ThSport => (2, 0, 2),
+        Field::IcmpType | Field::Icmpv6Type => (2, 0, 1),
+    }
+}
+
+/// A lookup in an anonymous set of one element, compiled the way nft compiles it.
+///
+/// nft never creates a one-element anonymous set: it turns `ip saddr { 10.0.0.0/16 }` into a
+/// plain comparison. Doing the same keeps the kernel program equal to what the rendered text
+/// (`edgenetd plan`) loads to, and it is the same match. Returns false (nothing emitted) for
+/// any other lookup.
+fn single_element_lookup(
+    left: &Expr,
+    set: &SetRef,
+    negate: bool,
+    raw: &mut ffi::Rule,
+) -> Result<bool, CompileError> {
+    let SetRef::Anonymous {
+        elements,
+        data: None,
+        ..
+    } = set
+    else {
+        return Ok(false);
+    };
+    let [only] = elements.as_slice() else {
+        return Ok(false);
+    };
+    let op = u32::from(negate); // NFT_CMP_EQ / NFT_CMP_NEQ, NFT_RANGE_EQ / NFT_RANGE_NEQ
+    match (&only.key, left) {
+        (ElemKey::Value(v), _) => {
+            let reg = load_key(left, raw)?;
+            raw.add_expr(expr::cmp(reg, op, &encode(v)?)?);
+        }
+        (ElemKey::Range(a, b), _) => {
+            let reg = load_key(left, raw)?;
+            raw.add_expr(expr::range(reg, op, &encode(a)?, &encode(b)?)?);
+        }
+        (ElemKey::Prefix(net), Expr::Payload(field)) if net.prefix_len() > 0 => {
+            let addr = encode(&Value::ip(net.network()))?;
+            let bits = u32::from(net.prefix_len());
+            if bits % 8 == 0 {
+                // Byte-aligned: nft loads only the prefix's bytes.
+                let (base, offset, _) = payload_location(*field);
+                raw.add_expr(expr::payload(base, offset, bits / 8, REG32_00));
+                raw.add_expr(expr::cmp(REG32_00, op, &addr[..(bits / 8) as usize])?);
+            } else {
+                let mask: Vec<u8> = (0..addr.len() as u32)
+                    .map(|i| (0xff00u16 >> bits.saturating_sub(i * 8).min(8)) as u8)
+                    .collect();
+                let reg = load_key(left, raw)?;
+                raw.add_expr(expr::bitwise(reg, reg, &mask, &vec![0; mask.len()])?);
+                raw.add_expr(expr::cmp(reg, op, &addr)?);
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Loads `e` into 32-bit registers starting at `reg`; `scratch` is the first register free
 /// after the whole destination (for hash inputs).
 fn load(e: &Expr, reg: u32, scratch: u32, raw: &mut ffi::Rule) -> Result<(), CompileError> {
@@ -88,15 +164,7 @@ fn load(e: &Expr, reg: u32, scratch: u32, raw: &mut ffi::Rule) -> Result<(), Com
             raw.add_expr(expr::meta(key as u32, reg));
         }
         Expr::Payload(f) => {
-            let (base, offset, len) = match f {
-                Field::IpSaddr => (1, 12, 4),
-                Field::IpDaddr => (1, 16, 4),
-                Field::Ip6Saddr => (1, 8, 16),
-                Field::Ip6Daddr => (1, 24, 16),
-                Field::TcpDport | Field::UdpDport | Field::ThDport => (2, 2, 2),
-                Field::ThSport => (2, 0, 2),
-                Field::IcmpType | Field::Icmpv6Type => (2, 0, 1),
-            };
+            let (base, offset, len) = payload_location(*f);
             raw.add_expr(expr::payload(base, offset, len, reg));
         }
         Expr::Ct(k) => {
@@ -233,10 +301,13 @@ impl RuleCx<'_> {
                 self.raw.add_expr(expr::cmp(reg, code, &zero)?);
             }
             Stmt::Lookup { left, set, negate } => {
-                let reg = self.load(left)?;
-                let (name, id) = set_name(set, self.new_id, self.anon);
-                self.raw
-                    .add_expr(expr::lookup(reg, None, &name, id, *negate)?);
+                emit_deps(self.family, &[left], &mut self.deps, self.raw)?;
+                if !single_element_lookup(left, set, *negate, self.raw)? {
+                    let (name, id) = set_name(set, self.new_id, self.anon);
+                    let reg = load_key(left, self.raw)?;
+                    self.raw
+                        .add_expr(expr::lookup(reg, None, &name, id, *negate)?);
+                }
             }
             Stmt::Counter => self.raw.add_expr(expr::counter()),
             Stmt::Limit {
@@ -340,7 +411,17 @@ impl RuleCx<'_> {
             IpVersion::V4 => NFPROTO_IPV4,
             IpVersion::V6 => NFPROTO_IPV6,
         };
-        let reg = self.load(key)?;
+        emit_deps(self.family, &[key], &mut self.deps, self.raw)?;
+        // nft loads a hash input here four 32-bit registers further than after the key (it
+        // keeps the first 16-byte register for the NAT address); making the same choice keeps
+        // the program equal to what the rendered text loads to.
+        let reg = if with_port {
+            let scratch = REG32_00 + 4 + key.byte_len().div_ceil(4);
+            load(key, REG32_00, scratch, self.raw)?;
+            REG32_00
+        } else {
+            load_key(key, self.raw)?
+        };
         let (name, id) = set_name(map, self.new_id, self.anon);
         self.raw
             .add_expr(expr::lookup(reg, Some(REG_1), &name, id, false)?);

@@ -49,11 +49,17 @@
 //! - **Threads**: [`Nft`] is `Send`; open it where its network namespace is, then do the
 //!   blocking I/O in `smol::unblock(move || ...)`.
 //!
-//! Text limits: nft types `numgen`/`jhash` results as `integer`, which its text syntax cannot
-//! put into a typed concatenation, so a rule whose map key concatenates them with a `mark`
-//! slot renders faithfully but `nft -c -f` refuses that one line; the kernel program (from
-//! the batch) is unaffected. Every other statement renders to text that loads to the same
-//! kernel state as the batch (tested).
+//! Text and batch agree: loaded with `nft -f`, the text of [`render`] gives the same rules,
+//! expression by expression, and the same elements as the batch (tested on whole `plan`
+//! output; nft also puts an interval end at key 0 in front of an interval set whose first
+//! range starts above 0, which the batch leaves out and which matches nothing either way).
+//! Two things make that so. nft types `numgen`/`jhash` results as plain `integer`
+//! and has no cast, so a set looked up with such a key is rendered with `typeof <key>`
+//! instead of `type … . mark`; the type id nft stores for its own listings is then `integer`
+//! where the batch says `mark` (the kernel never reads it). And the batch compiles what nft
+//! rewrites the way nft does: a one-element anonymous set as a plain comparison, `icmp` and
+//! `icmpv6` fields with their `meta nfproto` dependency, a NAT map's hash input in the
+//! register nft picks.
 //!
 //! Interval sets: elements must not overlap (the kernel refuses overlaps); normalize address
 //! prefixes with [`encode::normalize_prefixes`] and port ranges with

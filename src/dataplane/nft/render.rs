@@ -27,12 +27,39 @@ pub fn render_replace(table: &Table) -> String {
     out
 }
 
+/// The first line of an nft part of `edgenetd plan` output. Everything from such a line
+/// through the matching [`PLAN_END`] line is `nft -f` text (a tool extracts it with
+/// `sed -n '/^# nft begin:/,/^# nft end:/p'`); the lines around it are `#` comments.
+pub const PLAN_BEGIN: &str = "# nft begin:";
+
+/// The last line of an nft part of `edgenetd plan` output (see [`PLAN_BEGIN`]).
+pub const PLAN_END: &str = "# nft end:";
+
+/// [`render_replace`] between the `plan` markers: the table as a sync would leave it.
+pub fn render_plan_block(table: &Table) -> String {
+    let id = format!("table {} {}", family_name(table.family), table.name);
+    format!(
+        "{PLAN_BEGIN} {id}\n{}{PLAN_END} {id}\n",
+        render_replace(table)
+    )
+}
+
+/// Between the `plan` markers: text that removes table `name` if present (a sync that
+/// wants no table).
+pub fn render_plan_removal(family: Family, name: &str) -> String {
+    let fam = family_name(family);
+    let id = format!("table {fam} {name}");
+    format!(
+        "{PLAN_BEGIN} {id}\nadd table {fam} {name}\ndelete table {fam} {name}\n{PLAN_END} {id}\n"
+    )
+}
+
 /// The `table <family> <name> { ... }` block.
 pub fn render_table(table: &Table) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "table {} {} {{", family_name(table.family), table.name);
     for set in &table.sets {
-        render_set(&mut out, set);
+        render_set(&mut out, set, slot_key_of(table, &set.name));
         out.push('\n');
     }
     for (i, chain) in table.chains.iter().enumerate() {
@@ -88,22 +115,78 @@ fn render_key_type(key: &KeyType) -> String {
         .join(" . ")
 }
 
-fn render_set(out: &mut String, set: &Set) {
+/// The key expression of the first rule that looks `set` up with a key holding `numgen` or
+/// `jhash`, if any.
+///
+/// nft types those results as plain `integer`, and its text syntax has no cast: a rule that
+/// looks up `ip daddr . meta l4proto . th dport . numgen random mod 16` in a map declared
+/// `type ipv4_addr . inet_proto . inet_service . mark` is refused ("datatype mismatch").
+/// Declaring such a set with `typeof <that key>` is accepted and loads the same rules and
+/// the same element bytes; only the type id nft stores for its own listings differs
+/// (`integer` where the batch says `mark`; the kernel never reads it).
+fn slot_key_of<'a>(table: &'a Table, set: &str) -> Option<&'a Expr> {
+    table.rules.iter().flat_map(|r| &r.stmts).find_map(|stmt| {
+        let (key, map) = match stmt {
+            Stmt::NatMap { key, map, .. } | Stmt::Vmap { key, map } => (key, map),
+            Stmt::Lookup { left, set, .. } => (left, set),
+            _ => return None,
+        };
+        let named = matches!(map, SetRef::Named(n) if n == set);
+        (named && has_slot_expr(key)).then_some(key)
+    })
+}
+
+fn has_slot_expr(e: &Expr) -> bool {
+    match e {
+        Expr::Numgen { .. } | Expr::Jhash { .. } => true,
+        Expr::Concat(parts) => parts.iter().any(has_slot_expr),
+        _ => false,
+    }
+}
+
+/// A packet expression of type `t`, for a `typeof` declaration (None for verdicts).
+fn typeof_expr(t: DataType) -> Option<&'static str> {
+    Some(match t {
+        DataType::Ipv4Addr => "ip daddr",
+        DataType::Ipv6Addr => "ip6 daddr",
+        DataType::InetService => "th dport",
+        DataType::InetProto => "meta l4proto",
+        DataType::IfName => "iifname",
+        DataType::Mark => "meta mark",
+        DataType::IcmpType => "icmp type",
+        DataType::Icmpv6Type => "icmpv6 type",
+        DataType::Verdict => return None,
+    })
+}
+
+/// `typeof KEY [: DATA]` for a set looked up with a numgen/jhash key, when every data type
+/// has a `typeof` form (nft 1.0.6 cannot mix `typeof` and `type` in one declaration).
+fn render_typeof(key: &Expr, data: Option<&KeyType>) -> Option<String> {
+    let mut out = String::from("typeof ");
+    render_expr(&mut out, key);
+    if let Some(data) = data {
+        let parts: Option<Vec<_>> = data.0.iter().map(|t| typeof_expr(*t)).collect();
+        let _ = write!(out, " : {}", parts?.join(" . "));
+    }
+    Some(out)
+}
+
+fn render_set(out: &mut String, set: &Set, slot_key: Option<&Expr>) {
     let kw = if set.data.is_some() { "map" } else { "set" };
     let _ = writeln!(out, "\t{kw} {} {{", set.name);
-    match &set.data {
-        Some(data) => {
-            let _ = writeln!(
-                out,
-                "\t\ttype {} : {}",
-                render_key_type(&set.key),
-                render_key_type(data)
-            );
-        }
-        None => {
-            let _ = writeln!(out, "\t\ttype {}", render_key_type(&set.key));
-        }
-    }
+    let decl = match (
+        slot_key.and_then(|k| render_typeof(k, set.data.as_ref())),
+        &set.data,
+    ) {
+        (Some(typeof_decl), _) => typeof_decl,
+        (None, Some(data)) => format!(
+            "type {} : {}",
+            render_key_type(&set.key),
+            render_key_type(data)
+        ),
+        (None, None) => format!("type {}", render_key_type(&set.key)),
+    };
+    let _ = writeln!(out, "\t\t{decl}");
     let mut flags = Vec::new();
     if set.constant {
         flags.push("constant");
