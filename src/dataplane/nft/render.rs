@@ -265,19 +265,7 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             out.push('-');
             render_value(out, to);
         }
-        Stmt::Flags { left, bits, negate } => {
-            render_expr(out, left);
-            if *negate {
-                out.push_str(" & (");
-                let mut s = String::new();
-                render_value(&mut s, bits);
-                out.push_str(&s.replace(',', "|"));
-                out.push_str(") == 0");
-            } else {
-                out.push(' ');
-                render_value(out, bits);
-            }
-        }
+        Stmt::Flags { left, bits, negate } => render_flags(out, left, bits, *negate),
         Stmt::Lookup { left, set, negate } => {
             render_expr(out, left);
             out.push_str(if *negate { " != " } else { " " });
@@ -289,17 +277,7 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             unit,
             burst,
             over,
-        } => {
-            let _ = write!(
-                out,
-                "limit rate {}{rate}/{}",
-                if *over { "over " } else { "" },
-                unit.name()
-            );
-            if *burst > 0 {
-                let _ = write!(out, " burst {burst} packets");
-            }
-        }
+        } => render_limit(out, *rate, *unit, *burst, *over),
         Stmt::Log { prefix } => {
             let _ = write!(out, "log prefix \"{}\"", prefix.replace('"', "'"));
         }
@@ -315,24 +293,7 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             Reject::IcmpxAdminProhibited => "reject with icmpx admin-prohibited",
         }),
         Stmt::Masquerade => out.push_str("masquerade"),
-        Stmt::Nat { kind, addr, port } => {
-            out.push_str(nat_name(*kind));
-            if family == Family::Inet {
-                out.push_str(if addr.is_ipv4() { " ip" } else { " ip6" });
-            }
-            out.push_str(" to ");
-            match (addr, port) {
-                (std::net::IpAddr::V6(a), Some(p)) => {
-                    let _ = write!(out, "[{a}]:{p}");
-                }
-                (a, Some(p)) => {
-                    let _ = write!(out, "{a}:{p}");
-                }
-                (a, None) => {
-                    let _ = write!(out, "{a}");
-                }
-            }
-        }
+        Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {
             kind,
             version,
@@ -355,6 +316,60 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             render_expr(out, key);
             out.push_str(" map ");
             render_setref(out, map);
+        }
+    }
+}
+
+/// `left bits` (any of the bits set), or `left & (a|b) == 0` (none set).
+fn render_flags(out: &mut String, left: &Expr, bits: &Value, negate: bool) {
+    render_expr(out, left);
+    if negate {
+        out.push_str(" & (");
+        let mut s = String::new();
+        render_value(&mut s, bits);
+        out.push_str(&s.replace(',', "|"));
+        out.push_str(") == 0");
+    } else {
+        out.push(' ');
+        render_value(out, bits);
+    }
+}
+
+/// `limit rate [over] N/unit [burst B packets]`.
+fn render_limit(out: &mut String, rate: u64, unit: RateUnit, burst: u32, over: bool) {
+    let _ = write!(
+        out,
+        "limit rate {}{rate}/{}",
+        if over { "over " } else { "" },
+        unit.name()
+    );
+    if burst > 0 {
+        let _ = write!(out, " burst {burst} packets");
+    }
+}
+
+/// NAT to a fixed address (and port); in an inet table the address family is named.
+fn render_nat(
+    out: &mut String,
+    family: Family,
+    kind: NatKind,
+    addr: &std::net::IpAddr,
+    port: Option<u16>,
+) {
+    out.push_str(nat_name(kind));
+    if family == Family::Inet {
+        out.push_str(if addr.is_ipv4() { " ip" } else { " ip6" });
+    }
+    out.push_str(" to ");
+    match (addr, port) {
+        (std::net::IpAddr::V6(a), Some(p)) => {
+            let _ = write!(out, "[{a}]:{p}");
+        }
+        (a, Some(p)) => {
+            let _ = write!(out, "{a}:{p}");
+        }
+        (a, None) => {
+            let _ = write!(out, "{a}");
         }
     }
 }
