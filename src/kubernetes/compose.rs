@@ -83,6 +83,16 @@ pub enum ClusterPart {
     Routes(Vec<Route>),
 }
 
+impl ClusterPart {
+    /// The kind of entries this is.
+    pub fn kind(&self) -> Kind {
+        match self {
+            ClusterPart::Services(_) => Kind::Services,
+            ClusterPart::Routes(_) => Kind::Routes,
+        }
+    }
+}
+
 /// What identifies a clash, so that it is reported once while it lasts.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Clash {
@@ -138,6 +148,10 @@ pub struct Composer {
     dirty: bool,
     /// The clashes in force at the last compose (each was logged and counted when it appeared).
     clashes: BTreeSet<Clash>,
+    /// The kinds the cluster has delivered a complete list of since start.
+    listed: BTreeSet<Kind>,
+    /// The cluster state was restored from the cache.
+    restored: bool,
 }
 
 impl Composer {
@@ -152,7 +166,25 @@ impl Composer {
             cluster: ClusterState::default(),
             dirty: false,
             clashes: BTreeSet::new(),
+            listed: BTreeSet::new(),
+            restored: false,
         }
+    }
+
+    /// The composer and the daemon's first snapshot: the TOML state with the cluster state
+    /// the last run cached. The cached entries must be in the *first* snapshot: a first sync
+    /// without them would delete the cluster-derived rules the last run programmed, which is
+    /// what the cache is there to prevent during an API outage.
+    pub fn start(
+        toml: Arc<DesiredState>,
+        cached: Option<ClusterState>,
+    ) -> (Composer, Arc<DesiredState>) {
+        let mut composer = Composer::new(Arc::clone(&toml));
+        if let Some(state) = cached {
+            composer.restore(state);
+        }
+        let first = composer.take_if_changed().unwrap_or(toml);
+        (composer, first)
     }
 
     /// A newly loaded TOML state replaces the last one.
@@ -163,9 +195,10 @@ impl Composer {
         }
     }
 
-    /// One kind's entries replace that kind's previous ones; the same entries again (in any
-    /// order) change nothing.
+    /// One kind's entries (from a complete list, or the list as events left it) replace that
+    /// kind's previous ones; the same entries again (in any order) change nothing.
     pub fn set_cluster(&mut self, part: ClusterPart) {
+        self.listed.insert(part.kind());
         match part {
             ClusterPart::Services(mut services) => {
                 services.sort_by(|a, b| (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b))));
@@ -184,10 +217,18 @@ impl Composer {
         }
     }
 
-    /// The whole cluster state at once (restored from the cache at start).
-    pub fn set_cluster_state(&mut self, state: ClusterState) {
+    /// The cluster state cached by the last run, in force until the cluster answers.
+    pub fn restore(&mut self, state: ClusterState) {
         self.set_cluster(ClusterPart::Services(state.services));
         self.set_cluster(ClusterPart::Routes(state.routes));
+        self.listed.clear();
+        self.restored = true;
+    }
+
+    /// Ready: every enabled kind was listed once, or the cache was restored (the state the
+    /// last run programmed is in force, which is what readiness promises during an outage).
+    pub fn ready(&self, enabled: &[Kind]) -> bool {
+        self.restored || enabled.iter().all(|k| self.listed.contains(k))
     }
 
     /// The cluster state as last set (what the cache stores).

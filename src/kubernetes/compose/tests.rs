@@ -260,9 +260,42 @@ fn the_cluster_state_is_kept_whole_for_the_cache() {
         services: vec![service("a/web:http", "10.96.0.10", 80, "10.244.2.8:8080")],
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
     };
-    c.set_cluster_state(state.clone());
+    c.restore(state.clone());
     assert_eq!(c.cluster(), &state, "clashing entries included");
     let composed = c.take_if_changed().unwrap();
     assert_eq!(names(&composed), ["web"]);
     assert_eq!(composed.routing.routes.len(), 2);
+}
+
+#[test]
+fn ready_once_every_enabled_kind_was_listed_or_the_cache_restored() {
+    let mut c = Composer::new(toml(""));
+    assert!(c.ready(&[]), "no kind enabled");
+    assert!(!c.ready(&Kind::ALL));
+    c.set_cluster(ClusterPart::Services(Vec::new()));
+    assert!(!c.ready(&Kind::ALL), "routes not listed yet");
+    assert!(c.ready(&[Kind::Services]));
+    c.set_cluster(ClusterPart::Routes(Vec::new()));
+    assert!(c.ready(&Kind::ALL), "an empty list is a list");
+    let mut restored = Composer::new(toml(""));
+    restored.restore(ClusterState::default());
+    assert!(restored.ready(&Kind::ALL));
+}
+
+#[test]
+fn the_first_snapshot_holds_the_cached_cluster_state() {
+    let cached = ClusterState {
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        routes: vec![route("10.244.9.0/24", "192.168.1.19")],
+    };
+    let (mut c, first) = Composer::start(toml(TOML), Some(cached));
+    assert_eq!(names(&first), ["web", "k8s:a/api:http"]);
+    assert_eq!(first.routing.routes.len(), 2);
+    assert!(c.take_if_changed().is_none(), "already out");
+    let toml_only = toml(TOML);
+    let (_, first) = Composer::start(Arc::clone(&toml_only), None);
+    assert!(
+        Arc::ptr_eq(&first, &toml_only),
+        "no cache: the TOML snapshot itself"
+    );
 }
