@@ -187,7 +187,9 @@ impl Composer {
         (composer, first)
     }
 
-    /// A newly loaded TOML state replaces the last one.
+    /// A newly loaded TOML state replaces the last one. Every taken load is published, even
+    /// one that reads the same as before, as a reload is today (`DesiredState` has no
+    /// equality, and a reload the operator asked for should sync).
     pub fn set_toml(&mut self, toml: Arc<DesiredState>) {
         if !Arc::ptr_eq(&self.toml, &toml) {
             self.toml = toml;
