@@ -60,6 +60,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("controller", "config"),
     ("controller", "dataplane"),
     ("controller", "sync"),
+    // The Kubernetes source (feature `kubernetes`): cluster objects -> the config's model.
+    ("kubernetes", "config"),
     // The shared names (zones, families, ...) sit below both config and dataplane.
     ("config", "names"),
     ("dataplane", "names"),

@@ -1,0 +1,175 @@
+//! The last composed cluster state on disk, so that a daemon restarted while the API server
+//! is unreachable keeps programming the cluster-derived services and routes instead of
+//! removing them.
+//!
+//! Only the cluster part is stored (the TOML part is read from its files at every start), as
+//! JSON of the plain records below, with a format version. Writing is atomic: a temporary file
+//! beside the target is written and fsynced, then renamed over it (and the directory fsynced),
+//! so a crash or a full disk leaves either the old file or the new one, never half of one.
+//! Reading back never fails the start: a missing file means "no cache", and an unreadable or
+//! corrupt one is ignored with a warning (the cluster state then comes from the first list).
+//!
+//! The records (`records`) destructure the config types field by field: a field added to
+//! `Service` or `Route` does not compile there until the cache stores it too.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use log::{info, warn};
+
+use self::records::{CacheFile, VERSION};
+use super::compose::ClusterState;
+
+mod records;
+
+/// Where the daemon keeps the cache (tmpfs: it outlives a restart, not a reboot, which is
+/// what an outage needs: after a reboot nothing was programmed that the cache could keep).
+pub const DEFAULT_PATH: &str = "/run/edgenetd/kubernetes-state.json";
+
+/// Why the cache could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// A file operation failed.
+    #[error("{path}: {op}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file is not a cache of this format.
+    #[error("{path}: not a readable cache: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The cache file.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    /// The file's path; its temporary sibling is `<path>.tmp`.
+    path: PathBuf,
+}
+
+/// A new cache written to its temporary file, not yet in place.
+#[derive(Debug)]
+pub struct Staged {
+    /// The temporary file (written and fsynced).
+    tmp: PathBuf,
+    /// Where it goes.
+    path: PathBuf,
+}
+
+impl Staged {
+    /// Puts the new cache in place of the old one, atomically.
+    pub fn commit(self) -> Result<(), CacheError> {
+        fs::rename(&self.tmp, &self.path).map_err(|e| io(&self.path, "rename", e))?;
+        // The rename is durable only once the directory is; /run is tmpfs, but a path on a
+        // real disk must not lose the rename to a power cut.
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io(dir, "fsync", e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Cache {
+    /// The cache at `path` (the daemon passes [`DEFAULT_PATH`]).
+    pub fn new(path: impl Into<PathBuf>) -> Cache {
+        Cache { path: path.into() }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `state` atomically.
+    pub fn store(&self, state: &ClusterState) -> Result<(), CacheError> {
+        self.stage(state)?.commit()
+    }
+
+    /// Writes `state` to the temporary file; the old cache stays in force until
+    /// [`Staged::commit`].
+    pub fn stage(&self, state: &ClusterState) -> Result<Staged, CacheError> {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(|e| io(dir, "create directory", e))?;
+        }
+        let mut name = self.path.clone().into_os_string();
+        name.push(".tmp");
+        let tmp = PathBuf::from(name);
+        let json =
+            serde_json::to_vec(&CacheFile::from(state)).map_err(|e| CacheError::Corrupt {
+                path: tmp.clone(),
+                reason: e.to_string(),
+            })?;
+        let mut file = File::create(&tmp).map_err(|e| io(&tmp, "create", e))?;
+        file.write_all(&json)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io(&tmp, "write", e))?;
+        Ok(Staged {
+            tmp,
+            path: self.path.clone(),
+        })
+    }
+
+    /// Reads the cache: `None` when there is none, or when it cannot be used (logged).
+    pub fn load(&self) -> Option<ClusterState> {
+        match self.read() {
+            Ok(Some(state)) => {
+                info!(
+                    "kubernetes: {} service(s) and {} route(s) restored from {} until the cluster answers",
+                    state.services.len(),
+                    state.routes.len(),
+                    self.path.display()
+                );
+                Some(state)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                warn!("kubernetes: the cached cluster state is ignored: {e}");
+                None
+            }
+        }
+    }
+
+    /// Reads the cache: `Ok(None)` when the file does not exist.
+    pub fn read(&self) -> Result<Option<ClusterState>, CacheError> {
+        let bytes = match fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(&self.path, "read", e)),
+        };
+        let corrupt = |reason: String| CacheError::Corrupt {
+            path: self.path.clone(),
+            reason,
+        };
+        let file: CacheFile = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if file.version != VERSION {
+            return Err(corrupt(format!(
+                "format version {}, this edgenetd reads {VERSION}",
+                file.version
+            )));
+        }
+        ClusterState::try_from(file).map(Some).map_err(corrupt)
+    }
+}
+
+fn io(path: &Path, op: &'static str, source: std::io::Error) -> CacheError {
+    CacheError::Io {
+        path: path.to_path_buf(),
+        op,
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests;

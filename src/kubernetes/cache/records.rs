@@ -1,0 +1,362 @@
+//! The cache file's records: the cluster part of the config types as plain serde data.
+//!
+//! Conversions destructure the config types field by field and match their enums
+//! exhaustively: a field or variant added to `Service` or `Route` does not compile here until
+//! the cache stores it too, so the cache can never silently drop part of a cluster entry.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::super::compose::ClusterState;
+use crate::config::route::{NextHopConfig, Route, RouteKind};
+use crate::config::service::{
+    Affinity, Backend, HealthCheck, HealthCheckKind, Protocol, Service, WhenEmpty,
+};
+
+/// The format version written; a file of another version is ignored.
+pub(super) const VERSION: u32 = 1;
+
+/// The file's content.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CacheFile {
+    /// [`VERSION`].
+    pub(super) version: u32,
+    /// The cluster-derived services.
+    services: Vec<ServiceRecord>,
+    /// The cluster-derived routes.
+    routes: Vec<RouteRecord>,
+}
+
+/// A [`Service`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServiceRecord {
+    /// `name`.
+    name: String,
+    /// `address`.
+    address: IpAddr,
+    /// `port`.
+    port: u16,
+    /// `protocol`: `tcp` or `udp`.
+    protocol: String,
+    /// `backends`: (address, weight).
+    backends: Vec<(SocketAddr, u32)>,
+    /// `affinity`: `none` or `source-ip`.
+    affinity: String,
+    /// `masquerade`.
+    masquerade: bool,
+    /// `when_empty`: `reject` or `drop`.
+    when_empty: String,
+    /// `health`.
+    health: HealthRecord,
+}
+
+/// A [`HealthCheck`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthRecord {
+    /// `none`, `tcp` or `http`.
+    check: String,
+    /// The HTTP path and accepted status range (`http` only).
+    http: Option<(String, (u16, u16))>,
+    /// `interval` in milliseconds.
+    interval_ms: u64,
+    /// `timeout` in milliseconds.
+    timeout_ms: u64,
+    /// `rise`.
+    rise: u32,
+    /// `fall`.
+    fall: u32,
+}
+
+/// A [`Route`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteRecord {
+    /// `to`, as a prefix.
+    to: String,
+    /// `via`.
+    via: Option<IpAddr>,
+    /// `dev`.
+    dev: Option<String>,
+    /// `metric`.
+    metric: Option<u32>,
+    /// `table`.
+    table: u32,
+    /// `kind`: `unicast`, `blackhole`, `unreachable`, `prohibit` or `throw`.
+    kind: String,
+    /// `src`.
+    src: Option<IpAddr>,
+    /// `onlink`.
+    onlink: bool,
+    /// `mtu`.
+    mtu: Option<u32>,
+    /// `nexthops`: (via, dev, weight, onlink).
+    nexthops: Vec<(Option<IpAddr>, Option<String>, u16, bool)>,
+}
+
+impl From<&ClusterState> for CacheFile {
+    fn from(state: &ClusterState) -> CacheFile {
+        CacheFile {
+            version: VERSION,
+            services: state.services.iter().map(ServiceRecord::from).collect(),
+            routes: state.routes.iter().map(RouteRecord::from).collect(),
+        }
+    }
+}
+
+impl TryFrom<CacheFile> for ClusterState {
+    type Error = String;
+
+    fn try_from(file: CacheFile) -> Result<ClusterState, String> {
+        Ok(ClusterState {
+            services: file
+                .services
+                .into_iter()
+                .map(Service::try_from)
+                .collect::<Result<_, _>>()?,
+            routes: file
+                .routes
+                .into_iter()
+                .map(Route::try_from)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+// The words the records use for the config's enums. Matches, not tables: a new variant
+// does not compile until it has a word.
+
+fn protocol_word(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+    }
+}
+
+fn protocol_of(w: &str) -> Result<Protocol, String> {
+    match w {
+        "tcp" => Ok(Protocol::Tcp),
+        "udp" => Ok(Protocol::Udp),
+        _ => Err(format!("unknown protocol {w:?}")),
+    }
+}
+
+fn affinity_word(a: Affinity) -> &'static str {
+    match a {
+        Affinity::None => "none",
+        Affinity::SourceIp => "source-ip",
+    }
+}
+
+fn affinity_of(w: &str) -> Result<Affinity, String> {
+    match w {
+        "none" => Ok(Affinity::None),
+        "source-ip" => Ok(Affinity::SourceIp),
+        _ => Err(format!("unknown affinity {w:?}")),
+    }
+}
+
+fn when_empty_word(w: WhenEmpty) -> &'static str {
+    match w {
+        WhenEmpty::Reject => "reject",
+        WhenEmpty::Drop => "drop",
+    }
+}
+
+fn when_empty_of(w: &str) -> Result<WhenEmpty, String> {
+    match w {
+        "reject" => Ok(WhenEmpty::Reject),
+        "drop" => Ok(WhenEmpty::Drop),
+        _ => Err(format!("unknown when_empty {w:?}")),
+    }
+}
+
+fn kind_word(k: RouteKind) -> &'static str {
+    match k {
+        RouteKind::Unicast => "unicast",
+        RouteKind::Blackhole => "blackhole",
+        RouteKind::Unreachable => "unreachable",
+        RouteKind::Prohibit => "prohibit",
+        RouteKind::Throw => "throw",
+    }
+}
+
+fn kind_of(w: &str) -> Result<RouteKind, String> {
+    match w {
+        "unicast" => Ok(RouteKind::Unicast),
+        "blackhole" => Ok(RouteKind::Blackhole),
+        "unreachable" => Ok(RouteKind::Unreachable),
+        "prohibit" => Ok(RouteKind::Prohibit),
+        "throw" => Ok(RouteKind::Throw),
+        _ => Err(format!("unknown route kind {w:?}")),
+    }
+}
+
+impl From<&Service> for ServiceRecord {
+    fn from(s: &Service) -> ServiceRecord {
+        let Service {
+            name,
+            address,
+            port,
+            protocol,
+            backends,
+            affinity,
+            masquerade,
+            when_empty,
+            health,
+        } = s;
+        ServiceRecord {
+            name: name.clone(),
+            address: *address,
+            port: *port,
+            protocol: protocol_word(*protocol).into(),
+            backends: backends.iter().map(|b| (b.address, b.weight)).collect(),
+            affinity: affinity_word(*affinity).into(),
+            masquerade: *masquerade,
+            when_empty: when_empty_word(*when_empty).into(),
+            health: HealthRecord::from(health),
+        }
+    }
+}
+
+impl TryFrom<ServiceRecord> for Service {
+    type Error = String;
+
+    fn try_from(r: ServiceRecord) -> Result<Service, String> {
+        Ok(Service {
+            protocol: protocol_of(&r.protocol)?,
+            affinity: affinity_of(&r.affinity)?,
+            when_empty: when_empty_of(&r.when_empty)?,
+            health: HealthCheck::try_from(r.health)?,
+            name: r.name,
+            address: r.address,
+            port: r.port,
+            backends: r
+                .backends
+                .into_iter()
+                .map(|(address, weight)| Backend { address, weight })
+                .collect(),
+            masquerade: r.masquerade,
+        })
+    }
+}
+
+impl From<&HealthCheck> for HealthRecord {
+    fn from(h: &HealthCheck) -> HealthRecord {
+        let HealthCheck {
+            check,
+            interval,
+            timeout,
+            rise,
+            fall,
+        } = h;
+        let (check, http) = match check {
+            HealthCheckKind::None => ("none", None),
+            HealthCheckKind::Tcp => ("tcp", None),
+            HealthCheckKind::Http { path, expect } => ("http", Some((path.clone(), *expect))),
+        };
+        HealthRecord {
+            check: check.to_string(),
+            http,
+            interval_ms: interval.as_millis() as u64,
+            timeout_ms: timeout.as_millis() as u64,
+            rise: *rise,
+            fall: *fall,
+        }
+    }
+}
+
+impl TryFrom<HealthRecord> for HealthCheck {
+    type Error = String;
+
+    fn try_from(r: HealthRecord) -> Result<HealthCheck, String> {
+        let check = match (r.check.as_str(), r.http) {
+            ("none", None) => HealthCheckKind::None,
+            ("tcp", None) => HealthCheckKind::Tcp,
+            ("http", Some((path, expect))) => HealthCheckKind::Http { path, expect },
+            (other, _) => return Err(format!("bad health check {other:?}")),
+        };
+        Ok(HealthCheck {
+            check,
+            interval: Duration::from_millis(r.interval_ms),
+            timeout: Duration::from_millis(r.timeout_ms),
+            rise: r.rise,
+            fall: r.fall,
+        })
+    }
+}
+
+impl From<&Route> for RouteRecord {
+    fn from(r: &Route) -> RouteRecord {
+        let Route {
+            to,
+            via,
+            dev,
+            metric,
+            table,
+            kind,
+            src,
+            onlink,
+            mtu,
+            nexthops,
+        } = r;
+        RouteRecord {
+            to: to.to_string(),
+            via: *via,
+            dev: dev.clone(),
+            metric: *metric,
+            table: *table,
+            kind: kind_word(*kind).into(),
+            src: *src,
+            onlink: *onlink,
+            mtu: *mtu,
+            nexthops: nexthops
+                .iter()
+                .map(|n| {
+                    let NextHopConfig {
+                        via,
+                        dev,
+                        weight,
+                        onlink,
+                    } = n;
+                    (*via, dev.clone(), *weight, *onlink)
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<RouteRecord> for Route {
+    type Error = String;
+
+    fn try_from(r: RouteRecord) -> Result<Route, String> {
+        Ok(Route {
+            to: r
+                .to
+                .parse()
+                .map_err(|_| format!("bad route destination {:?}", r.to))?,
+            kind: kind_of(&r.kind)?,
+            via: r.via,
+            dev: r.dev,
+            metric: r.metric,
+            table: r.table,
+            src: r.src,
+            onlink: r.onlink,
+            mtu: r.mtu,
+            nexthops: r
+                .nexthops
+                .into_iter()
+                .map(|(via, dev, weight, onlink)| NextHopConfig {
+                    via,
+                    dev,
+                    weight,
+                    onlink,
+                })
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,178 @@
+use std::time::Duration;
+
+use super::*;
+use crate::config::route::TABLE_MAIN;
+use crate::config::route::{NextHopConfig, Route, RouteKind};
+use crate::config::service::{
+    Affinity, Backend, HealthCheck, HealthCheckKind, Protocol, Service, WhenEmpty,
+};
+
+/// A fresh directory of this test's own.
+fn dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgenetd-k8s-cache-{tag}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A state that uses every field and every variant the records must carry.
+fn state() -> ClusterState {
+    let service = |name: &str, protocol, affinity, when_empty, check| Service {
+        name: format!("k8s:{name}"),
+        address: "10.96.0.10".parse().unwrap(),
+        port: 443,
+        protocol,
+        backends: vec![
+            Backend {
+                address: "10.244.1.5:8443".parse().unwrap(),
+                weight: 1,
+            },
+            Backend {
+                address: "10.244.2.5:8443".parse().unwrap(),
+                weight: 0,
+            },
+        ],
+        affinity,
+        masquerade: true,
+        when_empty,
+        health: HealthCheck {
+            check,
+            interval: Duration::from_millis(1500),
+            timeout: Duration::from_millis(700),
+            rise: 4,
+            fall: 5,
+        },
+    };
+    let http = HealthCheckKind::Http {
+        path: "/ready".into(),
+        expect: (200, 299),
+    };
+    let route = |to: &str, kind| Route {
+        to: to.parse().unwrap(),
+        via: Some("192.168.1.12".parse().unwrap()),
+        dev: Some("eth1".into()),
+        metric: Some(10),
+        table: TABLE_MAIN,
+        kind,
+        src: Some("192.168.1.1".parse().unwrap()),
+        onlink: true,
+        mtu: Some(1400),
+        nexthops: Vec::new(),
+    };
+    let multipath = Route {
+        via: None,
+        dev: None,
+        nexthops: vec![NextHopConfig {
+            via: Some("fd00:1::12".parse().unwrap()),
+            dev: Some("eth1".into()),
+            weight: 3,
+            onlink: false,
+        }],
+        ..route("fd10:2::/64", RouteKind::Unicast)
+    };
+    ClusterState {
+        services: vec![
+            service(
+                "a/x:https",
+                Protocol::Tcp,
+                Affinity::SourceIp,
+                WhenEmpty::Drop,
+                http,
+            ),
+            service(
+                "a/y:53",
+                Protocol::Udp,
+                Affinity::None,
+                WhenEmpty::Reject,
+                HealthCheckKind::Tcp,
+            ),
+            service(
+                "a/z:53",
+                Protocol::Udp,
+                Affinity::None,
+                WhenEmpty::Reject,
+                HealthCheckKind::None,
+            ),
+        ],
+        routes: vec![
+            route("10.244.2.0/24", RouteKind::Unicast),
+            route("10.244.3.0/24", RouteKind::Blackhole),
+            route("10.244.4.0/24", RouteKind::Unreachable),
+            route("10.244.5.0/24", RouteKind::Prohibit),
+            route("10.244.6.0/24", RouteKind::Throw),
+            multipath,
+        ],
+    }
+}
+
+#[test]
+fn a_stored_state_reads_back_equal() {
+    let cache = Cache::new(dir("roundtrip").join("sub/kubernetes-state.json"));
+    assert!(cache.read().unwrap().is_none(), "no file yet: no cache");
+    cache.store(&state()).unwrap();
+    assert_eq!(cache.load(), Some(state()));
+    let tmp = cache.path().with_extension("json.tmp");
+    assert!(!tmp.exists(), "the temporary file was renamed");
+    cache.store(&ClusterState::default()).unwrap();
+    assert_eq!(cache.load(), Some(ClusterState::default()));
+}
+
+#[test]
+fn a_corrupt_cache_is_ignored() {
+    let dir = dir("corrupt");
+    let cache = Cache::new(dir.join("kubernetes-state.json"));
+    let cases: &[(&str, &str)] = &[
+        ("{\"version\":1,\"services\":[", "EOF"),
+        ("not json", "expected"),
+        (
+            "{\"version\":2,\"services\":[],\"routes\":[]}",
+            "format version 2",
+        ),
+        (
+            "{\"version\":1,\"services\":[],\"routes\":[{\"to\":\"10.0.0.0/33\",\"via\":null,\"dev\":null,\"metric\":null,\"table\":254,\"kind\":\"unicast\",\"src\":null,\"onlink\":false,\"mtu\":null,\"nexthops\":[]}]}",
+            "bad route destination",
+        ),
+        (
+            "{\"version\":1,\"services\":[],\"routes\":[],\"extra\":1}",
+            "unknown field",
+        ),
+    ];
+    for (text, why) in cases {
+        fs::write(cache.path(), text).unwrap();
+        let err = cache.read().unwrap_err();
+        assert!(
+            matches!(&err, CacheError::Corrupt { .. }) && err.to_string().contains(why),
+            "{text}: {err}"
+        );
+        assert_eq!(cache.load(), None, "{text}");
+    }
+}
+
+#[test]
+fn the_old_cache_stays_until_the_rename() {
+    let cache = Cache::new(dir("atomic").join("kubernetes-state.json"));
+    let old = ClusterState {
+        routes: state().routes,
+        ..ClusterState::default()
+    };
+    cache.store(&old).unwrap();
+    let staged = cache.stage(&state()).unwrap();
+    assert_eq!(
+        cache.read().unwrap(),
+        Some(old.clone()),
+        "staged, not committed"
+    );
+    staged.commit().unwrap();
+    assert_eq!(cache.read().unwrap(), Some(state()));
+}
+
+#[test]
+fn a_failed_write_leaves_the_old_cache() {
+    let cache = Cache::new(dir("failed").join("kubernetes-state.json"));
+    cache.store(&state()).unwrap();
+    // A directory where the temporary file goes: creating it fails.
+    fs::create_dir(cache.path().with_extension("json.tmp")).unwrap();
+    let err = cache.store(&ClusterState::default()).unwrap_err();
+    assert!(matches!(err, CacheError::Io { op: "create", .. }), "{err}");
+    assert_eq!(cache.read().unwrap(), Some(state()));
+}

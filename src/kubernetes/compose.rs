@@ -1,0 +1,348 @@
+//! The one merge step: the last good TOML state and the last cluster state in, one
+//! `DesiredState` out, published only when the result changed.
+//!
+//! Both sources only *set* their part ([`Composer::set_toml`], [`Composer::set_cluster`]);
+//! composing happens in [`Composer::take_if_changed`]. That split is what coalesces bursts:
+//! the daemon calls `take_if_changed` once the updates have been quiet for a moment (or at
+//! most every so often), so 1,000 EndpointSlice updates make one snapshot, not 1,000.
+//!
+//! Cluster entries carry names under the reserved `k8s:` prefix, which TOML may not use, so a
+//! name never says which source an entry came from by accident. A clash of *meaning* (a
+//! cluster service on a VIP:port/protocol a TOML service has, a cluster route with the
+//! destination, table and metric of a TOML route) keeps the TOML entry: the operator's file is
+//! the authority on its own router. Two cluster entries that clash keep the first (services by
+//! name, routes by destination). Every clash is logged and counted once, when it appears, not
+//! at every compose.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use log::warn;
+
+use crate::config::DesiredState;
+use crate::config::route::Route;
+use crate::config::service::{Protocol, Service};
+
+/// Counter of clashes resolved in favour of TOML (or of the first cluster entry), by kind.
+pub const CONFLICTS_METRIC: &str = "edgenetd_kubernetes_conflicts_total";
+
+/// Prefix every name made from a cluster object starts with (TOML names may not).
+pub const NAME_PREFIX: &str = "k8s:";
+
+/// A kind of cluster-derived entry (the `kind` label of the kubernetes metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// Services (from Services and EndpointSlices).
+    Services,
+    /// Pod routes (from Nodes).
+    Routes,
+}
+
+impl Kind {
+    /// Every kind, for series that must exist from startup.
+    pub const ALL: [Kind; 2] = [Kind::Services, Kind::Routes];
+
+    /// The metric label, spelt as `[kubernetes] feeds` spells the kind.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Services => "services",
+            Kind::Routes => "routes",
+        }
+    }
+}
+
+/// Describes the composer's metric and creates its series at 0.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        CONFLICTS_METRIC,
+        "Cluster-derived entries left out because they clash in meaning with a TOML entry (or an earlier cluster entry), counted once per clash when it appears."
+    );
+    for kind in Kind::ALL {
+        metrics::counter!(CONFLICTS_METRIC, "kind" => kind.label()).absolute(0);
+    }
+}
+
+/// Everything the cluster contributes, in a canonical order (so the order the API listed
+/// objects in never looks like a change).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterState {
+    /// Services, by name.
+    pub services: Vec<Service>,
+    /// Routes, by table, destination and metric.
+    pub routes: Vec<Route>,
+}
+
+/// One kind's complete set of entries, as the latest cluster state says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterPart {
+    /// Every cluster-derived service.
+    Services(Vec<Service>),
+    /// Every cluster-derived route.
+    Routes(Vec<Route>),
+}
+
+impl ClusterPart {
+    /// The kind of entries this is.
+    pub fn kind(&self) -> Kind {
+        match self {
+            ClusterPart::Services(_) => Kind::Services,
+            ClusterPart::Routes(_) => Kind::Routes,
+        }
+    }
+}
+
+/// What identifies a clash, so that it is reported once while it lasts.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Clash {
+    /// A cluster service left out.
+    Service {
+        /// The cluster service's name.
+        name: String,
+        /// The entry it clashes with: `TOML service NAME` or `service NAME`.
+        with: String,
+    },
+    /// A cluster route left out.
+    Route {
+        /// The route's table, destination and metric.
+        key: RouteKey,
+        /// Whether the route it clashes with is a TOML one.
+        with_toml: bool,
+    },
+}
+
+/// What identifies a route to the kernel: table, destination, metric.
+type RouteKey = (u32, IpNet, u32);
+
+/// What identifies a service's traffic: VIP, port, protocol.
+type VipKey = (IpAddr, u16, Protocol);
+
+fn route_key(r: &Route) -> RouteKey {
+    (r.table, r.to, r.effective_metric())
+}
+
+fn vip_key(s: &Service) -> VipKey {
+    (s.address, s.port, s.protocol)
+}
+
+/// What the last published snapshot was made of.
+struct Published {
+    /// Its TOML part.
+    toml: Arc<DesiredState>,
+    /// The cluster entries it kept.
+    kept: ClusterState,
+}
+
+/// Holds both sources and produces the composed snapshot.
+pub struct Composer {
+    /// The last good TOML state.
+    toml: Arc<DesiredState>,
+    /// The last cluster state, whole (clashing entries included: they come back into force
+    /// when the TOML entry they clash with goes away).
+    cluster: ClusterState,
+    /// What the last publish held (at first: the TOML state alone, which the daemon
+    /// publishes before any cluster state exists).
+    published: Published,
+    /// Something was set since the last compose.
+    dirty: bool,
+    /// The clashes in force at the last compose (each was logged and counted when it appeared).
+    clashes: BTreeSet<Clash>,
+    /// The kinds the cluster has delivered a complete list of since start.
+    listed: BTreeSet<Kind>,
+    /// The cluster state was restored from the cache.
+    restored: bool,
+}
+
+impl Composer {
+    /// Starts from the TOML state the daemon has already published.
+    pub fn new(toml: Arc<DesiredState>) -> Composer {
+        Composer {
+            published: Published {
+                toml: Arc::clone(&toml),
+                kept: ClusterState::default(),
+            },
+            toml,
+            cluster: ClusterState::default(),
+            dirty: false,
+            clashes: BTreeSet::new(),
+            listed: BTreeSet::new(),
+            restored: false,
+        }
+    }
+
+    /// The composer and the daemon's first snapshot: the TOML state with the cluster state
+    /// the last run cached. The cached entries must be in the *first* snapshot: a first sync
+    /// without them would delete the cluster-derived rules the last run programmed, which is
+    /// what the cache is there to prevent during an API outage.
+    pub fn start(
+        toml: Arc<DesiredState>,
+        cached: Option<ClusterState>,
+    ) -> (Composer, Arc<DesiredState>) {
+        let mut composer = Composer::new(Arc::clone(&toml));
+        if let Some(state) = cached {
+            composer.restore(state);
+        }
+        let first = composer.take_if_changed().unwrap_or(toml);
+        (composer, first)
+    }
+
+    /// A newly loaded TOML state replaces the last one. Every taken load is published, even
+    /// one that reads the same as before, as a reload is today (`DesiredState` has no
+    /// equality, and a reload the operator asked for should sync).
+    pub fn set_toml(&mut self, toml: Arc<DesiredState>) {
+        if !Arc::ptr_eq(&self.toml, &toml) {
+            self.toml = toml;
+            self.dirty = true;
+        }
+    }
+
+    /// One kind's entries (from a complete list, or the list as events left it) replace that
+    /// kind's previous ones; the same entries again (in any order) change nothing.
+    pub fn set_cluster(&mut self, part: ClusterPart) {
+        self.listed.insert(part.kind());
+        match part {
+            ClusterPart::Services(mut services) => {
+                services.sort_by(|a, b| (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b))));
+                if services != self.cluster.services {
+                    self.cluster.services = services;
+                    self.dirty = true;
+                }
+            }
+            ClusterPart::Routes(mut routes) => {
+                routes.sort_by_key(|r| (route_key(r), r.via));
+                if routes != self.cluster.routes {
+                    self.cluster.routes = routes;
+                    self.dirty = true;
+                }
+            }
+        }
+    }
+
+    /// The cluster state cached by the last run, in force until the cluster answers.
+    pub fn restore(&mut self, state: ClusterState) {
+        self.set_cluster(ClusterPart::Services(state.services));
+        self.set_cluster(ClusterPart::Routes(state.routes));
+        self.listed.clear();
+        self.restored = true;
+    }
+
+    /// Ready: every enabled kind was listed once, or the cache was restored (the state the
+    /// last run programmed is in force, which is what readiness promises during an outage).
+    pub fn ready(&self, enabled: &[Kind]) -> bool {
+        self.restored || enabled.iter().all(|k| self.listed.contains(k))
+    }
+
+    /// The cluster state as last set (what the cache stores).
+    pub fn cluster(&self) -> &ClusterState {
+        &self.cluster
+    }
+
+    /// Whether something was set since the last compose (the daemon's cue to schedule one).
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Composes, and returns the snapshot to publish if it differs from the last one.
+    pub fn take_if_changed(&mut self) -> Option<Arc<DesiredState>> {
+        if !std::mem::take(&mut self.dirty) {
+            return None;
+        }
+        let (kept, clashes) = resolve(&self.toml, &self.cluster);
+        self.report(clashes);
+        if Arc::ptr_eq(&self.published.toml, &self.toml) && kept == self.published.kept {
+            return None;
+        }
+        let mut composed = DesiredState::clone(&self.toml);
+        composed
+            .services
+            .services
+            .extend(kept.services.iter().cloned());
+        composed.routing.routes.extend(kept.routes.iter().cloned());
+        self.published = Published {
+            toml: Arc::clone(&self.toml),
+            kept,
+        };
+        Some(Arc::new(composed))
+    }
+
+    /// Logs and counts the clashes that were not in force at the last compose.
+    fn report(&mut self, now: BTreeSet<Clash>) {
+        for clash in now.difference(&self.clashes) {
+            let kind = match clash {
+                Clash::Service { name, with } => {
+                    warn!(
+                        "kubernetes service {name} is left out: it has the address, port and protocol of {with}, which is kept"
+                    );
+                    Kind::Services
+                }
+                Clash::Route {
+                    key: (table, to, metric),
+                    with_toml,
+                } => {
+                    let with = if *with_toml {
+                        "a TOML route"
+                    } else {
+                        "another node's route"
+                    };
+                    warn!(
+                        "kubernetes route to {to} (table {table}, metric {metric}) is left out: {with} has the same destination, table and metric and is kept"
+                    );
+                    Kind::Routes
+                }
+            };
+            metrics::counter!(CONFLICTS_METRIC, "kind" => kind.label()).increment(1);
+        }
+        self.clashes = now;
+    }
+}
+
+/// The cluster entries that do not clash, and the clashes.
+fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeSet<Clash>) {
+    let mut clashes = BTreeSet::new();
+    let mut vips: BTreeMap<VipKey, String> = toml
+        .services
+        .services
+        .iter()
+        .map(|s| (vip_key(s), format!("TOML service {}", s.name)))
+        .collect();
+    let mut names: BTreeSet<&str> = toml.services.services.iter().map(|s| &*s.name).collect();
+    let mut services = Vec::new();
+    for s in &cluster.services {
+        let with = if !names.insert(&s.name) {
+            Some(format!("another service named {}", s.name))
+        } else {
+            vips.get(&vip_key(s)).cloned()
+        };
+        match with {
+            Some(with) => {
+                clashes.insert(Clash::Service {
+                    name: s.name.clone(),
+                    with,
+                });
+            }
+            None => {
+                vips.insert(vip_key(s), format!("service {}", s.name));
+                services.push(s.clone());
+            }
+        }
+    }
+    let toml_routes: BTreeSet<RouteKey> = toml.routing.routes.iter().map(route_key).collect();
+    let mut seen = BTreeSet::new();
+    let mut routes = Vec::new();
+    for r in &cluster.routes {
+        let key = route_key(r);
+        if toml_routes.contains(&key) || !seen.insert(key) {
+            clashes.insert(Clash::Route {
+                key,
+                with_toml: toml_routes.contains(&key),
+            });
+        } else {
+            routes.push(r.clone());
+        }
+    }
+    (ClusterState { services, routes }, clashes)
+}
+
+#[cfg(test)]
+mod tests;

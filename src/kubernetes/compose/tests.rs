@@ -1,0 +1,301 @@
+use std::net::SocketAddr;
+
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+use super::*;
+use crate::config::route::{RouteKind, TABLE_MAIN};
+use crate::config::service::{Affinity, Backend, HealthCheck, WhenEmpty};
+
+const TOML: &str = r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+backends = ["10.0.1.5:8080"]
+
+[[route]]
+to = "10.244.1.0/24"
+via = "192.168.1.1"
+"#;
+
+fn toml(text: &str) -> Arc<DesiredState> {
+    Arc::new(crate::config::load_str(&[("edgenetd.toml", text)]).unwrap())
+}
+
+fn service(name: &str, vip: &str, port: u16, backend: &str) -> Service {
+    Service {
+        name: format!("{NAME_PREFIX}{name}"),
+        address: vip.parse().unwrap(),
+        port,
+        protocol: Protocol::Tcp,
+        backends: vec![Backend {
+            address: backend.parse::<SocketAddr>().unwrap(),
+            weight: 1,
+        }],
+        affinity: Affinity::None,
+        masquerade: false,
+        when_empty: WhenEmpty::Reject,
+        health: HealthCheck::default(),
+    }
+}
+
+fn route(to: &str, via: &str) -> Route {
+    Route {
+        to: to.parse().unwrap(),
+        via: Some(via.parse().unwrap()),
+        dev: None,
+        metric: None,
+        table: TABLE_MAIN,
+        kind: RouteKind::Unicast,
+        src: None,
+        onlink: false,
+        mtu: None,
+        nexthops: Vec::new(),
+    }
+}
+
+fn names(state: &DesiredState) -> Vec<&str> {
+    state
+        .services
+        .services
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect()
+}
+
+fn destinations(state: &DesiredState) -> Vec<String> {
+    state
+        .routing
+        .routes
+        .iter()
+        .map(|r| format!("{} via {}", r.to, r.via.unwrap()))
+        .collect()
+}
+
+/// Runs `f` with a recorder of its own and returns the rendered metrics.
+fn recorded<F: FnOnce()>(f: F) -> String {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        describe_metrics();
+        f();
+    });
+    handle.render()
+}
+
+fn conflicts(out: &str, kind: &str) -> f64 {
+    let prefix = format!("{CONFLICTS_METRIC}{{kind=\"{kind}\"}} ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in\n{out}"))
+}
+
+#[test]
+fn cluster_entries_are_added_after_the_toml_ones() {
+    let mut c = Composer::new(toml(TOML));
+    c.set_cluster(ClusterPart::Services(vec![
+        service("b/db:5432", "10.96.0.21", 5432, "10.244.2.9:5432"),
+        service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080"),
+    ]));
+    c.set_cluster(ClusterPart::Routes(vec![route(
+        "10.244.2.0/24",
+        "192.168.1.12",
+    )]));
+    let state = c
+        .take_if_changed()
+        .expect("a first cluster state is a change");
+    assert_eq!(names(&state), ["web", "k8s:a/api:http", "k8s:b/db:5432"]);
+    assert_eq!(
+        destinations(&state),
+        [
+            "10.244.1.0/24 via 192.168.1.1",
+            "10.244.2.0/24 via 192.168.1.12"
+        ]
+    );
+    assert!(c.take_if_changed().is_none(), "nothing set since");
+}
+
+#[test]
+fn toml_wins_a_clash_which_is_logged_and_counted_once() {
+    let out = recorded(|| {
+        let mut c = Composer::new(toml(TOML));
+        let clashing = vec![
+            // Same VIP:port/protocol as TOML's `web`.
+            service("a/web:http", "10.96.0.10", 80, "10.244.2.8:8080"),
+            service("a/other:http", "10.96.0.11", 80, "10.244.2.8:8080"),
+        ];
+        // Same destination, table and metric as the TOML route, another gateway.
+        let routes = vec![route("10.244.1.0/24", "192.168.1.11")];
+        c.set_cluster(ClusterPart::Services(clashing.clone()));
+        c.set_cluster(ClusterPart::Routes(routes));
+        let state = c.take_if_changed().unwrap();
+        assert_eq!(names(&state), ["web", "k8s:a/other:http"]);
+        assert_eq!(state.services.services[0].backends[0].address.port(), 8080);
+        assert_eq!(destinations(&state), ["10.244.1.0/24 via 192.168.1.1"]);
+        // The clash lasts through more composes: a new TOML load and a cluster change.
+        c.set_toml(toml(TOML));
+        let mut more = clashing.clone();
+        more.push(service("a/third:http", "10.96.0.12", 80, "10.244.2.8:8080"));
+        c.set_cluster(ClusterPart::Services(more));
+        let state = c.take_if_changed().unwrap();
+        assert_eq!(names(&state).len(), 3, "{:?}", names(&state));
+        c.set_toml(toml(TOML));
+        assert!(c.take_if_changed().is_some());
+    });
+    assert_eq!(conflicts(&out, "services"), 1.0, "{out}");
+    assert_eq!(conflicts(&out, "routes"), 1.0, "{out}");
+}
+
+#[test]
+fn a_clash_that_goes_away_brings_the_cluster_entry_back_and_counts_again_if_it_returns() {
+    let out = recorded(|| {
+        let mut c = Composer::new(toml(TOML));
+        c.set_cluster(ClusterPart::Services(vec![service(
+            "a/web:http",
+            "10.96.0.10",
+            80,
+            "10.244.2.8:8080",
+        )]));
+        assert!(
+            c.take_if_changed().is_none(),
+            "an entry TOML shadows changes nothing"
+        );
+        c.set_toml(toml(""));
+        assert_eq!(names(&c.take_if_changed().unwrap()), ["k8s:a/web:http"]);
+        c.set_toml(toml(TOML));
+        assert_eq!(names(&c.take_if_changed().unwrap()), ["web"]);
+    });
+    assert_eq!(conflicts(&out, "services"), 2.0, "{out}");
+}
+
+#[test]
+fn two_cluster_entries_that_clash_keep_the_first() {
+    let mut c = Composer::new(toml(""));
+    c.set_cluster(ClusterPart::Services(vec![
+        service("b/y:80", "10.96.0.30", 80, "10.244.2.8:80"),
+        service("a/x:80", "10.96.0.30", 80, "10.244.2.9:80"),
+    ]));
+    c.set_cluster(ClusterPart::Routes(vec![
+        route("10.244.5.0/24", "192.168.1.16"),
+        route("10.244.5.0/24", "192.168.1.15"),
+    ]));
+    let state = c.take_if_changed().unwrap();
+    assert_eq!(names(&state), ["k8s:a/x:80"]);
+    assert_eq!(destinations(&state), ["10.244.5.0/24 via 192.168.1.15"]);
+}
+
+#[test]
+fn unchanged_input_publishes_nothing() {
+    let first = toml(TOML);
+    let mut c = Composer::new(Arc::clone(&first));
+    assert!(
+        c.take_if_changed().is_none(),
+        "the TOML state is already out"
+    );
+    c.set_toml(Arc::clone(&first));
+    assert!(c.take_if_changed().is_none(), "the same snapshot again");
+    let services = vec![
+        service("a/x:80", "10.96.0.30", 80, "10.244.2.8:80"),
+        service("b/y:80", "10.96.0.31", 80, "10.244.2.9:80"),
+    ];
+    c.set_cluster(ClusterPart::Services(services.clone()));
+    assert!(c.take_if_changed().is_some());
+    let mut reordered = services.clone();
+    reordered.reverse();
+    c.set_cluster(ClusterPart::Services(reordered));
+    assert!(!c.is_dirty(), "the same entries in another order");
+    assert!(c.take_if_changed().is_none());
+    // A change and its undo before the compose: the result equals what was published.
+    let mut changed = services.clone();
+    changed[0].backends[0].weight = 5;
+    c.set_cluster(ClusterPart::Services(changed));
+    c.set_cluster(ClusterPart::Services(services));
+    assert!(c.take_if_changed().is_none());
+    // An entry the TOML shadows can change without changing the result.
+    c.set_cluster(ClusterPart::Services(vec![service(
+        "a/web:http",
+        "10.96.0.10",
+        80,
+        "10.244.2.8:8080",
+    )]));
+    assert!(c.take_if_changed().is_some(), "x and y went");
+    c.set_cluster(ClusterPart::Services(vec![service(
+        "a/web:http",
+        "10.96.0.10",
+        80,
+        "10.244.2.99:8080",
+    )]));
+    assert!(c.is_dirty());
+    assert!(
+        c.take_if_changed().is_none(),
+        "only a left-out entry changed"
+    );
+}
+
+#[test]
+fn a_thousand_updates_and_one_take_make_one_publish() {
+    let mut c = Composer::new(toml(TOML));
+    let mut publishes = 0;
+    for i in 0..1000u16 {
+        let backend = format!("10.244.{}.{}:8080", i / 250, i % 250 + 1);
+        c.set_cluster(ClusterPart::Services(vec![service(
+            "a/api:http",
+            "10.96.0.20",
+            80,
+            &backend,
+        )]));
+    }
+    while let Some(state) = c.take_if_changed() {
+        publishes += 1;
+        let last = &state.services.services[1];
+        assert_eq!(last.backends[0].address.to_string(), "10.244.3.250:8080");
+    }
+    assert_eq!(publishes, 1);
+}
+
+#[test]
+fn the_cluster_state_is_kept_whole_for_the_cache() {
+    let mut c = Composer::new(toml(TOML));
+    let state = ClusterState {
+        services: vec![service("a/web:http", "10.96.0.10", 80, "10.244.2.8:8080")],
+        routes: vec![route("10.244.9.0/24", "192.168.1.19")],
+    };
+    c.restore(state.clone());
+    assert_eq!(c.cluster(), &state, "clashing entries included");
+    let composed = c.take_if_changed().unwrap();
+    assert_eq!(names(&composed), ["web"]);
+    assert_eq!(composed.routing.routes.len(), 2);
+}
+
+#[test]
+fn ready_once_every_enabled_kind_was_listed_or_the_cache_restored() {
+    let mut c = Composer::new(toml(""));
+    assert!(c.ready(&[]), "no kind enabled");
+    assert!(!c.ready(&Kind::ALL));
+    c.set_cluster(ClusterPart::Services(Vec::new()));
+    assert!(!c.ready(&Kind::ALL), "routes not listed yet");
+    assert!(c.ready(&[Kind::Services]));
+    c.set_cluster(ClusterPart::Routes(Vec::new()));
+    assert!(c.ready(&Kind::ALL), "an empty list is a list");
+    let mut restored = Composer::new(toml(""));
+    restored.restore(ClusterState::default());
+    assert!(restored.ready(&Kind::ALL));
+}
+
+#[test]
+fn the_first_snapshot_holds_the_cached_cluster_state() {
+    let cached = ClusterState {
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        routes: vec![route("10.244.9.0/24", "192.168.1.19")],
+    };
+    let (mut c, first) = Composer::start(toml(TOML), Some(cached));
+    assert_eq!(names(&first), ["web", "k8s:a/api:http"]);
+    assert_eq!(first.routing.routes.len(), 2);
+    assert!(c.take_if_changed().is_none(), "already out");
+    let toml_only = toml(TOML);
+    let (_, first) = Composer::start(Arc::clone(&toml_only), None);
+    assert!(
+        Arc::ptr_eq(&first, &toml_only),
+        "no cache: the TOML snapshot itself"
+    );
+}
