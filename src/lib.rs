@@ -43,6 +43,8 @@ pub mod daemon;
 pub mod dataplane;
 pub mod health;
 pub mod http;
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
 pub mod logging;
 pub mod metrics;
 pub mod names;
