@@ -1,1 +1,462 @@
-//! placeholder
+//! The list+watch client against the fake API server (TLS on 127.0.0.1): paging, events,
+//! resuming without a relist, 410 Gone, Retry-After, hung connections, chunk-split lines,
+//! credentials.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::fake_apiserver::{FakeApiServer, Fault, On, Request};
+use common::wait::wait_until;
+use edgenetd::kubernetes::client::{
+    Auth, Endpoint, HasMeta, ObjectMeta, Reflector, ReflectorConfig, Store,
+};
+use edgenetd::sync::{NoProgress, TriggerRx, trigger};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// A test-only object: metadata and an opaque spec.
+#[derive(Debug, Clone, Deserialize)]
+struct Obj {
+    /// The metadata.
+    metadata: ObjectMeta,
+    /// The spec, as sent.
+    #[serde(default)]
+    spec: Value,
+}
+
+impl HasMeta for Obj {
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+/// How long any wait in these tests may take.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A running reflector on its own thread; stopped and joined on drop.
+struct Running {
+    /// Its store.
+    store: Store<Obj>,
+    /// Its change notifications.
+    changed: TriggerRx,
+    /// Ends `run`.
+    stop: Option<async_channel::Sender<()>>,
+    /// The thread.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Test bounds: quick back-off, small pages.
+fn config() -> ReflectorConfig {
+    let mut c = ReflectorConfig::new("/api/v1/services");
+    c.page_size = 2;
+    c.watch_timeout = Duration::from_secs(60);
+    c.idle_timeout = Duration::from_secs(5);
+    c.backoff_initial = Duration::from_millis(20);
+    c.backoff_max = Duration::from_millis(300);
+    c
+}
+
+/// Starts a reflector on `fake` with `auth`.
+fn run_with(fake: &FakeApiServer, config: ReflectorConfig, auth: Auth) -> Running {
+    let endpoint = Endpoint::from_url(&fake.url(), &fake.ca_file(), auth).unwrap();
+    let (tx, rx) = trigger();
+    let mut reflector = Reflector::<Obj>::new(endpoint, config, tx);
+    let store = reflector.store();
+    let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+    let thread = std::thread::spawn(move || {
+        smol::block_on(reflector.run(&NoProgress, async {
+            let _ = stop_rx.recv().await;
+        }))
+    });
+    Running {
+        store,
+        changed: rx,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}
+
+/// Starts a reflector without credentials.
+fn run(fake: &FakeApiServer, config: ReflectorConfig) -> Running {
+    run_with(fake, config, Auth::None)
+}
+
+/// A Service-like object.
+fn svc(ns: &str, name: &str, port: u16) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"namespace": ns, "name": name, "labels": {"app": name}},
+        "spec": {"ports": [{"port": port}]},
+    })
+}
+
+/// The names in the store.
+fn names(store: &Store<Obj>) -> BTreeSet<String> {
+    store
+        .snapshot()
+        .keys()
+        .map(|(ns, n)| format!("{ns}/{n}"))
+        .collect()
+}
+
+/// The list requests (not watches).
+fn lists(fake: &FakeApiServer) -> Vec<Request> {
+    fake.requests().into_iter().filter(|r| !r.is_watch()).collect()
+}
+
+/// The watch requests.
+fn watches(fake: &FakeApiServer) -> Vec<Request> {
+    fake.requests().into_iter().filter(|r| r.is_watch()).collect()
+}
+
+/// Waits until a watch request numbered `n` (from 1) was answered 200.
+fn wait_watch(fake: &FakeApiServer, n: usize) {
+    wait_until(&format!("watch #{n} open"), WAIT, || {
+        watches(fake).iter().filter(|r| r.code == 200).count() >= n
+    });
+}
+
+#[test]
+fn paged_list_assembles_every_object_then_watches_from_its_version() {
+    let fake = FakeApiServer::start();
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    fake.apply("endpointslices", json!({"metadata": {"namespace": "default", "name": "x"}}));
+    let r = run(&fake, config());
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(r.store.snapshot().len(), 5);
+    assert!(r.changed.take_pending(), "the list fired the trigger");
+    let pages = lists(&fake);
+    assert_eq!(pages.len(), 3, "5 objects in pages of 2: {pages:?}");
+    assert!(pages.iter().all(|p| p.query["limit"] == "2"));
+    assert!(!pages[0].query.contains_key("continue"));
+    assert!(pages[1].query.contains_key("continue") && pages[2].query.contains_key("continue"));
+    wait_watch(&fake, 1);
+    let w = &watches(&fake)[0];
+    assert_eq!(w.query["resourceVersion"], "6", "the list's version");
+    assert_eq!(w.query["allowWatchBookmarks"], "true");
+    assert_eq!(w.query["timeoutSeconds"], "60");
+    assert_eq!(r.store.status().resource_version, "6");
+}
+
+#[test]
+fn watch_applies_added_modified_and_deleted() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let r = run(&fake, config());
+    wait_until("synced", WAIT, || r.store.is_synced());
+    wait_watch(&fake, 1);
+    r.changed.take_pending();
+    fake.apply("services", svc("b", "two", 81));
+    wait_until("ADDED applied", WAIT, || r.store.get("b", "two").is_some());
+    assert!(r.changed.take_pending(), "the event fired the trigger");
+    fake.apply("services", svc("b", "two", 82));
+    wait_until("MODIFIED applied", WAIT, || {
+        r.store
+            .get("b", "two")
+            .is_some_and(|o| o.spec["ports"][0]["port"] == 82)
+    });
+    fake.delete("services", "a", "one");
+    wait_until("DELETED applied", WAIT, || r.store.get("a", "one").is_none());
+    assert_eq!(names(&r.store), BTreeSet::from(["b/two".to_string()]));
+    assert_eq!(r.store.status().resource_version, fake.resource_version().to_string());
+    assert_eq!(r.store.status().events, 3);
+    assert_eq!(lists(&fake).len(), 1);
+}
+
+#[test]
+fn dropped_watch_resumes_from_the_last_resource_version_without_a_relist() {
+    let fake = FakeApiServer::start();
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    let last = fake.apply("services", svc("a", "one", 80));
+    wait_until("event applied", WAIT, || r.store.get("a", "one").is_some());
+    fake.drop_connections();
+    // Written while the client is away: the resumed watch replays it from the history.
+    fake.apply("services", svc("a", "two", 80));
+    wait_until("missed event replayed", WAIT, || r.store.get("a", "two").is_some());
+    let w = watches(&fake);
+    assert!(w.len() >= 2, "{w:?}");
+    assert_eq!(w[1].query["resourceVersion"], last.to_string());
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+}
+
+#[test]
+fn server_timeout_ends_the_watch_and_it_resumes_without_a_relist() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let mut c = config();
+    c.watch_timeout = Duration::from_secs(1);
+    let r = run(&fake, c);
+    wait_watch(&fake, 3);
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+    assert!(watches(&fake).iter().all(|w| w.query["timeoutSeconds"] == "1"));
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn bookmarks_move_the_resume_version() {
+    let fake = FakeApiServer::start();
+    fake.set_bookmarks(Some(Duration::from_millis(50)));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    // Writes to another resource move the global version; only a bookmark tells the watch.
+    let rv = fake.apply("endpointslices", json!({"metadata": {"namespace": "a", "name": "e"}}));
+    wait_until("bookmark seen", WAIT, || {
+        r.store.status().resource_version == rv.to_string()
+    });
+    fake.drop_connections();
+    wait_watch(&fake, 2);
+    assert_eq!(watches(&fake)[1].query["resourceVersion"], rv.to_string());
+    assert_eq!(r.store.status().events, 0, "bookmarks are not events");
+}
+
+/// Watches the store from another thread and counts every time it held fewer than `floor`
+/// objects: a relist that cleared the store before refilling it would show up here.
+fn watch_for_gaps(store: Store<Obj>, floor: usize) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let (done, gaps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+    let (d, g) = (done.clone(), gaps.clone());
+    std::thread::spawn(move || {
+        while !d.load(Ordering::Relaxed) {
+            if store.snapshot().len() < floor {
+                g.fetch_add(1, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    (done, gaps)
+}
+
+/// Makes the client's version too old while it is away, then lets it come back: it must
+/// relist (slowly: the second page waits), keep the old store until the relist is complete,
+/// then hold the new state.
+fn relist_after_gone(gone_as_http: bool) {
+    let mut fake = FakeApiServer::start();
+    fake.set_gone_as_http(gone_as_http);
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    assert_eq!(r.store.snapshot().len(), 5);
+    let (done, gaps) = watch_for_gaps(r.store.clone(), 5);
+
+    fake.stop();
+    fake.apply("services", svc("default", "s0", 8080));
+    fake.apply("services", svc("default", "s5", 80));
+    fake.compact();
+    fake.inject(On::List, Fault::Delay(Duration::ZERO));
+    fake.inject(On::List, Fault::Delay(Duration::from_millis(500)));
+    fake.restart();
+
+    wait_until("relisted", WAIT, || r.store.status().lists == 2);
+    done.store(true, Ordering::Relaxed);
+    assert_eq!(gaps.load(Ordering::Relaxed), 0, "the store lost objects during the relist");
+    assert_eq!(r.store.snapshot().len(), 6);
+    assert_eq!(r.store.get("default", "s0").unwrap().spec["ports"][0]["port"], 8080);
+    assert_eq!(r.store.status().relists_gone, 1);
+    let gone = fake.requests().into_iter().find(|q| q.is_watch() && q.code != 200 || {
+        q.is_watch() && !gone_as_http && q.query["resourceVersion"] == "5"
+    });
+    assert!(gone.is_some(), "a watch from the old version was refused");
+    assert_eq!(lists(&fake).len(), 3 + 3, "two complete lists of three pages");
+    wait_watch(&fake, 2 + usize::from(!gone_as_http));
+    let last = watches(&fake).pop().unwrap();
+    assert_eq!(last.query["resourceVersion"], "7", "the watch resumes from the relist");
+}
+
+#[test]
+fn gone_as_an_error_event_relists_and_swaps_the_store_when_complete() {
+    relist_after_gone(false);
+}
+
+#[test]
+fn gone_as_http_410_relists_and_swaps_the_store_when_complete() {
+    relist_after_gone(true);
+}
+
+#[test]
+fn injected_gone_event_in_a_live_watch_relists() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    fake.inject(On::Watch, Fault::WatchGoneEvent);
+    fake.drop_connections();
+    wait_until("relisted", WAIT, || r.store.status().lists == 2);
+    assert_eq!(lists(&fake).len(), 2);
+    assert!(r.store.get("a", "one").is_some());
+}
+
+#[test]
+fn retry_after_on_429_and_504_is_waited_for() {
+    let fake = FakeApiServer::start();
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    fake.inject(On::Watch, Fault::Status { code: 429, retry_after: Some(1) });
+    fake.inject(On::Watch, Fault::Status { code: 504, retry_after: Some(1) });
+    fake.drop_connections();
+    wait_watch(&fake, 2);
+    let w = watches(&fake);
+    let codes: Vec<u16> = w.iter().map(|q| q.code).collect();
+    assert_eq!(&codes[..4], &[200, 429, 504, 200]);
+    for pair in w[1..4].windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        // The back-off is at most 300 ms here: a gap of a second is the server's Retry-After.
+        assert!(gap >= Duration::from_millis(950), "retried after {gap:?}");
+    }
+    assert_eq!(lists(&fake).len(), 1);
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn other_errors_back_off_and_are_reported() {
+    let fake = FakeApiServer::start();
+    fake.inject(On::List, Fault::Status { code: 500, retry_after: None });
+    fake.inject(On::List, Fault::Status { code: 500, retry_after: None });
+    let r = run(&fake, config());
+    wait_until("synced after two failures", WAIT, || r.store.is_synced());
+    let l = lists(&fake);
+    assert_eq!(l.iter().map(|q| q.code).collect::<Vec<_>>(), [500, 500, 200]);
+    // The second wait is at least twice the first back-off (20 ms, doubled).
+    assert!(l[2].at - l[1].at >= Duration::from_millis(40));
+}
+
+#[test]
+fn hung_connection_is_detected_and_reopened() {
+    let fake = FakeApiServer::start();
+    let mut c = config();
+    c.idle_timeout = Duration::from_millis(400);
+    let r = run(&fake, c);
+    wait_watch(&fake, 1);
+    let first_rv = watches(&fake)[0].query["resourceVersion"].clone();
+    fake.inject(On::Watch, Fault::HangAfterHead);
+    fake.inject(On::Watch, Fault::Hang);
+    let started = Instant::now();
+    fake.drop_connections();
+    // Silent after its head, then silent before it: both are given up and reopened.
+    wait_until("a third watch answered", WAIT, || watches(&fake).len() >= 4);
+    assert!(started.elapsed() >= Duration::from_millis(800));
+    fake.apply("services", svc("a", "late", 80));
+    wait_until("events flow again", WAIT, || r.store.get("a", "late").is_some());
+    assert!(watches(&fake).iter().all(|w| w.query["resourceVersion"] == first_rv));
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+}
+
+#[test]
+fn events_split_across_chunks_parse() {
+    let fake = FakeApiServer::start();
+    fake.set_chunk_size(7);
+    fake.set_bookmarks(Some(Duration::from_millis(30)));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    for i in 0..20 {
+        fake.apply("services", svc("ns", &format!("split-{i}"), 1000 + i));
+    }
+    wait_until("every event applied", WAIT, || r.store.snapshot().len() == 20);
+    assert_eq!(r.store.get("ns", "split-19").unwrap().spec["ports"][0]["port"], 1019);
+    assert_eq!(watches(&fake).len(), 1, "one stream carried them all");
+}
+
+#[test]
+fn label_selector_filters_lists_and_watches() {
+    let fake = FakeApiServer::start();
+    let labelled = |name: &str, app: &str, tier: &str| {
+        let mut o = svc("a", name, 80);
+        o["metadata"]["labels"] = json!({"app": app, "tier": tier});
+        o
+    };
+    fake.apply("services", labelled("web", "web", "front"));
+    fake.apply("services", labelled("api", "api", "front"));
+    fake.apply("services", labelled("db", "api", "db"));
+    fake.apply("services", labelled("other", "other", "front"));
+    let mut c = config();
+    c.label_selector = Some("app in (web,api),tier!=db".to_string());
+    let r = run(&fake, c);
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(names(&r.store), BTreeSet::from(["a/api".to_string(), "a/web".to_string()]));
+    wait_watch(&fake, 1);
+    // Stops matching: the watch reports it deleted.
+    fake.apply("services", labelled("web", "web", "db"));
+    wait_until("unmatched object removed", WAIT, || r.store.get("a", "web").is_none());
+    fake.apply("services", labelled("other", "web", "front"));
+    wait_until("newly matching object added", WAIT, || r.store.get("a", "other").is_some());
+    assert!(fake.requests().iter().all(|q| q.query["labelSelector"] == "app in (web,api),tier!=db"));
+}
+
+#[test]
+fn token_is_read_again_at_each_connect() {
+    let fake = FakeApiServer::start();
+    let token = fake.path("token");
+    std::fs::write(&token, "first\n").unwrap();
+    fake.require_token("first");
+    let r = run_with(&fake, config(), Auth::TokenFile(token.clone()));
+    wait_watch(&fake, 1);
+    // The token rotates: the server wants the new one, the file holds it.
+    fake.require_token("second");
+    std::fs::write(&token, "second").unwrap();
+    fake.drop_connections();
+    wait_watch(&fake, 2);
+    let w = watches(&fake);
+    assert_eq!(w.last().unwrap().authorization.as_deref(), Some("Bearer second"));
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn unauthorized_is_retried_and_reported() {
+    let fake = FakeApiServer::start();
+    fake.require_token("right");
+    let token = fake.path("token");
+    std::fs::write(&token, "wrong").unwrap();
+    let r = run_with(&fake, config(), Auth::TokenFile(token.clone()));
+    wait_until("401 reported", WAIT, || {
+        r.store
+            .status()
+            .last_error
+            .is_some_and(|e| e.contains("401"))
+    });
+    assert!(!r.store.is_synced());
+    std::fs::write(&token, "right").unwrap();
+    wait_until("synced with the right token", WAIT, || r.store.is_synced());
+}
+
+#[test]
+fn client_certificate_authenticates() {
+    let fake = FakeApiServer::start();
+    fake.require_token("nobody-has-this");
+    fake.apply("services", svc("a", "one", 80));
+    let (cert, key) = fake.client_cert_files();
+    let r = run_with(&fake, config(), Auth::ClientCert { cert, key });
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert!(r.store.get("a", "one").is_some());
+    assert!(fake.requests().iter().all(|q| q.authorization.is_none()));
+}
+
+#[test]
+fn server_with_an_unknown_ca_is_refused() {
+    let fake = FakeApiServer::start();
+    let other = FakeApiServer::start();
+    let endpoint = Endpoint::from_url(&fake.url(), &other.ca_file(), Auth::None).unwrap();
+    let (tx, _rx) = trigger();
+    let mut reflector = Reflector::<Obj>::new(endpoint, config(), tx);
+    let store = reflector.store();
+    smol::block_on(reflector.step(&NoProgress));
+    assert!(!store.is_synced());
+    let err = store.status().last_error.unwrap();
+    assert!(err.contains("certificate"), "{err}");
+    assert!(fake.requests().is_empty());
+}
