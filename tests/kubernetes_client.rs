@@ -114,12 +114,18 @@ fn names(store: &Store<Obj>) -> BTreeSet<String> {
 
 /// The list requests (not watches).
 fn lists(fake: &FakeApiServer) -> Vec<Request> {
-    fake.requests().into_iter().filter(|r| !r.is_watch()).collect()
+    fake.requests()
+        .into_iter()
+        .filter(|r| !r.is_watch())
+        .collect()
 }
 
 /// The watch requests.
 fn watches(fake: &FakeApiServer) -> Vec<Request> {
-    fake.requests().into_iter().filter(|r| r.is_watch()).collect()
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.is_watch())
+        .collect()
 }
 
 /// Waits until a watch request numbered `n` (from 1) was answered 200.
@@ -135,7 +141,10 @@ fn paged_list_assembles_every_object_then_watches_from_its_version() {
     for i in 0..5 {
         fake.apply("services", svc("default", &format!("s{i}"), 80));
     }
-    fake.apply("endpointslices", json!({"metadata": {"namespace": "default", "name": "x"}}));
+    fake.apply(
+        "endpointslices",
+        json!({"metadata": {"namespace": "default", "name": "x"}}),
+    );
     let r = run(&fake, config());
     wait_until("synced", WAIT, || r.store.is_synced());
     assert_eq!(r.store.snapshot().len(), 5);
@@ -171,9 +180,14 @@ fn watch_applies_added_modified_and_deleted() {
             .is_some_and(|o| o.spec["ports"][0]["port"] == 82)
     });
     fake.delete("services", "a", "one");
-    wait_until("DELETED applied", WAIT, || r.store.get("a", "one").is_none());
+    wait_until("DELETED applied", WAIT, || {
+        r.store.get("a", "one").is_none()
+    });
     assert_eq!(names(&r.store), BTreeSet::from(["b/two".to_string()]));
-    assert_eq!(r.store.status().resource_version, fake.resource_version().to_string());
+    assert_eq!(
+        r.store.status().resource_version,
+        fake.resource_version().to_string()
+    );
     assert_eq!(r.store.status().events, 3);
     assert_eq!(lists(&fake).len(), 1);
 }
@@ -188,7 +202,9 @@ fn dropped_watch_resumes_from_the_last_resource_version_without_a_relist() {
     fake.drop_connections();
     // Written while the client is away: the resumed watch replays it from the history.
     fake.apply("services", svc("a", "two", 80));
-    wait_until("missed event replayed", WAIT, || r.store.get("a", "two").is_some());
+    wait_until("missed event replayed", WAIT, || {
+        r.store.get("a", "two").is_some()
+    });
     let w = watches(&fake);
     assert!(w.len() >= 2, "{w:?}");
     assert_eq!(w[1].query["resourceVersion"], last.to_string());
@@ -204,7 +220,11 @@ fn server_timeout_ends_the_watch_and_it_resumes_without_a_relist() {
     let r = run(&fake, c);
     wait_watch(&fake, 3);
     assert_eq!(lists(&fake).len(), 1, "no relist");
-    assert!(watches(&fake).iter().all(|w| w.query["timeoutSeconds"] == "1"));
+    assert!(
+        watches(&fake)
+            .iter()
+            .all(|w| w.query["timeoutSeconds"] == "1")
+    );
     assert!(r.store.is_synced());
 }
 
@@ -215,7 +235,10 @@ fn bookmarks_move_the_resume_version() {
     let r = run(&fake, config());
     wait_watch(&fake, 1);
     // Writes to another resource move the global version; only a bookmark tells the watch.
-    let rv = fake.apply("endpointslices", json!({"metadata": {"namespace": "a", "name": "e"}}));
+    let rv = fake.apply(
+        "endpointslices",
+        json!({"metadata": {"namespace": "a", "name": "e"}}),
+    );
     wait_until("bookmark seen", WAIT, || {
         r.store.status().resource_version == rv.to_string()
     });
@@ -228,7 +251,10 @@ fn bookmarks_move_the_resume_version() {
 /// Watches the store from another thread and counts every time it held fewer than `floor`
 /// objects: a relist that cleared the store before refilling it would show up here.
 fn watch_for_gaps(store: Store<Obj>, floor: usize) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
-    let (done, gaps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+    let (done, gaps) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
     let (d, g) = (done.clone(), gaps.clone());
     std::thread::spawn(move || {
         while !d.load(Ordering::Relaxed) {
@@ -265,18 +291,34 @@ fn relist_after_gone(gone_as_http: bool) {
 
     wait_until("relisted", WAIT, || r.store.status().lists == 2);
     done.store(true, Ordering::Relaxed);
-    assert_eq!(gaps.load(Ordering::Relaxed), 0, "the store lost objects during the relist");
+    assert_eq!(
+        gaps.load(Ordering::Relaxed),
+        0,
+        "the store lost objects during the relist"
+    );
     assert_eq!(r.store.snapshot().len(), 6);
-    assert_eq!(r.store.get("default", "s0").unwrap().spec["ports"][0]["port"], 8080);
+    assert_eq!(
+        r.store.get("default", "s0").unwrap().spec["ports"][0]["port"],
+        8080
+    );
     assert_eq!(r.store.status().relists_gone, 1);
-    let gone = fake.requests().into_iter().find(|q| q.is_watch() && q.code != 200 || {
-        q.is_watch() && !gone_as_http && q.query["resourceVersion"] == "5"
+    let gone = fake.requests().into_iter().find(|q| {
+        q.is_watch() && q.code != 200 || {
+            q.is_watch() && !gone_as_http && q.query["resourceVersion"] == "5"
+        }
     });
     assert!(gone.is_some(), "a watch from the old version was refused");
-    assert_eq!(lists(&fake).len(), 3 + 3, "two complete lists of three pages");
+    assert_eq!(
+        lists(&fake).len(),
+        3 + 3,
+        "two complete lists of three pages"
+    );
     wait_watch(&fake, 2 + usize::from(!gone_as_http));
     let last = watches(&fake).pop().unwrap();
-    assert_eq!(last.query["resourceVersion"], "7", "the watch resumes from the relist");
+    assert_eq!(
+        last.query["resourceVersion"], "7",
+        "the watch resumes from the relist"
+    );
 }
 
 #[test]
@@ -307,8 +349,20 @@ fn retry_after_on_429_and_504_is_waited_for() {
     let fake = FakeApiServer::start();
     let r = run(&fake, config());
     wait_watch(&fake, 1);
-    fake.inject(On::Watch, Fault::Status { code: 429, retry_after: Some(1) });
-    fake.inject(On::Watch, Fault::Status { code: 504, retry_after: Some(1) });
+    fake.inject(
+        On::Watch,
+        Fault::Status {
+            code: 429,
+            retry_after: Some(1),
+        },
+    );
+    fake.inject(
+        On::Watch,
+        Fault::Status {
+            code: 504,
+            retry_after: Some(1),
+        },
+    );
     fake.drop_connections();
     wait_watch(&fake, 2);
     let w = watches(&fake);
@@ -326,12 +380,27 @@ fn retry_after_on_429_and_504_is_waited_for() {
 #[test]
 fn other_errors_back_off_and_are_reported() {
     let fake = FakeApiServer::start();
-    fake.inject(On::List, Fault::Status { code: 500, retry_after: None });
-    fake.inject(On::List, Fault::Status { code: 500, retry_after: None });
+    fake.inject(
+        On::List,
+        Fault::Status {
+            code: 500,
+            retry_after: None,
+        },
+    );
+    fake.inject(
+        On::List,
+        Fault::Status {
+            code: 500,
+            retry_after: None,
+        },
+    );
     let r = run(&fake, config());
     wait_until("synced after two failures", WAIT, || r.store.is_synced());
     let l = lists(&fake);
-    assert_eq!(l.iter().map(|q| q.code).collect::<Vec<_>>(), [500, 500, 200]);
+    assert_eq!(
+        l.iter().map(|q| q.code).collect::<Vec<_>>(),
+        [500, 500, 200]
+    );
     // The second wait is at least twice the first back-off (20 ms, doubled).
     assert!(l[2].at - l[1].at >= Duration::from_millis(40));
 }
@@ -352,8 +421,14 @@ fn hung_connection_is_detected_and_reopened() {
     wait_until("a third watch answered", WAIT, || watches(&fake).len() >= 4);
     assert!(started.elapsed() >= Duration::from_millis(800));
     fake.apply("services", svc("a", "late", 80));
-    wait_until("events flow again", WAIT, || r.store.get("a", "late").is_some());
-    assert!(watches(&fake).iter().all(|w| w.query["resourceVersion"] == first_rv));
+    wait_until("events flow again", WAIT, || {
+        r.store.get("a", "late").is_some()
+    });
+    assert!(
+        watches(&fake)
+            .iter()
+            .all(|w| w.query["resourceVersion"] == first_rv)
+    );
     assert_eq!(lists(&fake).len(), 1, "no relist");
 }
 
@@ -367,8 +442,13 @@ fn events_split_across_chunks_parse() {
     for i in 0..20 {
         fake.apply("services", svc("ns", &format!("split-{i}"), 1000 + i));
     }
-    wait_until("every event applied", WAIT, || r.store.snapshot().len() == 20);
-    assert_eq!(r.store.get("ns", "split-19").unwrap().spec["ports"][0]["port"], 1019);
+    wait_until("every event applied", WAIT, || {
+        r.store.snapshot().len() == 20
+    });
+    assert_eq!(
+        r.store.get("ns", "split-19").unwrap().spec["ports"][0]["port"],
+        1019
+    );
     assert_eq!(watches(&fake).len(), 1, "one stream carried them all");
 }
 
@@ -388,14 +468,25 @@ fn label_selector_filters_lists_and_watches() {
     c.label_selector = Some("app in (web,api),tier!=db".to_string());
     let r = run(&fake, c);
     wait_until("synced", WAIT, || r.store.is_synced());
-    assert_eq!(names(&r.store), BTreeSet::from(["a/api".to_string(), "a/web".to_string()]));
+    assert_eq!(
+        names(&r.store),
+        BTreeSet::from(["a/api".to_string(), "a/web".to_string()])
+    );
     wait_watch(&fake, 1);
     // Stops matching: the watch reports it deleted.
     fake.apply("services", labelled("web", "web", "db"));
-    wait_until("unmatched object removed", WAIT, || r.store.get("a", "web").is_none());
+    wait_until("unmatched object removed", WAIT, || {
+        r.store.get("a", "web").is_none()
+    });
     fake.apply("services", labelled("other", "web", "front"));
-    wait_until("newly matching object added", WAIT, || r.store.get("a", "other").is_some());
-    assert!(fake.requests().iter().all(|q| q.query["labelSelector"] == "app in (web,api),tier!=db"));
+    wait_until("newly matching object added", WAIT, || {
+        r.store.get("a", "other").is_some()
+    });
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|q| q.query["labelSelector"] == "app in (web,api),tier!=db")
+    );
 }
 
 #[test]
@@ -412,7 +503,10 @@ fn token_is_read_again_at_each_connect() {
     fake.drop_connections();
     wait_watch(&fake, 2);
     let w = watches(&fake);
-    assert_eq!(w.last().unwrap().authorization.as_deref(), Some("Bearer second"));
+    assert_eq!(
+        w.last().unwrap().authorization.as_deref(),
+        Some("Bearer second")
+    );
     assert!(r.store.is_synced());
 }
 
@@ -459,4 +553,61 @@ fn server_with_an_unknown_ca_is_refused() {
     let err = store.status().last_error.unwrap();
     assert!(err.contains("certificate"), "{err}");
     assert!(fake.requests().is_empty());
+}
+
+#[test]
+fn expired_continue_token_restarts_the_list_from_the_first_page() {
+    let fake = FakeApiServer::start();
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    // The first page is slow; its token is expired before the second page is asked for.
+    fake.inject(On::List, Fault::Delay(Duration::from_millis(300)));
+    let r = run(&fake, config());
+    wait_until("first page served", WAIT, || !lists(&fake).is_empty());
+    fake.expire_continue_tokens();
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(r.store.snapshot().len(), 5);
+    let codes: Vec<u16> = lists(&fake).iter().map(|q| q.code).collect();
+    assert_eq!(codes, [200, 410, 200, 200, 200]);
+    let l = lists(&fake);
+    assert!(!l[2].query.contains_key("continue"), "restarted from the first page");
+}
+
+#[test]
+fn oversized_list_page_is_refused() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("default", "s", 80));
+    let mut c = config();
+    c.max_page_bytes = 100;
+    let r = run(&fake, c);
+    wait_until("page refused", WAIT, || {
+        r.store
+            .status()
+            .last_error
+            .is_some_and(|e| e.contains("list page longer than 100 bytes"))
+    });
+    assert!(!r.store.is_synced());
+}
+
+#[test]
+fn oversized_watch_line_is_refused_and_the_store_keeps_its_state() {
+    let fake = FakeApiServer::start();
+    fake.set_chunk_size(64);
+    fake.apply("services", svc("default", "small", 80));
+    let mut c = config();
+    c.max_line_bytes = 1024;
+    let r = run(&fake, c);
+    wait_watch(&fake, 1);
+    let mut big = svc("default", "big", 80);
+    big["metadata"]["labels"]["filler"] = Value::String("x".repeat(4096));
+    fake.apply("services", big);
+    wait_until("line refused", WAIT, || {
+        r.store
+            .status()
+            .last_error
+            .is_some_and(|e| e.contains("watch line longer than 1024 bytes"))
+    });
+    assert!(r.store.get("default", "big").is_none());
+    assert!(r.store.get("default", "small").is_some());
 }

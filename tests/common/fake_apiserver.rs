@@ -122,7 +122,10 @@ impl FakeApiServer {
     /// Creates or replaces `obj` (its `metadata.namespace`/`name`) in `resource`; returns the
     /// resourceVersion written.
     pub fn apply(&self, resource: &str, obj: Value) -> u64 {
-        let ns = obj["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         let name = obj["metadata"]["name"].as_str().unwrap().to_string();
         self.with(|st| {
             st.write(resource, Some(obj), (resource.to_string(), ns, name));
@@ -133,7 +136,11 @@ impl FakeApiServer {
     /// Deletes an object; returns the resourceVersion written.
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) -> u64 {
         self.with(|st| {
-            let key = (resource.to_string(), namespace.to_string(), name.to_string());
+            let key = (
+                resource.to_string(),
+                namespace.to_string(),
+                name.to_string(),
+            );
             assert!(st.objects.contains_key(&key), "no {key:?} to delete");
             st.write(resource, None, key);
             st.rv

@@ -99,7 +99,10 @@ impl Endpoint {
                     .map_err(|e| Error::Config(format!("token file {}: {e}", path.display())))?;
                 let token = text.trim();
                 if token.is_empty() {
-                    return Err(Error::Config(format!("token file {} is empty", path.display())));
+                    return Err(Error::Config(format!(
+                        "token file {} is empty",
+                        path.display()
+                    )));
                 }
                 Ok(Some(token.to_string()))
             }

@@ -196,7 +196,10 @@ fn head_from(resp: &httparse::Response<'_, '_>) -> Result<Head, Error> {
                 .map_err(|_| Error::Protocol(format!("Content-Length {value:?}")))?;
             length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.to_ascii_lowercase().split(',').any(|t| t.trim() == "chunked");
+            chunked = value
+                .to_ascii_lowercase()
+                .split(',')
+                .any(|t| t.trim() == "chunked");
         }
     }
     let framing = match (chunked, length) {
@@ -246,11 +249,9 @@ impl<'c> Body<'c> {
         if self.done {
             return Ok(false);
         }
-        if self.framing == Framing::Chunked && self.left == 0 {
-            if !self.next_chunk().await? {
-                self.done = true;
-                return Ok(false);
-            }
+        if self.framing == Framing::Chunked && self.left == 0 && !self.next_chunk().await? {
+            self.done = true;
+            return Ok(false);
         }
         if self.conn.pending().is_empty() && !self.conn.fill().await? {
             if self.framing == Framing::Close {
@@ -262,7 +263,9 @@ impl<'c> Body<'c> {
         let avail = self.conn.pending();
         let take = match self.framing {
             Framing::Close => avail.len(),
-            _ => avail.len().min(usize::try_from(self.left).unwrap_or(usize::MAX)),
+            _ => avail
+                .len()
+                .min(usize::try_from(self.left).unwrap_or(usize::MAX)),
         };
         out.extend_from_slice(&avail[..take]);
         self.conn.pos += take;
@@ -284,13 +287,21 @@ impl<'c> Body<'c> {
 
     /// Reads the next chunk-size line; false for the last (zero) chunk, after its trailers.
     async fn next_chunk(&mut self) -> Result<bool, Error> {
-        let line = self.conn.take_line(MAX_CHUNK_LINE, "chunk size line").await?;
+        let line = self
+            .conn
+            .take_line(MAX_CHUNK_LINE, "chunk size line")
+            .await?;
         let text = std::str::from_utf8(&line).unwrap_or("");
         let size = text.split(';').next().unwrap_or("").trim();
         let size = u64::from_str_radix(size, 16)
             .map_err(|_| Error::Protocol(format!("chunk size {text:?}")))?;
         if size == 0 {
-            while !self.conn.take_line(MAX_CHUNK_LINE, "trailer").await?.is_empty() {}
+            while !self
+                .conn
+                .take_line(MAX_CHUNK_LINE, "trailer")
+                .await?
+                .is_empty()
+            {}
             return Ok(false);
         }
         self.left = size;

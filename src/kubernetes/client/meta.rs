@@ -122,21 +122,24 @@ mod tests {
             _ => panic!("not added"),
         })
         .unwrap();
-        let WatchEvent::Added(meta) = e else {
-            panic!()
-        };
+        let WatchEvent::Added(meta) = e else { panic!() };
         assert_eq!(meta.resource_version.as_deref(), Some("7"));
-        let e: WatchEvent<Wrapper> =
-            serde_json::from_str(r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}"#)
-                .unwrap();
+        let e: WatchEvent<Wrapper> = serde_json::from_str(
+            r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}"#,
+        )
+        .unwrap();
         assert!(matches!(e, WatchEvent::Error(Status { code: 410, .. })));
         let e: WatchEvent<Wrapper> = serde_json::from_str(
             r#"{"type":"BOOKMARK","object":{"kind":"Service","metadata":{"resourceVersion":"12"}}}"#,
         )
         .unwrap();
-        assert!(matches!(e, WatchEvent::Bookmark(b) if b.metadata.resource_version.as_deref() == Some("12")));
-        let list: List<Wrapper> =
-            serde_json::from_str(r#"{"metadata":{"resourceVersion":"3","continue":"x"},"items":null}"#).unwrap();
+        assert!(
+            matches!(e, WatchEvent::Bookmark(b) if b.metadata.resource_version.as_deref() == Some("12"))
+        );
+        let list: List<Wrapper> = serde_json::from_str(
+            r#"{"metadata":{"resourceVersion":"3","continue":"x"},"items":null}"#,
+        )
+        .unwrap();
         assert!(list.items.is_empty());
         assert_eq!(list.metadata.continue_token.as_deref(), Some("x"));
     }

@@ -154,7 +154,8 @@ where
     /// Records a failure and decides the next phase and the wait before it.
     fn after_failure(&mut self, e: Error) -> Option<Duration> {
         log::warn!("kubernetes {}: {e}", self.config.path);
-        self.store.update_status(|s| s.last_error = Some(e.to_string()));
+        self.store
+            .update_status(|s| s.last_error = Some(e.to_string()));
         if e.is_gone() {
             // The history no longer holds our version: relist at once (the store stays).
             self.phase = Phase::List;
@@ -185,7 +186,9 @@ where
         let mut conn = Conn::open(&self.endpoint, self.config.idle_timeout).await?;
         let head = conn.get(&self.endpoint, path).await?;
         if head.code != 200 {
-            let body = Body::new(&mut conn, &head).read_all(64 << 10, "error body").await;
+            let body = Body::new(&mut conn, &head)
+                .read_all(64 << 10, "error body")
+                .await;
             let status: Status = body
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())
@@ -294,7 +297,8 @@ where
 
     /// The next watch starts from `rv`.
     fn resume_from(&mut self, rv: String) {
-        self.store.update_status(|s| s.resource_version = rv.clone());
+        self.store
+            .update_status(|s| s.resource_version = rv.clone());
         self.phase = Phase::Watch(rv);
     }
 }

@@ -75,7 +75,11 @@ impl<T: Clone> Store<T> {
 
     /// The objects now: an immutable snapshot, cheap to take (the writer copies on write).
     pub fn snapshot(&self) -> Arc<BTreeMap<ObjectKey, T>> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).objects.clone()
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .objects
+            .clone()
     }
 
     /// One object.
@@ -92,12 +96,19 @@ impl<T: Clone> Store<T> {
 
     /// The watch's state.
     pub fn status(&self) -> WatchStatus {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).status.clone()
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .status
+            .clone()
     }
 
     /// Replaces every object at once (a complete list).
     pub(super) fn replace(&self, objects: BTreeMap<ObjectKey, T>) {
-        self.inner.write().unwrap_or_else(|e| e.into_inner()).objects = Arc::new(objects);
+        self.inner
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .objects = Arc::new(objects);
     }
 
     /// Inserts or removes one object.

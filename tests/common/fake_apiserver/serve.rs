@@ -54,7 +54,10 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
     let Some((path, query, authorization)) = read_request(&mut stream) else {
         return;
     };
-    let client_cert = stream.conn.peer_certificates().is_some_and(|c| !c.is_empty());
+    let client_cert = stream
+        .conn
+        .peer_certificates()
+        .is_some_and(|c| !c.is_empty());
     let watch = matches!(query.get("watch").map(String::as_str), Some("1" | "true"));
     let (fault, token) = {
         let mut st = shared.lock();
@@ -235,7 +238,11 @@ fn list(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)) {
         .unwrap_or(usize::MAX);
     let mut st = shared.lock();
     let (rv, mut items) = match t.query.get("continue").filter(|c| !c.is_empty()) {
-        Some(token) => match token.parse::<u64>().ok().and_then(|id| st.snapshots.remove(&id)) {
+        Some(token) => match token
+            .parse::<u64>()
+            .ok()
+            .and_then(|id| st.snapshots.remove(&id))
+        {
             Some(snap) => snap,
             None => {
                 drop(st);
@@ -346,7 +353,11 @@ fn watch_stream(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)
     let chunk = st.chunk_size;
     drop(st);
     log(200);
-    if stream.write_all(WATCH_HEAD).and_then(|_| stream.flush()).is_err() {
+    if stream
+        .write_all(WATCH_HEAD)
+        .and_then(|_| stream.flush())
+        .is_err()
+    {
         return;
     }
     let mut last_bookmark = Instant::now();
@@ -428,7 +439,8 @@ fn gone_event(stream: &mut Tls, shared: &Shared) {
         "message": "too old resource version", "reason": "Expired", "code": 410,
     });
     let line = event_line("ERROR", &status);
-    if stream.write_all(WATCH_HEAD).is_ok() && write_chunks(stream, line.as_bytes(), chunk).is_ok() {
+    if stream.write_all(WATCH_HEAD).is_ok() && write_chunks(stream, line.as_bytes(), chunk).is_ok()
+    {
         end_chunks(stream);
     }
 }

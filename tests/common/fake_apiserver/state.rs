@@ -119,12 +119,9 @@ impl State {
     pub fn write(&mut self, resource: &str, mut obj: Option<Value>, key: Key) {
         self.rv += 1;
         let old = self.objects.remove(&key);
-        match &mut obj {
-            Some(o) => {
-                o["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
-                self.objects.insert(key, o.clone());
-            }
-            None => {}
+        if let Some(o) = &mut obj {
+            o["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+            self.objects.insert(key, o.clone());
         }
         // A deletion's event carries the last state at the deletion's version.
         let new = obj.clone();

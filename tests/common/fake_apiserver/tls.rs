@@ -32,9 +32,7 @@ pub fn make_pki() -> Pki {
 
     let client_key = KeyPair::generate().unwrap();
     let client_params = CertificateParams::new(vec!["edgenetd".to_string()]).unwrap();
-    let client_cert = client_params
-        .signed_by(&client_key, &ca, &ca_key)
-        .unwrap();
+    let client_cert = client_params.signed_by(&client_key, &ca, &ca_key).unwrap();
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
