@@ -571,7 +571,10 @@ fn expired_continue_token_restarts_the_list_from_the_first_page() {
     let codes: Vec<u16> = lists(&fake).iter().map(|q| q.code).collect();
     assert_eq!(codes, [200, 410, 200, 200, 200]);
     let l = lists(&fake);
-    assert!(!l[2].query.contains_key("continue"), "restarted from the first page");
+    assert!(
+        !l[2].query.contains_key("continue"),
+        "restarted from the first page"
+    );
 }
 
 #[test]
@@ -610,4 +613,89 @@ fn oversized_watch_line_is_refused_and_the_store_keeps_its_state() {
     });
     assert!(r.store.get("default", "big").is_none());
     assert!(r.store.get("default", "small").is_some());
+}
+
+#[test]
+fn fake_api_server_is_honest_for_the_official_python_client() {
+    let fake = FakeApiServer::start();
+    fake.require_token("tok");
+    fake.set_chunk_size(5);
+    fake.set_bookmarks(Some(Duration::from_millis(100)));
+    let edge = |name: &str, tier: &str, port: u16| {
+        let mut o = svc("default", name, port);
+        o["metadata"]["labels"] = json!({"app": name, "tier": tier});
+        o
+    };
+    for i in 0..5 {
+        fake.apply("services", edge(&format!("s{i}"), "edge", 80));
+    }
+    fake.apply("services", edge("x", "core", 80));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/common/scripts/k8s_python_client.py");
+    let child = std::process::Command::new("/usr/bin/python3")
+        .arg(&script)
+        .args([&fake.url(), fake.ca_file().to_str().unwrap(), "tok"])
+        .args(["tier=edge,app notin (s4)", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/python3 (scripts/install-deps.sh --test installs python3-kubernetes)");
+    let open = common::wait::poll_for(WAIT, || {
+        watches(&fake).iter().any(|w| w.code == 200).then_some(())
+    });
+    if open.is_none() {
+        let mut child = child;
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "the Python client never watched: {:?}\n{}\n{}",
+            fake.requests(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    fake.apply("services", edge("late", "edge", 80));
+    fake.apply("services", edge("s0", "edge", 81));
+    fake.delete("services", "default", "s1");
+    fake.apply("services", edge("s2", "core", 80));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python client failed: {stderr}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0]["list"],
+        json!(["default/s0", "default/s1", "default/s2", "default/s3"]),
+        "{stderr}"
+    );
+    assert_eq!(lines[0]["pages"], 2);
+    let events: Vec<(String, String)> = lines[1..]
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().into(),
+                e["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expect = [
+        ("ADDED", "late"),
+        ("MODIFIED", "s0"),
+        ("DELETED", "s1"),
+        ("DELETED", "s2"),
+    ];
+    assert_eq!(events, expect.map(|(t, n)| (t.to_string(), n.to_string())));
+    assert_eq!(lines[2]["port"], 81);
+    let w = watches(&fake);
+    assert_eq!(
+        w[0].query["resourceVersion"],
+        lines[0]["rv"].as_str().unwrap()
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|q| q.authorization.as_deref() == Some("Bearer tok"))
+    );
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::selector::Selector;
-use super::state::{Fault, Request, State, labels_of, namespace_of};
+use super::state::{Fault, Request, State, labels_of, namespace_of, query_bool};
 
 /// The state and the condition variable watches wait on.
 pub struct Shared {
@@ -58,7 +58,7 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
         .conn
         .peer_certificates()
         .is_some_and(|c| !c.is_empty());
-    let watch = matches!(query.get("watch").map(String::as_str), Some("1" | "true"));
+    let watch = query_bool(&query, "watch");
     let (fault, token) = {
         let mut st = shared.lock();
         (st.take_fault(watch), st.token.clone())
@@ -316,7 +316,7 @@ fn end_chunks(stream: &mut Tls) {
 /// drop or a stop.
 fn watch_stream(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)) {
     let from = t.query.get("resourceVersion").cloned().unwrap_or_default();
-    let bookmarks = t.query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+    let bookmarks = query_bool(&t.query, "allowWatchBookmarks");
     let timeout = t
         .query
         .get("timeoutSeconds")

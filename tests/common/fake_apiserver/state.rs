@@ -72,11 +72,17 @@ pub struct Request {
 impl Request {
     /// True for a watch request.
     pub fn is_watch(&self) -> bool {
-        matches!(
-            self.query.get("watch").map(String::as_str),
-            Some("1" | "true")
-        )
+        query_bool(&self.query, "watch")
     }
+}
+
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it (clients send `1`, `true`
+/// or `True`).
+pub fn query_bool(query: &BTreeMap<String, String>, key: &str) -> bool {
+    matches!(
+        query.get(key).map(String::as_str),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+    )
 }
 
 /// Everything behind the fake's lock.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// The PEM files a client needs, and the server's TLS configuration.
@@ -23,15 +23,20 @@ pub fn make_pki() -> Pki {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    // Distinct subjects: with rcgen's one default name for all, OpenSSL (and so Python's
+    // client) takes the server certificate for a self-signed one.
+    ca_params.distinguished_name = name("edgenetd test CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
 
     let server_key = KeyPair::generate().unwrap();
-    let server_params =
+    let mut server_params =
         CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    server_params.distinguished_name = name("fake-apiserver");
     let server_cert = server_params.signed_by(&server_key, &ca, &ca_key).unwrap();
 
     let client_key = KeyPair::generate().unwrap();
-    let client_params = CertificateParams::new(vec!["edgenetd".to_string()]).unwrap();
+    let mut client_params = CertificateParams::new(vec!["edgenetd".to_string()]).unwrap();
+    client_params.distinguished_name = name("edgenetd");
     let client_cert = client_params.signed_by(&client_key, &ca, &ca_key).unwrap();
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -58,4 +63,11 @@ pub fn make_pki() -> Pki {
         client_key_pem: client_key.serialize_pem(),
         server: Arc::new(server),
     }
+}
+
+/// A subject with only a common name.
+fn name(cn: &str) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    dn
 }
