@@ -561,11 +561,16 @@ fn expired_continue_token_restarts_the_list_from_the_first_page() {
     for i in 0..5 {
         fake.apply("services", svc("default", &format!("s{i}"), 80));
     }
-    // The first page is slow; its token is expired before the second page is asked for.
-    fake.inject(On::List, Fault::Delay(Duration::from_millis(300)));
+    // The second page is refused as the API server refuses an expired continue token.
+    fake.inject(On::List, Fault::Delay(Duration::ZERO));
+    fake.inject(
+        On::List,
+        Fault::Status {
+            code: 410,
+            retry_after: None,
+        },
+    );
     let r = run(&fake, config());
-    wait_until("first page served", WAIT, || !lists(&fake).is_empty());
-    fake.expire_continue_tokens();
     wait_until("synced", WAIT, || r.store.is_synced());
     assert_eq!(r.store.snapshot().len(), 5);
     let codes: Vec<u16> = lists(&fake).iter().map(|q| q.code).collect();
@@ -698,4 +703,29 @@ fn fake_api_server_is_honest_for_the_official_python_client() {
             .iter()
             .all(|q| q.authorization.as_deref() == Some("Bearer tok"))
     );
+}
+
+#[test]
+fn watches_that_end_at_once_are_backed_off() {
+    let fake = FakeApiServer::start();
+    let mut c = config();
+    c.backoff_initial = Duration::from_millis(100);
+    c.backoff_max = Duration::from_secs(5);
+    // timeoutSeconds=1 and a server that ends the watch at once: the client must not loop.
+    let r = run(&fake, c);
+    wait_watch(&fake, 1);
+    for _ in 0..3 {
+        fake.inject(On::Watch, Fault::EmptyWatch);
+    }
+    fake.drop_connections();
+    wait_until("three empty watches and a real one", WAIT, || {
+        watches(&fake).len() >= 5
+    });
+    let w = watches(&fake);
+    let gaps: Vec<Duration> = w[1..5].windows(2).map(|p| p[1].at - p[0].at).collect();
+    assert!(
+        gaps[1] >= Duration::from_millis(200),
+        "no back-off: {gaps:?}"
+    );
+    assert!(r.store.is_synced());
 }

@@ -27,6 +27,9 @@ use super::meta::{HasMeta, List, Status, WatchEvent};
 use super::store::{Store, key_of};
 use crate::sync::{Progress, Trigger};
 
+/// A watch that ends sooner than this without one line is taken as a failure (backed off).
+const QUICK_WATCH_END: Duration = Duration::from_secs(1);
+
 /// What to list and watch, and the bounds.
 #[derive(Debug, Clone)]
 pub struct ReflectorConfig {
@@ -250,17 +253,24 @@ where
             percent_encode(rv),
             self.config.watch_timeout.as_secs().max(1)
         );
+        let opened = std::time::Instant::now();
         let (mut conn, head) = self.request(&self.query(q)).await?;
         self.store.update_status(|s| {
             s.connected = true;
             s.last_error = None;
         });
         let mut body = Body::new(&mut conn, &head);
+        let mut lines = 0u64;
         while let Some(line) = body.next_line(self.config.max_line_bytes).await? {
             let event: WatchEvent<T> = serde_json::from_slice(&line)?;
             self.apply(event)?;
             self.backoff.reset();
+            lines += 1;
             progress.beat();
+        }
+        // A server that ends every watch at once, saying nothing, must not be hammered.
+        if lines == 0 && opened.elapsed() < QUICK_WATCH_END {
+            return Err(Error::Protocol("the watch ended at once, empty".into()));
         }
         Ok(())
     }

@@ -96,6 +96,13 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
             return hang(&shared);
         }
         Some(Fault::Delay(d)) => std::thread::sleep(d),
+        Some(Fault::EmptyWatch) => {
+            log(200);
+            if stream.write_all(WATCH_HEAD).is_ok() {
+                end_chunks(&mut stream);
+            }
+            return;
+        }
         Some(Fault::WatchGoneEvent) if watch => {
             log(200);
             return gone_event(&mut stream, &shared);

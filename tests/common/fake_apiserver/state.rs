@@ -50,6 +50,8 @@ pub enum Fault {
     HangAfterHead,
     /// Answer a watch with 200 and an ERROR event with code 410 (the watch cache's way).
     WatchGoneEvent,
+    /// Answer a watch with 200 and end the stream at once, empty.
+    EmptyWatch,
     /// Wait this long, then answer normally (a slow page: `Delay(ZERO)` passes one request).
     Delay(std::time::Duration),
 }
