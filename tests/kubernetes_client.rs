@@ -729,3 +729,31 @@ fn watches_that_end_at_once_are_backed_off() {
     );
     assert!(r.store.is_synced());
 }
+
+#[test]
+fn api_server_restart_resumes_the_watch_without_a_relist() {
+    let mut fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    let listed_at = watches(&fake)[0].query["resourceVersion"].clone();
+    fake.stop();
+    // Written while the server is down (kept, as etcd keeps it) and still in its history.
+    fake.apply("services", svc("a", "two", 80));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        r.store.get("a", "one").is_some(),
+        "an outage keeps the store"
+    );
+    fake.restart();
+    wait_until("missed change delivered", WAIT, || {
+        r.store.get("a", "two").is_some()
+    });
+    let w: Vec<Request> = watches(&fake)
+        .into_iter()
+        .filter(|q| q.code == 200)
+        .collect();
+    assert_eq!(w[1].query["resourceVersion"], listed_at);
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+    assert!(r.store.is_synced());
+}
