@@ -740,7 +740,9 @@ fn api_server_restart_resumes_the_watch_without_a_relist() {
     fake.stop();
     // Written while the server is down (kept, as etcd keeps it) and still in its history.
     fake.apply("services", svc("a", "two", 80));
-    std::thread::sleep(Duration::from_millis(100));
+    wait_until("the client saw the outage", WAIT, || {
+        r.store.status().last_error.is_some()
+    });
     assert!(
         r.store.get("a", "one").is_some(),
         "an outage keeps the store"
