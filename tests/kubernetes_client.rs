@@ -14,7 +14,7 @@ use common::wait::wait_until;
 use edgenetd::kubernetes::client::{
     Auth, Endpoint, HasMeta, ObjectMeta, Reflector, ReflectorConfig, Store,
 };
-use edgenetd::sync::{NoProgress, TriggerRx, trigger};
+use edgenetd::sync::{NoProgress, Progress, TriggerRx, trigger};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -37,8 +37,20 @@ impl HasMeta for Obj {
 /// How long any wait in these tests may take.
 const WAIT: Duration = Duration::from_secs(10);
 
+/// Counts heartbeats.
+#[derive(Default)]
+struct Beats(AtomicUsize);
+
+impl Progress for Beats {
+    fn beat(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// A running reflector on its own thread; stopped and joined on drop.
 struct Running {
+    /// The heartbeats it gave.
+    beats: Arc<Beats>,
     /// Its store.
     store: Store<Obj>,
     /// Its change notifications.
@@ -76,12 +88,15 @@ fn run_with(fake: &FakeApiServer, config: ReflectorConfig, auth: Auth) -> Runnin
     let mut reflector = Reflector::<Obj>::new(endpoint, config, tx);
     let store = reflector.store();
     let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+    let beats = Arc::new(Beats::default());
+    let progress = beats.clone();
     let thread = std::thread::spawn(move || {
-        smol::block_on(reflector.run(&NoProgress, async {
+        smol::block_on(reflector.run(&*progress, async {
             let _ = stop_rx.recv().await;
         }))
     });
     Running {
+        beats,
         store,
         changed: rx,
         stop: Some(stop_tx),
@@ -758,4 +773,28 @@ fn api_server_restart_resumes_the_watch_without_a_relist() {
     assert_eq!(w[1].query["resourceVersion"], listed_at);
     assert_eq!(lists(&fake).len(), 1, "no relist");
     assert!(r.store.is_synced());
+}
+
+#[test]
+fn every_page_and_event_line_beats() {
+    let fake = FakeApiServer::start();
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    // One beat at the step's start and one per page (three pages).
+    wait_until("list beats", WAIT, || {
+        r.beats.0.load(Ordering::Relaxed) >= 4
+    });
+    let before = r.beats.0.load(Ordering::Relaxed);
+    for i in 0..10 {
+        fake.apply("services", svc("default", &format!("e{i}"), 80));
+    }
+    wait_until("events applied", WAIT, || r.store.snapshot().len() == 15);
+    let after = r.beats.0.load(Ordering::Relaxed);
+    assert!(
+        after >= before + 10,
+        "{before} -> {after} beats for 10 event lines"
+    );
 }
