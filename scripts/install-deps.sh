@@ -2,11 +2,12 @@
 # Installs what building and testing edgenetd needs on a fresh Debian machine (as root).
 # Idempotent: packages already present are left alone. `--test` adds what only the tests need
 # (prometheus brings promtool, which checks the /metrics output; groff-base formats the man
-# page in tests/man_page.rs).
+# page in tests/man_page.rs; python3-kubernetes, the official client, checks that the tests'
+# fake Kubernetes API server speaks the real protocol).
 set -euo pipefail
 
 need=(nftables iproute2 libnftnl-dev libmnl-dev pkg-config python3 util-linux procps curl)
-[ "${1:-}" = "--test" ] && need+=(prometheus groff-base)
+[ "${1:-}" = "--test" ] && need+=(prometheus groff-base python3-kubernetes)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,12 @@ if grep -q "SKIPPED kernel test" "$log"; then
   echo "error: kernel tests were skipped" >&2
   exit 1
 fi
-# The Kubernetes source's unit tests (the feature is off in the run above).
+# The Kubernetes source (feature off by default): its unit tests and the client against the
+# fake API server.
+if cargo tree -e normal --features kubernetes | grep -E "aws-lc|tokio|hyper"; then
+  echo "error: the kubernetes feature pulls in aws-lc, tokio or hyper" >&2
+  exit 1
+fi
 cargo test --features kubernetes --lib kubernetes
+cargo test --features kubernetes --test kubernetes_client
 echo "edgenetd: all tests passed"

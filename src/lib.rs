@@ -26,6 +26,8 @@
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
 //!   the reaction to a reload, and the registry of built-in controllers.
 //! - [`cli`]: the verbs, parsed once into [`cli::Verb`].
+//! - `kubernetes` (feature `kubernetes`, off by default): the Kubernetes source; today its
+//!   `client`, a small list+watch client (rustls on smol) that keeps a store per collection.
 //!
 //! The design in prose (layers, controller shape, heartbeat contract, kernel ownership, test
 //! isolation) is in `docs/architecture.md`.

@@ -52,6 +52,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("metrics", "sync"),
     ("health", "clock"),
     ("health", "sync"),
+    // The Kubernetes source (feature `kubernetes`): its reflectors fire sync triggers.
+    ("kubernetes", "sync"),
     // Config files in, "loaded" or "rejected" out.
     ("source", "config"),
     ("source", "shutdown"),

@@ -1,6 +1,9 @@
-//! The Kubernetes source (the `kubernetes` feature): cluster objects -> edgenetd's model,
-//! merged with the TOML state into one `DesiredState`.
+//! The Kubernetes source (the `kubernetes` feature): a small list+watch client on smol, and
+//! the pieces that turn cluster objects into edgenetd's model, merged with the TOML state
+//! into one `DesiredState`.
 //!
+//! - [`client`]: HTTPS on smol + rustls, paged lists, watches resumed by resourceVersion,
+//!   relists on 410, back-off; the reflector keeps a store per kind.
 //! - [`translate`]: pure functions from cluster objects to the validated config types.
 //! - [`compose`]: the one merge step (TOML + cluster -> one snapshot, published only when it
 //!   changed; TOML wins a clash of meaning).
@@ -9,6 +12,7 @@
 //!   keeps the cluster-derived rules.
 
 pub mod cache;
+pub mod client;
 pub mod compose;
 pub mod pace;
 pub mod translate;

@@ -6,6 +6,8 @@
 pub mod bin;
 pub mod controller;
 pub mod daemon;
+#[cfg(feature = "kubernetes")]
+pub mod fake_apiserver;
 pub mod http;
 pub mod metrics;
 pub mod netns;

@@ -1,0 +1,27 @@
+//! A small HTTPS/1.1 list+watch client for the Kubernetes API, on smol and rustls.
+//!
+//! - [`endpoint`]: where the API server is and how to authenticate (CA file, bearer token
+//!   re-read at each connect, or a client certificate for k3s); opens one TLS connection.
+//! - [`http`]: one request on one connection: the head parsed with `httparse`, bodies framed by
+//!   Content-Length or chunked transfer encoding, every size bounded and every read bounded in
+//!   time, so a broken or hung server can neither exhaust memory nor wedge the caller.
+//! - [`meta`]: the little every object must have (`metadata.namespace`, `name`,
+//!   `resourceVersion`), lists and watch events.
+//! - [`reflector`]: client-go's reflector: paged list, then watch from the list's
+//!   resourceVersion, resume after drops, relist on 410 Gone, back off on errors; keeps a
+//!   [`Store`] and fires a [`crate::sync::Trigger`] when it changed.
+//! - [`backoff`]: bounded exponential back-off with jitter, and `Retry-After`.
+
+pub mod backoff;
+pub mod endpoint;
+pub mod error;
+pub mod http;
+pub mod meta;
+pub mod reflector;
+pub mod store;
+
+pub use endpoint::{Auth, Endpoint};
+pub use error::Error;
+pub use meta::{HasMeta, ObjectMeta};
+pub use reflector::{Reflector, ReflectorConfig};
+pub use store::{ObjectKey, Store, WatchStatus};

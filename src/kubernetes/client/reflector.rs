@@ -1,0 +1,338 @@
+//! client-go's reflector on smol: list (in pages), then watch from the list's
+//! resourceVersion, keeping a [`Store`] of the objects.
+//!
+//! - A dropped connection or a watch the server ended (`timeoutSeconds`) resumes from the
+//!   last resourceVersion seen (events and bookmarks): no relist, so an API server restart
+//!   costs one request per kind, not a full list.
+//! - 410 Gone (as the HTTP status, or as an ERROR event inside a 200 watch) means the
+//!   resourceVersion left the server's history: list again. The new list is built aside and
+//!   replaces the store only when its last page is in, so readers never see objects vanish
+//!   and come back.
+//! - 429 and 504 wait for `Retry-After` (capped); every other failure backs off
+//!   exponentially with jitter.
+//! - A watch that delivers nothing, not even a bookmark, for longer than `idle_timeout` is
+//!   taken for dead and reopened (resuming).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_lite::FutureExt;
+use serde::de::DeserializeOwned;
+
+use super::backoff::Backoff;
+use super::endpoint::Endpoint;
+use super::error::Error;
+use super::http::{Body, Conn};
+use super::meta::{HasMeta, List, Status, WatchEvent};
+use super::store::{Store, key_of};
+use crate::sync::{Progress, Trigger};
+
+/// A watch that ends sooner than this without one line is taken as a failure (backed off).
+const QUICK_WATCH_END: Duration = Duration::from_secs(1);
+
+/// What to list and watch, and the bounds.
+#[derive(Debug, Clone)]
+pub struct ReflectorConfig {
+    /// The collection's path, e.g. `/api/v1/services` or
+    /// `/apis/discovery.k8s.io/v1/endpointslices`.
+    pub path: String,
+    /// A label selector (`a=b,c in (d,e)`), sent as `labelSelector`.
+    pub label_selector: Option<String>,
+    /// Objects per list page (`limit`).
+    pub page_size: u32,
+    /// The server ends each watch after this long (`timeoutSeconds`); the reflector resumes.
+    pub watch_timeout: Duration,
+    /// The longest silence tolerated from a watch (the API server sends a bookmark about every
+    /// minute), and the bound on connecting and on each read.
+    pub idle_timeout: Duration,
+    /// The largest list page body.
+    pub max_page_bytes: usize,
+    /// The longest watch event line.
+    pub max_line_bytes: usize,
+    /// The first back-off after a failure.
+    pub backoff_initial: Duration,
+    /// The longest back-off.
+    pub backoff_max: Duration,
+    /// The longest `Retry-After` honoured.
+    pub max_retry_after: Duration,
+}
+
+impl ReflectorConfig {
+    /// The defaults for the collection at `path`.
+    pub fn new(path: &str) -> ReflectorConfig {
+        ReflectorConfig {
+            path: path.to_string(),
+            label_selector: None,
+            page_size: 500,
+            watch_timeout: Duration::from_secs(290),
+            idle_timeout: Duration::from_secs(150),
+            max_page_bytes: 64 << 20,
+            max_line_bytes: 4 << 20,
+            backoff_initial: Duration::from_millis(800),
+            backoff_max: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the reflector must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    /// A complete list is needed (first start, or after 410 Gone).
+    List,
+    /// Watch from this resourceVersion.
+    Watch(String),
+}
+
+/// Lists and watches one collection into a [`Store`].
+pub struct Reflector<T> {
+    /// The API server.
+    endpoint: Endpoint,
+    /// What and how.
+    config: ReflectorConfig,
+    /// The objects and the watch state.
+    store: Store<T>,
+    /// Fired after each change to the store (coalescing).
+    changed: Trigger,
+    /// The back-off state.
+    backoff: Backoff,
+    /// The next step.
+    phase: Phase,
+}
+
+impl<T> Reflector<T>
+where
+    T: DeserializeOwned + HasMeta + Clone,
+{
+    /// A reflector that has not listed yet.
+    pub fn new(endpoint: Endpoint, config: ReflectorConfig, changed: Trigger) -> Reflector<T> {
+        let backoff = Backoff::new(config.backoff_initial, config.backoff_max);
+        Reflector {
+            endpoint,
+            config,
+            store: Store::new(),
+            changed,
+            backoff,
+            phase: Phase::List,
+        }
+    }
+
+    /// The reader's handle on the store.
+    pub fn store(&self) -> Store<T> {
+        self.store.clone()
+    }
+
+    /// Lists and watches until `stop` completes, beating `progress` at each page, event
+    /// line, reconnect attempt and back-off wait.
+    pub async fn run(&mut self, progress: &dyn Progress, stop: impl Future<Output = ()>) {
+        async {
+            loop {
+                self.step(progress).await;
+            }
+        }
+        .or(stop)
+        .await
+    }
+
+    /// One list or one watch connection, then the wait its outcome calls for.
+    pub async fn step(&mut self, progress: &dyn Progress) {
+        progress.beat();
+        let outcome = match self.phase.clone() {
+            Phase::List => self.list(progress).await,
+            Phase::Watch(rv) => self.watch(&rv, progress).await,
+        };
+        self.store.update_status(|s| s.connected = false);
+        let wait = match outcome {
+            Ok(()) => None,
+            Err(e) => self.after_failure(e),
+        };
+        if let Some(wait) = wait {
+            log::debug!("kubernetes {}: retrying in {wait:?}", self.config.path);
+            progress.beat();
+            smol::Timer::after(wait).await;
+            progress.beat();
+        }
+    }
+
+    /// Records a failure and decides the next phase and the wait before it.
+    fn after_failure(&mut self, e: Error) -> Option<Duration> {
+        log::warn!("kubernetes {}: {e}", self.config.path);
+        self.store
+            .update_status(|s| s.last_error = Some(e.to_string()));
+        if e.is_gone() {
+            // The history no longer holds our version: relist at once (the store stays).
+            self.phase = Phase::List;
+            self.store.update_status(|s| s.relists_gone += 1);
+            return None;
+        }
+        match e {
+            Error::Status {
+                code: 429 | 504,
+                retry_after: Some(after),
+                ..
+            } => Some(after.min(self.config.max_retry_after)),
+            _ => Some(self.backoff.next_delay()),
+        }
+    }
+
+    /// The query string's common part.
+    fn query(&self, mut q: String) -> String {
+        if let Some(sel) = &self.config.label_selector {
+            q.push_str("&labelSelector=");
+            q.push_str(&percent_encode(sel));
+        }
+        format!("{}?{}", self.config.path, q)
+    }
+
+    /// Opens a connection and sends one GET; an error status becomes [`Error::Status`].
+    async fn request(&self, path: &str) -> Result<(Conn, super::http::Head), Error> {
+        let mut conn = Conn::open(&self.endpoint, self.config.idle_timeout).await?;
+        let head = conn.get(&self.endpoint, path).await?;
+        if head.code != 200 {
+            let body = Body::new(&mut conn, &head)
+                .read_all(64 << 10, "error body")
+                .await;
+            let status: Status = body
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            return Err(Error::Status {
+                code: head.code,
+                message: status.message.chars().take(200).collect(),
+                retry_after: head.retry_after,
+            });
+        }
+        Ok((conn, head))
+    }
+
+    /// Lists every page; on success replaces the store and moves to watching.
+    async fn list(&mut self, progress: &dyn Progress) -> Result<(), Error> {
+        let mut objects = BTreeMap::new();
+        let mut token: Option<String> = None;
+        let rv = loop {
+            let mut q = format!("limit={}", self.config.page_size);
+            if let Some(t) = &token {
+                q.push_str("&continue=");
+                q.push_str(&percent_encode(t));
+            }
+            let (mut conn, head) = self.request(&self.query(q)).await?;
+            let body = Body::new(&mut conn, &head)
+                .read_all(self.config.max_page_bytes, "list page")
+                .await?;
+            let page: List<T> = serde_json::from_slice(&body)?;
+            drop(body);
+            progress.beat();
+            for obj in page.items {
+                objects.insert(key_of(&obj), obj);
+            }
+            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(t) => token = Some(t),
+                None => break page.metadata.resource_version.unwrap_or_default(),
+            }
+        };
+        let count = objects.len();
+        self.store.replace(objects);
+        self.store.update_status(|s| {
+            s.synced = true;
+            s.lists += 1;
+            s.resource_version = rv.clone();
+            s.last_error = None;
+        });
+        log::info!("kubernetes {}: listed {count} at {rv}", self.config.path);
+        self.changed.fire();
+        self.backoff.reset();
+        self.phase = Phase::Watch(rv);
+        Ok(())
+    }
+
+    /// One watch connection from `rv`, applying events until the server ends it (Ok) or it
+    /// fails.
+    async fn watch(&mut self, rv: &str, progress: &dyn Progress) -> Result<(), Error> {
+        let q = format!(
+            "watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={}",
+            percent_encode(rv),
+            self.config.watch_timeout.as_secs().max(1)
+        );
+        let opened = std::time::Instant::now();
+        let (mut conn, head) = self.request(&self.query(q)).await?;
+        self.store.update_status(|s| {
+            s.connected = true;
+            s.last_error = None;
+        });
+        let mut body = Body::new(&mut conn, &head);
+        let mut lines = 0u64;
+        while let Some(line) = body.next_line(self.config.max_line_bytes).await? {
+            let event: WatchEvent<T> = serde_json::from_slice(&line)?;
+            self.apply(event)?;
+            self.backoff.reset();
+            lines += 1;
+            progress.beat();
+        }
+        // A server that ends every watch at once, saying nothing, must not be hammered.
+        if lines == 0 && opened.elapsed() < QUICK_WATCH_END {
+            return Err(Error::Protocol("the watch ended at once, empty".into()));
+        }
+        Ok(())
+    }
+
+    /// Applies one event to the store and remembers its resourceVersion.
+    fn apply(&mut self, event: WatchEvent<T>) -> Result<(), Error> {
+        let (obj, present) = match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
+            WatchEvent::Deleted(o) => (o, false),
+            WatchEvent::Bookmark(b) => {
+                if let Some(rv) = b.metadata.resource_version {
+                    self.resume_from(rv);
+                }
+                return Ok(());
+            }
+            WatchEvent::Error(status) => {
+                return Err(Error::Status {
+                    code: status.code,
+                    message: format!("{} {}", status.reason, status.message),
+                    retry_after: None,
+                });
+            }
+        };
+        let rv = obj.metadata().resource_version.clone();
+        let key = key_of(&obj);
+        self.store.apply(key, present.then_some(obj));
+        self.store.update_status(|s| s.events += 1);
+        if let Some(rv) = rv {
+            self.resume_from(rv);
+        }
+        self.changed.fire();
+        Ok(())
+    }
+
+    /// The next watch starts from `rv`.
+    fn resume_from(&mut self, rv: String) {
+        self.store
+            .update_status(|s| s.resource_version = rv.clone());
+        self.phase = Phase::Watch(rv);
+    }
+}
+
+/// Percent-encodes a query value (everything but unreserved characters).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(percent_encode("app in (a,b)"), "app%20in%20%28a%2Cb%29");
+        assert_eq!(percent_encode("x=y"), "x%3Dy");
+    }
+}

@@ -1,0 +1,489 @@
+//! One connection of the fake: TLS, one request, then a list page, a watch stream, an error
+//! or a fault. Blocking code on a thread per connection: the fake must stay simple enough to
+//! trust.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::selector::Selector;
+use super::state::{Fault, Request, State, labels_of, namespace_of, query_bool};
+
+/// The state and the condition variable watches wait on.
+pub struct Shared {
+    /// The state.
+    pub state: Mutex<State>,
+    /// Notified on every change, stop and drop.
+    pub cond: Condvar,
+}
+
+impl Shared {
+    /// Locks the state.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The TLS stream of one connection.
+type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
+/// What a request asks for.
+struct Target {
+    /// The resource.
+    resource: String,
+    /// The namespace from the path, if any.
+    namespace: Option<String>,
+    /// The query.
+    query: BTreeMap<String, String>,
+    /// The parsed labelSelector.
+    selector: Selector,
+}
+
+/// Serves one connection to the end.
+pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>) {
+    let conn = match rustls::ServerConnection::new(tls) {
+        Ok(c) => c,
+        Err(_) => return,
+    };
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut stream = rustls::StreamOwned::new(conn, tcp);
+    let Some((path, query, authorization)) = read_request(&mut stream) else {
+        return;
+    };
+    let client_cert = stream
+        .conn
+        .peer_certificates()
+        .is_some_and(|c| !c.is_empty());
+    let watch = query_bool(&query, "watch");
+    let (fault, token) = {
+        let mut st = shared.lock();
+        (st.take_fault(watch), st.token.clone())
+    };
+    let log = |code: u16| {
+        shared.lock().log.push(Request {
+            path: path.clone(),
+            query: query.clone(),
+            at: Instant::now(),
+            authorization: authorization.clone(),
+            code,
+        })
+    };
+    let authorized = match &token {
+        None => true,
+        Some(t) => client_cert || authorization.as_deref() == Some(&format!("Bearer {t}")),
+    };
+    if !authorized {
+        log(401);
+        return status(&mut stream, 401, "Unauthorized", None);
+    }
+    match fault {
+        Some(Fault::Status { code, retry_after }) => {
+            log(code);
+            return status(&mut stream, code, "injected", retry_after);
+        }
+        Some(Fault::Hang) => {
+            log(0);
+            return hang(&shared);
+        }
+        Some(Fault::HangAfterHead) => {
+            log(200);
+            let _ = stream.write_all(WATCH_HEAD);
+            let _ = stream.flush();
+            return hang(&shared);
+        }
+        Some(Fault::Delay(d)) => std::thread::sleep(d),
+        Some(Fault::EmptyWatch) => {
+            log(200);
+            if stream.write_all(WATCH_HEAD).is_ok() {
+                end_chunks(&mut stream);
+            }
+            return;
+        }
+        Some(Fault::WatchGoneEvent) if watch => {
+            log(200);
+            return gone_event(&mut stream, &shared);
+        }
+        _ => {}
+    }
+    let target = match parse_target(&path, query.clone()) {
+        Ok(t) => t,
+        Err((code, msg)) => {
+            log(code);
+            return status(&mut stream, code, &msg, None);
+        }
+    };
+    if watch {
+        watch_stream(&mut stream, &shared, &target, log);
+    } else {
+        list(&mut stream, &shared, &target, log);
+    }
+}
+
+/// Reads the request head: path, decoded query, Authorization.
+fn read_request(stream: &mut Tls) -> Option<(String, BTreeMap<String, String>, Option<String>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut req = httparse::Request::new(&mut headers);
+        if let Ok(httparse::Status::Complete(_)) = req.parse(&buf) {
+            let target = req.path?.to_string();
+            let auth = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+                .map(|h| String::from_utf8_lossy(h.value).to_string());
+            let (path, q) = target.split_once('?').unwrap_or((&target, ""));
+            let query = q
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (decode(k), decode(v))
+                })
+                .collect();
+            return Some((path.to_string(), query, auth));
+        }
+        if buf.len() > 64 * 1024 {
+            return None;
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Percent-decoding (and `+` as a space, as Go's query parser reads it).
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+/// `/api/v1/[namespaces/<ns>/]<resource>` or `/apis/<group>/<version>/[namespaces/<ns>/]<r>`.
+fn parse_target(path: &str, query: BTreeMap<String, String>) -> Result<Target, (u16, String)> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => rest,
+        ["apis", _, _, rest @ ..] => rest,
+        _ => return Err((404, format!("no such path {path}"))),
+    };
+    let (namespace, resource) = match rest {
+        [r] => (None, r.to_string()),
+        ["namespaces", ns, r] => (Some(ns.to_string()), r.to_string()),
+        _ => return Err((404, format!("no such path {path}"))),
+    };
+    let selector = Selector::parse(query.get("labelSelector").map_or("", String::as_str))
+        .map_err(|e| (400, e))?;
+    Ok(Target {
+        resource,
+        namespace,
+        query,
+        selector,
+    })
+}
+
+impl Target {
+    /// True when `obj` is in the target's namespace and matches its selector.
+    fn selects(&self, obj: &Value) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| ns == namespace_of(obj))
+            && self.selector.matches(&labels_of(obj))
+    }
+
+    /// The `kind` of the list and of bookmarks.
+    fn kind(&self) -> String {
+        let singular = self.resource.trim_end_matches('s');
+        let mut k = String::new();
+        for (i, part) in singular.split("slice").enumerate() {
+            if i > 0 {
+                k.push_str("Slice");
+            }
+            let mut c = part.chars();
+            if let Some(first) = c.next() {
+                k.push(first.to_ascii_uppercase());
+                k.extend(c);
+            }
+        }
+        k
+    }
+}
+
+/// One page of a list (a new snapshot, or the next page of one by its continue token).
+fn list(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)) {
+    let limit: usize = t
+        .query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|&l| l > 0)
+        .unwrap_or(usize::MAX);
+    let mut st = shared.lock();
+    let (rv, mut items) = match t.query.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => match token
+            .parse::<u64>()
+            .ok()
+            .and_then(|id| st.snapshots.remove(&id))
+        {
+            Some(snap) => snap,
+            None => {
+                drop(st);
+                log(410);
+                return status(stream, 410, "continue token expired", None);
+            }
+        },
+        None => {
+            let items: Vec<Value> = st
+                .objects
+                .iter()
+                .filter(|((r, _, _), o)| *r == t.resource && t.selects(o))
+                .map(|(_, o)| o.clone())
+                .collect();
+            (st.rv, items)
+        }
+    };
+    let rest = items.split_off(limit.min(items.len()));
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if !rest.is_empty() {
+        let id = st.next_snapshot;
+        st.next_snapshot += 1;
+        st.snapshots.insert(id, (rv, rest));
+        meta["continue"] = Value::String(id.to_string());
+    }
+    drop(st);
+    log(200);
+    let body = json!({
+        "kind": format!("{}List", t.kind()),
+        "apiVersion": "v1",
+        "metadata": meta,
+        "items": items,
+    })
+    .to_string();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+    let _ = stream.flush();
+    stream.conn.send_close_notify();
+    let _ = stream.flush();
+}
+
+/// The head of every watch answer.
+const WATCH_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+
+/// Writes `data` as chunks of at most `size` bytes, each flushed on its own.
+fn write_chunks(stream: &mut Tls, data: &[u8], size: usize) -> std::io::Result<()> {
+    for piece in data.chunks(size.max(1)) {
+        stream.write_all(format!("{:x}\r\n", piece.len()).as_bytes())?;
+        stream.write_all(piece)?;
+        stream.write_all(b"\r\n")?;
+        stream.flush()?;
+    }
+    Ok(())
+}
+
+/// Ends a chunked body properly.
+fn end_chunks(stream: &mut Tls) {
+    let _ = stream.write_all(b"0\r\n\r\n");
+    let _ = stream.flush();
+    stream.conn.send_close_notify();
+    let _ = stream.flush();
+}
+
+/// A watch: events after the requested resourceVersion, bookmarks, until timeoutSeconds, a
+/// drop or a stop.
+fn watch_stream(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)) {
+    let from = t.query.get("resourceVersion").cloned().unwrap_or_default();
+    let bookmarks = query_bool(&t.query, "allowWatchBookmarks");
+    let timeout = t
+        .query
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse().ok())
+        .map_or(Duration::from_secs(1800), Duration::from_secs);
+    let deadline = Instant::now() + timeout;
+    let st = shared.lock();
+    let (mut cursor, mut pending) = match from.parse::<u64>() {
+        Ok(rv) if rv > 0 => {
+            if rv < st.oldest_rv {
+                let as_http = st.gone_as_http;
+                drop(st);
+                if as_http {
+                    log(410);
+                    return status(stream, 410, "too old resource version", None);
+                }
+                log(200);
+                return gone_event(stream, shared);
+            }
+            (rv, Vec::new())
+        }
+        // "" or "0": the current state as ADDED events first, as the API server does.
+        _ => {
+            let added = st
+                .objects
+                .iter()
+                .filter(|((r, _, _), o)| *r == t.resource && t.selects(o))
+                .map(|(_, o)| event_line("ADDED", o))
+                .collect();
+            (st.rv, added)
+        }
+    };
+    let generation = st.generation;
+    let chunk = st.chunk_size;
+    drop(st);
+    log(200);
+    if stream
+        .write_all(WATCH_HEAD)
+        .and_then(|_| stream.flush())
+        .is_err()
+    {
+        return;
+    }
+    let mut last_bookmark = Instant::now();
+    loop {
+        for line in pending.drain(..) {
+            if write_chunks(stream, line.as_bytes(), chunk).is_err() {
+                return;
+            }
+        }
+        let st = shared.lock();
+        if st.generation != generation || st.stopped {
+            // Dropped: close without the last chunk, as a broken connection would.
+            let _ = stream.sock.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        let from = cursor;
+        for c in st.history.iter().filter(|c| c.rv > from) {
+            cursor = c.rv;
+            if c.resource != t.resource {
+                continue;
+            }
+            let was = c.old.as_ref().is_some_and(|o| t.selects(o));
+            let is = c.new.as_ref().is_some_and(|o| t.selects(o));
+            let line = match (was, is, &c.new, &c.old) {
+                (false, true, Some(n), _) => event_line("ADDED", n),
+                (true, true, Some(n), _) => event_line("MODIFIED", n),
+                (true, false, Some(n), _) => event_line("DELETED", n),
+                (true, false, None, Some(o)) => event_line("DELETED", o),
+                _ => continue,
+            };
+            pending.push(line);
+        }
+        cursor = cursor.max(st.rv);
+        if !pending.is_empty() {
+            continue;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            drop(st);
+            return end_chunks(stream);
+        }
+        if let (true, Some(every)) = (bookmarks, st.bookmark_every) {
+            if now >= last_bookmark + every {
+                last_bookmark = now;
+                pending.push(bookmark_line(&t.kind(), st.rv));
+                continue;
+            }
+        }
+        let wait = (deadline - now).min(Duration::from_millis(50));
+        let _ = shared.cond.wait_timeout(st, wait);
+    }
+}
+
+/// One watch event line.
+fn event_line(kind: &str, obj: &Value) -> String {
+    let mut line = json!({"type": kind, "object": obj}).to_string();
+    line.push('\n');
+    line
+}
+
+/// One bookmark line at `rv`.
+fn bookmark_line(kind: &str, rv: u64) -> String {
+    let obj = json!({
+        "kind": kind,
+        "apiVersion": "v1",
+        "metadata": {
+            "resourceVersion": rv.to_string(),
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        },
+    });
+    event_line("BOOKMARK", &obj)
+}
+
+/// A 200 watch whose only event is ERROR 410, as the watch cache answers a too-old version.
+fn gone_event(stream: &mut Tls, shared: &Shared) {
+    let chunk = shared.lock().chunk_size;
+    let status = json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": "too old resource version", "reason": "Expired", "code": 410,
+    });
+    let line = event_line("ERROR", &status);
+    if stream.write_all(WATCH_HEAD).is_ok() && write_chunks(stream, line.as_bytes(), chunk).is_ok()
+    {
+        end_chunks(stream);
+    }
+}
+
+/// An error answer with a `metav1.Status` body.
+fn status(stream: &mut Tls, code: u16, message: &str, retry_after: Option<u64>) {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": message, "code": code,
+    })
+    .to_string();
+    let mut head = format!(
+        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n",
+        body.len()
+    );
+    if let Some(s) = retry_after {
+        head.push_str(&format!("Retry-After: {s}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+    let _ = stream.flush();
+    stream.conn.send_close_notify();
+    let _ = stream.flush();
+}
+
+/// Holds the connection open, silent, until the server stops or drops its connections.
+fn hang(shared: &Shared) {
+    let mut st = shared.lock();
+    let generation = st.generation;
+    while !st.stopped && st.generation == generation {
+        st = shared
+            .cond
+            .wait_timeout(st, Duration::from_millis(50))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}

@@ -1,0 +1,800 @@
+//! The list+watch client against the fake API server (TLS on 127.0.0.1): paging, events,
+//! resuming without a relist, 410 Gone, Retry-After, hung connections, chunk-split lines,
+//! credentials.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::fake_apiserver::{FakeApiServer, Fault, On, Request};
+use common::wait::wait_until;
+use edgenetd::kubernetes::client::{
+    Auth, Endpoint, HasMeta, ObjectMeta, Reflector, ReflectorConfig, Store,
+};
+use edgenetd::sync::{NoProgress, Progress, TriggerRx, trigger};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// A test-only object: metadata and an opaque spec.
+#[derive(Debug, Clone, Deserialize)]
+struct Obj {
+    /// The metadata.
+    metadata: ObjectMeta,
+    /// The spec, as sent.
+    #[serde(default)]
+    spec: Value,
+}
+
+impl HasMeta for Obj {
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+/// How long any wait in these tests may take.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Counts heartbeats.
+#[derive(Default)]
+struct Beats(AtomicUsize);
+
+impl Progress for Beats {
+    fn beat(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A running reflector on its own thread; stopped and joined on drop.
+struct Running {
+    /// The heartbeats it gave.
+    beats: Arc<Beats>,
+    /// Its store.
+    store: Store<Obj>,
+    /// Its change notifications.
+    changed: TriggerRx,
+    /// Ends `run`.
+    stop: Option<async_channel::Sender<()>>,
+    /// The thread.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Test bounds: quick back-off, small pages.
+fn config() -> ReflectorConfig {
+    let mut c = ReflectorConfig::new("/api/v1/services");
+    c.page_size = 2;
+    c.watch_timeout = Duration::from_secs(60);
+    c.idle_timeout = Duration::from_secs(5);
+    c.backoff_initial = Duration::from_millis(20);
+    c.backoff_max = Duration::from_millis(300);
+    c
+}
+
+/// Starts a reflector on `fake` with `auth`.
+fn run_with(fake: &FakeApiServer, config: ReflectorConfig, auth: Auth) -> Running {
+    let endpoint = Endpoint::from_url(&fake.url(), &fake.ca_file(), auth).unwrap();
+    let (tx, rx) = trigger();
+    let mut reflector = Reflector::<Obj>::new(endpoint, config, tx);
+    let store = reflector.store();
+    let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+    let beats = Arc::new(Beats::default());
+    let progress = beats.clone();
+    let thread = std::thread::spawn(move || {
+        smol::block_on(reflector.run(&*progress, async {
+            let _ = stop_rx.recv().await;
+        }))
+    });
+    Running {
+        beats,
+        store,
+        changed: rx,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}
+
+/// Starts a reflector without credentials.
+fn run(fake: &FakeApiServer, config: ReflectorConfig) -> Running {
+    run_with(fake, config, Auth::None)
+}
+
+/// A Service-like object.
+fn svc(ns: &str, name: &str, port: u16) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"namespace": ns, "name": name, "labels": {"app": name}},
+        "spec": {"ports": [{"port": port}]},
+    })
+}
+
+/// The names in the store.
+fn names(store: &Store<Obj>) -> BTreeSet<String> {
+    store
+        .snapshot()
+        .keys()
+        .map(|(ns, n)| format!("{ns}/{n}"))
+        .collect()
+}
+
+/// The list requests (not watches).
+fn lists(fake: &FakeApiServer) -> Vec<Request> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| !r.is_watch())
+        .collect()
+}
+
+/// The watch requests.
+fn watches(fake: &FakeApiServer) -> Vec<Request> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.is_watch())
+        .collect()
+}
+
+/// Waits until a watch request numbered `n` (from 1) was answered 200.
+fn wait_watch(fake: &FakeApiServer, n: usize) {
+    wait_until(&format!("watch #{n} open"), WAIT, || {
+        watches(fake).iter().filter(|r| r.code == 200).count() >= n
+    });
+}
+
+#[test]
+fn paged_list_assembles_every_object_then_watches_from_its_version() {
+    let fake = FakeApiServer::start();
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    fake.apply(
+        "endpointslices",
+        json!({"metadata": {"namespace": "default", "name": "x"}}),
+    );
+    let r = run(&fake, config());
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(r.store.snapshot().len(), 5);
+    assert!(r.changed.take_pending(), "the list fired the trigger");
+    let pages = lists(&fake);
+    assert_eq!(pages.len(), 3, "5 objects in pages of 2: {pages:?}");
+    assert!(pages.iter().all(|p| p.query["limit"] == "2"));
+    assert!(!pages[0].query.contains_key("continue"));
+    assert!(pages[1].query.contains_key("continue") && pages[2].query.contains_key("continue"));
+    wait_watch(&fake, 1);
+    let w = &watches(&fake)[0];
+    assert_eq!(w.query["resourceVersion"], "6", "the list's version");
+    assert_eq!(w.query["allowWatchBookmarks"], "true");
+    assert_eq!(w.query["timeoutSeconds"], "60");
+    assert_eq!(r.store.status().resource_version, "6");
+}
+
+#[test]
+fn watch_applies_added_modified_and_deleted() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let r = run(&fake, config());
+    wait_until("synced", WAIT, || r.store.is_synced());
+    wait_watch(&fake, 1);
+    r.changed.take_pending();
+    fake.apply("services", svc("b", "two", 81));
+    wait_until("ADDED applied", WAIT, || r.store.get("b", "two").is_some());
+    assert!(r.changed.take_pending(), "the event fired the trigger");
+    fake.apply("services", svc("b", "two", 82));
+    wait_until("MODIFIED applied", WAIT, || {
+        r.store
+            .get("b", "two")
+            .is_some_and(|o| o.spec["ports"][0]["port"] == 82)
+    });
+    fake.delete("services", "a", "one");
+    wait_until("DELETED applied", WAIT, || {
+        r.store.get("a", "one").is_none()
+    });
+    assert_eq!(names(&r.store), BTreeSet::from(["b/two".to_string()]));
+    assert_eq!(
+        r.store.status().resource_version,
+        fake.resource_version().to_string()
+    );
+    assert_eq!(r.store.status().events, 3);
+    assert_eq!(lists(&fake).len(), 1);
+}
+
+#[test]
+fn dropped_watch_resumes_from_the_last_resource_version_without_a_relist() {
+    let fake = FakeApiServer::start();
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    let last = fake.apply("services", svc("a", "one", 80));
+    wait_until("event applied", WAIT, || r.store.get("a", "one").is_some());
+    fake.drop_connections();
+    // Written while the client is away: the resumed watch replays it from the history.
+    fake.apply("services", svc("a", "two", 80));
+    wait_until("missed event replayed", WAIT, || {
+        r.store.get("a", "two").is_some()
+    });
+    let w = watches(&fake);
+    assert!(w.len() >= 2, "{w:?}");
+    assert_eq!(w[1].query["resourceVersion"], last.to_string());
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+}
+
+#[test]
+fn server_timeout_ends_the_watch_and_it_resumes_without_a_relist() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let mut c = config();
+    c.watch_timeout = Duration::from_secs(1);
+    let r = run(&fake, c);
+    wait_watch(&fake, 3);
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+    assert!(
+        watches(&fake)
+            .iter()
+            .all(|w| w.query["timeoutSeconds"] == "1")
+    );
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn bookmarks_move_the_resume_version() {
+    let fake = FakeApiServer::start();
+    fake.set_bookmarks(Some(Duration::from_millis(50)));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    // Writes to another resource move the global version; only a bookmark tells the watch.
+    let rv = fake.apply(
+        "endpointslices",
+        json!({"metadata": {"namespace": "a", "name": "e"}}),
+    );
+    wait_until("bookmark seen", WAIT, || {
+        r.store.status().resource_version == rv.to_string()
+    });
+    fake.drop_connections();
+    wait_watch(&fake, 2);
+    assert_eq!(watches(&fake)[1].query["resourceVersion"], rv.to_string());
+    assert_eq!(r.store.status().events, 0, "bookmarks are not events");
+}
+
+/// Watches the store from another thread and counts every time it held fewer than `floor`
+/// objects: a relist that cleared the store before refilling it would show up here.
+fn watch_for_gaps(store: Store<Obj>, floor: usize) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let (done, gaps) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let (d, g) = (done.clone(), gaps.clone());
+    std::thread::spawn(move || {
+        while !d.load(Ordering::Relaxed) {
+            if store.snapshot().len() < floor {
+                g.fetch_add(1, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    (done, gaps)
+}
+
+/// Makes the client's version too old while it is away, then lets it come back: it must
+/// relist (slowly: the second page waits), keep the old store until the relist is complete,
+/// then hold the new state.
+fn relist_after_gone(gone_as_http: bool) {
+    let mut fake = FakeApiServer::start();
+    fake.set_gone_as_http(gone_as_http);
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    assert_eq!(r.store.snapshot().len(), 5);
+    let (done, gaps) = watch_for_gaps(r.store.clone(), 5);
+
+    fake.stop();
+    fake.apply("services", svc("default", "s0", 8080));
+    fake.apply("services", svc("default", "s5", 80));
+    fake.compact();
+    fake.inject(On::List, Fault::Delay(Duration::ZERO));
+    fake.inject(On::List, Fault::Delay(Duration::from_millis(500)));
+    fake.restart();
+
+    wait_until("relisted", WAIT, || r.store.status().lists == 2);
+    done.store(true, Ordering::Relaxed);
+    assert_eq!(
+        gaps.load(Ordering::Relaxed),
+        0,
+        "the store lost objects during the relist"
+    );
+    assert_eq!(r.store.snapshot().len(), 6);
+    assert_eq!(
+        r.store.get("default", "s0").unwrap().spec["ports"][0]["port"],
+        8080
+    );
+    assert_eq!(r.store.status().relists_gone, 1);
+    let gone = fake.requests().into_iter().find(|q| {
+        q.is_watch() && q.code != 200 || {
+            q.is_watch() && !gone_as_http && q.query["resourceVersion"] == "5"
+        }
+    });
+    assert!(gone.is_some(), "a watch from the old version was refused");
+    assert_eq!(
+        lists(&fake).len(),
+        3 + 3,
+        "two complete lists of three pages"
+    );
+    wait_watch(&fake, 2 + usize::from(!gone_as_http));
+    let last = watches(&fake).pop().unwrap();
+    assert_eq!(
+        last.query["resourceVersion"], "7",
+        "the watch resumes from the relist"
+    );
+}
+
+#[test]
+fn gone_as_an_error_event_relists_and_swaps_the_store_when_complete() {
+    relist_after_gone(false);
+}
+
+#[test]
+fn gone_as_http_410_relists_and_swaps_the_store_when_complete() {
+    relist_after_gone(true);
+}
+
+#[test]
+fn injected_gone_event_in_a_live_watch_relists() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    fake.inject(On::Watch, Fault::WatchGoneEvent);
+    fake.drop_connections();
+    wait_until("relisted", WAIT, || r.store.status().lists == 2);
+    assert_eq!(lists(&fake).len(), 2);
+    assert!(r.store.get("a", "one").is_some());
+}
+
+#[test]
+fn retry_after_on_429_and_504_is_waited_for() {
+    let fake = FakeApiServer::start();
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    fake.inject(
+        On::Watch,
+        Fault::Status {
+            code: 429,
+            retry_after: Some(1),
+        },
+    );
+    fake.inject(
+        On::Watch,
+        Fault::Status {
+            code: 504,
+            retry_after: Some(1),
+        },
+    );
+    fake.drop_connections();
+    wait_watch(&fake, 2);
+    let w = watches(&fake);
+    let codes: Vec<u16> = w.iter().map(|q| q.code).collect();
+    assert_eq!(&codes[..4], &[200, 429, 504, 200]);
+    for pair in w[1..4].windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        // The back-off is at most 300 ms here: a gap of a second is the server's Retry-After.
+        assert!(gap >= Duration::from_millis(950), "retried after {gap:?}");
+    }
+    assert_eq!(lists(&fake).len(), 1);
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn other_errors_back_off_and_are_reported() {
+    let fake = FakeApiServer::start();
+    fake.inject(
+        On::List,
+        Fault::Status {
+            code: 500,
+            retry_after: None,
+        },
+    );
+    fake.inject(
+        On::List,
+        Fault::Status {
+            code: 500,
+            retry_after: None,
+        },
+    );
+    let r = run(&fake, config());
+    wait_until("synced after two failures", WAIT, || r.store.is_synced());
+    let l = lists(&fake);
+    assert_eq!(
+        l.iter().map(|q| q.code).collect::<Vec<_>>(),
+        [500, 500, 200]
+    );
+    // The second wait is at least twice the first back-off (20 ms, doubled).
+    assert!(l[2].at - l[1].at >= Duration::from_millis(40));
+}
+
+#[test]
+fn hung_connection_is_detected_and_reopened() {
+    let fake = FakeApiServer::start();
+    let mut c = config();
+    c.idle_timeout = Duration::from_millis(400);
+    let r = run(&fake, c);
+    wait_watch(&fake, 1);
+    let first_rv = watches(&fake)[0].query["resourceVersion"].clone();
+    fake.inject(On::Watch, Fault::HangAfterHead);
+    fake.inject(On::Watch, Fault::Hang);
+    let started = Instant::now();
+    fake.drop_connections();
+    // Silent after its head, then silent before it: both are given up and reopened.
+    wait_until("a third watch answered", WAIT, || watches(&fake).len() >= 4);
+    assert!(started.elapsed() >= Duration::from_millis(800));
+    fake.apply("services", svc("a", "late", 80));
+    wait_until("events flow again", WAIT, || {
+        r.store.get("a", "late").is_some()
+    });
+    assert!(
+        watches(&fake)
+            .iter()
+            .all(|w| w.query["resourceVersion"] == first_rv)
+    );
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+}
+
+#[test]
+fn events_split_across_chunks_parse() {
+    let fake = FakeApiServer::start();
+    fake.set_chunk_size(7);
+    fake.set_bookmarks(Some(Duration::from_millis(30)));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    for i in 0..20 {
+        fake.apply("services", svc("ns", &format!("split-{i}"), 1000 + i));
+    }
+    wait_until("every event applied", WAIT, || {
+        r.store.snapshot().len() == 20
+    });
+    assert_eq!(
+        r.store.get("ns", "split-19").unwrap().spec["ports"][0]["port"],
+        1019
+    );
+    assert_eq!(watches(&fake).len(), 1, "one stream carried them all");
+}
+
+#[test]
+fn label_selector_filters_lists_and_watches() {
+    let fake = FakeApiServer::start();
+    let labelled = |name: &str, app: &str, tier: &str| {
+        let mut o = svc("a", name, 80);
+        o["metadata"]["labels"] = json!({"app": app, "tier": tier});
+        o
+    };
+    fake.apply("services", labelled("web", "web", "front"));
+    fake.apply("services", labelled("api", "api", "front"));
+    fake.apply("services", labelled("db", "api", "db"));
+    fake.apply("services", labelled("other", "other", "front"));
+    let mut c = config();
+    c.label_selector = Some("app in (web,api),tier!=db".to_string());
+    let r = run(&fake, c);
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(
+        names(&r.store),
+        BTreeSet::from(["a/api".to_string(), "a/web".to_string()])
+    );
+    wait_watch(&fake, 1);
+    // Stops matching: the watch reports it deleted.
+    fake.apply("services", labelled("web", "web", "db"));
+    wait_until("unmatched object removed", WAIT, || {
+        r.store.get("a", "web").is_none()
+    });
+    fake.apply("services", labelled("other", "web", "front"));
+    wait_until("newly matching object added", WAIT, || {
+        r.store.get("a", "other").is_some()
+    });
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|q| q.query["labelSelector"] == "app in (web,api),tier!=db")
+    );
+}
+
+#[test]
+fn token_is_read_again_at_each_connect() {
+    let fake = FakeApiServer::start();
+    let token = fake.path("token");
+    std::fs::write(&token, "first\n").unwrap();
+    fake.require_token("first");
+    let r = run_with(&fake, config(), Auth::TokenFile(token.clone()));
+    wait_watch(&fake, 1);
+    // The token rotates: the server wants the new one, the file holds it.
+    fake.require_token("second");
+    std::fs::write(&token, "second").unwrap();
+    fake.drop_connections();
+    wait_watch(&fake, 2);
+    let w = watches(&fake);
+    assert_eq!(
+        w.last().unwrap().authorization.as_deref(),
+        Some("Bearer second")
+    );
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn unauthorized_is_retried_and_reported() {
+    let fake = FakeApiServer::start();
+    fake.require_token("right");
+    let token = fake.path("token");
+    std::fs::write(&token, "wrong").unwrap();
+    let r = run_with(&fake, config(), Auth::TokenFile(token.clone()));
+    wait_until("401 reported", WAIT, || {
+        r.store
+            .status()
+            .last_error
+            .is_some_and(|e| e.contains("401"))
+    });
+    assert!(!r.store.is_synced());
+    std::fs::write(&token, "right").unwrap();
+    wait_until("synced with the right token", WAIT, || r.store.is_synced());
+}
+
+#[test]
+fn client_certificate_authenticates() {
+    let fake = FakeApiServer::start();
+    fake.require_token("nobody-has-this");
+    fake.apply("services", svc("a", "one", 80));
+    let (cert, key) = fake.client_cert_files();
+    let r = run_with(&fake, config(), Auth::ClientCert { cert, key });
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert!(r.store.get("a", "one").is_some());
+    assert!(fake.requests().iter().all(|q| q.authorization.is_none()));
+}
+
+#[test]
+fn server_with_an_unknown_ca_is_refused() {
+    let fake = FakeApiServer::start();
+    let other = FakeApiServer::start();
+    let endpoint = Endpoint::from_url(&fake.url(), &other.ca_file(), Auth::None).unwrap();
+    let (tx, _rx) = trigger();
+    let mut reflector = Reflector::<Obj>::new(endpoint, config(), tx);
+    let store = reflector.store();
+    smol::block_on(reflector.step(&NoProgress));
+    assert!(!store.is_synced());
+    let err = store.status().last_error.unwrap();
+    assert!(err.contains("certificate"), "{err}");
+    assert!(fake.requests().is_empty());
+}
+
+#[test]
+fn expired_continue_token_restarts_the_list_from_the_first_page() {
+    let fake = FakeApiServer::start();
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    // The second page is refused as the API server refuses an expired continue token.
+    fake.inject(On::List, Fault::Delay(Duration::ZERO));
+    fake.inject(
+        On::List,
+        Fault::Status {
+            code: 410,
+            retry_after: None,
+        },
+    );
+    let r = run(&fake, config());
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(r.store.snapshot().len(), 5);
+    let codes: Vec<u16> = lists(&fake).iter().map(|q| q.code).collect();
+    assert_eq!(codes, [200, 410, 200, 200, 200]);
+    let l = lists(&fake);
+    assert!(
+        !l[2].query.contains_key("continue"),
+        "restarted from the first page"
+    );
+}
+
+#[test]
+fn oversized_list_page_is_refused() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("default", "s", 80));
+    let mut c = config();
+    c.max_page_bytes = 100;
+    let r = run(&fake, c);
+    wait_until("page refused", WAIT, || {
+        r.store
+            .status()
+            .last_error
+            .is_some_and(|e| e.contains("list page longer than 100 bytes"))
+    });
+    assert!(!r.store.is_synced());
+}
+
+#[test]
+fn oversized_watch_line_is_refused_and_the_store_keeps_its_state() {
+    let fake = FakeApiServer::start();
+    fake.set_chunk_size(64);
+    fake.apply("services", svc("default", "small", 80));
+    let mut c = config();
+    c.max_line_bytes = 1024;
+    let r = run(&fake, c);
+    wait_watch(&fake, 1);
+    let mut big = svc("default", "big", 80);
+    big["metadata"]["labels"]["filler"] = Value::String("x".repeat(4096));
+    fake.apply("services", big);
+    wait_until("line refused", WAIT, || {
+        r.store
+            .status()
+            .last_error
+            .is_some_and(|e| e.contains("watch line longer than 1024 bytes"))
+    });
+    assert!(r.store.get("default", "big").is_none());
+    assert!(r.store.get("default", "small").is_some());
+}
+
+#[test]
+fn fake_api_server_is_honest_for_the_official_python_client() {
+    let fake = FakeApiServer::start();
+    fake.require_token("tok");
+    fake.set_chunk_size(5);
+    fake.set_bookmarks(Some(Duration::from_millis(100)));
+    let edge = |name: &str, tier: &str, port: u16| {
+        let mut o = svc("default", name, port);
+        o["metadata"]["labels"] = json!({"app": name, "tier": tier});
+        o
+    };
+    for i in 0..5 {
+        fake.apply("services", edge(&format!("s{i}"), "edge", 80));
+    }
+    fake.apply("services", edge("x", "core", 80));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/common/scripts/k8s_python_client.py");
+    let child = std::process::Command::new("/usr/bin/python3")
+        .arg(&script)
+        .args([&fake.url(), fake.ca_file().to_str().unwrap(), "tok"])
+        .args(["tier=edge,app notin (s4)", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/python3 (scripts/install-deps.sh --test installs python3-kubernetes)");
+    let open = common::wait::poll_for(WAIT, || {
+        watches(&fake).iter().any(|w| w.code == 200).then_some(())
+    });
+    if open.is_none() {
+        let mut child = child;
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "the Python client never watched: {:?}\n{}\n{}",
+            fake.requests(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    fake.apply("services", edge("late", "edge", 80));
+    fake.apply("services", edge("s0", "edge", 81));
+    fake.delete("services", "default", "s1");
+    fake.apply("services", edge("s2", "core", 80));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python client failed: {stderr}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0]["list"],
+        json!(["default/s0", "default/s1", "default/s2", "default/s3"]),
+        "{stderr}"
+    );
+    assert_eq!(lines[0]["pages"], 2);
+    let events: Vec<(String, String)> = lines[1..]
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().into(),
+                e["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expect = [
+        ("ADDED", "late"),
+        ("MODIFIED", "s0"),
+        ("DELETED", "s1"),
+        ("DELETED", "s2"),
+    ];
+    assert_eq!(events, expect.map(|(t, n)| (t.to_string(), n.to_string())));
+    assert_eq!(lines[2]["port"], 81);
+    let w = watches(&fake);
+    assert_eq!(
+        w[0].query["resourceVersion"],
+        lines[0]["rv"].as_str().unwrap()
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|q| q.authorization.as_deref() == Some("Bearer tok"))
+    );
+}
+
+#[test]
+fn watches_that_end_at_once_are_backed_off() {
+    let fake = FakeApiServer::start();
+    let mut c = config();
+    c.backoff_initial = Duration::from_millis(100);
+    c.backoff_max = Duration::from_secs(5);
+    // timeoutSeconds=1 and a server that ends the watch at once: the client must not loop.
+    let r = run(&fake, c);
+    wait_watch(&fake, 1);
+    for _ in 0..3 {
+        fake.inject(On::Watch, Fault::EmptyWatch);
+    }
+    fake.drop_connections();
+    wait_until("three empty watches and a real one", WAIT, || {
+        watches(&fake).len() >= 5
+    });
+    let w = watches(&fake);
+    let gaps: Vec<Duration> = w[1..5].windows(2).map(|p| p[1].at - p[0].at).collect();
+    assert!(
+        gaps[1] >= Duration::from_millis(200),
+        "no back-off: {gaps:?}"
+    );
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn api_server_restart_resumes_the_watch_without_a_relist() {
+    let mut fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    let listed_at = watches(&fake)[0].query["resourceVersion"].clone();
+    fake.stop();
+    // Written while the server is down (kept, as etcd keeps it) and still in its history.
+    fake.apply("services", svc("a", "two", 80));
+    wait_until("the client saw the outage", WAIT, || {
+        r.store.status().last_error.is_some()
+    });
+    assert!(
+        r.store.get("a", "one").is_some(),
+        "an outage keeps the store"
+    );
+    fake.restart();
+    wait_until("missed change delivered", WAIT, || {
+        r.store.get("a", "two").is_some()
+    });
+    let w: Vec<Request> = watches(&fake)
+        .into_iter()
+        .filter(|q| q.code == 200)
+        .collect();
+    assert_eq!(w[1].query["resourceVersion"], listed_at);
+    assert_eq!(lists(&fake).len(), 1, "no relist");
+    assert!(r.store.is_synced());
+}
+
+#[test]
+fn every_page_and_event_line_beats() {
+    let fake = FakeApiServer::start();
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let r = run(&fake, config());
+    wait_watch(&fake, 1);
+    // One beat at the step's start and one per page (three pages).
+    wait_until("list beats", WAIT, || {
+        r.beats.0.load(Ordering::Relaxed) >= 4
+    });
+    let before = r.beats.0.load(Ordering::Relaxed);
+    for i in 0..10 {
+        fake.apply("services", svc("default", &format!("e{i}"), 80));
+    }
+    wait_until("events applied", WAIT, || r.store.snapshot().len() == 15);
+    let after = r.beats.0.load(Ordering::Relaxed);
+    assert!(
+        after >= before + 10,
+        "{before} -> {after} beats for 10 event lines"
+    );
+}
