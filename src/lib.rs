@@ -26,6 +26,8 @@
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
 //!   the reaction to a reload, and the registry of built-in controllers.
 //! - [`cli`]: the verbs, parsed once into [`cli::Verb`].
+//! - `kubernetes` (feature `kubernetes`): API objects from a cluster and their pure
+//!   translation into the config model (services so far), beside the TOML source.
 //!
 //! The design in prose (layers, controller shape, heartbeat contract, kernel ownership, test
 //! isolation) is in `docs/architecture.md`.
@@ -43,6 +45,8 @@ pub mod daemon;
 pub mod dataplane;
 pub mod health;
 pub mod http;
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
 pub mod logging;
 pub mod metrics;
 pub mod names;

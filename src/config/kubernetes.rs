@@ -377,7 +377,10 @@ fn feeds(v: Option<&Spanned<Vec<Spanned<String>>>>, diags: &mut Diagnostics) -> 
             continue;
         };
         if !out.insert(feed) {
-            diags.error(item.span(), format!("feed `{}` is listed twice", feed.name()));
+            diags.error(
+                item.span(),
+                format!("feed `{}` is listed twice", feed.name()),
+            );
         }
     }
     out

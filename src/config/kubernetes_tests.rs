@@ -150,9 +150,8 @@ fn exactly_one_way_to_authenticate() {
     has(&both, "edgenetd.toml:4:14: note: `token_file` is set here");
     let none = rejected("[kubernetes]\nserver = \"https://h\"\nca_file = \"/ca\"\n");
     has(&none, "error: `[kubernetes]` needs credentials");
-    let half = rejected(
-        "[kubernetes]\nserver = \"https://h\"\nca_file = \"/ca\"\nclient_cert = \"/c\"\n",
-    );
+    let half =
+        rejected("[kubernetes]\nserver = \"https://h\"\nca_file = \"/ca\"\nclient_cert = \"/c\"\n");
     has(
         &half,
         "edgenetd.toml:4:15: error: `client_cert` needs `client_key` beside it",

@@ -92,7 +92,9 @@ impl Requirement {
         let bound = || self.values.first().and_then(|v| v.parse::<i64>().ok());
         match self.op {
             Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),
-            Operator::NotEquals | Operator::NotIn => !value.is_some_and(|v| self.values.contains(v)),
+            Operator::NotEquals | Operator::NotIn => {
+                !value.is_some_and(|v| self.values.contains(v))
+            }
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
             Operator::GreaterThan => matches!((int(), bound()), (Some(v), Some(b)) if v > b),
@@ -235,7 +237,10 @@ impl Parser {
                 let (value, value_at) = self.value(end)?;
                 let integer = matches!(op, Operator::GreaterThan | Operator::LessThan);
                 if integer && value.parse::<i64>().is_err() {
-                    return Err(err(value_at, format!("`{value}` after `>` or `<`: expected an integer")));
+                    return Err(err(
+                        value_at,
+                        format!("`{value}` after `>` or `<`: expected an integer"),
+                    ));
                 }
                 vec![value]
             }
@@ -354,8 +359,7 @@ fn is_label_name(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
@@ -368,8 +372,7 @@ pub fn is_dns_subdomain(s: &str) -> bool {
                 && l.len() <= 63
                 && b[0].is_ascii_alphanumeric()
                 && b[b.len() - 1].is_ascii_alphanumeric()
-                && b
-                    .iter()
+                && b.iter()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         })
 }
@@ -416,7 +419,10 @@ mod tests {
         bad.insert("n".into(), "three".into());
         assert!(!s.matches(&bad), "a non-integer never satisfies >");
         let notin = LabelSelector::parse("x notin (c)").unwrap();
-        assert!(notin.matches(&labels(&[])), "notin holds for an absent label");
+        assert!(
+            notin.matches(&labels(&[])),
+            "notin holds for an absent label"
+        );
         let empty = LabelSelector::parse("x in ()").unwrap();
         assert!(empty.matches(&labels(&[("x", "")])));
     }
