@@ -60,6 +60,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("controller", "config"),
     ("controller", "dataplane"),
     ("controller", "sync"),
+    // Kubernetes objects translate into the config model (pure; the `kubernetes` feature).
+    ("kubernetes", "config"),
     // The shared names (zones, families, ...) sit below both config and dataplane.
     ("config", "names"),
     ("dataplane", "names"),
