@@ -41,9 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::config::service::{
-    Affinity, Backend, CLUSTER_NAME_PREFIX, HealthCheck, MAX_BACKENDS, Protocol, Service, WhenEmpty,
-};
+use crate::config::service::{self as model, Affinity, Backend, Protocol, WhenEmpty};
 use crate::kubernetes::objects::{self, EndpointSlice};
 
 /// Services with this label belong to another proxy (kube-proxy ignores them too).
@@ -64,7 +62,7 @@ pub struct ThisNode<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Translated {
     /// The entries, ordered by namespace, name, port, family, address.
-    pub services: Vec<Service>,
+    pub services: Vec<model::Service>,
     /// Objects or parts of them that produced no entry.
     pub skipped: Vec<Skipped>,
 }
@@ -107,7 +105,11 @@ impl fmt::Display for SkipReason {
             SkipReason::UnsupportedProtocol(p) => write!(f, "protocol {p} is not balanced"),
             SkipReason::BadPort(p) => write!(f, "invalid port {p}"),
             SkipReason::TooManyBackends(n) => {
-                write!(f, "{n} endpoints: only the first {MAX_BACKENDS} are used")
+                write!(
+                    f,
+                    "{n} endpoints: only the first {} are used",
+                    model::MAX_BACKENDS
+                )
             }
         }
     }
@@ -247,8 +249,10 @@ fn entry_name(svc: &objects::Service, port: &objects::ServicePort) -> String {
         _ => port.port.to_string(),
     };
     format!(
-        "{CLUSTER_NAME_PREFIX}{}/{}:{port_id}",
-        svc.metadata.namespace, svc.metadata.name
+        "{}{}/{}:{port_id}",
+        model::CLUSTER_NAME_PREFIX,
+        svc.metadata.namespace,
+        svc.metadata.name
     )
 }
 
@@ -348,7 +352,7 @@ fn entries(
         if dropped > 0 {
             out.skipped.push(Skipped {
                 object: port.name.clone(),
-                reason: SkipReason::TooManyBackends(dropped + MAX_BACKENDS),
+                reason: SkipReason::TooManyBackends(dropped + model::MAX_BACKENDS),
             });
         }
         // A Local address with usable endpoints on other nodes only drops; an address of a
@@ -359,7 +363,7 @@ fn entries(
         } else {
             WhenEmpty::Reject
         };
-        out.services.push(Service {
+        out.services.push(model::Service {
             name: port.name.clone(),
             address,
             port: number,
@@ -368,7 +372,7 @@ fn entries(
             affinity,
             masquerade: !internal && !local_only,
             when_empty,
-            health: HealthCheck::default(),
+            health: model::HealthCheck::default(),
         });
     };
     push(half.cluster_ip, port.port, true);
@@ -488,14 +492,14 @@ fn choose(endpoints: &[Endpoint<'_>], local: Option<&str>) -> Vec<Backend> {
     }
 }
 
-/// At most [`MAX_BACKENDS`], those taking new connections first; how many were left out.
+/// At most [`model::MAX_BACKENDS`], those taking new connections first; how many were left out.
 fn cap(mut backends: Vec<Backend>) -> (Vec<Backend>, usize) {
-    if backends.len() <= MAX_BACKENDS {
+    if backends.len() <= model::MAX_BACKENDS {
         return (backends, 0);
     }
     backends.sort_by_key(|b| (b.weight == 0, b.address));
-    let dropped = backends.len() - MAX_BACKENDS;
-    backends.truncate(MAX_BACKENDS);
+    let dropped = backends.len() - model::MAX_BACKENDS;
+    backends.truncate(model::MAX_BACKENDS);
     backends.sort_by_key(|b| b.address);
     (backends, dropped)
 }

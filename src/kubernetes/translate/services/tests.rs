@@ -10,6 +10,7 @@ use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use super::*;
+use crate::config::service::{CLUSTER_NAME_PREFIX, HealthCheck, MAX_BACKENDS};
 
 fn via_json<T: serde::Serialize, U: serde::de::DeserializeOwned>(value: &T) -> U {
     serde_json::from_str(&serde_json::to_string(value).unwrap()).unwrap()
