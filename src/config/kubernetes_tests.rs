@@ -14,18 +14,15 @@ const NEEDS_FEATURE: &str = "`[kubernetes]` needs a build with the `kubernetes` 
 /// The section's validated value in a feature build; in a build without the feature, checks
 /// that the only complaint is the missing feature, at the section header.
 fn accepted(text: &str) -> Option<KubernetesConfig> {
-    match load_str(&[("edgenetd.toml", text)]) {
-        Ok(state) => {
-            assert!(BUILT_WITH_FEATURE, "accepted without the feature");
-            Some(state.kubernetes.expect("section present"))
-        }
-        Err(e) => {
-            assert!(!BUILT_WITH_FEATURE, "rejected: {e}");
-            assert_eq!(e.count, 1, "{e}");
-            assert!(e.first.contains(NEEDS_FEATURE), "{e}");
-            None
-        }
+    let result = load_str(&[("edgenetd.toml", text)]);
+    if BUILT_WITH_FEATURE {
+        let state = result.unwrap_or_else(|e| panic!("rejected: {e}"));
+        return Some(state.kubernetes.expect("section present"));
     }
+    let e = result.expect_err("accepted without the feature");
+    assert_eq!(e.count, 1, "{e}");
+    assert!(e.first.contains(NEEDS_FEATURE), "{e}");
+    None
 }
 
 /// The rendered errors (the missing feature's one aside).
