@@ -9,6 +9,7 @@ export EDGENETD_KERNEL_TESTS=required
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features fault-injection -- -D warnings
+cargo clippy --all-targets --features kubernetes -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --features fault-injection 2>&1 | tee "$log"
@@ -16,4 +17,7 @@ if grep -q "SKIPPED kernel test" "$log"; then
   echo "error: kernel tests were skipped" >&2
   exit 1
 fi
+# The `kubernetes` feature: its config section, API objects, translation, and `check`.
+cargo test --features kubernetes --lib -- kubernetes
+cargo test --features kubernetes --test cli
 echo "edgenetd: all tests passed"

@@ -260,3 +260,31 @@ fn toml_service_names_may_not_take_the_cluster_prefix() {
         "edgenetd.toml:2:8: error: invalid service name `k8s:default/web:http`: names starting with `k8s:` are reserved",
     );
 }
+
+/// The commented `[kubernetes]` example in config/edgenetd.toml, uncommented, is valid.
+#[test]
+fn the_commented_example_in_the_example_config_is_valid() {
+    let example = include_str!("../../config/edgenetd.toml");
+    let section: String = example
+        .lines()
+        .skip_while(|l| *l != "# [kubernetes]")
+        .map_while(|l| l.strip_prefix("# "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(section.lines().count() > 5, "{section}");
+    let Some(k) = accepted(&section) else {
+        return;
+    };
+    assert_eq!(k.feeds.len(), 3);
+    assert!(matches!(
+        k.connection,
+        Connection::Server {
+            credentials: Credentials::ClientCert { .. },
+            ..
+        }
+    ));
+    assert_eq!(
+        k.node_selector.unwrap().to_string(),
+        "topology.kubernetes.io/zone in (north,south)"
+    );
+}

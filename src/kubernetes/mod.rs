@@ -2,8 +2,8 @@
 //! edgenetd reads ([`objects`]) and their pure translation into the same model the TOML
 //! files validate into ([`translate`]).
 //!
-//! The design, the layering and what is still to come are in `docs/architecture.md`; the
-//! operator's view (the `[kubernetes]` keys) is in the README.
+//! The `[kubernetes]` section itself is parsed in `config::kubernetes` in every build; the
+//! operator's view (its keys, what works so far) is in the README, "Fed by a cluster".
 
 pub mod objects;
 pub mod translate;
