@@ -28,6 +28,8 @@
 //!   none here drops packets (kube-proxy does the same); an address with no endpoint at all
 //!   rejects them. External addresses with policy `Cluster` masquerade (the backend may be
 //!   on another node and must reply through this one); `Local` keeps the client's address.
+//!   Cluster IPs do not masquerade: their clients are pods and the node itself, whose replies
+//!   come back through this node's connection tracking anyway.
 //! - **Session affinity**: `ClientIP` maps to the `source-ip` affinity.
 //!
 //! TODO(issue 10): `sessionAffinity: ClientIP` with `timeoutSeconds` needs the sticky
