@@ -92,6 +92,32 @@ pub enum SecretPath {
     Credential(String),
 }
 
+/// The environment variable systemd sets to the directory of the unit's credentials.
+pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
+
+/// A `credential:NAME` that cannot be found because the process has no credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "credential `{0}`: ${CREDENTIALS_DIRECTORY} is not set (is LoadCredential={0}:... in the unit?)"
+)]
+pub struct NoCredentialsDirectory(pub String);
+
+impl SecretPath {
+    /// The file to read: the path itself, or `NAME` in `credentials_dir` (the value of
+    /// `$CREDENTIALS_DIRECTORY`, read by the caller when it connects).
+    pub fn resolve(
+        &self,
+        credentials_dir: Option<&std::path::Path>,
+    ) -> Result<PathBuf, NoCredentialsDirectory> {
+        match self {
+            SecretPath::File(path) => Ok(path.clone()),
+            SecretPath::Credential(name) => credentials_dir
+                .map(|dir| dir.join(name))
+                .ok_or_else(|| NoCredentialsDirectory(name.clone())),
+        }
+    }
+}
+
 /// A parsed `https://host[:port][/path]` API server URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerUrl {

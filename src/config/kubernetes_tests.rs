@@ -288,3 +288,21 @@ fn the_commented_example_in_the_example_config_is_valid() {
         "topology.kubernetes.io/zone in (north,south)"
     );
 }
+
+#[test]
+fn a_credential_resolves_in_the_credentials_directory_and_a_path_as_itself() {
+    let dir = std::path::Path::new("/run/credentials/edgenetd.service");
+    let cred = SecretPath::Credential("k8s-token".into());
+    assert_eq!(cred.resolve(Some(dir)).unwrap(), dir.join("k8s-token"));
+    let e = cred.resolve(None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("credential `k8s-token`: $CREDENTIALS_DIRECTORY is not set"),
+        "{e}"
+    );
+    let file = SecretPath::File(PathBuf::from("/etc/edgenetd/ca.crt"));
+    assert_eq!(
+        file.resolve(None).unwrap(),
+        PathBuf::from("/etc/edgenetd/ca.crt")
+    );
+}
