@@ -217,6 +217,13 @@ fn connection(raw: &RawKubernetes, section: Range<usize>, diags: &mut Diagnostic
         }
         return Connection::InCluster;
     }
+    if explicit.iter().all(|(_, v)| v.is_none()) {
+        diags.error(
+            section,
+            "`[kubernetes]` needs a way to reach the cluster: in_cluster = true, or `server`, `ca_file` and `token_file` (or `client_cert` + `client_key`)",
+        );
+        return Connection::InCluster;
+    }
     let server = match &raw.server {
         Some(s) => server_url(s, diags),
         None => {

@@ -154,8 +154,23 @@ fn exactly_one_way_to_authenticate() {
         "edgenetd.toml:4:15: error: `client_cert` needs `client_key` beside it",
     );
     let nothing = rejected("[kubernetes]\nnode_name = \"n\"\n");
-    has(&nothing, "`[kubernetes]` needs `server`");
-    has(&nothing, "`[kubernetes]` needs `ca_file`");
+    has(
+        &nothing,
+        "edgenetd.toml:1:1: error: `[kubernetes]` needs a way to reach the cluster: in_cluster = true, or `server`",
+    );
+    assert!(
+        !nothing.contains("needs `ca_file`"),
+        "one error, not three:\n{nothing}"
+    );
+    let no_server = rejected("[kubernetes]\ntoken_file = \"/t\"\n");
+    has(
+        &no_server,
+        "edgenetd.toml:1:1: error: `[kubernetes]` needs `server`",
+    );
+    has(
+        &no_server,
+        "edgenetd.toml:1:1: error: `[kubernetes]` needs `ca_file`",
+    );
 }
 
 #[test]
