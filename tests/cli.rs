@@ -164,3 +164,44 @@ fn check_reports_the_forward_clash_and_duplicate_routes_of_a_big_route_file() {
         assert!(err.contains(&want), "missing {want:?} in\n{err}");
     }
 }
+
+/// `[kubernetes]` is checked like any other section: a build with the `kubernetes` feature
+/// accepts a good one; a build without it names the feature at the section; both point at
+/// each bad key.
+#[test]
+fn check_reads_the_kubernetes_section_and_names_the_feature_it_needs() {
+    let dir = ScratchDir::with_files(
+        "cli-k8s",
+        &[
+            (
+                "edgenetd.toml",
+                "[kubernetes]\nserver = \"https://10.0.0.1:6443\"\nca_file = \"/etc/edgenetd/ca.crt\"\ntoken_file = \"credential:k8s-token\"\nfeeds = [\"services\"]\n",
+            ),
+            (
+                "bad/edgenetd.toml",
+                "[kubernetes]\nin_cluster = true\ntoken_file = \"/t\"\nfeeds = [\"pods\"]\nservice_selector = \"app in (web\"\n",
+            ),
+        ],
+    );
+    let good = dir.join("edgenetd.toml").display().to_string();
+    let (code, out, err) = edgenetd(&["check", "--config", &good]);
+    if cfg!(feature = "kubernetes") {
+        assert_eq!(code, 0, "{out}{err}");
+    } else {
+        assert_eq!(code, 1, "{out}{err}");
+        let want = format!(
+            "{good}:1:2: error: `[kubernetes]` needs a build with the `kubernetes` feature"
+        );
+        assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    }
+    let bad = dir.join("bad/edgenetd.toml").display().to_string();
+    let (code, _, err) = edgenetd(&["check", "--config", &bad]);
+    assert_eq!(code, 1, "{err}");
+    for want in [
+        format!("{bad}:3:14: error: `token_file` does not go with in_cluster = true"),
+        format!("{bad}:4:10: error: unknown feed `pods`"),
+        format!("{bad}:5:32: error: invalid label selector `app in (web`: expected `)`"),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    }
+}

@@ -107,6 +107,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::service", "config::duration"),
     ("config::service", "config::net"),
     ("config::service", "config::nul"),
+    // `[kubernetes]`: its label selectors are their own grammar, below it.
+    ("config::kubernetes", "config::diag"),
+    ("config::kubernetes", "config::doc"),
+    ("config::kubernetes", "config::label_selector"),
+    ("config::kubernetes", "config::nul"),
     ("config::test_controller", "config::daemon"),
     ("config::test_controller", "config::diag"),
     ("config::test_controller", "config::doc"),

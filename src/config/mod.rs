@@ -22,6 +22,8 @@ mod diag;
 pub(crate) mod doc;
 mod dual_forward;
 mod duration;
+pub mod kubernetes;
+pub mod label_selector;
 mod load;
 mod net;
 mod nul;
@@ -51,6 +53,7 @@ const SECTIONS: &[&str] = &[
     "service",
     "route",
     "route_rule",
+    "kubernetes",
     #[cfg(feature = "fault-injection")]
     "test_controller",
 ];
@@ -68,6 +71,9 @@ pub struct DesiredState {
     pub policy: Option<policy::PolicyConfig>,
     /// `[[service]]`: load-balanced virtual addresses.
     pub services: service::ServicesConfig,
+    /// `[kubernetes]`: the cluster this node takes services, routes and policies from;
+    /// `None` = fed by TOML only. Only a build with the `kubernetes` feature accepts it.
+    pub kubernetes: Option<kubernetes::KubernetesConfig>,
     /// Test controllers (fault injection; never in release builds).
     #[cfg(feature = "fault-injection")]
     pub test_controllers: Vec<test_controller::TestControllerConfig>,
@@ -177,6 +183,7 @@ fn validate_sources(
         policy: policy::validate(&doc, diags),
         services: service::validate(&doc, diags),
         routing: route::validate(&doc, routes, diags),
+        kubernetes: kubernetes::validate(&doc, diags),
         #[cfg(feature = "fault-injection")]
         test_controllers: test_controller::validate(&doc, diags),
         files: Vec::new(),
@@ -186,6 +193,8 @@ fn validate_sources(
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod differential;
+#[cfg(test)]
+mod kubernetes_tests;
 #[cfg(test)]
 mod load_tests;
 #[cfg(test)]

@@ -25,6 +25,9 @@ use super::nul::no_nul;
 
 /// Most backends one service may have (its slots are spread over at most 1024 map entries).
 pub const MAX_BACKENDS: usize = 1024;
+/// Names of services taken from a Kubernetes cluster start with this (`k8s:<namespace>/<name>:
+/// <port>`); TOML names may not, so a name always tells where a service came from.
+pub const CLUSTER_NAME_PREFIX: &str = "k8s:";
 /// Largest backend weight.
 pub const MAX_WEIGHT: u32 = 1000;
 
@@ -243,6 +246,12 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         diags.error(raw.name.span(), "empty service name: expected a name");
     }
     no_nul(&raw.name, "service name", diags);
+    if name.starts_with(CLUSTER_NAME_PREFIX) {
+        diags.error(
+            raw.name.span(),
+            format!("invalid service name `{name}`: names starting with `{CLUSTER_NAME_PREFIX}` are reserved for services from a Kubernetes cluster"),
+        );
+    }
     let address = parse_addr(raw.address.get_ref())
         .map_err(|e| diags.error(raw.address.span(), e))
         .ok();

@@ -4,6 +4,7 @@
 //!
 //! - [`client`]: HTTPS on smol + rustls, paged lists, watches resumed by resourceVersion,
 //!   relists on 410, back-off; the reflector keeps a store per kind.
+//! - [`objects`]: lean serde structs of the API objects, only the fields edgenetd reads.
 //! - [`translate`]: pure functions from cluster objects to the validated config types.
 //! - [`compose`]: the one merge step (TOML + cluster -> one snapshot, published only when it
 //!   changed; TOML wins a clash of meaning).
@@ -14,5 +15,6 @@
 pub mod cache;
 pub mod client;
 pub mod compose;
+pub mod objects;
 pub mod pace;
 pub mod translate;

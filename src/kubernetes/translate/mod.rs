@@ -1,3 +1,5 @@
-//! Pure translation: cluster objects in, edgenetd's validated model out. No I/O, no clock.
+//! Pure translations: cluster objects in, edgenetd's validated model out. Nothing here does
+//! I/O or keeps state between calls, so every rule is a unit test on fixtures.
 
 pub mod nodes;
+pub mod services;

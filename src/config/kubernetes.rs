@@ -1,0 +1,441 @@
+//! `[kubernetes]`: where the cluster is, how edgenetd proves who it is, and what it takes from
+//! it. Parsed and validated in every build, so a build without the `kubernetes` feature can
+//! say at the section's place that it needs one, instead of calling the section unknown.
+//!
+//! The key names are a contract (checks outside the repository write them):
+//! - `in_cluster = true`: the pod's service account (token, CA and API address from the
+//!   files and environment a pod is given); excludes `server`, `ca_file`, `token_file`,
+//!   `client_cert`, `client_key`.
+//! - otherwise `server` (an `https://` URL) and `ca_file`, plus exactly one of `token_file`
+//!   or `client_cert` + `client_key` (k3s from outside the cluster).
+//! - `node_name`: this node's Node name; absent = the host name.
+//! - `feeds`: any of `"services"`, `"routes"`, `"network_policies"`; default all three.
+//! - `service_selector`, `node_selector`, `network_policy_selector`: label selectors (the
+//!   string form of `kubectl -l`) narrowing the Services, Nodes and NetworkPolicies taken.
+//!
+//! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
+//! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so
+//! the unit's dynamic user never needs access to the original file.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::diag::Diagnostics;
+use super::doc::Doc;
+use super::label_selector::{LabelSelector, is_dns_subdomain};
+use super::nul::no_nul;
+
+/// The section's name.
+pub const SECTION: &str = "kubernetes";
+
+/// True when this build can act on `[kubernetes]`.
+pub const BUILT_WITH_FEATURE: bool = cfg!(feature = "kubernetes");
+
+/// Validated `[kubernetes]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubernetesConfig {
+    /// How to reach the API server and authenticate.
+    pub connection: Connection,
+    /// This node's Node name; `None` = the host name (resolved by the daemon).
+    pub node_name: Option<String>,
+    /// The kinds taken from the cluster, each once.
+    pub feeds: BTreeSet<Feed>,
+    /// Only Services with these labels (`None` = all).
+    pub service_selector: Option<LabelSelector>,
+    /// Only Nodes with these labels, for routes (`None` = all).
+    pub node_selector: Option<LabelSelector>,
+    /// Only NetworkPolicies with these labels (`None` = all).
+    pub network_policy_selector: Option<LabelSelector>,
+}
+
+/// Where the API server is and who edgenetd is to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    /// Running in a pod: the service account's token (re-read at each connect, since
+    /// projected tokens rotate), CA and the `KUBERNETES_SERVICE_*` address.
+    InCluster,
+    /// An explicit server.
+    Server {
+        /// The API server.
+        server: ServerUrl,
+        /// The cluster CA (PEM) that signs the server's certificate.
+        ca_file: SecretPath,
+        /// The client's credentials.
+        credentials: Credentials,
+    },
+}
+
+/// How the client authenticates to an explicit server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// A bearer token, re-read at each connect.
+    Token(SecretPath),
+    /// A client certificate and its key (PEM), as k3s issues them.
+    ClientCert {
+        /// The certificate chain.
+        cert: SecretPath,
+        /// The private key.
+        key: SecretPath,
+    },
+}
+
+/// A file holding a secret or a certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretPath {
+    /// An absolute path.
+    File(PathBuf),
+    /// `credential:NAME`: the file `NAME` in `$CREDENTIALS_DIRECTORY` (systemd credentials).
+    Credential(String),
+}
+
+/// The environment variable systemd sets to the directory of the unit's credentials.
+pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
+
+/// A `credential:NAME` that cannot be found because the process has no credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "credential `{0}`: ${CREDENTIALS_DIRECTORY} is not set (is LoadCredential={0}:... in the unit?)"
+)]
+pub struct NoCredentialsDirectory(pub String);
+
+impl SecretPath {
+    /// The file to read: the path itself, or `NAME` in `credentials_dir` (the value of
+    /// `$CREDENTIALS_DIRECTORY`, read by the caller when it connects).
+    pub fn resolve(
+        &self,
+        credentials_dir: Option<&std::path::Path>,
+    ) -> Result<PathBuf, NoCredentialsDirectory> {
+        match self {
+            SecretPath::File(path) => Ok(path.clone()),
+            SecretPath::Credential(name) => credentials_dir
+                .map(|dir| dir.join(name))
+                .ok_or_else(|| NoCredentialsDirectory(name.clone())),
+        }
+    }
+}
+
+/// A parsed `https://host[:port][/path]` API server URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerUrl {
+    /// Host name or address (an IPv6 address without brackets).
+    pub host: String,
+    /// TCP port (443 when not written).
+    pub port: u16,
+    /// Path prefix before `/api` (empty, or starting with `/` without a trailing one).
+    pub path: String,
+}
+
+/// A kind of object edgenetd can take from the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Feed {
+    /// Services and EndpointSlices become services.
+    Services,
+    /// Other Nodes' pod CIDRs become routes.
+    Routes,
+    /// NetworkPolicies (with Pods and Namespaces) become firewall rules.
+    NetworkPolicies,
+}
+
+impl Feed {
+    /// Every feed, in the order they are listed in messages.
+    pub const ALL: [Feed; 3] = [Feed::Services, Feed::Routes, Feed::NetworkPolicies];
+
+    /// The name written in `feeds`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feed::Services => "services",
+            Feed::Routes => "routes",
+            Feed::NetworkPolicies => "network_policies",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKubernetes {
+    server: Option<Spanned<String>>,
+    ca_file: Option<Spanned<String>>,
+    token_file: Option<Spanned<String>>,
+    client_cert: Option<Spanned<String>>,
+    client_key: Option<Spanned<String>>,
+    in_cluster: Option<Spanned<bool>>,
+    node_name: Option<Spanned<String>>,
+    feeds: Option<Spanned<Vec<Spanned<String>>>>,
+    service_selector: Option<Spanned<String>>,
+    node_selector: Option<Spanned<String>>,
+    network_policy_selector: Option<Spanned<String>>,
+}
+
+/// Validates `[kubernetes]`; `None` when the section is absent or has an error.
+pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> {
+    let value = doc.value(SECTION)?;
+    let before = diags.len();
+    if !BUILT_WITH_FEATURE {
+        let at = doc
+            .keys()
+            .find(|(k, _)| *k == SECTION)
+            .map_or(value.span(), |(_, span)| span);
+        diags.error(
+            at,
+            "`[kubernetes]` needs a build with the `kubernetes` feature (this edgenetd was built without it)",
+        );
+    }
+    let raw = doc.table::<RawKubernetes>(SECTION, diags)?;
+    let section = raw.span();
+    let raw = raw.into_inner();
+    let config = KubernetesConfig {
+        connection: connection(&raw, section, diags),
+        node_name: node_name(raw.node_name.as_ref(), diags),
+        feeds: feeds(raw.feeds.as_ref(), diags),
+        service_selector: selector(raw.service_selector.as_ref(), diags),
+        node_selector: selector(raw.node_selector.as_ref(), diags),
+        network_policy_selector: selector(raw.network_policy_selector.as_ref(), diags),
+    };
+    (diags.len() == before).then_some(config)
+}
+
+fn connection(raw: &RawKubernetes, section: Range<usize>, diags: &mut Diagnostics) -> Connection {
+    let explicit = [
+        ("server", &raw.server),
+        ("ca_file", &raw.ca_file),
+        ("token_file", &raw.token_file),
+        ("client_cert", &raw.client_cert),
+        ("client_key", &raw.client_key),
+    ];
+    if raw.in_cluster.as_ref().is_some_and(|v| *v.get_ref()) {
+        for (key, value) in explicit {
+            if let Some(v) = value {
+                diags.error(
+                    v.span(),
+                    format!("`{key}` does not go with in_cluster = true, which uses the pod's service account: remove one of them"),
+                );
+            }
+        }
+        return Connection::InCluster;
+    }
+    if explicit.iter().all(|(_, v)| v.is_none()) {
+        diags.error(
+            section,
+            "`[kubernetes]` needs a way to reach the cluster: in_cluster = true, or `server`, `ca_file` and `token_file` (or `client_cert` + `client_key`)",
+        );
+        return Connection::InCluster;
+    }
+    let server = match &raw.server {
+        Some(s) => server_url(s, diags),
+        None => {
+            diags.error(
+                section.clone(),
+                "`[kubernetes]` needs `server` (an https:// URL) with `ca_file` and credentials, or in_cluster = true",
+            );
+            None
+        }
+    };
+    let ca_file = match &raw.ca_file {
+        Some(c) => secret_path(c, "ca_file", diags),
+        None => {
+            diags.error(
+                section.clone(),
+                "`[kubernetes]` needs `ca_file`: the cluster CA that signs the API server's certificate",
+            );
+            None
+        }
+    };
+    let credentials = credentials(raw, section, diags);
+    match (server, ca_file, credentials) {
+        (Some(server), Some(ca_file), Some(credentials)) => Connection::Server {
+            server,
+            ca_file,
+            credentials,
+        },
+        // An error is recorded: the value is never used.
+        _ => Connection::InCluster,
+    }
+}
+
+/// Exactly one of `token_file` and `client_cert` + `client_key`.
+fn credentials(
+    raw: &RawKubernetes,
+    section: Range<usize>,
+    diags: &mut Diagnostics,
+) -> Option<Credentials> {
+    let cert_pair = match (&raw.client_cert, &raw.client_key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (Some(c), None) => {
+            diags.error(c.span(), "`client_cert` needs `client_key` beside it");
+            return None;
+        }
+        (None, Some(k)) => {
+            diags.error(k.span(), "`client_key` needs `client_cert` beside it");
+            return None;
+        }
+        (None, None) => None,
+    };
+    match (&raw.token_file, cert_pair) {
+        (Some(t), Some((c, _))) => {
+            diags.error_also(
+                c.span(),
+                "two ways to authenticate: expected either `token_file` or `client_cert` + `client_key`",
+                t.span(),
+                "`token_file` is set here",
+            );
+            None
+        }
+        (Some(t), None) => secret_path(t, "token_file", diags).map(Credentials::Token),
+        (None, Some((c, k))) => {
+            let cert = secret_path(c, "client_cert", diags);
+            let key = secret_path(k, "client_key", diags);
+            Some(Credentials::ClientCert {
+                cert: cert?,
+                key: key?,
+            })
+        }
+        (None, None) => {
+            diags.error(
+                section,
+                "`[kubernetes]` needs credentials: `token_file`, or `client_cert` + `client_key`",
+            );
+            None
+        }
+    }
+}
+
+fn secret_path(v: &Spanned<String>, key: &str, diags: &mut Diagnostics) -> Option<SecretPath> {
+    if !no_nul(v, key, diags) {
+        return None;
+    }
+    let text = v.get_ref();
+    if let Some(name) = text.strip_prefix("credential:") {
+        let ok = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+        if ok {
+            return Some(SecretPath::Credential(name.to_string()));
+        }
+        diags.error(
+            v.span(),
+            format!("invalid {key} `{text}`: expected credential:NAME with a file name, e.g. \"credential:k8s-token\""),
+        );
+        return None;
+    }
+    if text.starts_with('/') {
+        return Some(SecretPath::File(PathBuf::from(text)));
+    }
+    diags.error(
+        v.span(),
+        format!("invalid {key} `{text}`: expected an absolute path or credential:NAME (a systemd credential)"),
+    );
+    None
+}
+
+fn server_url(v: &Spanned<String>, diags: &mut Diagnostics) -> Option<ServerUrl> {
+    parse_server_url(v.get_ref())
+        .map_err(|why| diags.error(v.span(), format!("invalid server `{}`: {why}", v.get_ref())))
+        .ok()
+}
+
+/// `https://host[:port][/path]`: no user, query or fragment; IPv6 hosts in brackets.
+pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
+    let Some(rest) = text.strip_prefix("https://") else {
+        return Err("expected an https:// URL, e.g. \"https://10.0.0.1:6443\"".into());
+    };
+    if rest.contains(['?', '#', '@']) || rest.contains(char::is_whitespace) {
+        return Err("expected https://host[:port][/path] without user, query or fragment".into());
+    }
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (addr, after) = v6.split_once(']').ok_or("an IPv6 host without `]`")?;
+        addr.parse::<std::net::Ipv6Addr>()
+            .map_err(|_| format!("`{addr}` is not an IPv6 address"))?;
+        (addr, after.strip_prefix(':'))
+    } else {
+        match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    let port = match port {
+        None => 443,
+        Some(p) => match p.parse::<u16>() {
+            Ok(p) if p > 0 => p,
+            _ => return Err(format!("invalid port `{p}`: expected 1-65535")),
+        },
+    };
+    Ok(ServerUrl {
+        host: host.to_string(),
+        port,
+        path: path.trim_end_matches('/').to_string(),
+    })
+}
+
+fn node_name(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<String> {
+    let v = v?;
+    if is_dns_subdomain(v.get_ref()) {
+        return Some(v.get_ref().clone());
+    }
+    diags.error(
+        v.span(),
+        format!(
+            "invalid node_name `{}`: expected a Node name (lowercase letters, digits, `-` and `.`, at most 253 characters)",
+            v.get_ref()
+        ),
+    );
+    None
+}
+
+fn feeds(v: Option<&Spanned<Vec<Spanned<String>>>>, diags: &mut Diagnostics) -> BTreeSet<Feed> {
+    let Some(v) = v else {
+        return Feed::ALL.into_iter().collect();
+    };
+    if v.get_ref().is_empty() {
+        diags.error(
+            v.span(),
+            "empty feeds: expected at least one of \"services\", \"routes\", \"network_policies\" (or no [kubernetes] section)",
+        );
+    }
+    let mut out = BTreeSet::new();
+    for item in v.get_ref() {
+        let Some(feed) = Feed::ALL.into_iter().find(|f| f.name() == item.get_ref()) else {
+            diags.error(
+                item.span(),
+                format!(
+                    "unknown feed `{}`: expected \"services\", \"routes\" or \"network_policies\"",
+                    item.get_ref()
+                ),
+            );
+            continue;
+        };
+        if !out.insert(feed) {
+            diags.error(
+                item.span(),
+                format!("feed `{}` is listed twice", feed.name()),
+            );
+        }
+    }
+    out
+}
+
+/// A selector; errors point into the string when it is written without escapes.
+fn selector(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<LabelSelector> {
+    let v = v?;
+    match LabelSelector::parse(v.get_ref()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            let span = v.span();
+            // `"text"` or `'text'`: the text starts one byte after the span does.
+            let plain = span.len() == v.get_ref().len() + 2;
+            let at = if plain {
+                let start = span.start + 1 + e.at;
+                start..start + 1
+            } else {
+                span
+            };
+            diags.error(at, format!("invalid label selector `{}`: {e}", v.get_ref()));
+            None
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! `[kubernetes]`: every key, every rule, each error at its place; and what a build without
+//! the feature says.
+
+use std::path::PathBuf;
+
+use super::kubernetes::{
+    BUILT_WITH_FEATURE, Connection, Credentials, Feed, KubernetesConfig, SecretPath, ServerUrl,
+    parse_server_url,
+};
+use super::*;
+
+const NEEDS_FEATURE: &str = "`[kubernetes]` needs a build with the `kubernetes` feature";
+
+/// The section's validated value in a feature build; in a build without the feature, checks
+/// that the only complaint is the missing feature, at the section header.
+fn accepted(text: &str) -> Option<KubernetesConfig> {
+    let result = load_str(&[("edgenetd.toml", text)]);
+    if BUILT_WITH_FEATURE {
+        let state = result.unwrap_or_else(|e| panic!("rejected: {e}"));
+        return Some(state.kubernetes.expect("section present"));
+    }
+    let e = result.expect_err("accepted without the feature");
+    assert_eq!(e.count, 1, "{e}");
+    assert!(e.first.contains(NEEDS_FEATURE), "{e}");
+    None
+}
+
+/// The rendered errors (the missing feature's one aside).
+fn rejected(text: &str) -> String {
+    let e = load_str(&[("edgenetd.toml", text)]).expect_err("must be rejected");
+    assert_eq!(
+        e.rendered.contains(NEEDS_FEATURE),
+        !BUILT_WITH_FEATURE,
+        "{e}"
+    );
+    e.rendered
+}
+
+fn has(rendered: &str, want: &str) {
+    assert!(rendered.contains(want), "missing {want:?} in\n{rendered}");
+}
+
+#[test]
+fn a_k3s_client_certificate_setup_is_read_key_for_key() {
+    let Some(k) = accepted(
+        r#"
+[kubernetes]
+server = "https://[2001:db8::1]:6443/"
+ca_file = "/etc/edgenetd/k3s-ca.crt"
+client_cert = "/etc/edgenetd/k3s-client.crt"
+client_key = "credential:k3s-client-key"
+node_name = "edge-7.example"
+feeds = ["services", "routes"]
+service_selector = "edge.example.com/expose=true"
+node_selector = "zone in (north, south)"
+network_policy_selector = "!legacy"
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        k.connection,
+        Connection::Server {
+            server: ServerUrl {
+                host: "2001:db8::1".into(),
+                port: 6443,
+                path: String::new()
+            },
+            ca_file: SecretPath::File(PathBuf::from("/etc/edgenetd/k3s-ca.crt")),
+            credentials: Credentials::ClientCert {
+                cert: SecretPath::File(PathBuf::from("/etc/edgenetd/k3s-client.crt")),
+                key: SecretPath::Credential("k3s-client-key".into()),
+            },
+        }
+    );
+    assert_eq!(k.node_name.as_deref(), Some("edge-7.example"));
+    assert_eq!(
+        k.feeds.into_iter().collect::<Vec<_>>(),
+        [Feed::Services, Feed::Routes]
+    );
+    let show = |s: Option<label_selector::LabelSelector>| s.unwrap().to_string();
+    assert_eq!(show(k.service_selector), "edge.example.com/expose=true");
+    assert_eq!(show(k.node_selector), "zone in (north,south)");
+    assert_eq!(show(k.network_policy_selector), "!legacy");
+}
+
+#[test]
+fn in_cluster_alone_takes_every_feed_and_the_host_name() {
+    let Some(k) = accepted("[kubernetes]\nin_cluster = true\n") else {
+        return;
+    };
+    assert_eq!(k.connection, Connection::InCluster);
+    assert_eq!(k.node_name, None);
+    assert_eq!(k.feeds.into_iter().collect::<Vec<_>>(), Feed::ALL);
+    assert_eq!(k.service_selector, None);
+}
+
+#[test]
+fn a_token_setup_is_read() {
+    let Some(k) = accepted(
+        "[kubernetes]\nserver = \"https://k8s.example:443/prefix\"\nca_file = \"credential:ca\"\ntoken_file = \"credential:k8s-token\"\n",
+    ) else {
+        return;
+    };
+    let Connection::Server {
+        server,
+        credentials,
+        ..
+    } = k.connection
+    else {
+        panic!("not a server connection");
+    };
+    assert_eq!(
+        (server.host.as_str(), server.port, server.path.as_str()),
+        ("k8s.example", 443, "/prefix")
+    );
+    assert_eq!(
+        credentials,
+        Credentials::Token(SecretPath::Credential("k8s-token".into()))
+    );
+}
+
+#[test]
+fn no_section_means_fed_by_toml_only() {
+    assert_eq!(load_str(&[("edgenetd.toml", "")]).unwrap().kubernetes, None);
+}
+
+#[test]
+fn in_cluster_excludes_every_explicit_connection_key() {
+    let out = rejected(
+        "[kubernetes]\nin_cluster = true\nserver = \"https://10.0.0.1:6443\"\nca_file = \"/ca\"\ntoken_file = \"/t\"\n",
+    );
+    has(
+        &out,
+        "edgenetd.toml:3:10: error: `server` does not go with in_cluster = true",
+    );
+    has(&out, "edgenetd.toml:4:11: error: `ca_file` does not go");
+    has(&out, "edgenetd.toml:5:14: error: `token_file` does not go");
+}
+
+#[test]
+fn exactly_one_way_to_authenticate() {
+    let both = rejected(
+        "[kubernetes]\nserver = \"https://h\"\nca_file = \"/ca\"\ntoken_file = \"/t\"\nclient_cert = \"/c\"\nclient_key = \"/k\"\n",
+    );
+    has(&both, "edgenetd.toml:5:15: error: two ways to authenticate");
+    has(&both, "edgenetd.toml:4:14: note: `token_file` is set here");
+    let none = rejected("[kubernetes]\nserver = \"https://h\"\nca_file = \"/ca\"\n");
+    has(&none, "error: `[kubernetes]` needs credentials");
+    let half =
+        rejected("[kubernetes]\nserver = \"https://h\"\nca_file = \"/ca\"\nclient_cert = \"/c\"\n");
+    has(
+        &half,
+        "edgenetd.toml:4:15: error: `client_cert` needs `client_key` beside it",
+    );
+    let nothing = rejected("[kubernetes]\nnode_name = \"n\"\n");
+    has(
+        &nothing,
+        "edgenetd.toml:1:1: error: `[kubernetes]` needs a way to reach the cluster: in_cluster = true, or `server`",
+    );
+    assert!(
+        !nothing.contains("needs `ca_file`"),
+        "one error, not three:\n{nothing}"
+    );
+    let no_server = rejected("[kubernetes]\ntoken_file = \"/t\"\n");
+    has(
+        &no_server,
+        "edgenetd.toml:1:1: error: `[kubernetes]` needs `server`",
+    );
+    has(
+        &no_server,
+        "edgenetd.toml:1:1: error: `[kubernetes]` needs `ca_file`",
+    );
+}
+
+#[test]
+fn the_server_is_an_https_url_and_files_are_absolute_or_credentials() {
+    let out = rejected(
+        "[kubernetes]\nserver = \"http://10.0.0.1:6443\"\nca_file = \"ca.crt\"\ntoken_file = \"credential:a/b\"\n",
+    );
+    has(
+        &out,
+        "edgenetd.toml:2:10: error: invalid server `http://10.0.0.1:6443`: expected an https:// URL",
+    );
+    has(
+        &out,
+        "edgenetd.toml:3:11: error: invalid ca_file `ca.crt`: expected an absolute path or credential:NAME",
+    );
+    has(
+        &out,
+        "edgenetd.toml:4:14: error: invalid token_file `credential:a/b`",
+    );
+    for bad in [
+        "https://",
+        "https://h:0",
+        "https://h:70000",
+        "https://user@h",
+        "https://h/?x=1",
+        "https://[::1",
+        "https://[zz]:1",
+    ] {
+        assert!(parse_server_url(bad).is_err(), "{bad}");
+    }
+    assert_eq!(parse_server_url("https://10.0.0.1").unwrap().port, 443);
+}
+
+#[test]
+fn feeds_are_known_names_each_once() {
+    let out = rejected(
+        "[kubernetes]\nin_cluster = true\nfeeds = [\"services\", \"pods\", \"services\"]\n",
+    );
+    has(
+        &out,
+        "edgenetd.toml:3:22: error: unknown feed `pods`: expected \"services\", \"routes\" or \"network_policies\"",
+    );
+    has(
+        &out,
+        "edgenetd.toml:3:30: error: feed `services` is listed twice",
+    );
+    let empty = rejected("[kubernetes]\nin_cluster = true\nfeeds = []\n");
+    has(&empty, "edgenetd.toml:3:9: error: empty feeds");
+}
+
+#[test]
+fn selectors_follow_the_label_selector_grammar_with_the_column_of_the_problem() {
+    let out = rejected(
+        "[kubernetes]\nin_cluster = true\nservice_selector = \"app=web,tier in (a\"\nnode_selector = \"Role/x=1\"\nnetwork_policy_selector = \"a==-b\"\n",
+    );
+    has(
+        &out,
+        "edgenetd.toml:3:39: error: invalid label selector `app=web,tier in (a`: expected `)`",
+    );
+    has(
+        &out,
+        "edgenetd.toml:4:18: error: invalid label selector `Role/x=1`: invalid label key `Role/x`",
+    );
+    has(
+        &out,
+        "edgenetd.toml:5:31: error: invalid label selector `a==-b`: invalid label value `-b`",
+    );
+}
+
+#[test]
+fn node_name_and_unknown_keys_are_checked() {
+    let out = rejected("[kubernetes]\nin_cluster = true\nnode_name = \"Edge_7\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:13: error: invalid node_name `Edge_7`: expected a Node name",
+    );
+    let out = rejected("[kubernetes]\nin_cluster = true\ninsecure = true\n");
+    has(&out, "edgenetd.toml:3:1: error: unknown field `insecure`");
+}
+
+#[test]
+fn a_build_without_the_feature_names_the_feature_at_the_section() {
+    if BUILT_WITH_FEATURE {
+        return;
+    }
+    let out = rejected("\n[kubernetes]\nin_cluster = true\n");
+    has(
+        &out,
+        "edgenetd.toml:2:2: error: `[kubernetes]` needs a build with the `kubernetes` feature",
+    );
+}
+
+#[test]
+fn toml_service_names_may_not_take_the_cluster_prefix() {
+    let e = load_str(&[(
+        "edgenetd.toml",
+        "[[service]]\nname = \"k8s:default/web:http\"\naddress = \"10.0.0.1\"\nport = 80\n",
+    )])
+    .expect_err("reserved prefix");
+    has(
+        &e.rendered,
+        "edgenetd.toml:2:8: error: invalid service name `k8s:default/web:http`: names starting with `k8s:` are reserved",
+    );
+}
+
+/// The commented `[kubernetes]` example in config/edgenetd.toml, uncommented, is valid.
+#[test]
+fn the_commented_example_in_the_example_config_is_valid() {
+    let example = include_str!("../../config/edgenetd.toml");
+    let section: String = example
+        .lines()
+        .skip_while(|l| *l != "# [kubernetes]")
+        .map_while(|l| l.strip_prefix("# "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(section.lines().count() > 5, "{section}");
+    let Some(k) = accepted(&section) else {
+        return;
+    };
+    assert_eq!(k.feeds.len(), 3);
+    assert!(matches!(
+        k.connection,
+        Connection::Server {
+            credentials: Credentials::ClientCert { .. },
+            ..
+        }
+    ));
+    assert_eq!(
+        k.node_selector.unwrap().to_string(),
+        "topology.kubernetes.io/zone in (north,south)"
+    );
+}
+
+#[test]
+fn a_credential_resolves_in_the_credentials_directory_and_a_path_as_itself() {
+    let dir = std::path::Path::new("/run/credentials/edgenetd.service");
+    let cred = SecretPath::Credential("k8s-token".into());
+    assert_eq!(cred.resolve(Some(dir)).unwrap(), dir.join("k8s-token"));
+    let e = cred.resolve(None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("credential `k8s-token`: $CREDENTIALS_DIRECTORY is not set"),
+        "{e}"
+    );
+    let file = SecretPath::File(PathBuf::from("/etc/edgenetd/ca.crt"));
+    assert_eq!(
+        file.resolve(None).unwrap(),
+        PathBuf::from("/etc/edgenetd/ca.crt")
+    );
+}

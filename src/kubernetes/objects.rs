@@ -1,0 +1,617 @@
+//! The Kubernetes API objects edgenetd reads, as lean serde structs: only the fields it uses,
+//! everything else skipped while parsing (a big list decodes into a fraction of the memory the
+//! full types would take). Field names follow the API's JSON exactly.
+//!
+//! Conventions that hold for every struct here:
+//! - Unknown fields are ignored (the API grows; edgenetd must not break when it does).
+//! - A missing field and an explicit `null` both read as the default: the API server writes
+//!   `null` for some empty lists (an EndpointSlice's `ports` and `endpoints` have no
+//!   `omitempty`), and a lean struct must not fail on it.
+//! - Annotations are dropped except kube-router's (`kube-router.io/…`), which the route
+//!   translation reads; `kubectl apply` stores whole objects in an annotation, which is the
+//!   largest thing a lean decode avoids holding.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
+
+/// Deserializes `null` as the type's default (for lists and maps the API may write as null).
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Annotations with this prefix are kept; all others are skipped while parsing.
+pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
+
+/// Keeps only the annotations edgenetd reads (kube-router's); the others' values are skipped
+/// unread, never allocated.
+fn kept_annotations<'de, D>(d: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct Kept;
+    impl<'de> Visitor<'de> for Kept {
+        type Value = BTreeMap<String, String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a map of annotations or null")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut kept = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key.starts_with(KEPT_ANNOTATION_PREFIX) {
+                    kept.insert(key, map.next_value()?);
+                } else {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+    }
+    d.deserialize_any(Kept)
+}
+
+/// `metadata` of an object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectMeta {
+    /// The object's name.
+    pub name: String,
+    /// Its namespace (empty for cluster-scoped kinds: Node, Namespace).
+    pub namespace: String,
+    /// The version of the object the server last wrote; watches resume from the newest.
+    pub resource_version: String,
+    /// Labels (selectors match these).
+    #[serde(deserialize_with = "null_default")]
+    pub labels: BTreeMap<String, String>,
+    /// Kept annotations only (see the module doc).
+    #[serde(deserialize_with = "kept_annotations")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// `metadata` of a list: where the list stands and how to fetch the next page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListMeta {
+    /// The collection's version at the time of the list; a watch starts from it.
+    pub resource_version: String,
+    /// Token for the next page; empty on the last page.
+    #[serde(rename = "continue")]
+    pub continue_token: String,
+}
+
+/// A page of a list (`GET /api/v1/services?limit=…&continue=…`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", bound = "T: DeserializeOwned")]
+pub struct List<T> {
+    /// `ServiceList`, `EndpointSliceList`, …
+    #[serde(default)]
+    pub kind: String,
+    /// Version and continue token.
+    #[serde(default)]
+    pub metadata: ListMeta,
+    /// The objects of this page.
+    #[serde(default, deserialize_with = "null_default")]
+    pub items: Vec<T>,
+}
+
+/// A Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Service {
+    /// Name, namespace, labels.
+    pub metadata: ObjectMeta,
+    /// What the service is.
+    pub spec: ServiceSpec,
+    /// Where a load balancer put it.
+    pub status: ServiceStatus,
+}
+
+/// `Service.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceSpec {
+    /// `ClusterIP` (the default), `NodePort`, `LoadBalancer` or `ExternalName`.
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    /// The primary cluster IP, or `None` for headless services.
+    #[serde(rename = "clusterIP")]
+    pub cluster_ip: Option<String>,
+    /// The cluster IPs, one per family (dual-stack); the first equals `clusterIP`.
+    #[serde(rename = "clusterIPs", deserialize_with = "null_default")]
+    pub cluster_ips: Vec<String>,
+    /// Addresses outside the cluster that route to the service.
+    #[serde(rename = "externalIPs", deserialize_with = "null_default")]
+    pub external_ips: Vec<String>,
+    /// The ports.
+    #[serde(deserialize_with = "null_default")]
+    pub ports: Vec<ServicePort>,
+    /// `None` or `ClientIP`.
+    pub session_affinity: Option<String>,
+    /// `Cluster` (default) or `Local` for external addresses and NodePorts.
+    pub external_traffic_policy: Option<String>,
+    /// `Cluster` (default) or `Local` for cluster IPs.
+    pub internal_traffic_policy: Option<String>,
+}
+
+/// One port of a Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServicePort {
+    /// Name; may be empty when the service has one port.
+    pub name: Option<String>,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    pub protocol: Option<String>,
+    /// The service port.
+    pub port: i32,
+    /// The node port (NodePort and LoadBalancer services).
+    pub node_port: Option<i32>,
+}
+
+/// `Service.status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceStatus {
+    /// The load balancer's addresses.
+    pub load_balancer: LoadBalancerStatus,
+}
+
+/// `Service.status.loadBalancer`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LoadBalancerStatus {
+    /// One entry per address.
+    #[serde(deserialize_with = "null_default")]
+    pub ingress: Vec<LoadBalancerIngress>,
+}
+
+/// One load balancer address.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LoadBalancerIngress {
+    /// The address (hostname-only entries have none).
+    pub ip: Option<String>,
+    /// `VIP` (default: nodes take the address) or `Proxy` (the load balancer proxies; nodes
+    /// must not capture the address).
+    pub ip_mode: Option<String>,
+}
+
+/// An EndpointSlice (discovery.k8s.io/v1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointSlice {
+    /// Name, namespace, and the `kubernetes.io/service-name` label that ties it to its
+    /// Service.
+    pub metadata: ObjectMeta,
+    /// `IPv4`, `IPv6` or `FQDN`.
+    pub address_type: String,
+    /// The endpoints.
+    #[serde(deserialize_with = "null_default")]
+    pub endpoints: Vec<Endpoint>,
+    /// The ports every endpoint of the slice serves (`null` = none).
+    #[serde(deserialize_with = "null_default")]
+    pub ports: Vec<EndpointPort>,
+}
+
+/// One endpoint of a slice.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Endpoint {
+    /// Its addresses (consumers use the first, as kube-proxy does).
+    #[serde(deserialize_with = "null_default")]
+    pub addresses: Vec<String>,
+    /// Ready, serving, terminating.
+    pub conditions: EndpointConditions,
+    /// The node it runs on (for `Local` traffic policies).
+    pub node_name: Option<String>,
+}
+
+/// `Endpoint.conditions`; `None` means the API's default (see the accessors).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointConditions {
+    /// May take new connections.
+    pub ready: Option<bool>,
+    /// Serving, whether or not terminating.
+    pub serving: Option<bool>,
+    /// Being shut down.
+    pub terminating: Option<bool>,
+}
+
+impl EndpointConditions {
+    /// `ready`; absent = true ("unknown" reads as ready, as kube-proxy reads it).
+    pub fn is_ready(&self) -> bool {
+        self.ready.unwrap_or(true)
+    }
+
+    /// `serving`; absent = true.
+    pub fn is_serving(&self) -> bool {
+        self.serving.unwrap_or(true)
+    }
+
+    /// `terminating`; absent = false.
+    pub fn is_terminating(&self) -> bool {
+        self.terminating.unwrap_or(false)
+    }
+}
+
+/// One port of a slice.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointPort {
+    /// Matches the Service port's name (empty for an unnamed port).
+    pub name: Option<String>,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    pub protocol: Option<String>,
+    /// The endpoints' port; `None` = all ports (not usable for a service entry).
+    pub port: Option<i32>,
+}
+
+/// A Node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Node {
+    /// Name, labels, kube-router's annotations.
+    pub metadata: ObjectMeta,
+    /// Pod CIDRs.
+    pub spec: NodeSpec,
+    /// Addresses.
+    pub status: NodeStatus,
+}
+
+/// `Node.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSpec {
+    /// The primary pod CIDR.
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: Option<String>,
+    /// Pod CIDRs, one per family; the first equals `podCIDR`.
+    #[serde(rename = "podCIDRs", deserialize_with = "null_default")]
+    pub pod_cidrs: Vec<String>,
+}
+
+/// `Node.status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeStatus {
+    /// `InternalIP`, `ExternalIP`, `Hostname`, …
+    #[serde(deserialize_with = "null_default")]
+    pub addresses: Vec<NodeAddress>,
+}
+
+/// One address of a Node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeAddress {
+    /// `InternalIP`, `ExternalIP`, `Hostname`, `InternalDNS`, `ExternalDNS`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The address.
+    pub address: String,
+}
+
+/// A NetworkPolicy (networking.k8s.io/v1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkPolicy {
+    /// Name, namespace (the policy selects pods of its own namespace only).
+    pub metadata: ObjectMeta,
+    /// The rules.
+    pub spec: NetworkPolicySpec,
+}
+
+/// `NetworkPolicy.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkPolicySpec {
+    /// The pods (of the policy's namespace) it applies to; empty = all of them.
+    pub pod_selector: LabelSelector,
+    /// `Ingress`, `Egress`; the API server fills it in when a client leaves it out.
+    pub policy_types: Option<Vec<String>>,
+    /// Allowed incoming traffic.
+    #[serde(deserialize_with = "null_default")]
+    pub ingress: Vec<NetworkPolicyIngressRule>,
+    /// Allowed outgoing traffic.
+    #[serde(deserialize_with = "null_default")]
+    pub egress: Vec<NetworkPolicyEgressRule>,
+}
+
+/// One ingress rule: traffic from any of `from` to any of `ports`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkPolicyIngressRule {
+    /// Sources; empty = every source.
+    #[serde(deserialize_with = "null_default")]
+    pub from: Vec<NetworkPolicyPeer>,
+    /// Ports; empty = every port.
+    #[serde(deserialize_with = "null_default")]
+    pub ports: Vec<NetworkPolicyPort>,
+}
+
+/// One egress rule: traffic to any of `to` on any of `ports`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkPolicyEgressRule {
+    /// Destinations; empty = every destination.
+    #[serde(deserialize_with = "null_default")]
+    pub to: Vec<NetworkPolicyPeer>,
+    /// Ports; empty = every port.
+    #[serde(deserialize_with = "null_default")]
+    pub ports: Vec<NetworkPolicyPort>,
+}
+
+/// A peer: pods by selector (in namespaces by selector; both given = AND), or an address block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkPolicyPeer {
+    /// Pods with these labels.
+    pub pod_selector: Option<LabelSelector>,
+    /// Namespaces with these labels.
+    pub namespace_selector: Option<LabelSelector>,
+    /// A CIDR with exceptions.
+    pub ip_block: Option<IpBlock>,
+}
+
+/// `ipBlock`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct IpBlock {
+    /// The block.
+    pub cidr: String,
+    /// Parts of it that are not meant.
+    #[serde(deserialize_with = "null_default")]
+    pub except: Vec<String>,
+}
+
+/// A port of a policy rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkPolicyPort {
+    /// `TCP` (default), `UDP` or `SCTP`.
+    pub protocol: Option<String>,
+    /// A number or a named container port; `None` = every port.
+    pub port: Option<IntOrString>,
+    /// The end of a range starting at `port` (numbers only).
+    pub end_port: Option<i32>,
+}
+
+/// A number or a name (`intstr.IntOrString`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum IntOrString {
+    /// A number.
+    Int(i32),
+    /// A name.
+    String(String),
+}
+
+/// An API label selector (`matchLabels` AND `matchExpressions`); empty selects everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LabelSelector {
+    /// Labels that must be equal.
+    #[serde(deserialize_with = "null_default")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements.
+    #[serde(deserialize_with = "null_default")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// One `matchExpressions` entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LabelSelectorRequirement {
+    /// The label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    /// Values for `In` and `NotIn`.
+    #[serde(deserialize_with = "null_default")]
+    pub values: Vec<String>,
+}
+
+/// A Pod: what network policies select, and where named ports resolve.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Pod {
+    /// Name, namespace, labels.
+    pub metadata: ObjectMeta,
+    /// Node and ports.
+    pub spec: PodSpec,
+    /// Addresses and phase.
+    pub status: PodStatus,
+}
+
+/// `Pod.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSpec {
+    /// The node it is scheduled on.
+    pub node_name: Option<String>,
+    /// In the node's network namespace (policies do not apply to it).
+    pub host_network: bool,
+    /// The containers, for their named ports.
+    #[serde(deserialize_with = "null_default")]
+    pub containers: Vec<Container>,
+}
+
+/// A container, reduced to its ports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Container {
+    /// The ports it declares.
+    #[serde(deserialize_with = "null_default")]
+    pub ports: Vec<ContainerPort>,
+}
+
+/// A declared container port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerPort {
+    /// The name policies may refer to.
+    pub name: Option<String>,
+    /// The port.
+    pub container_port: i32,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    pub protocol: Option<String>,
+}
+
+/// `Pod.status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`.
+    pub phase: Option<String>,
+    /// The pod's addresses, one per family.
+    #[serde(rename = "podIPs", deserialize_with = "null_default")]
+    pub pod_ips: Vec<PodIp>,
+}
+
+/// One pod address.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodIp {
+    /// The address.
+    pub ip: String,
+}
+
+/// A Namespace: its labels are what `namespaceSelector` matches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Namespace {
+    /// Name and labels.
+    pub metadata: ObjectMeta,
+}
+
+/// The `object` of a BOOKMARK event: only the version the watch has reached.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Bookmark {
+    /// `resourceVersion` (and nothing else edgenetd reads).
+    pub metadata: ObjectMeta,
+}
+
+/// A `Status` object: the body of an API error and of a watch's ERROR event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Status {
+    /// `Success` or `Failure`.
+    pub status: String,
+    /// Human-readable description.
+    pub message: String,
+    /// Machine-readable reason, e.g. `Expired`, `Gone`.
+    pub reason: String,
+    /// The HTTP status it stands for (410 = the resourceVersion is too old: relist).
+    pub code: u16,
+}
+
+/// One line of a watch stream: `{"type": …, "object": …}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent<T> {
+    /// A new object.
+    Added(T),
+    /// A changed object.
+    Modified(T),
+    /// A removed object (its last state).
+    Deleted(T),
+    /// Progress: the watch has seen everything up to this version.
+    Bookmark(Bookmark),
+    /// The watch failed; a `code` of 410 means the version is gone from the server's history.
+    Error(Status),
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EventVisitor(PhantomData))
+    }
+}
+
+/// Reads `type` and `object` in either order; the API server writes `type` first, so the
+/// object normally decodes straight into its type without an intermediate tree.
+struct EventVisitor<T>(PhantomData<T>);
+
+/// An `object` seen before `type` (kept as a tree until the type is known).
+enum Pending<T> {
+    None,
+    Raw(serde_json::Value),
+    Done(WatchEvent<T>),
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for EventVisitor<T> {
+    type Value = WatchEvent<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a watch event {\"type\": …, \"object\": …}")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kind: Option<String> = None;
+        let mut object = Pending::None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => kind = Some(map.next_value()?),
+                "object" => {
+                    object = match &kind {
+                        Some(k) => Pending::Done(event_from(k, &mut map)?),
+                        None => Pending::Raw(map.next_value()?),
+                    }
+                }
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| de::Error::missing_field("type"))?;
+        match object {
+            Pending::Done(event) => Ok(event),
+            Pending::Raw(value) => event_from_value(&kind, value).map_err(de::Error::custom),
+            Pending::None => Err(de::Error::missing_field("object")),
+        }
+    }
+}
+
+fn event_from<'de, T: DeserializeOwned, A: MapAccess<'de>>(
+    kind: &str,
+    map: &mut A,
+) -> Result<WatchEvent<T>, A::Error> {
+    Ok(match kind {
+        "ADDED" => WatchEvent::Added(map.next_value()?),
+        "MODIFIED" => WatchEvent::Modified(map.next_value()?),
+        "DELETED" => WatchEvent::Deleted(map.next_value()?),
+        "BOOKMARK" => WatchEvent::Bookmark(map.next_value()?),
+        "ERROR" => WatchEvent::Error(map.next_value()?),
+        other => return Err(de::Error::unknown_variant(other, EVENT_TYPES)),
+    })
+}
+
+fn event_from_value<T: DeserializeOwned>(
+    kind: &str,
+    v: serde_json::Value,
+) -> Result<WatchEvent<T>, serde_json::Error> {
+    Ok(match kind {
+        "ADDED" => WatchEvent::Added(serde_json::from_value(v)?),
+        "MODIFIED" => WatchEvent::Modified(serde_json::from_value(v)?),
+        "DELETED" => WatchEvent::Deleted(serde_json::from_value(v)?),
+        "BOOKMARK" => WatchEvent::Bookmark(serde_json::from_value(v)?),
+        "ERROR" => WatchEvent::Error(serde_json::from_value(v)?),
+        other => return Err(de::Error::unknown_variant(other, EVENT_TYPES)),
+    })
+}
+
+const EVENT_TYPES: &[&str] = &["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
+
+#[cfg(test)]
+mod tests;
