@@ -112,6 +112,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::kubernetes", "config::doc"),
     ("config::kubernetes", "config::label_selector"),
     ("config::kubernetes", "config::nul"),
+    ("config::kubernetes_tests", "config::kubernetes"),
     ("config::test_controller", "config::daemon"),
     ("config::test_controller", "config::diag"),
     ("config::test_controller", "config::doc"),
@@ -263,6 +264,10 @@ fn f() { crate::daemon::run(); let s = \"crate::daemon\"; }
         ["config::diag", "sync", "sync", "metrics", "daemon"],
         "{refs:?}"
     );
+    // A use tree over several lines counts, at its first line.
+    let text = "use crate::{\n    daemon,\n    metrics::{self},\n};\nfn g() {}\n";
+    let refs = references("config", text, &modules);
+    assert_eq!(refs, [(1, "daemon".into()), (1, "metrics".into())]);
     let text = "use diag::Diagnostics;\nmod tests {\n    use super::*;\n}\n";
     let refs = references("config", text, &modules);
     assert_eq!(refs, [(1, "config::diag".into()), (3, "config".into())]);
@@ -346,20 +351,44 @@ fn parent(module: &str) -> &str {
 fn references(module: &str, text: &str, modules: &BTreeSet<String>) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut current = module.to_string();
+    // A `use` tree spread over several lines is read as one line, at its first line's number.
+    let mut pending_use: Option<(usize, String)> = None;
     for (i, raw) in text.lines().enumerate() {
         if let Some(name) = inline_module(raw) {
             current = join(module, name);
         } else if raw == "}" {
             current = module.to_string();
         }
-        let line = strip_strings_and_comments(raw);
+        let stripped = strip_strings_and_comments(raw);
+        let (at, line) = match pending_use.take() {
+            Some((at, mut joined)) => {
+                joined.push(' ');
+                joined.push_str(stripped.trim());
+                (at, joined)
+            }
+            None => (i + 1, stripped),
+        };
+        if starts_use(&line) && !line.contains(';') {
+            pending_use = Some((at, line));
+            continue;
+        }
         for path in paths(&line) {
             if let Some(target) = resolve(&current, &path, modules) {
-                out.push((i + 1, target));
+                out.push((at, target));
             }
         }
     }
     out
+}
+
+/// True for the start of a `use` item (`use`, `pub use`, `pub(crate) use`).
+fn starts_use(line: &str) -> bool {
+    let t = line.trim_start();
+    let t = t
+        .strip_prefix("pub(crate) ")
+        .or_else(|| t.strip_prefix("pub "))
+        .unwrap_or(t);
+    t.starts_with("use ")
 }
 
 /// The line without `// comments` and with string literals emptied.
