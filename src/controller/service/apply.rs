@@ -261,12 +261,7 @@ impl Kernel {
 
     /// Replaces the whole table with the skeleton and every desired element (one batch).
     fn install(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let skeleton = layout::skeleton(&self.table.name);
-        let mut batch = Batch::new();
-        batch.tag(TAG_SHARED);
-        batch
-            .replace_table(&skeleton)
-            .map_err(|e| nft_err("compile service table", e.into()))?;
+        let mut batch = self.skeleton_batch()?;
         let elements = stream_elements(&mut batch, &self.table, &desired)
             .map_err(|e| nft_err("compile service elements", e.into()))?;
         let commit = match self.commit(batch) {
@@ -291,12 +286,7 @@ impl Kernel {
     }
 
     fn install_isolated(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let skeleton = layout::skeleton(&self.table.name);
-        let mut batch = Batch::new();
-        batch.tag(TAG_SHARED);
-        batch
-            .replace_table(&skeleton)
-            .map_err(|e| nft_err("compile service table", e.into()))?;
+        let batch = self.skeleton_batch()?;
         let commit = self
             .commit(batch)
             .map_err(|e| nft_err("install service table", e))?;
@@ -311,6 +301,17 @@ impl Kernel {
             drift_repairs: drift,
             summary: "installed table; some services refused".into(),
         })
+    }
+
+    /// A batch that replaces the table with the bare skeleton (no service elements yet).
+    fn skeleton_batch(&self) -> Result<Batch, SyncError> {
+        let skeleton = layout::skeleton(&self.table.name);
+        let mut batch = Batch::new();
+        batch.tag(TAG_SHARED);
+        batch
+            .replace_table(&skeleton)
+            .map_err(|e| nft_err("compile service table", e.into()))?;
+        Ok(batch)
     }
 
     fn after_install(&mut self, desired: Model, generation: u32) -> Result<(), SyncError> {
