@@ -405,13 +405,24 @@ fn masquerade_rule(v4: bool) -> Rule {
     )
 }
 
-/// Decodes the key of a kernel element of `set` back into the IR (for deleting strays found
-/// by a dump). `None` when the bytes do not have the set's layout.
-pub fn decode_key(set: SetId, key: &[u8]) -> Option<Element> {
-    let alen = match set {
-        SetId::Services4 | SetId::Backends4 | SetId::Masquerade4 => 4,
-        _ => 16,
-    };
+/// The fields of a kernel element's key, read straight from its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyParts {
+    /// The VIP (services, backends) or the backend address (masquerade).
+    pub addr: IpAddr,
+    /// The layer-4 protocol number.
+    pub proto: u8,
+    /// The port.
+    pub port: u16,
+    /// The slot (only in the backends maps).
+    pub slot: Option<u32>,
+}
+
+/// Splits the key of a kernel element of `set` into its fields. `None` when the bytes do not
+/// have the set's layout (address, protocol and port each padded to 4 bytes, then the slot in
+/// the backends maps).
+pub fn key_parts(set: SetId, key: &[u8]) -> Option<KeyParts> {
+    let alen = if set.is_v4() { 4 } else { 16 };
     let slot = matches!(set, SetId::Backends4 | SetId::Backends6);
     if key.len() != alen + 8 + if slot { 4 } else { 0 } {
         return None;
@@ -421,14 +432,29 @@ pub fn decode_key(set: SetId, key: &[u8]) -> Option<Element> {
     } else {
         IpAddr::from(<[u8; 16]>::try_from(&key[..16]).ok()?)
     };
-    let mut parts = vec![
-        Value::ip(addr),
-        Value::Proto(key[alen]),
-        Value::Port(u16::from_be_bytes([key[alen + 4], key[alen + 5]])),
-    ];
-    if slot {
+    let slot = slot.then(|| {
         let b = &key[alen + 8..alen + 12];
-        parts.push(Value::Mark(u32::from_ne_bytes([b[0], b[1], b[2], b[3]])));
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    });
+    Some(KeyParts {
+        addr,
+        proto: key[alen],
+        port: u16::from_be_bytes([key[alen + 4], key[alen + 5]]),
+        slot,
+    })
+}
+
+/// Decodes the key of a kernel element of `set` back into the IR (for deleting strays found
+/// by a dump). `None` when the bytes do not have the set's layout.
+pub fn decode_key(set: SetId, key: &[u8]) -> Option<Element> {
+    let k = key_parts(set, key)?;
+    let mut parts = vec![
+        Value::ip(k.addr),
+        Value::Proto(k.proto),
+        Value::Port(k.port),
+    ];
+    if let Some(slot) = k.slot {
+        parts.push(Value::Mark(slot));
     }
     Some(Element::key(ElemKey::Value(Value::Concat(parts))))
 }

@@ -128,32 +128,21 @@ struct Seen {
 /// The service (and slot) of a `services` or `backends` key, read straight from the bytes.
 fn decode_vip(set: SetId, key: &[u8]) -> Option<(VipKey, Option<u32>)> {
     use crate::config::service::Protocol;
-    let (alen, slot) = match set {
-        SetId::Services4 => (4, false),
-        SetId::Services6 => (16, false),
-        SetId::Backends4 => (4, true),
-        SetId::Backends6 => (16, true),
-        _ => return None,
-    };
-    if key.len() != alen + 8 + if slot { 4 } else { 0 } {
+    if matches!(set, SetId::Masquerade4 | SetId::Masquerade6) {
         return None;
     }
-    let addr = if alen == 4 {
-        IpAddr::from(<[u8; 4]>::try_from(&key[..4]).ok()?)
-    } else {
-        IpAddr::from(<[u8; 16]>::try_from(&key[..16]).ok()?)
-    };
-    let proto = match key[alen] {
+    let k = layout::key_parts(set, key)?;
+    let proto = match k.proto {
         6 => Protocol::Tcp,
         17 => Protocol::Udp,
         _ => return None,
     };
-    let port = u16::from_be_bytes([key[alen + 4], key[alen + 5]]);
-    let slot = slot.then(|| {
-        let b = &key[alen + 8..alen + 12];
-        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
-    });
-    Some((VipKey { addr, proto, port }, slot))
+    let vip = VipKey {
+        addr: k.addr,
+        proto,
+        port: k.port,
+    };
+    Some((vip, k.slot))
 }
 
 /// True when map data `d` (address, then the port padded to 4 bytes) is backend `b`.
