@@ -27,6 +27,7 @@ pub mod label_selector;
 mod load;
 mod net;
 mod nul;
+pub mod pod_policy;
 pub mod policy;
 pub mod route;
 pub mod service;
@@ -69,6 +70,9 @@ pub struct DesiredState {
     pub controllers: BTreeMap<&'static str, ControllerSettings>,
     /// `[policy]`: the firewall; `None` = no section = no firewall table at all.
     pub policy: Option<policy::PolicyConfig>,
+    /// Pod isolation (NetworkPolicies from a cluster); always empty when read from TOML.
+    /// Programmed in the policy table, which exists whenever this or `policy` is non-empty.
+    pub pod_policies: pod_policy::PodPolicies,
     /// `[[service]]`: load-balanced virtual addresses.
     pub services: service::ServicesConfig,
     /// `[kubernetes]`: the cluster this node takes services, routes and policies from;
@@ -181,6 +185,7 @@ fn validate_sources(
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
         policy: policy::validate(&doc, diags),
+        pod_policies: pod_policy::PodPolicies::default(),
         services: service::validate(&doc, diags),
         routing: route::validate(&doc, routes, diags),
         kubernetes: kubernetes::validate(&doc, diags),

@@ -478,6 +478,9 @@ pub struct PodStatus {
     /// The pod's addresses, one per family.
     #[serde(rename = "podIPs", deserialize_with = "null_default")]
     pub pod_ips: Vec<PodIp>,
+    /// The primary address (older API servers and clients may only write this one).
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
 }
 
 /// One pod address.

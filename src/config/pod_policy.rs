@@ -1,0 +1,104 @@
+//! Pod isolation: which local addresses (pods behind this node) are isolated in which
+//! direction, and the traffic each isolating unit allows. The policy controller programs this
+//! without knowing where it came from (today: Kubernetes NetworkPolicies, translated in the
+//! `kubernetes` feature); TOML cannot write it, so a config read from files has none.
+//!
+//! Semantics, per direction (ingress = traffic to a pod, egress = traffic from it): a pod in
+//! any unit's `pods` is isolated, and then only traffic some unit's `allow` admits passes;
+//! a pod in no unit is open. Replies of admitted connections always pass, and so does
+//! traffic from the node itself. Each [`PodPolicy`] is programmed as one rule group: if the
+//! kernel refuses it, its allows are missing while its pods stay isolated (fail closed).
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+/// Every isolating unit, in a canonical order (by name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodPolicies {
+    /// The units, sorted by name (names unique).
+    pub policies: Vec<PodPolicy>,
+}
+
+impl PodPolicies {
+    /// True when no pod is isolated by anything.
+    pub fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+}
+
+/// One isolating unit (a NetworkPolicy) and what it allows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodPolicy {
+    /// Unique name, shown in rule comments and failures (e.g. `k8s:ns/name`).
+    pub name: String,
+    /// Isolation of traffic to its pods; `None` = it does not isolate ingress.
+    pub ingress: Option<Isolation>,
+    /// Isolation of traffic from its pods; `None` = it does not isolate egress.
+    pub egress: Option<Isolation>,
+    /// Test hook (the policy controller's fault-injection tests): the unit is made one the
+    /// kernel refuses. Translations never set it.
+    pub inject_kernel_reject: bool,
+}
+
+/// The pods a unit isolates in one direction, and the traffic it allows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Isolation {
+    /// Local addresses isolated (sorted, unique).
+    pub pods: Vec<IpAddr>,
+    /// Traffic allowed; empty = nothing (the pods are only isolated).
+    pub allow: Vec<Allow>,
+}
+
+/// One allowed kind of traffic: all three parts must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allow {
+    /// The local addresses it applies to: `None` = every pod of the [`Isolation`]; `Some` = a
+    /// subset (a named port resolves to this number on these pods only).
+    pub pods: Option<Vec<IpAddr>>,
+    /// The remote side (source for ingress, destination for egress): `None` = anywhere;
+    /// `Some` = these prefixes (possibly none: matches nothing until peers appear).
+    pub peers: Option<Vec<IpNet>>,
+    /// Protocols and destination ports; empty = all traffic.
+    pub ports: Vec<PortRange>,
+}
+
+/// A protocol and an inclusive range of destination ports (`0-65535` = the whole protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PortRange {
+    /// The transport protocol.
+    pub protocol: L4Protocol,
+    /// First port.
+    pub first: u16,
+    /// Last port (inclusive).
+    pub last: u16,
+}
+
+impl PortRange {
+    /// True when the range covers every port of the protocol.
+    pub fn is_whole_protocol(&self) -> bool {
+        self.first == 0 && self.last == u16::MAX
+    }
+}
+
+/// Transport protocols a pod policy can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum L4Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+impl L4Protocol {
+    /// The IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            L4Protocol::Tcp => 6,
+            L4Protocol::Udp => 17,
+            L4Protocol::Sctp => 132,
+        }
+    }
+}
