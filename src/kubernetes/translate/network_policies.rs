@@ -147,7 +147,11 @@ impl<'a, 'p> Translation<'a, 'p, '_> {
             self.isolation(&targets, &rules, Direction::Egress)
         });
         Some(PodPolicy {
-            name: format!("{NAME_PREFIX}{}/{}", self.namespace(), self.policy.metadata.name),
+            name: format!(
+                "{NAME_PREFIX}{}/{}",
+                self.namespace(),
+                self.policy.metadata.name
+            ),
             ingress,
             egress,
             inject_kernel_reject: false,
@@ -270,9 +274,7 @@ impl<'a, 'p> Translation<'a, 'p, '_> {
         let ns = peer.namespace_selector.as_ref().map(selector).transpose();
         match (pod, ns) {
             (Ok(pod), Ok(namespaces)) => Some(PeerMatcher {
-                own_namespace: namespaces
-                    .is_none()
-                    .then(|| self.namespace().to_string()),
+                own_namespace: namespaces.is_none().then(|| self.namespace().to_string()),
                 pod,
                 namespaces,
             }),
@@ -365,7 +367,10 @@ fn resolve<'a, 'p: 'a>(
     let mut by_number: BTreeMap<u16, BTreeSet<IpAddr>> = BTreeMap::new();
     for p in pods {
         if let Some(n) = p.named_port(name, protocol) {
-            by_number.entry(n).or_default().extend(p.ips.iter().copied());
+            by_number
+                .entry(n)
+                .or_default()
+                .extend(p.ips.iter().copied());
         }
     }
     by_number

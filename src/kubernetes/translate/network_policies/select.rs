@@ -61,7 +61,12 @@ pub(super) fn pod_views<'a>(
                 .iter()
                 .filter_map(|ip| ip.ip.parse().ok())
                 .collect();
-            ips.extend(p.status.pod_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok()));
+            ips.extend(
+                p.status
+                    .pod_ip
+                    .as_deref()
+                    .and_then(|ip| ip.parse::<IpAddr>().ok()),
+            );
             let namespace = p.metadata.namespace.as_str();
             (!ips.is_empty()).then(|| PodView {
                 namespace,
@@ -184,7 +189,10 @@ mod tests {
                 "10.0.0.128/25"
             ])
         );
-        assert_eq!(subtract(n("10.0.0.0/24"), n("10.1.0.0/16")), nets(&["10.0.0.0/24"]));
+        assert_eq!(
+            subtract(n("10.0.0.0/24"), n("10.1.0.0/16")),
+            nets(&["10.0.0.0/24"])
+        );
         assert_eq!(subtract(n("10.0.0.0/24"), n("10.0.0.0/8")), nets(&[]));
     }
 
