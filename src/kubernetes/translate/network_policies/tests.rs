@@ -431,7 +431,7 @@ fn named_ports_resolve_through_targets_for_ingress() {
     let iso = out.policies[0].ingress.clone().unwrap();
     assert_eq!(
         iso.pods,
-        ips(&["10.1.0.10", "10.1.0.5", "10.1.0.9", "fd00::5"])
+        ips(&["10.1.0.5", "10.1.0.9", "10.1.0.10", "fd00::5"])
     );
     assert_eq!(
         iso.allow,
