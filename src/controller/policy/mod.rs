@@ -22,7 +22,9 @@
 //! process committed to nftables (the shared [`GenerationWatch`] tells foreign commits from
 //! this process's own), and once per period.
 //!
-//! Without a `[policy]` section there is no table at all (an existing one is deleted).
+//! Without a `[policy]` section and without pod isolation (`DesiredState::pod_policies`,
+//! from a cluster's NetworkPolicies) there is no table at all (an existing one is deleted).
+//! Pod isolation alone makes a table with only its chains (see `program::pods`).
 
 pub mod apply;
 mod matches;
@@ -122,7 +124,9 @@ impl Controller for PolicyController {
     ) -> Result<SyncReport, SyncError> {
         let table = table_ref(&desired.daemon);
         let period = desired.controller("policy").period;
-        let program = self.model.program(desired.policy.as_ref(), &table.name);
+        let program =
+            self.model
+                .program(desired.policy.as_ref(), &desired.pod_policies, &table.name);
         progress.beat();
         let mut kernel = Kernel {
             // Opened here, on the daemon's thread, so it lives in the daemon's namespace.

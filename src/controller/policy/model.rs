@@ -1,9 +1,10 @@
-//! Model: `[policy]` -> the program (the table the policy controller installs), memoized so an
+//! Model: `[policy]` and the pod isolation -> the program (the table the policy controller installs), memoized so an
 //! unchanged config is not planned again and a change of set elements only rebuilds those
 //! sets. Pure; the program itself is built by [`super::program`].
 
 use std::sync::Arc;
 
+use crate::config::pod_policy::PodPolicies;
 use crate::config::policy::PolicyConfig;
 
 use super::program::{self, Program};
@@ -13,23 +14,37 @@ use super::program::{self, Program};
 pub struct Model {
     /// `(config, table name, program)` of the last call; `None` before the first.
     last: Option<(Option<PolicyConfig>, String, Option<Arc<Program>>)>,
+    /// The pod isolation of the last call.
+    last_pods: PodPolicies,
 }
 
 impl Model {
-    /// The program for `config` in table `table` (`None` = no `[policy]`, no table). The same
-    /// `Arc` as last time when nothing changed.
-    pub fn program(&mut self, config: Option<&PolicyConfig>, table: &str) -> Option<Arc<Program>> {
+    /// The program for `config` and `pods` in table `table` (`None` = neither a `[policy]`
+    /// nor pod isolation: no table). The same `Arc` as last time when nothing changed.
+    pub fn program(
+        &mut self,
+        config: Option<&PolicyConfig>,
+        pods: &PodPolicies,
+        table: &str,
+    ) -> Option<Arc<Program>> {
+        if *pods != self.last_pods {
+            // Pod changes rebuild the program; the plan still writes only changed elements
+            // when the structure stayed the same.
+            self.last = None;
+            self.last_pods = pods.clone();
+        }
         let program = match &self.last {
             Some((cfg, name, p)) if cfg.as_ref() == config && name == table => return p.clone(),
             // Only set elements changed: patch those sets instead of planning everything.
             Some((Some(old), name, Some(p)))
                 if name == table
+                    && pods.is_empty()
                     && config.is_some_and(|new| program::only_set_elements_differ(old, new)) =>
             {
                 let new = config.expect("checked");
                 Some(Arc::new(program::with_set_elements(p, old, new)))
             }
-            _ => config.map(|cfg| Arc::new(program::build(cfg, table))),
+            _ => program::build_with_pods(config, pods, table).map(Arc::new),
         };
         self.last = Some((config.cloned(), table.to_string(), program.clone()));
         program

@@ -40,6 +40,9 @@ use super::matches::{Match, any, combine, prefix_matches, proto_matches, zone_ma
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 
+mod pods;
+pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
+
 /// One rule group (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {

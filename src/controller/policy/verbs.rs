@@ -30,10 +30,8 @@ pub enum PolicyCliError {
 /// Empty when there is no `[policy]` and no table. Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     let table = table_ref(&desired.daemon);
-    let program = desired
-        .policy
-        .as_ref()
-        .map(|cfg| program::build(cfg, &table.name));
+    let program =
+        program::build_with_pods(desired.policy.as_ref(), &desired.pod_policies, &table.name);
     let mut nft = Nft::open()?;
     if program.is_none() {
         // No [policy] and no table: nothing to say (other areas' plans stay uncluttered).

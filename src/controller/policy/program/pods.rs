@@ -1,0 +1,343 @@
+//! Pod isolation (see [`crate::config::pod_policy`]) in the policy table: pods are addresses
+//! behind the node, so their traffic passes the forward hook (the node's own traffic to them
+//! is output-hook traffic and never meets these rules).
+//!
+//! # Layout
+//!
+//! - `pods` (filter forward, priority -1, policy accept: it only ever drops, the other
+//!   chains of the hook still decide): established/related accepted; traffic *to* an address
+//!   in `pods.in4`/`pods.in6` (isolated for ingress) jumps to `pods-ingress`, traffic *from*
+//!   one in `pods.out4`/`pods.out6` to `pods-egress`.
+//! - `pods-ingress` / `pods-egress`: every unit's allows as `return` rules (the packet goes
+//!   on to the next check), then `drop`.
+//!
+//! Every lookup is a named set, so a policy over many pods costs a few rules, and pods coming
+//! and going change set elements only (an element delta, not a table rewrite). The isolated
+//! sets belong to the skeleton (group 0); each unit's sets and rules are one group of its
+//! own. A unit the kernel refuses is left out: its allows are missing while its pods stay in
+//! the isolated sets, so it fails closed for exactly the pods it selects (others' allows
+//! still apply to them, as they would with the unit in place).
+//!
+//! Set names contain `.`, which TOML set names cannot, so they never collide.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::config::pod_policy::{Allow, Isolation, PodPolicies, PodPolicy, PortRange};
+use crate::config::policy::PolicyConfig;
+use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
+use crate::dataplane::nft::ir::*;
+
+use super::{Builder, FAULT_CHAIN, Group, Program, build, est_related};
+
+/// The base chain of pod isolation.
+pub const PODS: &str = "pods";
+/// Ingress checks of isolated pods.
+pub const PODS_INGRESS: &str = "pods-ingress";
+/// Egress checks of isolated pods.
+pub const PODS_EGRESS: &str = "pods-egress";
+/// Priority of [`PODS`] on the forward hook (before the `[policy]` forward chain).
+pub const PODS_PRIORITY: i32 = -1;
+
+/// One direction of isolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    /// To the pods: the local address is the destination.
+    In,
+    /// From the pods: the local address is the source.
+    Out,
+}
+
+impl Dir {
+    fn word(self) -> &'static str {
+        match self {
+            Dir::In => "in",
+            Dir::Out => "out",
+        }
+    }
+
+    fn chain(self) -> &'static str {
+        match self {
+            Dir::In => PODS_INGRESS,
+            Dir::Out => PODS_EGRESS,
+        }
+    }
+
+    /// The header field of the local (`true`) or remote address.
+    fn field(self, local: bool, v: IpVersion) -> Field {
+        let source = (self == Dir::Out) == local;
+        match (source, v) {
+            (true, IpVersion::V4) => Field::IpSaddr,
+            (false, IpVersion::V4) => Field::IpDaddr,
+            (true, IpVersion::V6) => Field::Ip6Saddr,
+            (false, IpVersion::V6) => Field::Ip6Daddr,
+        }
+    }
+
+    fn isolation(self, p: &PodPolicy) -> Option<&Isolation> {
+        match self {
+            Dir::In => p.ingress.as_ref(),
+            Dir::Out => p.egress.as_ref(),
+        }
+    }
+}
+
+const VERSIONS: [IpVersion; 2] = [IpVersion::V4, IpVersion::V6];
+
+fn suffix(v: IpVersion) -> &'static str {
+    match v {
+        IpVersion::V4 => "4",
+        IpVersion::V6 => "6",
+    }
+}
+
+/// The table for `cfg` (if any) with the pod isolation `pods`; `None` when there is neither
+/// a `[policy]` nor any pod policy (no table at all, as without `[policy]` before).
+pub fn build_with_pods(
+    cfg: Option<&PolicyConfig>,
+    pods: &PodPolicies,
+    table_name: &str,
+) -> Option<Program> {
+    let base = match cfg {
+        Some(cfg) => build(cfg, table_name),
+        None if pods.is_empty() => return None,
+        None => Program {
+            table: Table::new(Family::Inet, table_name),
+            rule_groups: Vec::new(),
+            set_groups: Vec::new(),
+            groups: vec![Group {
+                label: "base".into(),
+                deny: false,
+            }],
+        },
+    };
+    if pods.is_empty() {
+        return Some(base);
+    }
+    let mut b = Builder { p: base, group: 0 };
+    b.pod_chains();
+    b.isolated_sets(pods);
+    for (i, p) in pods.policies.iter().enumerate() {
+        b.pod_policy(i, p);
+    }
+    b.group = 0;
+    for dir in [Dir::In, Dir::Out] {
+        b.rule(
+            dir.chain(),
+            vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
+        );
+    }
+    Some(b.p)
+}
+
+/// A hash set of addresses of one family.
+fn address_set(name: String, v: IpVersion, addrs: &[IpAddr]) -> Set {
+    let (key, want_v4) = match v {
+        IpVersion::V4 => (DataType::Ipv4Addr, true),
+        IpVersion::V6 => (DataType::Ipv6Addr, false),
+    };
+    let mut set = Set::new(name, KeyType::single(key));
+    let mut elements: Vec<Element> = addrs
+        .iter()
+        .filter(|a| a.is_ipv4() == want_v4)
+        .map(|a| Element::key(ElemKey::Value(Value::ip(*a))))
+        .collect();
+    elements.sort();
+    elements.dedup();
+    set.elements = elements;
+    set
+}
+
+/// An interval set of prefixes of one family.
+fn prefix_set(name: String, v: IpVersion, nets: &[IpNet]) -> Set {
+    let (key, want_v4) = match v {
+        IpVersion::V4 => (DataType::Ipv4Addr, true),
+        IpVersion::V6 => (DataType::Ipv6Addr, false),
+    };
+    let mut set = Set::new(name, KeyType::single(key));
+    set.interval = true;
+    set.elements = normalize_prefixes(
+        nets.iter()
+            .copied()
+            .filter(|n| n.addr().is_ipv4() == want_v4),
+    )
+    .into_iter()
+    .map(|n| Element::key(ElemKey::Prefix(n)))
+    .collect();
+    set
+}
+
+fn lookup(field: Field, set: &str) -> Stmt {
+    Stmt::Lookup {
+        left: Expr::Payload(field),
+        set: SetRef::Named(set.to_string()),
+        negate: false,
+    }
+}
+
+/// The statements matching `ports` (one protocol each): one list per protocol; a single
+/// empty list for all traffic.
+fn port_matches(ports: &[PortRange]) -> Vec<Vec<Stmt>> {
+    if ports.is_empty() {
+        return vec![Vec::new()];
+    }
+    let mut by_proto: BTreeMap<_, Vec<(u16, u16)>> = BTreeMap::new();
+    for r in ports {
+        by_proto
+            .entry(r.protocol)
+            .or_default()
+            .push((r.first, r.last));
+    }
+    by_proto
+        .into_iter()
+        .map(|(proto, ranges)| {
+            let mut stmts = vec![Stmt::Cmp {
+                left: Expr::Meta(MetaKey::L4Proto),
+                op: CmpOp::Eq,
+                right: Value::Proto(proto.number()),
+            }];
+            let ranges = normalize_port_ranges(ranges);
+            let field = Expr::Payload(Field::ThDport);
+            match ranges.as_slice() {
+                [(0, u16::MAX)] => {}
+                [(a, b)] if a == b => stmts.push(Stmt::Cmp {
+                    left: field,
+                    op: CmpOp::Eq,
+                    right: Value::Port(*a),
+                }),
+                [(a, b)] => stmts.push(Stmt::Range {
+                    left: field,
+                    negate: false,
+                    from: Value::Port(*a),
+                    to: Value::Port(*b),
+                }),
+                many => stmts.push(Stmt::Lookup {
+                    left: field,
+                    set: SetRef::Anonymous {
+                        key: KeyType::single(DataType::InetService),
+                        interval: true,
+                        data: None,
+                        elements: many
+                            .iter()
+                            .map(|(a, b)| {
+                                Element::key(if a == b {
+                                    ElemKey::Value(Value::Port(*a))
+                                } else {
+                                    ElemKey::Range(Value::Port(*a), Value::Port(*b))
+                                })
+                            })
+                            .collect(),
+                    },
+                    negate: false,
+                }),
+            }
+            stmts
+        })
+        .collect()
+}
+
+impl Builder {
+    /// The three chains (skeleton).
+    fn pod_chains(&mut self) {
+        self.group = 0;
+        self.p.table.chains.push(Chain::base(
+            PODS,
+            ChainType::Filter,
+            Hook::Forward,
+            PODS_PRIORITY,
+            ChainPolicy::Accept,
+        ));
+        self.p.table.chains.push(Chain::regular(PODS_INGRESS));
+        self.p.table.chains.push(Chain::regular(PODS_EGRESS));
+    }
+
+    /// The isolated addresses per direction and family, and the jumps that use them.
+    fn isolated_sets(&mut self, pods: &PodPolicies) {
+        self.group = 0;
+        self.rule(PODS, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+        for dir in [Dir::In, Dir::Out] {
+            let addrs: Vec<IpAddr> = pods
+                .policies
+                .iter()
+                .filter_map(|p| dir.isolation(p))
+                .flat_map(|i| i.pods.iter().copied())
+                .collect();
+            for v in VERSIONS {
+                let name = format!("pods.{}{}", dir.word(), suffix(v));
+                self.p.table.sets.push(address_set(name.clone(), v, &addrs));
+                self.p.set_groups.push(0);
+                self.rule(
+                    PODS,
+                    vec![
+                        lookup(dir.field(true, v), &name),
+                        Stmt::Verdict(Verdict::Jump(dir.chain().into())),
+                    ],
+                );
+            }
+        }
+    }
+
+    /// One unit: its group, sets and `return` rules.
+    fn pod_policy(&mut self, i: usize, p: &PodPolicy) {
+        self.group(format!("network-policy {}", p.name), false);
+        for dir in [Dir::In, Dir::Out] {
+            let Some(iso) = dir.isolation(p) else {
+                continue;
+            };
+            let targets = format!("np{i}.{}", dir.word());
+            for v in VERSIONS {
+                self.unit_set(address_set(format!("{targets}{}", suffix(v)), v, &iso.pods));
+            }
+            for (j, allow) in iso.allow.iter().enumerate() {
+                self.allow(dir, &format!("{targets}{j}"), &targets, allow);
+            }
+            if p.inject_kernel_reject {
+                self.rule(
+                    dir.chain(),
+                    vec![
+                        Stmt::Counter,
+                        Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())),
+                    ],
+                );
+            }
+        }
+    }
+
+    fn unit_set(&mut self, set: Set) {
+        self.p.table.sets.push(set);
+        self.p.set_groups.push(self.group);
+    }
+
+    /// The rules of one allow (per family, per protocol), with its sets named after `prefix`.
+    fn allow(&mut self, dir: Dir, prefix: &str, targets: &str, allow: &Allow) {
+        for v in VERSIONS {
+            let s = suffix(v);
+            let mut stmts = Vec::new();
+            match &allow.pods {
+                None => stmts.push(lookup(dir.field(true, v), &format!("{targets}{s}"))),
+                Some(pods) => {
+                    let name = format!("{prefix}.l{s}");
+                    self.unit_set(address_set(name.clone(), v, pods));
+                    stmts.push(lookup(dir.field(true, v), &name));
+                }
+            }
+            if let Some(peers) = &allow.peers {
+                let name = format!("{prefix}.p{s}");
+                self.unit_set(prefix_set(name.clone(), v, peers));
+                stmts.push(lookup(dir.field(false, v), &name));
+            }
+            for ports in port_matches(&allow.ports) {
+                let mut rule = stmts.clone();
+                rule.extend(ports);
+                rule.push(Stmt::Counter);
+                rule.push(Stmt::Verdict(Verdict::Return));
+                self.rule(dir.chain(), rule);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

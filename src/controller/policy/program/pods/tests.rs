@@ -1,0 +1,169 @@
+//! The pod isolation part of the policy table, rule by rule.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::config::pod_policy::L4Protocol;
+use crate::dataplane::nft::render;
+
+fn ips(v: &[&str]) -> Vec<IpAddr> {
+    v.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn nets(v: &[&str]) -> Vec<IpNet> {
+    v.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn tcp(p: u16) -> PortRange {
+    PortRange {
+        protocol: L4Protocol::Tcp,
+        first: p,
+        last: p,
+    }
+}
+
+/// `web` admits `front` on tcp/80 and, by a named port, 8080 on one pod; `out` lets
+/// `10.1.0.6` reach 0.0.0.0/0 except 10/8 on any port.
+pub(crate) fn sample() -> PodPolicies {
+    PodPolicies {
+        policies: vec![
+            PodPolicy {
+                name: "k8s:shop/web".into(),
+                ingress: Some(Isolation {
+                    pods: ips(&["10.1.0.5", "10.1.0.9", "fd00::5"]),
+                    allow: vec![
+                        Allow {
+                            pods: None,
+                            peers: Some(nets(&["10.2.0.7/32", "10.2.0.8/32"])),
+                            ports: vec![tcp(80)],
+                        },
+                        Allow {
+                            pods: Some(ips(&["10.1.0.9"])),
+                            peers: None,
+                            ports: vec![tcp(8080)],
+                        },
+                    ],
+                }),
+                egress: None,
+                inject_kernel_reject: false,
+            },
+            PodPolicy {
+                name: "k8s:shop/out".into(),
+                ingress: None,
+                egress: Some(Isolation {
+                    pods: ips(&["10.1.0.6"]),
+                    allow: vec![Allow {
+                        pods: None,
+                        peers: Some(nets(&["0.0.0.0/5", "11.0.0.0/8", "12.0.0.0/6"])),
+                        ports: vec![],
+                    }],
+                }),
+                inject_kernel_reject: false,
+            },
+        ],
+    }
+}
+
+#[test]
+fn neither_policy_nor_pods_is_no_table() {
+    assert_eq!(build_with_pods(None, &PodPolicies::default(), "t"), None);
+}
+
+#[test]
+fn pods_alone_make_a_table_of_pod_chains_only() {
+    let p = build_with_pods(None, &sample(), "t").unwrap();
+    let chains: Vec<&str> = p.table.chains.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(chains, [PODS, PODS_INGRESS, PODS_EGRESS]);
+    let text = render::render_plan_block(&p.table);
+    println!("{text}");
+    for want in [
+        "type filter hook forward priority -1; policy accept;",
+        "ct state established,related accept",
+        "ip daddr @pods.in4 jump pods-ingress",
+        "ip6 daddr @pods.in6 jump pods-ingress",
+        "ip saddr @pods.out4 jump pods-egress",
+        "ip daddr @np0.in4 ip saddr @np0.in0.p4 meta l4proto tcp th dport 80 counter",
+        "ip daddr @np0.in1.l4 meta l4proto tcp th dport 8080 counter",
+        "ip saddr @np1.out4 ip daddr @np1.out0.p4 counter",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let groups: Vec<&str> = p.groups.iter().map(|g| g.label.as_str()).collect();
+    assert_eq!(
+        groups,
+        [
+            "base",
+            "network-policy k8s:shop/web",
+            "network-policy k8s:shop/out"
+        ]
+    );
+}
+
+#[test]
+fn isolated_sets_are_the_skeleton_and_unit_sets_their_group() {
+    let p = build_with_pods(None, &sample(), "t").unwrap();
+    let set = |name: &str| {
+        let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
+        (p.table.sets[i].elements.len(), p.set_groups[i])
+    };
+    assert_eq!(set("pods.in4"), (2, 0));
+    assert_eq!(set("pods.in6"), (1, 0));
+    assert_eq!(set("pods.out4"), (1, 0));
+    assert_eq!(set("np0.in0.p4"), (2, 1));
+    assert_eq!(set("np1.out0.p4"), (3, 2));
+}
+
+#[test]
+fn a_refused_unit_leaves_its_pods_isolated() {
+    let p = build_with_pods(None, &sample(), "t").unwrap();
+    let (table, rule_groups, _) = p.without(&BTreeSet::from([1]));
+    assert!(table.sets.iter().any(|s| s.name == "pods.in4"));
+    assert!(!table.sets.iter().any(|s| s.name.starts_with("np0.")));
+    assert!(!rule_groups.contains(&1));
+    let drop_last = table
+        .rules
+        .iter()
+        .rfind(|r| r.chain == PODS_INGRESS)
+        .unwrap();
+    assert_eq!(
+        drop_last.stmts,
+        [Stmt::Counter, Stmt::Verdict(Verdict::Drop)]
+    );
+}
+
+#[test]
+fn pod_churn_changes_set_elements_only() {
+    let a = build_with_pods(None, &sample(), "t").unwrap();
+    let mut more = sample();
+    let iso = more.policies[0].ingress.as_mut().unwrap();
+    iso.pods.push("10.1.0.11".parse().unwrap());
+    iso.allow[0]
+        .peers
+        .as_mut()
+        .unwrap()
+        .push("10.2.0.20/32".parse().unwrap());
+    let b = build_with_pods(None, &more, "t").unwrap();
+    assert!(a.same_structure(&b));
+    assert_ne!(a, b);
+}
+
+#[test]
+fn with_a_policy_section_the_pod_chains_come_after_its_own() {
+    let desired = crate::config::load_str(&[("e.toml", "[policy]\n")]).unwrap();
+    let cfg = desired.policy.as_ref().unwrap();
+    let plain = build(cfg, "t");
+    let both = build_with_pods(Some(cfg), &sample(), "t").unwrap();
+    assert_eq!(
+        both.table.chains[..plain.table.chains.len()],
+        plain.table.chains[..]
+    );
+    assert_eq!(
+        both.table.rules[..plain.table.rules.len()],
+        plain.table.rules[..]
+    );
+    assert_eq!(
+        build_with_pods(Some(cfg), &PodPolicies::default(), "t").unwrap(),
+        plain,
+        "no pods: exactly the [policy] table"
+    );
+}
