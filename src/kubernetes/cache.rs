@@ -1,6 +1,6 @@
 //! The last composed cluster state on disk, so that a daemon restarted while the API server
-//! is unreachable keeps programming the cluster-derived services and routes instead of
-//! removing them.
+//! is unreachable keeps programming the cluster-derived services, routes and pod isolation
+//! instead of removing them.
 //!
 //! Only the cluster part is stored (the TOML part is read from its files at every start), as
 //! JSON of the plain records below, with a format version. Writing is atomic: a temporary file
@@ -21,6 +21,7 @@ use log::{info, warn};
 use self::records::{CacheFile, VERSION};
 use super::compose::ClusterState;
 
+mod pod_records;
 mod records;
 
 /// Where the daemon keeps the cache (tmpfs: it outlives a restart, not a reboot, which is

@@ -12,7 +12,8 @@
 //! destination, table and metric of a TOML route) keeps the TOML entry: the operator's file is
 //! the authority on its own router. Two cluster entries that clash keep the first (services by
 //! name, routes by destination). Every clash is logged and counted once, when it appears, not
-//! at every compose.
+//! at every compose. Pod isolation (NetworkPolicies) has no TOML counterpart and never
+//! clashes: the cluster's units are published as they are.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -22,6 +23,7 @@ use ipnet::IpNet;
 use log::warn;
 
 use crate::config::DesiredState;
+use crate::config::pod_policy::PodPolicies;
 use crate::config::route::Route;
 use crate::config::service::{Protocol, Service};
 
@@ -38,17 +40,20 @@ pub enum Kind {
     Services,
     /// Pod routes (from Nodes).
     Routes,
+    /// Pod isolation (from NetworkPolicies, Pods and Namespaces).
+    NetworkPolicies,
 }
 
 impl Kind {
     /// Every kind, for series that must exist from startup.
-    pub const ALL: [Kind; 2] = [Kind::Services, Kind::Routes];
+    pub const ALL: [Kind; 3] = [Kind::Services, Kind::Routes, Kind::NetworkPolicies];
 
     /// The metric label, spelt as `[kubernetes] feeds` spells the kind.
     pub fn label(self) -> &'static str {
         match self {
             Kind::Services => "services",
             Kind::Routes => "routes",
+            Kind::NetworkPolicies => "network_policies",
         }
     }
 }
@@ -72,6 +77,8 @@ pub struct ClusterState {
     pub services: Vec<Service>,
     /// Routes, by table, destination and metric.
     pub routes: Vec<Route>,
+    /// Pod isolation units, by name.
+    pub pod_policies: PodPolicies,
 }
 
 /// One kind's complete set of entries, as the latest cluster state says.
@@ -81,6 +88,8 @@ pub enum ClusterPart {
     Services(Vec<Service>),
     /// Every cluster-derived route.
     Routes(Vec<Route>),
+    /// Every pod isolation unit for this node's pods.
+    NetworkPolicies(PodPolicies),
 }
 
 impl ClusterPart {
@@ -89,6 +98,7 @@ impl ClusterPart {
         match self {
             ClusterPart::Services(_) => Kind::Services,
             ClusterPart::Routes(_) => Kind::Routes,
+            ClusterPart::NetworkPolicies(_) => Kind::NetworkPolicies,
         }
     }
 }
@@ -216,6 +226,13 @@ impl Composer {
                     self.dirty = true;
                 }
             }
+            ClusterPart::NetworkPolicies(mut pods) => {
+                pods.policies.sort_by(|a, b| a.name.cmp(&b.name));
+                if pods != self.cluster.pod_policies {
+                    self.cluster.pod_policies = pods;
+                    self.dirty = true;
+                }
+            }
         }
     }
 
@@ -223,6 +240,7 @@ impl Composer {
     pub fn restore(&mut self, state: ClusterState) {
         self.set_cluster(ClusterPart::Services(state.services));
         self.set_cluster(ClusterPart::Routes(state.routes));
+        self.set_cluster(ClusterPart::NetworkPolicies(state.pod_policies));
         self.listed.clear();
         self.restored = true;
     }
@@ -259,6 +277,7 @@ impl Composer {
             .services
             .extend(kept.services.iter().cloned());
         composed.routing.routes.extend(kept.routes.iter().cloned());
+        composed.pod_policies = kept.pod_policies.clone();
         self.published = Published {
             toml: Arc::clone(&self.toml),
             kept,
@@ -341,7 +360,15 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
             routes.push(r.clone());
         }
     }
-    (ClusterState { services, routes }, clashes)
+    let pod_policies = cluster.pod_policies.clone();
+    (
+        ClusterState {
+            services,
+            routes,
+            pod_policies,
+        },
+        clashes,
+    )
 }
 
 #[cfg(test)]

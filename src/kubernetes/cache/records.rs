@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::super::compose::ClusterState;
+use super::pod_records::{self, PodPolicyRecord};
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
     Affinity, Backend, HealthCheck, HealthCheckKind, Protocol, Service, WhenEmpty,
@@ -28,6 +29,9 @@ pub(super) struct CacheFile {
     services: Vec<ServiceRecord>,
     /// The cluster-derived routes.
     routes: Vec<RouteRecord>,
+    /// The pod isolation units (absent in files written before they existed: none).
+    #[serde(default)]
+    pod_policies: Vec<PodPolicyRecord>,
 }
 
 /// A [`Service`] as stored.
@@ -104,6 +108,7 @@ impl From<&ClusterState> for CacheFile {
             version: VERSION,
             services: state.services.iter().map(ServiceRecord::from).collect(),
             routes: state.routes.iter().map(RouteRecord::from).collect(),
+            pod_policies: pod_records::records(&state.pod_policies),
         }
     }
 }
@@ -123,6 +128,7 @@ impl TryFrom<CacheFile> for ClusterState {
                 .into_iter()
                 .map(Route::try_from)
                 .collect::<Result<_, _>>()?,
+            pod_policies: pod_records::from_records(file.pod_policies)?,
         })
     }
 }

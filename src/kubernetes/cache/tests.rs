@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
 use crate::config::route::TABLE_MAIN;
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
@@ -102,6 +103,46 @@ fn state() -> ClusterState {
             route("10.244.6.0/24", RouteKind::Throw),
             multipath,
         ],
+        pod_policies: pod_policies(),
+    }
+}
+
+/// Pod isolation with every field and protocol the records must carry.
+fn pod_policies() -> PodPolicies {
+    let range = |protocol, first, last| PortRange {
+        protocol,
+        first,
+        last,
+    };
+    PodPolicies {
+        policies: vec![
+            PodPolicy {
+                name: "k8s:db/a".into(),
+                ingress: Some(Isolation {
+                    pods: vec!["10.1.0.6".parse().unwrap(), "fd00::6".parse().unwrap()],
+                    allow: vec![
+                        Allow {
+                            pods: Some(vec!["10.1.0.6".parse().unwrap()]),
+                            peers: Some(vec!["10.2.0.0/25".parse().unwrap()]),
+                            ports: vec![
+                                range(L4Protocol::Tcp, 80, 80),
+                                range(L4Protocol::Udp, 53, 60),
+                                range(L4Protocol::Sctp, 0, u16::MAX),
+                            ],
+                        },
+                        Allow::default(),
+                    ],
+                }),
+                egress: None,
+                inject_kernel_reject: false,
+            },
+            PodPolicy {
+                name: "k8s:db/b".into(),
+                ingress: None,
+                egress: Some(Isolation::default()),
+                inject_kernel_reject: true,
+            },
+        ],
     }
 }
 
@@ -175,4 +216,15 @@ fn a_failed_write_leaves_the_old_cache() {
     let err = cache.store(&ClusterState::default()).unwrap_err();
     assert!(matches!(err, CacheError::Io { op: "create", .. }), "{err}");
     assert_eq!(cache.read().unwrap(), Some(state()));
+}
+
+#[test]
+fn a_cache_from_before_pod_policies_reads_with_none() {
+    let cache = Cache::new(dir("before-pods").join("kubernetes-state.json"));
+    fs::write(
+        cache.path(),
+        "{\"version\":1,\"services\":[],\"routes\":[]}",
+    )
+    .unwrap();
+    assert_eq!(cache.read().unwrap(), Some(ClusterState::default()));
 }

@@ -3,6 +3,7 @@ use std::net::SocketAddr;
 use metrics_exporter_prometheus::PrometheusBuilder;
 
 use super::*;
+use crate::config::pod_policy::PodPolicy;
 use crate::config::route::{RouteKind, TABLE_MAIN};
 use crate::config::service::{Affinity, Backend, HealthCheck, WhenEmpty};
 
@@ -51,6 +52,19 @@ fn route(to: &str, via: &str) -> Route {
         onlink: false,
         mtu: None,
         nexthops: Vec::new(),
+    }
+}
+
+/// Units that isolate nothing, by name (enough to tell sets of them apart).
+fn pods(names: &[&str]) -> PodPolicies {
+    PodPolicies {
+        policies: names
+            .iter()
+            .map(|n| PodPolicy {
+                name: n.to_string(),
+                ..PodPolicy::default()
+            })
+            .collect(),
     }
 }
 
@@ -259,12 +273,14 @@ fn the_cluster_state_is_kept_whole_for_the_cache() {
     let state = ClusterState {
         services: vec![service("a/web:http", "10.96.0.10", 80, "10.244.2.8:8080")],
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
+        pod_policies: pods(&["k8s:a/deny"]),
     };
     c.restore(state.clone());
     assert_eq!(c.cluster(), &state, "clashing entries included");
     let composed = c.take_if_changed().unwrap();
     assert_eq!(names(&composed), ["web"]);
     assert_eq!(composed.routing.routes.len(), 2);
+    assert_eq!(composed.pod_policies, pods(&["k8s:a/deny"]));
 }
 
 #[test]
@@ -276,6 +292,8 @@ fn ready_once_every_enabled_kind_was_listed_or_the_cache_restored() {
     assert!(!c.ready(&Kind::ALL), "routes not listed yet");
     assert!(c.ready(&[Kind::Services]));
     c.set_cluster(ClusterPart::Routes(Vec::new()));
+    assert!(!c.ready(&Kind::ALL), "network policies not listed yet");
+    c.set_cluster(ClusterPart::NetworkPolicies(PodPolicies::default()));
     assert!(c.ready(&Kind::ALL), "an empty list is a list");
     let mut restored = Composer::new(toml(""));
     restored.restore(ClusterState::default());
@@ -287,9 +305,11 @@ fn the_first_snapshot_holds_the_cached_cluster_state() {
     let cached = ClusterState {
         services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
+        pod_policies: pods(&["k8s:a/deny"]),
     };
     let (mut c, first) = Composer::start(toml(TOML), Some(cached));
     assert_eq!(names(&first), ["web", "k8s:a/api:http"]);
+    assert_eq!(first.pod_policies, pods(&["k8s:a/deny"]));
     assert_eq!(first.routing.routes.len(), 2);
     assert!(c.take_if_changed().is_none(), "already out");
     let toml_only = toml(TOML);
@@ -297,5 +317,46 @@ fn the_first_snapshot_holds_the_cached_cluster_state() {
     assert!(
         Arc::ptr_eq(&first, &toml_only),
         "no cache: the TOML snapshot itself"
+    );
+}
+
+#[test]
+fn network_policies_are_published_beside_the_toml_state_in_any_order() {
+    let mut c = Composer::new(toml(TOML));
+    c.set_cluster(ClusterPart::NetworkPolicies(pods(&["k8s:b/x", "k8s:a/y"])));
+    assert!(c.ready(&[Kind::NetworkPolicies]));
+    let composed = c.take_if_changed().unwrap();
+    assert_eq!(
+        composed.pod_policies,
+        pods(&["k8s:a/y", "k8s:b/x"]),
+        "sorted by name"
+    );
+    assert_eq!(names(&composed), ["web"], "the TOML services stay");
+    c.set_cluster(ClusterPart::NetworkPolicies(pods(&["k8s:a/y", "k8s:b/x"])));
+    assert!(
+        !c.is_dirty(),
+        "the same units in another order are no change"
+    );
+    assert!(c.take_if_changed().is_none());
+    c.set_cluster(ClusterPart::NetworkPolicies(PodPolicies::default()));
+    let composed = c.take_if_changed().unwrap();
+    assert!(composed.pod_policies.is_empty(), "deleted policies go");
+    let reloaded = toml(TOML);
+    c.set_cluster(ClusterPart::NetworkPolicies(pods(&["k8s:a/y"])));
+    c.set_toml(reloaded);
+    let composed = c.take_if_changed().unwrap();
+    assert_eq!(
+        composed.pod_policies,
+        pods(&["k8s:a/y"]),
+        "kept across a TOML reload"
+    );
+}
+
+#[test]
+fn network_policies_label_is_the_feeds_word() {
+    assert_eq!(Kind::NetworkPolicies.label(), "network_policies");
+    assert_eq!(
+        ClusterPart::NetworkPolicies(PodPolicies::default()).kind(),
+        Kind::NetworkPolicies
     );
 }

@@ -1,0 +1,186 @@
+//! Pod isolation units as stored in the cache file. As in `records`, conversions destructure
+//! the config types field by field, so a field added there does not compile here until the
+//! cache stores it too.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
+
+/// A [`PodPolicy`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PodPolicyRecord {
+    /// `name`.
+    name: String,
+    /// `ingress`.
+    ingress: Option<IsolationRecord>,
+    /// `egress`.
+    egress: Option<IsolationRecord>,
+    /// `inject_kernel_reject` (test hook; false for every translated unit).
+    inject_kernel_reject: bool,
+}
+
+/// An [`Isolation`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IsolationRecord {
+    /// `pods`.
+    pods: Vec<IpAddr>,
+    /// `allow`.
+    allow: Vec<AllowRecord>,
+}
+
+/// An [`Allow`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AllowRecord {
+    /// `pods`.
+    pods: Option<Vec<IpAddr>>,
+    /// `peers`, as prefixes.
+    peers: Option<Vec<String>>,
+    /// `ports`: (protocol `tcp`/`udp`/`sctp`, first, last).
+    ports: Vec<(String, u16, u16)>,
+}
+
+/// Every unit as stored.
+pub(super) fn records(p: &PodPolicies) -> Vec<PodPolicyRecord> {
+    let PodPolicies { policies } = p;
+    policies.iter().map(PodPolicyRecord::from).collect()
+}
+
+/// The units stored in `records`.
+pub(super) fn from_records(records: Vec<PodPolicyRecord>) -> Result<PodPolicies, String> {
+    Ok(PodPolicies {
+        policies: records
+            .into_iter()
+            .map(PodPolicy::try_from)
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn protocol_word(p: L4Protocol) -> &'static str {
+    match p {
+        L4Protocol::Tcp => "tcp",
+        L4Protocol::Udp => "udp",
+        L4Protocol::Sctp => "sctp",
+    }
+}
+
+fn protocol_of(w: &str) -> Result<L4Protocol, String> {
+    match w {
+        "tcp" => Ok(L4Protocol::Tcp),
+        "udp" => Ok(L4Protocol::Udp),
+        "sctp" => Ok(L4Protocol::Sctp),
+        _ => Err(format!("unknown pod policy protocol {w:?}")),
+    }
+}
+
+impl From<&PodPolicy> for PodPolicyRecord {
+    fn from(p: &PodPolicy) -> PodPolicyRecord {
+        let PodPolicy {
+            name,
+            ingress,
+            egress,
+            inject_kernel_reject,
+        } = p;
+        PodPolicyRecord {
+            name: name.clone(),
+            ingress: ingress.as_ref().map(IsolationRecord::from),
+            egress: egress.as_ref().map(IsolationRecord::from),
+            inject_kernel_reject: *inject_kernel_reject,
+        }
+    }
+}
+
+impl TryFrom<PodPolicyRecord> for PodPolicy {
+    type Error = String;
+
+    fn try_from(r: PodPolicyRecord) -> Result<PodPolicy, String> {
+        Ok(PodPolicy {
+            name: r.name,
+            ingress: r.ingress.map(Isolation::try_from).transpose()?,
+            egress: r.egress.map(Isolation::try_from).transpose()?,
+            inject_kernel_reject: r.inject_kernel_reject,
+        })
+    }
+}
+
+impl From<&Isolation> for IsolationRecord {
+    fn from(i: &Isolation) -> IsolationRecord {
+        let Isolation { pods, allow } = i;
+        IsolationRecord {
+            pods: pods.clone(),
+            allow: allow.iter().map(AllowRecord::from).collect(),
+        }
+    }
+}
+
+impl TryFrom<IsolationRecord> for Isolation {
+    type Error = String;
+
+    fn try_from(r: IsolationRecord) -> Result<Isolation, String> {
+        Ok(Isolation {
+            pods: r.pods,
+            allow: r
+                .allow
+                .into_iter()
+                .map(Allow::try_from)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+impl From<&Allow> for AllowRecord {
+    fn from(a: &Allow) -> AllowRecord {
+        let Allow { pods, peers, ports } = a;
+        AllowRecord {
+            pods: pods.clone(),
+            peers: peers
+                .as_ref()
+                .map(|p| p.iter().map(|n| n.to_string()).collect()),
+            ports: ports
+                .iter()
+                .map(|r| {
+                    let PortRange {
+                        protocol,
+                        first,
+                        last,
+                    } = r;
+                    (protocol_word(*protocol).to_string(), *first, *last)
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<AllowRecord> for Allow {
+    type Error = String;
+
+    fn try_from(r: AllowRecord) -> Result<Allow, String> {
+        let peers = match r.peers {
+            None => None,
+            Some(p) => Some(
+                p.iter()
+                    .map(|n| n.parse().map_err(|_| format!("bad peer prefix {n:?}")))
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        Ok(Allow {
+            pods: r.pods,
+            peers,
+            ports: r
+                .ports
+                .into_iter()
+                .map(|(p, first, last)| {
+                    Ok(PortRange {
+                        protocol: protocol_of(&p)?,
+                        first,
+                        last,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+        })
+    }
+}
