@@ -315,3 +315,32 @@ netns_test! {
         }
     }
 }
+
+netns_test! {
+    fn with_a_policy_section_both_the_operator_rules_and_the_pod_policies_decide() {
+        let t = cluster_net();
+        let toml = r#"
+[policy]
+forward_default = "accept"
+
+[[policy.rule]]
+name = "no-front-to-cache"
+from = ["10.2.1.2"]
+to = "any-pod"
+protocol = "tcp"
+ports = [6379]
+action = "drop"
+
+[policy.zone.any-pod]
+networks = ["10.1.0.0/16"]
+"#;
+        Driver::policy().sync_state(&desired(toml, &[pg_from_front()])).unwrap();
+        t.serve(t.host("pg"), "tcp", 5432);
+        t.serve(t.host("cache"), "tcp", 6379);
+        let (front, back) = (t.host("front"), t.host("back"));
+        assert_eq!(t.connect(front, "tcp", "10.1.2.2", 5432), "10.2.1.2");
+        assert!(failed(&t.connect(back, "tcp", "10.1.2.2", 5432)), "the pod policy");
+        assert!(failed(&t.connect(front, "tcp", "10.1.3.2", 6379)), "the operator's rule");
+        assert_eq!(t.connect(back, "tcp", "10.1.3.2", 6379), "10.2.2.2");
+    }
+}
