@@ -344,3 +344,19 @@ networks = ["10.1.0.0/16"]
         assert_eq!(t.connect(back, "tcp", "10.1.3.2", 6379), "10.2.2.2");
     }
 }
+
+netns_test! {
+    fn drift_in_the_pod_chains_is_repaired() {
+        let t = cluster_net();
+        let mut d = Driver::policy();
+        let state = desired("", &[pg_from_front()]);
+        d.sync_state(&state).unwrap();
+        sh("nft flush chain inet edgenetd-policy pods-ingress");
+        sh("nft flush set inet edgenetd-policy pods.in4");
+        let report = d.sync_state(&state).unwrap();
+        assert_eq!(report.drift_repairs, 1, "{report:?}");
+        t.serve(t.host("pg"), "tcp", 5432);
+        assert!(failed(&t.connect(t.host("back"), "tcp", "10.1.2.2", 5432)), "isolated again");
+        assert_eq!(t.connect(t.host("front"), "tcp", "10.1.2.2", 5432), "10.2.1.2");
+    }
+}

@@ -36,9 +36,9 @@ impl Model {
         let program = match &self.last {
             Some((cfg, name, p)) if cfg.as_ref() == config && name == table => return p.clone(),
             // Only set elements changed: patch those sets instead of planning everything.
+            // (Pod sets are named with a `.`, which no `[policy]` set name has: never patched.)
             Some((Some(old), name, Some(p)))
                 if name == table
-                    && pods.is_empty()
                     && config.is_some_and(|new| program::only_set_elements_differ(old, new)) =>
             {
                 let new = config.expect("checked");

@@ -502,7 +502,7 @@ fn only_pods_on_this_node_running_and_not_host_network() {
     host.status.pod_ip = Some("192.0.2.1".into());
     pods.push(host);
     let p = policy("db", "all", ingress(sel(&[]), vec![], vec![]));
-    let (out, _) = translate(&[p.clone()], &pods, &namespaces, NODE);
+    let (out, _) = translate(std::slice::from_ref(&p), &pods, &namespaces, NODE);
     assert!(out.is_empty(), "the only local db pod finished");
     let (out, _) = translate(&[p], &pods, &namespaces, "edge-2");
     assert_eq!(
