@@ -67,13 +67,12 @@ pub fn translate<'a>(
     namespaces: impl IntoIterator<Item = &'a Namespace>,
     node_name: &str,
 ) -> (PodPolicies, Vec<Skipped>) {
-    let pods: Vec<Pod> = pods.into_iter().cloned().collect();
     let namespaces: BTreeMap<&str, &BTreeMap<String, String>> = namespaces
         .into_iter()
         .map(|n| (n.metadata.name.as_str(), &n.metadata.labels))
         .collect();
     let empty = BTreeMap::new();
-    let views = pod_views(&pods, &namespaces, node_name, &empty);
+    let views = pod_views(pods, &namespaces, node_name, &empty);
     let mut out = PodPolicies::default();
     let mut skipped = Vec::new();
     for policy in policies {
