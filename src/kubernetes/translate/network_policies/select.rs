@@ -45,12 +45,12 @@ impl PodView<'_> {
 
 /// Pods that take part in policies: with an address, not in the node's network namespace
 /// (policies do not apply to host-network pods), not finished (their address may be reused).
-pub(super) fn pod_views<'a>(
+pub(super) fn pod_views<'a: 'n, 'n>(
     pods: impl IntoIterator<Item = &'a Pod>,
-    namespaces: &'a BTreeMap<&'a str, &'a BTreeMap<String, String>>,
+    namespaces: &'n BTreeMap<&'n str, &'n BTreeMap<String, String>>,
     node_name: &str,
-    empty: &'a BTreeMap<String, String>,
-) -> Vec<PodView<'a>> {
+    empty: &'n BTreeMap<String, String>,
+) -> Vec<PodView<'n>> {
     pods.into_iter()
         .filter(|p| !p.spec.host_network)
         .filter(|p| !matches!(p.status.phase.as_deref(), Some("Succeeded" | "Failed")))
