@@ -167,3 +167,30 @@ fn with_a_policy_section_the_pod_chains_come_after_its_own() {
         "no pods: exactly the [policy] table"
     );
 }
+
+#[test]
+fn a_policy_over_many_pods_is_a_few_rules_over_sets() {
+    let many = |n: u32| {
+        let mut p = sample();
+        let iso = p.policies[0].ingress.as_mut().unwrap();
+        iso.pods = (0..n)
+            .map(|i| IpAddr::from([10, 1, (i / 250) as u8, (i % 250 + 1) as u8]))
+            .collect();
+        iso.allow[0].peers = Some(
+            (0..n)
+                .map(|i| IpNet::from(IpAddr::from([10, 2, (i / 250) as u8, (i % 250 + 1) as u8])))
+                .collect(),
+        );
+        build_with_pods(None, &p, "t").unwrap()
+    };
+    let (small, big) = (many(2), many(2000));
+    assert_eq!(small.rule_count(), big.rule_count());
+    assert!(big.same_structure(&small), "only set elements grow");
+    let peers = big
+        .table
+        .sets
+        .iter()
+        .find(|s| s.name == "np0.in0.p4")
+        .unwrap();
+    assert_eq!(peers.elements.len(), 2000);
+}
