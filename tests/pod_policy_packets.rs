@@ -34,24 +34,41 @@ fn cluster_net() -> Topology {
     t
 }
 
+/// A host on `<net>.0/24` and its IPv6 twin (10.A.B -> fd0A:B::/64), the node at `.1`.
 fn host(t: &mut Topology, role: &str, net: &str) {
+    let v6 = v6_net(net);
     t.add_host(
         role,
         Link {
             router_if: &format!("v-{role}"),
-            router_addrs: &[&format!("{net}.1/24")],
+            router_addrs: &[&format!("{net}.1/24"), &format!("{v6}1/64")],
             host_if: "eth0",
-            host_addrs: &[&format!("{net}.2/24")],
-            host_routes: &[&format!("default via {net}.1")],
+            host_addrs: &[&format!("{net}.2/24"), &format!("{v6}2/64")],
+            host_routes: &[
+                &format!("default via {net}.1"),
+                &format!("default via {v6}1"),
+            ],
         },
     );
+}
+
+/// `10.A.B` -> `fd0A:B::`.
+fn v6_net(net: &str) -> String {
+    let parts: Vec<&str> = net.split('.').collect();
+    format!("fd0{}:{}::", parts[1], parts[2])
+}
+
+/// A pod's addresses: the IPv4 one given and its IPv6 twin.
+fn dual(ip: &str) -> Value {
+    let (net, host) = ip.rsplit_once('.').unwrap();
+    json!([{"ip": ip}, {"ip": format!("{}{host}", v6_net(net))}])
 }
 
 fn pod(ns: &str, name: &str, node: &str, ip: &str, labels: Value, ports: Value) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"namespace": ns, "name": name, "labels": labels},
         "spec": {"nodeName": node, "containers": [{"name": "c", "ports": ports}]},
-        "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}
+        "status": {"phase": "Running", "podIP": ip, "podIPs": dual(ip)}
     }))
     .unwrap()
 }
@@ -358,5 +375,16 @@ netns_test! {
         t.serve(t.host("pg"), "tcp", 5432);
         assert!(failed(&t.connect(t.host("back"), "tcp", "10.1.2.2", 5432)), "isolated again");
         assert_eq!(t.connect(t.host("front"), "tcp", "10.1.2.2", 5432), "10.2.1.2");
+    }
+}
+
+netns_test! {
+    fn an_ipv6_pod_is_isolated_the_same_way() {
+        let t = cluster_net();
+        Driver::policy().sync_state(&desired("", &[pg_from_front()])).unwrap();
+        t.serve_v6(t.host("pg"), "tcp", 5432);
+        assert_eq!(t.connect(t.host("front"), "tcp", "fd01:2::2", 5432), "fd02:1::2");
+        assert!(failed(&t.connect(t.host("back"), "tcp", "fd01:2::2", 5432)));
+        assert_eq!(t.connect(t.host("front"), "tcp", "10.1.2.2", 5432), "::ffff:10.2.1.2");
     }
 }
