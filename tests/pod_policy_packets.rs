@@ -315,11 +315,44 @@ netns_test! {
     }
 }
 
+/// Ports of every shape: UDP, TCP ranges and sets, a whole protocol (SCTP), a named port;
+/// peers of every shape, egress with an exception.
+fn every_kind_of_port() -> NetworkPolicy {
+    policy(
+        "shop",
+        "ports",
+        json!({
+            "podSelector": {},
+            "ingress": [{
+                "from": [{"podSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["x"]}]}},
+                         {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "back"}}},
+                         {"ipBlock": {"cidr": "192.168.0.0/16", "except": ["192.168.1.0/24"]}}],
+                "ports": [{"protocol": "UDP", "port": 53}, {"port": 8000, "endPort": 8100},
+                          {"port": 9000}, {"protocol": "SCTP"}, {"port": "http"}]
+            }],
+            "egress": [{"to": [{"ipBlock": {"cidr": "::/0", "except": ["fd02::/16"]}}]}]
+        }),
+    )
+}
+
+netns_test! {
+    fn every_kind_of_port_and_peer_is_accepted_by_the_kernel() {
+        let _t = cluster_net();
+        let state = desired("", &[pg_from_front(), every_kind_of_port()]);
+        let report = Driver::policy().sync_state(&state).unwrap();
+        assert!(report.summary.starts_with("table written"), "{}", report.summary);
+        let chain = sh("nft list chain inet edgenetd-policy pods-ingress");
+        for want in ["udp dport 53", "tcp dport { 8000-8100, 9000 }", "meta l4proto sctp", "tcp dport 8080"] {
+            assert!(chain.contains(want), "{want} in\n{chain}");
+        }
+    }
+}
+
 netns_test! {
     fn the_plan_shows_pod_rules_that_nft_accepts() {
         let _t = cluster_net();
         for toml in ["", "[policy]\nforward_default = \"accept\"\n"] {
-            let state = desired(toml, &[pg_from_front()]);
+            let state = desired(toml, &[pg_from_front(), every_kind_of_port()]);
             let text = smol::block_on(edgenetd::controller::policy::plan(&state)).unwrap();
             let begin = text.find("# nft begin").expect("a ruleset");
             let end = text.find("# nft end").unwrap();
