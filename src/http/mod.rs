@@ -66,6 +66,36 @@ pub struct HttpState {
     pub exporter: Option<Arc<Exporter>>,
     /// Sources allowed in; None = everyone.
     pub allow: Option<Vec<IpNet>>,
+    /// Objects /healthz shows beside the controllers (e.g. `kubernetes`), added by sources
+    /// that start after the HTTP server.
+    pub sections: Sections,
+}
+
+/// Renders one extra /healthz object.
+pub type Section = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// The extra /healthz objects, by key.
+#[derive(Default)]
+pub struct Sections(std::sync::Mutex<Vec<(&'static str, Section)>>);
+
+impl Sections {
+    /// Adds the object `key`, rendered at every request.
+    pub fn add(&self, key: &'static str, render: Section) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((key, render));
+    }
+
+    /// Every object now.
+    fn render(&self) -> std::collections::BTreeMap<&'static str, serde_json::Value> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, f)| (*k, f()))
+            .collect()
+    }
 }
 
 /// An answer, before it is written.
@@ -112,9 +142,9 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
         "/healthz" => {
             let report = state.health.report();
             let status = if report.all_live() { 200 } else { 503 };
-            let body = serde_json::to_string_pretty(&HealthzBody::from(&report))
-                .expect("serializable")
-                + "\n";
+            let mut healthz = HealthzBody::from(&report);
+            healthz.sections = state.sections.render();
+            let body = serde_json::to_string_pretty(&healthz).expect("serializable") + "\n";
             Reply {
                 status,
                 content_type: "application/json",
@@ -169,6 +199,9 @@ struct HealthzBody {
     live: bool,
     ready: bool,
     controllers: std::collections::BTreeMap<String, ControllerBody>,
+    /// Extra objects (e.g. `kubernetes`), none without a source that adds one.
+    #[serde(flatten)]
+    sections: std::collections::BTreeMap<&'static str, serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -212,6 +245,7 @@ impl From<&HealthReport> for HealthzBody {
                     (c.name.clone(), body)
                 })
                 .collect(),
+            sections: Default::default(),
         }
     }
 }
@@ -235,6 +269,7 @@ mod tests {
                 health,
                 exporter: None,
                 allow,
+                sections: Sections::default(),
             },
             h,
         )
