@@ -25,5 +25,6 @@ if cargo tree -e normal --features kubernetes | grep -E "aws-lc|tokio|hyper"; th
 fi
 cargo test --features kubernetes --lib kubernetes
 cargo test --features kubernetes --test kubernetes_client
+cargo test --features kubernetes,fault-injection --test kubernetes_daemon
 cargo test --features kubernetes --test cli
 echo "edgenetd: all tests passed"

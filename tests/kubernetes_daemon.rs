@@ -6,6 +6,8 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::daemon::Daemon;
@@ -162,20 +164,54 @@ netns_test! {
     }
 }
 
+/// Holds one TCP connection through the VIP that landed on `b2` until told to go on, then
+/// sends a line on it and prints the echo.
+const HOLD_ON_B2: &str = r#"
+import socket, sys
+while True:
+    s = socket.create_connection(("10.96.0.10", 80), timeout=3)
+    f = s.makefile("rwb")
+    if f.readline().strip() == b"b2":
+        break
+    s.close()
+print("held", flush=True)
+sys.stdin.readline()
+s.sendall(b"ping\n")
+print(f.readline().decode().strip(), flush=True)
+"#;
+
 netns_test! {
     fn a_terminating_endpoint_drains_while_others_are_ready() {
         let lab = Lab::new();
         lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
         let _d = lab.daemon("k8s-terminating", "");
         lab.wait_served_by(&["b1", "b2"], 40);
+        let mut held = lab
+            .net
+            .host("cl")
+            .command("python3")
+            .args(["-c", HOLD_ON_B2])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(held.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "held");
         lab.fake.apply(
             "endpointslices",
             slice("web", &[ready("10.0.1.2"), endpoint("10.0.2.2", false, true, true)]),
         );
+        // No new connection goes to the terminating endpoint...
         let h = lab.wait_served_by(&["b1"], 40);
         assert_eq!(h["b1"], 40, "{h:?}");
-        // Still in the table with weight 0 (draining), not removed.
-        assert!(service_table().contains("10.0.2.2"), "{}", service_table());
+        // ...while the one it has keeps going.
+        writeln!(held.stdin.take().unwrap(), "go").unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "b2:ping", "the draining connection still works");
+        assert!(held.wait().unwrap().success());
     }
 }
 
@@ -214,10 +250,11 @@ netns_test! {
         let v = healthz(&d);
         assert_eq!(v["live"], true, "{v}");
         assert!(v["kubernetes"]["kinds"]["services"]["lastError"].is_string(), "{v}");
-        assert!(
+        // The metrics follow within the watcher's refresh period.
+        wait_until("the request errors counted", STEP, || {
             d.metric("edgenetd_kubernetes_request_errors_total", &[("kind", "services"), ("code", "io")])
                 .is_some_and(|n| n >= 1.0)
-        );
+        });
         assert_eq!(d.metric("edgenetd_kubernetes_connected", &[("kind", "services")]), Some(0.0));
         lab.wait_served_by(&["b1", "b2"], 40);
         assert!(has_owned_route(POD_CIDR));
@@ -227,6 +264,8 @@ netns_test! {
         let d = lab.daemon("k8s-outage-2", "");
         let log = d.log();
         assert!(log.contains("restored from"), "{log}");
+        // The first snapshot already held the cached entries: the first sync kept the route.
+        assert!(log.contains("route: sync (Start) ok: 1 routes"), "{log}");
         assert_eq!(d.get("/readyz").0, 200, "the cache makes the daemon ready");
         std::thread::sleep(Duration::from_secs(2));
         assert_eq!(healthz(&d)["live"], true);
