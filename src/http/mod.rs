@@ -308,6 +308,30 @@ mod tests {
     }
 
     #[test]
+    fn healthz_shows_an_added_section_beside_the_unchanged_fields() {
+        let (_clock, st, _h) = state(None);
+        let before: serde_json::Value =
+            serde_json::from_str(&answer(&st, &Method::Get, "/healthz", LOCAL).body).unwrap();
+        assert!(before.get("kubernetes").is_none(), "{before}");
+        st.sections.add(
+            "kubernetes",
+            Box::new(|| serde_json::json!({"kinds": {"services": {"state": "watching"}}})),
+        );
+        let r = answer(&st, &Method::Get, "/healthz", LOCAL);
+        assert_eq!(r.status, 200);
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(v["kubernetes"]["kinds"]["services"]["state"], "watching");
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.retain(|k| k != "kubernetes");
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&v), keys(&before));
+        assert_eq!(v["controllers"]["route"]["live"], true);
+    }
+
+    #[test]
     fn readyz_waits_for_a_first_success() {
         let (_c, st, h) = state(None);
         assert_eq!(answer(&st, &Method::Get, "/readyz", LOCAL).status, 503);
