@@ -342,5 +342,37 @@ netns_test! {
         // The TOML one removed: the cluster service comes back.
         d.reload(&lab.config(""));
         lab.wait_served_by(&["b1", "b2"], 20);
+        // A changed [kubernetes] section waits for a restart (the old one stays in force).
+        let narrowed = lab.config("").replace("node_name", "service_selector = \"app=none\"\nnode_name");
+        d.reload(&narrowed);
+        wait_until("the restart warning", STEP, || {
+            d.log().contains("[kubernetes] settings changed; they take effect at the next restart")
+        });
+        lab.wait_served_by(&["b1", "b2"], 20);
+    }
+}
+
+netns_test! {
+    fn a_burst_of_a_thousand_endpoint_updates_makes_a_few_syncs() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        let d = lab.daemon("k8s-burst", "");
+        lab.wait_served_by(&["b1", "b2"], 20);
+        let syncs = || d.metric("edgenetd_controller_syncs_total", &[("controller", "service")]).unwrap();
+        let before = syncs();
+        for i in 0..1000 {
+            // Every update changes the backends: each one alone would be a sync.
+            let eps = if i % 2 == 0 { [ready("10.0.1.2")] } else { [ready("10.0.3.2")] };
+            lab.fake.apply("endpointslices", slice("web", &eps));
+        }
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.2.2")]));
+        lab.wait_served_by(&["b2"], 20);
+        wait_until("the events counted", STEP, || {
+            d.metric("edgenetd_kubernetes_events_total", &[("kind", "endpointslices"), ("type", "MODIFIED")])
+                == Some(1001.0)
+        });
+        let made = syncs() - before;
+        eprintln!("1,001 updates made {made} service syncs");
+        assert!((1.0..=10.0).contains(&made), "{made} syncs for 1,001 updates");
     }
 }
