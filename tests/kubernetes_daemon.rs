@@ -245,10 +245,13 @@ netns_test! {
         wait_until("the watch to notice", STEP, || {
             healthz(&d)["kubernetes"]["kinds"]["services"]["state"] == "backing off"
         });
-        // Several back-offs later: still live, still programmed.
-        std::thread::sleep(Duration::from_secs(3));
+        // Longer than the watcher's 5 s tick later: still beating (an API server that is down
+        // is not a wedged loop), still programmed.
+        std::thread::sleep(Duration::from_secs(7));
         let v = healthz(&d);
         assert_eq!(v["live"], true, "{v}");
+        let since = v["controllers"]["kubernetes"]["secondsSinceBeat"].as_f64().unwrap();
+        assert!(since < 5.5, "the watcher keeps beating during the outage: {v}");
         assert!(v["kubernetes"]["kinds"]["services"]["lastError"].is_string(), "{v}");
         // The metrics follow within the watcher's refresh period.
         wait_until("the request errors counted", STEP, || {
