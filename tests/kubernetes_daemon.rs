@@ -379,3 +379,64 @@ netns_test! {
         assert!((1.0..=10.0).contains(&made), "{made} syncs for 1,001 updates");
     }
 }
+
+/// The watcher alone, as the daemon runs it, with a compose step that never returns: the
+/// health registry catches the wedged thread like a wedged controller.
+#[test]
+fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use edgenetd::clock::FakeClock;
+    use edgenetd::health::Health;
+    use edgenetd::kubernetes::client::{Auth, Endpoint};
+    use edgenetd::kubernetes::watch::{Settings, WINDOW, Watcher};
+
+    let fake = FakeApiServer::start();
+    fake.apply("nodes", node("worker-2", "10.0.3.2", POD_CIDR));
+    let (cert, key) = fake.client_cert_files();
+    let port: u16 = fake.url().rsplit_once(':').unwrap().1.parse().unwrap();
+    let settings = Settings {
+        endpoint: Endpoint {
+            host: "127.0.0.1".into(),
+            port,
+            ca_file: fake.ca_file(),
+            auth: Auth::ClientCert { cert, key },
+        },
+        path_prefix: String::new(),
+        node_name: kube::NODE.into(),
+        feeds: [edgenetd::config::kubernetes::Feed::Routes]
+            .into_iter()
+            .collect(),
+        service_selector: None,
+        node_selector: None,
+    };
+    let clock = FakeClock::new();
+    let health = Health::new(clock.clone());
+    let wedged = Arc::new(AtomicBool::new(false));
+    let (_stop, shutdown) = async_channel::bounded::<()>(1);
+    // Two watchers on one API server: one whose compose step wedges its thread, one that
+    // works (the contrast: the same waits with a working thread stay live).
+    for (name, wedge) in [("wedged", true), ("working", false)] {
+        let handle = health.register(name, WINDOW);
+        let mut watcher = Watcher::new(settings.clone());
+        let statuses = watcher.statuses();
+        let (flag, shutdown) = (wedged.clone(), shutdown.clone());
+        std::thread::spawn(move || {
+            watcher.run(handle, shutdown, statuses, |_parts| {
+                if wedge {
+                    flag.store(true, Ordering::SeqCst);
+                    loop {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                }
+            });
+        });
+    }
+    wait_until("the first compose", STEP, || wedged.load(Ordering::SeqCst));
+    clock.advance(WINDOW + Duration::from_secs(1));
+    // Longer than the watcher's tick: a live thread would have beaten by now.
+    std::thread::sleep(Duration::from_secs(6));
+    let report = health.report();
+    assert_eq!(report.stale(), ["wedged"], "{report:?}");
+}
