@@ -5,15 +5,16 @@
 //! Which resources: the `services` feed watches Services (narrowed by `service_selector`),
 //! EndpointSlices (discovery.k8s.io/v1) and Nodes (this node's addresses for NodePorts); the
 //! `routes` feed watches Nodes (narrowed by `node_selector`, on the server when no other feed
-//! needs every Node, else here). Adding a resource is one [`Watcher::watch`] call and a part
-//! made from its store in [`Watcher::parts`].
+//! needs every Node, else here). Adding a resource is a field in `Stores`, one
+//! [`Watcher::watch`] call in [`Watcher::new`], and a part made from its store in
+//! `Watcher::parts` (and its kind in [`Watcher::kinds`], for readiness).
 //!
 //! Heartbeats: each reflector beats at every page, event line, reconnect attempt and back-off
 //! wait, and the compose step beats before and after each compose; every wait is bounded (a
 //! watch read by the idle timeout, a back-off by its cap), so an API server that is down
 //! keeps the watcher beating and only a wedged thread stops it.
 
-mod lean;
+pub mod lean;
 pub mod local;
 pub mod metrics;
 mod parts;
@@ -123,10 +124,12 @@ impl Watcher {
             ));
         }
         if feeds.contains(&Feed::Services) || feeds.contains(&Feed::Routes) {
-            // With the services feed this node's own Node is needed whatever its labels.
-            let sel = match feeds.contains(&Feed::Services) {
-                true => None,
-                false => w.settings.node_selector.clone(),
+            // With the services feed this node's own Node is needed whatever its labels; the
+            // selector then applies here, to the routes only.
+            let sel = if feeds.contains(&Feed::Services) {
+                None
+            } else {
+                w.settings.node_selector.clone()
             };
             w.stores.nodes = Some(w.watch("nodes", "/api/v1/nodes", sel.as_ref()));
         }
