@@ -53,7 +53,7 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
     let Some(config) = toml.kubernetes.clone() else {
         return Ok((None, toml));
     };
-    let settings = settings(&config).map_err(|e| {
+    let settings = settings(&config, |name| std::env::var(name).ok()).map_err(|e| {
         error!("[kubernetes]: {e}");
         Fatal
     })?;
@@ -84,15 +84,18 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
     Ok((Some(prepared), first))
 }
 
-/// Resolves the connection, the node name and the selectors.
-fn settings(config: &KubernetesConfig) -> Result<Settings, String> {
-    let creds_dir =
-        std::env::var_os(crate::config::kubernetes::CREDENTIALS_DIRECTORY).map(PathBuf::from);
+/// Resolves the connection (with the environment `env` reads), the node name and the
+/// selectors.
+fn settings(
+    config: &KubernetesConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Settings, String> {
+    let creds_dir = env(crate::config::kubernetes::CREDENTIALS_DIRECTORY).map(PathBuf::from);
     let resolve = |p: &SecretPath| p.resolve(creds_dir.as_deref()).map_err(|e| e.to_string());
     let (endpoint, path_prefix) = match &config.connection {
         Connection::InCluster => {
             let var = |name: &str| {
-                std::env::var(name).map_err(|_| format!("in_cluster = true but ${name} is not set"))
+                env(name).ok_or_else(|| format!("in_cluster = true but ${name} is not set"))
             };
             let host = var("KUBERNETES_SERVICE_HOST")?;
             let port = var("KUBERNETES_SERVICE_PORT")?;
@@ -272,117 +275,4 @@ pub fn start(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-    use crate::clock::FakeClock;
-    use crate::config::route::Route;
-    use crate::config::service::Service;
-    use crate::metrics::render_with;
-
-    const TOML: &str = "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.2:8080\"]\n\n[[route]]\nto = \"10.244.2.0/24\"\nvia = \"192.0.2.2\"\n";
-
-    /// A cluster service and a cluster route (made from TOML entries, renamed).
-    fn cluster_entries() -> (Service, Route) {
-        let state = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
-        let mut svc = state.services.services[0].clone();
-        svc.name = "k8s:default/web:http".into();
-        svc.address = "10.96.0.20".parse().unwrap();
-        (svc, state.routing.routes[0].clone())
-    }
-
-    fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Health>) {
-        let toml = Arc::new(crate::config::load_str(&[("a.toml", "")]).unwrap());
-        let (composer, first) = Composer::start(toml, cached.clone());
-        let health = Health::new(FakeClock::new());
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                composer,
-                cache: Cache::new(cache),
-                cached,
-                cache_failing: false,
-            }),
-            snapshots: Snapshots::new(first),
-            kinds: vec![Kind::Services, Kind::Routes],
-            health: health.register("kubernetes", watch::WINDOW),
-            ready: AtomicBool::new(false),
-        });
-        (shared, health)
-    }
-
-    fn scratch(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("edgenetd-k8s-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir.join("cluster.json")
-    }
-
-    #[test]
-    fn readiness_and_the_cache_wait_for_every_enabled_kind() {
-        let path = scratch("ready");
-        let (shared, health) = shared(&path, None);
-        let (svc, route) = cluster_entries();
-        shared.cluster(vec![ClusterPart::Services(vec![svc.clone()])]);
-        assert!(!health.report().ready(), "routes not listed yet");
-        assert!(!path.exists(), "a partial state is not cached");
-        assert_eq!(shared.snapshots.current().services.services.len(), 1);
-        shared.cluster(vec![ClusterPart::Routes(vec![route])]);
-        assert!(health.report().ready());
-        let cached = Cache::new(&path).read().unwrap().unwrap();
-        assert_eq!((cached.services.len(), cached.routes.len()), (1, 1));
-    }
-
-    #[test]
-    fn a_loaded_cache_is_ready_at_once_and_in_the_first_snapshot() {
-        let (svc, route) = cluster_entries();
-        let state = ClusterState {
-            services: vec![svc],
-            routes: vec![route],
-        };
-        let (shared, health) = shared(&scratch("restored"), Some(state));
-        assert_eq!(shared.snapshots.current().services.services.len(), 1);
-        assert_eq!(shared.snapshots.current().routing.routes.len(), 1);
-        shared.compose(&mut shared.inner.lock().unwrap());
-        assert!(health.report().ready());
-    }
-
-    #[test]
-    fn a_reload_through_the_composer_keeps_the_cluster_entries() {
-        let (shared, _health) = shared(&scratch("reload"), None);
-        let (svc, _) = cluster_entries();
-        shared.cluster(vec![ClusterPart::Services(vec![svc])]);
-        let toml = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
-        shared.take_toml(Arc::new(toml));
-        let now = shared.snapshots.current();
-        let names: Vec<&str> = now.services.services.iter().map(|s| &*s.name).collect();
-        assert_eq!(names, ["web", "k8s:default/web:http"]);
-        assert_eq!(now.routing.routes.len(), 1, "the TOML route");
-    }
-
-    #[test]
-    fn a_failed_cache_write_is_counted_and_not_fatal() {
-        // A path under a regular file can never be created.
-        let file = scratch("unwritable");
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(&file, "").unwrap();
-        let (shared, health) = shared(&file.join("cluster.json"), None);
-        let (svc, route) = cluster_entries();
-        let out = render_with(|| {
-            shared.cluster(vec![
-                ClusterPart::Services(vec![svc]),
-                ClusterPart::Routes(vec![route]),
-            ]);
-            shared.cluster(vec![ClusterPart::Routes(Vec::new())]);
-        });
-        let failures = out
-            .lines()
-            .find_map(|l| l.strip_prefix("edgenetd_kubernetes_cache_write_failures_total "))
-            .unwrap_or_else(|| panic!("{out}"));
-        assert_eq!(failures, "2");
-        assert!(
-            health.report().ready(),
-            "the cluster state is in force all the same"
-        );
-        assert_eq!(shared.snapshots.current().routing.routes.len(), 0);
-    }
-}
+mod tests;
