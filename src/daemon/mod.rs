@@ -6,7 +6,8 @@
 //! Start-up order: load the config (invalid = exit 1, nothing applied), bind HTTP (a bind
 //! error is fatal and immediate, before anything touches the kernel), optionally enter the
 //! network namespace the kernel work belongs to, then start one loop per enabled controller on
-//! one single-threaded smol executor. READY=1 follows every controller's first sync attempt.
+//! one single-threaded smol executor. READY=1 follows every controller's first sync attempt
+//! (and, fed by a cluster, the kubernetes source's first complete state or its cache).
 //! SIGTERM/SIGINT: STOPPING=1, loops stop, exit 0 within a few seconds; kernel state stays in
 //! place (a router keeps forwarding; `edgenetd cleanup` removes it).
 
@@ -202,17 +203,11 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     if loops.is_empty() {
         warn!("no controller is enabled: edgenetd only serves its HTTP endpoints");
     }
-    let sink: Arc<dyn TomlSink> = match () {
-        #[cfg(feature = "kubernetes")]
-        () if kubernetes.is_some() => kubernetes::start(
-            kubernetes.expect("checked"),
-            snapshots.clone(),
-            &health,
-            &http,
-            shutdown.clone(),
-        )?,
-        () => snapshots.clone(),
-    };
+    #[cfg(feature = "kubernetes")]
+    let sink = toml_sink(kubernetes, &snapshots, &health, &http, &shutdown)?;
+    #[cfg(not(feature = "kubernetes"))]
+    let sink: Arc<dyn TomlSink> = snapshots.clone();
+    // The HTTP server holds its own reference; sources have added their sections by now.
     drop(http);
     let reload_tx = spawn_background(
         &ex,
@@ -232,6 +227,23 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         stop_loops(loops).await;
     }));
     Ok(())
+}
+
+/// Starts the cluster source, if configured; returns where reloads hand their TOML state.
+#[cfg(feature = "kubernetes")]
+fn toml_sink(
+    source: Option<kubernetes::Prepared>,
+    snapshots: &Arc<Snapshots>,
+    health: &Arc<Health>,
+    http: &HttpState,
+    shutdown: &Shutdown,
+) -> Result<Arc<dyn TomlSink>, Fatal> {
+    match source {
+        Some(prepared) => {
+            kubernetes::start(prepared, snapshots.clone(), health, http, shutdown.clone())
+        }
+        None => Ok(snapshots.clone()),
+    }
 }
 
 /// What the background tasks share.
