@@ -105,6 +105,7 @@ fn serve(kind: &str) -> ExitCode {
         health: Health::new(Arc::new(SystemClock)),
         exporter: None,
         allow: None,
+        sections: Default::default(),
     };
     serve(bind(addr).expect("bind"), Arc::new(state)).expect("serve");
     loop {

@@ -26,5 +26,6 @@ fi
 cargo test --features kubernetes --lib kubernetes
 cargo test --features kubernetes --test kubernetes_client
 cargo test --features kubernetes --test pod_policy_packets
+cargo test --features kubernetes,fault-injection --test kubernetes_daemon
 cargo test --features kubernetes --test cli
 echo "edgenetd: all tests passed"

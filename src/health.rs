@@ -227,7 +227,8 @@ impl HealthHandle {
         e.queued_since = None;
     }
 
-    /// Records a finished sync's outcome (called only by `metrics::record_sync_result`).
+    /// Records a finished sync's outcome (called only by `metrics::record_sync_result`, and
+    /// by [`HealthHandle::source_ready`]).
     pub(crate) fn record_outcome(&self, error: Option<String>) {
         let wall = self.health.clock.wall();
         let mut entries = self.health.lock();
@@ -243,6 +244,12 @@ impl HealthHandle {
                 e.last_error = Some(err);
             }
         }
+    }
+
+    /// A source that is not a sync loop (the kubernetes watcher) has a complete state: counted
+    /// as one successful attempt, so readiness and READY=1 wait for it like for a first sync.
+    pub fn source_ready(&self) {
+        self.record_outcome(None);
     }
 
     /// Changes the liveness window (settings reloaded).

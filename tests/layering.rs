@@ -32,6 +32,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon", "dataplane"),
     ("daemon", "health"),
     ("daemon", "http"),
+    // The Kubernetes source's wiring (feature `kubernetes`).
+    ("daemon", "kubernetes"),
     ("daemon", "metrics"),
     ("daemon", "shutdown"),
     ("daemon", "source"),
@@ -54,6 +56,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("health", "sync"),
     // The Kubernetes source (feature `kubernetes`): its reflectors fire sync triggers.
     ("kubernetes", "sync"),
+    // Its watcher thread stops with the daemon.
+    ("kubernetes", "shutdown"),
     // Config files in, "loaded" or "rejected" out.
     ("source", "config"),
     ("source", "shutdown"),
@@ -165,6 +169,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("dataplane::nft::svc_elements", "dataplane::nft::error"),
     ("dataplane::nft::svc_elements", "dataplane::nft::socket"),
     // Inside the daemon.
+    ("daemon::kubernetes", "daemon::snapshots"),
     ("daemon::registry", "daemon::spawner"),
     ("daemon::reload", "daemon::snapshots"),
     ("daemon::runner", "daemon::observed"),

@@ -12,6 +12,8 @@
 //! - `feeds`: any of `"services"`, `"routes"`, `"network_policies"`; default all three.
 //! - `service_selector`, `node_selector`, `network_policy_selector`: label selectors (the
 //!   string form of `kubectl -l`) narrowing the Services, Nodes and NetworkPolicies taken.
+//! - `cache_file`: where the last cluster state is kept across restarts (an absolute path;
+//!   absent = `/run/edgenetd/kubernetes-state.json`).
 //!
 //! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
 //! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so
@@ -50,6 +52,8 @@ pub struct KubernetesConfig {
     pub node_selector: Option<LabelSelector>,
     /// Only NetworkPolicies with these labels (`None` = all).
     pub network_policy_selector: Option<LabelSelector>,
+    /// Where the last cluster state is cached; `None` = the daemon's default path.
+    pub cache_file: Option<PathBuf>,
 }
 
 /// Where the API server is and who edgenetd is to it.
@@ -168,6 +172,7 @@ struct RawKubernetes {
     service_selector: Option<Spanned<String>>,
     node_selector: Option<Spanned<String>>,
     network_policy_selector: Option<Spanned<String>>,
+    cache_file: Option<Spanned<String>>,
 }
 
 /// Validates `[kubernetes]`; `None` when the section is absent or has an error.
@@ -194,6 +199,7 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
         service_selector: selector(raw.service_selector.as_ref(), diags),
         node_selector: selector(raw.node_selector.as_ref(), diags),
         network_policy_selector: selector(raw.network_policy_selector.as_ref(), diags),
+        cache_file: cache_file(raw.cache_file.as_ref(), diags),
     };
     (diags.len() == before).then_some(config)
 }
@@ -370,6 +376,24 @@ pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
         port,
         path: path.trim_end_matches('/').to_string(),
     })
+}
+
+fn cache_file(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<PathBuf> {
+    let v = v?;
+    if !no_nul(v, "cache_file", diags) {
+        return None;
+    }
+    if v.get_ref().starts_with('/') && !v.get_ref().ends_with('/') {
+        return Some(PathBuf::from(v.get_ref()));
+    }
+    diags.error(
+        v.span(),
+        format!(
+            "invalid cache_file `{}`: expected an absolute file path, e.g. \"/run/edgenetd/kubernetes-state.json\"",
+            v.get_ref()
+        ),
+    );
+    None
 }
 
 fn node_name(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<String> {

@@ -321,3 +321,20 @@ fn a_credential_resolves_in_the_credentials_directory_and_a_path_as_itself() {
         PathBuf::from("/etc/edgenetd/ca.crt")
     );
 }
+
+#[test]
+fn the_cache_file_is_an_absolute_path_and_absent_by_default() {
+    if let Some(k) = accepted("[kubernetes]\nin_cluster = true\n") {
+        assert_eq!(k.cache_file, None);
+    }
+    if let Some(k) =
+        accepted("[kubernetes]\nin_cluster = true\ncache_file = \"/var/lib/e/k.json\"\n")
+    {
+        assert_eq!(k.cache_file, Some(PathBuf::from("/var/lib/e/k.json")));
+    }
+    let out = rejected("[kubernetes]\nin_cluster = true\ncache_file = \"state.json\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:14: error: invalid cache_file `state.json`",
+    );
+}

@@ -6,10 +6,13 @@
 //! Start-up order: load the config (invalid = exit 1, nothing applied), bind HTTP (a bind
 //! error is fatal and immediate, before anything touches the kernel), optionally enter the
 //! network namespace the kernel work belongs to, then start one loop per enabled controller on
-//! one single-threaded smol executor. READY=1 follows every controller's first sync attempt.
+//! one single-threaded smol executor. READY=1 follows every controller's first sync attempt
+//! (and, fed by a cluster, the kubernetes source's first complete state or its cache).
 //! SIGTERM/SIGINT: STOPPING=1, loops stop, exit 0 within a few seconds; kernel state stays in
 //! place (a router keeps forwarding; `edgenetd cleanup` removes it).
 
+#[cfg(feature = "kubernetes")]
+mod kubernetes;
 mod netns;
 pub mod observed;
 pub mod registry;
@@ -31,7 +34,7 @@ use log::{error, info, warn};
 use self::netns::enter_netns;
 use self::reload::Reloader;
 use self::signals::{Signal, Signals};
-use self::snapshots::Snapshots;
+use self::snapshots::{Snapshots, TomlSink};
 use self::spawner::Spawner;
 use crate::clock::{Clock, SystemClock, unix_seconds};
 use crate::config::{self, DesiredState};
@@ -58,11 +61,13 @@ pub struct RunOptions {
 /// Runs the daemon until SIGTERM/SIGINT.
 pub fn run(opts: RunOptions) -> ExitCode {
     match start(&opts) {
-        Ok(started) => {
-            serve(&opts, started);
-            info!("stopped");
-            ExitCode::SUCCESS
-        }
+        Ok(started) => match serve(&opts, started) {
+            Ok(()) => {
+                info!("stopped");
+                ExitCode::SUCCESS
+            }
+            Err(Fatal) => ExitCode::from(1),
+        },
         // Each step has logged why it failed.
         Err(Fatal) => ExitCode::from(1),
     }
@@ -73,8 +78,14 @@ struct Fatal;
 
 /// What the start-up steps produce for the serving phase.
 struct Started {
-    /// The first, valid configuration.
-    desired: DesiredState,
+    /// The first snapshot: the first, valid configuration (with the cached cluster entries
+    /// when fed by a cluster).
+    desired: Arc<DesiredState>,
+    /// The kubernetes source, ready to start.
+    #[cfg(feature = "kubernetes")]
+    kubernetes: Option<kubernetes::Prepared>,
+    /// What the HTTP server serves (sources add their /healthz objects to it).
+    http: Arc<HttpState>,
     /// The heartbeat registry (HTTP already serves it).
     health: Arc<Health>,
     /// The Prometheus exporter (HTTP already serves it).
@@ -102,9 +113,16 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         error!("cannot install signal handlers: {e}");
         Fatal
     })?;
-    let (health, exporter) = start_observability(&desired, listener)?;
+    let (health, exporter, http) = start_observability(&desired, listener)?;
+    #[cfg(feature = "kubernetes")]
+    let (kubernetes, desired) = kubernetes::prepare(desired)?;
+    #[cfg(not(feature = "kubernetes"))]
+    let desired = Arc::new(desired);
     Ok(Started {
         desired,
+        #[cfg(feature = "kubernetes")]
+        kubernetes,
+        http,
         health,
         exporter,
         signals,
@@ -124,11 +142,14 @@ fn load_first(opts: &RunOptions) -> Result<DesiredState, Fatal> {
     })
 }
 
+/// The health registry, the exporter and what HTTP serves.
+type Observability = (Arc<Health>, Arc<Exporter>, Arc<HttpState>);
+
 /// Installs the metrics recorder, creates the health registry and serves HTTP.
 fn start_observability(
     desired: &DesiredState,
     listener: TcpListener,
-) -> Result<(Arc<Health>, Arc<Exporter>), Fatal> {
+) -> Result<Observability, Fatal> {
     let exporter = Arc::new(Exporter::install().map_err(|e| {
         error!("{e}");
         Fatal
@@ -140,8 +161,9 @@ fn start_observability(
         health: health.clone(),
         exporter: Some(exporter.clone()),
         allow: desired.daemon.metrics_allow.clone(),
+        sections: Default::default(),
     });
-    http::serve(listener, http_state).map_err(|e| {
+    http::serve(listener, http_state.clone()).map_err(|e| {
         error!("cannot start the HTTP server: {e}");
         Fatal
     })?;
@@ -150,20 +172,23 @@ fn start_observability(
         env!("CARGO_PKG_VERSION"),
         desired.daemon.listen
     );
-    Ok((health, exporter))
+    Ok((health, exporter, http_state))
 }
 
 /// Starts the loops and background tasks, then runs until a stop signal.
-fn serve(opts: &RunOptions, started: Started) {
+fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     let Started {
         desired,
+        #[cfg(feature = "kubernetes")]
+        kubernetes,
+        http,
         health,
         exporter,
         signals,
     } = started;
     let ex = smol::LocalExecutor::new();
     let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
-    let snapshots = Snapshots::new(Arc::new(desired));
+    let snapshots = Snapshots::new(desired);
     let (sync_done, sync_done_rx) = trigger();
     let mut spawner = Spawner {
         ex: &ex,
@@ -178,11 +203,18 @@ fn serve(opts: &RunOptions, started: Started) {
     if loops.is_empty() {
         warn!("no controller is enabled: edgenetd only serves its HTTP endpoints");
     }
+    #[cfg(feature = "kubernetes")]
+    let sink = toml_sink(kubernetes, &snapshots, &health, &http, &shutdown)?;
+    #[cfg(not(feature = "kubernetes"))]
+    let sink: Arc<dyn TomlSink> = snapshots.clone();
+    // The HTTP server holds its own reference; sources have added their sections by now.
+    drop(http);
     let reload_tx = spawn_background(
         &ex,
         Background {
             main: opts.config.clone(),
             snapshots,
+            sink,
             health,
             exporter,
             sync_done: sync_done_rx,
@@ -194,14 +226,34 @@ fn serve(opts: &RunOptions, started: Started) {
         drop(shutdown_tx);
         stop_loops(loops).await;
     }));
+    Ok(())
+}
+
+/// Starts the cluster source, if configured; returns where reloads hand their TOML state.
+#[cfg(feature = "kubernetes")]
+fn toml_sink(
+    source: Option<kubernetes::Prepared>,
+    snapshots: &Arc<Snapshots>,
+    health: &Arc<Health>,
+    http: &HttpState,
+    shutdown: &Shutdown,
+) -> Result<Arc<dyn TomlSink>, Fatal> {
+    match source {
+        Some(prepared) => {
+            kubernetes::start(prepared, snapshots.clone(), health, http, shutdown.clone())
+        }
+        None => Ok(snapshots.clone()),
+    }
 }
 
 /// What the background tasks share.
 struct Background {
     /// The main config file (watched, and reloaded).
     main: PathBuf,
-    /// Where a reload publishes.
+    /// The current snapshot.
     snapshots: Arc<Snapshots>,
+    /// Where a reload hands its TOML state.
+    sink: Arc<dyn TomlSink>,
     /// The heartbeat registry.
     health: Arc<Health>,
     /// Its histogram buffers are drained every minute.
@@ -233,6 +285,7 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
     let reloader = Reloader {
         main: bg.main,
         snapshots: bg.snapshots,
+        sink: bg.sink,
         health: bg.health,
         problem,
         last_rejected: None,

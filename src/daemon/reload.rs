@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use log::{error, info, warn};
 
-use super::snapshots::Snapshots;
+use super::snapshots::{Snapshots, TomlSink};
 use crate::clock::unix_seconds;
 use crate::config::{self, DesiredState};
 use crate::health::Health;
@@ -25,8 +25,10 @@ use crate::systemd::{self, ConfigProblem};
 pub struct Reloader {
     /// The main config file.
     pub main: PathBuf,
-    /// Where a taken configuration is published.
+    /// The current snapshot (what a new load is compared with).
     pub snapshots: Arc<Snapshots>,
+    /// Where a taken configuration goes (the snapshots themselves, or the composer).
+    pub sink: Arc<dyn TomlSink>,
     /// The registry whose report makes the STATUS= line (and whose clock stamps reloads).
     pub health: Arc<Health>,
     /// The rejection shown on STATUS= until a good load.
@@ -55,7 +57,7 @@ impl Reloader {
             Outcome::Loaded(next) => {
                 warn_about_restart_only_changes(&self.snapshots.current(), &next);
                 let files = next.files.len();
-                self.snapshots.publish(Arc::from(next));
+                self.sink.take_toml(Arc::from(next));
                 record_config_reload(ReloadRecord::Taken, wall);
                 self.problem.set(None);
                 self.last_rejected = None;
@@ -103,6 +105,9 @@ fn warn_about_restart_only_changes(old: &DesiredState, new: &DesiredState) {
     if old.daemon != new.daemon {
         warn!("[daemon] settings changed; they take effect at the next restart");
     }
+    if old.kubernetes != new.kubernetes {
+        warn!("[kubernetes] settings changed; they take effect at the next restart");
+    }
     for name in config::CONTROLLERS {
         if old.controller(name).enabled != new.controller(name).enabled {
             warn!("controller {name}: `enabled` changed; this takes effect at the next restart");
@@ -129,8 +134,10 @@ mod tests {
         std::fs::create_dir_all(dir.join("conf.d")).unwrap();
         let main = dir.join("edgenetd.toml");
         std::fs::write(&main, GOOD).unwrap();
+        let snapshots = Snapshots::new(Arc::new(config::load(&main).unwrap()));
         Reloader {
-            snapshots: Snapshots::new(Arc::new(config::load(&main).unwrap())),
+            sink: snapshots.clone(),
+            snapshots,
             main,
             health: Health::new(FakeClock::new()),
             problem: Arc::new(ConfigProblem::default()),

@@ -56,3 +56,16 @@ impl Snapshots {
         }
     }
 }
+
+/// Where a reload hands a newly loaded TOML state: straight to [`Snapshots`], or, with a
+/// cluster source, to the composer that adds the cluster's entries before publishing.
+pub trait TomlSink: Send + Sync {
+    /// Takes a newly loaded TOML state.
+    fn take_toml(&self, toml: Arc<DesiredState>);
+}
+
+impl TomlSink for Snapshots {
+    fn take_toml(&self, toml: Arc<DesiredState>) {
+        self.publish(toml);
+    }
+}

@@ -66,6 +66,36 @@ pub struct HttpState {
     pub exporter: Option<Arc<Exporter>>,
     /// Sources allowed in; None = everyone.
     pub allow: Option<Vec<IpNet>>,
+    /// Objects /healthz shows beside the controllers (e.g. `kubernetes`), added by sources
+    /// that start after the HTTP server.
+    pub sections: Sections,
+}
+
+/// Renders one extra /healthz object.
+pub type Section = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// The extra /healthz objects, by key.
+#[derive(Default)]
+pub struct Sections(std::sync::Mutex<Vec<(&'static str, Section)>>);
+
+impl Sections {
+    /// Adds the object `key`, rendered at every request.
+    pub fn add(&self, key: &'static str, render: Section) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((key, render));
+    }
+
+    /// Every object now.
+    fn render(&self) -> std::collections::BTreeMap<&'static str, serde_json::Value> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, f)| (*k, f()))
+            .collect()
+    }
 }
 
 /// An answer, before it is written.
@@ -112,9 +142,9 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
         "/healthz" => {
             let report = state.health.report();
             let status = if report.all_live() { 200 } else { 503 };
-            let body = serde_json::to_string_pretty(&HealthzBody::from(&report))
-                .expect("serializable")
-                + "\n";
+            let mut healthz = HealthzBody::from(&report);
+            healthz.sections = state.sections.render();
+            let body = serde_json::to_string_pretty(&healthz).expect("serializable") + "\n";
             Reply {
                 status,
                 content_type: "application/json",
@@ -169,6 +199,9 @@ struct HealthzBody {
     live: bool,
     ready: bool,
     controllers: std::collections::BTreeMap<String, ControllerBody>,
+    /// Extra objects (e.g. `kubernetes`), none without a source that adds one.
+    #[serde(flatten)]
+    sections: std::collections::BTreeMap<&'static str, serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -212,6 +245,7 @@ impl From<&HealthReport> for HealthzBody {
                     (c.name.clone(), body)
                 })
                 .collect(),
+            sections: Default::default(),
         }
     }
 }
@@ -235,6 +269,7 @@ mod tests {
                 health,
                 exporter: None,
                 allow,
+                sections: Sections::default(),
             },
             h,
         )
@@ -270,6 +305,30 @@ mod tests {
             answer(&st, &Method::Get, "/livez", LOCAL),
             Reply::text(503, "not live: route\n")
         );
+    }
+
+    #[test]
+    fn healthz_shows_an_added_section_beside_the_unchanged_fields() {
+        let (_clock, st, _h) = state(None);
+        let before: serde_json::Value =
+            serde_json::from_str(&answer(&st, &Method::Get, "/healthz", LOCAL).body).unwrap();
+        assert!(before.get("kubernetes").is_none(), "{before}");
+        st.sections.add(
+            "kubernetes",
+            Box::new(|| serde_json::json!({"kinds": {"services": {"state": "watching"}}})),
+        );
+        let r = answer(&st, &Method::Get, "/healthz", LOCAL);
+        assert_eq!(r.status, 200);
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(v["kubernetes"]["kinds"]["services"]["state"], "watching");
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.retain(|k| k != "kubernetes");
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&v), keys(&before));
+        assert_eq!(v["controllers"]["route"]["live"], true);
     }
 
     #[test]

@@ -18,3 +18,4 @@ pub mod compose;
 pub mod objects;
 pub mod pace;
 pub mod translate;
+pub mod watch;

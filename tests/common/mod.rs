@@ -9,6 +9,8 @@ pub mod daemon;
 #[cfg(feature = "kubernetes")]
 pub mod fake_apiserver;
 pub mod http;
+#[cfg(feature = "kubernetes")]
+pub mod kube;
 pub mod metrics;
 pub mod netns;
 pub mod policy;

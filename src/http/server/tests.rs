@@ -37,6 +37,7 @@ fn accept_loop_yields_under_a_flood_so_deadlines_keep_firing() {
             health: Health::new(FakeClock::new()),
             exporter: None,
             allow: None,
+            sections: Default::default(),
         });
         let ex = Rc::new(smol::LocalExecutor::new());
         let t = Instant::now();

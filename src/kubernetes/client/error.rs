@@ -50,6 +50,20 @@ impl Error {
         }
     }
 
+    /// The HTTP status code as text, or the kind of failure without one (the `code` label
+    /// of `edgenetd_kubernetes_request_errors_total`).
+    pub fn label(&self) -> String {
+        match self {
+            Error::Status { code, .. } => code.to_string(),
+            Error::Config(_) => "config".into(),
+            Error::Io(_) => "io".into(),
+            Error::Idle(_) => "idle".into(),
+            Error::Protocol(_) => "protocol".into(),
+            Error::TooLarge { .. } => "too_large".into(),
+            Error::Decode(_) => "decode".into(),
+        }
+    }
+
     /// True for 410 Gone: the resourceVersion (or continue token) is too old; relist.
     pub fn is_gone(&self) -> bool {
         self.code() == Some(410)

@@ -157,8 +157,10 @@ where
     /// Records a failure and decides the next phase and the wait before it.
     fn after_failure(&mut self, e: Error) -> Option<Duration> {
         log::warn!("kubernetes {}: {e}", self.config.path);
-        self.store
-            .update_status(|s| s.last_error = Some(e.to_string()));
+        self.store.update_status(|s| {
+            s.last_error = Some(e.to_string());
+            *s.errors_by_code.entry(e.label()).or_default() += 1;
+        });
         if e.is_gone() {
             // The history no longer holds our version: relist at once (the store stays).
             self.phase = Phase::List;
@@ -277,6 +279,15 @@ where
 
     /// Applies one event to the store and remembers its resourceVersion.
     fn apply(&mut self, event: WatchEvent<T>) -> Result<(), Error> {
+        let kind = match &event {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => "BOOKMARK",
+            WatchEvent::Error(_) => "ERROR",
+        };
+        self.store
+            .update_status(|s| *s.events_by_type.entry(kind).or_default() += 1);
         let (obj, present) = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
             WatchEvent::Deleted(o) => (o, false),

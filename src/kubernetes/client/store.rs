@@ -36,6 +36,11 @@ pub struct WatchStatus {
     pub relists_gone: u64,
     /// Watch events applied (bookmarks excluded).
     pub events: u64,
+    /// Watch lines received, by type (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR`).
+    pub events_by_type: BTreeMap<&'static str, u64>,
+    /// Failed requests and streams, by HTTP status code or, without one, by
+    /// [`super::Error::label`] (`io`, `idle`, ...).
+    pub errors_by_code: BTreeMap<String, u64>,
 }
 
 /// The shared state.

@@ -1,0 +1,278 @@
+//! The Kubernetes source in the daemon (feature `kubernetes`): the watcher on its own thread,
+//! the composer between it, the reloads and the snapshots, and the cache.
+//!
+//! - The first snapshot is the TOML state with the cached cluster state, so a restart during
+//!   an API outage keeps the cluster-derived rules from the very first sync.
+//! - A reload hands its TOML to the composer ([`TomlSink`]), which publishes at once; the
+//!   watcher hands it the cluster's parts after each burst of changes. Both publish under the
+//!   composer's lock, so snapshots never go back in time.
+//! - After every publish that changed the cluster state, the cache is rewritten (atomically;
+//!   a failure is logged and counted, never fatal).
+//! - Readiness: the watcher is registered in the health registry as `kubernetes`; it counts as
+//!   ready once every enabled kind was listed or the cache was loaded.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use log::{error, info, warn};
+
+use super::Fatal;
+use super::snapshots::{Snapshots, TomlSink};
+use crate::config::DesiredState;
+use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
+use crate::health::{Health, HealthHandle};
+use crate::http::HttpState;
+use crate::kubernetes::cache::{self, Cache};
+use crate::kubernetes::client::{Auth, Endpoint};
+use crate::kubernetes::compose::{self, ClusterPart, ClusterState, Composer, Kind};
+use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
+use crate::shutdown::Shutdown;
+
+/// The service account's files in a pod.
+const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The source, prepared but not running.
+pub struct Prepared {
+    /// The reflectors.
+    watcher: Watcher,
+    /// Their states, for /healthz and the metrics.
+    statuses: Statuses,
+    /// The composer, holding the first snapshot's parts.
+    composer: Composer,
+    /// Where the cluster state is cached.
+    cache: Cache,
+    /// What the cache held at start.
+    cached: Option<ClusterState>,
+}
+
+/// Builds the source for `[kubernetes]` (if the section is there) and the first snapshot:
+/// the TOML state with the cached cluster state.
+pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState>), Fatal> {
+    let toml = Arc::new(toml);
+    let Some(config) = toml.kubernetes.clone() else {
+        return Ok((None, toml));
+    };
+    let settings = settings(&config, |name| std::env::var(name).ok()).map_err(|e| {
+        error!("[kubernetes]: {e}");
+        Fatal
+    })?;
+    watch::metrics::describe();
+    compose::describe_metrics();
+    info!(
+        "kubernetes: watching {} as node {}",
+        settings.endpoint.authority(),
+        settings.node_name
+    );
+    let mut watcher = Watcher::new(settings);
+    let statuses = watcher.statuses();
+    let cache = Cache::new(
+        config
+            .cache_file
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(cache::DEFAULT_PATH)),
+    );
+    let cached = cache.load();
+    let (composer, first) = Composer::start(toml, cached.clone());
+    let prepared = Prepared {
+        watcher,
+        statuses,
+        composer,
+        cache,
+        cached,
+    };
+    Ok((Some(prepared), first))
+}
+
+/// Resolves the connection (with the environment `env` reads), the node name and the
+/// selectors.
+fn settings(
+    config: &KubernetesConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Settings, String> {
+    let creds_dir = env(crate::config::kubernetes::CREDENTIALS_DIRECTORY).map(PathBuf::from);
+    let resolve = |p: &SecretPath| p.resolve(creds_dir.as_deref()).map_err(|e| e.to_string());
+    let (endpoint, path_prefix) = match &config.connection {
+        Connection::InCluster => {
+            let var = |name: &str| {
+                env(name).ok_or_else(|| format!("in_cluster = true but ${name} is not set"))
+            };
+            let host = var("KUBERNETES_SERVICE_HOST")?;
+            let port = var("KUBERNETES_SERVICE_PORT")?;
+            let endpoint = Endpoint {
+                host,
+                port: port
+                    .parse()
+                    .map_err(|_| format!("$KUBERNETES_SERVICE_PORT {port:?} is not a port"))?,
+                ca_file: PathBuf::from(SERVICE_ACCOUNT).join("ca.crt"),
+                auth: Auth::TokenFile(PathBuf::from(SERVICE_ACCOUNT).join("token")),
+            };
+            (endpoint, String::new())
+        }
+        Connection::Server {
+            server,
+            ca_file,
+            credentials,
+        } => {
+            let auth = match credentials {
+                Credentials::Token(t) => Auth::TokenFile(resolve(t)?),
+                Credentials::ClientCert { cert, key } => Auth::ClientCert {
+                    cert: resolve(cert)?,
+                    key: resolve(key)?,
+                },
+            };
+            let endpoint = Endpoint {
+                host: server.host.clone(),
+                port: server.port,
+                ca_file: resolve(ca_file)?,
+                auth,
+            };
+            (endpoint, server.path.clone())
+        }
+    };
+    let node_name = match &config.node_name {
+        Some(name) => name.clone(),
+        None => {
+            local::host_name().ok_or("node_name is not set and the host name cannot be read")?
+        }
+    };
+    Ok(Settings {
+        endpoint,
+        path_prefix,
+        node_name,
+        feeds: config.feeds.clone(),
+        service_selector: config.service_selector.clone(),
+        node_selector: config.node_selector.clone(),
+    })
+}
+
+/// What the watcher thread and the reloads share.
+struct Shared {
+    /// The composer and what was last cached.
+    inner: Mutex<Inner>,
+    /// Where composed snapshots go.
+    snapshots: Arc<Snapshots>,
+    /// The kinds readiness waits for.
+    kinds: Vec<Kind>,
+    /// The watcher's registration (readiness is reported on it).
+    health: HealthHandle,
+    /// Readiness was reported.
+    ready: AtomicBool,
+}
+
+/// The state behind [`Shared`]'s lock.
+struct Inner {
+    /// The one merge step.
+    composer: Composer,
+    /// The cache file.
+    cache: Cache,
+    /// The cluster state last written to the cache (or loaded from it).
+    cached: Option<ClusterState>,
+    /// The last cache write failed (the next failure is logged quietly, not again as a
+    /// warning, until a write succeeds).
+    cache_failing: bool,
+}
+
+impl Shared {
+    /// Composes and publishes if the result changed; caches a changed cluster state.
+    fn compose(&self, inner: &mut Inner) {
+        if let Some(next) = inner.composer.take_if_changed() {
+            self.snapshots.publish(next);
+        }
+        let ready = inner.composer.ready(&self.kinds);
+        let cluster = inner.composer.cluster();
+        // Before every kind is in (or the cache was loaded) the state is partial: caching it
+        // would make a restart during an outage take it for the whole.
+        if ready && inner.cached.as_ref() != Some(cluster) {
+            let state = cluster.clone();
+            match inner.cache.store(&state) {
+                Ok(()) => {
+                    inner.cached = Some(state);
+                    inner.cache_failing = false;
+                }
+                Err(e) => {
+                    if std::mem::replace(&mut inner.cache_failing, true) {
+                        log::debug!("kubernetes: cannot cache the cluster state: {e}");
+                    } else {
+                        warn!(
+                            "kubernetes: cannot cache the cluster state (a restart during an API outage would not keep it): {e}"
+                        );
+                    }
+                    metrics::counter!(watch::metrics::CACHE_WRITE_FAILURES).increment(1);
+                }
+            }
+        }
+        if ready && !self.ready.load(Ordering::Relaxed) {
+            self.ready.store(true, Ordering::Relaxed);
+            info!("kubernetes: every enabled kind is in force");
+            self.health.source_ready();
+        }
+    }
+
+    /// The watcher's parts after a burst of changes.
+    fn cluster(&self, parts: Vec<ClusterPart>) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        for part in parts {
+            inner.composer.set_cluster(part);
+        }
+        self.compose(&mut inner);
+    }
+}
+
+impl TomlSink for Shared {
+    fn take_toml(&self, toml: Arc<DesiredState>) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.composer.set_toml(toml);
+        self.compose(&mut inner);
+    }
+}
+
+/// Starts the watcher thread; returns where reloads hand their TOML.
+pub fn start(
+    prepared: Prepared,
+    snapshots: Arc<Snapshots>,
+    health: &Arc<Health>,
+    http: &HttpState,
+    shutdown: Shutdown,
+) -> Result<Arc<dyn TomlSink>, Fatal> {
+    let Prepared {
+        watcher,
+        statuses,
+        composer,
+        cache,
+        cached,
+    } = prepared;
+    let handle = health.register("kubernetes", watch::WINDOW);
+    let shared = Arc::new(Shared {
+        kinds: watcher.kinds(),
+        inner: Mutex::new(Inner {
+            composer,
+            cache,
+            cached,
+            cache_failing: false,
+        }),
+        snapshots,
+        health: handle.clone(),
+        ready: AtomicBool::new(false),
+    });
+    shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
+    let for_http = statuses.clone();
+    http.sections
+        .add("kubernetes", Box::new(move || for_http.healthz()));
+    let for_thread = shared.clone();
+    std::thread::Builder::new()
+        .name("kubernetes".into())
+        .spawn(move || {
+            watcher.run(handle, shutdown, statuses, |parts| {
+                for_thread.cluster(parts)
+            });
+        })
+        .map_err(|e| {
+            error!("cannot start the kubernetes watcher thread: {e}");
+            Fatal
+        })?;
+    Ok(shared)
+}
+
+#[cfg(test)]
+mod tests;

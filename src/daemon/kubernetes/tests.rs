@@ -1,0 +1,160 @@
+//! The kubernetes wiring: settings from `[kubernetes]`, readiness, the cache, reloads.
+
+use std::path::Path;
+
+use super::*;
+use crate::clock::FakeClock;
+use crate::config::route::Route;
+use crate::config::service::Service;
+use crate::metrics::render_with;
+
+const TOML: &str = "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.2:8080\"]\n\n[[route]]\nto = \"10.244.2.0/24\"\nvia = \"192.0.2.2\"\n";
+
+/// A cluster service and a cluster route (made from TOML entries, renamed).
+fn cluster_entries() -> (Service, Route) {
+    let state = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
+    let mut svc = state.services.services[0].clone();
+    svc.name = "k8s:default/web:http".into();
+    svc.address = "10.96.0.20".parse().unwrap();
+    (svc, state.routing.routes[0].clone())
+}
+
+fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Health>) {
+    let toml = Arc::new(crate::config::load_str(&[("a.toml", "")]).unwrap());
+    let (composer, first) = Composer::start(toml, cached.clone());
+    let health = Health::new(FakeClock::new());
+    let shared = Arc::new(Shared {
+        inner: Mutex::new(Inner {
+            composer,
+            cache: Cache::new(cache),
+            cached,
+            cache_failing: false,
+        }),
+        snapshots: Snapshots::new(first),
+        kinds: vec![Kind::Services, Kind::Routes],
+        health: health.register("kubernetes", watch::WINDOW),
+        ready: AtomicBool::new(false),
+    });
+    (shared, health)
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgenetd-k8s-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir.join("cluster.json")
+}
+
+fn section(text: &str) -> KubernetesConfig {
+    let state = crate::config::load_str(&[("a.toml", text)]).unwrap();
+    state.kubernetes.unwrap()
+}
+
+#[test]
+fn in_cluster_reads_the_service_account_and_the_service_address() {
+    let config = section("[kubernetes]\nin_cluster = true\nnode_name = \"edge-1\"\n");
+    let env = |name: &str| match name {
+        "KUBERNETES_SERVICE_HOST" => Some("fd00::1".to_string()),
+        "KUBERNETES_SERVICE_PORT" => Some("443".to_string()),
+        _ => None,
+    };
+    let s = settings(&config, env).unwrap();
+    assert_eq!(s.endpoint.authority(), "[fd00::1]:443");
+    let token = PathBuf::from(SERVICE_ACCOUNT).join("token");
+    assert_eq!(s.endpoint.auth, Auth::TokenFile(token));
+    assert_eq!(s.node_name, "edge-1");
+    let e = settings(&config, |_| None).unwrap_err();
+    assert!(e.contains("KUBERNETES_SERVICE_HOST"), "{e}");
+}
+
+#[test]
+fn credentials_resolve_in_the_credentials_directory_and_the_path_prefixes_the_api() {
+    let config = section(
+        "[kubernetes]\nserver = \"https://10.0.0.1:6443/k8s\"\nca_file = \"/etc/ca.pem\"\n\
+         client_cert = \"credential:cert\"\nclient_key = \"credential:key\"\n",
+    );
+    let env = |name: &str| (name == "CREDENTIALS_DIRECTORY").then(|| "/run/creds".to_string());
+    let s = settings(&config, env).unwrap();
+    assert_eq!(s.path_prefix, "/k8s");
+    assert_eq!(s.endpoint.ca_file, PathBuf::from("/etc/ca.pem"));
+    let want = Auth::ClientCert {
+        cert: PathBuf::from("/run/creds/cert"),
+        key: PathBuf::from("/run/creds/key"),
+    };
+    assert_eq!(s.endpoint.auth, want);
+    assert_eq!(
+        Some(s.node_name),
+        local::host_name(),
+        "no node_name: the host name"
+    );
+    let e = settings(&config, |_| None).unwrap_err();
+    assert!(e.contains("CREDENTIALS_DIRECTORY"), "{e}");
+}
+
+#[test]
+fn readiness_and_the_cache_wait_for_every_enabled_kind() {
+    let path = scratch("ready");
+    let (shared, health) = shared(&path, None);
+    let (svc, route) = cluster_entries();
+    shared.cluster(vec![ClusterPart::Services(vec![svc.clone()])]);
+    assert!(!health.report().ready(), "routes not listed yet");
+    assert!(!path.exists(), "a partial state is not cached");
+    assert_eq!(shared.snapshots.current().services.services.len(), 1);
+    shared.cluster(vec![ClusterPart::Routes(vec![route])]);
+    assert!(health.report().ready());
+    let cached = Cache::new(&path).read().unwrap().unwrap();
+    assert_eq!((cached.services.len(), cached.routes.len()), (1, 1));
+}
+
+#[test]
+fn a_loaded_cache_is_ready_at_once_and_in_the_first_snapshot() {
+    let (svc, route) = cluster_entries();
+    let state = ClusterState {
+        services: vec![svc],
+        routes: vec![route],
+    };
+    let (shared, health) = shared(&scratch("restored"), Some(state));
+    assert_eq!(shared.snapshots.current().services.services.len(), 1);
+    assert_eq!(shared.snapshots.current().routing.routes.len(), 1);
+    shared.compose(&mut shared.inner.lock().unwrap());
+    assert!(health.report().ready());
+}
+
+#[test]
+fn a_reload_through_the_composer_keeps_the_cluster_entries() {
+    let (shared, _health) = shared(&scratch("reload"), None);
+    let (svc, _) = cluster_entries();
+    shared.cluster(vec![ClusterPart::Services(vec![svc])]);
+    let toml = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
+    shared.take_toml(Arc::new(toml));
+    let now = shared.snapshots.current();
+    let names: Vec<&str> = now.services.services.iter().map(|s| &*s.name).collect();
+    assert_eq!(names, ["web", "k8s:default/web:http"]);
+    assert_eq!(now.routing.routes.len(), 1, "the TOML route");
+}
+
+#[test]
+fn a_failed_cache_write_is_counted_and_not_fatal() {
+    // A path under a regular file can never be created.
+    let file = scratch("unwritable");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "").unwrap();
+    let (shared, health) = shared(&file.join("cluster.json"), None);
+    let (svc, route) = cluster_entries();
+    let out = render_with(|| {
+        shared.cluster(vec![
+            ClusterPart::Services(vec![svc]),
+            ClusterPart::Routes(vec![route]),
+        ]);
+        shared.cluster(vec![ClusterPart::Routes(Vec::new())]);
+    });
+    let failures = out
+        .lines()
+        .find_map(|l| l.strip_prefix("edgenetd_kubernetes_cache_write_failures_total "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(failures, "2");
+    assert!(
+        health.report().ready(),
+        "the cluster state is in force all the same"
+    );
+    assert_eq!(shared.snapshots.current().routing.routes.len(), 0);
+}

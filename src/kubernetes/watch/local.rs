@@ -1,0 +1,82 @@
+//! What the translations need to know about this machine: its host name (the default Node
+//! name) and the subnets it is directly connected to (a pod route's gateway must be on one).
+//!
+//! "Directly connected" is read from the main routing table the way the kernel resolves a
+//! gateway: the routes without a gateway (the prefix routes of the interfaces' addresses and
+//! any other on-link route), from `/proc/thread-self/net`, which shows this thread's network
+//! namespace. Default routes and loopback are not subnets anyone is connected to.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
+
+/// The host name (`[kubernetes] node_name` absent = this), lowercased as Node names are.
+pub fn host_name() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = text.trim().to_ascii_lowercase();
+    (!name.is_empty()).then_some(name)
+}
+
+/// The directly connected subnets of this thread's network namespace, sorted.
+pub fn connected_subnets() -> std::io::Result<Vec<IpNet>> {
+    let v4 = std::fs::read_to_string("/proc/thread-self/net/route")?;
+    // A kernel without IPv6 has no ipv6_route: no IPv6 subnets, not an error.
+    let v6 = std::fs::read_to_string("/proc/thread-self/net/ipv6_route").unwrap_or_default();
+    let mut out: Vec<IpNet> = parse_v4(&v4).chain(parse_v6(&v6)).collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, the
+/// addresses in hex, in the host's byte order.
+fn parse_v4(text: &str) -> impl Iterator<Item = IpNet> + '_ {
+    text.lines().skip(1).filter_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let hex = |i: usize| u32::from_str_radix(f.get(i)?, 16).ok();
+        let (iface, dest, gateway, mask) = (*f.first()?, hex(1)?, hex(2)?, hex(7)?);
+        // The kernel prints the address's bytes as one native-endian word.
+        let dest = Ipv4Addr::from(dest.to_ne_bytes());
+        let prefix = u32::from(Ipv4Addr::from(mask.to_ne_bytes())).leading_ones();
+        let connected = iface != "lo" && gateway == 0 && prefix > 0;
+        connected
+            .then(|| IpNet::new(IpAddr::V4(dest), prefix as u8).ok())
+            .flatten()
+    })
+}
+
+/// `/proc/net/ipv6_route`: `dest plen src splen nexthop metric refcnt use flags iface`.
+fn parse_v6(text: &str) -> impl Iterator<Item = IpNet> + '_ {
+    text.lines().filter_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let dest = u128::from_str_radix(f.first()?, 16).ok()?;
+        let prefix = u8::from_str_radix(f.get(1)?, 16).ok()?;
+        let gateway = u128::from_str_radix(f.get(4)?, 16).ok()?;
+        let iface = *f.get(9)?;
+        let connected = iface != "lo" && gateway == 0 && prefix > 0;
+        connected
+            .then(|| IpNet::new(IpAddr::V6(Ipv6Addr::from(dest)), prefix).ok())
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connected_subnets_are_the_gatewayless_routes() {
+        // 192.168.1.0/24 on eth0, a default via 192.168.1.1, 10.9.0.0/16 via a gateway.
+        let v4 = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
+            eth0\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+            eth0\t0001A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+            eth0\t0000090A\t0101A8C0\t0003\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
+        let got: Vec<IpNet> = parse_v4(v4).collect();
+        assert_eq!(got, ["192.168.1.0/24".parse::<IpNet>().unwrap()]);
+        let v6 = "fd000001000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n\
+            00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd000001000000000000000000000001 00000400 00000001 00000000 00000003     eth0\n\
+            00000000000000000000000000000001 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000001 00000000 00000001       lo\n";
+        let got: Vec<IpNet> = parse_v6(v6).collect();
+        assert_eq!(got, ["fd00:1::/64".parse::<IpNet>().unwrap()]);
+    }
+}

@@ -1,0 +1,289 @@
+//! The watcher: one reflector per API resource the enabled feeds need, on a thread and an
+//! executor of its own (a big list decode never delays the controllers), and the step that
+//! turns the stores into the composer's parts, paced so a burst of updates makes one.
+//!
+//! Which resources: the `services` feed watches Services (narrowed by `service_selector`),
+//! EndpointSlices (discovery.k8s.io/v1) and Nodes (this node's addresses for NodePorts); the
+//! `routes` feed watches Nodes (narrowed by `node_selector`, on the server when no other feed
+//! needs every Node, else here). Adding a resource is a field in `Stores`, one
+//! [`Watcher::watch`] call in [`Watcher::new`], and a part made from its store in
+//! `Watcher::parts` (and its kind in [`Watcher::kinds`], for readiness).
+//!
+//! Heartbeats: each reflector beats at every page, event line, reconnect attempt and back-off
+//! wait, and the compose step beats before and after each compose; every wait is bounded (a
+//! watch read by the idle timeout, a back-off by its cap), so an API server that is down
+//! keeps the watcher beating and only a wedged thread stops it.
+
+pub mod lean;
+pub mod local;
+pub mod metrics;
+mod parts;
+pub mod status;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use futures_lite::FutureExt;
+use ipnet::IpNet;
+use serde::de::DeserializeOwned;
+
+use self::lean::{Lean, Object};
+use self::status::{Statuses, Watched};
+use crate::config::kubernetes::Feed;
+use crate::config::label_selector::LabelSelector;
+use crate::kubernetes::client::{Endpoint, Reflector, ReflectorConfig, Store};
+use crate::kubernetes::compose::{ClusterPart, Kind};
+use crate::kubernetes::objects;
+use crate::kubernetes::pace::Pacer;
+use crate::shutdown::{Shutdown, unless_shutdown};
+use crate::sync::{Progress, Trigger, TriggerRx, trigger};
+
+/// The quiet gap that ends a burst of updates.
+pub const QUIET: Duration = Duration::from_millis(200);
+/// The longest an update waits for its burst to end.
+pub const MAX_WAIT: Duration = Duration::from_secs(1);
+/// How often the interfaces' subnets are read again and the metrics refreshed.
+const TICK: Duration = Duration::from_secs(5);
+/// The longest a watch may go without a line (a real API server sends a bookmark about
+/// every minute); every other wait is shorter.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(150);
+/// The watcher's liveness window: the compose step wakes at least every [`TICK`], so only a
+/// wedged thread (or one decode taking this long) misses it.
+pub const WINDOW: Duration = Duration::from_secs(60);
+
+/// What to watch and for which node.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The API server.
+    pub endpoint: Endpoint,
+    /// The server URL's path before `/api` (empty for most servers).
+    pub path_prefix: String,
+    /// This node's Node name.
+    pub node_name: String,
+    /// The enabled feeds.
+    pub feeds: BTreeSet<Feed>,
+    /// `service_selector`.
+    pub service_selector: Option<LabelSelector>,
+    /// `node_selector`.
+    pub node_selector: Option<LabelSelector>,
+}
+
+/// Runs one reflector until shutdown; boxed so reflectors of every object type go in one list.
+type Runner =
+    Box<dyn FnOnce(Box<dyn Progress + Send>, Shutdown) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// The stores the parts are made from (`None` for a resource no enabled feed needs).
+#[derive(Default)]
+struct Stores {
+    /// Services.
+    services: Option<Store<Lean<objects::Service>>>,
+    /// EndpointSlices.
+    endpointslices: Option<Store<Lean<objects::EndpointSlice>>>,
+    /// Nodes.
+    nodes: Option<Store<Lean<objects::Node>>>,
+}
+
+/// The reflectors, not yet running, and their stores.
+pub struct Watcher {
+    /// What to watch.
+    settings: Settings,
+    /// The reflectors, to start on the watcher's thread.
+    runners: Vec<Runner>,
+    /// Their stores.
+    stores: Stores,
+    /// Every watched kind (for /healthz and metrics).
+    watched: Vec<Watched>,
+    /// Fired by every reflector when its store changed.
+    changed: Trigger,
+    /// The other end.
+    changed_rx: TriggerRx,
+}
+
+impl Watcher {
+    /// The reflectors the enabled feeds need.
+    pub fn new(settings: Settings) -> Watcher {
+        let (changed, changed_rx) = trigger();
+        let mut w = Watcher {
+            settings,
+            runners: Vec::new(),
+            stores: Stores::default(),
+            watched: Vec::new(),
+            changed,
+            changed_rx,
+        };
+        let feeds = w.settings.feeds.clone();
+        if feeds.contains(&Feed::Services) {
+            let sel = w.settings.service_selector.clone();
+            w.stores.services = Some(w.watch("services", "/api/v1/services", sel.as_ref()));
+            w.stores.endpointslices = Some(w.watch(
+                "endpointslices",
+                "/apis/discovery.k8s.io/v1/endpointslices",
+                None,
+            ));
+        }
+        if feeds.contains(&Feed::Services) || feeds.contains(&Feed::Routes) {
+            // With the services feed this node's own Node is needed whatever its labels; the
+            // selector then applies here, to the routes only.
+            let sel = if feeds.contains(&Feed::Services) {
+                None
+            } else {
+                w.settings.node_selector.clone()
+            };
+            w.stores.nodes = Some(w.watch("nodes", "/api/v1/nodes", sel.as_ref()));
+        }
+        w
+    }
+
+    /// Adds a reflector of the collection at `path`; returns its store.
+    pub fn watch<T>(
+        &mut self,
+        kind: &'static str,
+        path: &str,
+        selector: Option<&LabelSelector>,
+    ) -> Store<Lean<T>>
+    where
+        T: DeserializeOwned + Object + Clone + Send + Sync + 'static,
+    {
+        let mut config = ReflectorConfig::new(&format!("{}{path}", self.settings.path_prefix));
+        config.label_selector = selector.map(|s| s.to_string()).filter(|s| !s.is_empty());
+        config.idle_timeout = IDLE_TIMEOUT;
+        let reflector: Reflector<Lean<T>> =
+            Reflector::new(self.settings.endpoint.clone(), config, self.changed.clone());
+        let store = reflector.store();
+        self.watched.push(Watched::new(kind, store.clone()));
+        self.runners.push(Box::new(move |progress, shutdown| {
+            Box::pin(async move {
+                let mut reflector = reflector;
+                let stop = async move {
+                    let _ = shutdown.recv().await;
+                };
+                reflector.run(&*progress, stop).await;
+            })
+        }));
+        store
+    }
+
+    /// The kinds of entries the enabled feeds make (readiness waits for each).
+    pub fn kinds(&self) -> Vec<Kind> {
+        let mut out = Vec::new();
+        if self.settings.feeds.contains(&Feed::Services) {
+            out.push(Kind::Services);
+        }
+        if self.settings.feeds.contains(&Feed::Routes) {
+            out.push(Kind::Routes);
+        }
+        out
+    }
+
+    /// Takes the watched kinds' status handles (call once, before [`Watcher::run`]).
+    pub fn statuses(&mut self) -> Statuses {
+        Statuses(std::sync::Arc::new(std::mem::take(&mut self.watched)))
+    }
+
+    /// Every part whose stores have all listed.
+    fn parts(&self, connected: &[IpNet]) -> Vec<ClusterPart> {
+        let s = &self.settings;
+        let listed_nodes = self.stores.nodes.as_ref().and_then(parts::listed);
+        let mut out = Vec::new();
+        if let (Some(svcs), Some(slices), Some(nodes)) = (
+            self.stores.services.as_ref().and_then(parts::listed),
+            self.stores.endpointslices.as_ref().and_then(parts::listed),
+            listed_nodes.as_ref(),
+        ) {
+            let addresses = parts::node_addresses(nodes, &s.node_name);
+            out.push(parts::services_part(
+                &svcs,
+                &slices,
+                &s.node_name,
+                &addresses,
+            ));
+        }
+        if let (true, Some(nodes)) = (s.feeds.contains(&Feed::Routes), listed_nodes.as_ref()) {
+            out.push(parts::routes_part(
+                nodes,
+                s.node_selector.as_ref(),
+                &s.node_name,
+                connected,
+            ));
+        }
+        out
+    }
+
+    /// Runs the reflectors and the compose step on the calling thread until shutdown;
+    /// `publish` gets the parts after each burst of changes.
+    pub fn run<P>(
+        mut self,
+        progress: P,
+        shutdown: Shutdown,
+        statuses: Statuses,
+        mut publish: impl FnMut(Vec<ClusterPart>),
+    ) where
+        P: Progress + Clone + Send + 'static,
+    {
+        let ex = smol::LocalExecutor::new();
+        let tasks: Vec<smol::Task<()>> = std::mem::take(&mut self.runners)
+            .into_iter()
+            .map(|run| ex.spawn(run(Box::new(progress.clone()), shutdown.clone())))
+            .collect();
+        smol::block_on(ex.run(self.compose_loop(&progress, &shutdown, &statuses, &mut publish)));
+        drop(tasks);
+    }
+
+    /// Composes after each burst of store changes (and when the interfaces' subnets
+    /// change); refreshes the metrics; beats at every wake-up, so the thread's liveness
+    /// shows even while every watch is quiet.
+    async fn compose_loop(
+        &self,
+        progress: &dyn Progress,
+        shutdown: &Shutdown,
+        statuses: &Statuses,
+        publish: &mut dyn FnMut(Vec<ClusterPart>),
+    ) {
+        let mut pacer = Pacer::new(QUIET, MAX_WAIT);
+        let mut connected = read_connected();
+        let mut next_tick = Instant::now() + TICK;
+        loop {
+            metrics::record(statuses);
+            let wake = pacer.due().map_or(next_tick, |due| due.min(next_tick));
+            let woke = async {
+                self.changed_rx.recv().await;
+                true
+            }
+            .or(async {
+                smol::Timer::at(wake).await;
+                false
+            });
+            let Some(changed) = unless_shutdown(shutdown, woke).await else {
+                return;
+            };
+            progress.beat();
+            let now = Instant::now();
+            if changed {
+                pacer.changed(now);
+            }
+            if now >= next_tick {
+                next_tick = now + TICK;
+                let fresh = read_connected();
+                if fresh != connected {
+                    connected = fresh;
+                    pacer.changed(now);
+                }
+            }
+            if pacer.is_due(now) {
+                pacer.composed();
+                publish(self.parts(&connected));
+                progress.beat();
+            }
+        }
+    }
+}
+
+/// The interfaces' subnets now; none when they cannot be read (logged).
+fn read_connected() -> Vec<IpNet> {
+    local::connected_subnets().unwrap_or_else(|e| {
+        log::warn!("kubernetes: cannot read the interfaces' addresses: {e}");
+        Vec::new()
+    })
+}

@@ -1,0 +1,442 @@
+//! The real daemon fed by the fake API server, with real packets: the test's namespace is the
+//! router, a client and three backends are hosts joined to it by veth pairs, and the fake
+//! listens on 127.0.0.1 inside the test's namespace (where the daemon, started without
+//! `--netns`, both programs the kernel and connects to the API).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::daemon::Daemon;
+use common::fake_apiserver::FakeApiServer;
+use common::kube::{self, endpoint, node, ready, service, slice};
+use common::routes::has_owned_route;
+use common::scratch::ScratchDir;
+use common::shell::sh_status;
+use common::topology::{Link, Topology};
+use common::wait::wait_until;
+
+/// How long the daemon gets for each step.
+const STEP: Duration = Duration::from_secs(15);
+/// The cluster IP of the test service.
+const VIP: &str = "10.96.0.10";
+/// The pod CIDR of the other node.
+const POD_CIDR: &str = "10.244.2.0/24";
+
+/// Client `cl` (192.168.10.2, via the router's 192.168.10.1), backends b1..b3 at 10.0.i.2
+/// answering with their names on 8080, the fake API server and a cache directory.
+struct Lab {
+    /// The namespaces and servers.
+    net: Topology,
+    /// The API server.
+    fake: FakeApiServer,
+    /// Holds the daemon's cluster-state cache.
+    cache: ScratchDir,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        let mut net = Topology::new();
+        net.forwarding();
+        net.add_host(
+            "cl",
+            Link {
+                router_if: "c0",
+                router_addrs: &["192.168.10.1/24"],
+                host_if: "eth0",
+                host_addrs: &["192.168.10.2/24"],
+                host_routes: &["default via 192.168.10.1"],
+            },
+        );
+        for i in 1..=3 {
+            let name = format!("b{i}");
+            net.add_host(
+                &name,
+                Link {
+                    router_if: &name,
+                    router_addrs: &[&format!("10.0.{i}.1/24")],
+                    host_if: "eth0",
+                    host_addrs: &[&format!("10.0.{i}.2/24")],
+                    host_routes: &[&format!("default via 10.0.{i}.1")],
+                },
+            );
+            net.serve_named(net.host(&name), &name, 8080);
+        }
+        let fake = FakeApiServer::start();
+        fake.apply("nodes", node(kube::NODE, "192.168.10.1", "10.244.1.0/24"));
+        Lab {
+            net,
+            fake,
+            cache: ScratchDir::new("k8s-cache"),
+        }
+    }
+
+    /// The daemon's config: policy off, services and routes from the fake, `extra` TOML.
+    fn config(&self, extra: &str) -> String {
+        format!(
+            "[controller.policy]\nenabled = false\n\n{}\n{extra}",
+            kube::section(&self.fake, &self.cache, &["services", "routes"])
+        )
+    }
+
+    /// Starts the daemon and waits for READY=1.
+    fn daemon(&self, tag: &str, extra: &str) -> Daemon {
+        let d = Daemon::start(tag, &self.config(extra));
+        d.wait_ready();
+        d
+    }
+
+    /// The `web` service on [`VIP`]:80 with `endpoints`.
+    fn web(&self, endpoints: &[serde_json::Value]) {
+        self.fake.apply("services", service("web", VIP, 80));
+        self.fake.apply("endpointslices", slice("web", endpoints));
+    }
+
+    /// `n` new TCP connections from the client to the VIP: answers per backend name.
+    fn hits(&self, n: u32) -> BTreeMap<String, u32> {
+        self.net.hits(self.net.host("cl"), "tcp", VIP, 80, n)
+    }
+
+    /// Waits until `n` connections are answered by exactly the backends `names`.
+    fn wait_served_by(&self, names: &[&str], n: u32) -> BTreeMap<String, u32> {
+        let mut last = BTreeMap::new();
+        let what = format!("connections served by exactly {names:?}");
+        wait_until(&what, STEP, || {
+            last = self.hits(n);
+            last.keys().map(String::as_str).eq(names.iter().copied())
+        });
+        last
+    }
+}
+
+fn service_table() -> String {
+    sh_status("nft list table inet edgenetd-service").1
+}
+
+fn healthz(d: &Daemon) -> serde_json::Value {
+    let (status, body) = d.get("/healthz");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+netns_test! {
+    fn a_service_with_two_ready_endpoints_balances_to_both() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        let d = lab.daemon("k8s-balance", "");
+        let h = lab.wait_served_by(&["b1", "b2"], 60);
+        assert_eq!(h.values().sum::<u32>(), 60, "every connection answered: {h:?}");
+        assert!(service_table().contains(VIP), "{}", service_table());
+        let v = healthz(&d);
+        assert_eq!(v["ready"], true, "{v}");
+        for kind in ["services", "endpointslices", "nodes"] {
+            assert_eq!(v["kubernetes"]["kinds"][kind]["synced"], true, "{v}");
+            assert_eq!(v["kubernetes"]["kinds"][kind]["state"], "watching", "{v}");
+        }
+        assert_eq!(d.metric("edgenetd_kubernetes_synced", &[("kind", "services")]), Some(1.0));
+        assert_eq!(d.metric("edgenetd_kubernetes_objects", &[("kind", "endpointslices")]), Some(1.0));
+        assert_eq!(d.metric("edgenetd_kubernetes_objects", &[("kind", "nodes")]), Some(1.0));
+        assert_eq!(d.get("/readyz").0, 200);
+    }
+}
+
+netns_test! {
+    fn an_endpoint_turning_not_ready_stops_getting_new_connections() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        let d = lab.daemon("k8s-not-ready", "");
+        lab.wait_served_by(&["b1", "b2"], 40);
+        lab.fake.apply(
+            "endpointslices",
+            slice("web", &[ready("10.0.1.2"), endpoint("10.0.2.2", false, false, false)]),
+        );
+        let h = lab.wait_served_by(&["b1"], 40);
+        assert_eq!(h["b1"], 40, "{h:?}");
+        wait_until("the MODIFIED event counted", STEP, || {
+            d.metric(
+                "edgenetd_kubernetes_events_total",
+                &[("kind", "endpointslices"), ("type", "MODIFIED")],
+            ) == Some(1.0)
+        });
+    }
+}
+
+/// Holds one TCP connection through the VIP that landed on `b2` until told to go on, then
+/// sends a line on it and prints the echo.
+const HOLD_ON_B2: &str = r#"
+import socket, sys
+while True:
+    s = socket.create_connection(("10.96.0.10", 80), timeout=3)
+    f = s.makefile("rwb")
+    if f.readline().strip() == b"b2":
+        break
+    s.close()
+print("held", flush=True)
+sys.stdin.readline()
+s.sendall(b"ping\n")
+print(f.readline().decode().strip(), flush=True)
+"#;
+
+netns_test! {
+    fn a_terminating_endpoint_drains_while_others_are_ready() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        let _d = lab.daemon("k8s-terminating", "");
+        lab.wait_served_by(&["b1", "b2"], 40);
+        let mut held = lab
+            .net
+            .host("cl")
+            .command("python3")
+            .args(["-c", HOLD_ON_B2])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(held.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "held");
+        lab.fake.apply(
+            "endpointslices",
+            slice("web", &[ready("10.0.1.2"), endpoint("10.0.2.2", false, true, true)]),
+        );
+        // No new connection goes to the terminating endpoint...
+        let h = lab.wait_served_by(&["b1"], 40);
+        assert_eq!(h["b1"], 40, "{h:?}");
+        // ...while the one it has keeps going.
+        writeln!(held.stdin.take().unwrap(), "go").unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "b2:ping", "the draining connection still works");
+        assert!(held.wait().unwrap().success());
+    }
+}
+
+netns_test! {
+    fn a_nodes_pod_cidr_becomes_a_route_and_goes_with_the_node() {
+        let lab = Lab::new();
+        // 10.0.3.2 (b3) is on the router's directly connected 10.0.3.0/24.
+        lab.fake.apply("nodes", node("worker-2", "10.0.3.2", POD_CIDR));
+        // Not connected: counted as skipped, never routed.
+        lab.fake.apply("nodes", node("worker-3", "172.31.0.9", "10.244.3.0/24"));
+        let _d = lab.daemon("k8s-routes", "");
+        wait_until("the pod route", STEP, || has_owned_route(POD_CIDR));
+        let route = sh_status(&format!("ip route show {POD_CIDR}")).1;
+        assert!(route.contains("via 10.0.3.2"), "{route}");
+        assert!(!has_owned_route("10.244.3.0/24"));
+        assert!(!has_owned_route("10.244.1.0/24"), "this node's own pods are not routed");
+        lab.fake.delete("nodes", "", "worker-2");
+        wait_until("the route removed", STEP, || !has_owned_route(POD_CIDR));
+    }
+}
+
+netns_test! {
+    fn an_api_outage_keeps_everything_programmed_and_healthz_200_across_a_restart() {
+        let mut lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        lab.fake.apply("nodes", node("worker-2", "10.0.3.2", POD_CIDR));
+        let mut d = lab.daemon("k8s-outage", "");
+        lab.wait_served_by(&["b1", "b2"], 40);
+        wait_until("the pod route", STEP, || has_owned_route(POD_CIDR));
+        lab.fake.stop();
+        wait_until("the watch to notice", STEP, || {
+            healthz(&d)["kubernetes"]["kinds"]["services"]["state"] == "backing off"
+        });
+        // Longer than the watcher's 5 s tick later: still beating (an API server that is down
+        // is not a wedged loop), still programmed.
+        std::thread::sleep(Duration::from_secs(7));
+        let v = healthz(&d);
+        assert_eq!(v["live"], true, "{v}");
+        let since = v["controllers"]["kubernetes"]["secondsSinceBeat"].as_f64().unwrap();
+        assert!(since < 5.5, "the watcher keeps beating during the outage: {v}");
+        assert!(v["kubernetes"]["kinds"]["services"]["lastError"].is_string(), "{v}");
+        // The metrics follow within the watcher's refresh period.
+        wait_until("the request errors counted", STEP, || {
+            d.metric("edgenetd_kubernetes_request_errors_total", &[("kind", "services"), ("code", "io")])
+                .is_some_and(|n| n >= 1.0)
+        });
+        assert_eq!(d.metric("edgenetd_kubernetes_connected", &[("kind", "services")]), Some(0.0));
+        lab.wait_served_by(&["b1", "b2"], 40);
+        assert!(has_owned_route(POD_CIDR));
+        // A restart of edgenetd during the outage: the cache keeps the cluster entries.
+        assert!(d.stop().success());
+        drop(d);
+        let d = lab.daemon("k8s-outage-2", "");
+        let log = d.log();
+        assert!(log.contains("restored from"), "{log}");
+        // The first snapshot already held the cached entries: the first sync kept the route.
+        assert!(log.contains("route: sync (Start) ok: 1 routes"), "{log}");
+        assert_eq!(d.get("/readyz").0, 200, "the cache makes the daemon ready");
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(healthz(&d)["live"], true);
+        lab.wait_served_by(&["b1", "b2"], 40);
+        assert!(has_owned_route(POD_CIDR), "the cached route is kept");
+        // The API comes back: a change reaches the kernel again.
+        lab.fake.restart();
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.3.2")]));
+        lab.wait_served_by(&["b3"], 20);
+    }
+}
+
+netns_test! {
+    fn restarting_the_api_server_resumes_the_watch_without_a_relist() {
+        let mut lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        let d = lab.daemon("k8s-resume", "");
+        lab.wait_served_by(&["b1", "b2"], 20);
+        let paths = [
+            "/api/v1/services",
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            "/api/v1/nodes",
+        ];
+        for p in paths {
+            wait_until(&format!("a watch of {p}"), STEP, || !kube::watches(&lab.fake, p).is_empty());
+        }
+        let lists_before: Vec<usize> = paths.iter().map(|p| kube::lists(&lab.fake, p).len()).collect();
+        assert_eq!(lists_before, [1, 1, 1]);
+        let watches_before: Vec<usize> = paths.iter().map(|p| kube::watches(&lab.fake, p).len()).collect();
+        lab.fake.stop();
+        std::thread::sleep(Duration::from_secs(1));
+        lab.fake.restart();
+        // A change made while nobody watched arrives through the resumed watch.
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.2.2")]));
+        lab.wait_served_by(&["b2"], 20);
+        for (i, p) in paths.iter().enumerate() {
+            wait_until(&format!("{p} watched again"), STEP, || {
+                kube::watches(&lab.fake, p).len() > watches_before[i]
+            });
+            assert_eq!(kube::lists(&lab.fake, p).len(), 1, "{p} was listed again");
+        }
+        for kind in ["services", "endpointslices", "nodes"] {
+            assert_eq!(
+                d.metric("edgenetd_kubernetes_relists_total", &[("kind", kind), ("reason", "gone")]),
+                Some(0.0)
+            );
+        }
+    }
+}
+
+netns_test! {
+    fn a_toml_reload_keeps_the_cluster_entries_and_a_clash_keeps_the_toml_one() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        lab.fake.apply("nodes", node("worker-2", "10.0.3.2", POD_CIDR));
+        let d = lab.daemon("k8s-reload", "");
+        lab.wait_served_by(&["b1", "b2"], 20);
+        wait_until("the pod route", STEP, || has_owned_route(POD_CIDR));
+        assert_eq!(d.metric("edgenetd_kubernetes_conflicts_total", &[("kind", "services")]), Some(0.0));
+        // A reload that adds an unrelated TOML service keeps the cluster's entries.
+        let other = "[[service]]\nname = \"other\"\naddress = \"10.96.0.99\"\nport = 80\nbackends = [\"10.0.3.2:8080\"]\n";
+        d.reload(&lab.config(other));
+        wait_until("the TOML service", STEP, || service_table().contains("10.96.0.99"));
+        lab.wait_served_by(&["b1", "b2"], 20);
+        assert!(has_owned_route(POD_CIDR));
+        // A TOML service on the cluster service's VIP:port/protocol wins, and is counted.
+        let clash = "[[service]]\nname = \"mine\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.3.2:8080\"]\n";
+        d.reload(&lab.config(clash));
+        lab.wait_served_by(&["b3"], 20);
+        wait_until("the conflict counted", STEP, || {
+            d.metric("edgenetd_kubernetes_conflicts_total", &[("kind", "services")]) == Some(1.0)
+        });
+        assert!(has_owned_route(POD_CIDR), "the cluster route stays");
+        // The TOML one removed: the cluster service comes back.
+        d.reload(&lab.config(""));
+        lab.wait_served_by(&["b1", "b2"], 20);
+        // A changed [kubernetes] section waits for a restart (the old one stays in force).
+        let narrowed = lab.config("").replace("node_name", "service_selector = \"app=none\"\nnode_name");
+        d.reload(&narrowed);
+        wait_until("the restart warning", STEP, || {
+            d.log().contains("[kubernetes] settings changed; they take effect at the next restart")
+        });
+        lab.wait_served_by(&["b1", "b2"], 20);
+    }
+}
+
+netns_test! {
+    fn a_burst_of_a_thousand_endpoint_updates_makes_a_few_syncs() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);
+        let d = lab.daemon("k8s-burst", "");
+        lab.wait_served_by(&["b1", "b2"], 20);
+        let syncs = || d.metric("edgenetd_controller_syncs_total", &[("controller", "service")]).unwrap();
+        let before = syncs();
+        for i in 0..1000 {
+            // Every update changes the backends: each one alone would be a sync.
+            let eps = if i % 2 == 0 { [ready("10.0.1.2")] } else { [ready("10.0.3.2")] };
+            lab.fake.apply("endpointslices", slice("web", &eps));
+        }
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.2.2")]));
+        lab.wait_served_by(&["b2"], 20);
+        wait_until("the events counted", STEP, || {
+            d.metric("edgenetd_kubernetes_events_total", &[("kind", "endpointslices"), ("type", "MODIFIED")])
+                == Some(1001.0)
+        });
+        let made = syncs() - before;
+        eprintln!("1,001 updates made {made} service syncs");
+        assert!((1.0..=10.0).contains(&made), "{made} syncs for 1,001 updates");
+    }
+}
+
+/// The watcher alone, as the daemon runs it, with a compose step that never returns: the
+/// health registry catches the wedged thread like a wedged controller.
+#[test]
+fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use edgenetd::clock::FakeClock;
+    use edgenetd::health::Health;
+    use edgenetd::kubernetes::client::{Auth, Endpoint};
+    use edgenetd::kubernetes::watch::{Settings, WINDOW, Watcher};
+
+    let fake = FakeApiServer::start();
+    fake.apply("nodes", node("worker-2", "10.0.3.2", POD_CIDR));
+    let (cert, key) = fake.client_cert_files();
+    let port: u16 = fake.url().rsplit_once(':').unwrap().1.parse().unwrap();
+    let settings = Settings {
+        endpoint: Endpoint {
+            host: "127.0.0.1".into(),
+            port,
+            ca_file: fake.ca_file(),
+            auth: Auth::ClientCert { cert, key },
+        },
+        path_prefix: String::new(),
+        node_name: kube::NODE.into(),
+        feeds: [edgenetd::config::kubernetes::Feed::Routes]
+            .into_iter()
+            .collect(),
+        service_selector: None,
+        node_selector: None,
+    };
+    let clock = FakeClock::new();
+    let health = Health::new(clock.clone());
+    let wedged = Arc::new(AtomicBool::new(false));
+    let (_stop, shutdown) = async_channel::bounded::<()>(1);
+    // Two watchers on one API server: one whose compose step wedges its thread, one that
+    // works (the contrast: the same waits with a working thread stay live).
+    for (name, wedge) in [("wedged", true), ("working", false)] {
+        let handle = health.register(name, WINDOW);
+        let mut watcher = Watcher::new(settings.clone());
+        let statuses = watcher.statuses();
+        let (flag, shutdown) = (wedged.clone(), shutdown.clone());
+        std::thread::spawn(move || {
+            watcher.run(handle, shutdown, statuses, |_parts| {
+                if wedge {
+                    flag.store(true, Ordering::SeqCst);
+                    loop {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                }
+            });
+        });
+    }
+    wait_until("the first compose", STEP, || wedged.load(Ordering::SeqCst));
+    clock.advance(WINDOW + Duration::from_secs(1));
+    // Longer than the watcher's tick: a live thread would have beaten by now.
+    std::thread::sleep(Duration::from_secs(6));
+    let report = health.report();
+    assert_eq!(report.stale(), ["wedged"], "{report:?}");
+}
