@@ -410,6 +410,7 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
             .collect(),
         service_selector: None,
         node_selector: None,
+        network_policy_selector: None,
     };
     let clock = FakeClock::new();
     let health = Health::new(clock.clone());

@@ -143,6 +143,7 @@ fn settings(
         feeds: config.feeds.clone(),
         service_selector: config.service_selector.clone(),
         node_selector: config.node_selector.clone(),
+        network_policy_selector: config.network_policy_selector.clone(),
     })
 }
 

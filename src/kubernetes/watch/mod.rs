@@ -5,7 +5,9 @@
 //! Which resources: the `services` feed watches Services (narrowed by `service_selector`),
 //! EndpointSlices (discovery.k8s.io/v1) and Nodes (this node's addresses for NodePorts); the
 //! `routes` feed watches Nodes (narrowed by `node_selector`, on the server when no other feed
-//! needs every Node, else here). Adding a resource is a field in `Stores`, one
+//! needs every Node, else here); the `network_policies` feed watches NetworkPolicies
+//! (narrowed by `network_policy_selector`), every Pod (peers and named ports resolve through
+//! pods on any node) and Namespaces (namespace selectors). Adding a resource is a field in `Stores`, one
 //! [`Watcher::watch`] call in [`Watcher::new`], and a part made from its store in
 //! `Watcher::parts` (and its kind in [`Watcher::kinds`], for readiness).
 //!
@@ -68,6 +70,8 @@ pub struct Settings {
     pub service_selector: Option<LabelSelector>,
     /// `node_selector`.
     pub node_selector: Option<LabelSelector>,
+    /// `network_policy_selector`.
+    pub network_policy_selector: Option<LabelSelector>,
 }
 
 /// Runs one reflector until shutdown; boxed so reflectors of every object type go in one list.
@@ -83,6 +87,12 @@ struct Stores {
     endpointslices: Option<Store<Lean<objects::EndpointSlice>>>,
     /// Nodes.
     nodes: Option<Store<Lean<objects::Node>>>,
+    /// NetworkPolicies.
+    network_policies: Option<Store<Lean<objects::NetworkPolicy>>>,
+    /// Pods (of every node: policy peers can be anywhere).
+    pods: Option<Store<Lean<objects::Pod>>>,
+    /// Namespaces.
+    namespaces: Option<Store<Lean<objects::Namespace>>>,
 }
 
 /// The reflectors, not yet running, and their stores.
@@ -133,6 +143,16 @@ impl Watcher {
             };
             w.stores.nodes = Some(w.watch("nodes", "/api/v1/nodes", sel.as_ref()));
         }
+        if feeds.contains(&Feed::NetworkPolicies) {
+            let sel = w.settings.network_policy_selector.clone();
+            w.stores.network_policies = Some(w.watch(
+                "networkpolicies",
+                "/apis/networking.k8s.io/v1/networkpolicies",
+                sel.as_ref(),
+            ));
+            w.stores.pods = Some(w.watch("pods", "/api/v1/pods", None));
+            w.stores.namespaces = Some(w.watch("namespaces", "/api/v1/namespaces", None));
+        }
         w
     }
 
@@ -174,6 +194,9 @@ impl Watcher {
         if self.settings.feeds.contains(&Feed::Routes) {
             out.push(Kind::Routes);
         }
+        if self.settings.feeds.contains(&Feed::NetworkPolicies) {
+            out.push(Kind::NetworkPolicies);
+        }
         out
     }
 
@@ -206,6 +229,18 @@ impl Watcher {
                 s.node_selector.as_ref(),
                 &s.node_name,
                 connected,
+            ));
+        }
+        if let (Some(policies), Some(pods), Some(namespaces)) = (
+            self.stores.network_policies.as_ref().and_then(parts::listed),
+            self.stores.pods.as_ref().and_then(parts::listed),
+            self.stores.namespaces.as_ref().and_then(parts::listed),
+        ) {
+            out.push(parts::network_policies_part(
+                &policies,
+                &pods,
+                &namespaces,
+                &s.node_name,
             ));
         }
         out

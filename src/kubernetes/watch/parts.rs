@@ -16,7 +16,7 @@ use crate::config::label_selector::LabelSelector;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;
 use crate::kubernetes::objects;
-use crate::kubernetes::translate::{nodes, services};
+use crate::kubernetes::translate::{network_policies, nodes, services};
 
 /// Node address types NodePorts are served on.
 const NODE_PORT_ADDRESS_TYPES: [&str; 2] = ["InternalIP", "ExternalIP"];
@@ -97,6 +97,25 @@ pub fn routes_part(
         );
     }
     ClusterPart::Routes(t.routes)
+}
+
+/// Pod isolation for this node's pods, from every NetworkPolicy, Pod and Namespace.
+pub fn network_policies_part(
+    policies: &BTreeMap<ObjectKey, Lean<objects::NetworkPolicy>>,
+    pods: &BTreeMap<ObjectKey, Lean<objects::Pod>>,
+    namespaces: &BTreeMap<ObjectKey, Lean<objects::Namespace>>,
+    node_name: &str,
+) -> ClusterPart {
+    let (isolation, skipped) = network_policies::translate(
+        policies.values().map(|p| &p.object),
+        pods.values().map(|p| &p.object),
+        namespaces.values().map(|n| &n.object),
+        node_name,
+    );
+    for s in &skipped {
+        debug!("kubernetes network policy: {s}");
+    }
+    ClusterPart::NetworkPolicies(isolation)
 }
 
 /// What the route translation reads of a Node.
