@@ -11,7 +11,7 @@ use crate::config::service::Protocol;
 use crate::dataplane::nft::ir::Element;
 
 use super::layout::{self, MasqKey, SetId};
-use super::model::{Action, Entry, Model, VipKey};
+use super::model::{Action, Entry, Model, Selection, VipKey};
 
 /// One service's element changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,6 +39,9 @@ pub struct Delta {
     pub masq_refs: BTreeMap<MasqKey, i64>,
     /// UDP backends that lost every slot of a service (their conntrack entries must go).
     pub udp_drained: Vec<(VipKey, SocketAddr)>,
+    /// Backends a sticky service stopped using (removed, drained, down, or the service is no
+    /// longer sticky): clients remembered with them must be forgotten.
+    pub sticky_lost: Vec<(VipKey, SocketAddr)>,
 }
 
 impl Delta {
@@ -99,18 +102,18 @@ fn slots(e: &Entry) -> &[SocketAddr] {
 
 fn describe(e: &Entry) -> String {
     let mut s = match &e.action {
-        Action::Balance { affinity, slots } => {
+        Action::Balance { selection, slots } => {
             let mut counts: BTreeMap<SocketAddr, usize> = BTreeMap::new();
             for b in slots {
                 *counts.entry(*b).or_insert(0) += 1;
             }
             let list: Vec<String> = counts.iter().map(|(b, n)| format!("{b}×{n}")).collect();
-            format!(
-                "{} over {} slots: {}",
-                if *affinity { "source-ip" } else { "random" },
-                slots.len(),
-                list.join(" ")
-            )
+            let how = match selection {
+                Selection::Random => "random".to_string(),
+                Selection::SourceHash => "source-ip".to_string(),
+                Selection::Sticky { timeout } => format!("sticky {timeout}s, else random"),
+            };
+            format!("{how} over {} slots: {}", slots.len(), list.join(" "))
         }
         Action::Reject => "no backend: reject".into(),
         Action::Drop => "no backend: drop".into(),
@@ -223,6 +226,28 @@ impl Delta {
             }
             if let Some(n) = new {
                 c.adds.push(layout::service_element(k, n));
+            }
+        }
+        // The recorder of a sticky service.
+        let old_sticky = old.and_then(|o| layout::sticky_vip_element(k, o));
+        let new_sticky = new.and_then(|n| layout::sticky_vip_element(k, n));
+        if old_sticky != new_sticky {
+            if old_sticky.is_some() {
+                c.deletes.push(layout::sticky_vip_key(k));
+            }
+            if let Some(el) = new_sticky {
+                c.adds.push(el);
+            }
+        }
+        if let Some(o) = old.filter(|o| o.sticky_timeout().is_some()) {
+            let keep = new
+                .filter(|n| n.sticky_timeout().is_some())
+                .map(|n| n.backends())
+                .unwrap_or_default();
+            for b in o.backends() {
+                if keep.binary_search(&b).is_err() {
+                    self.sticky_lost.push((*k, b));
+                }
             }
         }
         // The slots.
