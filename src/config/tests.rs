@@ -341,6 +341,7 @@ fn duplicate_vip_and_name_name_both_places() {
 
 #[test]
 fn sticky_affinity_takes_a_timeout_in_whole_seconds_from_1s_to_a_day() {
+    use crate::config::service::Affinity;
     let svc = |extra: &str| {
         format!(
             "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.5:8080\"]\n{extra}"

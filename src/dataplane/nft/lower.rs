@@ -368,8 +368,13 @@ impl RuleCx<'_> {
     ) -> Result<(), CompileError> {
         emit_deps(self.family, &[key, data], &mut self.deps, self.raw)?;
         let key_words = key.byte_len().div_ceil(4);
-        // nft starts the data at the next 16-byte register boundary after the key.
-        let data_reg = REG32_00 + key_words.div_ceil(4) * 4;
+        let data_words = data.byte_len().div_ceil(4);
+        // nft starts the data at the next 16-byte register boundary after the key; when that
+        // leaves too little room (an IPv6 key and data), right after the key.
+        let data_reg = match key_words.div_ceil(4) * 4 {
+            aligned if aligned + data_words <= 16 => REG32_00 + aligned,
+            _ => REG32_00 + key_words,
+        };
         let after = data_reg + data.byte_len().div_ceil(4);
         load(key, REG32_00, after, self.raw)?;
         load(data, data_reg, after, self.raw)?;

@@ -581,7 +581,7 @@ fn session_affinity_none_stays_none() {
         })],
         &[two_nodes()],
     );
-    assert!(show(&t)[0].ends_with("] "), "{:?}", show(&t));
+    assert!(show(&t)[0].ends_with("8080*1]"), "{:?}", show(&t));
 }
 
 /// The entries pass what TOML services must: same-family backends, each once, ports set.
