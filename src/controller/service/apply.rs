@@ -161,12 +161,12 @@ impl Kernel {
         self.conntrack_flush(&delta.udp_drained);
         if failures.is_empty() {
             self.generation = commit;
-            let after = self
-                .drop_recorders(&want)
-                .and_then(|()| match delta.sticky_lost.is_empty() {
-                    true => Ok(()),
-                    false => self.sweep_sticky(&desired),
-                });
+            let after =
+                self.drop_recorders(&want)
+                    .and_then(|()| match delta.sticky_lost.is_empty() {
+                        true => Ok(()),
+                        false => self.sweep_sticky(&desired),
+                    });
             if let Err(e) = after {
                 self.cache.forget();
                 return Err(e);

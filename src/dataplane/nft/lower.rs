@@ -489,3 +489,7 @@ fn nat_code(k: NatKind) -> u32 {
         NatKind::Dnat => 1,
     }
 }
+
+#[cfg(test)]
+#[path = "lower_tests.rs"]
+mod tests;

@@ -137,7 +137,9 @@ impl Kernel {
             match self.commit(batch) {
                 Ok(c) => {
                     self.generation = Some(c.generation);
-                    log::info!("service: forgot {stale_total} clients remembered with a backend no longer in use");
+                    log::info!(
+                        "service: forgot {stale_total} clients remembered with a backend no longer in use"
+                    );
                     return Ok(());
                 }
                 Err(NftError::Rejected(_)) if attempt < SWEEP_ATTEMPTS => continue,
