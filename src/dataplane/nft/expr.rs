@@ -51,12 +51,12 @@ pub(crate) fn dynset_update(
     sreg_data: u32,
     timeout_ms: u64,
 ) -> Result<Expr<kind::Dynset>, CompileError> {
-    Ok(Expr::new()
+    Expr::new()
         .with_u32(dynset::SREG_KEY, sreg_key)
         .with_u32(dynset::SREG_DATA, sreg_data)
         .with_u32(dynset::OP, 1)
         .with_u64(dynset::TIMEOUT, timeout_ms)
-        .with_str(dynset::SET_NAME, set)?)
+        .with_str(dynset::SET_NAME, set)
 }
 
 /// `fib <flags> <result> => reg`.
