@@ -12,7 +12,8 @@ use std::time::Duration;
 use common::controller::{Driver, load};
 use common::scratch::ScratchDir;
 use common::shell::{sh, sh_status};
-use common::topology::{Link, Topology};
+use common::topology::{Link, ServerId, Topology};
+use common::wait::wait_until;
 use edgenetd::controller::service::{self, ServiceController};
 use edgenetd::sync::SyncReport;
 
@@ -25,6 +26,8 @@ struct Lab {
     net: Topology,
     /// The controller under test.
     ctrl: Driver<ServiceController>,
+    /// The backends' servers (b1..b3).
+    servers: Vec<ServerId>,
     /// The client script: connections per source address, answers per source.
     script: String,
 }
@@ -72,6 +75,7 @@ impl Lab {
                 0x100 + i
             ));
         }
+        let mut servers = Vec::new();
         for i in 1..=3 {
             let name = format!("b{i}");
             net.add_host(
@@ -87,12 +91,13 @@ impl Lab {
                     ],
                 },
             );
-            net.serve_named(net.host(&name), &name, 8080);
+            servers.push(net.serve_named(net.host(&name), &name, 8080));
         }
         let script = net.script("per_client.py", PER_CLIENT);
         Lab {
             net,
             ctrl: Driver::service(),
+            servers,
             script,
         }
     }
@@ -304,5 +309,31 @@ netns_test! {
         t.sync(&service("10.96.0.10", "", &b));
         let chains = sh("nft list table inet edgenetd-service");
         assert!(!chains.contains("chain sticky_record"), "{chains}");
+    }
+}
+
+netns_test! {
+    fn clients_stuck_to_a_backend_that_fails_its_health_check_are_dealt_anew() {
+        let mut t = Lab::new();
+        let toml = format!(
+            "{}[service.health]\ncheck = \"tcp\"\ninterval = \"200ms\"\ntimeout = \"100ms\"\nrise = 1\nfall = 2\n",
+            service("10.96.0.10", STICKY, &["10.0.1.2:8080", "10.0.2.2:8080", "10.0.3.2:8080"])
+        );
+        t.sync(&toml);
+        let before = t.stuck("10.96.0.10", 2);
+        assert!(before.values().any(|b| b == "b1"), "nobody on b1: {before:?}");
+        t.net.stop(t.servers[0]);
+        wait_until("b1 to be detected down", Duration::from_secs(5), || {
+            !t.ctrl.controller.down_backends().is_empty()
+        });
+        t.sync(&toml);
+        assert!(!sticky_map(true).contains(": 10.0.1.2 . 8080"), "{}", sticky_map(true));
+        // Every client is answered (none sent to the dead backend), the others stay put.
+        let after = t.stuck("10.96.0.10", 2);
+        for (src, b) in &before {
+            if b != "b1" {
+                assert_eq!(&after[src], b, "{src} moved though its backend stayed up");
+            }
+        }
     }
 }
