@@ -198,6 +198,38 @@ impl Mirror {
 }
 
 impl Delta {
+    /// A sticky service's recorder element, and the backends whose remembered clients must
+    /// be forgotten: those it had while sticky and no longer has as a sticky service.
+    fn sticky_change(
+        &mut self,
+        c: &mut ServiceChange,
+        k: &VipKey,
+        old: Option<&Entry>,
+        new: Option<&Entry>,
+    ) {
+        let old_sticky = old.and_then(|o| layout::sticky_vip_element(k, o));
+        let new_sticky = new.and_then(|n| layout::sticky_vip_element(k, n));
+        if old_sticky != new_sticky {
+            if old_sticky.is_some() {
+                c.deletes.push(layout::sticky_vip_key(k));
+            }
+            if let Some(el) = new_sticky {
+                c.adds.push(el);
+            }
+        }
+        if let Some(o) = old.filter(|o| o.sticky_timeout().is_some()) {
+            let keep = new
+                .filter(|n| n.sticky_timeout().is_some())
+                .map(|n| n.backends())
+                .unwrap_or_default();
+            for b in o.backends() {
+                if keep.binary_search(&b).is_err() {
+                    self.sticky_lost.push((*k, b));
+                }
+            }
+        }
+    }
+
     fn change(&mut self, k: &VipKey, old: Option<&Entry>, new: Option<&Entry>) {
         let mut c = ServiceChange {
             key: Some(*k),
@@ -228,28 +260,7 @@ impl Delta {
                 c.adds.push(layout::service_element(k, n));
             }
         }
-        // The recorder of a sticky service.
-        let old_sticky = old.and_then(|o| layout::sticky_vip_element(k, o));
-        let new_sticky = new.and_then(|n| layout::sticky_vip_element(k, n));
-        if old_sticky != new_sticky {
-            if old_sticky.is_some() {
-                c.deletes.push(layout::sticky_vip_key(k));
-            }
-            if let Some(el) = new_sticky {
-                c.adds.push(el);
-            }
-        }
-        if let Some(o) = old.filter(|o| o.sticky_timeout().is_some()) {
-            let keep = new
-                .filter(|n| n.sticky_timeout().is_some())
-                .map(|n| n.backends())
-                .unwrap_or_default();
-            for b in o.backends() {
-                if keep.binary_search(&b).is_err() {
-                    self.sticky_lost.push((*k, b));
-                }
-            }
-        }
+        self.sticky_change(&mut c, k, old, new);
         // The slots.
         let (os, ns) = (old.map(slots).unwrap_or(&[]), new.map(slots).unwrap_or(&[]));
         for i in 0..os.len().max(ns.len()) {
