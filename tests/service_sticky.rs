@@ -32,21 +32,26 @@ struct Lab {
     script: String,
 }
 
-/// Connects `count` times from each `--src` address and prints `SRC ANSWER,ANSWER,...`.
+/// Connects (TCP) or sends a datagram from a new socket (UDP) `count` times from each source
+/// address and prints `SRC ANSWER,ANSWER,...`.
 const PER_CLIENT: &str = r#"
 import socket, sys
-host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+host, port, count, proto = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 fam = socket.AF_INET6 if ':' in host else socket.AF_INET
-for src in sys.argv[4:]:
+for src in sys.argv[5:]:
     got = []
     for i in range(count):
-        s = socket.socket(fam, socket.SOCK_STREAM)
+        s = socket.socket(fam, socket.SOCK_STREAM if proto == 'tcp' else socket.SOCK_DGRAM)
         s.settimeout(2)
         try:
             s.bind((src, 0))
-            s.connect((host, port))
-            with s.makefile() as f:
-                got.append(f.readline().strip() or 'empty')
+            if proto == 'tcp':
+                s.connect((host, port))
+                with s.makefile() as f:
+                    got.append(f.readline().strip() or 'empty')
+            else:
+                s.sendto(b'x', (host, port))
+                got.append(s.recvfrom(100)[0].decode().strip() or 'empty')
         except Exception as e:
             got.append('fail')
         finally:
@@ -116,11 +121,17 @@ impl Lab {
             .collect()
     }
 
-    /// `count` connections from every client address: the answers per client.
+    /// `count` TCP connections from every client address: the answers per client.
     fn per_client(&self, vip: &str, count: u32) -> BTreeMap<String, Vec<String>> {
+        self.per_client_over("tcp", vip, count)
+    }
+
+    /// `count` connections (`tcp`) or new flows (`udp`) to port 80 of `vip` from every
+    /// client address: the answers per client.
+    fn per_client_over(&self, proto: &str, vip: &str, count: u32) -> BTreeMap<String, Vec<String>> {
         let sources = Lab::sources(!vip.contains(':'));
         let out = self.net.host("cl").sh(&format!(
-            "python3 {} {vip} 80 {count} {}",
+            "python3 {} {vip} 80 {count} {proto} {}",
             self.script,
             sources.join(" ")
         ));
@@ -335,5 +346,30 @@ netns_test! {
                 assert_eq!(&after[src], b, "{src} moved though its backend stayed up");
             }
         }
+    }
+}
+
+netns_test! {
+    fn udp_flows_of_a_sticky_service_keep_their_backend_while_a_backend_is_added() {
+        let mut t = Lab::new();
+        let cfg = |backends: &[&str]| service("10.96.0.53", STICKY, backends).replace("port = 80\n", "port = 80\nprotocol = \"udp\"\n");
+        t.sync(&cfg(&["10.0.1.2:8080", "10.0.2.2:8080"]));
+        let one = |got: Vec<String>| {
+            assert!(got.iter().all(|g| g == &got[0]) && got[0].starts_with('b'), "{got:?}");
+            got[0].clone()
+        };
+        let before: BTreeMap<String, String> = t
+            .per_client_over("udp", "10.96.0.53", 3)
+            .into_iter()
+            .map(|(s, g)| (s, one(g)))
+            .collect();
+        assert!(sticky_map(true).contains("192.168.10.100 . 10.96.0.53 . udp . 80 timeout 1m"), "{}", sticky_map(true));
+        t.sync(&cfg(&["10.0.1.2:8080", "10.0.2.2:8080", "10.0.3.2:8080"]));
+        let after: BTreeMap<String, String> = t
+            .per_client_over("udp", "10.96.0.53", 3)
+            .into_iter()
+            .map(|(s, g)| (s, one(g)))
+            .collect();
+        assert_eq!(after, before);
     }
 }
