@@ -309,6 +309,11 @@ netns_test! {
         assert!(chains.contains("chain sticky_rec_60s_4 ") && chains.contains("chain sticky_rec_10800s_4 "), "{chains}");
         assert!(chains.contains("chain sticky_record_pre "), "{chains}");
         let before = t.stuck("10.96.0.10", 1);
+        let text = smol::block_on(service::plan(&load(&a.replace("60s", "1h")))).unwrap();
+        assert!(
+            text.contains("~ service 10-96-0-10 10.96.0.10:80/tcp: delete 1, add 1 elements (now sticky 3600s, else random over 16 slots"),
+            "{text}"
+        );
         // One timeout left: its chain goes, the other service's clients stay remembered.
         let r = t.sync(&a);
         assert_eq!(r.changes, 18, "only the removed service's 16 slots, verdict and recorder: {r:?}");

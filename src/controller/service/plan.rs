@@ -100,7 +100,8 @@ fn slots(e: &Entry) -> &[SocketAddr] {
     }
 }
 
-fn describe(e: &Entry) -> String {
+/// What a service's entry does, as `plan` prints it.
+pub(super) fn describe(e: &Entry) -> String {
     let mut s = match &e.action {
         Action::Balance { selection, slots } => {
             let mut counts: BTreeMap<SocketAddr, usize> = BTreeMap::new();
