@@ -378,3 +378,28 @@ netns_test! {
         assert_eq!(after, before);
     }
 }
+
+netns_test! {
+    fn a_restarted_controller_adopts_a_sticky_table_without_writes_and_keeps_its_clients() {
+        let mut t = Lab::new();
+        let cfg = format!(
+            "{}{}",
+            service("10.96.0.10", STICKY, &["10.0.1.2:8080", "10.0.2.2:8080"]),
+            service("fd96::10", "affinity = \"sticky\"", &["[fd01::2]:8080"])
+        );
+        t.sync(&cfg);
+        let before = t.stuck("10.96.0.10", 2);
+        let listed = sh("nft list table inet edgenetd-service");
+        // A new process: nothing known, the full compare adopts what is there.
+        t.ctrl = Driver::service();
+        let r = t.sync(&cfg);
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        assert_eq!(t.ctrl.controller.last_writes(), 0, "{r:?}");
+        assert_eq!(t.stuck("10.96.0.10", 2), before);
+        let now = sh("nft list table inet edgenetd-service");
+        assert_eq!(
+            now.lines().filter(|l| l.contains("chain ")).collect::<Vec<_>>(),
+            listed.lines().filter(|l| l.contains("chain ")).collect::<Vec<_>>()
+        );
+    }
+}
