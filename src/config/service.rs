@@ -73,7 +73,22 @@ pub enum Affinity {
     None,
     /// By a hash of the client's source address: one client keeps landing on one backend.
     SourceIp,
+    /// The first connection of a client picks at random (weighted); the client's next new
+    /// connections go to the same backend until `timeout` has passed since its last new
+    /// connection (Kubernetes' `sessionAffinity: ClientIP`). Unlike `SourceIp`, adding or
+    /// reweighting a backend moves no remembered client.
+    Sticky {
+        /// How long a client is remembered after its last new connection.
+        timeout: Duration,
+    },
 }
+
+/// Default `affinity_timeout` (Kubernetes' default `timeoutSeconds`: 3 hours).
+pub const DEFAULT_AFFINITY_TIMEOUT: Duration = Duration::from_secs(10800);
+/// Shortest `affinity_timeout`.
+pub const MIN_AFFINITY_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest `affinity_timeout` (Kubernetes' upper bound for `timeoutSeconds`: one day).
+pub const MAX_AFFINITY_TIMEOUT: Duration = Duration::from_secs(86400);
 
 /// What a packet to a service gets while it has no backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -171,6 +186,7 @@ struct RawService {
     #[serde(default)]
     backends: Vec<Spanned<toml::Value>>,
     affinity: Option<Spanned<String>>,
+    affinity_timeout: Option<Spanned<String>>,
     masquerade: Option<bool>,
     when_empty: Option<Spanned<String>>,
     health: Option<RawHealth>,
@@ -271,12 +287,7 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         &[("tcp", Protocol::Tcp), ("udp", Protocol::Udp)],
         diags,
     );
-    let affinity = choice(
-        raw.affinity.as_ref(),
-        "affinity",
-        &[("none", Affinity::None), ("source-ip", Affinity::SourceIp)],
-        diags,
-    );
+    let affinity = affinity(raw, diags);
     let when_empty = choice(
         raw.when_empty.as_ref(),
         "when_empty",
@@ -303,6 +314,55 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         when_empty,
         health,
     })
+}
+
+/// `affinity` and, for `sticky` only, `affinity_timeout`.
+fn affinity(raw: &RawService, diags: &mut Diagnostics) -> Affinity {
+    let sticky = Affinity::Sticky {
+        timeout: DEFAULT_AFFINITY_TIMEOUT,
+    };
+    let kind = choice(
+        raw.affinity.as_ref(),
+        "affinity",
+        &[
+            ("none", Affinity::None),
+            ("source-ip", Affinity::SourceIp),
+            ("sticky", sticky),
+        ],
+        diags,
+    );
+    let Some(t) = &raw.affinity_timeout else {
+        return kind;
+    };
+    if kind != sticky {
+        diags.error(
+            t.span(),
+            "`affinity_timeout` applies only to affinity = \"sticky\"",
+        );
+        return kind;
+    }
+    match parse_duration(t.get_ref()) {
+        Ok(d)
+            if (MIN_AFFINITY_TIMEOUT..=MAX_AFFINITY_TIMEOUT).contains(&d)
+                && d.subsec_nanos() == 0 =>
+        {
+            Affinity::Sticky { timeout: d }
+        }
+        Ok(_) => {
+            diags.error(
+                t.span(),
+                format!(
+                    "invalid affinity_timeout `{}`: expected whole seconds from 1s to 24h",
+                    t.get_ref()
+                ),
+            );
+            kind
+        }
+        Err(e) => {
+            diags.error(t.span(), e);
+            kind
+        }
+    }
 }
 
 /// One of a few named values; absent = the first. An unknown name is an error listing them.

@@ -340,6 +340,70 @@ fn duplicate_vip_and_name_name_both_places() {
 }
 
 #[test]
+fn sticky_affinity_takes_a_timeout_in_whole_seconds_from_1s_to_a_day() {
+    use crate::config::service::Affinity;
+    let svc = |extra: &str| {
+        format!(
+            "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.5:8080\"]\n{extra}"
+        )
+    };
+    let sticky = |extra: &str| {
+        load_str(&[("edgenetd.toml", &svc(extra))])
+            .unwrap()
+            .services
+            .services[0]
+            .affinity
+    };
+    assert_eq!(
+        sticky("affinity = \"sticky\"\n"),
+        Affinity::Sticky {
+            timeout: Duration::from_secs(10800)
+        }
+    );
+    assert_eq!(
+        sticky("affinity = \"sticky\"\naffinity_timeout = \"1m30s\"\n"),
+        Affinity::Sticky {
+            timeout: Duration::from_secs(90)
+        }
+    );
+    assert_eq!(
+        sticky("affinity = \"sticky\"\naffinity_timeout = \"24h\"\n"),
+        Affinity::Sticky {
+            timeout: Duration::from_secs(86400)
+        }
+    );
+    for (extra, want) in [
+        (
+            "affinity = \"source-ip\"\naffinity_timeout = \"5s\"\n",
+            "edgenetd.toml:7:20: error: `affinity_timeout` applies only to affinity = \"sticky\"",
+        ),
+        (
+            "affinity_timeout = \"5s\"\n",
+            "edgenetd.toml:6:20: error: `affinity_timeout` applies only to affinity = \"sticky\"",
+        ),
+        (
+            "affinity = \"sticky\"\naffinity_timeout = \"25h\"\n",
+            "edgenetd.toml:7:20: error: invalid affinity_timeout `25h`: expected whole seconds from 1s to 24h",
+        ),
+        (
+            "affinity = \"sticky\"\naffinity_timeout = \"1500ms\"\n",
+            "edgenetd.toml:7:20: error: invalid affinity_timeout `1500ms`: expected whole seconds from 1s to 24h",
+        ),
+        (
+            "affinity = \"sticky\"\naffinity_timeout = \"0s\"\n",
+            "edgenetd.toml:7:20: error: invalid affinity_timeout `0s`",
+        ),
+        (
+            "affinity = \"sticky\"\naffinity_timeout = \"soon\"\n",
+            "edgenetd.toml:7:20: error: invalid duration `soon`",
+        ),
+    ] {
+        let e = errors(&[("edgenetd.toml", &svc(extra))]);
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
+#[test]
 fn service_keys_are_checked() {
     let e = errors(&[(
         "edgenetd.toml",
@@ -348,7 +412,7 @@ name = "web"
 address = "10.96.0.300"
 port = 0
 backends = [{ address = "10.0.1.5:8080", weight = -1 }, { addr = "x" }]
-affinity = "sticky"
+affinity = "round-robin"
 when_empty = "ignore"
 colour = "blue"
 [service.health]
@@ -365,7 +429,7 @@ name = "web"
 address = "10.96.0.300"
 port = 0
 backends = [{ address = "10.0.1.5:8080", weight = -1 }, { addr = "x" }]
-affinity = "sticky"
+affinity = "round-robin"
 when_empty = "ignore"
 [service.health]
 check = "tcp"
@@ -378,7 +442,7 @@ timeout = "5s"
         "edgenetd.toml:4:8: error: invalid port 0: expected 1-65535",
         "edgenetd.toml:5:13: error: invalid weight -1: expected an integer 0-1000 (0 = draining)",
         "edgenetd.toml:5:57: error: unknown backend key `addr`, expected `address` or `weight`",
-        "edgenetd.toml:6:12: error: invalid affinity `sticky`: expected \"none\" or \"source-ip\"",
+        "edgenetd.toml:6:12: error: invalid affinity `round-robin`: expected \"none\" or \"source-ip\" or \"sticky\"",
         "edgenetd.toml:7:14: error: invalid when_empty `ignore`: expected \"reject\" or \"drop\"",
         "edgenetd.toml:10:8: error: `path` applies only to check = \"http\"",
         "edgenetd.toml:11:11: error: timeout is longer than interval",

@@ -140,10 +140,30 @@ pub struct ServiceSpec {
     pub ports: Vec<ServicePort>,
     /// `None` or `ClientIP`.
     pub session_affinity: Option<String>,
+    /// How long `ClientIP` affinity remembers a client.
+    pub session_affinity_config: Option<SessionAffinityConfig>,
     /// `Cluster` (default) or `Local` for external addresses and NodePorts.
     pub external_traffic_policy: Option<String>,
     /// `Cluster` (default) or `Local` for cluster IPs.
     pub internal_traffic_policy: Option<String>,
+}
+
+/// `Service.spec.sessionAffinityConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SessionAffinityConfig {
+    /// Settings of `ClientIP` affinity.
+    #[serde(rename = "clientIP")]
+    pub client_ip: Option<ClientIpConfig>,
+}
+
+/// `Service.spec.sessionAffinityConfig.clientIP`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClientIpConfig {
+    /// Seconds a client stays with its endpoint after its last new connection (the API
+    /// server defaults it to 10800 and accepts 1 to 86400).
+    pub timeout_seconds: Option<i64>,
 }
 
 /// One port of a Service.

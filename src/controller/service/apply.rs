@@ -10,6 +10,7 @@
 //! or missing elements are fixed by delta. What differs from what this process had committed
 //! counts as drift.
 
+mod recorders;
 mod write;
 
 use std::collections::BTreeMap;
@@ -22,8 +23,8 @@ use crate::sync::{SyncError, SyncReport};
 
 use super::elements::{group, stream_elements, vip_of};
 use super::layout;
-use super::model::{Model, VipKey};
-use super::observe;
+use super::model::{self, Model, VipKey};
+use super::observe::{self, Recorders};
 use super::plan::{Delta, Mirror, ServiceChange};
 
 /// Tag of messages that belong to no single service (table structure, masquerade).
@@ -44,6 +45,9 @@ pub struct Kernel {
     pub(super) fingerprints: Option<Vec<(String, String)>>,
     /// Generation at which the table was last seen absent while no service was desired.
     absent_at: Option<u32>,
+    /// The (timeout, family) pairs whose recorder chains the table has, when known (after
+    /// an install or a structure check).
+    pub(super) recorders: Option<Recorders>,
     /// Kernel messages written by the last sync.
     pub last_writes: u64,
 }
@@ -75,6 +79,7 @@ impl Kernel {
             generation: None,
             fingerprints: None,
             absent_at: None,
+            recorders: None,
             last_writes: 0,
         })
     }
@@ -118,8 +123,8 @@ impl Kernel {
         }
         // The generation is read at every sync, so the event source never misses a commit.
         match self.cache.decide(now, period, true) {
-            Decision::Verify => self.full_sync(desired, now),
-            Decision::Trusted => self.sync_delta(desired),
+            Decision::Trusted if self.recorders.is_some() => self.sync_delta(desired),
+            _ => self.full_sync(desired, now),
         }
     }
 
@@ -140,6 +145,11 @@ impl Kernel {
             drift_repairs: 0,
             summary: summarize(&delta),
         };
+        let want = model::recorders(&desired);
+        if let Err(e) = self.add_recorders(&want) {
+            self.cache.forget();
+            return Err(e);
+        }
         let (failures, commit) = match self.write(&groups_of(&delta)) {
             Ok(x) => x,
             Err(e) => {
@@ -150,9 +160,19 @@ impl Kernel {
         };
         self.conntrack_flush(&delta.udp_drained);
         if failures.is_empty() {
+            self.generation = commit;
+            let after =
+                self.drop_recorders(&want)
+                    .and_then(|()| match delta.sticky_lost.is_empty() {
+                        true => Ok(()),
+                        false => self.sweep_sticky(&desired),
+                    });
+            if let Err(e) = after {
+                self.cache.forget();
+                return Err(e);
+            }
             let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
             mirror.commit(desired, &delta);
-            self.generation = commit;
             return Ok(report);
         }
         // Some services were refused: what committed is not what the mirror can describe
@@ -191,6 +211,7 @@ impl Kernel {
         self.cache.forget();
         self.generation = None;
         self.fingerprints = None;
+        self.recorders = None;
         Ok(SyncReport {
             changes,
             drift_repairs: 0,
@@ -210,14 +231,20 @@ impl Kernel {
             .nft
             .table_exists(&table)
             .map_err(|e| nft_err("list tables", e))?;
-        let structure_ok = exists && self.structure_ok().map_err(|e| nft_err("list table", e))?;
+        let structure = match exists {
+            true => self.structure_ok().map_err(|e| nft_err("list table", e))?,
+            false => None,
+        };
         let mut drift = 0u64;
-        if !structure_ok {
+        let Some(have) = structure else {
             if known.is_some() {
                 drift += 1;
             }
             return self.install(desired, drift);
-        }
+        };
+        self.recorders = Some(have);
+        let want = model::recorders(&desired);
+        self.add_recorders(&want)?;
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
         let found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
@@ -246,6 +273,10 @@ impl Kernel {
         if !failures.is_empty() {
             return joined(failures).into_result(report);
         }
+        self.drop_recorders(&want)?;
+        // Clients remembered with a backend that is no longer a live one of their sticky
+        // service (changed while no one watched, or a sweep that failed) are forgotten.
+        self.sweep_sticky(&desired)?;
         self.generation = match commit {
             Some(g) => Some(g),
             None => Some(
@@ -261,7 +292,7 @@ impl Kernel {
 
     /// Replaces the whole table with the skeleton and every desired element (one batch).
     fn install(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let mut batch = self.skeleton_batch()?;
+        let mut batch = self.skeleton_batch(&model::recorders(&desired))?;
         let elements = stream_elements(&mut batch, &self.table, &desired)
             .map_err(|e| nft_err("compile service elements", e.into()))?;
         let commit = match self.commit(batch) {
@@ -286,11 +317,13 @@ impl Kernel {
     }
 
     fn install_isolated(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let batch = self.skeleton_batch()?;
+        let want = model::recorders(&desired);
+        let batch = self.skeleton_batch(&want)?;
         let commit = self
             .commit(batch)
             .map_err(|e| nft_err("install service table", e))?;
         self.after_install(Model::new(), commit.generation)?;
+        self.recorders = Some(want);
         let mirror = self.cache.snapshot().expect("just installed");
         let delta = mirror.diff(&desired);
         let groups = groups_of(&delta);
@@ -303,9 +336,10 @@ impl Kernel {
         })
     }
 
-    /// A batch that replaces the table with the bare skeleton (no service elements yet).
-    fn skeleton_batch(&self) -> Result<Batch, SyncError> {
-        let skeleton = layout::skeleton(&self.table.name);
+    /// A batch that replaces the table with the bare skeleton (no service elements yet) and
+    /// the recorder chains of `recorders`.
+    fn skeleton_batch(&self, recorders: &Recorders) -> Result<Batch, SyncError> {
+        let skeleton = layout::skeleton(&self.table.name, recorders);
         let mut batch = Batch::new();
         batch.tag(TAG_SHARED);
         batch
@@ -315,6 +349,7 @@ impl Kernel {
     }
 
     fn after_install(&mut self, desired: Model, generation: u32) -> Result<(), SyncError> {
+        self.recorders = Some(model::recorders(&desired));
         self.fingerprints = Some(
             self.fingerprints_now()
                 .map_err(|e| nft_err("list rules", e))?,

@@ -62,6 +62,9 @@ pub(super) fn each_element(model: &Model, mut f: impl FnMut(SetId, Element)) {
     for (k, e) in model {
         let (s, el) = layout::service_element(k, e);
         f(s, el);
+        if let Some((s, el)) = layout::sticky_vip_element(k, e) {
+            f(s, el);
+        }
         if let super::model::Action::Balance { slots, .. } = &e.action {
             for (i, b) in slots.iter().enumerate() {
                 let (s, el) = layout::slot_element(k, i as u32, *b);
@@ -107,7 +110,7 @@ pub(super) fn stream_elements(
 
 /// The skeleton with every desired element (the text a cold install is equivalent to).
 pub fn full_table(name: &str, model: &Model) -> Table {
-    let mut t = layout::skeleton(name);
+    let mut t = layout::skeleton(name, &super::model::recorders(model));
     each_element(model, |s, el| t.sets[s.index()].elements.push(el));
     t
 }

@@ -28,13 +28,38 @@ impl std::fmt::Display for VipKey {
     }
 }
 
+/// How a balanced service picks the slot of a new connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Selection {
+    /// `numgen random`.
+    Random,
+    /// `jhash` of the client address.
+    SourceHash,
+    /// The client's remembered backend if any, else at random; the backend a client gets is
+    /// remembered for `timeout` seconds after its last new connection.
+    Sticky {
+        /// Seconds a client is remembered.
+        timeout: u32,
+    },
+}
+
+impl Selection {
+    /// The remembering timeout of a sticky selection.
+    pub fn sticky_timeout(self) -> Option<u32> {
+        match self {
+            Selection::Sticky { timeout } => Some(timeout),
+            _ => None,
+        }
+    }
+}
+
 /// What new connections to a VIP get.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     /// DNAT to the backend of a slot.
     Balance {
-        /// Slot by source-address hash instead of at random.
-        affinity: bool,
+        /// How the slot is picked.
+        selection: Selection,
         /// The backend of each slot; the length is the slot class.
         slots: Vec<SocketAddr>,
     },
@@ -56,6 +81,14 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The remembering timeout (seconds) of a balanced sticky service.
+    pub fn sticky_timeout(&self) -> Option<u32> {
+        match &self.action {
+            Action::Balance { selection, .. } => selection.sticky_timeout(),
+            _ => None,
+        }
+    }
+
     /// The backends of this entry's slots, each once, sorted.
     pub fn backends(&self) -> Vec<SocketAddr> {
         match &self.action {
@@ -98,7 +131,7 @@ pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Ent
         }
     } else {
         Action::Balance {
-            affinity: s.affinity == Affinity::SourceIp,
+            selection: selection(s.affinity),
             slots,
         }
     };
@@ -107,6 +140,26 @@ pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Ent
         action,
         masquerade: s.masquerade,
     }
+}
+
+fn selection(a: Affinity) -> Selection {
+    match a {
+        Affinity::None => Selection::Random,
+        Affinity::SourceIp => Selection::SourceHash,
+        // Validation keeps the timeout within whole seconds of 1 s to a day.
+        Affinity::Sticky { timeout } => Selection::Sticky {
+            timeout: timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
+        },
+    }
+}
+
+/// The distinct remembering timeouts of sticky services, with their family (true = IPv4):
+/// each pair has one recorder chain in the table.
+pub fn recorders(model: &Model) -> std::collections::BTreeSet<(u32, bool)> {
+    model
+        .iter()
+        .filter_map(|(k, e)| Some((e.sticky_timeout()?, k.addr.is_ipv4())))
+        .collect()
 }
 
 /// The model of a whole config, every backend up (validation guarantees unique keys).

@@ -20,6 +20,9 @@ use super::layout::{self, MasqKey, SetId};
 use super::model::{Action, Entry, Model, VipKey};
 use super::plan::{Mirror, masq_refs};
 
+/// The (timeout, family) pairs of recorder chains.
+pub(super) type Recorders = std::collections::BTreeSet<(u32, bool)>;
+
 /// A set as compared: name, key type id and length, map data type id and length.
 type SetShape = (String, u32, u32, Option<(u32, u32)>);
 
@@ -33,9 +36,20 @@ impl Kernel {
             .collect())
     }
 
-    /// True when sets, chains and rules are what the skeleton installs.
-    pub(super) fn structure_ok(&mut self) -> Result<bool, NftError> {
-        let skeleton = layout::skeleton(&self.table.name);
+    /// When sets, chains and rules are what the skeleton installs with the recorder chains
+    /// the kernel has, those recorders' (timeout, family) pairs; `None` when anything differs.
+    pub(super) fn structure_ok(&mut self) -> Result<Option<Recorders>, NftError> {
+        let mut chains: Vec<String> = self
+            .nft
+            .list_chains(&self.table)?
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        let recorders: Recorders = chains
+            .iter()
+            .filter_map(|c| layout::parse_recorder_chain(c))
+            .collect();
+        let skeleton = layout::skeleton(&self.table.name, &recorders);
         let sets = self.nft.list_sets(&self.table)?;
         let mut want_sets: Vec<SetShape> = skeleton
             .sets
@@ -63,23 +77,17 @@ impl Kernel {
                 w.0 != h.0 || w.1 != h.1 || w.2 != h.2 || w.3.is_some() != h.3.is_some()
             })
         {
-            return Ok(false);
+            return Ok(None);
         }
-        let mut chains: Vec<String> = self
-            .nft
-            .list_chains(&self.table)?
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
         let mut want_chains: Vec<String> = skeleton.chains.iter().map(|c| c.name.clone()).collect();
         chains.sort();
         want_chains.sort();
         if chains != want_chains {
-            return Ok(false);
+            return Ok(None);
         }
         let rules = self.fingerprints_now()?;
         match &self.fingerprints {
-            Some(f) => Ok(*f == rules),
+            Some(f) => Ok((*f == rules).then_some(recorders)),
             None => {
                 // Adopting a table from an earlier run: same rule count per chain and the same
                 // comments; later checks compare full fingerprints.
@@ -97,7 +105,7 @@ impl Kernel {
                 if ok {
                     self.fingerprints = Some(rules);
                 }
-                Ok(ok)
+                Ok(ok.then_some(recorders))
             }
         }
     }
@@ -122,6 +130,7 @@ pub struct Findings {
 #[derive(Default)]
 struct Seen {
     verdict: bool,
+    sticky: bool,
     slots: Vec<bool>,
 }
 
@@ -228,6 +237,13 @@ impl<'a> Verifier<'a> {
             SetId::Masquerade4 | SetId::Masquerade6 => {
                 self.seen_masq.retain(|m, _| m.backend.is_ipv4() != v4);
             }
+            SetId::StickyVips4 | SetId::StickyVips6 => {
+                for (k, s) in self.seen.iter_mut() {
+                    if k.addr.is_ipv4() == v4 {
+                        s.sticky = false;
+                    }
+                }
+            }
         }
     }
 
@@ -284,6 +300,23 @@ impl<'a> Verifier<'a> {
                     }
                 }
             }
+            SetId::StickyVips4 | SetId::StickyVips6 => {
+                let Some((k, _)) = decode_vip(set, &info.key) else {
+                    return;
+                };
+                let entry = self.desired.get(&k);
+                let want = entry.and_then(|e| layout::sticky_vip_element(&k, e));
+                match want.as_ref().and_then(|(_, el)| el.data.as_ref()) {
+                    Some(Value::Verdict(v)) if verdict_matches(info, v) => {
+                        self.seen.entry(k).or_default().sticky = true;
+                    }
+                    _ => {
+                        // A changed recorder counts once, as missing, in `finish`.
+                        let drift = want.is_none() && unchanged(believed, &k, entry);
+                        self.stray(set, info, drift);
+                    }
+                }
+            }
             SetId::Backends4 | SetId::Backends6 => {
                 let Some((k, Some(slot))) = decode_vip(set, &info.key) else {
                     return;
@@ -329,6 +362,12 @@ impl<'a> Verifier<'a> {
             let drift = unchanged(self.believed, k, Some(e));
             if !s.is_some_and(|s| s.verdict) {
                 f.missing.push(layout::service_element(k, e));
+                f.drift += drift as u64;
+            }
+            if let Some(el) = layout::sticky_vip_element(k, e)
+                && !s.is_some_and(|s| s.sticky)
+            {
+                f.missing.push(el);
                 f.drift += drift as u64;
             }
             if let Action::Balance { slots, .. } = &e.action {

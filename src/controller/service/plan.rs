@@ -11,7 +11,7 @@ use crate::config::service::Protocol;
 use crate::dataplane::nft::ir::Element;
 
 use super::layout::{self, MasqKey, SetId};
-use super::model::{Action, Entry, Model, VipKey};
+use super::model::{Action, Entry, Model, Selection, VipKey};
 
 /// One service's element changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,6 +39,9 @@ pub struct Delta {
     pub masq_refs: BTreeMap<MasqKey, i64>,
     /// UDP backends that lost every slot of a service (their conntrack entries must go).
     pub udp_drained: Vec<(VipKey, SocketAddr)>,
+    /// Backends a sticky service stopped using (removed, drained, down, or the service is no
+    /// longer sticky): clients remembered with them must be forgotten.
+    pub sticky_lost: Vec<(VipKey, SocketAddr)>,
 }
 
 impl Delta {
@@ -97,20 +100,21 @@ fn slots(e: &Entry) -> &[SocketAddr] {
     }
 }
 
-fn describe(e: &Entry) -> String {
+/// What a service's entry does, as `plan` prints it.
+pub(super) fn describe(e: &Entry) -> String {
     let mut s = match &e.action {
-        Action::Balance { affinity, slots } => {
+        Action::Balance { selection, slots } => {
             let mut counts: BTreeMap<SocketAddr, usize> = BTreeMap::new();
             for b in slots {
                 *counts.entry(*b).or_insert(0) += 1;
             }
             let list: Vec<String> = counts.iter().map(|(b, n)| format!("{b}×{n}")).collect();
-            format!(
-                "{} over {} slots: {}",
-                if *affinity { "source-ip" } else { "random" },
-                slots.len(),
-                list.join(" ")
-            )
+            let how = match selection {
+                Selection::Random => "random".to_string(),
+                Selection::SourceHash => "source-ip".to_string(),
+                Selection::Sticky { timeout } => format!("sticky {timeout}s, else random"),
+            };
+            format!("{how} over {} slots: {}", slots.len(), list.join(" "))
         }
         Action::Reject => "no backend: reject".into(),
         Action::Drop => "no backend: drop".into(),
@@ -195,6 +199,38 @@ impl Mirror {
 }
 
 impl Delta {
+    /// A sticky service's recorder element, and the backends whose remembered clients must
+    /// be forgotten: those it had while sticky and no longer has as a sticky service.
+    fn sticky_change(
+        &mut self,
+        c: &mut ServiceChange,
+        k: &VipKey,
+        old: Option<&Entry>,
+        new: Option<&Entry>,
+    ) {
+        let old_sticky = old.and_then(|o| layout::sticky_vip_element(k, o));
+        let new_sticky = new.and_then(|n| layout::sticky_vip_element(k, n));
+        if old_sticky != new_sticky {
+            if old_sticky.is_some() {
+                c.deletes.push(layout::sticky_vip_key(k));
+            }
+            if let Some(el) = new_sticky {
+                c.adds.push(el);
+            }
+        }
+        if let Some(o) = old.filter(|o| o.sticky_timeout().is_some()) {
+            let keep = new
+                .filter(|n| n.sticky_timeout().is_some())
+                .map(|n| n.backends())
+                .unwrap_or_default();
+            for b in o.backends() {
+                if keep.binary_search(&b).is_err() {
+                    self.sticky_lost.push((*k, b));
+                }
+            }
+        }
+    }
+
     fn change(&mut self, k: &VipKey, old: Option<&Entry>, new: Option<&Entry>) {
         let mut c = ServiceChange {
             key: Some(*k),
@@ -225,6 +261,7 @@ impl Delta {
                 c.adds.push(layout::service_element(k, n));
             }
         }
+        self.sticky_change(&mut c, k, old, new);
         // The slots.
         let (os, ns) = (old.map(slots).unwrap_or(&[]), new.map(slots).unwrap_or(&[]));
         for i in 0..os.len().max(ns.len()) {

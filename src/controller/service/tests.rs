@@ -207,6 +207,166 @@ backends = ["10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"]
     assert_eq!(d.writes(), 65);
 }
 
+// ------------------------------------------------------------------ sticky affinity
+
+const STICKY: &str = r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+affinity = "sticky"
+affinity_timeout = "30s"
+backends = ["10.0.1.5:8080", "10.0.1.6:8080"]
+"#;
+
+#[test]
+fn a_sticky_service_dispatches_to_the_sticky_chain_and_names_its_recorder() {
+    let d = Mirror::default().diff(&model_of(STICKY));
+    let l = lines(&d);
+    assert_eq!(
+        l[0],
+        "+ service web 10.96.0.10:80/tcp: sticky 30s, else random over 16 slots: 10.0.1.5:8080×8 10.0.1.6:8080×8"
+    );
+    assert_eq!(
+        l[1],
+        "+ services4 { 10.96.0.10 . tcp . 80 : goto sticky16_4 }"
+    );
+    assert_eq!(
+        l[2],
+        "+ stickyvips4 { 10.96.0.10 . tcp . 80 : goto sticky_rec_30s_4 }"
+    );
+    assert_eq!(d.writes(), 18);
+    assert!(d.sticky_lost.is_empty());
+}
+
+#[test]
+fn adding_a_backend_to_a_sticky_service_forgets_no_client() {
+    let before = model_of(STICKY);
+    let after = model_of(&STICKY.replace(
+        "\"10.0.1.6:8080\"]",
+        "\"10.0.1.6:8080\", \"10.0.1.7:8080\"]",
+    ));
+    let d = mirror(&before).diff(&after);
+    assert!(d.sticky_lost.is_empty(), "{:?}", d.sticky_lost);
+    assert!(
+        !lines(&d).iter().any(|l| l.contains("stickyvips")),
+        "the recorder element stays: {:?}",
+        lines(&d)
+    );
+}
+
+#[test]
+fn a_sticky_backend_removed_drained_or_the_mode_dropped_is_to_be_forgotten() {
+    let before = model_of(STICKY);
+    let lost = |toml: &str| -> Vec<String> {
+        mirror(&before)
+            .diff(&model_of(toml))
+            .sticky_lost
+            .iter()
+            .map(|(k, b)| format!("{k} {b}"))
+            .collect()
+    };
+    assert_eq!(
+        lost(&STICKY.replace(", \"10.0.1.6:8080\"", "")),
+        ["10.96.0.10:80/tcp 10.0.1.6:8080"]
+    );
+    assert_eq!(
+        lost(&STICKY.replace(
+            "\"10.0.1.6:8080\"",
+            "{ address = \"10.0.1.6:8080\", weight = 0 }"
+        )),
+        ["10.96.0.10:80/tcp 10.0.1.6:8080"]
+    );
+    let none = STICKY.replace("affinity = \"sticky\"\naffinity_timeout = \"30s\"\n", "");
+    assert_eq!(
+        lost(&none),
+        [
+            "10.96.0.10:80/tcp 10.0.1.5:8080",
+            "10.96.0.10:80/tcp 10.0.1.6:8080"
+        ]
+    );
+    let d = mirror(&before).diff(&model_of(&none));
+    assert!(
+        lines(&d).contains(&"- stickyvips4 { 10.96.0.10 . tcp . 80 }".to_string()),
+        "{:?}",
+        lines(&d)
+    );
+    // Another timeout: the same backends stay remembered, the recorder element changes.
+    let d = mirror(&before).diff(&model_of(&STICKY.replace("30s", "1h")));
+    assert!(d.sticky_lost.is_empty());
+    assert!(lines(&d).contains(
+        &"+ stickyvips4 { 10.96.0.10 . tcp . 80 : goto sticky_rec_3600s_4 }".to_string()
+    ));
+}
+
+#[test]
+fn the_skeleton_grows_with_distinct_timeouts_not_with_services() {
+    use super::layout::{parse_recorder_chain, recorder_chain, skeleton};
+    let mut toml = String::new();
+    for i in 0..50 {
+        toml.push_str(&format!(
+            "[[service]]\nname = \"s{i}\"\naddress = \"10.96.1.{i}\"\nport = 80\naffinity = \"sticky\"\naffinity_timeout = \"{}s\"\nbackends = [\"10.0.1.5:80\"]\n",
+            if i % 2 == 0 { 10 } else { 20 }
+        ));
+    }
+    toml.push_str("[[service]]\nname = \"v6\"\naddress = \"fd96::1\"\nport = 80\naffinity = \"sticky\"\nbackends = [\"[fd01::5]:80\"]\n");
+    let recorders = model::recorders(&model_of(&toml));
+    assert_eq!(
+        recorders.iter().copied().collect::<Vec<_>>(),
+        [(10, true), (20, true), (10800, false)]
+    );
+    let plain = skeleton("t", &Default::default());
+    let sticky = skeleton("t", &recorders);
+    // Two base chains (prerouting, output) and one chain per (timeout, family).
+    assert_eq!(sticky.chains.len(), plain.chains.len() + 2 + 3);
+    assert_eq!(sticky.rules.len(), plain.rules.len() + 2 * 4 + 3 * 2);
+    assert!(
+        !plain
+            .chains
+            .iter()
+            .any(|c| c.base.is_some_and(|b| b.priority == -99))
+    );
+    for (t, v4) in recorders {
+        assert_eq!(parse_recorder_chain(&recorder_chain(t, v4)), Some((t, v4)));
+    }
+    assert_eq!(parse_recorder_chain("sticky_rec_010s_4"), None);
+    assert_eq!(parse_recorder_chain("sticky16_4"), None);
+}
+
+#[test]
+fn remembered_clients_are_read_from_the_sticky_map_bytes() {
+    use super::layout::remembered;
+    let key = [192, 168, 10, 2, 10, 96, 0, 10, 6, 0, 0, 0, 0, 80, 0, 0];
+    let data = [10, 0, 1, 5, 0x1f, 0x90, 0, 0];
+    let r = remembered(true, &key, &data).unwrap();
+    assert_eq!(
+        (
+            r.client.to_string(),
+            r.vip.to_string(),
+            r.proto,
+            r.port,
+            r.backend.to_string()
+        ),
+        (
+            "192.168.10.2".into(),
+            "10.96.0.10".into(),
+            6,
+            80,
+            "10.0.1.5:8080".into()
+        )
+    );
+    assert_eq!(
+        crate::dataplane::nft::encode::encode(match &r.key().key {
+            ElemKey::Value(v) => v,
+            _ => unreachable!(),
+        })
+        .unwrap(),
+        key
+    );
+    assert!(remembered(true, &key[..12], &data).is_none());
+    assert!(remembered(false, &key, &data).is_none());
+}
+
 // ------------------------------------------------------------------ full compare (verify)
 
 mod verify_tests {

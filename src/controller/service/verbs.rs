@@ -10,7 +10,7 @@ use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, render};
 
 use super::elements::{full_table, vip_of};
 use super::model::{self, Model, VipKey};
-use super::plan::Mirror;
+use super::plan::{Mirror, describe};
 use super::{ServiceError, table_ref};
 
 /// `edgenetd plan`: what a sync would change, and the nft text of the table after the sync
@@ -66,11 +66,17 @@ pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result
             lines.push(match (k, k.and_then(|k| desired.get(&k))) {
                 (Some(k), None) => format!("- service {k}: delete {del} elements"),
                 (Some(k), Some(e)) if del == 0 => {
-                    format!("+ service {} {k}: add {add} elements", e.name)
+                    format!(
+                        "+ service {} {k}: add {add} elements ({})",
+                        e.name,
+                        describe(e)
+                    )
                 }
-                (Some(k), Some(e)) => {
-                    format!("~ service {} {k}: delete {del}, add {add} elements", e.name)
-                }
+                (Some(k), Some(e)) => format!(
+                    "~ service {} {k}: delete {del}, add {add} elements (now {})",
+                    e.name,
+                    describe(e)
+                ),
                 (None, _) => format!("~ masquerade: delete {del}, add {add} elements"),
             });
         }

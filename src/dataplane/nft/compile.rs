@@ -102,6 +102,8 @@ const SET_ANONYMOUS: u32 = 0x1;
 const SET_CONSTANT: u32 = 0x2;
 const SET_INTERVAL: u32 = 0x4;
 const SET_MAP: u32 = 0x8;
+const SET_TIMEOUT: u32 = 0x10;
+const SET_EVAL: u32 = 0x20;
 
 /// A set object carrying only table, name, family and (when given) the batch-local id.
 pub(crate) fn set_named(
@@ -140,6 +142,10 @@ pub(crate) fn set_definition(
     }
     if set.data.is_some() {
         flags |= SET_MAP;
+    }
+    if let Some(size) = set.dynamic {
+        flags |= SET_TIMEOUT | SET_EVAL;
+        s.set_u32(set_attr::DESC_SIZE, size);
     }
     set_byteorder_udata(&mut s, set);
     s.set_u32(set_attr::FLAGS, flags)

@@ -35,6 +35,30 @@ pub(crate) fn ct(key: u32, dreg: u32) -> Expr<kind::Ct> {
     Expr::new().with_u32(ct::KEY, key).with_u32(ct::DREG, dreg)
 }
 
+/// `ct load <key> => reg, dir original` (a field of the original-direction tuple).
+pub(crate) fn ct_original(key: u32, dreg: u32) -> Expr<kind::Ct> {
+    Expr::new()
+        .with_u32(ct::KEY, key)
+        .with_u32(ct::DREG, dreg)
+        .with_u8(ct::DIR, 0)
+}
+
+/// `dynset update reg_key <key> set <name> sreg_data <data> timeout <ms>ms` (op 1 =
+/// update: add, or restart the timeout of an element that is there).
+pub(crate) fn dynset_update(
+    set: &str,
+    sreg_key: u32,
+    sreg_data: u32,
+    timeout_ms: u64,
+) -> Result<Expr<kind::Dynset>, CompileError> {
+    Expr::new()
+        .with_u32(dynset::SREG_KEY, sreg_key)
+        .with_u32(dynset::SREG_DATA, sreg_data)
+        .with_u32(dynset::OP, 1)
+        .with_u64(dynset::TIMEOUT, timeout_ms)
+        .with_str(dynset::SET_NAME, set)
+}
+
 /// `fib <flags> <result> => reg`.
 pub(crate) fn fib(flags: u32, result: u32, dreg: u32) -> Expr<kind::Fib> {
     Expr::new()

@@ -366,6 +366,9 @@ pub struct Set {
     pub interval: bool,
     /// `flags constant`: elements can only change by replacing the set.
     pub constant: bool,
+    /// `flags dynamic,timeout` with `size N`: a map the packet path fills
+    /// ([`Stmt::MapUpdate`]), its elements expiring; `Some(N)` bounds it to N elements.
+    pub dynamic: Option<u32>,
     /// Elements.
     pub elements: Vec<Element>,
 }
@@ -379,6 +382,7 @@ impl Set {
             data: None,
             interval: false,
             constant: false,
+            dynamic: None,
             elements: Vec::new(),
         }
     }
@@ -397,6 +401,7 @@ impl Set {
             && self.data == other.data
             && self.interval == other.interval
             && self.constant == other.constant
+            && self.dynamic == other.dynamic
     }
 }
 
@@ -451,6 +456,18 @@ pub enum CtKey {
     Mark,
 }
 
+/// Fields of a connection's original-direction tuple (`ct original ...`): after DNAT they
+/// still hold the address and port the client connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CtOrigKey {
+    /// `ct original ip daddr`.
+    IpDaddr,
+    /// `ct original ip6 daddr`.
+    Ip6Daddr,
+    /// `ct original proto-dst` (nft types it only after a `meta l4proto` match).
+    ProtoDst,
+}
+
 /// Packet-derived values (the left side of a match, a map key, a hash input).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Expr {
@@ -462,6 +479,8 @@ pub enum Expr {
     Ct(CtKey),
     /// `fib daddr type` (the destination's address type).
     FibDaddrType,
+    /// `ct original <key>`.
+    CtOriginal(CtOrigKey),
     /// `numgen random mod <modulus> offset <offset>`.
     Numgen {
         /// Result is in `offset .. offset + modulus`.
@@ -496,6 +515,9 @@ impl Expr {
             Expr::Payload(Field::TcpDport | Field::UdpDport | Field::ThDport | Field::ThSport) => 2,
             Expr::Payload(Field::IcmpType | Field::Icmpv6Type) => 1,
             Expr::Ct(_) | Expr::FibDaddrType | Expr::Numgen { .. } | Expr::Jhash { .. } => 4,
+            Expr::CtOriginal(CtOrigKey::IpDaddr) => 4,
+            Expr::CtOriginal(CtOrigKey::Ip6Daddr) => 16,
+            Expr::CtOriginal(CtOrigKey::ProtoDst) => 2,
             Expr::Concat(parts) => parts.iter().map(|p| p.byte_len().div_ceil(4) * 4).sum(),
         }
     }
@@ -677,6 +699,18 @@ pub enum Stmt {
         map: SetRef,
         /// Map data carries a port after the address.
         with_port: bool,
+    },
+    /// `update @map { <key> timeout <t> : <data> }`: adds the element, or when the key is
+    /// there already, restarts its timeout and keeps its data (the map must be dynamic).
+    MapUpdate {
+        /// The named map.
+        map: String,
+        /// The element's key.
+        key: Expr,
+        /// The element's lifetime in milliseconds (restarted by every update).
+        timeout_ms: u64,
+        /// The element's data.
+        data: Expr,
     },
 }
 

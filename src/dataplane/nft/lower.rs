@@ -179,6 +179,14 @@ fn load(e: &Expr, reg: u32, scratch: u32, raw: &mut ffi::Rule) -> Result<(), Com
             // NFTA_FIB_F_DADDR = 2, NFT_FIB_RESULT_ADDRTYPE = 3.
             raw.add_expr(expr::fib(2, 3, reg));
         }
+        Expr::CtOriginal(k) => {
+            let key = match k {
+                CtOrigKey::IpDaddr => libc::NFT_CT_DST_IP,
+                CtOrigKey::Ip6Daddr => libc::NFT_CT_DST_IP6,
+                CtOrigKey::ProtoDst => libc::NFT_CT_PROTO_DST,
+            };
+            raw.add_expr(expr::ct_original(key as u32, reg));
+        }
         Expr::Numgen { modulus, offset } => raw.add_expr(expr::numgen(*modulus, *offset, reg)),
         Expr::Jhash {
             input,
@@ -339,7 +347,39 @@ impl RuleCx<'_> {
                 map,
                 with_port,
             } => self.nat_map(*kind, *version, key, map, *with_port)?,
+            Stmt::MapUpdate {
+                map,
+                key,
+                timeout_ms,
+                data,
+            } => self.map_update(map, key, *timeout_ms, data)?,
         }
+        Ok(())
+    }
+
+    /// `update @map { key timeout t : data }`: the key from the first register, the data
+    /// right after it (where nft puts them, so the program equals the rendered text's).
+    fn map_update(
+        &mut self,
+        map: &str,
+        key: &Expr,
+        timeout_ms: u64,
+        data: &Expr,
+    ) -> Result<(), CompileError> {
+        emit_deps(self.family, &[key, data], &mut self.deps, self.raw)?;
+        let key_words = key.byte_len().div_ceil(4);
+        let data_words = data.byte_len().div_ceil(4);
+        // nft starts the data at the next 16-byte register boundary after the key; when that
+        // leaves too little room (an IPv6 key and data), right after the key.
+        let data_reg = match key_words.div_ceil(4) * 4 {
+            aligned if aligned + data_words <= 16 => REG32_00 + aligned,
+            _ => REG32_00 + key_words,
+        };
+        let after = data_reg + data.byte_len().div_ceil(4);
+        load(key, REG32_00, after, self.raw)?;
+        load(data, data_reg, after, self.raw)?;
+        self.raw
+            .add_expr(expr::dynset_update(map, REG32_00, data_reg, timeout_ms)?);
         Ok(())
     }
 
@@ -449,3 +489,7 @@ fn nat_code(k: NatKind) -> u32 {
         NatKind::Dnat => 1,
     }
 }
+
+#[cfg(test)]
+#[path = "lower_tests.rs"]
+mod tests;

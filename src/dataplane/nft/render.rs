@@ -194,6 +194,10 @@ fn render_set(out: &mut String, set: &Set, slot_key: Option<&Expr>) {
     if set.interval {
         flags.push("interval");
     }
+    if let Some(size) = set.dynamic {
+        flags.extend(["dynamic", "timeout"]);
+        let _ = writeln!(out, "\t\tsize {size}");
+    }
     if !flags.is_empty() {
         let _ = writeln!(out, "\t\tflags {}", flags.join(","));
     }
@@ -316,6 +320,22 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             render_expr(out, key);
             out.push_str(" map ");
             render_setref(out, map);
+        }
+        Stmt::MapUpdate {
+            map,
+            key,
+            timeout_ms,
+            data,
+        } => {
+            let _ = write!(out, "update @{map} {{ ");
+            render_expr(out, key);
+            if timeout_ms % 1000 == 0 {
+                let _ = write!(out, " timeout {}s : ", timeout_ms / 1000);
+            } else {
+                let _ = write!(out, " timeout {timeout_ms}ms : ");
+            }
+            render_expr(out, data);
+            out.push_str(" }");
         }
     }
 }
@@ -442,6 +462,11 @@ pub fn render_expr(out: &mut String, e: &Expr) {
             CtKey::Mark => "ct mark",
         }),
         Expr::FibDaddrType => out.push_str("fib daddr type"),
+        Expr::CtOriginal(k) => out.push_str(match k {
+            CtOrigKey::IpDaddr => "ct original ip daddr",
+            CtOrigKey::Ip6Daddr => "ct original ip6 daddr",
+            CtOrigKey::ProtoDst => "ct original proto-dst",
+        }),
         Expr::Numgen { modulus, offset } => {
             let _ = write!(out, "numgen random mod {modulus}");
             if *offset != 0 {

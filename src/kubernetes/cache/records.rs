@@ -48,7 +48,7 @@ struct ServiceRecord {
     protocol: String,
     /// `backends`: (address, weight).
     backends: Vec<(SocketAddr, u32)>,
-    /// `affinity`: `none` or `source-ip`.
+    /// `affinity`: `none`, `source-ip` or `sticky:<timeout seconds>`.
     affinity: String,
     /// `masquerade`.
     masquerade: bool,
@@ -151,10 +151,11 @@ fn protocol_of(w: &str) -> Result<Protocol, String> {
     }
 }
 
-fn affinity_word(a: Affinity) -> &'static str {
+fn affinity_word(a: Affinity) -> String {
     match a {
-        Affinity::None => "none",
-        Affinity::SourceIp => "source-ip",
+        Affinity::None => "none".into(),
+        Affinity::SourceIp => "source-ip".into(),
+        Affinity::Sticky { timeout } => format!("sticky:{}", timeout.as_secs()),
     }
 }
 
@@ -162,7 +163,12 @@ fn affinity_of(w: &str) -> Result<Affinity, String> {
     match w {
         "none" => Ok(Affinity::None),
         "source-ip" => Ok(Affinity::SourceIp),
-        _ => Err(format!("unknown affinity {w:?}")),
+        _ => match w.strip_prefix("sticky:").and_then(|s| s.parse().ok()) {
+            Some(secs) => Ok(Affinity::Sticky {
+                timeout: std::time::Duration::from_secs(secs),
+            }),
+            None => Err(format!("unknown affinity {w:?}")),
+        },
     }
 }
 
@@ -221,7 +227,7 @@ impl From<&Service> for ServiceRecord {
             port: *port,
             protocol: protocol_word(*protocol).into(),
             backends: backends.iter().map(|b| (b.address, b.weight)).collect(),
-            affinity: affinity_word(*affinity).into(),
+            affinity: affinity_word(*affinity),
             masquerade: *masquerade,
             when_empty: when_empty_word(*when_empty).into(),
             health: HealthRecord::from(health),

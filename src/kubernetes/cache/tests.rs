@@ -90,7 +90,9 @@ fn state() -> ClusterState {
             service(
                 "a/z:53",
                 Protocol::Udp,
-                Affinity::None,
+                Affinity::Sticky {
+                    timeout: std::time::Duration::from_secs(600),
+                },
                 WhenEmpty::Reject,
                 HealthCheckKind::None,
             ),

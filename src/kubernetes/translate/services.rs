@@ -30,11 +30,10 @@
 //!   on another node and must reply through this one); `Local` keeps the client's address.
 //!   Cluster IPs do not masquerade: their clients are pods and the node itself, whose replies
 //!   come back through this node's connection tracking anyway.
-//! - **Session affinity**: `ClientIP` maps to the `source-ip` affinity.
-//!
-//! TODO(issue 10): `sessionAffinity: ClientIP` with `timeoutSeconds` needs the sticky
-//! affinity mode (the client remembered in a set with a timeout, as kube-proxy's nftables
-//! mode does); until that mode exists, `source-ip` re-deals clients when backends change.
+//! - **Session affinity**: `ClientIP` maps to the `sticky` affinity with
+//!   `sessionAffinityConfig.clientIP.timeoutSeconds` (default 10800; clamped to 1-86400, the
+//!   API server's bounds): like kube-proxy, a client keeps its endpoint while it opens new
+//!   connections within the timeout, whatever endpoints come and go.
 //!
 //! Every entry of one service port is named `k8s:<namespace>/<name>:<port name or number>`;
 //! the entries of one port share that name and differ by address.
@@ -45,6 +44,26 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::config::service::{self as model, Affinity, Backend, Protocol, WhenEmpty};
 use crate::kubernetes::objects::{self, EndpointSlice};
+
+/// `sessionAffinity: ClientIP` as the sticky mode with its timeout; anything else: none.
+fn affinity(spec: &objects::ServiceSpec) -> Affinity {
+    if spec.session_affinity.as_deref() != Some("ClientIP") {
+        return Affinity::None;
+    }
+    let seconds = spec
+        .session_affinity_config
+        .as_ref()
+        .and_then(|c| c.client_ip.as_ref())
+        .and_then(|c| c.timeout_seconds)
+        .unwrap_or(model::DEFAULT_AFFINITY_TIMEOUT.as_secs() as i64);
+    let (min, max) = (
+        model::MIN_AFFINITY_TIMEOUT.as_secs() as i64,
+        model::MAX_AFFINITY_TIMEOUT.as_secs() as i64,
+    );
+    Affinity::Sticky {
+        timeout: std::time::Duration::from_secs(seconds.clamp(min, max) as u64),
+    }
+}
 
 /// Services with this label belong to another proxy (kube-proxy ignores them too).
 pub const SERVICE_PROXY_NAME_LABEL: &str = "service.kubernetes.io/service-proxy-name";
@@ -339,10 +358,7 @@ fn entries(
         };
         policy.as_deref() == Some("Local")
     };
-    let affinity = match svc.spec.session_affinity.as_deref() {
-        Some("ClientIP") => Affinity::SourceIp,
-        _ => Affinity::None,
-    };
+    let affinity = affinity(&svc.spec);
     let mut seen = BTreeSet::new();
     let mut push = |address: IpAddr, number: u16, internal: bool| {
         if !seen.insert((address, number)) {

@@ -113,6 +113,7 @@ pub(crate) mod set {
         KEY_LEN: U32 = NFTNL_SET_KEY_LEN, "set key length";
         DATA_TYPE: U32 = NFTNL_SET_DATA_TYPE, "map data type";
         DATA_LEN: U32 = NFTNL_SET_DATA_LEN, "map data length";
+        DESC_SIZE: U32 = NFTNL_SET_DESC_SIZE, "set size";
         USERDATA: Blob = NFTNL_SET_USERDATA, "set user data";
     });
 }
@@ -165,7 +166,18 @@ pub(crate) mod expr {
             LEN: U32 = NFTNL_EXPR_PAYLOAD_LEN;
             DREG: U32 = NFTNL_EXPR_PAYLOAD_DREG;
         }
-        ct: Ct { KEY: U32 = NFTNL_EXPR_CT_KEY; DREG: U32 = NFTNL_EXPR_CT_DREG; }
+        ct: Ct {
+            KEY: U32 = NFTNL_EXPR_CT_KEY;
+            DREG: U32 = NFTNL_EXPR_CT_DREG;
+            DIR: U8 = NFTNL_EXPR_CT_DIR;
+        }
+        dynset: Dynset {
+            SREG_KEY: U32 = NFTNL_EXPR_DYNSET_SREG_KEY;
+            SREG_DATA: U32 = NFTNL_EXPR_DYNSET_SREG_DATA;
+            OP: U32 = NFTNL_EXPR_DYNSET_OP;
+            TIMEOUT: U64 = NFTNL_EXPR_DYNSET_TIMEOUT;
+            SET_NAME: Str = NFTNL_EXPR_DYNSET_SET_NAME;
+        }
         fib: Fib {
             FLAGS: U32 = NFTNL_EXPR_FIB_FLAGS;
             RESULT: U32 = NFTNL_EXPR_FIB_RESULT;

@@ -136,8 +136,14 @@ fn show(t: &Translated) -> Vec<String> {
             if s.masquerade {
                 flags.push("masquerade");
             }
-            if s.affinity == Affinity::SourceIp {
-                flags.push("source-ip");
+            let sticky;
+            match s.affinity {
+                Affinity::SourceIp => flags.push("source-ip"),
+                Affinity::Sticky { timeout } => {
+                    sticky = format!("sticky {}s", timeout.as_secs());
+                    flags.push(&sticky);
+                }
+                Affinity::None => {}
             }
             if s.when_empty == WhenEmpty::Drop {
                 flags.push("drop");
@@ -513,7 +519,7 @@ fn slices_of_other_services_and_namespaces_are_not_joined() {
 }
 
 #[test]
-fn client_ip_affinity_maps_to_source_ip() {
+fn client_ip_affinity_maps_to_sticky_with_its_timeout() {
     let t = run(
         &[service("shop", "web", |s| {
             spec(s).session_affinity = Some("ClientIP".into());
@@ -527,8 +533,55 @@ fn client_ip_affinity_maps_to_source_ip() {
     );
     assert_eq!(
         show(&t),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] source-ip"]
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] sticky 600s"]
     );
+}
+
+#[test]
+fn client_ip_affinity_without_a_timeout_remembers_clients_for_three_hours() {
+    let t = run(
+        &[service("shop", "web", |s| {
+            spec(s).session_affinity = Some("ClientIP".into());
+        })],
+        &[two_nodes()],
+    );
+    assert_eq!(
+        show(&t),
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] sticky 10800s"]
+    );
+}
+
+#[test]
+fn client_ip_affinity_timeouts_outside_the_api_bounds_are_clamped() {
+    for (given, want) in [(0, 1), (-5, 1), (86400, 86400), (100_000, 86400)] {
+        let t = run(
+            &[service("shop", "web", |s| {
+                spec(s).session_affinity = Some("ClientIP".into());
+                spec(s).session_affinity_config = Some(core::SessionAffinityConfig {
+                    client_ip: Some(core::ClientIPConfig {
+                        timeout_seconds: Some(given),
+                    }),
+                });
+            })],
+            &[two_nodes()],
+        );
+        assert!(
+            show(&t)[0].ends_with(&format!("sticky {want}s")),
+            "{given}: {:?}",
+            show(&t)
+        );
+    }
+}
+
+#[test]
+fn session_affinity_none_stays_none() {
+    let t = run(
+        &[service("shop", "web", |s| {
+            spec(s).session_affinity = Some("None".into());
+        })],
+        &[two_nodes()],
+    );
+    assert!(show(&t)[0].ends_with("8080*1]"), "{:?}", show(&t));
 }
 
 /// The entries pass what TOML services must: same-family backends, each once, ports set.
