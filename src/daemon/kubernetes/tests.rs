@@ -111,6 +111,7 @@ fn a_loaded_cache_is_ready_at_once_and_in_the_first_snapshot() {
     let state = ClusterState {
         services: vec![svc],
         routes: vec![route],
+        ..ClusterState::default()
     };
     let (shared, health) = shared(&scratch("restored"), Some(state));
     assert_eq!(shared.snapshots.current().services.services.len(), 1);
