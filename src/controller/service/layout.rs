@@ -368,13 +368,17 @@ fn dispatch_rule(v4: bool, affinity: bool, k: u32) -> Rule {
     let chain = dispatch_chain(affinity, k as usize, v4);
     rule(
         &chain,
-        vec![Stmt::NatMap {
-            kind: NatKind::Dnat,
-            version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
-            key: Expr::Concat(key),
-            map: SetRef::Named(SetId::backends(v4).name().into()),
-            with_port: true,
-        }],
+        vec![
+            // Marks the connection as DNATed by edgenetd: the policy's forward chain admits it.
+            Stmt::CtMarkOr(OWN_DNAT_MARK),
+            Stmt::NatMap {
+                kind: NatKind::Dnat,
+                version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
+                key: Expr::Concat(key),
+                map: SetRef::Named(SetId::backends(v4).name().into()),
+                with_port: true,
+            },
+        ],
         &chain,
     )
 }

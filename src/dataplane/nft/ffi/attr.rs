@@ -165,7 +165,26 @@ pub(crate) mod expr {
             LEN: U32 = NFTNL_EXPR_PAYLOAD_LEN;
             DREG: U32 = NFTNL_EXPR_PAYLOAD_DREG;
         }
-        ct: Ct { KEY: U32 = NFTNL_EXPR_CT_KEY; DREG: U32 = NFTNL_EXPR_CT_DREG; }
+        ct: Ct {
+            KEY: U32 = NFTNL_EXPR_CT_KEY;
+            DREG: U32 = NFTNL_EXPR_CT_DREG;
+            SREG: U32 = NFTNL_EXPR_CT_SREG;
+        }
+        rt: Rt { KEY: U32 = NFTNL_EXPR_RT_KEY; DREG: U32 = NFTNL_EXPR_RT_DREG; }
+        byteorder: Byteorder {
+            SREG: U32 = NFTNL_EXPR_BYTEORDER_SREG;
+            DREG: U32 = NFTNL_EXPR_BYTEORDER_DREG;
+            OP: U32 = NFTNL_EXPR_BYTEORDER_OP;
+            LEN: U32 = NFTNL_EXPR_BYTEORDER_LEN;
+            SIZE: U32 = NFTNL_EXPR_BYTEORDER_SIZE;
+        }
+        exthdr: Exthdr {
+            SREG: U32 = NFTNL_EXPR_EXTHDR_SREG;
+            TYPE: U8 = NFTNL_EXPR_EXTHDR_TYPE;
+            OFFSET: U32 = NFTNL_EXPR_EXTHDR_OFFSET;
+            LEN: U32 = NFTNL_EXPR_EXTHDR_LEN;
+            OP: U32 = NFTNL_EXPR_EXTHDR_OP;
+        }
         fib: Fib {
             FLAGS: U32 = NFTNL_EXPR_FIB_FLAGS;
             RESULT: U32 = NFTNL_EXPR_FIB_RESULT;

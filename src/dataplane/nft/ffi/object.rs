@@ -25,7 +25,7 @@ pub(crate) mod kind {
     }
     markers!(
         Table, Chain, Rule, Set, Elem, AnyExpr, Meta, Payload, Ct, Fib, Numgen, Hash, Cmp, Range,
-        Bitwise, Lookup, Immediate, Counter, Limit, Log, Reject, Masq, Nat
+        Bitwise, Lookup, Immediate, Counter, Limit, Log, Reject, Masq, Nat, Rt, Byteorder, Exthdr
     );
 }
 
@@ -225,6 +225,9 @@ expr_kind!(
     Reject = c"reject",
     Masq = c"masq",
     Nat = c"nat",
+    Rt = c"rt",
+    Byteorder = c"byteorder",
+    Exthdr = c"exthdr",
 );
 
 // Serialized size allowances (netlink attribute headers are 4 bytes, values padded to 4).
