@@ -295,7 +295,7 @@ impl RuleCx<'_> {
             }
             Stmt::Flags { left, bits, negate } => {
                 let mask = encode(bits)?;
-                let reg = load_key(left, self.raw)?;
+                let reg = self.load(left)?;
                 let zero = vec![0; mask.len()];
                 self.raw.add_expr(expr::bitwise(reg, reg, &mask, &zero)?);
                 let code = if *negate { 0 } else { 1 };
@@ -362,7 +362,7 @@ impl RuleCx<'_> {
                 )?;
                 // NFT_RT_TCPMSS, converted to network order, written over the MSS option's
                 // two value bytes (kind 2, offset 2).
-                self.raw.add_expr(expr::rt(4, REG_1));
+                self.raw.add_expr(expr::rt(3, REG_1));
                 self.raw.add_expr(expr::hton(REG_1, 2, 2));
                 self.raw.add_expr(expr::tcpopt_write(2, 2, 2, REG_1));
             }
