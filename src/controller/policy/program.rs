@@ -710,9 +710,9 @@ impl Builder {
     }
 
     /// `log_drops`: traffic from the zone that reaches a dropping or rejecting default of the
-    /// input or forward chain is logged (rate-limited like rule logs) with a prefix naming the
-    /// zone, e.g. `"drop wan forward: "`. Last before the default, so only what no rule
-    /// decided on is logged.
+    /// input or forward chain is counted and logged (rate-limited like rule logs) with a
+    /// prefix naming the zone, e.g. `"drop wan forward: "`. Last before the default, so only
+    /// what no rule decided on is logged.
     fn drop_logs(&mut self, cfg: &PolicyConfig) {
         for z in cfg.zones.values().filter(|z| z.log_drops) {
             self.group(format!("log-drops {}", z.name), false);
@@ -723,7 +723,10 @@ impl Builder {
                     Action::Reject => "reject",
                 };
                 for m in zone_match(z, true) {
+                    // The counter sees every such packet, also those over the log rate: how
+                    // much of the zone's traffic the default drops.
                     let mut stmts = m.stmts;
+                    stmts.push(Stmt::Counter);
                     stmts.push(log_limit());
                     stmts.push(Stmt::Log {
                         prefix: format!("{verb} {} {chain}: ", z.name),
