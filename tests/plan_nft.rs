@@ -482,5 +482,13 @@ netns_test! {
                 "{text}"
             );
         }
+        // The new expressions (ct mark set, rt mtu, exthdr, wildcards) read back as written:
+        // a drift check after someone else's commit finds nothing to repair.
+        let desired = load(&ISSUE11_POLICY.replace("FOREIGN", "false"));
+        let mut d = Driver::policy();
+        d.sync_state(&desired).unwrap();
+        sh("nft add table inet someone-else");
+        let r = d.sync_state(&desired).unwrap();
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{}", r.summary);
     }
 }

@@ -5,25 +5,32 @@
 //!
 //! - `input` (filter, priority 0, policy from `input`): loopback accepted; established and
 //!   related accepted; invalid dropped; IPv6 neighbour discovery accepted; then every rule
-//!   whose `to` is `"self"` or omitted, in config order; then the default (`reject` is a
-//!   final rule: TCP reset for TCP, ICMP port unreachable otherwise).
-//! - `forward` (filter, priority 0, policy from `forward`): established/related accepted;
-//!   invalid dropped; rules whose `to` is a zone or omitted, in config order; then
-//!   `ct status dnat accept` — traffic edgenetd DNATed (service VIPs, port forwards) passes
-//!   unless a rule above said otherwise; then zone-to-zone forwards; then the default.
+//!   whose `to` is `"self"` or omitted, in config order; then the drop logs of `log_drops`
+//!   zones; then the default (`reject` is a final rule: TCP reset for TCP, ICMP port
+//!   unreachable otherwise).
+//! - `forward` (filter, priority 0, policy from `forward`): MSS clamping of `mtu_fix`
+//!   zones (before anything accepts: a SYN-ACK is already established); established/related
+//!   accepted; invalid dropped; rules whose `to` is a zone or omitted, in config order; then
+//!   `ct status dnat` with edgenetd's conntrack mark bit ([`OWN_DNAT_MARK`]) accepted —
+//!   traffic edgenetd DNATed (service VIPs, port forwards) passes unless a rule above said
+//!   otherwise (any DNAT with `forward_foreign_dnat`); then zone-to-zone forwards; then the
+//!   drop logs of `log_drops` zones; then the default.
 //! - `output` (filter, priority 0, policy from `output`): loopback, established/related,
 //!   neighbour discovery accepted; rules with `from = "self"`; the default.
-//! - `prerouting` (nat, priority -100): port forwards for traffic to any of the router's
-//!   addresses, from their zone and (hairpin) from every other zone.
+//! - `prerouting` (nat, priority -100): port forwards for traffic from their zone to any of
+//!   the router's addresses, and (reflection) from every other zone to the router's
+//!   addresses on the forward's zone; each marks the connection as edgenetd's.
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
-//!   other zones; masquerade of traffic leaving through zones with `masquerade = true`.
+//!   other zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
+//!   IPv6 through zones with `masquerade6 = true`.
 //!
 //! # Rule groups
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
-//! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]` and zone
-//! masquerade is a group of its own: the kernel rules it produces carry its tag, so a group
-//! the kernel refuses can be left out on its own ([`Program::without`]). Leaving out an
+//! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]`, zone
+//! masquerade, MSS clamping and drop log is a group of its own: the kernel rules it produces
+//! carry its tag, so a group the kernel refuses can be left out on its own
+//! ([`Program::without`]). Leaving out an
 //! accepting group is fail-closed by itself; a refused *drop/reject* group is replaced by a
 //! barrier that drops everything reaching its place, so its traffic is never let through by
 //! a later rule.

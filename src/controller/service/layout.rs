@@ -10,8 +10,10 @@
 //! ```text
 //! prerouting/output (nat, dstnat) -> services: ip daddr . l4proto . th dport vmap @services4
 //!   services4[vip . proto . port] = goto random16_4 | source64_4 | ... | empty_reject | drop
-//!   random16_4: dnat ip to ip daddr . l4proto . th dport . numgen random mod 16 map @backends4
-//!   source16_4: dnat ip to ip daddr . l4proto . th dport . jhash ip saddr mod 16 map @backends4
+//!   random16_4: ct mark set ct mark | 0x80000000
+//!               dnat ip to ip daddr . l4proto . th dport . numgen random mod 16 map @backends4
+//!   source16_4: ct mark set ct mark | 0x80000000
+//!               dnat ip to ip daddr . l4proto . th dport . jhash ip saddr mod 16 map @backends4
 //!   backends4[vip . proto . port . slot] = backend addr . port
 //! postrouting (nat, srcnat): ct status dnat ip daddr . l4proto . th dport @masquerade4
 //!                            oifname != "lo" masquerade
