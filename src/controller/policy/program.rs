@@ -30,10 +30,9 @@
 //! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]`, zone
 //! masquerade, MSS clamping and drop log is a group of its own: the kernel rules it produces
 //! carry its tag, so a group the kernel refuses can be left out on its own
-//! ([`Program::without`]). Leaving out an
-//! accepting group is fail-closed by itself; a refused *drop/reject* group is replaced by a
-//! barrier that drops everything reaching its place, so its traffic is never let through by
-//! a later rule.
+//! ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
+//! *drop/reject* group is replaced by a barrier that drops everything reaching its place, so
+//! its traffic is never let through by a later rule.
 
 use std::collections::BTreeSet;
 
