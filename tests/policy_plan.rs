@@ -238,3 +238,42 @@ fn sets_of_single_addresses_are_hash_sets_and_prefixes_make_them_interval_sets()
     );
     assert!(!hosts.same_structure(&mixed), "the flip rewrites the table");
 }
+
+#[test]
+fn the_routers_addresses_on_a_zone_follow_its_interfaces_or_networks() {
+    let desired = load_str(&[(
+        "edgenetd.toml",
+        "[policy.zone.wan]\ninterfaces = [\"ppp*\", \"eth0\"]\n\
+         [policy.zone.lan]\nnetworks = [\"192.168.1.0/24\"]\n",
+    )])
+    .unwrap();
+    let p = desired.policy.unwrap();
+    let addrs = RouterAddresses::new(vec![
+        ("ppp0".into(), "203.0.113.5".parse().unwrap()),
+        ("ppp1".into(), "2001:db8::5".parse().unwrap()),
+        ("eth0".into(), "198.51.100.1".parse().unwrap()),
+        ("eth01".into(), "198.51.100.2".parse().unwrap()),
+        ("br-lan".into(), "192.168.1.1".parse().unwrap()),
+        ("lo".into(), "192.168.1.9".parse().unwrap()),
+    ]);
+    let strs = |v: Vec<std::net::IpAddr>| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    // Interfaces by exact name and by `*` stem (not `eth01`).
+    assert_eq!(
+        strs(addrs.of_zone(&p.zones["wan"])),
+        ["198.51.100.1", "203.0.113.5", "2001:db8::5"]
+    );
+    // A zone of networks only: the router's addresses inside them, never loopback's.
+    assert_eq!(strs(addrs.of_zone(&p.zones["lan"])), ["192.168.1.1"]);
+    // Without addresses (none read), port forwards do not reflect.
+    let cfg = load_str(&[("edgenetd.toml", SMALL)])
+        .unwrap()
+        .policy
+        .unwrap();
+    let text = render_table(&program::build(&cfg, "t").table);
+    assert!(!text.contains("iifname \"br-lan\" ip daddr"), "{text}");
+    assert_eq!(
+        text.matches("dnat ip to 192.168.1.10:80").count(),
+        1,
+        "{text}"
+    );
+}
