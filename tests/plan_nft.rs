@@ -403,3 +403,104 @@ netns_test! {
         assert_eq!(ids, ["table inet edgenetd-policy"]);
     }
 }
+
+/// A policy with every key of issue 11's first part: interface wildcards, `masquerade6`,
+/// `mtu_fix`, `log_drops`, `log_prefix`, a reflecting and a non-reflecting port forward.
+const ISSUE11_POLICY: &str = r#"
+[controller.route]
+enabled = false
+
+[policy]
+input = "drop"
+forward_default = "reject"
+forward_foreign_dnat = FOREIGN
+
+[policy.zone.lan]
+interfaces = ["br-lan", "lan*"]
+networks = ["10.0.0.0/24", "fd00::/64"]
+log_drops = true
+
+[policy.zone.wan]
+interfaces = ["eth-wan", "ppp*"]
+masquerade = true
+masquerade6 = true
+mtu_fix = true
+log_drops = true
+
+[policy.zone.vpn]
+interfaces = ["wg*"]
+masquerade6 = true
+
+[[policy.rule]]
+name = "ssh"
+from = "lan"
+to = "self"
+protocol = "tcp"
+ports = [22]
+action = "accept"
+log_prefix = "lan ssh: "
+
+[[policy.forward]]
+from = "lan"
+to = "wan"
+
+[[policy.port_forward]]
+name = "web"
+from = "wan"
+port = 8080
+to = "10.0.0.10:80"
+
+[[policy.port_forward]]
+name = "web6"
+from = "wan"
+port = 8443
+to = "[fd00::10]:443"
+
+[[policy.port_forward]]
+name = "ssh-in"
+from = "wan"
+port = 2222
+to = "10.0.0.10:22"
+reflection = false
+"#;
+
+netns_test! {
+    fn plan_of_the_issue11_keys_is_nft_text_that_loads_to_the_batch_state() {
+        // A wan interface with addresses, so the port forwards reflect to them.
+        sh("ip link add eth-wan type veth peer name eth-wan-peer && ip link set eth-wan up");
+        sh("ip addr add 198.51.100.1/24 dev eth-wan && ip addr add 2001:db8::1/64 dev eth-wan nodad");
+        for foreign in ["false", "true"] {
+            let config = ISSUE11_POLICY.replace("FOREIGN", foreign);
+            let ids = check_faithful(&format!("plan-issue11-{foreign}"), &config);
+            assert_eq!(ids, ["table inet edgenetd-policy"]);
+            let text = &plan_parts(&format!("plan-issue11-text-{foreign}"), &config)[0].1;
+            for want in [
+                "ip daddr 198.51.100.1 tcp dport 8080",
+                "ip6 daddr 2001:db8::1 tcp dport 8443",
+                "ct mark set ct mark | 0x80000000 dnat ip to 10.0.0.10:80",
+                "oifname \"ppp*\" tcp flags syn tcp option maxseg size set rt mtu",
+                "iifname \"lan*\"",
+                "log prefix \"lan ssh: \"",
+                "log prefix \"reject wan forward: \"",
+                "meta nfproto ipv6 oifname != \"lo\" oifname \"wg*\" counter masquerade",
+            ] {
+                assert!(text.contains(want), "`{want}` missing:\n{text}");
+            }
+            // No reflection for `reflection = false`: its only DNAT is from the wan zone.
+            assert_eq!(text.matches("dnat ip to 10.0.0.10:22").count(), 2, "{text}");
+            assert_eq!(
+                text.contains("ct status dnat ct mark & 0x80000000 != 0 counter accept"),
+                foreign == "false",
+                "{text}"
+            );
+        }
+        // The new expressions (ct mark set, rt mtu, exthdr, wildcards) read back as written:
+        // a drift check after someone else's commit finds nothing to repair.
+        let desired = load(&ISSUE11_POLICY.replace("FOREIGN", "false"));
+        let mut d = Driver::policy();
+        d.sync_state(&desired).unwrap();
+        sh("nft add table inet someone-else");
+        let r = d.sync_state(&desired).unwrap();
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{}", r.summary);
+    }
+}

@@ -421,3 +421,116 @@ to = "[fd00::1]:80"
         assert!(out.contains(e), "missing {e:?} in:\n{out}");
     }
 }
+
+#[test]
+fn issue11_keys_are_read_with_their_defaults() {
+    let cfg = load_str(&[(
+        "edgenetd.toml",
+        r#"
+[policy]
+forward_foreign_dnat = true
+
+[policy.zone.lan]
+interfaces = ["br-lan"]
+
+[policy.zone.wan]
+interfaces = ["eth0", "ppp*", "wg*"]
+masquerade6 = true
+mtu_fix = true
+log_drops = true
+
+[[policy.rule]]
+name = "ssh"
+from = "lan"
+to = "self"
+protocol = "tcp"
+ports = [22]
+action = "accept"
+log_prefix = "lan ssh: "
+
+[[policy.rule]]
+name = "quiet"
+to = "self"
+action = "drop"
+
+[[policy.port_forward]]
+name = "a"
+from = "wan"
+port = 22
+to = "10.0.0.2"
+reflection = false
+
+[[policy.port_forward]]
+name = "b"
+from = "wan"
+port = 80
+to = "10.0.0.2"
+"#,
+    )])
+    .unwrap();
+    let p = cfg.policy.unwrap();
+    assert!(p.forward_foreign_dnat);
+    let (lan, wan) = (&p.zones["lan"], &p.zones["wan"]);
+    assert!(!lan.masquerade && !lan.masquerade6 && !lan.mtu_fix && !lan.log_drops);
+    assert!(!wan.masquerade && wan.masquerade6 && wan.mtu_fix && wan.log_drops);
+    assert_eq!(wan.interfaces, ["eth0", "ppp*", "wg*"]);
+    assert!(wan.has_interface("ppp0") && wan.has_interface("wg-home") && wan.has_interface("eth0"));
+    assert!(!wan.has_interface("eth01") && !wan.has_interface("pp"));
+    // `log_prefix` implies `log`.
+    assert!(p.rules[0].log);
+    assert_eq!(p.rules[0].log_prefix.as_deref(), Some("lan ssh: "));
+    assert!(!p.rules[1].log && p.rules[1].log_prefix.is_none());
+    assert!(!p.port_forwards[0].reflection);
+    assert!(p.port_forwards[1].reflection);
+    // Without the keys: foreign DNAT is not admitted.
+    let plain = load_str(&[("e.toml", "[policy]\n")])
+        .unwrap()
+        .policy
+        .unwrap();
+    assert!(!plain.forward_foreign_dnat);
+}
+
+#[test]
+fn issue11_key_errors_are_reported_at_their_place() {
+    let out = errors(&[(
+        "main.toml",
+        r#"[policy]
+forward_foreign_dnat = "yes"
+
+[policy.zone.wan]
+interfaces = ["pp*p", "*", "eth0"]
+
+[policy.zone.b]
+interfaces = ["b0"]
+mtu_fix = 1
+
+[[policy.rule]]
+name = "r"
+action = "drop"
+log_prefix = "say \"hi\""
+
+[[policy.rule]]
+name = "s"
+action = "drop"
+log_prefix = ""
+
+[[policy.port_forward]]
+name = "x"
+from = "wan"
+port = 22
+to = "10.0.0.2"
+reflection = "off"
+"#,
+    )]);
+    for e in [
+        "main.toml:2:24: error: invalid type: string \"yes\", expected a boolean",
+        "main.toml:5:15: error: invalid interface name `pp*p`: expected up to 15 characters, a `*` only at the end (\"ppp*\")",
+        "main.toml:5:23: error: invalid interface name `*`",
+        "main.toml:9:11: error: invalid type: integer `1`, expected a boolean",
+        "main.toml:14:14: error: invalid log_prefix `say \"hi\"`: expected 1-127 printable ASCII characters",
+        "main.toml:19:14: error: invalid log_prefix ``",
+        "main.toml:26:14: error: invalid type: string \"off\", expected a boolean",
+    ] {
+        assert!(out.contains(e), "missing {e:?} in:\n{out}");
+    }
+}

@@ -271,6 +271,7 @@ netns_test! {
         let cfg = HOME
             .replace(r#"networks = ["10.0.0.0/24"]"#, r#"networks = ["10.0.0.0/24", "fd00::/64"]"#)
             .replace(r#"interfaces = ["veth-lan"]"#, r#"interfaces = ["veth-lan", "br-absent"]"#)
+            .replace("masquerade = true\n", "masquerade = true\nmasquerade6 = true\n")
             + "\n[[policy.port_forward]]\nname = \"web6\"\nfrom = \"wan\"\nport = 8443\nto = \"[fd00::2]:80\"\n";
         d.sync(&cfg).unwrap();
         t.serve_v6(t.router(), "tcp", 22);
@@ -281,7 +282,7 @@ netns_test! {
         assert_eq!(t.connect(lan, "tcp", "fd00::1", 22), "fd00::2");
         assert!(failed(&t.connect(lan, "tcp", "fd00::1", 2222)));
         assert!(failed(&t.connect(t.host("wan"), "tcp", "2001:db8::1", 22)));
-        // Forwarded lan -> wan over IPv6, masqueraded like IPv4.
+        // Forwarded lan -> wan over IPv6, masqueraded (`masquerade6`) like IPv4.
         assert_eq!(t.connect(lan, "tcp", "2001:db8::2", 80), "2001:db8::1");
         // An IPv6 port forward: wan -> [2001:db8::1]:8443 -> [fd00::2]:80.
         t.serve_v6(lan, "tcp", 80);

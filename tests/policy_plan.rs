@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use edgenetd::config::load_str;
+use edgenetd::controller::policy::addresses::RouterAddresses;
 use edgenetd::controller::policy::program::{self, Program};
 use edgenetd::dataplane::nft::render::{render_rule, render_table};
 
@@ -47,9 +48,23 @@ port = 8080
 to = "192.168.1.10:80"
 "#;
 
+/// The router's addresses the small policy is planned with: reflection goes to the wan
+/// address only.
+fn router_addresses() -> RouterAddresses {
+    RouterAddresses::new(vec![
+        ("eth0".into(), "198.51.100.1".parse().unwrap()),
+        ("eth0".into(), "2001:db8::1".parse().unwrap()),
+        ("br-lan".into(), "192.168.1.1".parse().unwrap()),
+    ])
+}
+
 fn build() -> Program {
     let desired = load_str(&[("edgenetd.toml", SMALL)]).unwrap();
-    program::build(desired.policy.as_ref().unwrap(), "edgenetd-policy")
+    program::build_with(
+        desired.policy.as_ref().unwrap(),
+        "edgenetd-policy",
+        &router_addresses(),
+    )
 }
 
 /// Rule text without the `#hash` part of comments.
@@ -92,7 +107,7 @@ fn small_policy_renders_exactly() {
 		ct state established,related accept comment "base"
 		ct state invalid counter drop comment "base"
 		ip saddr @blocklist counter drop comment "rule drop-blocklist"
-		ct status dnat counter accept comment "base"
+		ct status dnat ct mark & 0x80000000 != 0 counter accept comment "base"
 		iifname "br-lan" oifname "eth0" counter accept comment "forward lan->wan"
 	}
 
@@ -106,14 +121,14 @@ fn small_policy_renders_exactly() {
 
 	chain prerouting {
 		type nat hook prerouting priority -100; policy accept;
-		iifname "eth0" fib daddr type local tcp dport 8080 counter dnat ip to 192.168.1.10:80 comment "port-forward web"
-		iifname "br-lan" fib daddr type local tcp dport 8080 counter dnat ip to 192.168.1.10:80 comment "port-forward web"
+		iifname "eth0" fib daddr type local tcp dport 8080 counter ct mark set ct mark | 0x80000000 dnat ip to 192.168.1.10:80 comment "port-forward web"
+		iifname "br-lan" ip daddr 198.51.100.1 tcp dport 8080 counter ct mark set ct mark | 0x80000000 dnat ip to 192.168.1.10:80 comment "port-forward web"
 	}
 
 	chain postrouting {
 		type nat hook postrouting priority 100; policy accept;
 		iifname "br-lan" ct status dnat ip daddr 192.168.1.10 tcp dport 80 counter masquerade comment "port-forward web"
-		oifname != "lo" oifname "eth0" counter masquerade comment "masquerade wan"
+		meta nfproto ipv4 oifname != "lo" oifname "eth0" counter masquerade comment "masquerade wan"
 	}
 }"#;
     assert_eq!(got, want, "\n{got}");
@@ -174,7 +189,11 @@ fn element_only_changes_keep_the_structure() {
         &SMALL.replace("\"192.0.2.1\"]", "\"192.0.2.1\", \"192.0.2.77\"]"),
     )])
     .unwrap();
-    let b = program::build(desired.policy.as_ref().unwrap(), "edgenetd-policy");
+    let b = program::build_with(
+        desired.policy.as_ref().unwrap(),
+        "edgenetd-policy",
+        &router_addresses(),
+    );
     assert_ne!(a, b);
     assert!(a.same_structure(&b));
     // Patching the changed set gives exactly what planning from scratch gives.
@@ -218,4 +237,43 @@ fn sets_of_single_addresses_are_hash_sets_and_prefixes_make_them_interval_sets()
         "{text}"
     );
     assert!(!hosts.same_structure(&mixed), "the flip rewrites the table");
+}
+
+#[test]
+fn the_routers_addresses_on_a_zone_follow_its_interfaces_or_networks() {
+    let desired = load_str(&[(
+        "edgenetd.toml",
+        "[policy.zone.wan]\ninterfaces = [\"ppp*\", \"eth0\"]\n\
+         [policy.zone.lan]\nnetworks = [\"192.168.1.0/24\"]\n",
+    )])
+    .unwrap();
+    let p = desired.policy.unwrap();
+    let addrs = RouterAddresses::new(vec![
+        ("ppp0".into(), "203.0.113.5".parse().unwrap()),
+        ("ppp1".into(), "2001:db8::5".parse().unwrap()),
+        ("eth0".into(), "198.51.100.1".parse().unwrap()),
+        ("eth01".into(), "198.51.100.2".parse().unwrap()),
+        ("br-lan".into(), "192.168.1.1".parse().unwrap()),
+        ("lo".into(), "192.168.1.9".parse().unwrap()),
+    ]);
+    let strs = |v: Vec<std::net::IpAddr>| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    // Interfaces by exact name and by `*` stem (not `eth01`).
+    assert_eq!(
+        strs(addrs.of_zone(&p.zones["wan"])),
+        ["198.51.100.1", "203.0.113.5", "2001:db8::5"]
+    );
+    // A zone of networks only: the router's addresses inside them, never loopback's.
+    assert_eq!(strs(addrs.of_zone(&p.zones["lan"])), ["192.168.1.1"]);
+    // Without addresses (none read), port forwards do not reflect.
+    let cfg = load_str(&[("edgenetd.toml", SMALL)])
+        .unwrap()
+        .policy
+        .unwrap();
+    let text = render_table(&program::build(&cfg, "t").table);
+    assert!(!text.contains("iifname \"br-lan\" ip daddr"), "{text}");
+    assert_eq!(
+        text.matches("dnat ip to 192.168.1.10:80").count(),
+        1,
+        "{text}"
+    );
 }

@@ -38,6 +38,7 @@ const KEYS: &[&str] = &[
     "set",
     "rule",
     "port_forward",
+    "forward_foreign_dnat",
 ];
 
 /// Validates `[policy]`; `None` when the section is absent (no firewall table at all).
@@ -59,6 +60,7 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         rules: Vec::new(),
         forwards: Vec::new(),
         port_forwards: Vec::new(),
+        forward_foreign_dnat: false,
     };
     let forward_is_verdict = defaults(table, &mut cfg, diags);
     unknown_keys(table, diags);
@@ -95,6 +97,9 @@ fn defaults(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics
     }
     if let Some(v) = table.get("output") {
         cfg.output = action(v, diags, "output").unwrap_or(cfg.output);
+    }
+    if let Some(v) = table.get("forward_foreign_dnat") {
+        cfg.forward_foreign_dnat = de(v, diags).unwrap_or(false);
     }
     let mut forward_is_verdict = false;
     if let Some(v) = table.get("forward")

@@ -30,12 +30,30 @@ pub enum SetFamily {
 pub struct Zone {
     /// The zone's name.
     pub name: String,
-    /// Interfaces (exact names).
+    /// Interfaces: exact names, or a stem ending in `*` that matches every name starting
+    /// with it (also interfaces that appear later).
     pub interfaces: Vec<String>,
     /// Source prefixes (IPv4 and/or IPv6).
     pub networks: Vec<IpNet>,
-    /// SNAT traffic leaving through this zone to the router's address there.
+    /// SNAT IPv4 traffic leaving through this zone to the router's address there.
     pub masquerade: bool,
+    /// SNAT IPv6 traffic leaving through this zone to the router's address there.
+    pub masquerade6: bool,
+    /// Clamp the MSS of TCP SYNs forwarded through this zone's interfaces to the route's MTU.
+    pub mtu_fix: bool,
+    /// Log (rate-limited, prefixed with the zone's name) what the default verdict drops of
+    /// traffic from this zone.
+    pub log_drops: bool,
+}
+
+impl Zone {
+    /// True when interface `name` belongs to the zone (exactly or by a `*` stem).
+    pub fn has_interface(&self, name: &str) -> bool {
+        self.interfaces.iter().any(|i| match i.strip_suffix('*') {
+            Some(stem) => name.starts_with(stem),
+            None => i == name,
+        })
+    }
 }
 
 /// `[policy.set.<name>]`: a named address set that rules can match and that can change by
@@ -117,8 +135,11 @@ pub struct PolicyRule {
     pub icmp_types: Vec<u8>,
     /// What matching traffic gets.
     pub action: Action,
-    /// Log matching packets (rate-limited) with the rule's name as prefix.
+    /// Log matching packets (rate-limited), with `log_prefix` or else the rule's name as
+    /// prefix.
     pub log: bool,
+    /// The log prefix (`log_prefix`, which implies `log`); `None` = `"<name>: "`.
+    pub log_prefix: Option<String>,
     /// Only packets within this rate match (the rest fall through to later rules).
     pub limit: Option<Rate>,
     /// Test hook (fault-injection builds only): the rule's group is made one the kernel
@@ -148,6 +169,9 @@ pub struct PortForward {
     pub port: u16,
     /// The inner host and port.
     pub to: SocketAddr,
+    /// Hairpin (on by default): hosts in other zones reach the inner host through the
+    /// router's addresses on the `from` zone.
+    pub reflection: bool,
 }
 
 /// The validated `[policy]` section.
@@ -169,4 +193,7 @@ pub struct PolicyConfig {
     pub forwards: Vec<ZoneForward>,
     /// Port forwards.
     pub port_forwards: Vec<PortForward>,
+    /// The forward chain admits connections DNATed by other tables too (by default only
+    /// those edgenetd DNATed, which carry its conntrack mark bit).
+    pub forward_foreign_dnat: bool,
 }

@@ -12,6 +12,12 @@ pub(super) struct RawZone {
     pub(super) networks: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) masquerade: bool,
+    #[serde(default)]
+    pub(super) masquerade6: bool,
+    #[serde(default)]
+    pub(super) mtu_fix: bool,
+    #[serde(default)]
+    pub(super) log_drops: bool,
 }
 
 #[derive(Deserialize)]
@@ -49,6 +55,7 @@ pub(super) struct RawRule {
     pub(super) action: Spanned<String>,
     #[serde(default)]
     pub(super) log: bool,
+    pub(super) log_prefix: Option<Spanned<String>>,
     pub(super) limit: Option<Spanned<String>>,
     #[cfg(feature = "fault-injection")]
     #[serde(default)]
@@ -70,4 +77,5 @@ pub(super) struct RawPortForward {
     pub(super) protocol: Option<Spanned<String>>,
     pub(super) port: Spanned<i64>,
     pub(super) to: Spanned<String>,
+    pub(super) reflection: Option<bool>,
 }

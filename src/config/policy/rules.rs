@@ -122,11 +122,13 @@ pub(super) fn validate_rule(
     let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
     let action = rule_action(&raw.action, diags);
     let limit = limit(raw.limit.as_ref(), diags);
+    let log_prefix = log_prefix(raw.log_prefix.as_ref(), diags);
     #[cfg(feature = "fault-injection")]
     let inject_kernel_reject = raw.inject_kernel_reject;
     #[cfg(not(feature = "fault-injection"))]
     let inject_kernel_reject = false;
-    let (from, to, ports, icmp_types, limit) = (from?, to?, ports?, icmp_types?, limit?);
+    let (from, to, ports, icmp_types, limit, log_prefix) =
+        (from?, to?, ports?, icmp_types?, limit?, log_prefix?);
     if !not_self_to_self {
         return None;
     }
@@ -150,7 +152,8 @@ pub(super) fn validate_rule(
         ports,
         icmp_types,
         action: action?,
-        log: raw.log,
+        log: raw.log || log_prefix.is_some(),
+        log_prefix,
         limit,
         inject_kernel_reject,
     })
@@ -311,6 +314,28 @@ fn limit(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Optio
     rate.map(Some)
 }
 
+/// The longest log prefix the kernel keeps (NF_LOG_PREFIXLEN is 128 with the NUL).
+const LOG_PREFIX_MAX: usize = 127;
+
+/// `log_prefix`: `Some(None)` when absent, `None` when invalid (reported).
+fn log_prefix(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Option<String>> {
+    let Some(p) = raw else {
+        return Some(None);
+    };
+    let text = p.get_ref();
+    let printable = text
+        .chars()
+        .all(|c| (' '..='~').contains(&c) && c != '"' && c != '\\');
+    if text.is_empty() || text.len() > LOG_PREFIX_MAX || !printable {
+        diags.error(
+            p.span(),
+            format!("invalid log_prefix `{text}`: expected 1-{LOG_PREFIX_MAX} printable ASCII characters, no `\"` or `\\`"),
+        );
+        return None;
+    }
+    Some(Some(text.clone()))
+}
+
 /// True when some IP version can satisfy `from`, `to` and the protocol at once.
 fn can_match(from: &Source, to: &Destination, p: Protocol, cfg: &PolicyConfig) -> bool {
     let (v4, v6) = and(
@@ -380,6 +405,7 @@ pub(super) fn validate_port_forward(
         protocol: protocol?,
         port: port?,
         to: to?,
+        reflection: raw.reflection.unwrap_or(true),
     })
 }
 

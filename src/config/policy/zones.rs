@@ -40,10 +40,11 @@ pub(super) fn validate_zone(
         if !no_nul(i, "interface name", diags) {
             continue;
         }
-        if s.is_empty() || s.len() > 15 || s.contains(['*', '"', '\'', ' ', '/']) {
+        let stem = s.strip_suffix('*').unwrap_or(s);
+        if stem.is_empty() || s.len() > 15 || stem.contains(['*', '"', '\'', ' ', '/']) {
             diags.error(
                 i.span(),
-                format!("invalid interface name `{s}`: expected up to 15 characters, no wildcards"),
+                format!("invalid interface name `{s}`: expected up to 15 characters, a `*` only at the end (\"ppp*\")"),
             );
         } else {
             interfaces.push(s.clone());
@@ -62,6 +63,9 @@ pub(super) fn validate_zone(
         interfaces,
         networks,
         masquerade: raw.masquerade,
+        masquerade6: raw.masquerade6,
+        mtu_fix: raw.mtu_fix,
+        log_drops: raw.log_drops,
     })
 }
 

@@ -120,6 +120,35 @@ pub(super) fn prefix_matches(source: bool, nets: &[IpNet]) -> Vec<Match> {
     out
 }
 
+/// One match for the exact names (a comparison or a set) and one per `*` stem, compared by
+/// its first bytes only (nft's wildcard match, which also matches interfaces that appear
+/// later).
+fn interface_matches(key: MetaKey, ifs: &[String]) -> Vec<Match> {
+    let (stems, exact): (Vec<&String>, Vec<&String>) = ifs.iter().partition(|i| i.ends_with('*'));
+    let mut out = Vec::new();
+    if !exact.is_empty() {
+        let exact: Vec<String> = exact.into_iter().cloned().collect();
+        out.push(Match {
+            stmts: vec![ifname_match(key, &exact, false)],
+            version: None,
+        });
+    }
+    let mut stems: Vec<&String> = stems;
+    stems.sort();
+    stems.dedup();
+    for stem in stems {
+        out.push(Match {
+            stmts: vec![Stmt::Cmp {
+                left: Expr::Meta(key),
+                op: CmpOp::Eq,
+                right: Value::IfName(stem.clone()),
+            }],
+            version: None,
+        });
+    }
+    out
+}
+
 /// Traffic arriving from a zone (`source`) or leaving into it.
 pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
     let key = if source {
@@ -130,10 +159,7 @@ pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
     let ifs = if z.interfaces.is_empty() {
         any()
     } else {
-        vec![Match {
-            stmts: vec![ifname_match(key, &z.interfaces, false)],
-            version: None,
-        }]
+        interface_matches(key, &z.interfaces)
     };
     if z.networks.is_empty() {
         ifs

@@ -26,6 +26,7 @@
 //! from a cluster's NetworkPolicies) there is no table at all (an existing one is deleted).
 //! Pod isolation alone makes a table with only its chains (see `program::pods`).
 
+pub mod addresses;
 pub mod apply;
 mod matches;
 pub mod model;
@@ -77,12 +78,15 @@ pub struct PolicyController {
     model: model::Model,
     /// The nftables socket, opened at the first sync (in the daemon's namespace).
     nft: Option<Nft>,
+    /// The router's addresses (port-forward reflection is scoped to them), read when a port
+    /// forward reflects.
+    addresses: addresses::AddressWatch,
     /// What the last sync left installed, and whether to trust it.
     cache: KernelCache<Applied>,
     /// This process's nftables commits, shared with the service controller.
     watch: GenerationWatch,
-    /// Wakes the loop early (kept alive for the watch's callback).
-    _trigger: Trigger,
+    /// Wakes the loop early (the watch's callback and the address monitor fire it).
+    trigger: Trigger,
 }
 
 impl PolicyController {
@@ -101,9 +105,10 @@ impl PolicyController {
         PolicyController {
             model: model::Model::default(),
             nft: None,
+            addresses: addresses::AddressWatch::default(),
             cache,
             watch,
-            _trigger: trigger,
+            trigger,
         }
     }
 }
@@ -124,9 +129,17 @@ impl Controller for PolicyController {
     ) -> Result<SyncReport, SyncError> {
         let table = table_ref(&desired.daemon);
         let period = desired.controller("policy").period;
-        let program =
-            self.model
-                .program(desired.policy.as_ref(), &desired.pod_policies, &table.name);
+        let addrs = if addresses::needed(desired.policy.as_ref()) {
+            self.addresses.get(&self.trigger).await
+        } else {
+            addresses::RouterAddresses::default()
+        };
+        let program = self.model.program(
+            desired.policy.as_ref(),
+            &desired.pod_policies,
+            &table.name,
+            &addrs,
+        );
         progress.beat();
         let mut kernel = Kernel {
             // Opened here, on the daemon's thread, so it lives in the daemon's namespace.

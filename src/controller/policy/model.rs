@@ -7,13 +7,18 @@ use std::sync::Arc;
 use crate::config::pod_policy::PodPolicies;
 use crate::config::policy::PolicyConfig;
 
+use super::addresses::RouterAddresses;
 use super::program::{self, Program};
+
+/// What the last program was planned from: the config, the table name and the router's
+/// addresses (port-forward reflection is scoped to them).
+type Inputs = (Option<PolicyConfig>, String, RouterAddresses);
 
 /// The last config planned and its program.
 #[derive(Default)]
 pub struct Model {
-    /// `(config, table name, program)` of the last call; `None` before the first.
-    last: Option<(Option<PolicyConfig>, String, Option<Arc<Program>>)>,
+    /// The inputs and the program of the last call; `None` before the first.
+    last: Option<(Inputs, Option<Arc<Program>>)>,
     /// The pod isolation of the last call.
     last_pods: PodPolicies,
 }
@@ -26,6 +31,7 @@ impl Model {
         config: Option<&PolicyConfig>,
         pods: &PodPolicies,
         table: &str,
+        addrs: &RouterAddresses,
     ) -> Option<Arc<Program>> {
         if *pods != self.last_pods {
             // Pod changes rebuild the program; the plan still writes only changed elements
@@ -34,19 +40,25 @@ impl Model {
             self.last_pods = pods.clone();
         }
         let program = match &self.last {
-            Some((cfg, name, p)) if cfg.as_ref() == config && name == table => return p.clone(),
+            Some(((cfg, name, a), p)) if cfg.as_ref() == config && name == table && a == addrs => {
+                return p.clone();
+            }
             // Only set elements changed: patch those sets instead of planning everything.
             // (Pod sets are named with a `.`, which no `[policy]` set name has: never patched.)
-            Some((Some(old), name, Some(p)))
+            Some(((Some(old), name, a), Some(p)))
                 if name == table
+                    && a == addrs
                     && config.is_some_and(|new| program::only_set_elements_differ(old, new)) =>
             {
                 let new = config.expect("checked");
                 Some(Arc::new(program::with_set_elements(p, old, new)))
             }
-            _ => program::build_with_pods(config, pods, table).map(Arc::new),
+            _ => program::build_with_pods(config, pods, table, addrs).map(Arc::new),
         };
-        self.last = Some((config.cloned(), table.to_string(), program.clone()));
+        self.last = Some((
+            (config.cloned(), table.to_string(), addrs.clone()),
+            program.clone(),
+        ));
         program
     }
 }

@@ -5,40 +5,48 @@
 //!
 //! - `input` (filter, priority 0, policy from `input`): loopback accepted; established and
 //!   related accepted; invalid dropped; IPv6 neighbour discovery accepted; then every rule
-//!   whose `to` is `"self"` or omitted, in config order; then the default (`reject` is a
-//!   final rule: TCP reset for TCP, ICMP port unreachable otherwise).
-//! - `forward` (filter, priority 0, policy from `forward`): established/related accepted;
-//!   invalid dropped; rules whose `to` is a zone or omitted, in config order; then
-//!   `ct status dnat accept` — traffic edgenetd DNATed (service VIPs, port forwards) passes
-//!   unless a rule above said otherwise; then zone-to-zone forwards; then the default.
+//!   whose `to` is `"self"` or omitted, in config order; then the drop logs of `log_drops`
+//!   zones; then the default (`reject` is a final rule: TCP reset for TCP, ICMP port
+//!   unreachable otherwise).
+//! - `forward` (filter, priority 0, policy from `forward`): MSS clamping of `mtu_fix`
+//!   zones (before anything accepts: a SYN-ACK is already established); established/related
+//!   accepted; invalid dropped; rules whose `to` is a zone or omitted, in config order; then
+//!   `ct status dnat` with edgenetd's conntrack mark bit ([`OWN_DNAT_MARK`]) accepted —
+//!   traffic edgenetd DNATed (service VIPs, port forwards) passes unless a rule above said
+//!   otherwise (any DNAT with `forward_foreign_dnat`); then zone-to-zone forwards; then the
+//!   drop logs of `log_drops` zones; then the default.
 //! - `output` (filter, priority 0, policy from `output`): loopback, established/related,
 //!   neighbour discovery accepted; rules with `from = "self"`; the default.
-//! - `prerouting` (nat, priority -100): port forwards for traffic to any of the router's
-//!   addresses, from their zone and (hairpin) from every other zone.
+//! - `prerouting` (nat, priority -100): port forwards for traffic from their zone to any of
+//!   the router's addresses, and (reflection) from every other zone to the router's
+//!   addresses on the forward's zone; each marks the connection as edgenetd's.
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
-//!   other zones; masquerade of traffic leaving through zones with `masquerade = true`.
+//!   other zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
+//!   IPv6 through zones with `masquerade6 = true`.
 //!
 //! # Rule groups
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
-//! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]` and zone
-//! masquerade is a group of its own: the kernel rules it produces carry its tag, so a group
-//! the kernel refuses can be left out on its own ([`Program::without`]). Leaving out an
-//! accepting group is fail-closed by itself; a refused *drop/reject* group is replaced by a
-//! barrier that drops everything reaching its place, so its traffic is never let through by
-//! a later rule.
+//! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]`, zone
+//! masquerade, MSS clamping and drop log is a group of its own: the kernel rules it produces
+//! carry its tag, so a group the kernel refuses can be left out on its own
+//! ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
+//! *drop/reject* group is replaced by a barrier that drops everything reaching its place, so
+//! its traffic is never let through by a later rule.
 
 use std::collections::BTreeSet;
 
 use crate::config::policy::{
     Action, Destination, NamedSet, PolicyConfig, PolicyRule, PortForward, Protocol, SetFamily,
-    Source, Zone,
+    Source,
 };
 use crate::dataplane::nft::encode::normalize_prefixes;
 
-use super::matches::{Match, any, combine, prefix_matches, proto_matches, zone_match};
+use super::addresses::RouterAddresses;
+use super::matches::{Match, addr_match, any, combine, prefix_matches, proto_matches, zone_match};
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
+use ipnet::IpNet;
 
 mod pods;
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
@@ -77,6 +85,10 @@ pub const PREROUTING: &str = "prerouting";
 pub const POSTROUTING: &str = "postrouting";
 /// Log rate of `log = true` rules (per minute).
 pub const LOG_PER_MINUTE: u64 = 10;
+/// `meta nfproto ipv4`.
+const NFPROTO_IPV4: u8 = 2;
+/// `meta nfproto ipv6`.
+const NFPROTO_IPV6: u8 = 10;
 /// The chain a fault-injected rule jumps to; it never exists, so the kernel refuses the rule.
 pub const FAULT_CHAIN: &str = "edgenetd-fault-injected";
 
@@ -254,6 +266,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.rules == b.rules
         && a.forwards == b.forwards
         && a.port_forwards == b.port_forwards
+        && a.forward_foreign_dnat == b.forward_foreign_dnat
         && a.sets.len() == b.sets.len()
         && a.sets
             .iter()
@@ -275,9 +288,15 @@ pub fn with_set_elements(p: &Program, old: &PolicyConfig, new: &PolicyConfig) ->
     out
 }
 
-/// The table that enforces `cfg`, named `table_name` (family inet): the chains, the named
-/// sets, then the rules in the order of evaluation described in the module docs.
+/// [`build_with`] without any router address known: port forwards do not reflect.
 pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
+    build_with(cfg, table_name, &RouterAddresses::default())
+}
+
+/// The table that enforces `cfg`, named `table_name` (family inet): the chains, the named
+/// sets, then the rules in the order of evaluation described in the module docs. Port
+/// forwards reflect to the router's addresses (`addrs`) on their `from` zone.
+pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses) -> Program {
     let mut b = Builder {
         p: Program {
             table: Table::new(Family::Inet, table_name),
@@ -292,14 +311,16 @@ pub fn build(cfg: &PolicyConfig, table_name: &str) -> Program {
     };
     b.p.table.chains = base_chains(cfg);
     b.named_sets(cfg);
+    b.mtu_fixes(cfg);
     b.always_present();
     b.config_rules(cfg);
-    b.dnat_passes();
+    b.dnat_passes(cfg);
     b.zone_forwards(cfg);
     for pf in &cfg.port_forwards {
-        b.port_forward(cfg, pf);
+        b.port_forward(cfg, pf, addrs);
     }
     b.masquerades(cfg);
+    b.drop_logs(cfg);
     b.reject_defaults(cfg);
     b.p
 }
@@ -352,20 +373,28 @@ fn rule_source(cfg: &PolicyConfig, r: &PolicyRule) -> Vec<Match> {
     }
 }
 
+/// The rate of every log statement: [`LOG_PER_MINUTE`], burst 5.
+fn log_limit() -> Stmt {
+    Stmt::Limit {
+        rate: LOG_PER_MINUTE,
+        unit: RateUnit::Minute,
+        burst: 5,
+        over: false,
+    }
+}
+
 /// The kernel rules of one match of a config rule: a rate-limited log rule first when it
 /// logs, then the rule itself (limit, counter, verdict).
 fn rule_statements(r: &PolicyRule, m: Match) -> Vec<Vec<Stmt>> {
     let mut built = Vec::new();
     if r.log {
         let mut stmts = m.stmts.clone();
-        stmts.push(Stmt::Limit {
-            rate: LOG_PER_MINUTE,
-            unit: RateUnit::Minute,
-            burst: 5,
-            over: false,
-        });
+        stmts.push(log_limit());
         stmts.push(Stmt::Log {
-            prefix: format!("{}: ", r.name),
+            prefix: r
+                .log_prefix
+                .clone()
+                .unwrap_or_else(|| format!("{}: ", r.name)),
         });
         built.push(stmts);
     }
@@ -411,6 +440,35 @@ fn port_forward_target(pf: &PortForward, version: IpVersion, field: Field) -> Ma
         ],
         version: Some(version),
     }
+}
+
+/// The match of reflected port-forward traffic: to one of the router's addresses on the
+/// port forward's `from` zone (`outer`), on its port.
+fn reflection_target(pf: &PortForward, version: IpVersion, field: Field, outer: &[IpNet]) -> Match {
+    Match {
+        stmts: vec![
+            addr_match(false, version, outer),
+            Stmt::Cmp {
+                left: Expr::Payload(field),
+                op: CmpOp::Eq,
+                right: Value::Port(pf.port),
+            },
+        ],
+        version: Some(version),
+    }
+}
+
+/// A port forward's DNAT after match `m`: counted, marked as edgenetd's, translated.
+fn dnat_statements(m: Match, pf: &PortForward) -> Vec<Stmt> {
+    let mut stmts = m.stmts;
+    stmts.push(Stmt::Counter);
+    stmts.push(Stmt::CtMarkOr(OWN_DNAT_MARK));
+    stmts.push(Stmt::Nat {
+        kind: NatKind::Dnat,
+        addr: pf.to.ip(),
+        port: Some(pf.to.port()),
+    });
+    stmts
 }
 
 /// The match of hairpinned port-forward traffic after DNAT: to the inner host and port.
@@ -520,21 +578,24 @@ impl Builder {
         }
     }
 
-    /// Traffic edgenetd DNATed passes unless a rule above decided otherwise.
-    fn dnat_passes(&mut self) {
+    /// Traffic edgenetd DNATed (it carries [`OWN_DNAT_MARK`]) passes unless a rule above
+    /// decided otherwise; with `forward_foreign_dnat`, traffic other tables DNATed too.
+    fn dnat_passes(&mut self, cfg: &PolicyConfig) {
         self.group = 0;
-        self.rule(
-            FORWARD,
-            vec![
-                Stmt::Flags {
-                    left: Expr::Ct(CtKey::Status),
-                    bits: Value::CtStatus(CT_STATUS_DNAT),
-                    negate: false,
-                },
-                Stmt::Counter,
-                Stmt::Verdict(Verdict::Accept),
-            ],
-        );
+        let mut stmts = vec![Stmt::Flags {
+            left: Expr::Ct(CtKey::Status),
+            bits: Value::CtStatus(CT_STATUS_DNAT),
+            negate: false,
+        }];
+        if !cfg.forward_foreign_dnat {
+            stmts.push(Stmt::Flags {
+                left: Expr::Ct(CtKey::Mark),
+                bits: Value::Mark(OWN_DNAT_MARK),
+                negate: false,
+            });
+        }
+        stmts.extend([Stmt::Counter, Stmt::Verdict(Verdict::Accept)]);
+        self.rule(FORWARD, stmts);
     }
 
     /// `[[policy.forward]]`: zone-to-zone accepts.
@@ -554,9 +615,13 @@ impl Builder {
         }
     }
 
-    /// One `[[policy.port_forward]]`: DNAT from the zone it is exposed to, then hairpin from
-    /// every other zone (DNAT, and masquerade so the inner host answers through the router).
-    fn port_forward(&mut self, cfg: &PolicyConfig, pf: &PortForward) {
+    /// One `[[policy.port_forward]]`: DNAT of traffic from the zone it is exposed to (to any
+    /// of the router's addresses); then, with reflection, hairpin from every other zone for
+    /// traffic to the router's addresses on the `from` zone only (DNAT, and masquerade so the
+    /// inner host answers through the router). The router's addresses on the other zones stay
+    /// the router's: a LAN host reaches the router's own service on the router's LAN address.
+    /// Every DNAT marks the connection as edgenetd's ([`OWN_DNAT_MARK`]).
+    fn port_forward(&mut self, cfg: &PolicyConfig, pf: &PortForward, addrs: &RouterAddresses) {
         self.group(format!("port-forward {}", pf.name), false);
         let version = if pf.to.is_ipv4() {
             IpVersion::V4
@@ -568,23 +633,25 @@ impl Builder {
         } else {
             Field::TcpDport
         };
+        let from = &cfg.zones[&pf.from];
         let target = port_forward_target(pf, version, field);
+        for m in combine(&zone_match(from, true), std::slice::from_ref(&target)) {
+            self.rule(PREROUTING, dnat_statements(m, pf));
+        }
+        let outer: Vec<IpNet> = addrs
+            .of_zone(from)
+            .into_iter()
+            .filter(|a| a.is_ipv4() == pf.to.is_ipv4())
+            .map(IpNet::from)
+            .collect();
+        if !pf.reflection || outer.is_empty() {
+            return;
+        }
+        let reflected = reflection_target(pf, version, field, &outer);
         let inner = hairpin_match(pf, version, field);
-        let mut zones: Vec<&Zone> = vec![&cfg.zones[&pf.from]];
-        zones.extend(cfg.zones.values().filter(|z| z.name != pf.from));
-        for (i, z) in zones.iter().enumerate() {
-            for m in combine(&zone_match(z, true), std::slice::from_ref(&target)) {
-                let mut stmts = m.stmts;
-                stmts.push(Stmt::Counter);
-                stmts.push(Stmt::Nat {
-                    kind: NatKind::Dnat,
-                    addr: pf.to.ip(),
-                    port: Some(pf.to.port()),
-                });
-                self.rule(PREROUTING, stmts);
-            }
-            if i == 0 {
-                continue;
+        for z in cfg.zones.values().filter(|z| z.name != pf.from) {
+            for m in combine(&zone_match(z, true), std::slice::from_ref(&reflected)) {
+                self.rule(PREROUTING, dnat_statements(m, pf));
             }
             for m in combine(&zone_match(z, true), std::slice::from_ref(&inner)) {
                 let mut stmts = m.stmts;
@@ -595,20 +662,86 @@ impl Builder {
         }
     }
 
-    /// Masquerade of traffic leaving through zones with `masquerade = true`.
+    /// Masquerade of traffic leaving through zones with `masquerade = true` (IPv4) and
+    /// `masquerade6 = true` (IPv6), never through `lo`.
     fn masquerades(&mut self, cfg: &PolicyConfig) {
-        for z in cfg.zones.values().filter(|z| z.masquerade) {
+        for z in cfg.zones.values().filter(|z| z.masquerade || z.masquerade6) {
             self.group(format!("masquerade {}", z.name), false);
             for m in zone_match(z, false) {
-                let mut stmts = vec![Stmt::Cmp {
+                // A match that implies a version needs no family test; one that does not is
+                // limited to the families asked for.
+                let nfproto = match (m.version, z.masquerade, z.masquerade6) {
+                    (Some(IpVersion::V4), false, _) | (Some(IpVersion::V6), _, false) => continue,
+                    (Some(_), _, _) | (None, true, true) => None,
+                    (None, true, false) => Some(NFPROTO_IPV4),
+                    (None, false, _) => Some(NFPROTO_IPV6),
+                };
+                let mut stmts: Vec<Stmt> = nfproto
+                    .map(|p| Stmt::Cmp {
+                        left: Expr::Meta(MetaKey::NfProto),
+                        op: CmpOp::Eq,
+                        right: Value::Proto(p),
+                    })
+                    .into_iter()
+                    .collect();
+                stmts.push(Stmt::Cmp {
                     left: Expr::Meta(MetaKey::OifName),
                     op: CmpOp::Neq,
                     right: Value::IfName("lo".into()),
-                }];
+                });
                 stmts.extend(m.stmts);
                 stmts.push(Stmt::Counter);
                 stmts.push(Stmt::Masquerade);
                 self.rule(POSTROUTING, stmts);
+            }
+        }
+    }
+
+    /// `mtu_fix`: the MSS of TCP SYNs (and SYN-ACKs) forwarded out of or into the zone is
+    /// lowered to what the route allows. First in the forward chain: a SYN-ACK is already
+    /// "established", so it would never reach a rule after the established accept.
+    fn mtu_fixes(&mut self, cfg: &PolicyConfig) {
+        for z in cfg.zones.values().filter(|z| z.mtu_fix) {
+            self.group(format!("mtu-fix {}", z.name), false);
+            for source in [false, true] {
+                for m in zone_match(z, source) {
+                    let mut stmts = m.stmts;
+                    stmts.push(Stmt::Flags {
+                        left: Expr::Payload(Field::TcpFlags),
+                        bits: Value::TcpFlags(TCP_SYN),
+                        negate: false,
+                    });
+                    stmts.push(Stmt::ClampMssToRoute);
+                    self.rule(FORWARD, stmts);
+                }
+            }
+        }
+    }
+
+    /// `log_drops`: traffic from the zone that reaches a dropping or rejecting default of the
+    /// input or forward chain is counted and logged (rate-limited like rule logs) with a
+    /// prefix naming the zone, e.g. `"drop wan forward: "`. Last before the default, so only
+    /// what no rule decided on is logged.
+    fn drop_logs(&mut self, cfg: &PolicyConfig) {
+        for z in cfg.zones.values().filter(|z| z.log_drops) {
+            self.group(format!("log-drops {}", z.name), false);
+            for (chain, action) in [(INPUT, cfg.input), (FORWARD, cfg.forward)] {
+                let verb = match action {
+                    Action::Accept => continue,
+                    Action::Drop => "drop",
+                    Action::Reject => "reject",
+                };
+                for m in zone_match(z, true) {
+                    // The counter sees every such packet, also those over the log rate: how
+                    // much of the zone's traffic the default drops.
+                    let mut stmts = m.stmts;
+                    stmts.push(Stmt::Counter);
+                    stmts.push(log_limit());
+                    stmts.push(Stmt::Log {
+                        prefix: format!("{verb} {} {chain}: ", z.name),
+                    });
+                    self.rule(chain, stmts);
+                }
             }
         }
     }

@@ -13,6 +13,7 @@ use std::fmt::Write;
 use crate::config::{DaemonSettings, DesiredState};
 use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, render};
 
+use super::addresses::{self, RouterAddresses};
 use super::program::{self, Program};
 use super::{apply, table_ref};
 
@@ -30,8 +31,13 @@ pub enum PolicyCliError {
 /// Empty when there is no `[policy]` and no table. Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     let table = table_ref(&desired.daemon);
-    let program =
-        program::build_with_pods(desired.policy.as_ref(), &desired.pod_policies, &table.name);
+    let addrs = router_addresses(desired).await;
+    let program = program::build_with_pods(
+        desired.policy.as_ref(),
+        &desired.pod_policies,
+        &table.name,
+        &addrs,
+    );
     let mut nft = Nft::open()?;
     if program.is_none() {
         // No [policy] and no table: nothing to say (other areas' plans stay uncluttered).
@@ -55,6 +61,19 @@ pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     })
     .await?;
     Ok(format!("# policy\n{text}{diff}"))
+}
+
+/// The router's addresses when a port forward reflects (none when they cannot be read: the
+/// plan then shows no reflection, as the daemon would program it).
+async fn router_addresses(desired: &DesiredState) -> RouterAddresses {
+    if !addresses::needed(desired.policy.as_ref()) {
+        return RouterAddresses::default();
+    }
+    let read = async {
+        let socket = crate::dataplane::route::RouteSocket::open()?;
+        addresses::read(&socket).await
+    };
+    read.await.unwrap_or_default()
 }
 
 /// `edgenetd cleanup`: deletes the policy table (and nothing else).

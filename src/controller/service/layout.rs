@@ -10,8 +10,10 @@
 //! ```text
 //! prerouting/output (nat, dstnat) -> services: ip daddr . l4proto . th dport vmap @services4
 //!   services4[vip . proto . port] = goto random16_4 | source64_4 | ... | empty_reject | drop
-//!   random16_4: dnat ip to ip daddr . l4proto . th dport . numgen random mod 16 map @backends4
-//!   source16_4: dnat ip to ip daddr . l4proto . th dport . jhash ip saddr mod 16 map @backends4
+//!   random16_4: ct mark set ct mark | 0x80000000
+//!               dnat ip to ip daddr . l4proto . th dport . numgen random mod 16 map @backends4
+//!   source16_4: ct mark set ct mark | 0x80000000
+//!               dnat ip to ip daddr . l4proto . th dport . jhash ip saddr mod 16 map @backends4
 //!   backends4[vip . proto . port . slot] = backend addr . port
 //! postrouting (nat, srcnat): ct status dnat ip daddr . l4proto . th dport @masquerade4
 //!                            oifname != "lo" masquerade
@@ -470,13 +472,19 @@ fn dispatch_rules(v4: bool, selection: Selection, k: u32) -> Vec<Rule> {
         return vec![
             rule(
                 &chain,
-                vec![Stmt::NatMap {
-                    kind: NatKind::Dnat,
-                    version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
-                    key,
-                    map: SetRef::Named(sticky_map_name(v4).into()),
-                    with_port: true,
-                }],
+                vec![
+                    // As in the other dispatch chains: the policy's forward chain admits the
+                    // connections edgenetd DNATed (a miss goes on to the random chain, which
+                    // sets the same bit).
+                    Stmt::CtMarkOr(OWN_DNAT_MARK),
+                    Stmt::NatMap {
+                        kind: NatKind::Dnat,
+                        version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
+                        key,
+                        map: SetRef::Named(sticky_map_name(v4).into()),
+                        with_port: true,
+                    },
+                ],
                 &format!("{chain}: remembered"),
             ),
             rule(
@@ -520,13 +528,17 @@ fn dispatch_rule(v4: bool, affinity: bool, k: u32) -> Rule {
     let chain = dispatch_chain(selection, k as usize, v4);
     rule(
         &chain,
-        vec![Stmt::NatMap {
-            kind: NatKind::Dnat,
-            version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
-            key: Expr::Concat(key),
-            map: SetRef::Named(SetId::backends(v4).name().into()),
-            with_port: true,
-        }],
+        vec![
+            // Marks the connection as DNATed by edgenetd: the policy's forward chain admits it.
+            Stmt::CtMarkOr(OWN_DNAT_MARK),
+            Stmt::NatMap {
+                kind: NatKind::Dnat,
+                version: if v4 { IpVersion::V4 } else { IpVersion::V6 },
+                key: Expr::Concat(key),
+                map: SetRef::Named(SetId::backends(v4).name().into()),
+                with_port: true,
+            },
+        ],
         &chain,
     )
 }

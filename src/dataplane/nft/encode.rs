@@ -19,7 +19,9 @@ fn encode_into(out: &mut Vec<u8>, v: &Value) -> Result<(), CompileError> {
         Value::Ipv4(a) => out.extend_from_slice(&a.octets()),
         Value::Ipv6(a) => out.extend_from_slice(&a.octets()),
         Value::Port(p) => out.extend_from_slice(&p.to_be_bytes()),
-        Value::Proto(p) | Value::IcmpType(p) | Value::Icmpv6Type(p) => out.push(*p),
+        Value::Proto(p) | Value::IcmpType(p) | Value::Icmpv6Type(p) | Value::TcpFlags(p) => {
+            out.push(*p)
+        }
         Value::IfName(name) => {
             if name.contains('\0') {
                 return Err(CompileError::NulInName {

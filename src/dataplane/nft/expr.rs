@@ -245,3 +245,34 @@ pub(crate) fn immediate(dreg: u32, data: &[u8]) -> Result<Expr<kind::Immediate>,
         .with_u32(immediate::DREG, dreg)
         .with_data(immediate::DATA, data)
 }
+
+/// `ct set <key> with reg <sreg>`.
+pub(crate) fn ct_set(key: u32, sreg: u32) -> Expr<kind::Ct> {
+    Expr::new().with_u32(ct::KEY, key).with_u32(ct::SREG, sreg)
+}
+
+/// `rt load <key> => reg` (key 3 = tcpmss: the route's MTU minus the headers).
+pub(crate) fn rt(key: u32, dreg: u32) -> Expr<kind::Rt> {
+    Expr::new().with_u32(rt::KEY, key).with_u32(rt::DREG, dreg)
+}
+
+/// `byteorder reg <reg> = hton(reg <reg>, <size>, <len>)` (op 1 = hton).
+pub(crate) fn hton(reg: u32, size: u32, len: u32) -> Expr<kind::Byteorder> {
+    Expr::new()
+        .with_u32(byteorder::SREG, reg)
+        .with_u32(byteorder::DREG, reg)
+        .with_u32(byteorder::OP, 1)
+        .with_u32(byteorder::LEN, len)
+        .with_u32(byteorder::SIZE, size)
+}
+
+/// `exthdr write tcpopt reg <sreg> => <len>b @ <option> + <offset>` (type 2 = tcpopt; the
+/// TCP option kind goes in `TYPE`, op 1 = tcp options).
+pub(crate) fn tcpopt_write(option: u8, offset: u32, len: u32, sreg: u32) -> Expr<kind::Exthdr> {
+    Expr::new()
+        .with_u8(exthdr::TYPE, option)
+        .with_u32(exthdr::OFFSET, offset)
+        .with_u32(exthdr::LEN, len)
+        .with_u32(exthdr::OP, 1)
+        .with_u32(exthdr::SREG, sreg)
+}

@@ -289,6 +289,8 @@ pub enum Value {
     CtStatus(u32),
     /// `fib ... type` address type (RTN_*): 2 = local.
     AddrType(u32),
+    /// TCP flag bits (`tcp flags`): see [`TCP_SYN`].
+    TcpFlags(u8),
     /// A concatenation `a . b . c`.
     Concat(Vec<Value>),
 }
@@ -317,6 +319,11 @@ pub const CT_STATUS_DNAT: u32 = 0x20;
 pub const CT_STATUS_SNAT: u32 = 0x10;
 /// RTN_LOCAL: `fib daddr type local`.
 pub const ADDRTYPE_LOCAL: u32 = 2;
+/// `tcp flags syn`.
+pub const TCP_SYN: u8 = 0x02;
+/// The conntrack mark bit edgenetd sets on the connections it DNATs (port forwards, service
+/// VIPs), so its forward chain can admit exactly those and not DNAT done by other tables.
+pub const OWN_DNAT_MARK: u32 = 0x8000_0000;
 
 /// A set element key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -443,6 +450,8 @@ pub enum Field {
     IcmpType,
     /// `icmpv6 type`.
     Icmpv6Type,
+    /// `tcp flags` (1 byte; match with [`Stmt::Flags`] and [`Value::TcpFlags`]).
+    TcpFlags,
 }
 
 /// Conntrack keys.
@@ -513,7 +522,7 @@ impl Expr {
             Expr::Payload(Field::IpSaddr | Field::IpDaddr) => 4,
             Expr::Payload(Field::Ip6Saddr | Field::Ip6Daddr) => 16,
             Expr::Payload(Field::TcpDport | Field::UdpDport | Field::ThDport | Field::ThSport) => 2,
-            Expr::Payload(Field::IcmpType | Field::Icmpv6Type) => 1,
+            Expr::Payload(Field::IcmpType | Field::Icmpv6Type | Field::TcpFlags) => 1,
             Expr::Ct(_) | Expr::FibDaddrType | Expr::Numgen { .. } | Expr::Jhash { .. } => 4,
             Expr::CtOriginal(CtOrigKey::IpDaddr) => 4,
             Expr::CtOriginal(CtOrigKey::Ip6Daddr) => 16,
@@ -712,6 +721,11 @@ pub enum Stmt {
         /// The element's data.
         data: Expr,
     },
+    /// `ct mark set ct mark | <bits>`: sets bits of the connection's mark, keeps the others.
+    CtMarkOr(u32),
+    /// `tcp option maxseg size set rt mtu`: lowers the MSS option (where present) to what
+    /// the route's MTU allows.
+    ClampMssToRoute,
 }
 
 /// One rule.

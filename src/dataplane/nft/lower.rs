@@ -26,7 +26,7 @@ fn field_deps(e: &Expr, out: &mut Vec<(MetaKey, u8)>) {
         Expr::Payload(f) => match f {
             Field::IpSaddr | Field::IpDaddr => out.push((MetaKey::NfProto, NFPROTO_IPV4)),
             Field::Ip6Saddr | Field::Ip6Daddr => out.push((MetaKey::NfProto, NFPROTO_IPV6)),
-            Field::TcpDport => out.push((MetaKey::L4Proto, 6)),
+            Field::TcpDport | Field::TcpFlags => out.push((MetaKey::L4Proto, 6)),
             Field::UdpDport => out.push((MetaKey::L4Proto, 17)),
             // As nft does: ICMP only over IPv4, ICMPv6 only over IPv6 (an `inet` table also
             // sees the other family's packets, whose protocol field may hold 1 or 58).
@@ -86,6 +86,7 @@ fn payload_location(f: Field) -> (u32, u32, u32) {
         Field::TcpDport | Field::UdpDport | Field::ThDport => (2, 2, 2),
         Field::ThSport => (2, 0, 2),
         Field::IcmpType | Field::Icmpv6Type => (2, 0, 1),
+        Field::TcpFlags => (2, 13, 1),
     }
 }
 
@@ -302,7 +303,7 @@ impl RuleCx<'_> {
             }
             Stmt::Flags { left, bits, negate } => {
                 let mask = encode(bits)?;
-                let reg = load_key(left, self.raw)?;
+                let reg = self.load(left)?;
                 let zero = vec![0; mask.len()];
                 self.raw.add_expr(expr::bitwise(reg, reg, &mask, &zero)?);
                 let code = if *negate { 0 } else { 1 };
@@ -353,6 +354,32 @@ impl RuleCx<'_> {
                 timeout_ms,
                 data,
             } => self.map_update(map, key, *timeout_ms, data)?,
+            Stmt::CtMarkOr(bits) => {
+                // As nft compiles `ct mark set ct mark | bits`: load, (mark & !bits) ^ bits,
+                // store.
+                let key = libc::NFT_CT_MARK as u32;
+                self.raw.add_expr(expr::ct(key, REG_1));
+                self.raw.add_expr(expr::bitwise(
+                    REG_1,
+                    REG_1,
+                    &(!bits).to_ne_bytes(),
+                    &bits.to_ne_bytes(),
+                )?);
+                self.raw.add_expr(expr::ct_set(key, REG_1));
+            }
+            Stmt::ClampMssToRoute => {
+                emit_deps(
+                    self.family,
+                    &[&Expr::Payload(Field::TcpFlags)],
+                    &mut self.deps,
+                    self.raw,
+                )?;
+                // NFT_RT_TCPMSS, converted to network order, written over the MSS option's
+                // two value bytes (kind 2, offset 2).
+                self.raw.add_expr(expr::rt(3, REG_1));
+                self.raw.add_expr(expr::hton(REG_1, 2, 2));
+                self.raw.add_expr(expr::tcpopt_write(2, 2, 2, REG_1));
+            }
         }
         Ok(())
     }
@@ -392,6 +419,15 @@ impl RuleCx<'_> {
     /// `left op right`; an equality on the l4 or network protocol also satisfies later
     /// statements' dependency on it.
     fn cmp(&mut self, left: &Expr, op: CmpOp, right: &Value) -> Result<(), CompileError> {
+        if let Value::IfName(name) = right
+            && let Some(stem) = name.strip_suffix('*')
+        {
+            // A wildcard compares only the name's first bytes, as nft compiles `"ppp*"`.
+            let reg = self.load(left)?;
+            let code = if op == CmpOp::Eq { 0 } else { 1 };
+            self.raw.add_expr(expr::cmp(reg, code, stem.as_bytes())?);
+            return Ok(());
+        }
         let data = encode(right)?;
         if data.len() as u32 != left.byte_len() {
             return Err(CompileError::Invalid(format!(

@@ -255,7 +255,11 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
         Stmt::Cmp { left, op, right } => {
             render_expr(out, left);
             out.push_str(if *op == CmpOp::Neq { " != " } else { " " });
-            render_value(out, right);
+            match (left, right) {
+                (Expr::Meta(MetaKey::NfProto), Value::Proto(2)) => out.push_str("ipv4"),
+                (Expr::Meta(MetaKey::NfProto), Value::Proto(10)) => out.push_str("ipv6"),
+                _ => render_value(out, right),
+            }
         }
         Stmt::Range {
             left,
@@ -297,6 +301,10 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             Reject::IcmpxAdminProhibited => "reject with icmpx admin-prohibited",
         }),
         Stmt::Masquerade => out.push_str("masquerade"),
+        Stmt::CtMarkOr(bits) => {
+            let _ = write!(out, "ct mark set ct mark | 0x{bits:08x}");
+        }
+        Stmt::ClampMssToRoute => out.push_str("tcp option maxseg size set rt mtu"),
         Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {
             kind,
@@ -343,6 +351,11 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
 /// `left bits` (any of the bits set), or `left & (a|b) == 0` (none set).
 fn render_flags(out: &mut String, left: &Expr, bits: &Value, negate: bool) {
     render_expr(out, left);
+    if let Value::Mark(m) = bits {
+        // A mark is a number, not a flag type: nft wants the mask spelled out.
+        let _ = write!(out, " & 0x{m:08x} {} 0", if negate { "==" } else { "!=" });
+        return;
+    }
     if negate {
         out.push_str(" & (");
         let mut s = String::new();
@@ -455,6 +468,7 @@ pub fn render_expr(out: &mut String, e: &Expr) {
             Field::ThSport => "th sport",
             Field::IcmpType => "icmp type",
             Field::Icmpv6Type => "icmpv6 type",
+            Field::TcpFlags => "tcp flags",
         }),
         Expr::Ct(k) => out.push_str(match k {
             CtKey::State => "ct state",
@@ -550,6 +564,17 @@ pub fn render_value(out: &mut String, v: &Value) {
             out,
             *bits,
             &[(CT_STATUS_SNAT, "snat"), (CT_STATUS_DNAT, "dnat")],
+        ),
+        Value::TcpFlags(bits) => render_bits(
+            out,
+            u32::from(*bits),
+            &[
+                (0x01, "fin"),
+                (u32::from(TCP_SYN), "syn"),
+                (0x04, "rst"),
+                (0x08, "psh"),
+                (0x10, "ack"),
+            ],
         ),
         Value::AddrType(t) => match *t {
             ADDRTYPE_LOCAL => out.push_str("local"),

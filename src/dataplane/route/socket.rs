@@ -184,6 +184,33 @@ impl RouteSocket {
         Ok(links)
     }
 
+    /// Every address of every interface: (interface index, address), the local address of
+    /// point-to-point links (PPP), not their peer's.
+    pub async fn addresses(&self) -> Result<Vec<(u32, std::net::IpAddr)>, RouteError> {
+        use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage};
+        let mut out = Vec::new();
+        self.dump(
+            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+            |msg| {
+                if let RouteNetlinkMessage::NewAddress(a) = msg {
+                    let local = a.attributes.iter().find_map(|at| match at {
+                        AddressAttribute::Local(ip) => Some(*ip),
+                        _ => None,
+                    });
+                    let addr = a.attributes.iter().find_map(|at| match at {
+                        AddressAttribute::Address(ip) => Some(*ip),
+                        _ => None,
+                    });
+                    if let Some(ip) = local.or(addr) {
+                        out.push((a.header.index, ip));
+                    }
+                }
+            },
+        )
+        .await?;
+        Ok(out)
+    }
+
     /// Every route of both families in every table whose protocol is `protocol` (filtered in
     /// the kernel), with devices named through `links`.
     pub async fn dump_routes(

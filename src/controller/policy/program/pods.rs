@@ -30,7 +30,7 @@ use crate::config::policy::PolicyConfig;
 use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
-use super::{Builder, FAULT_CHAIN, Group, Program, build, est_related};
+use super::{Builder, FAULT_CHAIN, Group, Program, RouterAddresses, build_with, est_related};
 
 /// The base chain of pod isolation.
 pub const PODS: &str = "pods";
@@ -99,9 +99,10 @@ pub fn build_with_pods(
     cfg: Option<&PolicyConfig>,
     pods: &PodPolicies,
     table_name: &str,
+    addrs: &RouterAddresses,
 ) -> Option<Program> {
     let base = match cfg {
-        Some(cfg) => build(cfg, table_name),
+        Some(cfg) => build_with(cfg, table_name, addrs),
         None if pods.is_empty() => return None,
         None => Program {
             table: Table::new(Family::Inet, table_name),

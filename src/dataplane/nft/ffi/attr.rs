@@ -170,6 +170,7 @@ pub(crate) mod expr {
             KEY: U32 = NFTNL_EXPR_CT_KEY;
             DREG: U32 = NFTNL_EXPR_CT_DREG;
             DIR: U8 = NFTNL_EXPR_CT_DIR;
+            SREG: U32 = NFTNL_EXPR_CT_SREG;
         }
         dynset: Dynset {
             SREG_KEY: U32 = NFTNL_EXPR_DYNSET_SREG_KEY;
@@ -177,6 +178,21 @@ pub(crate) mod expr {
             OP: U32 = NFTNL_EXPR_DYNSET_OP;
             TIMEOUT: U64 = NFTNL_EXPR_DYNSET_TIMEOUT;
             SET_NAME: Str = NFTNL_EXPR_DYNSET_SET_NAME;
+        }
+        rt: Rt { KEY: U32 = NFTNL_EXPR_RT_KEY; DREG: U32 = NFTNL_EXPR_RT_DREG; }
+        byteorder: Byteorder {
+            SREG: U32 = NFTNL_EXPR_BYTEORDER_SREG;
+            DREG: U32 = NFTNL_EXPR_BYTEORDER_DREG;
+            OP: U32 = NFTNL_EXPR_BYTEORDER_OP;
+            LEN: U32 = NFTNL_EXPR_BYTEORDER_LEN;
+            SIZE: U32 = NFTNL_EXPR_BYTEORDER_SIZE;
+        }
+        exthdr: Exthdr {
+            SREG: U32 = NFTNL_EXPR_EXTHDR_SREG;
+            TYPE: U8 = NFTNL_EXPR_EXTHDR_TYPE;
+            OFFSET: U32 = NFTNL_EXPR_EXTHDR_OFFSET;
+            LEN: U32 = NFTNL_EXPR_EXTHDR_LEN;
+            OP: U32 = NFTNL_EXPR_EXTHDR_OP;
         }
         fib: Fib {
             FLAGS: U32 = NFTNL_EXPR_FIB_FLAGS;

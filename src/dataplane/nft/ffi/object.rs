@@ -25,7 +25,8 @@ pub(crate) mod kind {
     }
     markers!(
         Table, Chain, Rule, Set, Elem, AnyExpr, Meta, Payload, Ct, Fib, Numgen, Hash, Cmp, Range,
-        Bitwise, Lookup, Immediate, Counter, Limit, Log, Reject, Masq, Nat, Dynset
+        Bitwise, Lookup, Immediate, Counter, Limit, Log, Reject, Masq, Nat, Dynset, Rt, Byteorder,
+        Exthdr
     );
 }
 
@@ -226,6 +227,9 @@ expr_kind!(
     Masq = c"masq",
     Nat = c"nat",
     Dynset = c"dynset",
+    Rt = c"rt",
+    Byteorder = c"byteorder",
+    Exthdr = c"exthdr",
 );
 
 // Serialized size allowances (netlink attribute headers are 4 bytes, values padded to 4).

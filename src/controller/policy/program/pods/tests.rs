@@ -66,12 +66,20 @@ pub(crate) fn sample() -> PodPolicies {
 
 #[test]
 fn neither_policy_nor_pods_is_no_table() {
-    assert_eq!(build_with_pods(None, &PodPolicies::default(), "t"), None);
+    assert_eq!(
+        build_with_pods(
+            None,
+            &PodPolicies::default(),
+            "t",
+            &RouterAddresses::default()
+        ),
+        None
+    );
 }
 
 #[test]
 fn pods_alone_make_a_table_of_pod_chains_only() {
-    let p = build_with_pods(None, &sample(), "t").unwrap();
+    let p = build_with_pods(None, &sample(), "t", &RouterAddresses::default()).unwrap();
     let chains: Vec<&str> = p.table.chains.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(chains, [PODS, PODS_INGRESS, PODS_EGRESS]);
     let text = render::render_plan_block(&p.table);
@@ -101,7 +109,7 @@ fn pods_alone_make_a_table_of_pod_chains_only() {
 
 #[test]
 fn isolated_sets_are_the_skeleton_and_unit_sets_their_group() {
-    let p = build_with_pods(None, &sample(), "t").unwrap();
+    let p = build_with_pods(None, &sample(), "t", &RouterAddresses::default()).unwrap();
     let set = |name: &str| {
         let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
         (p.table.sets[i].elements.len(), p.set_groups[i])
@@ -115,7 +123,7 @@ fn isolated_sets_are_the_skeleton_and_unit_sets_their_group() {
 
 #[test]
 fn a_refused_unit_leaves_its_pods_isolated() {
-    let p = build_with_pods(None, &sample(), "t").unwrap();
+    let p = build_with_pods(None, &sample(), "t", &RouterAddresses::default()).unwrap();
     let (table, rule_groups, _) = p.without(&BTreeSet::from([1]));
     assert!(table.sets.iter().any(|s| s.name == "pods.in4"));
     assert!(!table.sets.iter().any(|s| s.name.starts_with("np0.")));
@@ -133,7 +141,7 @@ fn a_refused_unit_leaves_its_pods_isolated() {
 
 #[test]
 fn pod_churn_changes_set_elements_only() {
-    let a = build_with_pods(None, &sample(), "t").unwrap();
+    let a = build_with_pods(None, &sample(), "t", &RouterAddresses::default()).unwrap();
     let mut more = sample();
     let iso = more.policies[0].ingress.as_mut().unwrap();
     iso.pods.push("10.1.0.11".parse().unwrap());
@@ -142,7 +150,7 @@ fn pod_churn_changes_set_elements_only() {
         .as_mut()
         .unwrap()
         .push("10.2.0.20/32".parse().unwrap());
-    let b = build_with_pods(None, &more, "t").unwrap();
+    let b = build_with_pods(None, &more, "t", &RouterAddresses::default()).unwrap();
     assert!(a.same_structure(&b));
     assert_ne!(a, b);
 }
@@ -151,8 +159,8 @@ fn pod_churn_changes_set_elements_only() {
 fn with_a_policy_section_the_pod_chains_come_after_its_own() {
     let desired = crate::config::load_str(&[("e.toml", "[policy]\n")]).unwrap();
     let cfg = desired.policy.as_ref().unwrap();
-    let plain = build(cfg, "t");
-    let both = build_with_pods(Some(cfg), &sample(), "t").unwrap();
+    let plain = super::super::build(cfg, "t");
+    let both = build_with_pods(Some(cfg), &sample(), "t", &RouterAddresses::default()).unwrap();
     assert_eq!(
         both.table.chains[..plain.table.chains.len()],
         plain.table.chains[..]
@@ -162,7 +170,13 @@ fn with_a_policy_section_the_pod_chains_come_after_its_own() {
         plain.table.rules[..]
     );
     assert_eq!(
-        build_with_pods(Some(cfg), &PodPolicies::default(), "t").unwrap(),
+        build_with_pods(
+            Some(cfg),
+            &PodPolicies::default(),
+            "t",
+            &RouterAddresses::default()
+        )
+        .unwrap(),
         plain,
         "no pods: exactly the [policy] table"
     );
@@ -181,7 +195,7 @@ fn a_policy_over_many_pods_is_a_few_rules_over_sets() {
                 .map(|i| IpNet::from(IpAddr::from([10, 2, (i / 250) as u8, (i % 250 + 1) as u8])))
                 .collect(),
         );
-        build_with_pods(None, &p, "t").unwrap()
+        build_with_pods(None, &p, "t", &RouterAddresses::default()).unwrap()
     };
     let (small, big) = (many(2), many(2000));
     assert_eq!(small.rule_count(), big.rule_count());

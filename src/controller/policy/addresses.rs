@@ -1,0 +1,148 @@
+//! The router's own addresses, by interface. A port forward's reflection (hairpin) applies
+//! only to connections addressed to the router's addresses on the forward's `from` zone, and
+//! those addresses come and go with the links (DHCP, PPPoE), so they are read from the
+//! kernel, and an address or link change wakes the policy loop to plan again.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use log::{debug, warn};
+
+use crate::config::policy::{PolicyConfig, Zone};
+use crate::dataplane::route::{RouteError, RouteEvent, RouteMonitor, RouteSocket};
+use crate::sync::Trigger;
+
+/// The router's addresses with the interface each is on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouterAddresses {
+    /// (interface name, address), sorted.
+    entries: Vec<(String, IpAddr)>,
+}
+
+impl RouterAddresses {
+    /// From (interface, address) pairs in any order.
+    pub fn new(mut entries: Vec<(String, IpAddr)>) -> RouterAddresses {
+        entries.sort();
+        entries.dedup();
+        RouterAddresses { entries }
+    }
+
+    /// The router's addresses on zone `z`: those on its interfaces; for a zone of networks
+    /// only, those inside its networks (never loopback's).
+    pub fn of_zone(&self, z: &Zone) -> Vec<IpAddr> {
+        let mut out: Vec<IpAddr> = self
+            .entries
+            .iter()
+            .filter(|(ifname, addr)| {
+                if z.interfaces.is_empty() {
+                    ifname != "lo" && z.networks.iter().any(|n| n.contains(addr))
+                } else {
+                    z.has_interface(ifname)
+                }
+            })
+            .map(|(_, addr)| *addr)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// True when some port forward reflects: only then are the addresses needed.
+pub fn needed(cfg: Option<&PolicyConfig>) -> bool {
+    cfg.is_some_and(|c| c.port_forwards.iter().any(|pf| pf.reflection))
+}
+
+/// Reads every interface's addresses through `socket`.
+pub async fn read(socket: &RouteSocket) -> Result<RouterAddresses, RouteError> {
+    let links = socket.links().await?;
+    let entries = socket
+        .addresses()
+        .await?
+        .into_iter()
+        .filter_map(|(index, addr)| links.name(index).map(|n| (n.to_string(), addr)))
+        .collect();
+    Ok(RouterAddresses::new(entries))
+}
+
+/// The addresses as last read, with a kernel-event monitor that marks them stale and wakes
+/// the loop when an address or a link changes.
+#[derive(Default)]
+pub struct AddressWatch {
+    /// The socket the addresses are read through (opened on the loop's thread, so in the
+    /// daemon's network namespace).
+    socket: Option<RouteSocket>,
+    /// The last reading; `None` before the first or after a failed one.
+    current: Option<RouterAddresses>,
+    /// Set by the monitor when the reading may be out of date.
+    stale: Arc<AtomicBool>,
+    /// The monitor task; `None` until started or when it could not be.
+    task: Option<smol::Task<()>>,
+}
+
+impl AddressWatch {
+    /// The router's addresses, read again when the monitor saw a change (or is not running).
+    /// A failed reading is logged and yields no addresses: reflection is then off until the
+    /// next successful one (the router's own services are never shadowed).
+    pub async fn get(&mut self, trigger: &Trigger) -> RouterAddresses {
+        self.ensure_monitor(trigger);
+        let monitored = self.task.as_ref().is_some_and(|t| !t.is_finished());
+        let stale = self.stale.swap(false, Ordering::SeqCst);
+        if let Some(cur) = self.current.as_ref().filter(|_| monitored && !stale) {
+            return cur.clone();
+        }
+        match self.read().await {
+            Ok(addrs) => {
+                self.current = Some(addrs.clone());
+                addrs
+            }
+            Err(e) => {
+                warn!("policy: cannot read the router's addresses ({e}): reflection is off");
+                self.socket = None;
+                self.current = None;
+                RouterAddresses::default()
+            }
+        }
+    }
+
+    async fn read(&mut self) -> Result<RouterAddresses, RouteError> {
+        if self.socket.is_none() {
+            self.socket = Some(RouteSocket::open()?);
+        }
+        read(self.socket.as_ref().expect("opened above")).await
+    }
+
+    fn ensure_monitor(&mut self, trigger: &Trigger) {
+        if self.task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        self.stale.store(true, Ordering::SeqCst);
+        // Protocol 0 (unspecified) owns no routes worth reporting; only addresses and links
+        // matter here.
+        match RouteMonitor::open(0, None) {
+            Ok(mut monitor) => {
+                let (stale, trigger) = (self.stale.clone(), trigger.clone());
+                self.task = Some(smol::spawn(async move {
+                    while let Some(event) = monitor.next().await {
+                        if matches!(
+                            event,
+                            RouteEvent::Address { .. }
+                                | RouteEvent::Link { .. }
+                                | RouteEvent::Overrun
+                        ) {
+                            debug!("policy: {event:?}: the router's addresses are read again");
+                            stale.store(true, Ordering::SeqCst);
+                            trigger.fire();
+                        }
+                    }
+                    stale.store(true, Ordering::SeqCst);
+                }));
+            }
+            Err(e) => {
+                warn!("policy: cannot watch address changes ({e}): they are read at every sync");
+                self.task = None;
+            }
+        }
+    }
+}
