@@ -26,4 +26,5 @@ fi
 cargo test --features kubernetes --lib kubernetes
 cargo test --features kubernetes --test kubernetes_client
 cargo test --features kubernetes --test cli
+cargo test --features kubernetes --test deploy_manifests
 echo "edgenetd: all tests passed"
