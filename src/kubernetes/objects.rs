@@ -17,6 +17,19 @@ pub use super::client::meta::{
     Bookmark, HasMeta, KEPT_ANNOTATION_PREFIX, List, ListMeta, ObjectMeta, Status, WatchEvent,
 };
 
+/// Every kind the reflectors keep (a kind added below gets a line here).
+macro_rules! has_meta {
+    ($($kind:ty),*) => {$(
+        impl HasMeta for $kind {
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+        }
+    )*};
+}
+
+has_meta!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
+
 /// A Service.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -405,19 +418,6 @@ pub struct Namespace {
     /// Name and labels.
     pub metadata: ObjectMeta,
 }
-
-/// Every kind the reflectors keep.
-macro_rules! has_meta {
-    ($($kind:ty),*) => {$(
-        impl HasMeta for $kind {
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-        }
-    )*};
-}
-
-has_meta!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
 
 #[cfg(test)]
 mod tests;
