@@ -1,8 +1,9 @@
 //! Kubernetes source benchmark: 5,000 Services with 20,000 endpoints.
 //!
-//!   bench_kubernetes                                  the pure pipeline (no kernel, no root)
-//!   bench_kubernetes --daemon BIN --netns NAME        + the daemon fed by the fake API server
-//!   bench_kubernetes --daemon BIN --netns NAME --toml + the same services from TOML (baseline)
+//!   bench_kubernetes                                 the pure pipeline (no kernel, no root)
+//!   bench_kubernetes --daemon BIN --netns NAME       + the daemon fed by the fake API server
+//!       [--feed cluster|toml|both]                     (toml: the same services as TOML, the
+//!                                                       baseline; default cluster)
 //!
 //! `scripts/bench-kubernetes.sh` builds everything and runs the daemon parts in a throwaway
 //! network namespace. Prints figures; asserts only that every service and change arrived.
@@ -31,7 +32,9 @@ struct Args {
     daemon: Option<PathBuf>,
     /// The network namespace the daemon programs (`--netns`).
     netns: Option<String>,
-    /// Also the TOML baseline.
+    /// Feed the daemon from the fake API server.
+    cluster: bool,
+    /// Feed the daemon the same services as TOML (the baseline).
     toml: bool,
 }
 
@@ -39,6 +42,7 @@ fn parse() -> Result<Args, String> {
     let mut args = Args {
         daemon: None,
         netns: None,
+        cluster: true,
         toml: false,
     };
     let mut it = std::env::args().skip(1);
@@ -46,7 +50,14 @@ fn parse() -> Result<Args, String> {
         match a.as_str() {
             "--daemon" => args.daemon = it.next().map(PathBuf::from),
             "--netns" => args.netns = it.next(),
-            "--toml" => args.toml = true,
+            "--feed" => {
+                (args.cluster, args.toml) = match it.next().as_deref() {
+                    Some("cluster") => (true, false),
+                    Some("toml") => (false, true),
+                    Some("both") => (true, true),
+                    _ => return Err("--feed takes cluster, toml or both".into()),
+                }
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -79,8 +90,10 @@ fn main() -> ExitCode {
     let (Some(binary), Some(netns)) = (args.daemon, args.netns) else {
         return ExitCode::SUCCESS;
     };
-    println!("daemon fed by the cluster ({}):", binary.display());
-    daemon::run(&binary, &netns, daemon::Feed::Cluster(&fake));
+    if args.cluster {
+        println!("daemon fed by the cluster ({}):", binary.display());
+        daemon::run(&binary, &netns, daemon::Feed::Cluster(&fake));
+    }
     if args.toml {
         println!("daemon fed the same services as TOML:");
         daemon::run(&binary, &netns, daemon::Feed::Toml);
