@@ -18,6 +18,7 @@ use edgenetd::controller::service::slots::slot_count;
 use crate::common::fake_apiserver::FakeApiServer;
 use crate::common::scratch::ScratchDir;
 use crate::data;
+use crate::ms;
 
 /// The daemon's HTTP address, in the benchmark's namespace.
 const LISTEN: &str = "127.0.0.1:19751";
@@ -285,11 +286,6 @@ fn change(feed: &Feed, config: &Path, to: Ipv4Addr) {
             std::fs::rename(&tmp, config).unwrap();
         }
     }
-}
-
-/// Milliseconds.
-fn ms(d: Duration) -> String {
-    format!("{:9.1} ms", d.as_secs_f64() * 1000.0)
 }
 
 /// Runs the daemon, prints its figures.

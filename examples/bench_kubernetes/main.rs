@@ -22,9 +22,14 @@ mod pipeline;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::fake_apiserver::FakeApiServer;
+
+/// Milliseconds, right-aligned for the tables.
+fn ms(d: Duration) -> String {
+    format!("{:9.1} ms", d.as_secs_f64() * 1000.0)
+}
 
 /// The command line.
 struct Args {

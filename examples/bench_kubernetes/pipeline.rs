@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::common::fake_apiserver::FakeApiServer;
 use crate::common::scratch::ScratchDir;
 use crate::data;
+use crate::ms;
 
 /// Objects per list page (the reflector's default `limit`).
 const PAGE: usize = 500;
@@ -69,11 +70,6 @@ fn check(t: &Translated) {
     let backends: usize = t.services.iter().map(|s| s.backends.len()).sum();
     assert_eq!(t.services.len(), data::SERVICES, "skipped: {:?}", t.skipped);
     assert_eq!(backends, data::SERVICES * data::ENDPOINTS);
-}
-
-/// Milliseconds.
-fn ms(d: Duration) -> String {
-    format!("{:9.1} ms", d.as_secs_f64() * 1000.0)
 }
 
 /// Runs `f`, returns its result and how long it took.
