@@ -19,8 +19,11 @@
 #   5c. runs the aarch64 binary on a real arm64 kernel with every controller of the example config
 #      (packaging/smoke-arm64vm.sh; needs the project's arm64vm tool, see there);
 #   6. prints the footprint against the budgets (scripts/footprint.sh; fails on size/RSS only);
+#   6b. the `kubernetes` feature: its dependencies (no aws-lc, tokio or hyper; the default build's
+#      tree is the feature's minus the feature's own crates), its aarch64 release build
+#      (stripped) against its 3.3 MB budget, and no trace of it in the default binary;
 #   7. purges the package and checks nothing leaked into the host's network.
-# Expected time on 2 cores: ~10 min (two release builds dominate).
+# Expected time on 2 cores: ~15 min (three release builds dominate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -168,6 +171,9 @@ fi
 
 section "footprint"
 scripts/footprint.sh --no-build
+
+section "kubernetes feature: dependencies, aarch64 size (budget 3.3 MB)"
+packaging/kubernetes-size-check.sh
 
 section "purge"
 dpkg --purge edgenetd

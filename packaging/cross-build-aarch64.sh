@@ -6,6 +6,9 @@
 #
 #   packaging/cross-build-aarch64.sh            # -> target/aarch64-unknown-linux-gnu/release/edgenetd
 #   EDGENETD_SKIP_DEPS=1 packaging/...          # do not touch apt/rustup (already installed)
+#   CARGO_TARGET_DIR=target/kubernetes packaging/cross-build-aarch64.sh --features kubernetes
+#                                               # extra arguments go to cargo build; a target
+#                                               # dir of its own keeps the default binary
 #
 # The binary links dynamically against glibc, libnftnl11 and libmnl0 of the target, exactly
 # what the arm64 .deb declares (Debian ships no static libmnl).
@@ -43,6 +46,6 @@ export PKG_CONFIG_ALLOW_CROSS=1
 export PKG_CONFIG_LIBDIR_aarch64_unknown_linux_gnu=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 nice -n 10 cargo build --release --locked --target "$target" "$@"
 
-bin=target/$target/release/edgenetd
+bin=${CARGO_TARGET_DIR:-target}/$target/release/edgenetd
 file "$bin" 2>/dev/null || true
 echo "built $bin ($(stat -c %s "$bin") bytes)"

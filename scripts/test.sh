@@ -28,4 +28,5 @@ cargo test --features kubernetes --test kubernetes_client
 cargo test --features kubernetes --test pod_policy_packets
 cargo test --features kubernetes,fault-injection --test kubernetes_daemon
 cargo test --features kubernetes --test cli
+cargo test --features kubernetes --test deploy_manifests
 echo "edgenetd: all tests passed"

@@ -252,6 +252,14 @@ impl HealthHandle {
         self.record_outcome(None);
     }
 
+    /// A source that is not a sync loop could not complete its state on its first attempt:
+    /// counted as one failed attempt, so READY=1 (which follows every first attempt, as for a
+    /// controller whose first sync failed) does not wait for it, while readiness (/readyz,
+    /// `ready`) does until [`HealthHandle::source_ready`].
+    pub fn source_incomplete(&self, why: String) {
+        self.record_outcome(Some(why));
+    }
+
     /// Changes the liveness window (settings reloaded).
     pub fn set_window(&self, window: Duration) {
         self.health.lock()[self.index].window = window;

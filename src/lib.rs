@@ -26,9 +26,10 @@
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
 //!   the reaction to a reload, and the registry of built-in controllers.
 //! - [`cli`]: the verbs, parsed once into [`cli::Verb`].
-//! - `kubernetes` (feature `kubernetes`, off by default): the Kubernetes source, not wired
-//!   into the daemon yet: a small list+watch client (rustls on smol), the API objects, their
-//!   pure translation into the config model, the composer (TOML + cluster) and its cache.
+//! - `kubernetes` (feature `kubernetes`, off by default): the Kubernetes source: a small
+//!   list+watch client (rustls on smol), the API objects, their pure translation into the
+//!   config model, the watcher thread, the composer (TOML + cluster) and its cache; the
+//!   daemon starts it from `daemon::kubernetes` when the config has `[kubernetes]`.
 //!
 //! The design in prose (layers, controller shape, heartbeat contract, kernel ownership, test
 //! isolation) is in `docs/architecture.md`.

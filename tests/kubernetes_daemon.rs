@@ -282,6 +282,25 @@ netns_test! {
 }
 
 netns_test! {
+    /// The unit is ordered before network-pre.target: an API server that only answers once
+    /// the network is up must not hold READY=1 (and with it the boot) forever.
+    fn an_api_server_down_at_boot_does_not_hold_ready_but_readyz_waits_for_the_cluster() {
+        let mut lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        lab.fake.stop();
+        let d = Daemon::start("k8s-down-at-boot", &lab.config(""));
+        d.wait_notify(0, STEP, |m| m.lines().any(|l| l == "READY=1"))
+            .unwrap_or_else(|| panic!("no READY=1: {:?}\n{}", d.messages(), d.log()));
+        assert!(d.log().contains("not listed yet"), "{}", d.log());
+        assert_eq!(d.get("/readyz").0, 503, "not ready before the cluster answered");
+        assert_eq!(healthz(&d)["live"], true);
+        lab.fake.restart();
+        wait_until("/readyz once the kinds are listed", STEP, || d.get("/readyz").0 == 200);
+        lab.wait_served_by(&["b1"], 20);
+    }
+}
+
+netns_test! {
     fn restarting_the_api_server_resumes_the_watch_without_a_relist() {
         let mut lab = Lab::new();
         lab.web(&[ready("10.0.1.2"), ready("10.0.2.2")]);

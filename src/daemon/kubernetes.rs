@@ -159,6 +159,10 @@ struct Shared {
     health: HealthHandle,
     /// Readiness was reported.
     ready: AtomicBool,
+    /// Every watched kind's state.
+    statuses: Statuses,
+    /// A first attempt that left the state incomplete was reported.
+    incomplete_reported: AtomicBool,
 }
 
 /// The state behind [`Shared`]'s lock.
@@ -207,6 +211,14 @@ impl Shared {
             self.ready.store(true, Ordering::Relaxed);
             info!("kubernetes: every enabled kind is in force");
             self.health.source_ready();
+        } else if !ready && !self.incomplete_reported.load(Ordering::Relaxed) {
+            // READY=1 follows first attempts: an API server unreachable at boot (as it may be
+            // until the network this unit is ordered before comes up) must not hold the boot.
+            if let Some(why) = self.statuses.first_attempt_failed() {
+                self.incomplete_reported.store(true, Ordering::Relaxed);
+                warn!("kubernetes: {why}; serving the TOML state until the cluster answers");
+                self.health.source_incomplete(why);
+            }
         }
     }
 
@@ -255,6 +267,8 @@ pub fn start(
         snapshots,
         health: handle.clone(),
         ready: AtomicBool::new(false),
+        statuses: statuses.clone(),
+        incomplete_reported: AtomicBool::new(false),
     });
     shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
     let for_http = statuses.clone();

@@ -2,110 +2,33 @@
 //! everything else skipped while parsing (a big list decodes into a fraction of the memory the
 //! full types would take). Field names follow the API's JSON exactly.
 //!
-//! Conventions that hold for every struct here:
-//! - Unknown fields are ignored (the API grows; edgenetd must not break when it does).
-//! - A missing field and an explicit `null` both read as the default: the API server writes
-//!   `null` for some empty lists (an EndpointSlice's `ports` and `endpoints` have no
-//!   `omitempty`), and a lean struct must not fail on it.
-//! - Annotations are dropped except kube-router's (`kube-router.io/…`), which the route
-//!   translation reads; `kubectl apply` stores whole objects in an annotation, which is the
-//!   largest thing a lean decode avoids holding.
+//! The generic shapes (`metadata`, list pages, watch events, `Status`) are the client's
+//! ([`super::client::meta`]), re-exported here; every kind implements [`HasMeta`] so a
+//! reflector can keep it. The same conventions hold: unknown fields are ignored, and a missing
+//! field and an explicit `null` both read as the default (an EndpointSlice's `ports` and
+//! `endpoints` have no `omitempty`).
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 
-/// Deserializes `null` as the type's default (for lists and maps the API may write as null).
-fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
+use super::client::meta::null_default;
+pub use super::client::meta::{
+    Bookmark, HasMeta, KEPT_ANNOTATION_PREFIX, List, ListMeta, ObjectMeta, Status, WatchEvent,
+};
 
-/// Annotations with this prefix are kept; all others are skipped while parsing.
-pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
-
-/// Keeps only the annotations edgenetd reads (kube-router's); the others' values are skipped
-/// unread, never allocated.
-fn kept_annotations<'de, D>(d: D) -> Result<BTreeMap<String, String>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    struct Kept;
-    impl<'de> Visitor<'de> for Kept {
-        type Value = BTreeMap<String, String>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a map of annotations or null")
-        }
-
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut kept = BTreeMap::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if key.starts_with(KEPT_ANNOTATION_PREFIX) {
-                    kept.insert(key, map.next_value()?);
-                } else {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
+/// Every kind the reflectors keep (a kind added below gets a line here).
+macro_rules! has_meta {
+    ($($kind:ty),*) => {$(
+        impl HasMeta for $kind {
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
             }
-            Ok(kept)
         }
-    }
-    d.deserialize_any(Kept)
+    )*};
 }
 
-/// `metadata` of an object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ObjectMeta {
-    /// The object's name.
-    pub name: String,
-    /// Its namespace (empty for cluster-scoped kinds: Node, Namespace).
-    pub namespace: String,
-    /// The version of the object the server last wrote; watches resume from the newest.
-    pub resource_version: String,
-    /// Labels (selectors match these).
-    #[serde(deserialize_with = "null_default")]
-    pub labels: BTreeMap<String, String>,
-    /// Kept annotations only (see the module doc).
-    #[serde(deserialize_with = "kept_annotations")]
-    pub annotations: BTreeMap<String, String>,
-}
-
-/// `metadata` of a list: where the list stands and how to fetch the next page.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ListMeta {
-    /// The collection's version at the time of the list; a watch starts from it.
-    pub resource_version: String,
-    /// Token for the next page; empty on the last page.
-    #[serde(rename = "continue")]
-    pub continue_token: String,
-}
-
-/// A page of a list (`GET /api/v1/services?limit=…&continue=…`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", bound = "T: DeserializeOwned")]
-pub struct List<T> {
-    /// `ServiceList`, `EndpointSliceList`, …
-    #[serde(default)]
-    pub kind: String,
-    /// Version and continue token.
-    #[serde(default)]
-    pub metadata: ListMeta,
-    /// The objects of this page.
-    #[serde(default, deserialize_with = "null_default")]
-    pub items: Vec<T>,
-}
+has_meta!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
 
 /// A Service.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -518,123 +441,6 @@ pub struct Namespace {
     /// Name and labels.
     pub metadata: ObjectMeta,
 }
-
-/// The `object` of a BOOKMARK event: only the version the watch has reached.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Bookmark {
-    /// `resourceVersion` (and nothing else edgenetd reads).
-    pub metadata: ObjectMeta,
-}
-
-/// A `Status` object: the body of an API error and of a watch's ERROR event.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Status {
-    /// `Success` or `Failure`.
-    pub status: String,
-    /// Human-readable description.
-    pub message: String,
-    /// Machine-readable reason, e.g. `Expired`, `Gone`.
-    pub reason: String,
-    /// The HTTP status it stands for (410 = the resourceVersion is too old: relist).
-    pub code: u16,
-}
-
-/// One line of a watch stream: `{"type": …, "object": …}`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WatchEvent<T> {
-    /// A new object.
-    Added(T),
-    /// A changed object.
-    Modified(T),
-    /// A removed object (its last state).
-    Deleted(T),
-    /// Progress: the watch has seen everything up to this version.
-    Bookmark(Bookmark),
-    /// The watch failed; a `code` of 410 means the version is gone from the server's history.
-    Error(Status),
-}
-
-impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EventVisitor(PhantomData))
-    }
-}
-
-/// Reads `type` and `object` in either order; the API server writes `type` first, so the
-/// object normally decodes straight into its type without an intermediate tree.
-struct EventVisitor<T>(PhantomData<T>);
-
-/// An `object` seen before `type` (kept as a tree until the type is known).
-enum Pending<T> {
-    None,
-    Raw(serde_json::Value),
-    Done(WatchEvent<T>),
-}
-
-impl<'de, T: DeserializeOwned> Visitor<'de> for EventVisitor<T> {
-    type Value = WatchEvent<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a watch event {\"type\": …, \"object\": …}")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut kind: Option<String> = None;
-        let mut object = Pending::None;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "type" => kind = Some(map.next_value()?),
-                "object" => {
-                    object = match &kind {
-                        Some(k) => Pending::Done(event_from(k, &mut map)?),
-                        None => Pending::Raw(map.next_value()?),
-                    }
-                }
-                _ => {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
-            }
-        }
-        let kind = kind.ok_or_else(|| de::Error::missing_field("type"))?;
-        match object {
-            Pending::Done(event) => Ok(event),
-            Pending::Raw(value) => event_from_value(&kind, value).map_err(de::Error::custom),
-            Pending::None => Err(de::Error::missing_field("object")),
-        }
-    }
-}
-
-fn event_from<'de, T: DeserializeOwned, A: MapAccess<'de>>(
-    kind: &str,
-    map: &mut A,
-) -> Result<WatchEvent<T>, A::Error> {
-    Ok(match kind {
-        "ADDED" => WatchEvent::Added(map.next_value()?),
-        "MODIFIED" => WatchEvent::Modified(map.next_value()?),
-        "DELETED" => WatchEvent::Deleted(map.next_value()?),
-        "BOOKMARK" => WatchEvent::Bookmark(map.next_value()?),
-        "ERROR" => WatchEvent::Error(map.next_value()?),
-        other => return Err(de::Error::unknown_variant(other, EVENT_TYPES)),
-    })
-}
-
-fn event_from_value<T: DeserializeOwned>(
-    kind: &str,
-    v: serde_json::Value,
-) -> Result<WatchEvent<T>, serde_json::Error> {
-    Ok(match kind {
-        "ADDED" => WatchEvent::Added(serde_json::from_value(v)?),
-        "MODIFIED" => WatchEvent::Modified(serde_json::from_value(v)?),
-        "DELETED" => WatchEvent::Deleted(serde_json::from_value(v)?),
-        "BOOKMARK" => WatchEvent::Bookmark(serde_json::from_value(v)?),
-        "ERROR" => WatchEvent::Error(serde_json::from_value(v)?),
-        other => return Err(de::Error::unknown_variant(other, EVENT_TYPES)),
-    })
-}
-
-const EVENT_TYPES: &[&str] = &["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
 
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,8 @@ fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Healt
         kinds: vec![Kind::Services, Kind::Routes],
         health: health.register("kubernetes", watch::WINDOW),
         ready: AtomicBool::new(false),
+        statuses: Statuses::default(),
+        incomplete_reported: AtomicBool::new(false),
     });
     (shared, health)
 }

@@ -5,8 +5,8 @@
 //! - [`http`]: one request on one connection: the head parsed with `httparse`, bodies framed by
 //!   Content-Length or chunked transfer encoding, every size bounded and every read bounded in
 //!   time, so a broken or hung server can neither exhaust memory nor wedge the caller.
-//! - [`meta`]: the little every object must have (`metadata.namespace`, `name`,
-//!   `resourceVersion`), lists and watch events.
+//! - [`meta`]: the generic shapes: `metadata` (namespace, name, `resourceVersion`, labels),
+//!   list pages, watch events and `Status`; the object structs embed and re-export them.
 //! - [`reflector`]: client-go's reflector: paged list, then watch from the list's
 //!   resourceVersion, resume after drops, relist on 410 Gone, back off on errors; keeps a
 //!   [`Store`] and fires a [`crate::sync::Trigger`] when it changed.

@@ -227,10 +227,10 @@ where
             for obj in page.items {
                 objects.insert(key_of(&obj), obj);
             }
-            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
-                Some(t) => token = Some(t),
-                None => break page.metadata.resource_version.unwrap_or_default(),
+            if page.metadata.continue_token.is_empty() {
+                break page.metadata.resource_version;
             }
+            token = Some(page.metadata.continue_token);
         };
         let count = objects.len();
         self.store.replace(objects);
@@ -292,8 +292,8 @@ where
             WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
             WatchEvent::Deleted(o) => (o, false),
             WatchEvent::Bookmark(b) => {
-                if let Some(rv) = b.metadata.resource_version {
-                    self.resume_from(rv);
+                if !b.metadata.resource_version.is_empty() {
+                    self.resume_from(b.metadata.resource_version);
                 }
                 return Ok(());
             }
@@ -309,7 +309,7 @@ where
         let key = key_of(&obj);
         self.store.apply(key, present.then_some(obj));
         self.store.update_status(|s| s.events += 1);
-        if let Some(rv) = rv {
+        if !rv.is_empty() {
             self.resume_from(rv);
         }
         self.changed.fire();

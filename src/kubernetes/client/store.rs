@@ -12,10 +12,7 @@ pub type ObjectKey = (String, String);
 /// The key of an object.
 pub fn key_of<T: HasMeta>(obj: &T) -> ObjectKey {
     let meta = obj.metadata();
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone(),
-    )
+    (meta.namespace.clone(), meta.name.clone())
 }
 
 /// How the watch stands, for /healthz and metrics.

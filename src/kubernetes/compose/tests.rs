@@ -4,8 +4,8 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 
 use super::*;
 use crate::config::pod_policy::PodPolicy;
-use crate::config::route::{RouteKind, TABLE_MAIN};
 use crate::config::service::{Affinity, Backend, HealthCheck, WhenEmpty};
+use crate::kubernetes::translate::nodes::pod_route;
 
 const TOML: &str = r#"
 [[service]]
@@ -41,18 +41,7 @@ fn service(name: &str, vip: &str, port: u16, backend: &str) -> Service {
 }
 
 fn route(to: &str, via: &str) -> Route {
-    Route {
-        to: to.parse().unwrap(),
-        via: Some(via.parse().unwrap()),
-        dev: None,
-        metric: None,
-        table: TABLE_MAIN,
-        kind: RouteKind::Unicast,
-        src: None,
-        onlink: false,
-        mtu: None,
-        nexthops: Vec::new(),
-    }
+    pod_route(to.parse().unwrap(), via.parse().unwrap())
 }
 
 /// Units that isolate nothing, by name (enough to tell sets of them apart).

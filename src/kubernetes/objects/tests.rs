@@ -8,6 +8,7 @@ use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::api::networking::v1 as networking;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString as ApiIntOrString;
+use serde::de::DeserializeOwned;
 
 use super::*;
 

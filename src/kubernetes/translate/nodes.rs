@@ -153,7 +153,13 @@ fn route_for(
         .find(|ip| connected.iter().any(|net| net.contains(*ip)))
         .copied()
         .ok_or(SkipReason::NotConnected(first))?;
-    Ok(Route {
+    Ok(pod_route(to, via))
+}
+
+/// The route a pod CIDR gets: plain unicast in the main table via the owning node's address
+/// (everything else at the kernel's defaults, as a TOML route that only names `to` and `via`).
+pub fn pod_route(to: IpNet, via: IpAddr) -> Route {
+    Route {
         to,
         via: Some(via),
         dev: None,
@@ -164,7 +170,7 @@ fn route_for(
         onlink: false,
         mtu: None,
         nexthops: Vec::new(),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@
 //! watch read by the idle timeout, a back-off by its cap), so an API server that is down
 //! keeps the watcher beating and only a wedged thread stops it.
 
-pub mod lean;
 pub mod local;
 pub mod metrics;
 mod parts;
@@ -31,11 +30,10 @@ use futures_lite::FutureExt;
 use ipnet::IpNet;
 use serde::de::DeserializeOwned;
 
-use self::lean::{Lean, Object};
 use self::status::{Statuses, Watched};
 use crate::config::kubernetes::Feed;
 use crate::config::label_selector::LabelSelector;
-use crate::kubernetes::client::{Endpoint, Reflector, ReflectorConfig, Store};
+use crate::kubernetes::client::{Endpoint, HasMeta, Reflector, ReflectorConfig, Store};
 use crate::kubernetes::compose::{ClusterPart, Kind};
 use crate::kubernetes::objects;
 use crate::kubernetes::pace::Pacer;
@@ -82,17 +80,17 @@ type Runner =
 #[derive(Default)]
 struct Stores {
     /// Services.
-    services: Option<Store<Lean<objects::Service>>>,
+    services: Option<Store<objects::Service>>,
     /// EndpointSlices.
-    endpointslices: Option<Store<Lean<objects::EndpointSlice>>>,
+    endpointslices: Option<Store<objects::EndpointSlice>>,
     /// Nodes.
-    nodes: Option<Store<Lean<objects::Node>>>,
+    nodes: Option<Store<objects::Node>>,
     /// NetworkPolicies.
-    network_policies: Option<Store<Lean<objects::NetworkPolicy>>>,
+    network_policies: Option<Store<objects::NetworkPolicy>>,
     /// Pods (of every node: policy peers can be anywhere).
-    pods: Option<Store<Lean<objects::Pod>>>,
+    pods: Option<Store<objects::Pod>>,
     /// Namespaces.
-    namespaces: Option<Store<Lean<objects::Namespace>>>,
+    namespaces: Option<Store<objects::Namespace>>,
 }
 
 /// The reflectors, not yet running, and their stores.
@@ -162,14 +160,14 @@ impl Watcher {
         kind: &'static str,
         path: &str,
         selector: Option<&LabelSelector>,
-    ) -> Store<Lean<T>>
+    ) -> Store<T>
     where
-        T: DeserializeOwned + Object + Clone + Send + Sync + 'static,
+        T: DeserializeOwned + HasMeta + Clone + Send + Sync + 'static,
     {
         let mut config = ReflectorConfig::new(&format!("{}{path}", self.settings.path_prefix));
         config.label_selector = selector.map(|s| s.to_string()).filter(|s| !s.is_empty());
         config.idle_timeout = IDLE_TIMEOUT;
-        let reflector: Reflector<Lean<T>> =
+        let reflector: Reflector<T> =
             Reflector::new(self.settings.endpoint.clone(), config, self.changed.clone());
         let store = reflector.store();
         self.watched.push(Watched::new(kind, store.clone()));
@@ -250,7 +248,8 @@ impl Watcher {
     }
 
     /// Runs the reflectors and the compose step on the calling thread until shutdown;
-    /// `publish` gets the parts after each burst of changes.
+    /// `publish` gets the parts after each burst of changes, and no parts at every tick
+    /// without one.
     pub fn run<P>(
         mut self,
         progress: P,
@@ -301,7 +300,8 @@ impl Watcher {
             if changed {
                 pacer.changed(now);
             }
-            if now >= next_tick {
+            let ticked = now >= next_tick;
+            if ticked {
                 next_tick = now + TICK;
                 let fresh = read_connected();
                 if fresh != connected {
@@ -313,6 +313,10 @@ impl Watcher {
                 pacer.composed();
                 publish(self.parts(&connected));
                 progress.beat();
+            } else if ticked {
+                // No parts: the caller follows the watch's progress (a first list that
+                // failed changes no store, so nothing else would tell it).
+                publish(Vec::new());
             }
         }
     }

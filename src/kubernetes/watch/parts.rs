@@ -11,7 +11,6 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use log::debug;
 
-use super::lean::Lean;
 use crate::config::label_selector::LabelSelector;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;
@@ -22,21 +21,18 @@ use crate::kubernetes::translate::{network_policies, nodes, services};
 const NODE_PORT_ADDRESS_TYPES: [&str; 2] = ["InternalIP", "ExternalIP"];
 
 /// The objects of one store, once it has listed; `None` before.
-pub fn listed<T: Clone>(store: &Store<Lean<T>>) -> Option<Arc<BTreeMap<ObjectKey, Lean<T>>>> {
+pub fn listed<T: Clone>(store: &Store<T>) -> Option<Arc<BTreeMap<ObjectKey, T>>> {
     store.is_synced().then(|| store.snapshot())
 }
 
 /// This node's addresses NodePorts are served on: its Node's InternalIP and ExternalIP
 /// addresses, in the API's order, each once.
-pub fn node_addresses(
-    nodes: &BTreeMap<ObjectKey, Lean<objects::Node>>,
-    node_name: &str,
-) -> Vec<IpAddr> {
+pub fn node_addresses(nodes: &BTreeMap<ObjectKey, objects::Node>, node_name: &str) -> Vec<IpAddr> {
     let Some(node) = nodes.get(&(String::new(), node_name.to_string())) else {
         return Vec::new();
     };
     let mut out: Vec<IpAddr> = Vec::new();
-    for a in &node.object.status.addresses {
+    for a in &node.status.addresses {
         if !NODE_PORT_ADDRESS_TYPES.contains(&a.type_.as_str()) {
             continue;
         }
@@ -51,14 +47,14 @@ pub fn node_addresses(
 
 /// Every service entry the cluster's Services and EndpointSlices make on this node.
 pub fn services_part(
-    svcs: &BTreeMap<ObjectKey, Lean<objects::Service>>,
-    slices: &BTreeMap<ObjectKey, Lean<objects::EndpointSlice>>,
+    svcs: &BTreeMap<ObjectKey, objects::Service>,
+    slices: &BTreeMap<ObjectKey, objects::EndpointSlice>,
     node_name: &str,
     node_addresses: &[IpAddr],
 ) -> ClusterPart {
     let t = services::translate(
-        svcs.values().map(|s| &s.object),
-        slices.values().map(|s| &s.object),
+        svcs.values(),
+        slices.values(),
         services::ThisNode {
             name: node_name,
             addresses: node_addresses,
@@ -72,14 +68,13 @@ pub fn services_part(
 
 /// The pod routes to every other selected Node.
 pub fn routes_part(
-    all: &BTreeMap<ObjectKey, Lean<objects::Node>>,
+    all: &BTreeMap<ObjectKey, objects::Node>,
     selector: Option<&LabelSelector>,
     node_name: &str,
     connected: &[IpNet],
 ) -> ClusterPart {
     let nodes: Vec<nodes::Node> = all
         .values()
-        .map(|n| &n.object)
         .filter(|n| selector.is_none_or(|s| s.matches(&n.metadata.labels)))
         .map(route_input)
         .collect();
@@ -101,15 +96,15 @@ pub fn routes_part(
 
 /// Pod isolation for this node's pods, from every NetworkPolicy, Pod and Namespace.
 pub fn network_policies_part(
-    policies: &BTreeMap<ObjectKey, Lean<objects::NetworkPolicy>>,
-    pods: &BTreeMap<ObjectKey, Lean<objects::Pod>>,
-    namespaces: &BTreeMap<ObjectKey, Lean<objects::Namespace>>,
+    policies: &BTreeMap<ObjectKey, objects::NetworkPolicy>,
+    pods: &BTreeMap<ObjectKey, objects::Pod>,
+    namespaces: &BTreeMap<ObjectKey, objects::Namespace>,
     node_name: &str,
 ) -> ClusterPart {
     let (isolation, skipped) = network_policies::translate(
-        policies.values().map(|p| &p.object),
-        pods.values().map(|p| &p.object),
-        namespaces.values().map(|n| &n.object),
+        policies.values(),
+        pods.values(),
+        namespaces.values(),
         node_name,
     );
     for s in &skipped {
@@ -142,9 +137,9 @@ fn route_input(n: &objects::Node) -> nodes::Node {
 mod tests {
     use super::*;
 
-    fn node(json: &str) -> (ObjectKey, Lean<objects::Node>) {
-        let n: Lean<objects::Node> = serde_json::from_str(json).unwrap();
-        ((String::new(), n.object.metadata.name.clone()), n)
+    fn node(json: &str) -> (ObjectKey, objects::Node) {
+        let n: objects::Node = serde_json::from_str(json).unwrap();
+        ((String::new(), n.metadata.name.clone()), n)
     }
 
     #[test]

@@ -37,6 +37,24 @@ impl Watched {
 #[derive(Clone, Default)]
 pub struct Statuses(pub Arc<Vec<Watched>>);
 
+impl Statuses {
+    /// Why the cluster state is not complete yet, once every kind has made its first
+    /// attempt (listed, or failed); `None` while some kind is still trying for the first
+    /// time, or when every kind is listed.
+    pub fn first_attempt_failed(&self) -> Option<String> {
+        let mut missing = Vec::new();
+        for w in self.0.iter() {
+            let (status, _) = w.probe();
+            match (status.synced, status.last_error) {
+                (true, _) => {}
+                (false, Some(err)) => missing.push(format!("{}: {err}", w.kind)),
+                (false, None) => return None,
+            }
+        }
+        (!missing.is_empty()).then(|| format!("not listed yet: {}", missing.join("; ")))
+    }
+}
+
 /// One kind as /healthz shows it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,0 +1,177 @@
+//! The Kubernetes manifests in deploy/kubernetes: the ClusterRole grants exactly `list` and
+//! `watch` on exactly the kinds edgenetd reads, the binding gives it to the DaemonSet's
+//! service account, and the DaemonSet runs on the host network with CAP_NET_ADMIN alone and a
+//! config that edgenetd itself accepts.
+//!
+//! The YAML is read by PyYAML (a dependency of python3-kubernetes, which
+//! `scripts/install-deps.sh --test` installs) and checked here as JSON.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Every document of a YAML file, as JSON values.
+fn documents(file: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let out = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import json, sys, yaml\n\
+             json.dump([d for d in yaml.safe_load_all(open(sys.argv[1])) if d], sys.stdout)",
+        ])
+        .arg(&path)
+        .output()
+        .expect("/usr/bin/python3 with PyYAML (scripts/install-deps.sh --test)");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The one document of `kind`.
+fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "exactly one {kind}");
+    found[0]
+}
+
+/// A JSON array of strings as a set.
+fn strings(v: &Value) -> BTreeSet<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap_or_else(|| panic!("not a string: {s}")))
+        .collect()
+}
+
+#[test]
+fn cluster_role_grants_only_list_and_watch_on_only_the_kinds_edgenetd_reads() {
+    let docs = documents("deploy/kubernetes/rbac.yaml");
+    let role = one(&docs, "ClusterRole");
+    let mut granted = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        assert_eq!(
+            strings(&rule["verbs"]),
+            BTreeSet::from(["list", "watch"]),
+            "{rule}"
+        );
+        for key in ["resourceNames", "nonResourceURLs"] {
+            assert!(rule.get(key).is_none(), "{key} in {rule}");
+        }
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                assert!(!resource.contains('*') && !group.contains('*'), "{rule}");
+                assert!(granted.insert((group, resource)), "granted twice: {rule}");
+            }
+        }
+    }
+    assert_eq!(
+        granted,
+        BTreeSet::from([
+            ("", "services"),
+            ("", "nodes"),
+            ("", "pods"),
+            ("", "namespaces"),
+            ("discovery.k8s.io", "endpointslices"),
+            ("networking.k8s.io", "networkpolicies"),
+        ])
+    );
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"],
+        "no other objects (no Role, no second ClusterRole)"
+    );
+}
+
+#[test]
+fn cluster_role_binding_gives_the_role_to_the_service_account() {
+    let docs = documents("deploy/kubernetes/rbac.yaml");
+    let account = &one(&docs, "ServiceAccount")["metadata"];
+    let role = one(&docs, "ClusterRole");
+    let binding = one(&docs, "ClusterRoleBinding");
+    assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    let subjects = binding["subjects"].as_array().unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0]["kind"], "ServiceAccount");
+    assert_eq!(subjects[0]["name"], account["name"]);
+    assert_eq!(subjects[0]["namespace"], account["namespace"]);
+}
+
+#[test]
+fn daemonset_runs_on_the_host_network_with_net_admin_only_as_the_bound_account() {
+    let rbac = documents("deploy/kubernetes/rbac.yaml");
+    let account = &one(&rbac, "ServiceAccount")["metadata"];
+    let docs = documents("deploy/kubernetes/daemonset.yaml");
+    let ds = one(&docs, "DaemonSet");
+    assert_eq!(ds["metadata"]["namespace"], account["namespace"]);
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["serviceAccountName"], account["name"]);
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    assert_eq!(
+        strings(&c["securityContext"]["capabilities"]["add"]),
+        BTreeSet::from(["NET_ADMIN"])
+    );
+    assert_eq!(
+        strings(&c["securityContext"]["capabilities"]["drop"]),
+        BTreeSet::from(["ALL"])
+    );
+    assert_ne!(c["securityContext"]["privileged"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    // The config comes from the ConfigMap, mounted where the args point.
+    let map = one(&docs, "ConfigMap");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["configMap"]["name"] == map["metadata"]["name"])
+        .expect("a volume of the ConfigMap");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("the ConfigMap mounted");
+    let config_path = format!("{}/edgenetd.toml", mount["mountPath"].as_str().unwrap());
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args, ["run", "--config", config_path.as_str()]);
+}
+
+#[test]
+fn daemonset_config_is_in_cluster_and_loads() {
+    let docs = documents("deploy/kubernetes/daemonset.yaml");
+    let text = one(&docs, "ConfigMap")["data"]["edgenetd.toml"]
+        .as_str()
+        .expect("edgenetd.toml in the ConfigMap")
+        .to_string();
+    let loaded = edgenetd::config::load_str(&[("edgenetd.toml", &text)]);
+    #[cfg(feature = "kubernetes")]
+    {
+        use edgenetd::config::kubernetes::Connection;
+        let state = loaded.unwrap_or_else(|e| panic!("{e}"));
+        let k = state.kubernetes.expect("[kubernetes]");
+        assert_eq!(k.connection, Connection::InCluster);
+        assert_eq!(k.feeds.len(), 3, "every feed");
+    }
+    #[cfg(not(feature = "kubernetes"))]
+    {
+        let err = loaded
+            .expect_err("[kubernetes] needs the feature")
+            .to_string();
+        assert!(err.contains("`kubernetes` feature"), "{err}");
+    }
+}
