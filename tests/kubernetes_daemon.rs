@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::daemon::Daemon;
 use common::fake_apiserver::FakeApiServer;
-use common::kube::{self, endpoint, node, ready, service, slice};
+use common::kube::{self, admit_namespace, endpoint, namespace, node, pod, ready, service, slice};
 use common::routes::has_owned_route;
 use common::scratch::ScratchDir;
 use common::shell::sh_status;
@@ -297,6 +297,50 @@ netns_test! {
         lab.fake.restart();
         wait_until("/readyz once the kinds are listed", STEP, || d.get("/readyz").0 == 200);
         lab.wait_served_by(&["b1"], 20);
+    }
+}
+
+netns_test! {
+    /// Pods b1 (`shop`, app=web) and b2 (`shop`, app=db) on this node, clients `cl`
+    /// (namespace `frontend`) and b3 (namespace `other`): a policy admitting `frontend` to
+    /// the web pods lets `cl` through and blocks b3; the unselected db pod stays open; the
+    /// policy's deletion opens the web pod again.
+    fn a_network_policy_admitting_one_namespace_lets_it_through_and_blocks_another() {
+        let lab = Lab::new();
+        for ns in ["shop", "frontend", "other"] {
+            lab.fake.apply("namespaces", namespace(ns));
+        }
+        let pods = [
+            ("shop", "web-1", "10.0.1.2", "web"),
+            ("shop", "db-1", "10.0.2.2", "db"),
+            ("other", "probe-1", "10.0.3.2", "probe"),
+            ("frontend", "ui-1", "192.168.10.2", "ui"),
+        ];
+        for (ns, name, ip, app) in pods {
+            let node = if ns == "shop" { kube::NODE } else { "worker-2" };
+            lab.fake
+                .apply("pods", pod(ns, name, node, ip, serde_json::json!({"app": app})));
+        }
+        lab.fake
+            .apply("networkpolicies", admit_namespace("shop", "web", "frontend"));
+        let config = kube::section(&lab.fake, &lab.cache, &["network_policies"]);
+        let d = Daemon::start("k8s-netpol", &config);
+        d.wait_ready();
+        let (cl, b3) = (lab.net.host("cl"), lab.net.host("b3"));
+        let web = |from| lab.net.hits_within(from, "tcp", "10.0.1.2", 8080, 3, 1.0);
+        wait_until("the policy in force", STEP, || web(b3).get("b1").is_none());
+        assert_eq!(web(cl).get("b1"), Some(&3), "the admitted namespace gets through");
+        assert_eq!(web(b3).get("b1"), None, "another namespace is blocked");
+        let db = lab.net.hits(b3, "tcp", "10.0.2.2", 8080, 3);
+        assert_eq!(db.get("b2"), Some(&3), "an unselected pod stays open");
+        let table = sh_status("nft list table inet edgenetd-policy").1;
+        assert!(table.contains("pods-ingress"), "{table}");
+        // The metrics follow within the watcher's refresh period.
+        wait_until("the pods counted", STEP, || {
+            d.metric("edgenetd_kubernetes_objects", &[("kind", "pods")]) == Some(4.0)
+        });
+        lab.fake.delete("networkpolicies", "shop", "web-from-frontend");
+        wait_until("the web pod open again", STEP, || web(b3).get("b1") == Some(&3));
     }
 }
 

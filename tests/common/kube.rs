@@ -94,3 +94,40 @@ pub fn watches(fake: &FakeApiServer, path: &str) -> Vec<Request> {
         .filter(|r| r.path == path && r.is_watch() && r.code == 200)
         .collect()
 }
+
+/// A running Pod `<namespace>/<name>` on `node` with `ip` and `labels`.
+pub fn pod(namespace: &str, name: &str, node: &str, ip: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "app",
+            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]}]},
+        "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}
+    })
+}
+
+/// A Namespace with the label `name=<name>` (as `kubernetes.io/metadata.name` would be).
+pub fn namespace(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}
+    })
+}
+
+/// A NetworkPolicy in `namespace` selecting pods with `app=<app>`, admitting TCP 8080 from
+/// the pods of the namespace `from_namespace` only.
+pub fn admit_namespace(namespace: &str, app: &str, from_namespace: &str) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": format!("{app}-from-{from_namespace}"), "namespace": namespace},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": app}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{
+                "from": [{"namespaceSelector": {"matchLabels":
+                    {"kubernetes.io/metadata.name": from_namespace}}}],
+                "ports": [{"protocol": "TCP", "port": 8080}]
+            }]
+        }
+    })
+}
