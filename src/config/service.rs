@@ -390,7 +390,9 @@ fn fallback(
         Err(_) => {
             diags.error(
                 raw.span(),
-                format!("invalid fallback `{text}`: expected \"address:port\", e.g. \"10.0.9.1:8080\""),
+                format!(
+                    "invalid fallback `{text}`: expected \"address:port\", e.g. \"10.0.9.1:8080\""
+                ),
             );
             return None;
         }
@@ -702,14 +704,14 @@ fn check_kind(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
                 .as_ref()
                 .map(|s| s.get_ref().as_bytes().to_vec())
                 .unwrap_or_default(),
-            expect: h.expect_bytes.as_ref().and_then(|e| {
+            expect: h.expect_bytes.as_ref().map(|e| {
                 if e.get_ref().is_empty() {
                     diags.error(
                         e.span(),
                         "empty expect_bytes: leave it out to accept any reply",
                     );
                 }
-                Some(e.get_ref().as_bytes().to_vec())
+                e.get_ref().as_bytes().to_vec()
             }),
         },
         Some(("dns", span)) => HealthCheckKind::Dns {
