@@ -818,3 +818,7 @@ fn parse_status_range(text: &str) -> Option<(u16, u16)> {
     let b: u16 = b.trim().parse().ok()?;
     ((100..=599).contains(&a) && (a..=599).contains(&b)).then_some((a, b))
 }
+
+#[cfg(test)]
+#[path = "service_health_tests.rs"]
+mod health_tests;
