@@ -20,6 +20,14 @@ pub async fn check(
     kind: &HealthCheckKind,
     timeout: Duration,
 ) -> Result<(), String> {
+    #[cfg(feature = "fault-injection")]
+    if let HealthCheckKind::Http { path, .. } = kind
+        && path.starts_with("/fault-hang")
+    {
+        // Fault-injection builds: a probe that never returns, past its own timeout (the
+        // probe watch's test).
+        return std::future::pending().await;
+    }
     let attempt = async {
         match kind {
             HealthCheckKind::None => Ok(()),
@@ -64,11 +72,6 @@ async fn connect(backend: SocketAddr) -> Result<smol::net::TcpStream, String> {
 }
 
 async fn http(backend: SocketAddr, path: &str, expect: (u16, u16)) -> Result<(), String> {
-    #[cfg(feature = "fault-injection")]
-    if path.starts_with("/fault-hang") {
-        // Fault-injection builds: a probe that never returns (the watchdog's test).
-        return std::future::pending().await;
-    }
     let mut stream = connect(backend).await?;
     let host = backend.ip();
     let req = format!(
