@@ -330,3 +330,6 @@ pub fn describe_metrics() {
 pub fn detection_time(check: &HealthCheck) -> Duration {
     (check.interval + check.timeout) * check.fall
 }
+
+#[cfg(test)]
+mod tests;
