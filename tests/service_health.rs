@@ -1,7 +1,8 @@
 //! Health-check behaviour with real packets: a client, the router (the test's namespace) and
 //! three backend hosts joined by veth pairs, the service controller driven sync by sync.
 //! `initial = "down"` sends nothing before `rise` good checks (the default sends at once), and
-//! a fallback gets new connections only while no backend is up.
+//! a fallback gets new connections only while no backend is up; a `udp` check drives a UDP
+//! service.
 
 mod common;
 
@@ -145,5 +146,41 @@ fall = 1
         t.ctrl.sync(toml).unwrap();
         let h = t.hits(20);
         assert_eq!(h.get("b2"), Some(&20), "one backend up: the fallback gets none: {h:?}");
+    }
+}
+
+netns_test! {
+    fn a_udp_service_with_a_udp_check_takes_a_stopped_backend_out_and_back_in() {
+        let mut t = Lab::new();
+        let toml = r#"
+[[service]]
+name = "dns"
+address = "10.96.0.53"
+port = 53
+protocol = "udp"
+backends = ["10.0.1.2:8080", "10.0.2.2:8080"]
+[service.health]
+check = "udp"
+send = "hello"
+expect_bytes = "b"
+interval = "300ms"
+timeout = "200ms"
+rise = 1
+fall = 2
+"#;
+        t.ctrl.sync(toml).unwrap();
+        let udp = |t: &Lab| t.net.hits(t.net.host("cl"), "udp", "10.96.0.53", 53, 30);
+        let h = udp(&t);
+        assert_eq!(h.get("b1").unwrap_or(&0) + h.get("b2").unwrap_or(&0), 30, "{h:?}");
+        t.net.stop(t.servers[0]);
+        wait_until("b1 down by its UDP check", STEP, || {
+            t.ctrl.controller.down_backends() == vec!["10.0.1.2:8080".parse().unwrap()]
+        });
+        t.ctrl.sync(toml).unwrap();
+        assert_eq!(udp(&t).get("b2"), Some(&30), "only b2 answers");
+        t.servers[0] = t.net.serve_named(t.net.host("b1"), "b1", 8080);
+        wait_until("b1 up again", STEP, || t.ctrl.controller.down_backends().is_empty());
+        t.ctrl.sync(toml).unwrap();
+        assert!(udp(&t).get("b1").copied().unwrap_or(0) > 3, "b1 is back");
     }
 }
