@@ -52,6 +52,7 @@ fn services(n: usize) -> Vec<Service> {
             affinity: Affinity::None,
             masquerade: false,
             when_empty: WhenEmpty::Reject,
+            fallback: None,
             health: HealthCheck::default(),
         })
         .collect()

@@ -124,6 +124,48 @@ pub enum HealthCheckKind {
         /// Accepted status codes (inclusive).
         expect: (u16, u16),
     },
+    /// A UDP datagram `send`; up when a reply comes back (starting with `expect`, if set).
+    Udp {
+        /// The datagram sent (may be empty).
+        send: Vec<u8>,
+        /// The bytes a reply must start with; None = any reply.
+        expect: Option<Vec<u8>>,
+    },
+    /// A DNS query (UDP, type A) for `query_name`; up on any answer with RCODE 0.
+    Dns {
+        /// The name asked for.
+        query_name: String,
+    },
+    /// A TLS ClientHello; up when the backend answers with a ServerHello.
+    Tls {
+        /// The server name sent in the ClientHello; None = no SNI extension.
+        sni: Option<String>,
+    },
+}
+
+impl HealthCheckKind {
+    /// The name used in the config (`check = "..."`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            HealthCheckKind::None => "none",
+            HealthCheckKind::Tcp => "tcp",
+            HealthCheckKind::Http { .. } => "http",
+            HealthCheckKind::Udp { .. } => "udp",
+            HealthCheckKind::Dns { .. } => "dns",
+            HealthCheckKind::Tls { .. } => "tls",
+        }
+    }
+}
+
+/// The state a backend starts in before its first checks (`initial`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Initial {
+    /// Up at once: a reload or restart never blackholes a service before its first probes.
+    #[default]
+    Up,
+    /// Down until `rise` good checks in a row (a router that just booted sends nothing to a
+    /// backend it has not seen answer).
+    Down,
 }
 
 /// `[service.health]`: how backends are probed.
@@ -139,6 +181,8 @@ pub struct HealthCheck {
     pub rise: u32,
     /// Consecutive failures that take a backend down.
     pub fall: u32,
+    /// The state before the first checks.
+    pub initial: Initial,
 }
 
 impl Default for HealthCheck {
@@ -149,6 +193,7 @@ impl Default for HealthCheck {
             timeout: Duration::from_secs(1),
             rise: 2,
             fall: 3,
+            initial: Initial::Up,
         }
     }
 }
@@ -170,8 +215,10 @@ pub struct Service {
     pub affinity: Affinity,
     /// SNAT to the router so replies return through it.
     pub masquerade: bool,
-    /// What a packet gets while no backend is up.
+    /// What a packet gets while no backend is up and there is no fallback.
     pub when_empty: WhenEmpty,
+    /// The sorry server: gets the new connections while no backend is up.
+    pub fallback: Option<SocketAddr>,
     /// Backend health checks.
     pub health: HealthCheck,
 }
@@ -189,6 +236,7 @@ struct RawService {
     affinity_timeout: Option<Spanned<String>>,
     masquerade: Option<bool>,
     when_empty: Option<Spanned<String>>,
+    fallback: Option<Spanned<String>>,
     health: Option<RawHealth>,
 }
 
@@ -202,6 +250,11 @@ struct RawHealth {
     timeout: Option<Spanned<String>>,
     rise: Option<Spanned<i64>>,
     fall: Option<Spanned<i64>>,
+    initial: Option<Spanned<String>>,
+    send: Option<Spanned<String>>,
+    expect_bytes: Option<Spanned<String>>,
+    query_name: Option<Spanned<String>>,
+    sni: Option<Spanned<String>>,
 }
 
 /// Validates every `[[service]]` of `doc`.
@@ -295,6 +348,10 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         diags,
     );
     let backends = backends(&raw.backends, address, diags);
+    let fallback = raw
+        .fallback
+        .as_ref()
+        .and_then(|f| fallback(f, address, diags));
     let health = raw
         .health
         .as_ref()
@@ -312,8 +369,48 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         affinity,
         masquerade: raw.masquerade.unwrap_or(false),
         when_empty,
+        fallback,
         health,
     })
+}
+
+/// `fallback`: one `addr:port` of the VIP's family.
+fn fallback(
+    raw: &Spanned<String>,
+    vip: Option<IpAddr>,
+    diags: &mut Diagnostics,
+) -> Option<SocketAddr> {
+    let text = raw.get_ref();
+    let addr = match parse_backend_addr(text) {
+        Ok(a) if a.port() != 0 => a,
+        Ok(_) => {
+            diags.error(raw.span(), format!("invalid fallback `{text}`: port 0"));
+            return None;
+        }
+        Err(_) => {
+            diags.error(
+                raw.span(),
+                format!(
+                    "invalid fallback `{text}`: expected \"address:port\", e.g. \"10.0.9.1:8080\""
+                ),
+            );
+            return None;
+        }
+    };
+    if let Some(vip) = vip
+        && vip.is_ipv4() != addr.is_ipv4()
+    {
+        diags.error(
+            raw.span(),
+            format!(
+                "fallback {addr} is {} but the service address {vip} is {}: expected the same family",
+                family(addr.ip()),
+                family(vip)
+            ),
+        );
+        return None;
+    }
+    Some(addr)
 }
 
 /// `affinity` and, for `sticky` only, `affinity_timeout`.
@@ -549,59 +646,24 @@ fn count(v: &Option<Spanned<i64>>, default: u32, what: &str, diags: &mut Diagnos
 
 fn health(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheck {
     let defaults = HealthCheck::default();
-    let kind = h.check.as_ref().map(|c| (c.get_ref().as_str(), c.span()));
-    let check = match kind {
-        None | Some(("none", _)) => HealthCheckKind::None,
-        Some(("tcp", _)) => HealthCheckKind::Tcp,
-        Some(("http", _)) => {
-            let path = match &h.path {
-                None => "/".to_string(),
-                Some(p) if p.get_ref().starts_with('/') => p.get_ref().clone(),
-                Some(p) => {
-                    diags.error(
-                        p.span(),
-                        format!(
-                            "invalid path `{}`: expected a path starting with /",
-                            p.get_ref()
-                        ),
-                    );
-                    "/".into()
-                }
-            };
-            let expect = match &h.expect {
-                None => (200, 399),
-                Some(e) => match parse_status_range(e.get_ref()) {
-                    Some(r) => r,
-                    None => {
-                        diags.error(
-                            e.span(),
-                            format!(
-                                "invalid expect `{}`: expected a status or a range, e.g. \"200\" or \"200-399\"",
-                                e.get_ref()
-                            ),
-                        );
-                        (200, 399)
-                    }
-                },
-            };
-            HealthCheckKind::Http { path, expect }
-        }
-        Some((other, span)) => {
+    let check = check_kind(h, diags);
+    // Keys of one check kind are an error with any other, so a typo'd kind is not silent.
+    let owners: [(&str, &Option<Spanned<String>>, &str); 6] = [
+        ("path", &h.path, "http"),
+        ("expect", &h.expect, "http"),
+        ("send", &h.send, "udp"),
+        ("expect_bytes", &h.expect_bytes, "udp"),
+        ("query_name", &h.query_name, "dns"),
+        ("sni", &h.sni, "tls"),
+    ];
+    for (key, v, owner) in owners {
+        if let Some(v) = v
+            && check.name() != owner
+        {
             diags.error(
-                span,
-                format!("invalid check `{other}`: expected \"none\", \"tcp\" or \"http\""),
+                v.span(),
+                format!("`{key}` applies only to check = \"{owner}\""),
             );
-            HealthCheckKind::None
-        }
-    };
-    if !matches!(check, HealthCheckKind::Http { .. }) {
-        for (key, v) in [("path", &h.path), ("expect", &h.expect)] {
-            if let Some(v) = v {
-                diags.error(
-                    v.span(),
-                    format!("`{key}` applies only to check = \"http\""),
-                );
-            }
         }
     }
     let interval = duration(&h.interval, defaults.interval, diags);
@@ -620,7 +682,134 @@ fn health(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheck {
         timeout,
         rise: count(&h.rise, defaults.rise, "rise", diags),
         fall: count(&h.fall, defaults.fall, "fall", diags),
+        initial: choice(
+            h.initial.as_ref(),
+            "initial",
+            &[("up", Initial::Up), ("down", Initial::Down)],
+            diags,
+        ),
     }
+}
+
+/// `check` and the keys of its kind.
+fn check_kind(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
+    let kind = h.check.as_ref().map(|c| (c.get_ref().as_str(), c.span()));
+    match kind {
+        None | Some(("none", _)) => HealthCheckKind::None,
+        Some(("tcp", _)) => HealthCheckKind::Tcp,
+        Some(("http", _)) => http_check(h, diags),
+        Some(("udp", _)) => HealthCheckKind::Udp {
+            send: h
+                .send
+                .as_ref()
+                .map(|s| s.get_ref().as_bytes().to_vec())
+                .unwrap_or_default(),
+            expect: h.expect_bytes.as_ref().map(|e| {
+                if e.get_ref().is_empty() {
+                    diags.error(
+                        e.span(),
+                        "empty expect_bytes: leave it out to accept any reply",
+                    );
+                }
+                e.get_ref().as_bytes().to_vec()
+            }),
+        },
+        Some(("dns", span)) => HealthCheckKind::Dns {
+            query_name: dns_name(h.query_name.as_ref(), span, diags),
+        },
+        Some(("tls", _)) => HealthCheckKind::Tls {
+            sni: h.sni.as_ref().map(|s| {
+                if !valid_host_name(s.get_ref()) {
+                    diags.error(
+                        s.span(),
+                        format!(
+                            "invalid sni `{}`: expected a host name, e.g. \"www.example.com\"",
+                            s.get_ref()
+                        ),
+                    );
+                }
+                s.get_ref().clone()
+            }),
+        },
+        Some((other, span)) => {
+            diags.error(
+                span,
+                format!(
+                    "invalid check `{other}`: expected \"none\", \"tcp\", \"http\", \"udp\", \"dns\" or \"tls\""
+                ),
+            );
+            HealthCheckKind::None
+        }
+    }
+}
+
+fn http_check(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
+    let path = match &h.path {
+        None => "/".to_string(),
+        Some(p) if p.get_ref().starts_with('/') => p.get_ref().clone(),
+        Some(p) => {
+            diags.error(
+                p.span(),
+                format!(
+                    "invalid path `{}`: expected a path starting with /",
+                    p.get_ref()
+                ),
+            );
+            "/".into()
+        }
+    };
+    let expect = match &h.expect {
+        None => (200, 399),
+        Some(e) => match parse_status_range(e.get_ref()) {
+            Some(r) => r,
+            None => {
+                diags.error(
+                    e.span(),
+                    format!(
+                        "invalid expect `{}`: expected a status or a range, e.g. \"200\" or \"200-399\"",
+                        e.get_ref()
+                    ),
+                );
+                (200, 399)
+            }
+        },
+    };
+    HealthCheckKind::Http { path, expect }
+}
+
+/// The `query_name` of a DNS check: required, a name of labels of 1-63 bytes, 253 at most.
+fn dns_name(raw: Option<&Spanned<String>>, check: Range<usize>, diags: &mut Diagnostics) -> String {
+    let Some(raw) = raw else {
+        diags.error(
+            check,
+            "check = \"dns\" needs query_name, e.g. query_name = \"example.com\"",
+        );
+        return String::new();
+    };
+    let name = raw.get_ref().trim_end_matches('.');
+    let ok = name.len() <= 253
+        && name
+            .split('.')
+            .all(|l| (1..=63).contains(&l.len()) && l.bytes().all(|b| b.is_ascii_graphic()));
+    if !ok {
+        diags.error(
+            raw.span(),
+            format!(
+                "invalid query_name `{}`: expected a DNS name, e.g. \"example.com\"",
+                raw.get_ref()
+            ),
+        );
+    }
+    name.to_string()
+}
+
+/// A host name for SNI: letters, digits, `-` and `.`, not an IP address (SNI carries names).
+fn valid_host_name(s: &str) -> bool {
+    s.parse::<IpAddr>().is_err()
+        && (1..=253).contains(&s.len())
+        && s.split('.').all(|l| {
+            (1..=63).contains(&l.len()) && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 fn parse_status_range(text: &str) -> Option<(u16, u16)> {
@@ -629,3 +818,7 @@ fn parse_status_range(text: &str) -> Option<(u16, u16)> {
     let b: u16 = b.trim().parse().ok()?;
     ((100..=599).contains(&a) && (a..=599).contains(&b)).then_some((a, b))
 }
+
+#[cfg(test)]
+#[path = "service_health_tests.rs"]
+mod health_tests;

@@ -286,6 +286,7 @@ fall = 2
             timeout: Duration::from_secs(2),
             rise: 1,
             fall: 2,
+            initial: Default::default(),
         }
     );
 }

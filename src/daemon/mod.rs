@@ -207,6 +207,10 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     let sink = toml_sink(kubernetes, &snapshots, &health, &http, &shutdown)?;
     #[cfg(not(feature = "kubernetes"))]
     let sink: Arc<dyn TomlSink> = snapshots.clone();
+    http.sections.add(
+        "services",
+        Box::new(crate::controller::service::health::healthz),
+    );
     // The HTTP server holds its own reference; sources have added their sections by now.
     drop(http);
     let reload_tx = spawn_background(

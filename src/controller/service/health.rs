@@ -1,26 +1,40 @@
 //! Backend health checks (`[service.health]`): a probe task per backend and check settings,
 //! whose up/down state feeds the model (a down backend gets no slots, like weight 0).
 //!
-//! - `check = "tcp"`: a TCP connect within `timeout`. `check = "http"`: `GET <path>` over
-//!   HTTP/1.0 within `timeout`, the status in `expect`.
-//! - A backend starts **up** (a reload never blackholes a service before its first probes),
-//!   goes down after `fall` failures in a row and up again after `rise` successes in a row.
-//!   Every transition fires the controller's trigger, so the loop syncs at once: new
-//!   connections avoid a failed backend within `fall × interval` plus one sync; established
-//!   TCP connections are left alone; a UDP backend's conntrack entries are deleted.
-//! - Probes run on smol's global executor; a probe whose backend or settings left the config
-//!   is dropped (cancelled) at the next sync.
+//! - Checks ([`probe`]): `tcp` (connect), `http` (status in `expect`), `udp` (a reply,
+//!   optionally starting with `expect_bytes`), `dns` (RCODE 0), `tls` (a ServerHello).
+//! - A backend starts as `initial` says (default **up**: a reload never blackholes a service
+//!   before its first probes), goes down after `fall` failures in a row and up again after
+//!   `rise` successes in a row. Every transition is one log line with the reason and fires
+//!   the controller's trigger, so the loop syncs at once.
+//! - A probe is keyed by backend and check settings: a reload that leaves them as they were
+//!   keeps the probe and its state (no flap); changed settings start a new probe.
+//! - Each probe starts at a random offset within its interval, so many backends are not
+//!   probed in the same instant.
+//! - Probes run on smol's global executor. A watch task there beats the `service-health`
+//!   heartbeat while every probe finishes its checks on time; a probe past its deadline (or a
+//!   stalled executor, which stops the watch too) stops the beats, so the registry marks it
+//!   stale within its window and /healthz names the late probes.
 
-use std::collections::HashMap;
+mod probe;
+
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use futures_lite::{AsyncReadExt, AsyncWriteExt, FutureExt};
+use crate::config::service::{HealthCheck, HealthCheckKind, Initial, Service};
+use crate::sync::{Progress, Trigger};
 
-use crate::config::service::{HealthCheck, HealthCheckKind, Service};
-use crate::sync::Trigger;
+pub use probe::check;
+
+/// How late a probe may finish a check before it counts as wedged.
+pub const PROBE_GRACE: Duration = Duration::from_secs(5);
+/// The liveness window of the `service-health` heartbeat (the watch beats every second).
+pub const WATCH_WINDOW: Duration = Duration::from_secs(10);
+/// How often the watch looks at the probes.
+const WATCH_TICK: Duration = Duration::from_secs(1);
 
 /// One probed backend with its check settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -29,52 +43,99 @@ struct ProbeKey {
     check: HealthCheck,
 }
 
+/// What a probe task shares with the controller and the watch.
+struct ProbeState {
+    up: AtomicBool,
+    /// When the check under way (or the next one) must have finished.
+    due: Mutex<Instant>,
+    /// The services that list this backend with these settings (metric labels, logs).
+    services: Mutex<Vec<String>>,
+}
+
 struct Probe {
-    up: Arc<AtomicBool>,
+    state: Arc<ProbeState>,
     _task: smol::Task<()>,
 }
 
+type Probes = Arc<Mutex<HashMap<ProbeKey, Probe>>>;
+
 /// The running probes.
 pub struct HealthChecks {
-    probes: HashMap<ProbeKey, Probe>,
+    probes: Probes,
     trigger: Trigger,
+    /// The watch beating the `service-health` heartbeat, once one is attached.
+    watch: Option<smol::Task<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing here is left half-written by a panic that matters: keep serving.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl HealthChecks {
     /// No probes yet; `trigger` is fired on every up/down transition.
     pub fn new(trigger: Trigger) -> HealthChecks {
         HealthChecks {
-            probes: HashMap::new(),
+            probes: Arc::default(),
             trigger,
+            watch: None,
         }
+    }
+
+    /// Starts the watch: `heartbeat` beats every second while every probe is on time.
+    pub fn watch(&mut self, heartbeat: Arc<dyn Progress + Send + Sync>) {
+        let probes = self.probes.clone();
+        self.watch = Some(smol::spawn(watch(probes, heartbeat)));
     }
 
     /// Starts probes for the checked backends of `services` that have none and stops the
     /// probes nothing asks for any more.
     pub fn reconcile(&mut self, services: &[Service]) {
-        let mut wanted: HashMap<ProbeKey, ()> = HashMap::new();
-        for s in services {
-            if s.health.check == HealthCheckKind::None {
-                continue;
-            }
+        let mut wanted: HashMap<ProbeKey, Vec<String>> = HashMap::new();
+        for s in services
+            .iter()
+            .filter(|s| s.health.check != HealthCheckKind::None)
+        {
             for b in &s.backends {
-                wanted.insert(
-                    ProbeKey {
-                        backend: b.address,
-                        check: s.health.clone(),
-                    },
-                    (),
-                );
+                let key = ProbeKey {
+                    backend: b.address,
+                    check: s.health.clone(),
+                };
+                wanted.entry(key).or_default().push(s.name.clone());
             }
         }
-        self.probes.retain(|k, _| wanted.contains_key(k));
-        for k in wanted.into_keys() {
-            if self.probes.contains_key(&k) {
-                continue;
+        let mut probes = lock(&self.probes);
+        probes.retain(|k, _| wanted.contains_key(k));
+        for (k, names) in wanted {
+            let state = match probes.get(&k) {
+                Some(p) => p.state.clone(),
+                None => {
+                    let state = Arc::new(ProbeState {
+                        up: AtomicBool::new(k.check.initial == Initial::Up),
+                        due: Mutex::new(
+                            Instant::now() + k.check.interval + k.check.timeout + PROBE_GRACE,
+                        ),
+                        services: Mutex::default(),
+                    });
+                    let task = smol::spawn(run(k.clone(), state.clone(), self.trigger.clone()));
+                    probes.insert(
+                        k.clone(),
+                        Probe {
+                            state: state.clone(),
+                            _task: task,
+                        },
+                    );
+                    state
+                }
+            };
+            let up = state.up.load(Ordering::Relaxed);
+            for name in &names {
+                let labels = labels(name, k.backend);
+                metrics::gauge!("edgenetd_backend_up", &labels).set(f64::from(u8::from(up)));
+                metrics::counter!("edgenetd_backend_check_failures_total", &labels).increment(0);
+                metrics::counter!("edgenetd_backend_transitions_total", &labels).increment(0);
             }
-            let up = Arc::new(AtomicBool::new(true));
-            let task = smol::spawn(run(k.clone(), up.clone(), self.trigger.clone()));
-            self.probes.insert(k, Probe { up, _task: task });
+            *lock(&state.services) = names;
         }
     }
 
@@ -87,89 +148,182 @@ impl HealthChecks {
             backend,
             check: service.health.clone(),
         };
-        self.probes
+        lock(&self.probes)
             .get(&key)
-            .is_none_or(|p| p.up.load(Ordering::Relaxed))
+            .is_none_or(|p| p.state.up.load(Ordering::Relaxed))
     }
 
     /// Backends currently down (for logs and tests).
     pub fn down(&self) -> Vec<SocketAddr> {
-        let mut v: Vec<SocketAddr> = self
-            .probes
+        let mut v: Vec<SocketAddr> = lock(&self.probes)
             .iter()
-            .filter(|(_, p)| !p.up.load(Ordering::Relaxed))
+            .filter(|(_, p)| !p.state.up.load(Ordering::Relaxed))
             .map(|(k, _)| k.backend)
             .collect();
         v.sort();
         v.dedup();
         v
     }
-}
 
-async fn run(key: ProbeKey, up: Arc<AtomicBool>, trigger: Trigger) {
-    let (mut oks, mut fails) = (0u32, 0u32);
-    loop {
-        let ok = probe(&key).await;
-        if ok {
-            oks += 1;
-            fails = 0;
-            if !up.load(Ordering::Relaxed) && oks >= key.check.rise {
-                up.store(true, Ordering::Relaxed);
-                log::info!("service backend {} is up", key.backend);
-                trigger.fire();
+    /// Each checked service's up and down backends, for /healthz (see [`healthz`]).
+    pub fn publish(&self, services: &[Service]) {
+        let mut board = BTreeMap::new();
+        for s in services
+            .iter()
+            .filter(|s| s.health.check != HealthCheckKind::None)
+        {
+            let (mut up, mut down) = (Vec::new(), Vec::new());
+            for b in &s.backends {
+                let list = if self.is_up(s, b.address) {
+                    &mut up
+                } else {
+                    &mut down
+                };
+                list.push(b.address.to_string());
             }
-        } else {
-            fails += 1;
-            oks = 0;
-            if up.load(Ordering::Relaxed) && fails >= key.check.fall {
-                up.store(false, Ordering::Relaxed);
-                log::warn!("service backend {} is down", key.backend);
-                trigger.fire();
-            }
+            board.insert(s.name.clone(), (up, down));
         }
-        smol::Timer::after(key.check.interval).await;
+        lock(&BOARD).services = board;
     }
 }
 
-async fn probe(key: &ProbeKey) -> bool {
-    let timeout = key.check.timeout;
-    let attempt = async {
-        let mut stream = smol::net::TcpStream::connect(key.backend).await.ok()?;
-        match &key.check.check {
-            HealthCheckKind::Http { path, expect } => {
-                let host = key.backend.ip();
-                let req = format!(
-                    "GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: edgenetd\r\nConnection: close\r\n\r\n"
-                );
-                stream.write_all(req.as_bytes()).await.ok()?;
-                let mut head = [0u8; 64];
-                let mut n = 0;
-                while n < 12 {
-                    let m = stream.read(&mut head[n..]).await.ok()?;
-                    if m == 0 {
-                        break;
-                    }
-                    n += m;
-                }
-                let status = parse_status(&head[..n])?;
-                Some(status >= expect.0 && status <= expect.1)
-            }
-            _ => Some(true),
-        }
-    };
-    let timed_out = async {
-        smol::Timer::after(timeout).await;
-        None
-    };
-    attempt.or(timed_out).await.unwrap_or(false)
+fn labels(service: &str, backend: SocketAddr) -> [(&'static str, String); 2] {
+    [
+        ("service", service.to_string()),
+        ("backend", backend.to_string()),
+    ]
 }
 
-/// The status code of an HTTP response head (`HTTP/1.x 200 ...`).
-fn parse_status(head: &[u8]) -> Option<u16> {
-    let text = std::str::from_utf8(head).ok()?;
-    let mut parts = text.split_whitespace();
-    parts.next().filter(|v| v.starts_with("HTTP/"))?;
-    parts.next()?.parse().ok()
+/// What /healthz shows of the health checks (one daemon per process: a process-wide board).
+#[derive(Default)]
+struct Board {
+    /// Per checked service: its up and its down backends.
+    services: BTreeMap<String, (Vec<String>, Vec<String>)>,
+    /// Probes past their deadline, as `backend (check)`.
+    late: Vec<String>,
+}
+
+static BOARD: Mutex<Board> = Mutex::new(Board {
+    services: BTreeMap::new(),
+    late: Vec::new(),
+});
+
+/// The `services` object of /healthz: `{"backends": {NAME: {"up": [...], "down": [...]}},
+/// "lateProbes": [...]}`.
+pub fn healthz() -> serde_json::Value {
+    let board = lock(&BOARD);
+    let backends: serde_json::Map<String, serde_json::Value> = board
+        .services
+        .iter()
+        .map(|(name, (up, down))| (name.clone(), serde_json::json!({ "up": up, "down": down })))
+        .collect();
+    serde_json::json!({ "backends": backends, "lateProbes": board.late })
+}
+
+async fn watch(probes: Probes, heartbeat: Arc<dyn Progress + Send + Sync>) {
+    let mut was_late = false;
+    loop {
+        let now = Instant::now();
+        let late: Vec<String> = lock(&probes)
+            .iter()
+            .filter(|(_, p)| *lock(&p.state.due) < now)
+            .map(|(k, _)| format!("{} ({})", k.backend, k.check.check.name()))
+            .collect();
+        if late.is_empty() {
+            heartbeat.beat();
+        } else if !was_late {
+            log::error!(
+                "health check probes past their deadline: {}",
+                late.join(", ")
+            );
+        }
+        was_late = !late.is_empty();
+        lock(&BOARD).late = late;
+        smol::Timer::after(WATCH_TICK).await;
+    }
+}
+
+/// Sets when the check that starts after `wait` must have finished.
+fn set_due(state: &ProbeState, check: &HealthCheck, wait: Duration) {
+    *lock(&state.due) = Instant::now() + wait + check.timeout + PROBE_GRACE;
+}
+
+async fn run(key: ProbeKey, state: Arc<ProbeState>, trigger: Trigger) {
+    let interval = key.check.interval;
+    let offset = Duration::from_nanos(probe::random() % interval.as_nanos().max(1) as u64);
+    set_due(&state, &key.check, offset);
+    smol::Timer::after(offset).await;
+    let (mut oks, mut fails) = (0u32, 0u32);
+    loop {
+        let outcome = probe::check(key.backend, &key.check.check, key.check.timeout).await;
+        set_due(&state, &key.check, interval);
+        let names = lock(&state.services).clone();
+        let up = state.up.load(Ordering::Relaxed);
+        match outcome {
+            Ok(()) => {
+                (oks, fails) = (oks.saturating_add(1), 0);
+                if !up && oks >= key.check.rise {
+                    transition(&key, &state, &names, true, &format!("{oks} good checks"));
+                    trigger.fire();
+                }
+            }
+            Err(reason) => {
+                (oks, fails) = (0, fails.saturating_add(1));
+                for n in &names {
+                    metrics::counter!(
+                        "edgenetd_backend_check_failures_total",
+                        &labels(n, key.backend)
+                    )
+                    .increment(1);
+                }
+                if up && fails >= key.check.fall {
+                    let why = format!("{reason} ({fails} failed checks)");
+                    transition(&key, &state, &names, false, &why);
+                    trigger.fire();
+                }
+            }
+        }
+        smol::Timer::after(interval).await;
+    }
+}
+
+/// Records a transition: the state, the metrics, one log line.
+fn transition(key: &ProbeKey, state: &ProbeState, names: &[String], up: bool, why: &str) {
+    state.up.store(up, Ordering::Relaxed);
+    for n in names {
+        let labels = labels(n, key.backend);
+        metrics::gauge!("edgenetd_backend_up", &labels).set(f64::from(u8::from(up)));
+        metrics::counter!("edgenetd_backend_transitions_total", &labels).increment(1);
+    }
+    let (word, check) = (if up { "up" } else { "down" }, key.check.check.name());
+    let services = names.join(", ");
+    if up {
+        log::info!(
+            "service {services}: backend {} is {word} ({check} check): {why}",
+            key.backend
+        );
+    } else {
+        log::warn!(
+            "service {services}: backend {} is {word} ({check} check): {why}",
+            key.backend
+        );
+    }
+}
+
+/// Describes the per-backend metrics (once, at startup).
+pub fn describe_metrics() {
+    metrics::describe_gauge!(
+        "edgenetd_backend_up",
+        "1 while a checked backend is up, 0 while its health check holds it down"
+    );
+    metrics::describe_counter!(
+        "edgenetd_backend_check_failures_total",
+        "Failed health checks of a backend"
+    );
+    metrics::describe_counter!(
+        "edgenetd_backend_transitions_total",
+        "Up/down transitions of a backend"
+    );
 }
 
 /// How long a backend takes at most to be taken out: `fall` probes plus their waits.
@@ -178,14 +332,4 @@ pub fn detection_time(check: &HealthCheck) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::parse_status;
-
-    #[test]
-    fn status_lines() {
-        assert_eq!(parse_status(b"HTTP/1.0 200 OK\r\n"), Some(200));
-        assert_eq!(parse_status(b"HTTP/1.1 503 Service"), Some(503));
-        assert_eq!(parse_status(b"SSH-2.0-OpenSSH"), None);
-        assert_eq!(parse_status(b""), None);
-    }
-}
+mod tests;

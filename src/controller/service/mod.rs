@@ -81,6 +81,7 @@ pub fn describe_metrics() {
         "edgenetd_service_drift_repairs_total",
         "Service table elements or structure found changed behind edgenetd's back and repaired"
     );
+    health::describe_metrics();
     metrics::gauge!("edgenetd_services").set(0.0);
     metrics::gauge!("edgenetd_service_backends").set(0.0);
     metrics::counter!("edgenetd_service_drift_repairs_total").absolute(0);
@@ -114,6 +115,16 @@ impl ServiceController {
         }
     }
 
+    /// Attaches the heartbeat of the health-check probes (`service-health`): beaten every
+    /// second while every probe finishes its checks on time.
+    pub fn with_probe_heartbeat(
+        mut self,
+        heartbeat: std::sync::Arc<dyn crate::sync::Progress + Send + Sync>,
+    ) -> ServiceController {
+        self.health.watch(heartbeat);
+        self
+    }
+
     /// Backends the health checks currently hold down.
     pub fn down_backends(&self) -> Vec<std::net::SocketAddr> {
         self.health.down()
@@ -140,6 +151,7 @@ impl Controller for ServiceController {
         self.health.reconcile(&desired.services.services);
         let health = &self.health;
         let model = model::build_with(&desired.services.services, &|s, b| health.is_up(s, b));
+        health.publish(&desired.services.services);
         let desired_counts = counts(&model);
         progress.beat();
         let mut kernel = match self.kernel.take() {

@@ -125,9 +125,18 @@ pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Ent
         slots::spread(&live)
     };
     let action = if slots.is_empty() {
-        match s.when_empty {
-            WhenEmpty::Reject => Action::Reject,
-            WhenEmpty::Drop => Action::Drop,
+        match (s.fallback, s.when_empty) {
+            // The sorry server is dealt at random, never remembered: a sticky client must
+            // not stay on it once a backend is back.
+            (Some(sorry), _) => Action::Balance {
+                selection: Selection::Random,
+                slots: slots::spread(&[crate::config::service::Backend {
+                    address: sorry,
+                    weight: 1,
+                }]),
+            },
+            (None, WhenEmpty::Reject) => Action::Reject,
+            (None, WhenEmpty::Drop) => Action::Drop,
         }
     } else {
         Action::Balance {

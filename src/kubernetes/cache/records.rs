@@ -220,6 +220,8 @@ impl From<&Service> for ServiceRecord {
             masquerade,
             when_empty,
             health,
+            // Cluster services have no fallback.
+            fallback: _,
         } = s;
         ServiceRecord {
             name: name.clone(),
@@ -253,6 +255,7 @@ impl TryFrom<ServiceRecord> for Service {
                 .map(|(address, weight)| Backend { address, weight })
                 .collect(),
             masquerade: r.masquerade,
+            fallback: None,
         })
     }
 }
@@ -265,11 +268,13 @@ impl From<&HealthCheck> for HealthRecord {
             timeout,
             rise,
             fall,
+            // Services from a cluster always start up.
+            initial: _,
         } = h;
         let (check, http) = match check {
-            HealthCheckKind::None => ("none", None),
-            HealthCheckKind::Tcp => ("tcp", None),
             HealthCheckKind::Http { path, expect } => ("http", Some((path.clone(), *expect))),
+            // Cluster services have only none, tcp or http checks; others do not load back.
+            other => (other.name(), None),
         };
         HealthRecord {
             check: check.to_string(),
@@ -298,6 +303,7 @@ impl TryFrom<HealthRecord> for HealthCheck {
             timeout: Duration::from_millis(r.timeout_ms),
             rise: r.rise,
             fall: r.fall,
+            initial: Default::default(),
         })
     }
 }

@@ -36,12 +36,14 @@ fn state() -> ClusterState {
         affinity,
         masquerade: true,
         when_empty,
+        fallback: None,
         health: HealthCheck {
             check,
             interval: Duration::from_millis(1500),
             timeout: Duration::from_millis(700),
             rise: 4,
             fall: 5,
+            initial: Default::default(),
         },
     };
     let http = HealthCheckKind::Http {

@@ -36,6 +36,7 @@ fn service(name: &str, vip: &str, port: u16, backend: &str) -> Service {
         affinity: Affinity::None,
         masquerade: false,
         when_empty: WhenEmpty::Reject,
+        fallback: None,
         health: HealthCheck::default(),
     }
 }

@@ -390,6 +390,7 @@ fn entries(
             affinity,
             masquerade: !internal && !local_only,
             when_empty,
+            fallback: None,
             health: model::HealthCheck::default(),
         });
     };

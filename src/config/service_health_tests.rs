@@ -1,0 +1,98 @@
+//! `[service.health]` keys of issue 12 and `fallback`: values read, errors at their place.
+
+use super::*;
+use crate::config::load_str;
+
+fn service(body: &str) -> Result<Service, String> {
+    let text = format!(
+        "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.5:8080\"]\n{body}"
+    );
+    load_str(&[("edgenetd.toml", text.as_str())])
+        .map(|s| s.services.services[0].clone())
+        .map_err(|e| e.rendered)
+}
+
+#[test]
+fn new_check_kinds_initial_and_fallback_are_read() {
+    let s = service("fallback = \"10.0.9.1:8080\"\n[service.health]\ncheck = \"udp\"\nsend = \"ping\"\nexpect_bytes = \"pong\"\ninitial = \"down\"\n").unwrap();
+    assert_eq!(s.fallback, Some("10.0.9.1:8080".parse().unwrap()));
+    assert_eq!(s.health.initial, Initial::Down);
+    assert_eq!(
+        s.health.check,
+        HealthCheckKind::Udp {
+            send: b"ping".to_vec(),
+            expect: Some(b"pong".to_vec())
+        }
+    );
+    let s = service("[service.health]\ncheck = \"udp\"\n").unwrap();
+    assert_eq!(
+        s.health.check,
+        HealthCheckKind::Udp {
+            send: vec![],
+            expect: None
+        }
+    );
+    assert_eq!(
+        s.health.initial,
+        Initial::Up,
+        "the default start state is up"
+    );
+    assert_eq!(s.fallback, None);
+    let s = service("[service.health]\ncheck = \"dns\"\nquery_name = \"example.com.\"\n").unwrap();
+    assert_eq!(
+        s.health.check,
+        HealthCheckKind::Dns {
+            query_name: "example.com".into()
+        }
+    );
+    let s = service("[service.health]\ncheck = \"tls\"\nsni = \"www.example.com\"\n").unwrap();
+    assert_eq!(
+        s.health.check,
+        HealthCheckKind::Tls {
+            sni: Some("www.example.com".into())
+        }
+    );
+    let s = service("[service.health]\ncheck = \"tls\"\n").unwrap();
+    assert_eq!(s.health.check, HealthCheckKind::Tls { sni: None });
+}
+
+#[test]
+fn new_health_keys_are_errors_at_their_place() {
+    let e = service(
+        "fallback = \"[fd00::1]:80\"\n[service.health]\ncheck = \"dns\"\ninitial = \"maybe\"\nsni = \"x\"\nsend = \"a\"\n",
+    )
+    .unwrap_err();
+    for want in [
+        "edgenetd.toml:6:12: error: fallback [fd00::1]:80 is IPv6 but the service address 10.96.0.10 is IPv4",
+        "edgenetd.toml:8:9: error: check = \"dns\" needs query_name",
+        "edgenetd.toml:9:11: error: invalid initial `maybe`: expected \"up\" or \"down\"",
+        "edgenetd.toml:10:7: error: `sni` applies only to check = \"tls\"",
+        "edgenetd.toml:11:8: error: `send` applies only to check = \"udp\"",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+    let e =
+        service("fallback = \"nowhere\"\n[service.health]\ncheck = \"tls\"\nsni = \"10.0.0.1\"\n")
+            .unwrap_err();
+    for want in [
+        "edgenetd.toml:6:12: error: invalid fallback `nowhere`: expected \"address:port\"",
+        "edgenetd.toml:9:7: error: invalid sni `10.0.0.1`: expected a host name",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+    let e = service("[service.health]\ncheck = \"dns\"\nquery_name = \"a..b\"\n").unwrap_err();
+    assert!(
+        e.contains("edgenetd.toml:8:14: error: invalid query_name `a..b`"),
+        "{e}"
+    );
+    let e = service("[service.health]\ncheck = \"udp\"\nexpect_bytes = \"\"\n").unwrap_err();
+    assert!(
+        e.contains("edgenetd.toml:8:16: error: empty expect_bytes"),
+        "{e}"
+    );
+    let e = service("[service.health]\ncheck = \"icmp\"\n").unwrap_err();
+    assert!(
+        e.contains("edgenetd.toml:7:9: error: invalid check `icmp`: expected \"none\", \"tcp\", \"http\", \"udp\", \"dns\" or \"tls\""),
+        "{e}"
+    );
+}

@@ -1,0 +1,73 @@
+//! Start states and the fallback in the model. The probes start at a random offset within a
+//! minute, so they are dropped before they run (and would only knock on loopback).
+
+use std::time::Duration;
+
+use super::HealthChecks;
+use crate::config::service::{Affinity, Backend, HealthCheck, HealthCheckKind, Initial, Service};
+use crate::controller::service::model::{Action, Selection, entry_with};
+use crate::sync::trigger;
+
+fn service(initial: Initial, affinity: Affinity, fallback: Option<&str>) -> Service {
+    Service {
+        name: "web".into(),
+        address: "10.96.0.10".parse().unwrap(),
+        port: 80,
+        protocol: crate::config::service::Protocol::Tcp,
+        backends: vec![Backend {
+            address: "127.0.0.1:9".parse().unwrap(),
+            weight: 1,
+        }],
+        affinity,
+        masquerade: false,
+        when_empty: Default::default(),
+        fallback: fallback.map(|f| f.parse().unwrap()),
+        health: HealthCheck {
+            check: HealthCheckKind::Tcp,
+            interval: Duration::from_secs(60),
+            timeout: Duration::from_secs(1),
+            initial,
+            ..HealthCheck::default()
+        },
+    }
+}
+
+#[test]
+fn initial_down_holds_a_new_backend_down_and_the_default_holds_it_up() {
+    let (t, _rx) = trigger();
+    let mut checks = HealthChecks::new(t);
+    let down = service(Initial::Down, Affinity::None, None);
+    checks.reconcile(std::slice::from_ref(&down));
+    assert!(!checks.is_up(&down, down.backends[0].address));
+    assert_eq!(
+        entry_with(&down, &|s, b| checks.is_up(s, b)).action,
+        Action::Reject
+    );
+    let up = service(Initial::Up, Affinity::None, None);
+    checks.reconcile(std::slice::from_ref(&up));
+    assert!(checks.is_up(&up, up.backends[0].address));
+    assert!(checks.down().is_empty(), "the initial = down probe is gone");
+}
+
+#[test]
+fn the_fallback_is_dealt_at_random_only_while_no_backend_is_up() {
+    let sticky = Affinity::Sticky {
+        timeout: Duration::from_secs(60),
+    };
+    let s = service(Initial::Up, sticky, Some("192.0.2.99:80"));
+    let sorry = "192.0.2.99:80".parse().unwrap();
+    match entry_with(&s, &|_, _| false).action {
+        Action::Balance { selection, slots } => {
+            assert_eq!(selection, Selection::Random, "never remembered");
+            assert!(slots.iter().all(|b| *b == sorry), "{slots:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match entry_with(&s, &|_, _| true).action {
+        Action::Balance { selection, slots } => {
+            assert_eq!(selection, Selection::Sticky { timeout: 60 });
+            assert!(!slots.contains(&sorry), "{slots:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
