@@ -57,3 +57,4 @@ pub mod status;
 pub mod sync;
 pub mod sys;
 pub mod systemd;
+pub mod track;

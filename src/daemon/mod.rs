@@ -196,6 +196,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         snapshots: &snapshots,
         shutdown: &shutdown,
         sync_done: &sync_done,
+        http: &http,
         loops: Vec::new(),
     };
     registry::start_all(&mut spawner, &snapshots.current());

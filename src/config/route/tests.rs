@@ -339,15 +339,25 @@ fn the_issue_12_track_example_is_read_with_its_defaults() {
         (TRACK_TABLE_BASE, TRACK_MARK_BASE, TRACK_PRIORITY_BASE)
     );
     assert_eq!(r.track_of(&r.routes[0]), Some("wan1"));
-    assert_eq!(r.track_of(&r.routes[1]), None, "an untracked route stays untracked");
+    assert_eq!(
+        r.track_of(&r.routes[1]),
+        None,
+        "an untracked route stays untracked"
+    );
 }
 
 #[test]
 fn a_route_naming_an_unknown_track_is_an_error_at_the_name() {
     let text = TWO_UPLINKS.replace("track = \"wan1\"", "track = \"wan9\"");
     let e = errors(&text);
-    assert!(e.contains("unknown track `wan9`: defined tracks: `wan1`"), "{e}");
-    assert!(e.contains("edgenetd.toml:17:9"), "file:line:col of the name: {e}");
+    assert!(
+        e.contains("unknown track `wan9`: defined tracks: `wan1`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("edgenetd.toml:17:9"),
+        "file:line:col of the name: {e}"
+    );
 }
 
 #[test]
@@ -379,7 +389,10 @@ colour = "red"
 "#,
     );
     assert!(e.contains("unknown check `http`"), "{e}");
-    assert!(e.contains("an icmp target is an address without a port"), "{e}");
+    assert!(
+        e.contains("an icmp target is an address without a port"),
+        "{e}"
+    );
     assert!(e.contains("invalid fall 0"), "{e}");
     assert!(e.contains("unknown field `colour`"), "{e}");
 }

@@ -30,10 +30,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 pub const MAX_DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Validates every `[[track]]`; returns them with where each name was defined.
-pub(super) fn validate_tracks(
-    raws: Vec<Spanned<RawTrack>>,
-    diags: &mut Diagnostics,
-) -> Vec<Track> {
+pub(super) fn validate_tracks(raws: Vec<Spanned<RawTrack>>, diags: &mut Diagnostics) -> Vec<Track> {
     let mut seen: HashMap<String, Range<usize>> = HashMap::new();
     let mut tracks = Vec::new();
     for (index, item) in raws.into_iter().enumerate() {
@@ -98,14 +95,21 @@ fn target(raw: &Spanned<String>, check: TrackCheck, diags: &mut Diagnostics) -> 
             };
             diags.error(
                 raw.span(),
-                format!("invalid {} target `{text}`: expected e.g. {example}", check.name()),
+                format!(
+                    "invalid {} target `{text}`: expected e.g. {example}",
+                    check.name()
+                ),
             );
             None
         }
     }
 }
 
-fn duration(raw: Option<&Spanned<String>>, what: &str, diags: &mut Diagnostics) -> Option<Duration> {
+fn duration(
+    raw: Option<&Spanned<String>>,
+    what: &str,
+    diags: &mut Diagnostics,
+) -> Option<Duration> {
     let raw = raw?;
     match parse_duration(raw.get_ref()) {
         Ok(d) if !d.is_zero() => Some(d),
@@ -161,7 +165,10 @@ fn validate_track(raw: RawTrack, index: u32, diags: &mut Diagnostics) -> Option<
         Some(m) => match mark(m, diags)? {
             (m, None) if m != 0 => m,
             _ => {
-                diags.error(m.span(), "a track's fwmark is one non-zero mark, without a mask");
+                diags.error(
+                    m.span(),
+                    "a track's fwmark is one non-zero mark, without a mask",
+                );
                 return None;
             }
         },

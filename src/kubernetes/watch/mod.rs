@@ -232,7 +232,10 @@ impl Watcher {
             ));
         }
         if let (Some(policies), Some(pods), Some(namespaces)) = (
-            self.stores.network_policies.as_ref().and_then(parts::listed),
+            self.stores
+                .network_policies
+                .as_ref()
+                .and_then(parts::listed),
             self.stores.pods.as_ref().and_then(parts::listed),
             self.stores.namespaces.as_ref().and_then(parts::listed),
         ) {
