@@ -245,3 +245,33 @@ netns_test! {
         assert!(d.log().contains("track wan1: down"), "one log line per transition");
     }
 }
+
+netns_test! {
+    fn issue_12_a_wedged_prober_is_caught_and_named_by_healthz() {
+        let _net = Topology::with_veth("r0", "r1", &["192.0.2.1/24"]);
+        let config = "[controller.route]\nperiod = \"1h\"\nsync_budget = \"30s\"\n\n\
+            [[track]]\nname = \"wan1\"\ncheck = \"tcp\"\ntarget = \"192.0.2.2:53\"\nvia = \"192.0.2.2\"\n\
+            dev = \"r0\"\ninterval = \"200ms\"\ntimeout = \"100ms\"\ninject_hang = true\n";
+        let d = Daemon::start("failover-wedge", config);
+        let healthz = || {
+            let (status, body) = d.get("/healthz");
+            (status, serde_json::from_str::<serde_json::Value>(&body).unwrap())
+        };
+        wait_until("the track entry, live", Duration::from_secs(5), || {
+            let (status, h) = healthz();
+            status == 200 && h["controllers"]["track"]["live"] == true
+        });
+        // The prober hangs after its first probe: within its window (0.3 s + 2 s slack) plus
+        // the entry's own (that + 2 s) the daemon is not live, and /healthz says which track.
+        let took = wait_until("the wedge to be caught", Duration::from_secs(10), || {
+            let (status, h) = healthz();
+            status != 200 && h["controllers"]["track"]["live"] == false
+        });
+        eprintln!("wedged prober caught after {took:?}");
+        let (_, h) = healthz();
+        assert_eq!(h["live"], false, "{h}");
+        assert_eq!(h["tracks"]["wan1"]["live"], false, "{h}");
+        assert_eq!(h["controllers"]["route"]["live"], true, "the route loop itself is fine: {h}");
+        assert!(d.log().contains("track: prober(s) wedged: wan1"), "{}", d.log());
+    }
+}

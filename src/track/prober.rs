@@ -51,6 +51,10 @@ pub async fn run(track: Track, board: Board, route_loop: Trigger) {
             }
             route_loop.fire();
         }
+        if track.inject_hang {
+            // Test hook: a prober wedged for good (what the supervisor must catch).
+            futures_lite::future::pending::<()>().await;
+        }
         smol::Timer::at(started + track.interval).await;
     }
 }

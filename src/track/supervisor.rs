@@ -64,10 +64,8 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
         if let Some(h) = &handle {
             let longest = tracks.iter().map(window_of).max().unwrap_or_default();
             h.set_window(longest + Duration::from_secs(2));
-            let wedged = sup.board.wedged(Instant::now());
-            if wedged.is_empty() {
-                h.beat();
-            } else if wedged != wedged_before {
+            let wedged = beat_if_live(h, &sup.board, Instant::now());
+            if !wedged.is_empty() && wedged != wedged_before {
                 warn!("track: prober(s) wedged: {}", wedged.join(", "));
             }
             wedged_before = wedged;
@@ -77,6 +75,15 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
             return;
         }
     }
+}
+
+/// Beats `handle` when every prober finished a probe within its window; returns the wedged.
+pub fn beat_if_live(handle: &HealthHandle, board: &Board, now: Instant) -> Vec<String> {
+    let wedged = board.wedged(now);
+    if wedged.is_empty() {
+        handle.beat();
+    }
+    wedged
 }
 
 /// Starts the probers of new or changed tracks and stops those of removed ones.
@@ -129,4 +136,45 @@ pub fn healthz(board: &Board) -> Value {
         })
         .collect();
     Value::Object(tracks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+    use crate::config::route::{Track, TrackCheck};
+
+    #[test]
+    fn a_wedged_prober_stops_the_beats_so_the_track_entry_goes_stale() {
+        let clock = FakeClock::new();
+        let health = Health::new(clock.clone());
+        let h = health.register(HEALTH_NAME, Duration::from_secs(5));
+        let board = Board::default();
+        board.start(&Track {
+            name: "wan1".into(),
+            check: TrackCheck::Tcp,
+            target: "192.0.2.1:53".parse().unwrap(),
+            via: "203.0.113.1".parse().unwrap(),
+            dev: "eth0".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            fall: 3,
+            rise: 3,
+            table: 32000,
+            fwmark: 1,
+            priority: 90,
+            inject_hang: false,
+        });
+        clock.advance(Duration::from_secs(4));
+        assert!(beat_if_live(&h, &board, Instant::now()).is_empty());
+        clock.advance(Duration::from_secs(4));
+        assert!(health.report().all_live(), "beaten 4 s ago");
+        // The prober's window (1 s + 1 s + 2 s) has passed without a probe.
+        let later = Instant::now() + Duration::from_secs(5);
+        assert_eq!(beat_if_live(&h, &board, later), vec!["wan1"]);
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(health.report().stale(), vec![HEALTH_NAME]);
+        let v = healthz(&board);
+        assert_eq!(v["wan1"]["up"], true);
+    }
 }

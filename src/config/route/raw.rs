@@ -58,6 +58,9 @@ pub(super) struct RawTrack {
     pub(super) table: Option<Spanned<RawTable>>,
     pub(super) fwmark: Option<Spanned<RawMark>>,
     pub(super) priority: Option<Spanned<i64>>,
+    #[cfg(feature = "fault-injection")]
+    #[serde(default)]
+    pub(super) inject_hang: bool,
 }
 
 #[derive(Deserialize)]

@@ -178,7 +178,12 @@ fn validate_track(raw: RawTrack, index: u32, diags: &mut Diagnostics) -> Option<
         Some(p) => number(p, 1..=32765, "priority", diags)? as u32,
         None => TRACK_PRIORITY_BASE + index,
     };
+    #[cfg(feature = "fault-injection")]
+    let inject_hang = raw.inject_hang;
+    #[cfg(not(feature = "fault-injection"))]
+    let inject_hang = false;
     Some(Track {
+        inject_hang,
         name,
         check: check?,
         target: target?,
