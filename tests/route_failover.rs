@@ -247,6 +247,7 @@ netns_test! {
 }
 
 netns_test! {
+    #[cfg(feature = "fault-injection")]
     fn issue_12_a_wedged_prober_is_caught_and_named_by_healthz() {
         let _net = Topology::with_veth("r0", "r1", &["192.0.2.1/24"]);
         let config = "[controller.route]\nperiod = \"1h\"\nsync_budget = \"30s\"\n\n\
