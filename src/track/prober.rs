@@ -33,7 +33,7 @@ pub async fn run(track: Track, board: Board, route_loop: Trigger) {
                     track.name,
                     track.rise,
                     track.check.name(),
-                    track.target,
+                    track.target_text(),
                     track.via,
                     track.dev
                 );
@@ -43,7 +43,7 @@ pub async fn run(track: Track, board: Board, route_loop: Trigger) {
                     track.name,
                     track.fall,
                     track.check.name(),
-                    track.target,
+                    track.target_text(),
                     track.via,
                     track.dev,
                     reason.as_deref().unwrap_or("?")

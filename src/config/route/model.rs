@@ -65,6 +65,16 @@ impl TrackCheck {
     }
 }
 
+impl Track {
+    /// The target as configured: `ADDR:PORT`, or just the address for icmp.
+    pub fn target_text(&self) -> String {
+        match self.check {
+            TrackCheck::Icmp => self.target.ip().to_string(),
+            _ => self.target.to_string(),
+        }
+    }
+}
+
 /// A validated `[[track]]`: a probe of one uplink that always leaves through `via`/`dev`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Track {

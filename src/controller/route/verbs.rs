@@ -68,7 +68,7 @@ pub fn track_lines(desired: &DesiredState, protocol: u8) -> String {
             "track {}: {} {} via {} dev {} every {:?} (fall {}, rise {}): ",
             track.name,
             track.check.name(),
-            track.target,
+            track.target_text(),
             track.via,
             track.dev,
             track.interval,
@@ -127,4 +127,48 @@ pub async fn cleanup(settings: &DaemonSettings) -> Result<String, SyncError> {
         ..Default::default()
     })?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load_str;
+
+    #[test]
+    fn plan_shows_which_routes_a_down_track_withdraws() {
+        let desired = load_str(&[(
+            "e.toml",
+            r#"
+[[track]]
+name = "wan1"
+check = "tcp"
+target = "1.1.1.1:53"
+via = "203.0.113.1"
+dev = "eth0"
+interval = "2s"
+[[track]]
+name = "spare"
+check = "icmp"
+target = "1.0.0.1"
+via = "198.51.100.1"
+dev = "eth1"
+[[route]]
+to = "default"
+via = "203.0.113.1"
+dev = "eth0"
+metric = 10
+track = "wan1"
+[[route]]
+to = "default"
+via = "198.51.100.1"
+dev = "eth1"
+metric = 20
+"#,
+        )])
+        .unwrap();
+        assert_eq!(
+            track_lines(&desired, 190),
+            "track wan1: tcp 1.1.1.1:53 via 203.0.113.1 dev eth0 every 2s (fall 3, rise 3): while down, withdraws\n  route 0.0.0.0/0 via 203.0.113.1 dev eth0 table main metric 10 proto 190\ntrack spare: icmp 1.0.0.1 via 198.51.100.1 dev eth1 every 5s (fall 3, rise 3): no route names it; down withdraws nothing\n"
+        );
+    }
 }
