@@ -21,6 +21,7 @@ pub mod runner;
 mod signals;
 pub mod snapshots;
 pub mod spawner;
+pub mod tracks;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

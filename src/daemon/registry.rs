@@ -67,7 +67,9 @@ pub const BUILTIN: [BuiltinController; 3] = [
         describe_metrics: route::describe_metrics,
         plan: |d| Box::pin(async move { route::plan(d).await.map_err(|e| e.to_string()) }),
         cleanup: |s| Box::pin(async move { route::cleanup(s).await.map_err(|e| e.to_string()) }),
-        start: route::start::start,
+        start: |spawner, deps, kernel_rx| {
+            super::tracks::start_route(spawner, deps.kernel_events, kernel_rx);
+        },
     },
 ];
 

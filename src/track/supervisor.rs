@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use super::board::{Board, window_of};
 use super::prober;
+use crate::config::DesiredState;
 use crate::config::route::Track;
-use crate::daemon::snapshots::Snapshots;
 use crate::health::{Health, HealthHandle};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::Trigger;
@@ -35,8 +35,8 @@ pub struct Supervisor {
     pub route_loop: Trigger,
     /// Where the `track` entry is registered (once a track is configured).
     pub health: Arc<Health>,
-    /// The desired state, read every second.
-    pub snapshots: Arc<Snapshots>,
+    /// The current desired state, read every second.
+    pub current: Box<dyn Fn() -> Arc<DesiredState>>,
     /// Closed when the daemon stops.
     pub shutdown: Shutdown,
 }
@@ -53,7 +53,7 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
     let mut handle: Option<HealthHandle> = None;
     let mut wedged_before: Vec<String> = Vec::new();
     loop {
-        let tracks = sup.snapshots.current().routing.tracks.clone();
+        let tracks = (sup.current)().routing.tracks.clone();
         reconcile(&sup, &ex, &mut probers, &tracks);
         if handle.is_none() && !tracks.is_empty() {
             let h = sup.health.register(HEALTH_NAME, Duration::from_secs(10));

@@ -10,8 +10,7 @@
 //! - [`verbs`]: the `plan` and `cleanup` CLI verbs.
 //!
 //! Extra: [`hash`] (the planner's fast hasher), [`tracks`] (WAN failover: the routes a down
-//! `[[track]]` withdraws, the private route and rule of each track's probe) and [`start`]
-//! (the loop with its track probers).
+//! `[[track]]` withdraws, the private route and rule of each track's probe).
 //!
 //! Ownership: every route and rule edgenetd installs carries `daemon.route_protocol`; a sync
 //! dumps only objects with that protocol (the kernel filters route dumps), plans against the
@@ -30,7 +29,6 @@ pub mod hash;
 pub mod model;
 pub mod observe;
 pub mod plan;
-pub mod start;
 pub mod tracks;
 pub mod verbs;
 
