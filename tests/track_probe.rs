@@ -72,7 +72,7 @@ netns_test! {
     fn dns_probe_is_up_with_rcode_0_and_down_with_servfail_silence_or_nothing() {
         let t = far();
         let script = t.script("dns.py", DNS);
-        t.host("far").spawn(&format!("exec python3 -u {script}"));
+        let mut responder = t.host("far").spawn(&format!("exec python3 -u {script}"));
         wait_until("the DNS responder", Duration::from_secs(10), || {
             t.host("far").sh("ss -lunH").matches("198.18.0.1:").count() == 3
         });
@@ -82,6 +82,8 @@ netns_test! {
         assert_eq!(probe(TrackCheck::Dns, "198.18.0.1:5354", MARK), Err("timeout".into()));
         let closed = probe(TrackCheck::Dns, "198.18.0.1:5355", MARK).unwrap_err();
         assert!(closed == "refused" || closed == "timeout", "{closed}");
+        responder.kill().unwrap();
+        responder.wait().unwrap();
     }
 }
 
