@@ -233,6 +233,17 @@ netns_test! {
         // default through wan2 where the target answers).
         std::thread::sleep(Duration::from_millis(3 * INTERVAL_MS));
         assert_eq!(ask(lan, "tcp", 0), "inet2 198.51.100.2");
+        // A reload that changes something else keeps the track down: no flap, no restore.
+        d.reload(&format!(
+            "{}\n[[route]]\nto = \"10.77.0.0/16\"\nvia = \"198.51.100.1\"\ndev = \"wan2\"\n",
+            config()
+        ));
+        wait_until("the reloaded route", Duration::from_secs(5), || {
+            sh("ip route show").contains("10.77.0.0/16")
+        });
+        assert!(!sh("ip route show").contains("metric 10"), "still withdrawn after the reload");
+        assert_eq!(d.metric("edgenetd_track_transitions_total", &[("track", "wan1")]), Some(1.0));
+        assert_eq!(ask(lan, "tcp", 0), "inet2 198.51.100.2");
 
         // wan1 answers again: after `rise` good probes new connections use wan1 again.
         isp1.sh("ip route del blackhole 198.18.0.53/32");
