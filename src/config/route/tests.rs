@@ -414,3 +414,34 @@ dev = "eth0"
     assert!(e.contains("track `wan1` is defined twice"), "{e}");
     assert!(e.contains("first defined here"), "{e}");
 }
+
+#[test]
+fn two_tracks_sharing_a_table_or_mark_is_an_error() {
+    let track = |name: &str, extra: &str| {
+        format!(
+            "[[track]]\nname = \"{name}\"\ncheck = \"tcp\"\ntarget = \"192.0.2.1:53\"\nvia = \"203.0.113.1\"\ndev = \"eth0\"\n{extra}"
+        )
+    };
+    let two = routing(&format!("{}{}", track("a", ""), track("b", "")));
+    assert_eq!(
+        two.tracks[0].table + 1,
+        two.tracks[1].table,
+        "defaults count up"
+    );
+    assert_eq!(two.tracks[0].fwmark + 1, two.tracks[1].fwmark);
+    let e = errors(&format!(
+        "{}{}",
+        track("a", ""),
+        track("b", "table = 32000\n")
+    ));
+    assert!(
+        e.contains("track `b` shares its table (32000) or fwmark"),
+        "{e}"
+    );
+    let e = errors(&format!(
+        "{}{}",
+        track("a", "fwmark = 7\n"),
+        track("b", "fwmark = \"0x7\"\n")
+    ));
+    assert!(e.contains("with track `a`"), "{e}");
+}

@@ -50,6 +50,19 @@ pub(super) fn validate_tracks(raws: Vec<Spanned<RawTrack>>, diags: &mut Diagnost
             );
             continue;
         }
+        if let Some(other) = tracks
+            .iter()
+            .find(|t: &&Track| t.table == track.table || t.fwmark == track.fwmark)
+        {
+            diags.error(
+                name_span,
+                format!(
+                    "track `{}` shares its table ({}) or fwmark ({:#x}) with track `{}`: each track needs its own",
+                    track.name, track.table, track.fwmark, other.name
+                ),
+            );
+            continue;
+        }
         seen.insert(track.name.clone(), name_span);
         tracks.push(track);
     }
