@@ -307,6 +307,7 @@ fn desired(n: usize, change: Option<usize>) -> DesiredState {
         routing: RoutingConfig {
             routes,
             rules: Vec::new(),
+            ..Default::default()
         },
         ..Default::default()
     }

@@ -12,8 +12,10 @@
 //! - [`config`]: TOML files -> one validated, immutable [`config::DesiredState`]; every
 //!   problem with file:line:col. Knows nothing of netlink.
 //! - [`dataplane`]: the only code that speaks netlink (nftables batches, rtnetlink).
+//! - [`track`]: WAN failover's uplink probers (`[[track]]`) and the up/down board they write.
 //! - [`controller`]: the [`controller::Controller`] trait and one module per kernel domain.
-//!   Controllers plan (pure) and then apply through the dataplane.
+//!   Controllers plan (pure) and then apply through the dataplane; the route controller
+//!   reads the track board.
 //! - [`source`]: loads the config files ([`source::Outcome::Loaded`] or
 //!   [`source::Outcome::Rejected`]) and watches them for changes; nothing more.
 //! - [`health`]: heartbeats, the liveness window and queued-update rule, readiness,
@@ -37,7 +39,8 @@
 //! `unsafe` is denied crate-wide. The few places that must call C are allowed one by one, each
 //! a small module of safe wrappers: `dataplane::nft::ffi` (libnftnl, libmnl), [`sys`]
 //! (socket options, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
-//! socket) and `source::inotify`.
+//! socket), `track::probe::socket` (marked probe sockets, interface addresses) and
+//! `source::inotify`.
 #![deny(unsafe_code)]
 pub mod cli;
 pub mod clock;
@@ -58,3 +61,4 @@ pub mod status;
 pub mod sync;
 pub mod sys;
 pub mod systemd;
+pub mod track;

@@ -66,6 +66,16 @@ const ALLOWED: &[(&str, &str)] = &[
     ("controller", "config"),
     ("controller", "dataplane"),
     ("controller", "sync"),
+    // WAN failover: the route controller reads the track probers' board.
+    ("controller", "track"),
+    // The track probers: `[[track]]` in, up/down on their board out; the supervisor reports
+    // to the health registry and stops with the daemon.
+    ("track", "clock"),
+    ("track", "config"),
+    ("track", "health"),
+    ("track", "shutdown"),
+    ("track", "sync"),
+    ("daemon", "track"),
     // The Kubernetes source (feature `kubernetes`): cluster objects -> the config's model.
     ("kubernetes", "config"),
     // The shared names (zones, families, ...) sit below both config and dataplane.
@@ -103,6 +113,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::policy", "config::net"),
     ("config::policy", "config::nul"),
     ("config::route", "config::diag"),
+    ("config::route", "config::duration"),
     ("config::route", "config::doc"),
     ("config::route", "config::net"),
     ("config::route", "config::nul"),
@@ -171,11 +182,13 @@ const ALLOWED: &[(&str, &str)] = &[
     // Inside the daemon.
     ("daemon::kubernetes", "daemon::snapshots"),
     ("daemon::registry", "daemon::spawner"),
+    ("daemon::registry", "daemon::tracks"),
     ("daemon::reload", "daemon::snapshots"),
     ("daemon::runner", "daemon::observed"),
     ("daemon::runner", "daemon::snapshots"),
     ("daemon::spawner", "daemon::runner"),
     ("daemon::spawner", "daemon::snapshots"),
+    ("daemon::tracks", "daemon::spawner"),
 ];
 
 /// Modules whose children are checked against each other too.

@@ -41,6 +41,7 @@ fn desired(gateway_of: impl Fn(usize) -> [u8; 4]) -> DesiredState {
         routing: RoutingConfig {
             routes,
             rules: Vec::new(),
+            ..Default::default()
         },
         ..Default::default()
     }
@@ -176,6 +177,7 @@ fn ipv6_route_metric_0() -> DesiredState {
                 nexthops: Vec::new(),
             }],
             rules: Vec::new(),
+            ..Default::default()
         },
         ..Default::default()
     }

@@ -54,6 +54,7 @@ const SECTIONS: &[&str] = &[
     "service",
     "route",
     "route_rule",
+    "track",
     "kubernetes",
     #[cfg(feature = "fault-injection")]
     "test_controller",

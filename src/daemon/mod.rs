@@ -21,6 +21,7 @@ pub mod runner;
 mod signals;
 pub mod snapshots;
 pub mod spawner;
+pub mod tracks;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -196,6 +197,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         snapshots: &snapshots,
         shutdown: &shutdown,
         sync_done: &sync_done,
+        http: &http,
         loops: Vec::new(),
     };
     registry::start_all(&mut spawner, &snapshots.current());

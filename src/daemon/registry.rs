@@ -75,8 +75,7 @@ pub const BUILTIN: [BuiltinController; 3] = [
         plan: |d| Box::pin(async move { route::plan(d).await.map_err(|e| e.to_string()) }),
         cleanup: |s| Box::pin(async move { route::cleanup(s).await.map_err(|e| e.to_string()) }),
         start: |spawner, deps, kernel_rx| {
-            let controller = route::RouteController::new(deps.kernel_events);
-            spawner.spawn(controller, kernel_rx, builtin_settings);
+            super::tracks::start_route(spawner, deps.kernel_events, kernel_rx);
         },
     },
 ];

@@ -7,6 +7,7 @@ use super::snapshots::Snapshots;
 use crate::config::{ControllerSettings, DesiredState};
 use crate::controller::Controller;
 use crate::health::Health;
+use crate::http::HttpState;
 use crate::metrics;
 use crate::shutdown::Shutdown;
 use crate::sync::{Trigger, TriggerRx};
@@ -26,6 +27,8 @@ pub struct Spawner<'a, 'ex> {
     pub shutdown: &'a Shutdown,
     /// Fired after every sync of every loop (wakes the systemd supervisor).
     pub sync_done: &'a Trigger,
+    /// What the HTTP server serves (a controller may add a /healthz object).
+    pub http: &'a HttpState,
     /// The started loops, awaited at shutdown.
     pub loops: Vec<smol::Task<()>>,
 }

@@ -1,4 +1,5 @@
-//! Conntrack cleanup over ctnetlink: deleting the UDP flows of a removed service backend.
+//! Conntrack cleanup over ctnetlink: deleting the UDP flows of a removed service backend, and
+//! the masqueraded flows of a failed uplink.
 //!
 //! UDP has no close: a client that keeps sending to a VIP keeps its conntrack entry, and with
 //! it the NAT binding to a backend that is gone. So when a UDP backend loses its slots, its
@@ -59,6 +60,41 @@ pub fn delete_udp_flows(vip: IpAddr, port: u16, backend: SocketAddr) -> io::Resu
             && r.src == Some(backend.ip())
             && r.sport == Some(backend.port())
         {
+            victims.push(orig.to_vec());
+        }
+    })?;
+    let mut deleted = 0;
+    for orig in victims {
+        let mut payload = Vec::new();
+        put_attr(&mut payload, CTA_TUPLE_ORIG | NLA_F_NESTED, &orig);
+        match sock.request(IPCTNL_MSG_CT_DELETE, family, NLM_F_ACK, &payload) {
+            Ok(()) => deleted += 1,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes the conntrack entries of flows masqueraded to `addr` (their reply goes to `addr`
+/// but they did not start there): the NAT bindings of clients behind a failed uplink, so
+/// their next packet is a new flow that takes the route in force now. Returns how many.
+pub fn delete_masqueraded_flows(addr: IpAddr) -> io::Result<usize> {
+    let sock = Socket::open()?;
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    } as u8;
+    let mut victims: Vec<Vec<u8>> = Vec::new();
+    sock.dump(family, &mut |attrs| {
+        let (Some(orig), Some(reply)) = (find(attrs, CTA_TUPLE_ORIG), find(attrs, CTA_TUPLE_REPLY))
+        else {
+            return;
+        };
+        let o = Tuple::parse(orig);
+        let r = Tuple::parse(reply);
+        if r.dst == Some(addr) && o.src != Some(addr) {
             victims.push(orig.to_vec());
         }
     })?;

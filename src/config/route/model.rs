@@ -1,6 +1,8 @@
 //! The validated route and rule types: plain Rust, no TOML inside.
 
-use std::net::IpAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use ipnet::IpNet;
 
@@ -14,6 +16,95 @@ pub struct RoutingConfig {
     pub routes: Vec<Route>,
     /// Every `[[route_rule]]`, in file order.
     pub rules: Vec<RouteRule>,
+    /// Every `[[track]]`, in file order.
+    pub tracks: Vec<Track>,
+    /// The routes that name a track, by identity (table, prefix, metric as the kernel stores
+    /// it): a route is identified by these, so the map survives routes being added around it.
+    pub tracked: BTreeMap<RouteId, String>,
+}
+
+/// What identifies a configured route: table, destination and effective metric.
+pub type RouteId = (u32, IpNet, u32);
+
+impl Route {
+    /// The route's identity in [`RoutingConfig::tracked`].
+    pub fn id(&self) -> RouteId {
+        (self.table, self.to, self.effective_metric())
+    }
+}
+
+impl RoutingConfig {
+    /// The track a route is tied to, if any.
+    pub fn track_of(&self, route: &Route) -> Option<&str> {
+        if self.tracked.is_empty() {
+            return None;
+        }
+        self.tracked.get(&route.id()).map(String::as_str)
+    }
+}
+
+/// How a track probes its uplink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrackCheck {
+    /// A TCP connection to `target` completes.
+    Tcp,
+    /// A DNS query to `target` gets an answer with RCODE 0.
+    Dns,
+    /// An ICMP echo to `target` gets a reply (unprivileged ping socket).
+    Icmp,
+}
+
+impl TrackCheck {
+    /// The name as configured.
+    pub fn name(self) -> &'static str {
+        match self {
+            TrackCheck::Tcp => "tcp",
+            TrackCheck::Dns => "dns",
+            TrackCheck::Icmp => "icmp",
+        }
+    }
+}
+
+impl Track {
+    /// The target as configured: `ADDR:PORT`, or just the address for icmp.
+    pub fn target_text(&self) -> String {
+        match self.check {
+            TrackCheck::Icmp => self.target.ip().to_string(),
+            _ => self.target.to_string(),
+        }
+    }
+}
+
+/// A validated `[[track]]`: a probe of one uplink that always leaves through `via`/`dev`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Track {
+    /// Unique name, what `[[route]] track` refers to.
+    pub name: String,
+    /// The kind of probe.
+    pub check: TrackCheck,
+    /// Where the probe goes (port 0 for icmp).
+    pub target: SocketAddr,
+    /// The uplink's gateway, the probe's next hop whatever the main table says.
+    pub via: IpAddr,
+    /// The uplink's device.
+    pub dev: String,
+    /// Time between probes.
+    pub interval: Duration,
+    /// How long one probe may take before it counts as failed.
+    pub timeout: Duration,
+    /// Consecutive failures that take the track down.
+    pub fall: u32,
+    /// Consecutive successes that bring it back up.
+    pub rise: u32,
+    /// The private table holding the probe's route to `target`.
+    pub table: u32,
+    /// The socket mark of the probe, and of the rule that sends it to `table`.
+    pub fwmark: u32,
+    /// The priority of that rule.
+    pub priority: u32,
+    /// Test hook (fault-injection builds only): the prober hangs after its first probe, to
+    /// exercise the heartbeat contract.
+    pub inject_hang: bool,
 }
 
 /// A route's type.

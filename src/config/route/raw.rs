@@ -1,4 +1,4 @@
-//! Raw serde shapes of `[[route]]` and `[[route_rule]]`, as written (spans for error places).
+//! Raw serde shapes of `[[route]]`, `[[route_rule]]` and `[[track]]`, as written (spans for error places).
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -40,6 +40,27 @@ pub(super) struct RawRoute {
     pub(super) onlink: Option<Spanned<bool>>,
     pub(super) mtu: Option<Spanned<i64>>,
     pub(super) nexthops: Option<Spanned<Vec<Spanned<RawNextHop>>>>,
+    pub(super) track: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTrack {
+    pub(super) name: Spanned<String>,
+    pub(super) check: Spanned<String>,
+    pub(super) target: Spanned<String>,
+    pub(super) via: Spanned<String>,
+    pub(super) dev: Spanned<String>,
+    pub(super) interval: Option<Spanned<String>>,
+    pub(super) timeout: Option<Spanned<String>>,
+    pub(super) fall: Option<Spanned<i64>>,
+    pub(super) rise: Option<Spanned<i64>>,
+    pub(super) table: Option<Spanned<RawTable>>,
+    pub(super) fwmark: Option<Spanned<RawMark>>,
+    pub(super) priority: Option<Spanned<i64>>,
+    #[cfg(feature = "fault-injection")]
+    #[serde(default)]
+    pub(super) inject_hang: bool,
 }
 
 #[derive(Deserialize)]

@@ -32,6 +32,9 @@ pub struct RouteList {
     seen: HashMap<RouteKey, Range<usize>>,
     /// The problems of the entries so far.
     pub(super) diags: Diagnostics,
+    /// The `track` of each route that names one (its index in `routes`), checked against the
+    /// `[[track]]` names once every file is read.
+    pub(super) tracks: Vec<(usize, Spanned<String>)>,
 }
 
 impl ElementSink for RouteList {
@@ -48,9 +51,13 @@ impl ElementSink for RouteList {
             return;
         };
         let errors_before = self.diags.len();
+        let track = raw.track.clone();
         let route = validate_route(raw, span.clone(), &mut self.diags);
-        if let Some(route) = route.filter(|_| self.diags.len() == errors_before) {
-            self.add(route, span);
+        if let Some(route) = route.filter(|_| self.diags.len() == errors_before)
+            && self.add(route, span)
+            && let Some(track) = track
+        {
+            self.tracks.push((self.routes.len() - 1, track));
         }
     }
 
@@ -63,13 +70,14 @@ impl ElementSink for RouteList {
             self.seen.remove(&key(route));
         }
         self.routes.truncate(routes);
+        self.tracks.retain(|(i, _)| *i < routes);
         self.diags.truncate(diags);
     }
 }
 
 impl RouteList {
-    /// Keeps a valid route unless one with the same identity came first.
-    fn add(&mut self, route: Route, span: Range<usize>) {
+    /// Keeps a valid route unless one with the same identity came first; true when kept.
+    fn add(&mut self, route: Route, span: Range<usize>) -> bool {
         let key = key(&route);
         if let Some(first) = self.seen.get(&key) {
             self.diags.error_also(
@@ -81,10 +89,11 @@ impl RouteList {
                 first.clone(),
                 "first defined here",
             );
-            return;
+            return false;
         }
         self.seen.insert(key, span);
         self.routes.push(route);
+        true
     }
 }
 

@@ -295,3 +295,153 @@ fn the_same_rule_spelled_differently_is_defined_twice() {
     assert_eq!(r.rules[2].fwmark, Some((0, Some(u32::MAX))));
     assert_eq!(r.rules[3].fwmark, None);
 }
+
+const TWO_UPLINKS: &str = r#"
+[[track]]
+name = "wan1"
+check = "tcp"
+target = "1.1.1.1:53"
+via = "203.0.113.1"
+dev = "eth0"
+interval = "2s"
+fall = 3
+rise = 3
+
+[[route]]
+to = "default"
+via = "203.0.113.1"
+dev = "eth0"
+metric = 10
+track = "wan1"
+
+[[route]]
+to = "default"
+via = "198.51.100.1"
+dev = "eth1"
+metric = 20
+"#;
+
+#[test]
+fn the_issue_12_track_example_is_read_with_its_defaults() {
+    let r = routing(TWO_UPLINKS);
+    assert_eq!(r.tracks.len(), 1);
+    let t = &r.tracks[0];
+    assert_eq!(t.name, "wan1");
+    assert_eq!(t.check, TrackCheck::Tcp);
+    assert_eq!(t.target, "1.1.1.1:53".parse().unwrap());
+    assert_eq!(t.via, "203.0.113.1".parse::<std::net::IpAddr>().unwrap());
+    assert_eq!(t.dev, "eth0");
+    assert_eq!(t.interval, std::time::Duration::from_secs(2));
+    assert_eq!(t.timeout, std::time::Duration::from_secs(2));
+    assert_eq!((t.fall, t.rise), (3, 3));
+    assert_eq!(
+        (t.table, t.fwmark, t.priority),
+        (TRACK_TABLE_BASE, TRACK_MARK_BASE, TRACK_PRIORITY_BASE)
+    );
+    assert_eq!(r.track_of(&r.routes[0]), Some("wan1"));
+    assert_eq!(
+        r.track_of(&r.routes[1]),
+        None,
+        "an untracked route stays untracked"
+    );
+}
+
+#[test]
+fn a_route_naming_an_unknown_track_is_an_error_at_the_name() {
+    let text = TWO_UPLINKS.replace("track = \"wan1\"", "track = \"wan9\"");
+    let e = errors(&text);
+    assert!(
+        e.contains("unknown track `wan9`: defined tracks: `wan1`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("edgenetd.toml:17:9"),
+        "file:line:col of the name: {e}"
+    );
+}
+
+#[test]
+fn track_keys_are_checked_each_at_its_place() {
+    let e = errors(
+        r#"
+[[track]]
+name = "a"
+check = "http"
+target = "1.1.1.1:53"
+via = "203.0.113.1"
+dev = "eth0"
+
+[[track]]
+name = "b"
+check = "icmp"
+target = "1.1.1.1:53"
+via = "2001:db8::1"
+dev = "eth0"
+fall = 0
+
+[[track]]
+name = "c"
+check = "tcp"
+target = "1.1.1.1"
+via = "203.0.113.1"
+dev = "eth0"
+colour = "red"
+"#,
+    );
+    assert!(e.contains("unknown check `http`"), "{e}");
+    assert!(
+        e.contains("an icmp target is an address without a port"),
+        "{e}"
+    );
+    assert!(e.contains("invalid fall 0"), "{e}");
+    assert!(e.contains("unknown field `colour`"), "{e}");
+}
+
+#[test]
+fn a_track_defined_twice_names_both_places_and_dns_defaults_to_port_53() {
+    let one = r#"
+[[track]]
+name = "wan1"
+check = "dns"
+target = "192.0.2.53"
+via = "203.0.113.1"
+dev = "eth0"
+"#;
+    let r = routing(one);
+    assert_eq!(r.tracks[0].target, "192.0.2.53:53".parse().unwrap());
+    assert_eq!(r.tracks[0].interval, DEFAULT_INTERVAL);
+    let e = errors(&format!("{one}{one}"));
+    assert!(e.contains("track `wan1` is defined twice"), "{e}");
+    assert!(e.contains("first defined here"), "{e}");
+}
+
+#[test]
+fn two_tracks_sharing_a_table_or_mark_is_an_error() {
+    let track = |name: &str, extra: &str| {
+        format!(
+            "[[track]]\nname = \"{name}\"\ncheck = \"tcp\"\ntarget = \"192.0.2.1:53\"\nvia = \"203.0.113.1\"\ndev = \"eth0\"\n{extra}"
+        )
+    };
+    let two = routing(&format!("{}{}", track("a", ""), track("b", "")));
+    assert_eq!(
+        two.tracks[0].table + 1,
+        two.tracks[1].table,
+        "defaults count up"
+    );
+    assert_eq!(two.tracks[0].fwmark + 1, two.tracks[1].fwmark);
+    let e = errors(&format!(
+        "{}{}",
+        track("a", ""),
+        track("b", "table = 32000\n")
+    ));
+    assert!(
+        e.contains("track `b` shares its table (32000) or fwmark"),
+        "{e}"
+    );
+    let e = errors(&format!(
+        "{}{}",
+        track("a", "fwmark = 7\n"),
+        track("b", "fwmark = \"0x7\"\n")
+    ));
+    assert!(e.contains("with track `a`"), "{e}");
+}

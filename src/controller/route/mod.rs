@@ -9,7 +9,8 @@
 //! - [`observe`]: dumping the kernel, the kernel-event monitor, the cache's snapshot;
 //! - [`verbs`]: the `plan` and `cleanup` CLI verbs.
 //!
-//! Extra: [`hash`] (the planner's fast hasher).
+//! Extra: [`hash`] (the planner's fast hasher), [`tracks`] (WAN failover: the routes a down
+//! `[[track]]` withdraws, the private route and rule of each track's probe).
 //!
 //! Ownership: every route and rule edgenetd installs carries `daemon.route_protocol`; a sync
 //! dumps only objects with that protocol (the kernel filters route dumps), plans against the
@@ -28,19 +29,22 @@ pub mod hash;
 pub mod model;
 pub mod observe;
 pub mod plan;
+pub mod tracks;
 pub mod verbs;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::Instant;
 
 use log::{info, warn};
 use metrics::{counter, describe_counter, describe_gauge, gauge};
 
 use crate::config::DesiredState;
+use crate::config::route::{Route, RouteRule, RoutingConfig};
 use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
 use crate::dataplane::route::{RouteKey, RouteSocket, RuleSpec};
 use crate::sync::{Progress, SyncError, SyncReport, Trigger};
+use crate::track::Board;
 use apply::{Applied, apply};
 use hash::FastSet;
 use observe::{Events, Observed, Snapshot, observe};
@@ -81,17 +85,55 @@ pub struct RouteController {
     events: Events,
     /// What the last sync left installed, and whether to trust it.
     cache: KernelCache<Snapshot>,
+    /// The tracks' up/down state (the probers write it).
+    board: Board,
+    /// Down tracks whose masqueraded flows were flushed (once per failure).
+    flushed: BTreeSet<String>,
 }
 
 impl RouteController {
     /// A controller whose kernel-event monitor wakes its loop through `trigger`. Sockets are
     /// opened on the first sync (on the executor's thread, in its network namespace).
     pub fn new(trigger: Trigger) -> RouteController {
+        RouteController::with_board(trigger, Board::default())
+    }
+
+    /// [`RouteController::new`] reading the tracks' state from `board` (routes of a down
+    /// track are withdrawn).
+    pub fn with_board(trigger: Trigger, board: Board) -> RouteController {
         RouteController {
             trigger,
             socket: None,
             events: Events::default(),
             cache: KernelCache::new(),
+            board,
+            flushed: BTreeSet::new(),
+        }
+    }
+
+    /// Flushes the masqueraded conntrack entries of each newly down track's uplink, so its
+    /// clients reconnect through the route in force now (established flows through the
+    /// failed uplink would only time out). Runs after the withdrawal was applied.
+    fn flush_failed_uplinks(&mut self, routing: &RoutingConfig, down: &BTreeSet<String>) {
+        self.flushed.retain(|t| down.contains(t));
+        for track in routing.tracks.iter().filter(|t| down.contains(&t.name)) {
+            if !self.flushed.insert(track.name.clone()) {
+                continue;
+            }
+            let addrs = crate::track::probe::addresses_of(&track.dev).unwrap_or_default();
+            for addr in addrs {
+                match crate::dataplane::conntrack::delete_masqueraded_flows(addr) {
+                    Ok(0) => {}
+                    Ok(n) => info!(
+                        "track {}: flushed {n} masqueraded flow(s) of {addr} ({})",
+                        track.name, track.dev
+                    ),
+                    Err(e) => warn!(
+                        "track {}: cannot flush the masqueraded flows of {addr}: {e}",
+                        track.name
+                    ),
+                }
+            }
         }
     }
 
@@ -121,7 +163,8 @@ impl RouteController {
     /// snapshot (no dump), so its cost grows with the change, not with the routes installed.
     async fn sync_trusted(
         &mut self,
-        desired: &DesiredState,
+        configured: &[Route],
+        configured_rules: &[RouteRule],
         socket: &RouteSocket,
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
@@ -129,8 +172,7 @@ impl RouteController {
             .cache
             .snapshot_mut()
             .expect("trusted implies a snapshot");
-        let configured = &desired.routing.routes;
-        let rules = model::rule_specs_of(&desired.routing.rules, snap.protocol);
+        let rules = model::rule_specs_of(configured_rules, snap.protocol);
         let changed = plan::changed_routes(&snap.routes, configured, snap.protocol);
         let (after, before, positions) = match changed {
             Some(c) => (c.after, c.before, Some(c.positions)),
@@ -147,7 +189,7 @@ impl RouteController {
         let report = outcome.report(configured.len(), rules.len(), 0, true);
         match positions {
             Some(p) => snap.update_routes(configured, &p),
-            None => snap.routes = configured.clone(),
+            None => snap.routes = configured.to_vec(),
         }
         snap.unique = unique;
         snap.rules = rules;
@@ -164,6 +206,7 @@ impl RouteController {
     async fn sync_verified(
         &mut self,
         desired: &DesiredState,
+        configured: (&[Route], &[RouteRule]),
         socket: &RouteSocket,
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
@@ -179,8 +222,8 @@ impl RouteController {
             }
         };
         progress.beat();
-        let routes = model::route_specs(&desired.routing.routes, protocol);
-        let rules = model::rule_specs_of(&desired.routing.rules, protocol);
+        let routes = model::route_specs(configured.0, protocol);
+        let rules = model::rule_specs_of(configured.1, protocol);
         // Rules that cannot be read cannot be planned: leave them alone this time.
         let planned_rules: &[RuleSpec] = match observed.rules_error {
             Some(_) => &[],
@@ -213,7 +256,7 @@ impl RouteController {
         drop(dumped);
         let snapshot = Snapshot {
             protocol,
-            routes: desired.routing.routes.clone(),
+            routes: configured.0.to_vec(),
             unique,
             rules,
             failed_routes: outcome.failed_routes,
@@ -252,13 +295,26 @@ impl Controller for RouteController {
             .ensure(protocol, socket.port(), &self.trigger, &invalidation);
         self.forget_other_protocol(protocol);
         gauge!(ROUTES_DESIRED).set(desired.routing.routes.len() as f64);
-        match self
+        let down = self.board.down();
+        let effective = tracks::effective(&desired.routing, &down);
+        let configured = (&effective.routes[..], &effective.rules[..]);
+        let result = match self
             .cache
             .decide(Instant::now(), period, self.events.running())
         {
-            Decision::Trusted => self.sync_trusted(desired, &socket, progress).await,
-            Decision::Verify => self.sync_verified(desired, &socket, progress).await,
+            Decision::Trusted => {
+                self.sync_trusted(configured.0, configured.1, &socket, progress)
+                    .await
+            }
+            Decision::Verify => {
+                self.sync_verified(desired, configured, &socket, progress)
+                    .await
+            }
+        };
+        if !down.is_empty() || !self.flushed.is_empty() {
+            self.flush_failed_uplinks(&desired.routing, &down);
         }
+        result
     }
 }
 

@@ -12,6 +12,7 @@ use super::apply::apply;
 use super::model;
 use super::observe::observe;
 use super::plan::Plan;
+use super::tracks;
 
 /// `edgenetd plan`: the route and rule writes a sync would make now, one per line in apply
 /// order, without making them.
@@ -23,8 +24,10 @@ pub async fn plan(desired: &DesiredState) -> Result<String, RouteError> {
     let socket = RouteSocket::open()?;
     let links = socket.links().await?;
     let installed = socket.dump_routes(protocol, &links).await?;
-    let routes = model::route_specs(&desired.routing.routes, protocol);
-    let rules = model::rule_specs_of(&desired.routing.rules, protocol);
+    // `plan` runs no probe: every track counts as up, as it does when the daemon starts.
+    let effective = tracks::effective(&desired.routing, &Default::default());
+    let routes = model::route_specs(&effective.routes, protocol);
+    let rules = model::rule_specs_of(&effective.rules, protocol);
     let mut out = String::new();
     let installed_rules = match socket.dump_rules(protocol).await {
         Ok(r) => r,
@@ -51,7 +54,37 @@ pub async fn plan(desired: &DesiredState) -> Result<String, RouteError> {
             rules.len()
         );
     }
+    out.push_str(&track_lines(desired, protocol));
     Ok(out)
+}
+
+/// One line per route each track withdraws while it is down.
+pub fn track_lines(desired: &DesiredState, protocol: u8) -> String {
+    let mut out = String::new();
+    for track in &desired.routing.tracks {
+        let tied = tracks::tied_routes(&desired.routing, &track.name);
+        let _ = write!(
+            out,
+            "track {}: {} {} via {} dev {} every {:?} (fall {}, rise {}): ",
+            track.name,
+            track.check.name(),
+            track.target_text(),
+            track.via,
+            track.dev,
+            track.interval,
+            track.fall,
+            track.rise
+        );
+        if tied.is_empty() {
+            out.push_str("no route names it; down withdraws nothing\n");
+            continue;
+        }
+        out.push_str("while down, withdraws\n");
+        for route in tied {
+            let _ = writeln!(out, "  route {}", model::route_spec(route, protocol));
+        }
+    }
+    out
 }
 
 /// `edgenetd cleanup`: deletes every route and rule carrying the route protocol, and nothing
@@ -94,4 +127,48 @@ pub async fn cleanup(settings: &DaemonSettings) -> Result<String, SyncError> {
         ..Default::default()
     })?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load_str;
+
+    #[test]
+    fn plan_shows_which_routes_a_down_track_withdraws() {
+        let desired = load_str(&[(
+            "e.toml",
+            r#"
+[[track]]
+name = "wan1"
+check = "tcp"
+target = "1.1.1.1:53"
+via = "203.0.113.1"
+dev = "eth0"
+interval = "2s"
+[[track]]
+name = "spare"
+check = "icmp"
+target = "1.0.0.1"
+via = "198.51.100.1"
+dev = "eth1"
+[[route]]
+to = "default"
+via = "203.0.113.1"
+dev = "eth0"
+metric = 10
+track = "wan1"
+[[route]]
+to = "default"
+via = "198.51.100.1"
+dev = "eth1"
+metric = 20
+"#,
+        )])
+        .unwrap();
+        assert_eq!(
+            track_lines(&desired, 190),
+            "track wan1: tcp 1.1.1.1:53 via 203.0.113.1 dev eth0 every 2s (fall 3, rise 3): while down, withdraws\n  route 0.0.0.0/0 via 203.0.113.1 dev eth0 table main metric 10 proto 190\ntrack spare: icmp 1.0.0.1 via 198.51.100.1 dev eth1 every 5s (fall 3, rise 3): no route names it; down withdraws nothing\n"
+        );
+    }
 }
