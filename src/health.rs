@@ -32,6 +32,11 @@ struct Entry {
     last_beat: Instant,
     last_beat_wall: SystemTime,
     queued_since: Option<Instant>,
+    /// Desired-state changes queued so far, the count the last started sync serves, and the
+    /// count the last finished sync served: settled when the last two equal the first.
+    queued_count: u64,
+    started_count: u64,
+    served_count: u64,
     attempts: u64,
     failures: u64,
     last_success: Option<SystemTime>,
@@ -60,6 +65,9 @@ pub struct ControllerStatus {
     pub queued_for: Option<Duration>,
     /// Whether the loop counts as alive (see the module docs).
     pub live: bool,
+    /// Every desired-state change queued for it has been through a finished sync (whatever
+    /// its outcome); READY=1 waits for this, so it follows the state known at start.
+    pub settled: bool,
     /// Wall-clock time of the last successful sync.
     pub last_success: Option<SystemTime>,
     /// Syncs attempted so far.
@@ -92,9 +100,11 @@ impl HealthReport {
         self.controllers.iter().all(|c| c.last_success.is_some())
     }
 
-    /// True when every controller has finished at least one sync attempt.
+    /// True when every controller has finished at least one sync attempt, and every
+    /// desired-state change published so far went through a finished sync (a cluster state
+    /// that arrived after the first syncs is attempted before READY=1, too).
     pub fn first_attempts_done(&self) -> bool {
-        self.controllers.iter().all(|c| c.attempts > 0)
+        self.controllers.iter().all(|c| c.attempts > 0 && c.settled)
     }
 
     /// The names of the controllers that are not live.
@@ -130,6 +140,9 @@ impl Health {
             last_beat: self.clock.now(),
             last_beat_wall: self.clock.wall(),
             queued_since: None,
+            queued_count: 0,
+            started_count: 0,
+            served_count: 0,
             attempts: 0,
             failures: 0,
             last_success: None,
@@ -167,6 +180,7 @@ impl Health {
                     since_beat,
                     window: e.window,
                     queued_for,
+                    settled: e.served_count == e.queued_count,
                     live,
                     last_success: e.last_success,
                     attempts: e.attempts,
@@ -214,7 +228,9 @@ impl HealthHandle {
     pub fn queued(&self) {
         let now = self.health.clock.now();
         let mut entries = self.health.lock();
-        entries[self.index].queued_since.get_or_insert(now);
+        let e = &mut entries[self.index];
+        e.queued_since.get_or_insert(now);
+        e.queued_count += 1;
     }
 
     /// A sync starts: beat, and every queued change is now being served (`Updated`).
@@ -225,6 +241,7 @@ impl HealthHandle {
         e.last_beat = now;
         e.last_beat_wall = wall;
         e.queued_since = None;
+        e.started_count = e.queued_count;
     }
 
     /// Records a finished sync's outcome (called only by `metrics::record_sync_result`, and
@@ -234,6 +251,7 @@ impl HealthHandle {
         let mut entries = self.health.lock();
         let e = &mut entries[self.index];
         e.attempts += 1;
+        e.served_count = e.started_count;
         match error {
             None => {
                 e.last_success = Some(wall);
@@ -299,6 +317,32 @@ mod tests {
         let health = Health::new(clock.clone());
         let h = health.register("route", Duration::from_secs(window_secs));
         (clock, health, h)
+    }
+
+    /// The kubernetes benchmark's finding: READY=1 came while the cluster state, published
+    /// after the first (TOML-only) sync, was still unsynced: 0 of 5,000 services in the kernel.
+    #[test]
+    fn a_state_published_after_the_first_sync_holds_first_attempts_until_a_sync_serves_it() {
+        let (_clock, health, h) = setup(10);
+        h.sync_started();
+        h.record_outcome(None);
+        assert!(health.report().first_attempts_done());
+        h.queued();
+        assert!(!health.report().first_attempts_done(), "queued, not served");
+        h.sync_started();
+        assert!(!health.report().first_attempts_done(), "being served");
+        h.queued();
+        h.record_outcome(Some("refused".into()));
+        assert!(
+            !health.report().first_attempts_done(),
+            "a change queued during the sync waits for the next one"
+        );
+        h.sync_started();
+        h.record_outcome(Some("refused".into()));
+        assert!(
+            health.report().first_attempts_done(),
+            "served, whatever the outcome"
+        );
     }
 
     #[test]
