@@ -14,11 +14,11 @@ use super::socket::Nft;
 use super::table_ref::TableRef;
 
 /// The elements of one set.
-struct Elements<'a> {
+pub(super) struct Elements<'a> {
     /// Its table.
-    table: &'a TableRef,
+    pub(super) table: &'a TableRef,
     /// Its name.
-    set: &'a str,
+    pub(super) set: &'a str,
 }
 
 impl Listing for Elements<'_> {
