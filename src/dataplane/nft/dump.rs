@@ -445,4 +445,18 @@ mod list_answer_tests {
         }
         assert_eq!(list_answer(&[0xff; 100], true), Listed::default());
     }
+
+    #[test]
+    fn real_kernel_answers_list_what_the_seed_ruleset_holds() {
+        let answer = |name: &str| {
+            let path = format!("{}/fuzz/corpus/nft_dump/{name}", env!("CARGO_MANIFEST_DIR"));
+            list_answer(&std::fs::read(path).unwrap(), true)
+        };
+        assert_eq!(answer("tables-0").tables, 1);
+        assert_eq!(answer("chains-0").chains, 2);
+        assert_eq!(answer("rules-0").rules, 5);
+        assert!(answer("sets-0").sets >= 2, "s, m and anonymous sets");
+        assert_eq!(answer("elems-m-0").elems, 2);
+        assert_eq!(answer("gen-0").gens, 1);
+    }
 }

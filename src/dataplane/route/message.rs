@@ -460,6 +460,25 @@ mod tests {
     }
 
     #[test]
+    fn real_kernel_dumps_give_the_seed_routes_and_rules() {
+        let read = |name: &str| {
+            let path = format!(
+                "{}/fuzz/corpus/route_dump/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            std::fs::read(path).unwrap()
+        };
+        let (routes, _) = specs_in_datagram(&read("routes-v4-0"), &Links::default());
+        let ours: Vec<_> = routes.iter().filter(|r| r.protocol == 190).collect();
+        assert_eq!(ours.len(), 3, "{routes:?}");
+        let (_, rules) = specs_in_datagram(&read("rules-v4-0"), &Links::default());
+        assert!(
+            rules.iter().any(|r| r.priority == 100 && r.table == 1000),
+            "{rules:?}"
+        );
+    }
+
+    #[test]
     fn multipath_weights_are_stored_minus_one() {
         let spec = RouteSpec {
             nexthops: vec![
