@@ -53,8 +53,8 @@ fn config() -> String {
     )
 }
 
-/// Raises this process's open-file limit to what the test needs (1,000 idle clients plus
-/// the probe and the daemon's side is not ours) when the soft limit is lower.
+/// Raises this process's soft open-file limit to `want` when it is lower: the test holds
+/// 1,000 client sockets at once (the daemon, a child, inherits the raised limit).
 fn raise_fd_limit(want: u64) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,

@@ -16,7 +16,6 @@ use super::ffi::attr::{any_expr, chain, rule, set, table};
 use super::ffi::{self, NlMsg, Payload, Ref, kind};
 use super::ir::Family;
 use super::socket::{Nft, RecvBuf};
-use super::svc_elements::Elements;
 use super::table_ref::TableRef;
 
 /// A table as listed.
@@ -355,7 +354,7 @@ pub struct Listed {
     pub rules: usize,
     /// Sets of table `inet t`.
     pub sets: usize,
-    /// Elements of set `s` in table `inet t`.
+    /// Set elements.
     pub elems: usize,
     /// NFT_MSG_NEWGEN messages.
     pub gens: usize,
@@ -400,12 +399,10 @@ fn list_message(m: NlMsg<'_>, n: &mut Listed) {
         libc::NFT_MSG_NEWCHAIN => Chains(&t).items(m, &mut |_| n.chains += 1),
         libc::NFT_MSG_NEWRULE => Rules(&t).items(m, &mut |_| n.rules += 1),
         libc::NFT_MSG_NEWSET => Sets(&t).items(m, &mut |_| n.sets += 1),
+        // Elements are turned into values by the element listing, which builds on this
+        // module; here libnftnl's parse and walk of them is what is read.
         libc::NFT_MSG_NEWSETELEM => {
-            let elements = Elements {
-                table: &t,
-                set: "s",
-            };
-            elements.items(m, &mut |_| n.elems += 1)
+            n.elems += ffi::Set::parse_elems(m).map_or(0, |o| o.view().elems().count())
         }
         libc::NFT_MSG_NEWGEN => n.gens += usize::from(ffi::parse_gen(m).is_some()),
         _ => {}

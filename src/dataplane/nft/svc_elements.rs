@@ -14,11 +14,11 @@ use super::socket::Nft;
 use super::table_ref::TableRef;
 
 /// The elements of one set.
-pub(super) struct Elements<'a> {
+struct Elements<'a> {
     /// Its table.
-    pub(super) table: &'a TableRef,
+    table: &'a TableRef,
     /// Its name.
-    pub(super) set: &'a str,
+    set: &'a str,
 }
 
 impl Listing for Elements<'_> {
