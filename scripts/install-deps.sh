@@ -3,7 +3,8 @@
 # Idempotent: packages already present are left alone. `--test` adds what only the tests need
 # (prometheus brings promtool, which checks the /metrics output; groff-base formats the man
 # page in tests/man_page.rs; python3-kubernetes, the official client, checks that the tests'
-# fake Kubernetes API server speaks the real protocol).
+# fake Kubernetes API server speaks the real protocol). `--fuzz` adds a minimal nightly
+# toolchain and cargo-fuzz (scripts/fuzz.sh); both steps are quick when already present.
 set -euo pipefail
 
 need=(nftables iproute2 libnftnl-dev libmnl-dev pkg-config python3 util-linux procps curl)
@@ -29,3 +30,9 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+if [ "${1:-}" = "--fuzz" ]; then
+  rustup run nightly rustc --version >/dev/null 2>&1 ||
+    rustup toolchain install nightly --profile minimal
+  command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+fi

@@ -20,7 +20,7 @@
 
 mod admission;
 mod connection;
-mod request;
+pub mod request;
 mod response;
 mod server;
 

@@ -15,7 +15,7 @@ use super::error::{CompileError, NftError};
 use super::ffi::attr::{any_expr, chain, rule, set, table};
 use super::ffi::{self, NlMsg, Payload, Ref, kind};
 use super::ir::Family;
-use super::socket::Nft;
+use super::socket::{Nft, RecvBuf};
 use super::table_ref::TableRef;
 
 /// A table as listed.
@@ -304,8 +304,9 @@ impl Nft {
     }
 }
 
-/// The comment in a rule's user data: a TLV list of (type u8, len u8, value).
-fn rule_comment(data: &[u8]) -> Option<String> {
+/// The comment in a rule's user data: a TLV list of (type u8, len u8, value). Public for
+/// the fuzz target (the user data is whatever the rule's writer put there).
+pub fn rule_comment(data: &[u8]) -> Option<String> {
     let mut i = 0;
     while i + 2 <= data.len() {
         let (ty, l) = (data[i], data[i + 1] as usize);
@@ -337,4 +338,122 @@ fn rule_fingerprint(r: Ref<'_, kind::Rule>) -> String {
         out.push(']');
     }
     out
+}
+
+/// Counts of what one kernel answer lists: messages, then tables, chains, rules, sets,
+/// elements and generation ids.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Listed {
+    /// Whole messages read.
+    pub messages: usize,
+    /// Tables.
+    pub tables: usize,
+    /// Chains of table `inet t`.
+    pub chains: usize,
+    /// Rules of table `inet t`.
+    pub rules: usize,
+    /// Sets of table `inet t`.
+    pub sets: usize,
+    /// Set elements.
+    pub elems: usize,
+    /// NFT_MSG_NEWGEN messages.
+    pub gens: usize,
+}
+
+/// Reads `bytes` as a kernel answer (netlink messages back to back, as one `recv` gives
+/// them) without a socket, each message handed to the dump parser its type names, as the
+/// dumps do: a pure entry point for tests and the fuzz target. Stops at the first
+/// truncated message, as the socket's reader does.
+///
+/// `with_libnftnl` false stops at the framing: libnftnl exits the process ("nf_tables
+/// kernel ABI is broken") when an attribute has the wrong size for its type, by design, so
+/// arbitrary bytes may only reach it in a process that may die that way.
+pub fn list_answer(bytes: &[u8], with_libnftnl: bool) -> Listed {
+    // libnftnl reads headers in place: give it the aligned buffer the socket has, and at
+    // most what one `recv` into it gives.
+    let mut recv = Box::new(RecvBuf([0; 64 * 1024]));
+    let len = bytes.len().min(recv.0.len());
+    recv.0[..len].copy_from_slice(&bytes[..len]);
+    let buf = &recv.0[..len];
+    let mut n = Listed::default();
+    let mut off = 0;
+    while let Some(m) = NlMsg::first(&buf[off..]) {
+        n.messages += 1;
+        if with_libnftnl {
+            list_message(m, &mut n);
+        }
+        off = (off + m.len().div_ceil(4) * 4).min(buf.len());
+    }
+    n
+}
+
+/// Counts what `m` lists, parsed by the listing of its type.
+fn list_message(m: NlMsg<'_>, n: &mut Listed) {
+    let t = TableRef::new(Family::Inet, "t");
+    let nftables = (libc::NFNL_SUBSYS_NFTABLES as u16) << 8;
+    let Some(cmd) = m.msg_type().checked_sub(nftables).map(i32::from) else {
+        return;
+    };
+    match cmd {
+        libc::NFT_MSG_NEWTABLE => Tables.items(m, &mut |_| n.tables += 1),
+        libc::NFT_MSG_NEWCHAIN => Chains(&t).items(m, &mut |_| n.chains += 1),
+        libc::NFT_MSG_NEWRULE => Rules(&t).items(m, &mut |_| n.rules += 1),
+        libc::NFT_MSG_NEWSET => Sets(&t).items(m, &mut |_| n.sets += 1),
+        // Elements are turned into values by the element listing, which builds on this
+        // module; here libnftnl's parse and walk of them is what is read.
+        libc::NFT_MSG_NEWSETELEM => {
+            n.elems += ffi::Set::parse_elems(m).map_or(0, |o| o.view().elems().count())
+        }
+        libc::NFT_MSG_NEWGEN => n.gens += usize::from(ffi::parse_gen(m).is_some()),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod list_answer_tests {
+    use super::*;
+
+    fn message(msg_type: i32, payload: &dyn Payload) -> Vec<u8> {
+        let family = libc::NFPROTO_INET as u16;
+        let req = ffi::Request::new(msg_type as u16, family, 0, 1, payload).unwrap();
+        let mut bytes = req.as_bytes().to_vec();
+        bytes.resize(bytes.len().div_ceil(4) * 4, 0);
+        bytes
+    }
+
+    #[test]
+    fn an_answer_without_a_socket_lists_its_table_and_chain_and_a_truncated_one_stops() {
+        let mut t = ffi::Table::new();
+        t.set_str(table::NAME, "t").unwrap();
+        let mut c = ffi::Chain::new();
+        c.set_str(chain::TABLE, "t").unwrap();
+        c.set_str(chain::NAME, "input").unwrap();
+        let mut bytes = message(libc::NFT_MSG_NEWTABLE, &t);
+        bytes.extend(message(libc::NFT_MSG_NEWCHAIN, &c));
+        let n = list_answer(&bytes, true);
+        assert_eq!(
+            (n.messages, n.tables, n.chains, n.rules),
+            (2, 1, 1, 0),
+            "{n:?}"
+        );
+        for cut in 0..bytes.len() {
+            let n = list_answer(&bytes[..cut], true);
+            assert!(n.messages < 2 && n.chains == 0, "{cut}: {n:?}");
+        }
+        assert_eq!(list_answer(&[0xff; 100], true), Listed::default());
+    }
+
+    #[test]
+    fn real_kernel_answers_list_what_the_seed_ruleset_holds() {
+        let answer = |name: &str| {
+            let path = format!("{}/fuzz/corpus/nft_dump/{name}", env!("CARGO_MANIFEST_DIR"));
+            list_answer(&std::fs::read(path).unwrap(), true)
+        };
+        assert_eq!(answer("tables-0").tables, 1);
+        assert_eq!(answer("chains-0").chains, 2);
+        assert_eq!(answer("rules-0").rules, 5);
+        assert!(answer("sets-0").sets >= 2, "s, m and anonymous sets");
+        assert_eq!(answer("elems-m-0").elems, 2);
+        assert_eq!(answer("gen-0").gens, 1);
+    }
 }

@@ -81,7 +81,7 @@ mod svc_elements;
 mod table_ref;
 
 pub use batch::{Batch, Op, TAG_BATCH};
-pub use dump::{ChainInfo, ElemInfo, RuleInfo, SetInfo, TableInfo};
+pub use dump::{ChainInfo, ElemInfo, Listed, RuleInfo, SetInfo, TableInfo, list_answer};
 pub use error::{CompileError, MessageFailure, NftError};
 pub use monitor::GenerationWatch;
 pub use socket::{Commit, Nft};

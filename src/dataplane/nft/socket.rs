@@ -35,7 +35,7 @@ pub struct Commit {
 /// Receive buffer: 8-byte aligned, so every message in it is 4-byte aligned as libnftnl's
 /// parsers need.
 #[repr(C, align(8))]
-struct RecvBuf([u8; 64 * 1024]);
+pub(super) struct RecvBuf(pub(super) [u8; 64 * 1024]);
 
 /// A netlink socket to nf_tables.
 pub struct Nft {

@@ -8,12 +8,13 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHop,
     RouteNextHopFlags, RouteProtocol, RouteScope, RouteType as NlRouteType, RouteVia,
 };
 use rtnetlink::packet_route::rule::{RuleAction as NlRuleAction, RuleAttribute, RuleMessage};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use super::RouteError;
 use super::spec::{Family, NextHop, RouteSpec, RouteType, RuleAction, RuleSpec};
@@ -373,6 +374,33 @@ pub fn rule_from_message(msg: &RuleMessage) -> Option<RuleSpec> {
     Some(spec.normalized())
 }
 
+/// What a kernel answer (one datagram: netlink messages back to back) holds, read the way a
+/// dump's replies are: each route and rule message turned into its spec, anything else or
+/// anything that does not decode skipped. A pure entry point, so the fuzz target can hand it
+/// arbitrary bytes; the sockets get their messages already decoded by `rtnetlink`.
+pub fn specs_in_datagram(bytes: &[u8], links: &Links) -> (Vec<RouteSpec>, Vec<RuleSpec>) {
+    let (mut routes, mut rules) = (Vec::new(), Vec::new());
+    let mut rest = bytes;
+    while rest.len() >= 16 {
+        let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if len < 16 || len > rest.len() {
+            break;
+        }
+        if let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rest[..len])
+            && let NetlinkPayload::InnerMessage(inner) = msg.payload
+        {
+            match inner {
+                RouteNetlinkMessage::NewRoute(m) => routes.extend(route_from_message(&m, links)),
+                RouteNetlinkMessage::NewRule(m) => rules.extend(rule_from_message(&m)),
+                _ => {}
+            }
+        }
+        // Messages are padded to 4 bytes; the last one may end the datagram unpadded.
+        rest = &rest[(len.div_ceil(4) * 4).min(rest.len())..];
+    }
+    (routes, rules)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,6 +428,54 @@ mod tests {
         assert_eq!(msg.header.table, 0, "tables >= 256 go in RTA_TABLE only");
         assert_eq!(msg.header.scope, RouteScope::Universe);
         assert_eq!(route_from_message(&msg, &links()), Some(spec));
+    }
+
+    #[test]
+    fn a_datagram_of_route_and_rule_messages_gives_their_specs_and_garbage_gives_none() {
+        let route = RouteSpec {
+            via: Some("192.168.1.1".parse().unwrap()),
+            dev: Some("eth1".into()),
+            ..RouteSpec::new("10.20.0.0/16".parse().unwrap(), 190)
+        };
+        let mut rule = RuleSpec::new(Family::Ipv4, 100, 1000, 190);
+        rule.from = Some("10.0.0.0/8".parse().unwrap());
+        let mut bytes = Vec::new();
+        for inner in [
+            RouteNetlinkMessage::NewRoute(route_add_message(&route, &links()).unwrap()),
+            RouteNetlinkMessage::NewRule(rule_message(&rule)),
+        ] {
+            let mut msg = NetlinkMessage::from(inner);
+            msg.finalize();
+            let mut buf = vec![0; msg.buffer_len().div_ceil(4) * 4];
+            msg.serialize(&mut buf);
+            bytes.extend(buf);
+        }
+        let (routes, rules) = specs_in_datagram(&bytes, &links());
+        assert_eq!(routes, vec![route]);
+        assert_eq!(rules, vec![rule.normalized()]);
+        for cut in 0..bytes.len() {
+            let (routes, rules) = specs_in_datagram(&bytes[..cut], &links());
+            assert!(routes.len() + rules.len() <= 2);
+        }
+    }
+
+    #[test]
+    fn real_kernel_dumps_give_the_seed_routes_and_rules() {
+        let read = |name: &str| {
+            let path = format!(
+                "{}/fuzz/corpus/route_dump/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            std::fs::read(path).unwrap()
+        };
+        let (routes, _) = specs_in_datagram(&read("routes-v4-0"), &Links::default());
+        let ours: Vec<_> = routes.iter().filter(|r| r.protocol == 190).collect();
+        assert_eq!(ours.len(), 3, "{routes:?}");
+        let (_, rules) = specs_in_datagram(&read("rules-v4-0"), &Links::default());
+        assert!(
+            rules.iter().any(|r| r.priority == 100 && r.table == 1000),
+            "{rules:?}"
+        );
     }
 
     #[test]
