@@ -3,11 +3,18 @@
 # Idempotent: packages already present are left alone. `--test` adds what only the tests need
 # (prometheus brings promtool, which checks the /metrics output; groff-base formats the man
 # page in tests/man_page.rs; python3-kubernetes, the official client, checks that the tests'
-# fake Kubernetes API server speaks the real protocol).
+# fake Kubernetes API server speaks the real protocol). `--nspawn` adds what
+# scripts/systemd-nspawn-test.sh needs (mmdebstrap builds a Debian 12 root, systemd-nspawn boots
+# it with systemd as PID 1). Flags combine: `--test --nspawn`.
 set -euo pipefail
 
 need=(nftables iproute2 libnftnl-dev libmnl-dev pkg-config python3 util-linux procps curl)
-[ "${1:-}" = "--test" ] && need+=(prometheus groff-base python3-kubernetes)
+for flag in "$@"; do
+  case $flag in
+    --test) need+=(prometheus groff-base python3-kubernetes) ;;
+    --nspawn) need+=(mmdebstrap systemd-container) ;;
+  esac
+done
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
