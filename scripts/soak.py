@@ -32,6 +32,9 @@ HEALTH_INTERVAL, HEALTH_RISE, HEALTH_FALL = 0.5, 2, 2
 # A rejected config carries this route; it must never reach the kernel.
 POISON = "10.77.0.0/24"
 LISTEN = "127.0.0.1:9750"
+# How long after a change the kernel must equal it: one period, plus what the health checks
+# need to settle a backend flapped just before, plus a second of slack for a loaded machine.
+BOUND = PERIOD + (max(HEALTH_RISE, HEALTH_FALL) + 1) * HEALTH_INTERVAL + 1.0
 
 
 def sh(cmd, check=True):
@@ -282,12 +285,56 @@ def check_nft(st, up_backends, dump):
     bare = [r for r in rules if not r.get("comment")]
     if bare:
         problems.append(f"{len(bare)} rule(s) without edgenetd's comment in owned chains")
-    named = sorted({r["comment"].split(" ", 1)[1].split(" #")[0] for r in rules
-                    if r.get("comment", "").startswith("rule ")})
+    named = sorted({rule_name(r)[len("rule "):] for r in rules if rule_name(r).startswith("rule ")})
     if named != sorted(r["name"] for r in st["prules"]):
         problems.append(f"policy rules {named} != {sorted(r['name'] for r in st['prules'])}")
+    problems += check_rule_contents(st, rules)
     if st["services"]:
         problems += check_services(st, up_backends, dump)
+    return problems
+
+
+def rule_name(rule):
+    return rule.get("comment", "").split(" #")[0]
+
+
+def check_rule_contents(st, rules):
+    """Each configured rule, read back from the kernel: chains, match, ports and verdict."""
+    problems = []
+    for r in st["prules"]:
+        mine = [k for k in rules if rule_name(k) == f"rule {r['name']}"]
+        chains = sorted(k["chain"] for k in mine)
+        want_chains = ["input"] if r.get("to") == "self" else ["forward", "input"]
+        if chains != want_chains:
+            problems.append(f"rule {r['name']} in chains {chains}, want {want_chains}")
+            continue
+        for k in mine:
+            text = json.dumps(k["expr"])
+            verdict = next((v for v in ("accept", "drop", "reject") if f'"{v}"' in text), None)
+            if verdict != r["action"]:
+                problems.append(f"rule {r['name']} verdict {verdict}, want {r['action']}")
+            src = r.get("from")
+            if src and src.startswith("@") and f'"@{src[1:]}"' not in text:
+                problems.append(f"rule {r['name']} does not match set {src}")
+            if src in ("lan", "wan") and f'"{src}0"' not in text:
+                problems.append(f"rule {r['name']} does not match zone {src}'s interface")
+            if r.get("ports"):
+                ports = [m["match"]["right"] for m in k["expr"] if "match" in m
+                         and m["match"]["left"].get("payload", {}).get("field") == "dport"
+                         and m["match"]["left"]["payload"].get("protocol") == r["protocol"]]
+                got = sorted(p for x in ports for p in (x["set"] if isinstance(x, dict) else [x]))
+                if got != r["ports"]:
+                    problems.append(f"rule {r['name']} {r['protocol']} ports {got}, want {r['ports']}")
+    # First match wins: the kernel's order in a chain must be the config's order.
+    for chain in ("input", "forward"):
+        got = [rule_name(k)[5:] for k in rules if k["chain"] == chain and k["table"] == "edgenetd-policy"
+               and rule_name(k).startswith("rule ")]
+        want = [r["name"] for r in st["prules"] if chain == "input" or r.get("to") != "self"]
+        if got != want:
+            problems.append(f"chain {chain} rule order {got}, want {want}")
+    masq = any(rule_name(k) == "masquerade wan" for k in rules)
+    if masq != st["zones"]["wan"]["masquerade"]:
+        problems.append(f"zone wan masquerade in the kernel: {masq}, want {st['zones']['wan']['masquerade']}")
     return problems
 
 
@@ -455,7 +502,7 @@ class Soak:
         self.backends = {b: Backend(b) for b in BACKENDS}
         self.foreign = Foreign()
         self.stats = {"valid": 0, "invalid": 0, "hup_storms": 0, "interference": 0, "backend_flaps": 0,
-                      "link_flaps": 0, "checks": 0, "violations": 0, "converge_max": 0.0}
+                      "link_flaps": 0, "owned_hits": 0, "checks": 0, "violations": 0, "converge_max": 0.0}
         self.violations = []
         self.samples = []
         self.state = None
@@ -521,6 +568,8 @@ class Soak:
                 n = sh(f"nft add element inet edgenetd-policy {s} '{{ 198.51.100.251 }}'", check=False)
         else:
             self.foreign.add(rng)
+        if n is not None and n.returncode == 0:
+            self.stats["owned_hits"] += 1
         self.stats["interference"] += 1
 
     def flap_backend(self):
@@ -560,8 +609,7 @@ class Soak:
         # A config change last, so `applied within one period` is measured from a known time.
         self.change()
         t0 = time.monotonic()
-        # One period, plus what health checks need to settle a backend flapped just before.
-        bound = PERIOD + (max(HEALTH_RISE, HEALTH_FALL) + 1) * HEALTH_INTERVAL + 1.0
+        bound = BOUND
         up = {b for b, s in self.backends.items() if s.is_up()}
         while True:
             problems = self.check(up)
@@ -584,6 +632,10 @@ class Soak:
         for p in self.foreign.check():
             self.violation(p)
         self.samples.append(self.daemon.sample())
+        if self.stats["checks"] % 50 == 0:
+            rss, fds = self.samples[-1]
+            log(f"{self.stats['checks']} checks, {self.stats['valid']} changes, "
+                f"{self.stats['violations']} violations, RSS {rss} KiB, {fds} fds")
 
     def check(self, up):
         problems = []
@@ -606,6 +658,13 @@ class Soak:
         self.state = random_config(self.rng)
         self.write(self.state)
         self.daemon = Daemon(self.args.binary, self.confdir, f"{self.confdir}/edgenetd.log")
+        try:
+            return self._soak()
+        finally:
+            if self.daemon.proc.poll() is None:
+                self.daemon.proc.kill()
+
+    def _soak(self):
         deadline = time.monotonic() + 20
         while http_get("/readyz")[0] != 200:
             if time.monotonic() > deadline or self.daemon.proc.poll() is not None:
@@ -641,6 +700,8 @@ class Soak:
         if log_errors < s["invalid"]:
             self.violation(f"reload errors in the log {log_errors} < invalid configs {s['invalid']}")
         drift = sum(metric_sum(metrics, f"edgenetd_{c}_drift_repairs_total") for c in ("policy", "service", "route"))
+        if s["owned_hits"] and not drift:
+            self.violation(f"{s['owned_hits']} edits of owned objects but no drift repair in the metrics")
         if prober.bad:
             self.violation(f"/healthz not 200 {prober.bad} time(s): {prober.bad_samples}")
         if rc != 0:
@@ -655,9 +716,9 @@ class Soak:
         print(f"mode                  {mode} (seed {self.args.seed}, period {PERIOD:g}s)")
         print(f"duration              {duration:.0f} s")
         print(f"config changes        {s['valid']} applied, {s['invalid']} invalid (rejected), {s['hup_storms']} SIGHUP storms")
-        print(f"interference events   {s['interference']} (foreign objects added {self.foreign.n})")
+        print(f"interference events   {s['interference']} ({s['owned_hits']} on owned objects, {self.foreign.n} foreign objects added)")
         print(f"backend flaps         {s['backend_flaps']}   link flaps {s['link_flaps']}")
-        print(f"quiet-period checks   {s['checks']} (slowest convergence {s['converge_max']:.1f} s)")
+        print(f"quiet-period checks   {s['checks']} (slowest convergence {s['converge_max']:.1f} s, bound {BOUND:.1f} s)")
         print(f"invariant violations  {s['violations']}")
         print(f"/healthz              {prober.ok} x 200, {prober.bad} other")
         print(f"metrics               reload failures {reload_fail:.0f}, drift repairs {drift:.0f}")
@@ -677,6 +738,8 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--sabotage", action="store_true", help="freeze the daemon once: the soak must fail")
     args = ap.parse_args()
+    # SIGTERM (soak.sh's timeout) unwinds through run()'s finally: the daemon does not outlive us.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     return Soak(args).run()
 
 
