@@ -5,10 +5,19 @@
 # page in tests/man_page.rs; python3-kubernetes, the official client, checks that the tests'
 # fake Kubernetes API server speaks the real protocol). `--fuzz` adds a minimal nightly
 # toolchain and cargo-fuzz (scripts/fuzz.sh); both steps are quick when already present.
+# `--nspawn` adds what scripts/systemd-nspawn-test.sh needs (mmdebstrap builds a Debian 12
+# root, systemd-nspawn boots it with systemd as PID 1). Flags combine: `--test --nspawn`.
 set -euo pipefail
 
 need=(nftables iproute2 libnftnl-dev libmnl-dev pkg-config python3 util-linux procps curl)
-[ "${1:-}" = "--test" ] && need+=(prometheus groff-base python3-kubernetes)
+fuzz=0
+for flag in "$@"; do
+  case $flag in
+    --test) need+=(prometheus groff-base python3-kubernetes) ;;
+    --nspawn) need+=(mmdebstrap systemd-container) ;;
+    --fuzz) fuzz=1 ;;
+  esac
+done
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,7 +40,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-if [ "${1:-}" = "--fuzz" ]; then
+if [ "$fuzz" = 1 ]; then
   rustup run nightly rustc --version >/dev/null 2>&1 ||
     rustup toolchain install nightly --profile minimal
   command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
