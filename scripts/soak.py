@@ -45,8 +45,14 @@ def sh(cmd, check=True):
 
 
 def jcmd(cmd):
-    out = sh(cmd).stdout
-    return json.loads(out) if out.strip() else []
+    r = sh(cmd, check=False)
+    # A routing table nothing was ever added to (or whose last route went) does not exist:
+    # `ip route show table N` says so instead of listing nothing.
+    if r.returncode != 0 and "FIB table does not exist" in r.stderr:
+        return []
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd}: {r.stderr.strip()}")
+    return json.loads(r.stdout) if r.stdout.strip() else []
 
 
 def log(msg):
