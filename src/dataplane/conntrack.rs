@@ -40,61 +40,36 @@ const CTA_PROTO_DST_PORT: u16 = 3;
 /// Deletes the UDP conntrack entries of flows to `vip:port` that were NATed to `backend`;
 /// returns how many were deleted.
 pub fn delete_udp_flows(vip: IpAddr, port: u16, backend: SocketAddr) -> io::Result<usize> {
-    let sock = Socket::open()?;
-    let family = if vip.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    } as u8;
-    let mut victims: Vec<Vec<u8>> = Vec::new();
-    sock.dump(family, &mut |attrs| {
-        let (Some(orig), Some(reply)) = (find(attrs, CTA_TUPLE_ORIG), find(attrs, CTA_TUPLE_REPLY))
-        else {
-            return;
-        };
-        let o = Tuple::parse(orig);
-        let r = Tuple::parse(reply);
-        if o.proto == Some(17)
+    delete_flows(vip.is_ipv4(), |o, r| {
+        o.proto == Some(17)
             && o.dst == Some(vip)
             && o.dport == Some(port)
             && r.src == Some(backend.ip())
             && r.sport == Some(backend.port())
-        {
-            victims.push(orig.to_vec());
-        }
-    })?;
-    let mut deleted = 0;
-    for orig in victims {
-        let mut payload = Vec::new();
-        put_attr(&mut payload, CTA_TUPLE_ORIG | NLA_F_NESTED, &orig);
-        match sock.request(IPCTNL_MSG_CT_DELETE, family, NLM_F_ACK, &payload) {
-            Ok(()) => deleted += 1,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(deleted)
+    })
 }
 
 /// Deletes the conntrack entries of flows masqueraded to `addr` (their reply goes to `addr`
 /// but they did not start there): the NAT bindings of clients behind a failed uplink, so
 /// their next packet is a new flow that takes the route in force now. Returns how many.
 pub fn delete_masqueraded_flows(addr: IpAddr) -> io::Result<usize> {
+    delete_flows(addr.is_ipv4(), |o, r| {
+        r.dst == Some(addr) && o.src != Some(addr)
+    })
+}
+
+/// Dumps the conntrack table of one family and deletes every entry whose original and reply
+/// tuples `doomed` picks (an entry gone meanwhile is not an error); returns how many.
+fn delete_flows(v4: bool, doomed: impl Fn(&Tuple, &Tuple) -> bool) -> io::Result<usize> {
     let sock = Socket::open()?;
-    let family = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    } as u8;
+    let family = if v4 { libc::AF_INET } else { libc::AF_INET6 } as u8;
     let mut victims: Vec<Vec<u8>> = Vec::new();
     sock.dump(family, &mut |attrs| {
         let (Some(orig), Some(reply)) = (find(attrs, CTA_TUPLE_ORIG), find(attrs, CTA_TUPLE_REPLY))
         else {
             return;
         };
-        let o = Tuple::parse(orig);
-        let r = Tuple::parse(reply);
-        if r.dst == Some(addr) && o.src != Some(addr) {
+        if doomed(&Tuple::parse(orig), &Tuple::parse(reply)) {
             victims.push(orig.to_vec());
         }
     })?;
