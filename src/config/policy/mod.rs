@@ -19,14 +19,17 @@ use toml::de::{DeTable, DeValue};
 use super::diag::Diagnostics;
 use super::doc::{Doc, Value, de, de_each};
 
+mod matches;
 mod model;
+mod port_forward;
 mod raw;
 mod rules;
 mod zones;
 
 pub use model::*;
+use port_forward::validate_port_forward;
 use raw::*;
-use rules::{parse_action, validate_port_forward, validate_rule};
+use rules::{parse_action, validate_rule};
 use zones::{validate_set, validate_zone, zone_ref};
 
 const KEYS: &[&str] = &[

@@ -1,7 +1,7 @@
 //! The validated `[policy]` model: plain Rust types, immutable, nothing of TOML inside.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use ipnet::IpNet;
 
@@ -44,6 +44,9 @@ pub struct Zone {
     /// Log (rate-limited, prefixed with the zone's name) what the default verdict drops of
     /// traffic from this zone.
     pub log_drops: bool,
+    /// SNAT traffic leaving through this zone to these addresses (`snat`), at most one per
+    /// IP version; a version with an address here is not masqueraded.
+    pub snat: Vec<IpAddr>,
 }
 
 impl Zone {
@@ -107,6 +110,44 @@ pub enum Protocol {
     Icmp,
     /// ICMPv6.
     Icmpv6,
+    /// TCP and UDP (`protocol = ["tcp", "udp"]`): the same ports of either.
+    TcpUdp,
+}
+
+impl Protocol {
+    /// The single protocols this one stands for (TCP and UDP for [`Protocol::TcpUdp`]).
+    pub fn each(self) -> Vec<Protocol> {
+        match self {
+            Protocol::TcpUdp => vec![Protocol::Tcp, Protocol::Udp],
+            p => vec![p],
+        }
+    }
+}
+
+/// One entry of `to_addresses` or `from_addresses`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AddressMatch {
+    /// An address or prefix (IPv4 or IPv6).
+    Prefix(ipnet::IpNet),
+    /// A named set (`"@name"`).
+    Set(String),
+    /// An IPv6 suffix under any prefix: `address & mask == addr` (`"::1234/::ffff:ffff:ffff:ffff"`
+    /// or `"::1234/-64"`), for a host whose delegated prefix changes.
+    Suffix {
+        /// The address bits that must match (zero outside `mask`).
+        addr: Ipv6Addr,
+        /// The bits compared.
+        mask: Ipv6Addr,
+    },
+}
+
+/// `set_mark = "0x10/0xff"`: the packet mark becomes `mark & !mask | value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MarkSet {
+    /// The bits set (always within `mask`).
+    pub value: u32,
+    /// The bits of the mark the rule owns (all ones for a bare value); never zero.
+    pub mask: u32,
 }
 
 /// A rate: `count` packets per `per_seconds`.
@@ -131,6 +172,16 @@ pub struct PolicyRule {
     pub protocol: Protocol,
     /// Destination port ranges (inclusive; a single port is `(p, p)`), tcp/udp only.
     pub ports: Vec<(u16, u16)>,
+    /// Source port ranges (`source_ports`, same forms as `ports`), tcp/udp only.
+    pub source_ports: Vec<(u16, u16)>,
+    /// Destination addresses (`to_addresses`): any of them matches; empty = any address.
+    pub to_addresses: Vec<AddressMatch>,
+    /// Mark matching packets before routing (`set_mark`), so `[[route_rule]] fwmark` can
+    /// steer them.
+    pub set_mark: Option<MarkSet>,
+    /// True for a rule with `set_mark` and no `action`: it only marks and adds nothing to
+    /// the filter chains (`action` is then `Accept` and unused).
+    pub mark_only: bool,
     /// ICMP / ICMPv6 types (icmp/icmpv6 only).
     pub icmp_types: Vec<u8>,
     /// What matching traffic gets.
@@ -163,12 +214,17 @@ pub struct PortForward {
     pub name: String,
     /// The zone it is exposed to (other zones reach it by hairpin).
     pub from: String,
-    /// TCP or UDP.
+    /// TCP, UDP, or both ([`Protocol::TcpUdp`]).
     pub protocol: Protocol,
-    /// The router's port.
+    /// The router's port (the first of a range).
     pub port: u16,
-    /// The inner host and port.
+    /// The last of the router's ports (`port` for a single port; `port = "8000-8100"`).
+    pub port_end: u16,
+    /// The inner host and its port; with a range, the first port of the same-size range
+    /// the router's ports map to in order.
     pub to: SocketAddr,
+    /// Only sources among these are forwarded (`from_addresses`); empty = any source.
+    pub from_addresses: Vec<AddressMatch>,
     /// Hairpin (on by default): hosts in other zones reach the inner host through the
     /// router's addresses on the `from` zone.
     pub reflection: bool,

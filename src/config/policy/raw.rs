@@ -18,6 +18,7 @@ pub(super) struct RawZone {
     pub(super) mtu_fix: bool,
     #[serde(default)]
     pub(super) log_drops: bool,
+    pub(super) snat: Option<Spanned<RawFrom>>,
 }
 
 #[derive(Deserialize)]
@@ -49,10 +50,13 @@ pub(super) struct RawRule {
     pub(super) name: Spanned<String>,
     pub(super) from: Option<Spanned<RawFrom>>,
     pub(super) to: Option<Spanned<String>>,
-    pub(super) protocol: Option<Spanned<String>>,
+    pub(super) protocol: Option<Spanned<RawFrom>>,
     pub(super) ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
+    pub(super) source_ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
+    pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) icmp_types: Option<Spanned<Vec<Spanned<RawPort>>>>,
-    pub(super) action: Spanned<String>,
+    pub(super) action: Option<Spanned<String>>,
+    pub(super) set_mark: Option<Spanned<RawPort>>,
     #[serde(default)]
     pub(super) log: bool,
     pub(super) log_prefix: Option<Spanned<String>>,
@@ -74,8 +78,9 @@ pub(super) struct RawForward {
 pub(super) struct RawPortForward {
     pub(super) name: Spanned<String>,
     pub(super) from: Spanned<String>,
-    pub(super) protocol: Option<Spanned<String>>,
-    pub(super) port: Spanned<i64>,
+    pub(super) protocol: Option<Spanned<RawFrom>>,
+    pub(super) port: Spanned<RawPort>,
     pub(super) to: Spanned<String>,
     pub(super) reflection: Option<bool>,
+    pub(super) from_addresses: Option<Spanned<Vec<Spanned<String>>>>,
 }

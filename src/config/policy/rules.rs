@@ -1,37 +1,17 @@
 //! `[[policy.rule]]` and `[[policy.port_forward]]` entries: protocols, ports, ICMP types,
 //! rates, sources and destinations.
 
-use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
 use super::super::net::parse_prefix;
+use super::matches::{addresses, has_ports, protocol, set_mark};
 use super::model::*;
 use super::raw::*;
 use super::zones::zone_ref;
 use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
-
-pub(super) fn protocol(p: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Protocol> {
-    let Some(p) = p else {
-        return Some(Protocol::Any);
-    };
-    match p.get_ref().as_str() {
-        "any" => Some(Protocol::Any),
-        "tcp" => Some(Protocol::Tcp),
-        "udp" => Some(Protocol::Udp),
-        "icmp" => Some(Protocol::Icmp),
-        "icmpv6" => Some(Protocol::Icmpv6),
-        other => {
-            diags.error(
-                p.span(),
-                format!("invalid protocol `{other}`: expected \"tcp\", \"udp\", \"icmp\", \"icmpv6\" or \"any\""),
-            );
-            None
-        }
-    }
-}
 
 pub(super) fn parse_port(text: &str) -> Option<u16> {
     text.trim().parse::<u16>().ok().filter(|p| *p > 0)
@@ -118,27 +98,53 @@ pub(super) fn validate_rule(
         );
     }
     let protocol = protocol(raw.protocol.as_ref(), diags);
-    let ports = ports(raw.ports.as_ref(), protocol, diags);
+    let source_ports = ports("source_ports", raw.source_ports.as_ref(), protocol, diags);
+    let ports = ports("ports", raw.ports.as_ref(), protocol, diags);
+    let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
     let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
-    let action = rule_action(&raw.action, diags);
+    let set_mark = set_mark(raw.set_mark.as_ref(), diags);
+    let marking = mark_place(&raw, from.as_ref(), diags);
+    let action = match (&raw.action, &raw.set_mark) {
+        (Some(a), _) => rule_action(a, diags),
+        (None, Some(_)) => Some(Action::Accept),
+        (None, None) => {
+            diags.error(
+                raw.name.span(),
+                format!(
+                    "rule `{}` has no `action`: expected action = \"accept\", \"drop\" or \"reject\" (or a `set_mark`)",
+                    raw.name.get_ref()
+                ),
+            );
+            None
+        }
+    };
     let limit = limit(raw.limit.as_ref(), diags);
     let log_prefix = log_prefix(raw.log_prefix.as_ref(), diags);
     #[cfg(feature = "fault-injection")]
     let inject_kernel_reject = raw.inject_kernel_reject;
     #[cfg(not(feature = "fault-injection"))]
     let inject_kernel_reject = false;
-    let (from, to, ports, icmp_types, limit, log_prefix) =
-        (from?, to?, ports?, icmp_types?, limit?, log_prefix?);
-    if !not_self_to_self {
+    let (from, to, ports, source_ports, to_addresses, icmp_types, limit, log_prefix, set_mark) = (
+        from?,
+        to?,
+        ports?,
+        source_ports?,
+        to_addresses?,
+        icmp_types?,
+        limit?,
+        log_prefix?,
+        set_mark?,
+    );
+    if !not_self_to_self || !marking {
         return None;
     }
     if let Some(p) = protocol
-        && !can_match(&from, &to, p, cfg)
+        && !can_match(&from, &to, &to_addresses, p, cfg)
     {
         diags.error(
             raw.name.span(),
             format!(
-                "rule `{}` can never match: its `from`, `to` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
+                "rule `{}` can never match: its `from`, `to`, `to_addresses` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
                 raw.name.get_ref()
             ),
         );
@@ -150,6 +156,10 @@ pub(super) fn validate_rule(
         to,
         protocol: protocol?,
         ports,
+        source_ports,
+        to_addresses,
+        set_mark,
+        mark_only: raw.action.is_none(),
         icmp_types,
         action: action?,
         log: raw.log || log_prefix.is_some(),
@@ -157,6 +167,29 @@ pub(super) fn validate_rule(
         limit,
         inject_kernel_reject,
     })
+}
+
+/// A rule with `set_mark` marks in prerouting, before routing: it cannot select the
+/// outgoing zone (`to`), nor the router's own traffic. False when that is asked (reported).
+fn mark_place(raw: &RawRule, from: Option<&Source>, diags: &mut Diagnostics) -> bool {
+    let Some(mark) = &raw.set_mark else {
+        return true;
+    };
+    if let Some(to) = &raw.to {
+        diags.error(
+            to.span(),
+            "a rule with `set_mark` marks packets before routing, when their way out is not known yet: expected no `to` (select destinations with `to_addresses`)",
+        );
+        return false;
+    }
+    if from == Some(&Source::Router) {
+        diags.error(
+            mark.span(),
+            "`set_mark` marks packets arriving at the router (prerouting): expected a `from` other than \"self\"",
+        );
+        return false;
+    }
+    true
 }
 
 /// A rule's `from`; `None` when it is invalid (reported).
@@ -240,8 +273,10 @@ fn destination(
     }
 }
 
-/// `ports`: only with tcp or udp. `None` when the protocol does not allow them.
+/// `ports` or `source_ports` (`key`): only with tcp and/or udp. `None` when the protocol
+/// does not allow them.
 fn ports(
+    key: &str,
     list: Option<&Spanned<Vec<Spanned<RawPort>>>>,
     protocol: Option<Protocol>,
     diags: &mut Diagnostics,
@@ -249,9 +284,12 @@ fn ports(
     let Some(list) = list else {
         return Some(Vec::new());
     };
-    let allowed = matches!(protocol, Some(Protocol::Tcp | Protocol::Udp));
+    let allowed = has_ports(protocol);
     if !allowed {
-        diags.error(list.span(), "`ports` needs protocol = \"tcp\" or \"udp\"");
+        diags.error(
+            list.span(),
+            format!("`{key}` needs protocol = \"tcp\", \"udp\" or [\"tcp\", \"udp\"]"),
+        );
     }
     let ports: Vec<(u16, u16)> = list
         .get_ref()
@@ -336,87 +374,49 @@ fn log_prefix(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<
     Some(Some(text.clone()))
 }
 
-/// True when some IP version can satisfy `from`, `to` and the protocol at once.
-fn can_match(from: &Source, to: &Destination, p: Protocol, cfg: &PolicyConfig) -> bool {
+/// True when some IP version can satisfy `from`, `to`, `to_addresses` and the protocol at
+/// once.
+fn can_match(
+    from: &Source,
+    to: &Destination,
+    to_addresses: &[AddressMatch],
+    p: Protocol,
+    cfg: &PolicyConfig,
+) -> bool {
     let (v4, v6) = and(
         and(source_versions(from, cfg), dest_versions(to, cfg)),
-        protocol_versions(p),
+        and(protocol_versions(p), address_versions(to_addresses, cfg)),
     );
     v4 || v6
 }
 
-pub(super) fn validate_port_forward(
-    raw: RawPortForward,
-    cfg: &PolicyConfig,
-    diags: &mut Diagnostics,
-) -> Option<PortForward> {
-    let from = zone_ref(&raw.from, cfg, diags);
-    let protocol = match protocol(raw.protocol.as_ref(), diags) {
-        None => None,
-        Some(Protocol::Any) if raw.protocol.is_none() => Some(Protocol::Tcp),
-        Some(p @ (Protocol::Tcp | Protocol::Udp)) => Some(p),
-        Some(_) => {
-            let span = raw
-                .protocol
-                .as_ref()
-                .map(|p| p.span())
-                .unwrap_or(raw.name.span());
-            diags.error(span, "a port forward's protocol must be \"tcp\" or \"udp\"");
-            None
-        }
-    };
-    let port = match u16::try_from(*raw.port.get_ref()) {
-        Ok(p) if p > 0 => Some(p),
-        _ => {
-            diags.error(raw.port.span(), "invalid port: expected a number 1-65535");
-            None
-        }
-    };
-    let text = raw.to.get_ref();
-    let to = match (text.parse::<SocketAddr>(), text.parse::<IpAddr>(), port) {
-        (Ok(sa), _, _) if sa.port() > 0 => Some(sa),
-        (_, Ok(ip), Some(p)) => Some(SocketAddr::new(ip, p)),
-        _ => {
-            diags.error(
-                raw.to.span(),
-                format!("invalid target `{text}`: expected \"address:port\", e.g. \"10.0.0.10:80\" or \"[fd00::10]:80\""),
-            );
-            None
-        }
-    };
-    if let (Some(z), Some(t)) = (from.as_ref().and_then(|z| cfg.zones.get(z)), to) {
-        let (v4, v6) = net_versions(&z.networks);
-        if (t.is_ipv4() && !v4) || (t.is_ipv6() && !v6) {
-            diags.error(
-                raw.to.span(),
-                format!(
-                    "target `{t}` is IPv{}, but zone `{}` only has IPv{} networks: the port forward could never match",
-                    if t.is_ipv4() { 4 } else { 6 },
-                    z.name,
-                    if t.is_ipv4() { 6 } else { 4 }
-                ),
-            );
-            return None;
-        }
+/// The IP versions a list of address matches can hold (both when it is empty: any address).
+pub(super) fn address_versions(list: &[AddressMatch], cfg: &PolicyConfig) -> Versions {
+    if list.is_empty() {
+        return (true, true);
     }
-    Some(PortForward {
-        name: raw.name.into_inner(),
-        from: from?,
-        protocol: protocol?,
-        port: port?,
-        to: to?,
-        reflection: raw.reflection.unwrap_or(true),
+    list.iter().fold((false, false), |(v4, v6), a| {
+        let (a4, a6) = match a {
+            AddressMatch::Prefix(n) => net_versions(std::slice::from_ref(n)),
+            AddressMatch::Suffix { .. } => (false, true),
+            AddressMatch::Set(s) => match cfg.sets.get(s).map(|s| s.family) {
+                Some(SetFamily::Ipv4) => (true, false),
+                Some(SetFamily::Ipv6) => (false, true),
+                None => (true, true),
+            },
+        };
+        (v4 || a4, v6 || a6)
     })
 }
 
 /// (IPv4 possible, IPv6 possible).
-type Versions = (bool, bool);
+pub(super) type Versions = (bool, bool);
 
-fn and(a: Versions, b: Versions) -> Versions {
+pub(super) fn and(a: Versions, b: Versions) -> Versions {
     (a.0 && b.0, a.1 && b.1)
 }
 
-fn net_versions(nets: &[ipnet::IpNet]) -> Versions {
+pub(super) fn net_versions(nets: &[ipnet::IpNet]) -> Versions {
     if nets.is_empty() {
         return (true, true);
     }

@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::super::diag::Diagnostics;
 use super::super::doc::{Value, de};
-use super::super::net::parse_prefix;
+use super::super::net::{parse_addr, parse_prefix};
 use super::super::nul::no_nul;
 use super::model::*;
 use super::raw::*;
@@ -58,6 +58,7 @@ pub(super) fn validate_zone(
         );
         return None;
     }
+    let snat = snat(&raw, diags)?;
     Some(Zone {
         name: name.to_string(),
         interfaces,
@@ -66,7 +67,49 @@ pub(super) fn validate_zone(
         masquerade6: raw.masquerade6,
         mtu_fix: raw.mtu_fix,
         log_drops: raw.log_drops,
+        snat,
     })
+}
+
+/// `snat`: one address or a list, at most one per IP version, and not for a version the
+/// zone also masquerades. `None` when invalid (reported).
+fn snat(raw: &RawZone, diags: &mut Diagnostics) -> Option<Vec<std::net::IpAddr>> {
+    let Some(list) = &raw.snat else {
+        return Some(Vec::new());
+    };
+    let texts = match list.get_ref() {
+        RawFrom::One(a) => vec![a.clone()],
+        RawFrom::Many(l) => l.clone(),
+    };
+    let mut out: Vec<std::net::IpAddr> = Vec::new();
+    let mut ok = !texts.is_empty();
+    if !ok {
+        diags.error(list.span(), "empty `snat`: expected an address, e.g. \"203.0.113.7\", or one IPv4 and one IPv6 address");
+    }
+    for t in &texts {
+        match parse_addr(t.trim()) {
+            Ok(a) if out.iter().any(|o| o.is_ipv4() == a.is_ipv4()) => {
+                diags.error(
+                    list.span(),
+                    format!(
+                        "`snat` has two IPv{} addresses: expected at most one per IP version",
+                        if a.is_ipv4() { 4 } else { 6 }
+                    ),
+                );
+                ok = false;
+            }
+            Ok(a) if (a.is_ipv4() && raw.masquerade) || (a.is_ipv6() && raw.masquerade6) => {
+                diags.error(list.span(), format!("`snat = \"{a}\"` and `{}` both choose the source of the zone's IPv{} traffic: keep one", if a.is_ipv4() { "masquerade = true" } else { "masquerade6 = true" }, if a.is_ipv4() { 4 } else { 6 }));
+                ok = false;
+            }
+            Ok(a) => out.push(a),
+            Err(e) => {
+                diags.error(list.span(), e);
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
 }
 
 pub(super) fn prefixes(items: &[Spanned<String>], diags: &mut Diagnostics) -> Vec<IpNet> {

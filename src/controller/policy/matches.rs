@@ -2,9 +2,11 @@
 //! protocol with ports or ICMP types, and how they combine (a match per IP version when
 //! addresses are involved; combinations of different versions are dropped).
 
+use std::collections::BTreeMap;
+
 use ipnet::IpNet;
 
-use crate::config::policy::{PolicyRule, Protocol, Zone};
+use crate::config::policy::{AddressMatch, NamedSet, PolicyRule, Protocol, SetFamily, Zone};
 use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
@@ -238,11 +240,24 @@ fn icmp_type_match(l4: u8, types: &[u8]) -> Stmt {
     }
 }
 
-pub(super) fn proto_matches(r: &PolicyRule) -> Vec<Match> {
+/// The protocol, port and ICMP-type matches of `r`, one per single protocol it stands for
+/// ([`Protocol::each`]), each with that protocol (a reject answers per protocol).
+pub(super) fn proto_matches(r: &PolicyRule) -> Vec<(Protocol, Match)> {
+    r.protocol
+        .each()
+        .into_iter()
+        .map(|p| (p, proto_match(p, r)))
+        .collect()
+}
+
+/// The match of one single protocol `p` of `r`: destination ports as `tcp|udp dport`,
+/// source ports as `th sport` after them (or after `meta l4proto`, which nft needs before a
+/// `th` field), ICMP types.
+fn proto_match(p: Protocol, r: &PolicyRule) -> Match {
     let mut stmts = Vec::new();
     let mut version = None;
-    let (l4, dport) = match r.protocol {
-        Protocol::Any => return any(),
+    let (l4, dport) = match p {
+        Protocol::Any | Protocol::TcpUdp => return Match::default(),
         Protocol::Tcp => (6, Some(Field::TcpDport)),
         Protocol::Udp => (17, Some(Field::UdpDport)),
         Protocol::Icmp => {
@@ -265,5 +280,69 @@ pub(super) fn proto_matches(r: &PolicyRule) -> Vec<Match> {
             right: Value::Proto(l4),
         });
     }
-    vec![Match { stmts, version }]
+    stmts.extend(port_match(Field::ThSport, &r.source_ports));
+    Match { stmts, version }
+}
+
+/// Matches of packets whose source (`source`) or destination is any of `list` (any packet
+/// when it is empty): one per IP version for the prefixes, one per named set, one per
+/// IPv6 suffix.
+pub(super) fn address_matches(
+    sets: &BTreeMap<String, NamedSet>,
+    source: bool,
+    list: &[AddressMatch],
+) -> Vec<Match> {
+    if list.is_empty() {
+        return any();
+    }
+    let prefixes: Vec<IpNet> = list
+        .iter()
+        .filter_map(|a| match a {
+            AddressMatch::Prefix(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let mut out = prefix_matches(source, &prefixes);
+    for a in list {
+        match a {
+            AddressMatch::Prefix(_) => {}
+            AddressMatch::Set(name) => out.push(set_match(sets, source, name)),
+            AddressMatch::Suffix { addr, mask } => out.push(Match {
+                stmts: vec![Stmt::MaskedCmp {
+                    left: Expr::Payload(if source {
+                        Field::Ip6Saddr
+                    } else {
+                        Field::Ip6Daddr
+                    }),
+                    mask: Value::Ipv6(*mask),
+                    right: Value::Ipv6(*addr),
+                }],
+                version: Some(IpVersion::V6),
+            }),
+        }
+    }
+    out
+}
+
+/// Packets whose source (`source`) or destination is in named set `name`.
+pub(super) fn set_match(sets: &BTreeMap<String, NamedSet>, source: bool, name: &str) -> Match {
+    let (field, version) = match (sets[name].family, source) {
+        (SetFamily::Ipv4, true) => (Field::IpSaddr, IpVersion::V4),
+        (SetFamily::Ipv4, false) => (Field::IpDaddr, IpVersion::V4),
+        (SetFamily::Ipv6, true) => (Field::Ip6Saddr, IpVersion::V6),
+        (SetFamily::Ipv6, false) => (Field::Ip6Daddr, IpVersion::V6),
+    };
+    Match {
+        stmts: vec![Stmt::Lookup {
+            left: Expr::Payload(field),
+            set: SetRef::Named(name.to_string()),
+            negate: false,
+        }],
+        version: Some(version),
+    }
+}
+
+/// `field` within `first..=last` (one port: equal).
+pub(super) fn port_span(field: Field, first: u16, last: u16) -> Stmt {
+    port_match(field, &[(first, last)]).expect("one range")
 }

@@ -37,18 +37,22 @@
 use std::collections::BTreeSet;
 
 use crate::config::policy::{
-    Action, Destination, NamedSet, PolicyConfig, PolicyRule, PortForward, Protocol, SetFamily,
-    Source,
+    Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, SetFamily, Source,
 };
 use crate::dataplane::nft::encode::normalize_prefixes;
 
 use super::addresses::RouterAddresses;
-use super::matches::{Match, addr_match, any, combine, prefix_matches, proto_matches, zone_match};
+use super::matches::{
+    Match, address_matches, any, combine, prefix_matches, proto_matches, set_match, zone_match,
+};
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
-use ipnet::IpNet;
 
+mod marks;
 mod pods;
+mod port_forward;
+mod snat;
+pub use marks::MANGLE_PREROUTING;
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
 
 /// One rule group (see the module docs).
@@ -313,6 +317,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.named_sets(cfg);
     b.mtu_fixes(cfg);
     b.always_present();
+    b.set_marks(cfg);
     b.config_rules(cfg);
     b.dnat_passes(cfg);
     b.zone_forwards(cfg);
@@ -320,6 +325,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
         b.port_forward(cfg, pf, addrs);
     }
     b.masquerades(cfg);
+    b.snats(cfg);
     b.drop_logs(cfg);
     b.reject_defaults(cfg);
     b.p
@@ -351,24 +357,11 @@ fn base_chains(cfg: &PolicyConfig) -> Vec<Chain> {
 }
 
 /// Where a rule's packets come from, as matches.
-fn rule_source(cfg: &PolicyConfig, r: &PolicyRule) -> Vec<Match> {
+pub(super) fn rule_source(cfg: &PolicyConfig, r: &PolicyRule) -> Vec<Match> {
     match &r.from {
         Source::Any | Source::Router => any(),
         Source::Zone(z) => zone_match(&cfg.zones[z], true),
-        Source::Set(s) => {
-            let (field, version) = match cfg.sets[s].family {
-                SetFamily::Ipv4 => (Field::IpSaddr, IpVersion::V4),
-                SetFamily::Ipv6 => (Field::Ip6Saddr, IpVersion::V6),
-            };
-            vec![Match {
-                stmts: vec![Stmt::Lookup {
-                    left: Expr::Payload(field),
-                    set: SetRef::Named(s.clone()),
-                    negate: false,
-                }],
-                version: Some(version),
-            }]
-        }
+        Source::Set(s) => vec![set_match(&cfg.sets, true, s)],
         Source::Prefixes(nets) => prefix_matches(true, nets),
     }
 }
@@ -385,7 +378,7 @@ fn log_limit() -> Stmt {
 
 /// The kernel rules of one match of a config rule: a rate-limited log rule first when it
 /// logs, then the rule itself (limit, counter, verdict).
-fn rule_statements(r: &PolicyRule, m: Match) -> Vec<Vec<Stmt>> {
+fn rule_statements(r: &PolicyRule, protocol: Protocol, m: Match) -> Vec<Vec<Stmt>> {
     let mut built = Vec::new();
     if r.log {
         let mut stmts = m.stmts.clone();
@@ -417,86 +410,10 @@ fn rule_statements(r: &PolicyRule, m: Match) -> Vec<Vec<Stmt>> {
     if r.inject_kernel_reject {
         stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
     } else {
-        stmts.push(verdict(r.action, r.protocol));
+        stmts.push(verdict(r.action, protocol));
     }
     built.push(stmts);
     built
-}
-
-/// The match of a port forward's traffic: to a local address, on its port.
-fn port_forward_target(pf: &PortForward, version: IpVersion, field: Field) -> Match {
-    Match {
-        stmts: vec![
-            Stmt::Cmp {
-                left: Expr::FibDaddrType,
-                op: CmpOp::Eq,
-                right: Value::AddrType(ADDRTYPE_LOCAL),
-            },
-            Stmt::Cmp {
-                left: Expr::Payload(field),
-                op: CmpOp::Eq,
-                right: Value::Port(pf.port),
-            },
-        ],
-        version: Some(version),
-    }
-}
-
-/// The match of reflected port-forward traffic: to one of the router's addresses on the
-/// port forward's `from` zone (`outer`), on its port.
-fn reflection_target(pf: &PortForward, version: IpVersion, field: Field, outer: &[IpNet]) -> Match {
-    Match {
-        stmts: vec![
-            addr_match(false, version, outer),
-            Stmt::Cmp {
-                left: Expr::Payload(field),
-                op: CmpOp::Eq,
-                right: Value::Port(pf.port),
-            },
-        ],
-        version: Some(version),
-    }
-}
-
-/// A port forward's DNAT after match `m`: counted, marked as edgenetd's, translated.
-fn dnat_statements(m: Match, pf: &PortForward) -> Vec<Stmt> {
-    let mut stmts = m.stmts;
-    stmts.push(Stmt::Counter);
-    stmts.push(Stmt::CtMarkOr(OWN_DNAT_MARK));
-    stmts.push(Stmt::Nat {
-        kind: NatKind::Dnat,
-        addr: pf.to.ip(),
-        port: Some(pf.to.port()),
-    });
-    stmts
-}
-
-/// The match of hairpinned port-forward traffic after DNAT: to the inner host and port.
-fn hairpin_match(pf: &PortForward, version: IpVersion, field: Field) -> Match {
-    Match {
-        stmts: vec![
-            Stmt::Flags {
-                left: Expr::Ct(CtKey::Status),
-                bits: Value::CtStatus(CT_STATUS_DNAT),
-                negate: false,
-            },
-            Stmt::Cmp {
-                left: Expr::Payload(if version == IpVersion::V4 {
-                    Field::IpDaddr
-                } else {
-                    Field::Ip6Daddr
-                }),
-                op: CmpOp::Eq,
-                right: Value::ip(pf.to.ip()),
-            },
-            Stmt::Cmp {
-                left: Expr::Payload(field),
-                op: CmpOp::Eq,
-                right: Value::Port(pf.to.port()),
-            },
-        ],
-        version: Some(version),
-    }
 }
 
 impl Builder {
@@ -538,29 +455,35 @@ impl Builder {
         }
     }
 
-    /// `[[policy.rule]]`, in config order; each goes to the chains its from/to select. The
-    /// forward chain's share comes after every input/output rule was added (kernel rule
-    /// order within a chain is what matters; groups keep their tags).
+    /// `[[policy.rule]]`, in config order; each goes to the chains its from/to select (a
+    /// rule that only marks, to none). The forward chain's share comes after every
+    /// input/output rule was added (kernel rule order within a chain is what matters;
+    /// groups keep their tags).
     fn config_rules(&mut self, cfg: &PolicyConfig) {
         let mut forward_rules = Vec::new();
         for r in &cfg.rules {
             self.group(format!("rule {}", r.name), r.action != Action::Accept);
             let chains: &[&str] = match (&r.from, &r.to) {
+                _ if r.mark_only => &[],
                 (Source::Router, _) => &[OUTPUT],
                 (_, Destination::Router) => &[INPUT],
                 (_, Destination::Zone(_)) => &[FORWARD],
                 (_, Destination::Any) => &[INPUT, FORWARD],
             };
             let src = rule_source(cfg, r);
+            let addrs = address_matches(&cfg.sets, false, &r.to_addresses);
             for chain in chains {
                 let dst = match (&r.to, *chain) {
                     (Destination::Zone(z), FORWARD | OUTPUT) => zone_match(&cfg.zones[z], false),
                     _ => any(),
                 };
-                let built: Vec<Vec<Stmt>> = combine(&combine(&src, &dst), &proto_matches(r))
-                    .into_iter()
-                    .flat_map(|m| rule_statements(r, m))
-                    .collect();
+                let dst = combine(&dst, &addrs);
+                let mut built = Vec::new();
+                for (protocol, l4) in proto_matches(r) {
+                    for m in combine(&combine(&src, &dst), &[l4]) {
+                        built.extend(rule_statements(r, protocol, m));
+                    }
+                }
                 if *chain == FORWARD {
                     forward_rules.push((self.group, built));
                 } else {
@@ -611,53 +534,6 @@ impl Builder {
                 stmts.push(Stmt::Counter);
                 stmts.push(Stmt::Verdict(Verdict::Accept));
                 self.rule(FORWARD, stmts);
-            }
-        }
-    }
-
-    /// One `[[policy.port_forward]]`: DNAT of traffic from the zone it is exposed to (to any
-    /// of the router's addresses); then, with reflection, hairpin from every other zone for
-    /// traffic to the router's addresses on the `from` zone only (DNAT, and masquerade so the
-    /// inner host answers through the router). The router's addresses on the other zones stay
-    /// the router's: a LAN host reaches the router's own service on the router's LAN address.
-    /// Every DNAT marks the connection as edgenetd's ([`OWN_DNAT_MARK`]).
-    fn port_forward(&mut self, cfg: &PolicyConfig, pf: &PortForward, addrs: &RouterAddresses) {
-        self.group(format!("port-forward {}", pf.name), false);
-        let version = if pf.to.is_ipv4() {
-            IpVersion::V4
-        } else {
-            IpVersion::V6
-        };
-        let field = if pf.protocol == Protocol::Udp {
-            Field::UdpDport
-        } else {
-            Field::TcpDport
-        };
-        let from = &cfg.zones[&pf.from];
-        let target = port_forward_target(pf, version, field);
-        for m in combine(&zone_match(from, true), std::slice::from_ref(&target)) {
-            self.rule(PREROUTING, dnat_statements(m, pf));
-        }
-        let outer: Vec<IpNet> = addrs
-            .of_zone(from)
-            .into_iter()
-            .filter(|a| a.is_ipv4() == pf.to.is_ipv4())
-            .map(IpNet::from)
-            .collect();
-        if !pf.reflection || outer.is_empty() {
-            return;
-        }
-        let reflected = reflection_target(pf, version, field, &outer);
-        let inner = hairpin_match(pf, version, field);
-        for z in cfg.zones.values().filter(|z| z.name != pf.from) {
-            for m in combine(&zone_match(z, true), std::slice::from_ref(&reflected)) {
-                self.rule(PREROUTING, dnat_statements(m, pf));
-            }
-            for m in combine(&zone_match(z, true), std::slice::from_ref(&inner)) {
-                let mut stmts = m.stmts;
-                stmts.push(Stmt::Counter);
-                stmts.push(Stmt::Masquerade);
-                self.rule(POSTROUTING, stmts);
             }
         }
     }

@@ -251,6 +251,13 @@ pub(crate) fn ct_set(key: u32, sreg: u32) -> Expr<kind::Ct> {
     Expr::new().with_u32(ct::KEY, key).with_u32(ct::SREG, sreg)
 }
 
+/// `meta set <key> with reg <sreg>`.
+pub(crate) fn meta_set(key: u32, sreg: u32) -> Expr<kind::Meta> {
+    Expr::new()
+        .with_u32(meta::KEY, key)
+        .with_u32(meta::SREG, sreg)
+}
+
 /// `rt load <key> => reg` (key 3 = tcpmss: the route's MTU minus the headers).
 pub(crate) fn rt(key: u32, dreg: u32) -> Expr<kind::Rt> {
     Expr::new().with_u32(rt::KEY, key).with_u32(rt::DREG, dreg)

@@ -726,6 +726,24 @@ pub enum Stmt {
     /// `tcp option maxseg size set rt mtu`: lowers the MSS option (where present) to what
     /// the route's MTU allows.
     ClampMssToRoute,
+    /// `<left> & <mask> == <right>`: only the mask's bits are compared (an IPv6 interface
+    /// identifier under a prefix that changes).
+    MaskedCmp {
+        /// What is compared.
+        left: Expr,
+        /// The bits that count (same length as `left`).
+        mask: Value,
+        /// What they must equal (already masked).
+        right: Value,
+    },
+    /// `meta mark set meta mark & ~mask | value`, or `meta mark set value` when `mask` is
+    /// all ones: the packet's mark, for routing rules to match.
+    MetaMarkSet {
+        /// The bits to set (within `mask`).
+        value: u32,
+        /// The bits of the mark this statement owns; the others are kept.
+        mask: u32,
+    },
 }
 
 /// One rule.

@@ -367,6 +367,31 @@ impl RuleCx<'_> {
                 )?);
                 self.raw.add_expr(expr::ct_set(key, REG_1));
             }
+            Stmt::MaskedCmp { left, mask, right } => {
+                let (mask, right) = (encode(mask)?, encode(right)?);
+                let reg = self.load(left)?;
+                let zero = vec![0; mask.len()];
+                self.raw.add_expr(expr::bitwise(reg, reg, &mask, &zero)?);
+                self.raw.add_expr(expr::cmp(reg, 0, &right)?);
+            }
+            Stmt::MetaMarkSet { value, mask } => {
+                let key = libc::NFT_META_MARK as u32;
+                if *mask == u32::MAX {
+                    // As nft compiles `meta mark set VALUE`: no load, an immediate.
+                    self.raw
+                        .add_expr(expr::immediate(REG_1, &value.to_ne_bytes())?);
+                } else {
+                    // As nft compiles `meta mark set meta mark & ~MASK | VALUE`.
+                    self.raw.add_expr(expr::meta(key, REG_1));
+                    self.raw.add_expr(expr::bitwise(
+                        REG_1,
+                        REG_1,
+                        &(!mask).to_ne_bytes(),
+                        &value.to_ne_bytes(),
+                    )?);
+                }
+                self.raw.add_expr(expr::meta_set(key, REG_1));
+            }
             Stmt::ClampMssToRoute => {
                 emit_deps(
                     self.family,

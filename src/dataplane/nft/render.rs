@@ -305,6 +305,23 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             let _ = write!(out, "ct mark set ct mark | 0x{bits:08x}");
         }
         Stmt::ClampMssToRoute => out.push_str("tcp option maxseg size set rt mtu"),
+        Stmt::MaskedCmp { left, mask, right } => {
+            render_expr(out, left);
+            out.push_str(" & ");
+            render_value(out, mask);
+            out.push_str(" == ");
+            render_value(out, right);
+        }
+        Stmt::MetaMarkSet { value, mask } if *mask == u32::MAX => {
+            let _ = write!(out, "meta mark set 0x{value:08x}");
+        }
+        Stmt::MetaMarkSet { value, mask } => {
+            let _ = write!(
+                out,
+                "meta mark set meta mark & 0x{:08x} | 0x{value:08x}",
+                !mask
+            );
+        }
         Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {
             kind,

@@ -159,7 +159,11 @@ pub(crate) mod expr {
     use super::*;
 
     expr_attrs! {
-        meta: Meta { KEY: U32 = NFTNL_EXPR_META_KEY; DREG: U32 = NFTNL_EXPR_META_DREG; }
+        meta: Meta {
+            KEY: U32 = NFTNL_EXPR_META_KEY;
+            DREG: U32 = NFTNL_EXPR_META_DREG;
+            SREG: U32 = NFTNL_EXPR_META_SREG;
+        }
         payload: Payload {
             BASE: U32 = NFTNL_EXPR_PAYLOAD_BASE;
             OFFSET: U32 = NFTNL_EXPR_PAYLOAD_OFFSET;

@@ -1,0 +1,240 @@
+//! The richer matches of rules and port forwards: protocol lists, destination and source
+//! address lists (prefixes, `@sets`, IPv6 suffixes) and marks.
+
+use std::net::Ipv6Addr;
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::super::diag::Diagnostics;
+use super::super::net::parse_prefix;
+use super::model::*;
+use super::raw::*;
+
+/// `protocol`: one name, or a list of "tcp" and "udp" (both = [`Protocol::TcpUdp`]).
+/// `Some(Any)` when absent, `None` when invalid (reported).
+pub(super) fn protocol(p: Option<&Spanned<RawFrom>>, diags: &mut Diagnostics) -> Option<Protocol> {
+    let Some(p) = p else {
+        return Some(Protocol::Any);
+    };
+    let one = |name: &str, diags: &mut Diagnostics| match name {
+        "any" => Some(Protocol::Any),
+        "tcp" => Some(Protocol::Tcp),
+        "udp" => Some(Protocol::Udp),
+        "icmp" => Some(Protocol::Icmp),
+        "icmpv6" => Some(Protocol::Icmpv6),
+        other => {
+            diags.error(
+                p.span(),
+                format!("invalid protocol `{other}`: expected \"tcp\", \"udp\", \"icmp\", \"icmpv6\", \"any\" or [\"tcp\", \"udp\"]"),
+            );
+            None
+        }
+    };
+    let list = match p.get_ref() {
+        RawFrom::One(name) => return one(name, diags),
+        RawFrom::Many(list) => list,
+    };
+    let (mut tcp, mut udp) = (false, false);
+    for name in list {
+        match name.as_str() {
+            "tcp" => tcp = true,
+            "udp" => udp = true,
+            other => {
+                diags.error(
+                    p.span(),
+                    format!("invalid protocol `{other}` in a list: a protocol list holds \"tcp\" and/or \"udp\", e.g. [\"tcp\", \"udp\"]"),
+                );
+                return None;
+            }
+        }
+    }
+    match (tcp, udp) {
+        (true, true) => Some(Protocol::TcpUdp),
+        (true, false) => Some(Protocol::Tcp),
+        (false, true) => Some(Protocol::Udp),
+        (false, false) => {
+            diags.error(
+                p.span(),
+                "empty protocol list: expected [\"tcp\", \"udp\"] or one protocol name",
+            );
+            None
+        }
+    }
+}
+
+/// True for protocols whose rules may match ports.
+pub(super) fn has_ports(p: Option<Protocol>) -> bool {
+    matches!(p, Some(Protocol::Tcp | Protocol::Udp | Protocol::TcpUdp))
+}
+
+/// `to_addresses` / `from_addresses`: prefixes, `"@set"`s and IPv6 suffixes. `Some(empty)`
+/// when absent; `None` when any entry is invalid (each reported at its place).
+pub(super) fn addresses(
+    key: &str,
+    list: Option<&Spanned<Vec<Spanned<String>>>>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<Vec<AddressMatch>> {
+    let Some(list) = list else {
+        return Some(Vec::new());
+    };
+    if list.get_ref().is_empty() {
+        diags.error(
+            list.span(),
+            format!("empty `{key}`: expected addresses, prefixes, \"@set\" names or IPv6 suffixes, e.g. [\"10.0.0.0/8\", \"@servers\"] (or leave `{key}` out)"),
+        );
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut ok = true;
+    for item in list.get_ref() {
+        match address(item, cfg, diags) {
+            Some(a) => out.push(a),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+fn address(
+    item: &Spanned<String>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<AddressMatch> {
+    let text = item.get_ref().trim();
+    if let Some(name) = text.strip_prefix('@') {
+        return set_ref(name, item.span(), cfg, diags);
+    }
+    if let Some((addr, mask)) = text.split_once('/')
+        && (mask.starts_with('-') || mask.contains(':'))
+    {
+        return match parse_suffix(addr, mask) {
+            Ok((addr, mask)) => Some(AddressMatch::Suffix { addr, mask }),
+            Err(e) => {
+                diags.error(item.span(), e);
+                None
+            }
+        };
+    }
+    match parse_prefix(text) {
+        Ok(n) => Some(AddressMatch::Prefix(n)),
+        Err(e) => {
+            diags.error(item.span(), e);
+            None
+        }
+    }
+}
+
+fn set_ref(
+    name: &str,
+    span: Range<usize>,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<AddressMatch> {
+    if cfg.sets.contains_key(name) {
+        return Some(AddressMatch::Set(name.to_string()));
+    }
+    let known: Vec<String> = cfg.sets.keys().map(|k| format!("`@{k}`")).collect();
+    diags.error(
+        span,
+        format!(
+            "set `{name}` is used but never defined: expected one of {} (define it with [policy.set.{name}])",
+            if known.is_empty() { "no sets yet".to_string() } else { known.join(", ") }
+        ),
+    );
+    None
+}
+
+/// `"::1234/::ffff:ffff:ffff:ffff"` (a mask) or `"::1234/-64"` (the last 64 bits).
+pub(super) fn parse_suffix(addr: &str, mask: &str) -> Result<(Ipv6Addr, Ipv6Addr), String> {
+    let text = format!("{addr}/{mask}");
+    let expected = "expected an IPv6 suffix \"ADDRESS/MASK\" or \"ADDRESS/-BITS\", e.g. \"::1234/::ffff:ffff:ffff:ffff\" or \"::1234/-64\"";
+    let addr: Ipv6Addr = addr
+        .parse()
+        .map_err(|_| format!("invalid suffix `{text}`: {expected}"))?;
+    let mask: u128 = match mask.strip_prefix('-') {
+        Some(bits) => match bits.parse::<u32>() {
+            Ok(b @ 1..=128) => u128::MAX >> (128 - b),
+            _ => {
+                return Err(format!(
+                    "invalid suffix `{text}`: the bits after `-` must be 1-128; {expected}"
+                ));
+            }
+        },
+        None => match mask.parse::<Ipv6Addr>() {
+            Ok(m) if u128::from(m) != 0 => u128::from(m),
+            _ => return Err(format!("invalid suffix `{text}`: {expected}")),
+        },
+    };
+    let bits = u128::from(addr);
+    if bits & !mask != 0 {
+        return Err(format!(
+            "invalid suffix `{text}`: the address has bits outside the mask; did you mean \"{}/{}\"?",
+            Ipv6Addr::from(bits & mask),
+            Ipv6Addr::from(mask)
+        ));
+    }
+    Ok((addr, Ipv6Addr::from(mask)))
+}
+
+/// `set_mark`: `"MARK/MASK"` or a bare mark (all 32 bits), decimal or `0x` hex. `Some(None)`
+/// when absent, `None` when invalid (reported).
+pub(super) fn set_mark(
+    raw: Option<&Spanned<RawPort>>,
+    diags: &mut Diagnostics,
+) -> Option<Option<MarkSet>> {
+    let Some(raw) = raw else {
+        return Some(None);
+    };
+    fn num(text: &str) -> Option<u32> {
+        let t = text.trim();
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok(),
+            None => t.parse().ok(),
+        }
+    }
+    let parsed = match raw.get_ref() {
+        RawPort::Number(n) => u32::try_from(*n).ok().map(|v| (v, u32::MAX)),
+        RawPort::Text(t) => match t.split_once('/') {
+            Some((v, m)) => num(v).zip(num(m)),
+            None => num(t).map(|v| (v, u32::MAX)),
+        },
+    };
+    let Some((value, mask)) = parsed else {
+        diags.error(
+            raw.span(),
+            "invalid set_mark: expected a number or a string \"MARK\" or \"MARK/MASK\" (decimal or 0x hex), e.g. \"0x10/0xff\"",
+        );
+        return None;
+    };
+    if mask == 0 || value & !mask != 0 {
+        diags.error(
+            raw.span(),
+            format!("invalid set_mark 0x{value:x}/0x{mask:x}: expected a non-zero mask that covers every bit of the mark, e.g. \"0x10/0xff\""),
+        );
+        return None;
+    }
+    Some(Some(MarkSet { value, mask }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_by_mask_and_by_bits_are_one_match() {
+        let a = parse_suffix("::1234", "::ffff:ffff:ffff:ffff").unwrap();
+        let b = parse_suffix("::1234", "-64").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(b.1, "::ffff:ffff:ffff:ffff".parse::<Ipv6Addr>().unwrap());
+        assert!(
+            parse_suffix("2001:db8::1234", "-64")
+                .unwrap_err()
+                .contains("did you mean \"::1234/::ffff:ffff:ffff:ffff\"")
+        );
+        assert!(parse_suffix("::1", "-0").unwrap_err().contains("1-128"));
+        assert!(parse_suffix("::1", "::").is_err());
+        assert!(parse_suffix("10.0.0.1", "-8").is_err());
+    }
+}

@@ -1,0 +1,176 @@
+//! `[[policy.port_forward]]` entries: the router's port or port range, the inner host and
+//! its same-size range, the protocols and the sources allowed.
+
+use std::net::{IpAddr, SocketAddr};
+
+use toml::Spanned;
+
+use super::super::diag::Diagnostics;
+use super::matches::{addresses, protocol};
+use super::model::*;
+use super::raw::*;
+use super::rules::{address_versions, and, net_versions, port_range};
+use super::zones::zone_ref;
+
+pub(super) fn validate_port_forward(
+    raw: RawPortForward,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<PortForward> {
+    let from = zone_ref(&raw.from, cfg, diags);
+    let protocol = forward_protocol(&raw, diags);
+    let ports = port_range(&raw.port, diags);
+    let from_addresses = addresses("from_addresses", raw.from_addresses.as_ref(), cfg, diags);
+    let to = ports.and_then(|p| target(&raw.to, p, diags));
+    let (from, protocol, (port, port_end), to, from_addresses) =
+        (from?, protocol?, ports?, to?, from_addresses?);
+    let zone = &cfg.zones[&from];
+    let (z4, z6) = net_versions(&zone.networks);
+    if (to.is_ipv4() && !z4) || (to.is_ipv6() && !z6) {
+        diags.error(
+            raw.to.span(),
+            format!(
+                "target `{to}` is IPv{}, but zone `{}` only has IPv{} networks: the port forward could never match",
+                if to.is_ipv4() { 4 } else { 6 },
+                zone.name,
+                if to.is_ipv4() { 6 } else { 4 }
+            ),
+        );
+        return None;
+    }
+    let (a4, a6) = and(
+        address_versions(&from_addresses, cfg),
+        (to.is_ipv4(), to.is_ipv6()),
+    );
+    if let (false, false, Some(list)) = (a4, a6, &raw.from_addresses) {
+        diags.error(
+            list.span(),
+            format!(
+                "no entry of `from_addresses` is IPv{} like the target `{to}`: the port forward could never match",
+                if to.is_ipv4() { 4 } else { 6 }
+            ),
+        );
+        return None;
+    }
+    Some(PortForward {
+        name: raw.name.into_inner(),
+        from,
+        protocol,
+        port,
+        port_end,
+        to,
+        from_addresses,
+        reflection: raw.reflection.unwrap_or(true),
+    })
+}
+
+/// TCP when absent; tcp, udp or both.
+fn forward_protocol(raw: &RawPortForward, diags: &mut Diagnostics) -> Option<Protocol> {
+    match protocol(raw.protocol.as_ref(), diags) {
+        None => None,
+        Some(Protocol::Any) if raw.protocol.is_none() => Some(Protocol::Tcp),
+        Some(p @ (Protocol::Tcp | Protocol::Udp | Protocol::TcpUdp)) => Some(p),
+        Some(_) => {
+            let span = raw
+                .protocol
+                .as_ref()
+                .map(|p| p.span())
+                .unwrap_or(raw.name.span());
+            diags.error(
+                span,
+                "a port forward's protocol must be \"tcp\", \"udp\" or [\"tcp\", \"udp\"]",
+            );
+            None
+        }
+    }
+}
+
+/// The inner host of a port forward of the router's `ports`: `"addr"` (same ports),
+/// `"addr:port"` or `"addr:first-last"` (`[v6]:...`), a range the same size as `ports`.
+/// Returns the address with the first inner port.
+fn target(raw: &Spanned<String>, ports: (u16, u16), diags: &mut Diagnostics) -> Option<SocketAddr> {
+    let text = raw.get_ref().trim();
+    let Some((addr, inner)) = split_target(text) else {
+        diags.error(
+            raw.span(),
+            format!("invalid target `{text}`: expected \"address:port\", \"address:first-last\" or \"address\", e.g. \"10.0.0.10:80\", \"10.0.0.10:9000-9100\" or \"[fd00::10]:80\""),
+        );
+        return None;
+    };
+    let inner = inner.unwrap_or(ports);
+    let (size, inner_size) = (ports.1 - ports.0, inner.1 - inner.0);
+    if size != inner_size {
+        let suggestion = inner
+            .0
+            .checked_add(size)
+            .map(|end| format!("; did you mean \"{}:{}-{end}\"?", fmt_addr(addr), inner.0))
+            .unwrap_or_default();
+        diags.error(
+            raw.span(),
+            format!(
+                "target `{text}` has {} port{} but `port` has {}: expected a range of the same size{suggestion}",
+                inner_size as u32 + 1,
+                if inner_size == 0 { "" } else { "s" },
+                size as u32 + 1
+            ),
+        );
+        return None;
+    }
+    Some(SocketAddr::new(addr, inner.0))
+}
+
+fn fmt_addr(a: IpAddr) -> String {
+    match a {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    }
+}
+
+/// `addr`, `v4:ports`, `[v6]:ports` -> the address and the port range, if any.
+fn split_target(text: &str) -> Option<(IpAddr, Option<(u16, u16)>)> {
+    if let Ok(a) = text.parse::<IpAddr>() {
+        return Some((a, None));
+    }
+    let (addr, ports) = match text.strip_prefix('[') {
+        Some(rest) => {
+            let (a, p) = rest.split_once("]:")?;
+            (IpAddr::V6(a.parse().ok()?), p)
+        }
+        None => {
+            let (a, p) = text.rsplit_once(':')?;
+            (IpAddr::V4(a.parse().ok()?), p)
+        }
+    };
+    let (a, b) = ports.split_once('-').unwrap_or((ports, ports));
+    let port = |s: &str| s.trim().parse::<u16>().ok().filter(|p| *p > 0);
+    match (port(a), port(b)) {
+        (Some(a), Some(b)) if a <= b => Some((addr, Some((a, b)))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_with_and_without_ports() {
+        let v4 = |s: &str| IpAddr::V4(s.parse().unwrap());
+        assert_eq!(split_target("10.0.0.2"), Some((v4("10.0.0.2"), None)));
+        assert_eq!(
+            split_target("10.0.0.2:9000-9100"),
+            Some((v4("10.0.0.2"), Some((9000, 9100))))
+        );
+        assert_eq!(
+            split_target("[fd00::2]:80"),
+            Some((IpAddr::V6("fd00::2".parse().unwrap()), Some((80, 80))))
+        );
+        assert_eq!(
+            split_target("fd00::2"),
+            Some((IpAddr::V6("fd00::2".parse().unwrap()), None))
+        );
+        assert_eq!(split_target("10.0.0.2:9100-9000"), None);
+        assert_eq!(split_target("10.0.0.2:0"), None);
+        assert_eq!(split_target("host:80"), None);
+    }
+}

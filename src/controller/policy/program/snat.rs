@@ -1,0 +1,56 @@
+//! Zone `snat`: traffic leaving through the zone gets a fixed source address instead of
+//! the router's address there (masquerade).
+
+use crate::config::policy::PolicyConfig;
+use crate::dataplane::nft::ir::*;
+
+use super::super::matches::zone_match;
+use super::{Builder, NFPROTO_IPV4, NFPROTO_IPV6, POSTROUTING};
+
+impl Builder {
+    /// One group per zone with `snat`: for each of its addresses, the zone's outgoing
+    /// traffic of that address's IP version (never through `lo`) is SNATed to it.
+    pub(super) fn snats(&mut self, cfg: &PolicyConfig) {
+        for z in cfg.zones.values().filter(|z| !z.snat.is_empty()) {
+            self.group(format!("snat {}", z.name), false);
+            for addr in &z.snat {
+                let version = if addr.is_ipv4() {
+                    IpVersion::V4
+                } else {
+                    IpVersion::V6
+                };
+                for m in zone_match(z, false) {
+                    // A match that implies the other version never sees this version's
+                    // packets; one that implies none needs the family test.
+                    let nfproto = match m.version {
+                        Some(v) if v != version => continue,
+                        Some(_) => None,
+                        None if addr.is_ipv4() => Some(NFPROTO_IPV4),
+                        None => Some(NFPROTO_IPV6),
+                    };
+                    let mut stmts: Vec<Stmt> = nfproto
+                        .map(|p| Stmt::Cmp {
+                            left: Expr::Meta(MetaKey::NfProto),
+                            op: CmpOp::Eq,
+                            right: Value::Proto(p),
+                        })
+                        .into_iter()
+                        .collect();
+                    stmts.push(Stmt::Cmp {
+                        left: Expr::Meta(MetaKey::OifName),
+                        op: CmpOp::Neq,
+                        right: Value::IfName("lo".into()),
+                    });
+                    stmts.extend(m.stmts);
+                    stmts.push(Stmt::Counter);
+                    stmts.push(Stmt::Nat {
+                        kind: NatKind::Snat,
+                        addr: *addr,
+                        port: None,
+                    });
+                    self.rule(POSTROUTING, stmts);
+                }
+            }
+        }
+    }
+}
