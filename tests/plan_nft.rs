@@ -504,3 +504,114 @@ netns_test! {
         assert_eq!((r.changes, r.drift_repairs), (0, 0), "{}", r.summary);
     }
 }
+
+/// Every key of issue 11's richer matches, SNAT and marks (items 8 and 9).
+const MATCH_POLICY: &str = r#"
+[controller.route]
+enabled = false
+
+[policy]
+input = "drop"
+forward_default = "drop"
+
+[policy.zone.lan]
+interfaces = ["br-lan"]
+networks = ["10.0.0.0/24", "fd00::/64"]
+
+[policy.zone.wan]
+interfaces = ["eth-wan"]
+snat = ["198.51.100.7", "2001:db8::7"]
+
+[policy.set.servers]
+type = "ipv4"
+elements = ["192.0.2.10", "192.0.2.11"]
+
+[[policy.rule]]
+name = "to-servers"
+from = "lan"
+to = "wan"
+to_addresses = ["198.51.100.0/24", "@servers", "::1234/-64"]
+protocol = ["tcp", "udp"]
+ports = [53, "8000-8100"]
+source_ports = [1024, "5000-5100"]
+action = "reject"
+
+[[policy.rule]]
+name = "pinhole"
+from = "wan"
+to = "lan"
+to_addresses = ["::1234/::ffff:ffff:ffff:ffff"]
+protocol = "tcp"
+ports = [443]
+action = "accept"
+
+[[policy.rule]]
+name = "via-wan2"
+from = "lan"
+protocol = "tcp"
+ports = [443]
+set_mark = "0x10/0xff"
+
+[[policy.rule]]
+name = "mark-all"
+from = ["10.0.0.5"]
+set_mark = 7
+action = "accept"
+
+[[policy.forward]]
+from = "lan"
+to = "wan"
+
+[[policy.port_forward]]
+name = "range-shifted"
+from = "wan"
+protocol = ["tcp", "udp"]
+port = "8000-8010"
+to = "10.0.0.10:9000-9010"
+from_addresses = ["203.0.113.0/24", "@servers"]
+
+[[policy.port_forward]]
+name = "range-same"
+from = "wan"
+port = "7000-7005"
+to = "[fd00::10]"
+"#;
+
+netns_test! {
+    fn plan_of_the_match_snat_and_mark_keys_is_nft_text_that_loads_to_the_batch_state() {
+        sh("ip link add eth-wan type veth peer name eth-wan-peer && ip link set eth-wan up");
+        sh("ip addr add 198.51.100.1/24 dev eth-wan && ip addr add 2001:db8::1/64 dev eth-wan nodad");
+        let ids = check_faithful("plan-matches", MATCH_POLICY);
+        assert_eq!(ids, ["table inet edgenetd-policy"]);
+        let text = &plan_parts("plan-matches-text", MATCH_POLICY)[0].1;
+        for want in [
+            "type filter hook prerouting priority -150; policy accept;",
+            "ip6 daddr & ::ffff:ffff:ffff:ffff == ::1234",
+            "ip daddr @servers",
+            "tcp dport { 53, 8000-8100 } th sport { 1024, 5000-5100 }",
+            "udp dport { 53, 8000-8100 } th sport { 1024, 5000-5100 }",
+            "reject with tcp reset",
+            "meta mark set meta mark & 0xffffff00 | 0x00000010",
+            "ip saddr 10.0.0.5 counter meta mark set 0x00000007",
+            "meta nfproto ipv4 oifname != \"lo\" oifname \"eth-wan\" counter snat ip to 198.51.100.7",
+            "meta nfproto ipv6 oifname != \"lo\" oifname \"eth-wan\" counter snat ip6 to 2001:db8::7",
+            "tcp dport 8000-8010 counter ct mark set ct mark | 0x80000000 dnat ip addr . port to tcp dport map { 8000 : 10.0.0.10 . 9000,",
+            "udp dport 8000-8010",
+            "ip saddr { 203.0.113.0/24 }",
+            "ip saddr @servers",
+            "tcp dport 7000-7005 counter ct mark set ct mark | 0x80000000 dnat ip6 to fd00::10",
+        ] {
+            assert!(text.contains(want), "`{want}` missing:\n{text}");
+        }
+        // The mark-only rule has no place in the filter chains.
+        let forward = text.split("chain forward").nth(1).unwrap().split("chain").next().unwrap();
+        assert!(!forward.contains("via-wan2"), "{forward}");
+        // The new expressions read back as written: no drift after someone else's commit.
+        let desired = load(MATCH_POLICY);
+        let mut d = Driver::policy();
+        d.sync_state(&desired).unwrap();
+        sh("nft add table inet someone-else");
+        let r = d.sync_state(&desired).unwrap();
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{}", r.summary);
+    }
+}

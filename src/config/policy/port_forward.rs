@@ -21,7 +21,7 @@ pub(super) fn validate_port_forward(
     let protocol = forward_protocol(&raw, diags);
     let ports = port_range(&raw.port, diags);
     let from_addresses = addresses("from_addresses", raw.from_addresses.as_ref(), cfg, diags);
-    let to = ports.and_then(|p| target(&raw.to, p, diags));
+    let to = target(&raw.to, ports, diags);
     let (from, protocol, (port, port_end), to, from_addresses) =
         (from?, protocol?, ports?, to?, from_addresses?);
     let zone = &cfg.zones[&from];
@@ -78,7 +78,7 @@ fn forward_protocol(raw: &RawPortForward, diags: &mut Diagnostics) -> Option<Pro
                 .unwrap_or(raw.name.span());
             diags.error(
                 span,
-                "a port forward's protocol must be \"tcp\", \"udp\" or [\"tcp\", \"udp\"]",
+                "a port forward's protocol must be \"tcp\" or \"udp\" (or both: [\"tcp\", \"udp\"])",
             );
             None
         }
@@ -88,7 +88,12 @@ fn forward_protocol(raw: &RawPortForward, diags: &mut Diagnostics) -> Option<Pro
 /// The inner host of a port forward of the router's `ports`: `"addr"` (same ports),
 /// `"addr:port"` or `"addr:first-last"` (`[v6]:...`), a range the same size as `ports`.
 /// Returns the address with the first inner port.
-fn target(raw: &Spanned<String>, ports: (u16, u16), diags: &mut Diagnostics) -> Option<SocketAddr> {
+/// With `ports` unknown (invalid, reported), only the form is checked.
+fn target(
+    raw: &Spanned<String>,
+    ports: Option<(u16, u16)>,
+    diags: &mut Diagnostics,
+) -> Option<SocketAddr> {
     let text = raw.get_ref().trim();
     let Some((addr, inner)) = split_target(text) else {
         diags.error(
@@ -97,6 +102,7 @@ fn target(raw: &Spanned<String>, ports: (u16, u16), diags: &mut Diagnostics) -> 
         );
         return None;
     };
+    let ports = ports?;
     let inner = inner.unwrap_or(ports);
     let (size, inner_size) = (ports.1 - ports.0, inner.1 - inner.0);
     if size != inner_size {
@@ -128,7 +134,11 @@ fn fmt_addr(a: IpAddr) -> String {
 
 /// `addr`, `v4:ports`, `[v6]:ports` -> the address and the port range, if any.
 fn split_target(text: &str) -> Option<(IpAddr, Option<(u16, u16)>)> {
-    if let Ok(a) = text.parse::<IpAddr>() {
+    let bare = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text);
+    if let Ok(a) = bare.parse::<IpAddr>() {
         return Some((a, None));
     }
     let (addr, ports) = match text.strip_prefix('[') {
@@ -167,6 +177,10 @@ mod tests {
         );
         assert_eq!(
             split_target("fd00::2"),
+            Some((IpAddr::V6("fd00::2".parse().unwrap()), None))
+        );
+        assert_eq!(
+            split_target("[fd00::2]"),
             Some((IpAddr::V6("fd00::2".parse().unwrap()), None))
         );
         assert_eq!(split_target("10.0.0.2:9100-9000"), None);

@@ -288,7 +288,7 @@ fn ports(
     if !allowed {
         diags.error(
             list.span(),
-            format!("`{key}` needs protocol = \"tcp\", \"udp\" or [\"tcp\", \"udp\"]"),
+            format!("`{key}` needs protocol = \"tcp\" or \"udp\" (or both: [\"tcp\", \"udp\"])"),
         );
     }
     let ports: Vec<(u16, u16)> = list

@@ -450,7 +450,7 @@ impl Batch {
 
 /// A set checked and compiled before any of its messages is written.
 struct PreparedSet {
-    /// Name in messages (`__set%d` for anonymous sets).
+    /// Name in messages (`__set%d` / `__map%d` for anonymous sets).
     name: String,
     /// Batch-local id.
     id: Option<u32>,
@@ -475,7 +475,8 @@ impl PreparedSet {
         }
         let definition = compile::set_definition(t, set, id, anonymous)?;
         let elements = kernel_elements(set, &set.elements, Op::Add)?;
-        let name = if anonymous { "__set%d" } else { &set.name };
+        // An anonymous set carries nft's name template (`__set%d`, `__map%d`).
+        let name = &set.name;
         Ok(PreparedSet {
             name: name.to_string(),
             id,

@@ -128,7 +128,8 @@ pub(crate) fn set_definition(
     id: Option<u32>,
     anonymous: bool,
 ) -> Result<ffi::Set, CompileError> {
-    let name = if anonymous { "__set%d" } else { &set.name };
+    // An anonymous set carries nft's name template (`__set%d`, `__map%d`).
+    let name = &set.name;
     let mut s = set_named(t, name, id)?;
     let mut flags = 0;
     if anonymous {

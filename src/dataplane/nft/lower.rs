@@ -239,13 +239,15 @@ fn set_name(
             data,
         } => {
             let id = new_id();
-            let mut s = Set::new("__set%d", key.clone());
+            // nft's names: the kernel numbers them, a map's apart from a set's.
+            let name = if data.is_some() { "__map%d" } else { "__set%d" };
+            let mut s = Set::new(name, key.clone());
             s.interval = *interval;
             s.constant = true;
             s.data = data.clone();
             s.elements = elements.clone();
             anon.push((id, s));
-            ("__set%d".to_string(), Some(id))
+            (name.to_string(), Some(id))
         }
     }
 }
@@ -298,8 +300,14 @@ impl RuleCx<'_> {
             } => {
                 let reg = self.load(left)?;
                 let (from, to) = (encode(from)?, encode(to)?);
-                self.raw
-                    .add_expr(expr::range(reg, u32::from(*negate), &from, &to)?);
+                if *negate {
+                    self.raw.add_expr(expr::range(reg, 1, &from, &to)?);
+                } else {
+                    // As nft compiles `a-b`: two comparisons (NFT_CMP_GTE, NFT_CMP_LTE) on
+                    // the network-order value.
+                    self.raw.add_expr(expr::cmp(reg, 5, &from)?);
+                    self.raw.add_expr(expr::cmp(reg, 3, &to)?);
+                }
             }
             Stmt::Flags { left, bits, negate } => {
                 let mask = encode(bits)?;
