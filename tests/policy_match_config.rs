@@ -308,3 +308,25 @@ from = "lan"
         ],
     );
 }
+
+/// The examples of docs/policy.md that use the keys of items 8 and 9 validate (with the
+/// zones and the set they refer to).
+#[test]
+fn the_documented_match_snat_and_mark_examples_validate() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md")).unwrap();
+    let keys = ["snat", "to_addresses", "source_ports", "set_mark", "from_addresses"];
+    let blocks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .filter(|b| keys.iter().any(|k| b.contains(&format!("{k} ="))))
+        .collect();
+    assert_eq!(blocks.len(), 4, "one example per group of keys");
+    for b in blocks {
+        let text = format!("{ZONES}{b}");
+        if let Err(e) = load_str(&[("docs-example.toml", &text)]) {
+            panic!("{e}\nin:\n{b}");
+        }
+    }
+}
