@@ -315,7 +315,13 @@ from = "lan"
 fn the_documented_match_snat_and_mark_examples_validate() {
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md")).unwrap();
-    let keys = ["snat", "to_addresses", "source_ports", "set_mark", "from_addresses"];
+    let keys = [
+        "snat",
+        "to_addresses",
+        "source_ports",
+        "set_mark",
+        "from_addresses",
+    ];
     let blocks: Vec<&str> = doc
         .split("```toml\n")
         .skip(1)

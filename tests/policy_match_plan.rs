@@ -1,0 +1,146 @@
+//! The planner (pure, no kernel) for issue 11 items 8 and 9: the exact rules of richer
+//! matches, a port-forward range, zone SNAT and a marking rule, and where each goes.
+
+use edgenetd::config::load_str;
+use edgenetd::controller::policy::addresses::RouterAddresses;
+use edgenetd::controller::policy::program::{self, MANGLE_PREROUTING, Program};
+use edgenetd::dataplane::nft::render::render_rule;
+
+const POLICY: &str = r#"
+[policy]
+[policy.zone.lan]
+interfaces = ["br-lan"]
+[policy.zone.wan]
+interfaces = ["eth0"]
+snat = "198.51.100.7"
+[policy.set.servers]
+type = "ipv6"
+elements = ["2001:db8::10"]
+
+[[policy.rule]]
+name = "dns"
+from = "lan"
+to = "wan"
+to_addresses = ["192.0.2.0/24", "@servers", "::53/::ffff"]
+protocol = ["tcp", "udp"]
+ports = [53]
+source_ports = ["1000-1100"]
+action = "reject"
+
+[[policy.rule]]
+name = "mark"
+from = "lan"
+protocol = "tcp"
+ports = [443]
+set_mark = "0x10/0xff"
+
+[[policy.port_forward]]
+name = "games"
+from = "wan"
+port = "8000-8001"
+to = "10.0.0.2:9000-9001"
+from_addresses = ["203.0.113.0/24"]
+"#;
+
+fn build(text: &str) -> Program {
+    let desired = load_str(&[("edgenetd.toml", text)]).unwrap();
+    program::build_with(
+        desired.policy.as_ref().unwrap(),
+        "edgenetd-policy",
+        &RouterAddresses::default(),
+    )
+}
+
+/// The rules of `chain` whose comment starts with `label`, rendered, comments cut off.
+fn rules(p: &Program, chain: &str, label: &str) -> Vec<String> {
+    p.table
+        .rules
+        .iter()
+        .filter(|r| r.chain == chain)
+        .filter(|r| r.comment.as_deref().unwrap_or("").starts_with(label))
+        .map(|r| {
+            let text = render_rule(p.table.family, r);
+            text[..text.find(" comment").unwrap()].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn richer_matches_render_one_rule_per_protocol_and_address_kind() {
+    let p = build(POLICY);
+    let m = "iifname \"br-lan\" oifname \"eth0\"";
+    let tail = "th sport 1000-1100 counter";
+    assert_eq!(
+        rules(&p, "forward", "rule dns"),
+        [
+            format!("{m} ip daddr { 192.0.2.0/24 } tcp dport 53 {tail} reject with tcp reset"),
+            format!("{m} ip6 daddr @servers tcp dport 53 {tail} reject with tcp reset"),
+            format!("{m} ip6 daddr & ::ffff == ::53 tcp dport 53 {tail} reject with tcp reset"),
+            format!(
+                "{m} ip daddr { 192.0.2.0/24 } udp dport 53 {tail} reject with icmpx port-unreachable"
+            ),
+            format!(
+                "{m} ip6 daddr @servers udp dport 53 {tail} reject with icmpx port-unreachable"
+            ),
+            format!(
+                "{m} ip6 daddr & ::ffff == ::53 udp dport 53 {tail} reject with icmpx port-unreachable"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_marking_rule_marks_in_mangle_prerouting_only() {
+    let p = build(POLICY);
+    let chain = p
+        .table
+        .chains
+        .iter()
+        .find(|c| c.name == MANGLE_PREROUTING)
+        .unwrap();
+    let base = chain.base.unwrap();
+    assert_eq!(base.priority, -150);
+    assert_eq!(
+        rules(&p, MANGLE_PREROUTING, "mark mark"),
+        [
+            "iifname \"br-lan\" tcp dport 443 counter meta mark set meta mark & 0xffffff00 | 0x00000010"
+        ]
+    );
+    for chain in ["input", "forward", "output"] {
+        assert!(rules(&p, chain, "rule mark").is_empty(), "{chain}");
+    }
+    // A marking rule with an action also filters; without any marking rule there is no
+    // mangle chain at all.
+    let both = build(&POLICY.replace(
+        "set_mark = \"0x10/0xff\"",
+        "set_mark = 16\naction = \"accept\"",
+    ));
+    assert_eq!(
+        rules(&both, MANGLE_PREROUTING, "mark mark"),
+        ["iifname \"br-lan\" tcp dport 443 counter meta mark set 0x00000010"]
+    );
+    assert_eq!(rules(&both, "input", "rule mark").len(), 1);
+    let none = build(&POLICY.replace("set_mark = \"0x10/0xff\"", "action = \"accept\""));
+    assert!(
+        none.table
+            .chains
+            .iter()
+            .all(|c| c.name != MANGLE_PREROUTING)
+    );
+}
+
+#[test]
+fn a_port_forward_range_maps_each_port_and_snat_replaces_masquerade() {
+    let p = build(POLICY);
+    assert_eq!(
+        rules(&p, "prerouting", "port-forward games"),
+        [
+            "iifname \"eth0\" ip saddr { 203.0.113.0/24 } fib daddr type local tcp dport 8000-8001 counter ct mark set ct mark | 0x80000000 dnat ip addr . port to tcp dport map { 8000 : 10.0.0.2 . 9000, 8001 : 10.0.0.2 . 9001 }"
+        ]
+    );
+    assert_eq!(
+        rules(&p, "postrouting", "snat wan"),
+        ["meta nfproto ipv4 oifname != \"lo\" oifname \"eth0\" counter snat ip to 198.51.100.7"]
+    );
+    assert!(rules(&p, "postrouting", "masquerade").is_empty());
+}
