@@ -77,7 +77,7 @@ fn richer_matches_render_one_rule_per_protocol_and_address_kind() {
             format!("{m} ip6 daddr @servers tcp dport 53 {tail} reject with tcp reset"),
             format!("{m} ip6 daddr & ::ffff == ::53 tcp dport 53 {tail} reject with tcp reset"),
             format!(
-                "{m} ip daddr { 192.0.2.0/24 } udp dport 53 {tail} reject with icmpx port-unreachable"
+                "{m} ip daddr {{ 192.0.2.0/24 }} udp dport 53 {tail} reject with icmpx port-unreachable"
             ),
             format!(
                 "{m} ip6 daddr @servers udp dport 53 {tail} reject with icmpx port-unreachable"
