@@ -104,20 +104,7 @@ pub(super) fn validate_rule(
     let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
     let set_mark = set_mark(raw.set_mark.as_ref(), diags);
     let marking = mark_place(&raw, from.as_ref(), diags);
-    let action = match (&raw.action, &raw.set_mark) {
-        (Some(a), _) => rule_action(a, diags),
-        (None, Some(_)) => Some(Action::Accept),
-        (None, None) => {
-            diags.error(
-                raw.name.span(),
-                format!(
-                    "rule `{}` has no `action`: expected action = \"accept\", \"drop\" or \"reject\" (or a `set_mark`)",
-                    raw.name.get_ref()
-                ),
-            );
-            None
-        }
-    };
+    let action = action_or_mark(&raw, diags);
     let limit = limit(raw.limit.as_ref(), diags);
     let log_prefix = log_prefix(raw.log_prefix.as_ref(), diags);
     #[cfg(feature = "fault-injection")]
@@ -167,6 +154,25 @@ pub(super) fn validate_rule(
         limit,
         inject_kernel_reject,
     })
+}
+
+/// The rule's `action`; a rule with `set_mark` may go without (it only marks: `Accept`
+/// stands in, unused). `None` when missing or invalid (reported).
+fn action_or_mark(raw: &RawRule, diags: &mut Diagnostics) -> Option<Action> {
+    match (&raw.action, &raw.set_mark) {
+        (Some(a), _) => rule_action(a, diags),
+        (None, Some(_)) => Some(Action::Accept),
+        (None, None) => {
+            diags.error(
+                raw.name.span(),
+                format!(
+                    "rule `{}` has no `action`: expected action = \"accept\", \"drop\" or \"reject\" (or a `set_mark`)",
+                    raw.name.get_ref()
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// A rule with `set_mark` marks in prerouting, before routing: it cannot select the

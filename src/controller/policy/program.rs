@@ -22,13 +22,16 @@
 //!   addresses on the forward's zone; each marks the connection as edgenetd's.
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
 //!   other zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
-//!   IPv6 through zones with `masquerade6 = true`.
+//!   IPv6 through zones with `masquerade6 = true`; SNAT of zones with `snat`.
+//! - `mangle_prerouting` (filter, priority -150; only when a rule has `set_mark`): the
+//!   marks, set before the routing decision so route rules can match them.
 //!
 //! # Rule groups
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
-//! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]`, zone
-//! masquerade, MSS clamping and drop log is a group of its own: the kernel rules it produces
+//! named set, `[[policy.rule]]` (and its marking), `[[policy.forward]]`,
+//! `[[policy.port_forward]]`, zone masquerade, zone SNAT, MSS clamping and drop log is a
+//! group of its own: the kernel rules it produces
 //! carry its tag, so a group the kernel refuses can be left out on its own
 //! ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
 //! *drop/reject* group is replaced by a barrier that drops everything reaching its place, so
