@@ -18,6 +18,7 @@ use super::ffi::{self, BatchBuf, Elems, Payload};
 use super::ir::*;
 use super::lower;
 use super::table_ref::TableRef;
+use super::table_tag;
 
 /// Largest element count in one NEWSETELEM message (keeps it well under the 64 KiB limit of
 /// a netlink attribute nest).
@@ -203,6 +204,26 @@ impl Batch {
         };
         let r = compile::table(t).and_then(|o| {
             self.message(format!("{verb} table {}", t.name), msg, t.family, flags, &o)
+        });
+        if let Err(e) = r {
+            self.keep_error(e);
+        }
+    }
+
+    /// `add table` carrying `tag` in its user data (see [`super::table_tag`]); only a table
+    /// created by this message keeps the tag (the kernel does not update an existing
+    /// table's user data), so it follows a `delete table` in the same batch.
+    pub fn table_tagged(&mut self, t: &TableRef, tag: &str) {
+        let r = compile::table(t).and_then(|mut o| {
+            o.set_blob(ffi::attr::table::USERDATA, &table_tag::encode(tag)?);
+            let flags = libc::NLM_F_CREATE;
+            self.message(
+                format!("add table {}", t.name),
+                libc::NFT_MSG_NEWTABLE,
+                t.family,
+                flags,
+                &o,
+            )
         });
         if let Err(e) = r {
             self.keep_error(e);
