@@ -177,6 +177,12 @@ const ALLOWED: &[(&str, &str)] = &[
     ("dataplane::nft::dump", "dataplane::nft::socket"),
     ("dataplane::nft::svc_elements", "dataplane::nft::compile"),
     ("dataplane::nft::svc_elements", "dataplane::nft::dump"),
+    ("dataplane::nft::table_tag", "dataplane::nft::compile"),
+    ("dataplane::nft::table_tag", "dataplane::nft::dump"),
+    ("dataplane::nft::table_tag", "dataplane::nft::error"),
+    ("dataplane::nft::table_tag", "dataplane::nft::ffi"),
+    ("dataplane::nft::table_tag", "dataplane::nft::socket"),
+    ("dataplane::nft::table_tag", "dataplane::nft::table_ref"),
     ("dataplane::nft::svc_elements", "dataplane::nft::error"),
     ("dataplane::nft::svc_elements", "dataplane::nft::socket"),
     // Inside the daemon.

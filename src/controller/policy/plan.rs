@@ -369,7 +369,8 @@ mod tests {
             edit(&mut l);
             adoption(Some(&found), &l, &p, &tag)
         };
-        let cases: [(&str, &dyn Fn(&mut Baseline)); 6] = [
+        type Edit = dyn Fn(&mut Baseline);
+        let cases: [(&str, &Edit); 6] = [
             ("chain policy", &|l| {
                 let base = l.chains.iter_mut().find_map(|c| c.base.as_mut()).unwrap();
                 base.3 ^= 1;

@@ -18,7 +18,6 @@ use super::ffi::{self, BatchBuf, Elems, Payload};
 use super::ir::*;
 use super::lower;
 use super::table_ref::TableRef;
-use super::table_tag;
 
 /// Largest element count in one NEWSETELEM message (keeps it well under the 64 KiB limit of
 /// a netlink attribute nest).
@@ -215,7 +214,7 @@ impl Batch {
     /// table's user data), so it follows a `delete table` in the same batch.
     pub fn table_tagged(&mut self, t: &TableRef, tag: &str) {
         let r = compile::table(t).and_then(|mut o| {
-            o.set_blob(ffi::attr::table::USERDATA, &table_tag::encode(tag)?);
+            o.set_blob(ffi::attr::table::USERDATA, &ffi::encode_table_tag(tag)?);
             let flags = libc::NLM_F_CREATE;
             self.message(
                 format!("add table {}", t.name),

@@ -1,7 +1,8 @@
 //! A table's *tag*: a short string its writer keeps in the table's user data
-//! (`NFTA_TABLE_USERDATA`), so a restarted writer can tell whether the table already holds
-//! what it would write. Stored as a TLV of a type nft does not know (nft lists only its own
-//! comment TLV, so the tag stays invisible in `nft list ruleset`).
+//! (`NFTA_TABLE_USERDATA`, written by [`super::Batch::table_tagged`]), so a restarted writer
+//! can tell whether the table already holds what it would write. Stored as a TLV of a type
+//! nft does not know (nft lists only its own comment TLV, so the tag stays invisible in
+//! `nft list ruleset`).
 
 use nftnl::nftnl_sys::libc;
 
@@ -9,15 +10,11 @@ use super::compile::family_code;
 use super::dump::{Listing, family_of, named};
 use super::error::{CompileError, NftError};
 use super::ffi::attr::table;
-use super::ffi::{self, NlMsg, Payload, Udata};
+use super::ffi::{self, NlMsg, Payload, TABLE_TAG_TLV as TAG_TLV};
+#[cfg(test)]
+use super::ffi::{TABLE_TAG_MAX as TAG_MAX, encode_table_tag as encode};
 use super::socket::Nft;
 use super::table_ref::TableRef;
-
-/// The TLV type of the tag; nft's own table TLV (the comment) is 0.
-const TAG_TLV: u8 = 0xe7;
-
-/// The longest tag (a TLV's length is one byte, and the value keeps its NUL).
-pub const TAG_MAX: usize = 200;
 
 /// What the kernel holds about a table itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,16 +25,8 @@ pub struct TableState {
     pub tag: Option<String>,
 }
 
-/// The user data that stores `tag` (cut to [`TAG_MAX`] bytes).
-pub(crate) fn encode(tag: &str) -> Result<Vec<u8>, CompileError> {
-    let tag = &tag[..tag.floor_char_boundary(TAG_MAX)];
-    let mut buf = Udata::new(TAG_MAX as u32 + 8);
-    ffi::with_cstr("table tag", tag, |c| buf.put_str(TAG_TLV, c))?;
-    Ok(buf.as_bytes().to_vec())
-}
-
-/// The tag in a table's user data: a TLV list of (type u8, len u8, value). Public for the
-/// fuzz targets: the user data is whatever the table's writer put there.
+/// The tag in a table's user data: a TLV list of (type u8, len u8, value), read defensively
+/// (the user data is whatever the table's writer put there).
 pub fn decode(data: &[u8]) -> Option<String> {
     let mut i = 0;
     while i + 2 <= data.len() {
