@@ -43,6 +43,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("http", "clock"),
     ("http", "health"),
     ("http", "metrics"),
+    ("http", "sys"),
     ("systemd", "clock"),
     ("systemd", "health"),
     ("systemd", "shutdown"),
