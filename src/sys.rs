@@ -1,5 +1,6 @@
 //! Safe wrappers of the few libc calls outside the nftables FFI module that need `unsafe`:
-//! integer socket options, a classic BPF socket filter, `setns(2)` and `malloc_trim(3)`.
+//! integer socket options, a classic BPF socket filter, a listen backlog, `setns(2)` and
+//! `malloc_trim(3)`.
 //! Everything else in the crate stays free of `unsafe` (the crate denies it).
 #![allow(unsafe_code)]
 
@@ -75,6 +76,18 @@ pub fn attach_socket_filter(fd: impl AsFd, program: &[libc::sock_filter]) -> io:
     }
 }
 
+/// Sets the accept backlog of a listening socket (`listen(2)` again: Linux then only
+/// updates the backlog; the kernel caps it at `net.core.somaxconn`).
+pub fn set_listen_backlog(fd: impl AsFd, backlog: i32) -> io::Result<()> {
+    // SAFETY: a borrowed, open fd; listen takes no pointer.
+    let rc = unsafe { libc::listen(fd.as_fd().as_raw_fd(), backlog) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Moves the calling thread into the network namespace `ns` (an open `/run/netns/*` or
 /// `/proc/*/ns/net` file). Threads started afterwards inherit it.
 pub fn enter_net_namespace(ns: impl AsFd) -> io::Result<()> {
@@ -108,6 +121,17 @@ mod tests {
         set_int_sockopt(&sock, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1).unwrap();
         let v = get_int_sockopt(&sock, libc::SOL_SOCKET, libc::SO_REUSEADDR).unwrap();
         assert_eq!(v, 1);
+    }
+
+    #[test]
+    fn a_listeners_backlog_can_be_raised() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        set_listen_backlog(&l, 1024).unwrap();
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(
+            set_listen_backlog(&sock, 1024).is_err(),
+            "not a stream socket"
+        );
     }
 
     #[test]

@@ -1,13 +1,17 @@
 //! systemd integration: READY, STATUS, WATCHDOG, RELOADING, STOPPING, EXTEND_TIMEOUT_USEC.
 //!
 //! Every call is a no-op when `NOTIFY_SOCKET` is unset, so the daemon runs the same outside
-//! systemd. The [`supervise`] task owns the watchdog: it sends `WATCHDOG=1` every half
-//! interval *only while every controller is live*; when one is not, it stops pinging, logs
-//! which controller is stale, and lets systemd restart the service. Sync failures never stop
-//! the pings (see `health`).
+//! systemd, and none ever blocks (see [`notify`]). The [`supervise`] task owns the watchdog:
+//! it sends `WATCHDOG=1` at most once per half interval (as systemd recommends; syncs under
+//! churn wake it several times a second) and *only while every controller is live*; when one
+//! is not, it stops pinging, logs which controller is stale, and lets systemd restart the
+//! service. Sync failures never stop the pings (see `health`).
 
+pub mod notify;
+
+use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_lite::future;
 use log::{error, info, warn};
@@ -21,9 +25,12 @@ use crate::sync::TriggerRx;
 const STATUS_MAX: usize = 240;
 
 fn send(states: &[NotifyState<'_>]) {
-    if let Err(e) = sd_notify::notify(states) {
-        warn!("systemd notify failed: {e}");
+    let mut message = String::new();
+    for s in states {
+        // Writing into a String cannot fail.
+        let _ = writeln!(message, "{s}");
     }
+    notify::send(&message);
 }
 
 /// `READY=1` with a status line.
@@ -135,15 +142,21 @@ pub async fn supervise(
         let report = health.report();
         let line = status_line(&report, config_problem.get().as_deref());
         state.report_status(&report, line, interval);
+        let now = Instant::now();
         if watchdog.is_some() {
-            state.feed_watchdog(&report);
+            state.feed_watchdog(&report, now, interval);
         }
-        // Wake early after a sync (READY promptly, status fresh), else on the interval.
-        let tick = if state.ready_sent {
+        // Wake early after a sync (READY promptly, status fresh), else on the interval, and
+        // when the next ping is due (a wake-up that came too early to ping must not push the
+        // ping towards a whole watchdog interval).
+        let mut tick = if state.ready_sent {
             interval
         } else {
             interval.min(Duration::from_secs(1))
         };
+        if let Some(due) = state.next_ping_in(now, interval).filter(|d| !d.is_zero()) {
+            tick = tick.min(due);
+        }
         let sync_or_tick = future::or(
             async {
                 let _ = sync_done.recv().await;
@@ -167,6 +180,8 @@ struct Supervisor {
     last_status: String,
     /// The controllers that were not live at the last look (empty while pinging).
     was_stale: Vec<String>,
+    /// When WATCHDOG=1 was last sent.
+    last_ping: Option<Instant>,
 }
 
 impl Supervisor {
@@ -192,11 +207,15 @@ impl Supervisor {
         }
     }
 
-    /// WATCHDOG=1 only while every controller is live; otherwise no ping, and a log line
-    /// naming the stale controllers (systemd restarts the service when pings stop).
-    fn feed_watchdog(&mut self, report: &HealthReport) {
+    /// WATCHDOG=1 only while every controller is live, and at most once per `interval`;
+    /// when one is not live, no ping, and a log line naming the stale controllers (systemd
+    /// restarts the service when pings stop).
+    fn feed_watchdog(&mut self, report: &HealthReport, now: Instant, interval: Duration) {
         if report.all_live() {
-            send(&[NotifyState::Watchdog]);
+            if ping_due(self.last_ping, now, interval) {
+                send(&[NotifyState::Watchdog]);
+                self.last_ping = Some(now);
+            }
             if !self.was_stale.is_empty() {
                 info!("watchdog: every controller is live again; pinging resumed");
                 self.was_stale.clear();
@@ -210,6 +229,19 @@ impl Supervisor {
         );
         self.was_stale = stale;
     }
+}
+
+impl Supervisor {
+    /// How long until the next ping is due (`None` before the first).
+    fn next_ping_in(&self, now: Instant, interval: Duration) -> Option<Duration> {
+        self.last_ping
+            .map(|at| (at + interval).saturating_duration_since(now))
+    }
+}
+
+/// True when a ping may go out at `now`: none yet, or the last one `interval` ago.
+fn ping_due(last: Option<Instant>, now: Instant, interval: Duration) -> bool {
+    last.is_none_or(|at| now.saturating_duration_since(at) >= interval)
 }
 
 /// Each controller that is not live, with its heartbeat age, window and queued update.
@@ -236,6 +268,43 @@ fn stale_controllers(report: &HealthReport) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::clock::FakeClock;
+
+    #[test]
+    fn pings_go_out_at_most_once_per_interval() {
+        let t0 = Instant::now();
+        let half = Duration::from_millis(500);
+        assert!(ping_due(None, t0, half), "the first ping at once");
+        assert!(!ping_due(Some(t0), t0 + Duration::from_millis(499), half));
+        assert!(ping_due(Some(t0), t0 + half, half));
+        assert!(ping_due(Some(t0), t0 + Duration::from_secs(9), half));
+    }
+
+    #[test]
+    fn the_watchdog_is_fed_only_while_every_controller_is_live() {
+        let clock = FakeClock::new();
+        let health = Health::new(clock.clone());
+        let route = health.register("route", Duration::from_secs(10));
+        route.record_outcome(None);
+        let mut s = Supervisor::default();
+        let (t0, half) = (Instant::now(), Duration::from_secs(1));
+        s.feed_watchdog(&health.report(), t0, half);
+        assert_eq!(s.last_ping, Some(t0));
+        assert_eq!(s.next_ping_in(t0, half), Some(half));
+        s.feed_watchdog(&health.report(), t0 + half / 2, half);
+        assert_eq!(s.last_ping, Some(t0), "too early: no ping");
+        clock.advance(Duration::from_secs(12));
+        s.feed_watchdog(&health.report(), t0 + half * 3, half);
+        assert_eq!(s.last_ping, Some(t0), "a stale loop: no ping");
+        assert_eq!(s.was_stale.len(), 1);
+        route.beat();
+        s.feed_watchdog(&health.report(), t0 + half * 4, half);
+        assert_eq!(
+            s.last_ping,
+            Some(t0 + half * 4),
+            "live again: a ping at once"
+        );
+        assert!(s.was_stale.is_empty());
+    }
 
     #[test]
     fn status_line_names_failing_and_stale_controllers() {

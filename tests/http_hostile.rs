@@ -1,9 +1,10 @@
 //! Hostile input to the HTTP server of the real binary: a thousand connections that send
 //! nothing, a hundred that send their head a byte at a time, oversized heads, invalid UTF-8,
 //! absolute-form targets, pipelined requests and a flood from one source, while a probe from
-//! loopback keeps asking for /healthz. The probe's worst latency is printed next to the
-//! 100 ms the reliability issue asks for and asserted under a generous bound (two shared
-//! cores run the whole suite; see the assertion); the daemon's RSS and open fds are printed
+//! loopback keeps asking for /healthz. The probe's p50/p99/max latencies are printed next to
+//! the 100 ms the reliability issue asks for; p99 is asserted under 100 ms and the worst
+//! under 1 s (two shared cores run the whole suite; see the assertion); the daemon's RSS and
+//! open fds are printed
 //! and must come back to their idle values afterwards. Runs in its own network namespace; the hostile clients come
 //! from addresses put on its `lo`.
 
@@ -85,10 +86,32 @@ fn footprint(pid: u32) -> (u64, usize) {
     (rss, fds)
 }
 
-/// A probe that GETs /healthz from loopback until stopped: (answers, failures, worst).
+/// A probe that GETs /healthz from loopback until stopped, once every 20 ms, each a single
+/// attempt (no retry).
 struct Probe {
     stop: Arc<AtomicBool>,
-    handle: thread::JoinHandle<(usize, Vec<String>, Duration)>,
+    handle: thread::JoinHandle<Probed>,
+}
+
+/// What the probe saw.
+struct Probed {
+    /// Answers 200.
+    ok: usize,
+    /// Everything else.
+    failures: Vec<String>,
+    /// Every request's latency, sorted.
+    latencies: Vec<Duration>,
+}
+
+impl Probed {
+    /// The latency below which `pct` percent of the requests were answered.
+    fn percentile(&self, pct: usize) -> Duration {
+        let n = self.latencies.len();
+        if n == 0 {
+            return Duration::ZERO;
+        }
+        self.latencies[((n * pct).div_ceil(100)).clamp(1, n) - 1]
+    }
 }
 
 impl Probe {
@@ -96,22 +119,27 @@ impl Probe {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = thread::spawn(move || {
-            let (mut ok, mut failures, mut worst) = (0, Vec::new(), Duration::ZERO);
+            let (mut ok, mut failures, mut latencies) = (0, Vec::new(), Vec::new());
             while !flag.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 match http::try_get("http://127.0.0.1:9750", "/healthz") {
                     Ok((200, _)) => ok += 1,
                     other => failures.push(format!("{other:?}")),
                 }
-                worst = worst.max(t.elapsed());
+                latencies.push(t.elapsed());
                 thread::sleep(Duration::from_millis(20));
             }
-            (ok, failures, worst)
+            latencies.sort();
+            Probed {
+                ok,
+                failures,
+                latencies,
+            }
         });
         Probe { stop, handle }
     }
 
-    fn finish(self) -> (usize, Vec<String>, Duration) {
+    fn finish(self) -> Probed {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().unwrap()
     }
@@ -310,11 +338,15 @@ fn hostile_clients() {
             report!("flood from one source: {ok} answered 200, {other} refused or failed");
             assert!(ok > 100, "the flood itself is served too");
         });
-        let (answers, failures, worst) = probe.finish();
+        let probed = probe.finish();
+        let worst = probed.percentile(100);
         report!(
-            "probe: {answers} answers, {} failures, worst latency {worst:?} \
+            "probe: {} answers, {} failures, latency p50 {:?} p99 {:?} max {worst:?} \
              (the issue asks for 100 ms: {})",
-            failures.len(),
+            probed.ok,
+            probed.failures.len(),
+            probed.percentile(50),
+            probed.percentile(99),
             if worst <= Duration::from_millis(100) {
                 "met"
             } else {
@@ -331,14 +363,24 @@ fn hostile_clients() {
             peak.1,
             after.1
         );
-        assert!(failures.is_empty(), "the probe failed: {failures:?}");
-        // 3 s allows one lost SYN (the kernel retries after 1 s): while 1,000 connections
-        // are opened at once, the listen backlog (128, std's default) can overflow before the
-        // accept loop drains it on a loaded machine, and the probe's SYN is dropped with the
-        // rest. Two losses in a row, or a slow answer, still fail.
         assert!(
-            worst < Duration::from_secs(3),
-            "worst probe latency {worst:?}"
+            probed.failures.is_empty(),
+            "the probe failed: {:?}",
+            probed.failures
+        );
+        // A SYN the kernel drops (a full accept queue) costs the probe 1 s, its client's
+        // retransmission timeout: the 1,024 backlog keeps that from happening while 1,000
+        // connections are opened at once (with std's 128 it did, ~1.01 s). The issue's 100 ms
+        // is asserted for 99 % of the probes; the worst one may meet a descheduled HTTP thread
+        // on two cores shared by the whole suite (measured alone: max 17-74 ms).
+        assert!(
+            worst < Duration::from_secs(1),
+            "a probe waited for a SYN retransmission: {worst:?}"
+        );
+        assert!(
+            probed.percentile(99) <= Duration::from_millis(100),
+            "p99 probe latency {:?}",
+            probed.percentile(99)
         );
         assert!(
             after.1 <= idle.1 + 2,

@@ -3,10 +3,8 @@
 //! long-lived connection through the VIP keeps talking, the daemon is killed with SIGKILL and
 //! restarted, then stopped with SIGTERM and restarted. No connection attempt fails, the
 //! long-lived connection survives, and each restarted daemon's first syncs write no route or
-//! rule. How many nf_tables commits the first syncs make is printed; that it is none is the
-//! ignored test below: the policy controller rewrites its whole table (one atomic commit,
-//! which drops no connection) on its first sync instead of adopting an intact one, as the
-//! service controller does.
+//! rule. How many nf_tables commits the first syncs make is printed; the second test pins
+//! that it is none: every controller adopts the intact state an earlier run left.
 
 mod common;
 
@@ -161,7 +159,6 @@ netns_test! {
 }
 
 netns_test! {
-    #[ignore = "the policy controller rewrites its table on its first sync (issue 14, item 4)"]
     fn a_restarted_daemons_first_syncs_commit_nothing_when_nothing_changed() {
         let t = lan_wan();
         let config = format!("{HOME}{EXTRA}");

@@ -102,6 +102,9 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         error!("cannot listen on {}: {e}", desired.daemon.listen);
         Fatal
     })?;
+    // Before entering another namespace: an @abstract NOTIFY_SOCKET is looked up in the
+    // namespace the socket was made in.
+    systemd::notify::open();
     if let Some(ns) = &opts.netns {
         // Before any thread exists: namespaces are per thread and threads inherit them.
         enter_netns(ns).map_err(|e| {
@@ -157,6 +160,7 @@ fn start_observability(
     })?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     metrics::record_initial_load(unix_seconds(clock.wall()));
+    systemd::notify::describe_metrics();
     let health = Health::new(clock);
     let http_state = Arc::new(HttpState {
         health: health.clone(),

@@ -32,9 +32,16 @@ pub const ACCEPTS_PER_YIELD: u32 = 8;
 /// Connections from sources outside `metrics_allow` being told 403 at once; more are closed.
 pub const MAX_FORBIDDEN: usize = 16;
 
+/// The listener's accept backlog. std listens with 128: a burst of a thousand connections
+/// (which the accept loop takes in turns with the connection tasks) overflows that, and the
+/// kernel then drops every SYN, a health probe's too, which its client resends only after 1 s.
+pub const LISTEN_BACKLOG: i32 = 1024;
+
 /// Binds the listener (so a bind error surfaces at startup, before READY).
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr)
+    let listener = TcpListener::bind(addr)?;
+    crate::sys::set_listen_backlog(&listener, LISTEN_BACKLOG)?;
+    Ok(listener)
 }
 
 /// Serves on `listener` from a thread of its own until the process exits.

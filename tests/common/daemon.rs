@@ -25,6 +25,20 @@ pub struct Options<'a> {
     pub watchdog_usec: Option<u64>,
     /// Extra arguments for `edgenetd run`.
     pub args: &'a [&'a str],
+    /// The notify socket the daemon gets.
+    pub notify: NotifySocket,
+}
+
+/// The systemd notify socket a test daemon sends to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifySocket {
+    /// A path; every message is read and kept.
+    Read,
+    /// A path nobody reads: its queue fills after a few messages (as with a service manager
+    /// that stopped reading).
+    Unread,
+    /// An `@abstract` name; every message is read and kept.
+    Abstract,
 }
 
 impl Default for Options<'_> {
@@ -33,6 +47,7 @@ impl Default for Options<'_> {
             listen: DEFAULT_LISTEN,
             watchdog_usec: None,
             args: &[],
+            notify: NotifySocket::Read,
         }
     }
 }
@@ -49,6 +64,8 @@ pub struct Daemon {
     stop_reader: Arc<AtomicBool>,
     /// The thread that drains the notify socket (so the daemon never blocks on a full one).
     reader: Option<JoinHandle<()>>,
+    /// The notify socket of [`NotifySocket::Unread`], held open and never read.
+    _unread: Option<UnixDatagram>,
     /// HTTP base URL.
     url: String,
 }
@@ -64,16 +81,35 @@ impl Daemon {
     pub fn start_with(tag: &str, config: &str, opts: Options<'_>) -> Daemon {
         let dir = ScratchDir::with_files(tag, &[("edgenetd.toml", config)]);
         let sock_path = dir.join("notify.sock");
-        let notify = UnixDatagram::bind(&sock_path).unwrap();
+        let (notify, notify_env) = match opts.notify {
+            NotifySocket::Read | NotifySocket::Unread => (
+                UnixDatagram::bind(&sock_path).unwrap(),
+                sock_path.clone().into_os_string(),
+            ),
+            NotifySocket::Abstract => {
+                use std::os::linux::net::SocketAddrExt;
+                let name = format!("edgenetd-test-{}-{tag}", std::process::id());
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
+                (
+                    UnixDatagram::bind_addr(&addr).unwrap(),
+                    format!("@{name}").into(),
+                )
+            }
+        };
         let messages = Arc::new(Mutex::new(Vec::new()));
         let stop_reader = Arc::new(AtomicBool::new(false));
-        let reader = spawn_reader(notify, messages.clone(), stop_reader.clone());
+        let (reader, unread) = if opts.notify == NotifySocket::Unread {
+            (None, Some(notify))
+        } else {
+            let reader = spawn_reader(notify, messages.clone(), stop_reader.clone());
+            (Some(reader), None)
+        };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_edgenetd"));
         cmd.arg("run")
             .arg("--config")
             .arg(dir.config())
             .args(opts.args)
-            .env("NOTIFY_SOCKET", &sock_path)
+            .env("NOTIFY_SOCKET", &notify_env)
             .env("EDGENETD_LOG", "debug")
             .env_remove("WATCHDOG_USEC")
             .env_remove("WATCHDOG_PID")
@@ -89,7 +125,8 @@ impl Daemon {
             dir,
             messages,
             stop_reader,
-            reader: Some(reader),
+            reader,
+            _unread: unread,
             url: format!("http://{}", opts.listen),
         };
         let what = format!("edgenetd's HTTP endpoint at {}", d.url);

@@ -17,6 +17,7 @@ use crate::dataplane::nft::{
 };
 use crate::sync::SyncError;
 
+use super::adopt::tag;
 use super::observe::{Applied, take_baseline};
 use super::plan::element_deltas;
 use super::program::Program;
@@ -131,7 +132,7 @@ fn table_batch(
     let tref = TableRef::from(&table);
     batch.table(&tref, Op::Add);
     batch.table(&tref, Op::Delete);
-    batch.table(&tref, Op::Add);
+    batch.table_tagged(&tref, &tag(desired, failed));
     for chain in &table.chains {
         batch.chain(&tref, chain, Op::Add);
     }

@@ -7,6 +7,8 @@
 //! - [`plan`]: installed snapshot + desired program -> the write to make (pure, unit-tested);
 //! - [`apply`]: the only part that writes to the kernel;
 //! - [`observe`]: the cache's snapshot and the drift check against the kernel's listing;
+//! - [`adopt`]: at the first sync, trusting a table a full write left with the desired
+//!   program (found by the tag it stores in the table), so a restart writes nothing;
 //! - [`verbs`]: the `plan` and `cleanup` CLI verbs.
 //!
 //! Extras: [`program`] (the table that enforces a policy, with rule groups) and `matches`.
@@ -27,6 +29,7 @@
 //! Pod isolation alone makes a table with only its chains (see `program::pods`).
 
 pub mod addresses;
+pub mod adopt;
 pub mod apply;
 mod matches;
 pub mod model;
@@ -198,6 +201,9 @@ impl Kernel {
         let Some(desired) = desired else {
             return self.delete_table(table);
         };
+        if self.adopt(table, &desired)? {
+            return self.full_write(table, &desired, true);
+        }
         let drifted = self.verify(period)?;
         match plan::step(self.cache.snapshot(), Some(&desired), drifted) {
             Step::Nothing => Ok(self.no_change()),
@@ -221,6 +227,24 @@ impl Kernel {
             self.cache.forget();
         }
         Ok(())
+    }
+
+    /// Without a snapshot (the first sync), trusts a table that holds `desired` as a full
+    /// write left it. True when the table held `desired` but was edited since (drift).
+    fn adopt(&mut self, table: &TableRef, desired: &Arc<Program>) -> Result<bool, SyncError> {
+        if self.cache.snapshot().is_some() {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        match adopt::find(&mut self.nft, table, desired)
+            .map_err(|e| SyncError::whole("nftables listing", e))?
+        {
+            adopt::Found::Adopted(applied) => {
+                self.cache.store_verified(*applied, true, now);
+                Ok(false)
+            }
+            adopt::Found::Write { drifted } => Ok(drifted),
+        }
     }
 
     /// No `[policy]`: no table.

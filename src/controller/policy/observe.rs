@@ -19,11 +19,11 @@ use super::program::Program;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Baseline {
     /// Chains as listed.
-    chains: Vec<ChainInfo>,
+    pub chains: Vec<ChainInfo>,
     /// Rules as listed, with fingerprints.
-    rules: Vec<RuleInfo>,
+    pub rules: Vec<RuleInfo>,
     /// Sets as listed (definitions, not elements).
-    sets: Vec<SetInfo>,
+    pub sets: Vec<SetInfo>,
 }
 
 /// What the last successful sync left in the kernel.

@@ -5,9 +5,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::dataplane::nft::dump::planned_chain;
 use crate::dataplane::nft::ir::Element;
+use crate::dataplane::nft::{ChainInfo, TableRef, TableState};
 
-use super::observe::Applied;
+use super::observe::{Applied, Baseline};
 use super::program::Program;
 
 /// What a sync writes.
@@ -42,6 +44,103 @@ pub fn step(installed: Option<&Applied>, desired: Option<&Arc<Program>>, drifted
         }
         _ => Step::FullWrite,
     }
+}
+
+/// Whether a table found at the first sync (of this process, or after the cache was
+/// forgotten) can be trusted to hold the desired program without writing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adoption {
+    /// The table holds exactly what a full write of the program left: nothing to write.
+    Adopt,
+    /// Write it: no table, or one written for another program (or by an edgenetd that
+    /// stored no tag).
+    Rewrite(&'static str),
+    /// Written for this program, but edited since: write it and count a drift repair.
+    Drifted(&'static str),
+}
+
+/// The adoption decision for `found` (the table's flags and tag, `None` when there is no
+/// table) listed as `listing`, given the desired program and its tag.
+///
+/// The tag says which program was written; the listing says whether anything changed since.
+/// A full write creates the table afresh in one batch, so the kernel numbered its chains,
+/// sets and rules 1..N, and every object added or replaced later got a higher handle: an
+/// intact table has exactly the handles 1..N, the program's chains (a chain policy is the one
+/// thing edited in place), its named sets and its rule count per chain. Set elements are not
+/// in the tag: the drift check compares them.
+pub fn adoption(
+    found: Option<&TableState>,
+    listing: &Baseline,
+    desired: &Program,
+    tag: &str,
+) -> Adoption {
+    let Some(found) = found else {
+        return Adoption::Rewrite("no table");
+    };
+    match found.tag.as_deref() {
+        None => return Adoption::Rewrite("the table has no tag (an older edgenetd wrote it)"),
+        Some(t) if t != tag => return Adoption::Rewrite("the table holds another program"),
+        Some(_) => {}
+    }
+    if found.flags != 0 {
+        return Adoption::Drifted("the table's flags were changed");
+    }
+    let t = TableRef::from(&desired.table);
+    let planned: Result<Vec<ChainInfo>, _> = desired
+        .table
+        .chains
+        .iter()
+        .map(|c| planned_chain(&t, c))
+        .collect();
+    let Ok(planned) = planned else {
+        return Adoption::Rewrite("a chain cannot be encoded");
+    };
+    let shape = |c: &ChainInfo| (c.name.clone(), c.base.clone());
+    let mut want: Vec<_> = planned.iter().map(shape).collect();
+    let mut have: Vec<_> = listing.chains.iter().map(shape).collect();
+    want.sort();
+    have.sort();
+    if want != have {
+        return Adoption::Drifted("a chain was added, deleted or edited");
+    }
+    let mut want: Vec<&str> = desired.table.sets.iter().map(|s| s.name.as_str()).collect();
+    let mut have: Vec<&str> = listing
+        .sets
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| !n.starts_with("__set"))
+        .collect();
+    want.sort_unstable();
+    have.sort_unstable();
+    if want != have {
+        return Adoption::Drifted("a named set was added or deleted");
+    }
+    let mut want: Vec<&str> = desired
+        .table
+        .rules
+        .iter()
+        .map(|r| r.chain.as_str())
+        .collect();
+    let mut have: Vec<&str> = listing.rules.iter().map(|r| r.chain.as_str()).collect();
+    want.sort_unstable();
+    have.sort_unstable();
+    if want != have {
+        return Adoption::Drifted("a rule was added or deleted");
+    }
+    if !handles_are_one_to_n(listing) {
+        return Adoption::Drifted("an object was added or replaced after the write");
+    }
+    Adoption::Adopt
+}
+
+/// True when the listed chains, sets and rules have exactly the handles 1..N.
+fn handles_are_one_to_n(listing: &Baseline) -> bool {
+    let mut handles: Vec<u64> = (listing.chains.iter().map(|c| c.handle))
+        .chain(listing.sets.iter().map(|s| s.handle))
+        .chain(listing.rules.iter().map(|r| r.handle))
+        .collect();
+    handles.sort_unstable();
+    handles.iter().zip(1u64..).all(|(h, want)| *h == want)
 }
 
 /// The element changes of one named set.
@@ -116,6 +215,7 @@ mod tests {
 
     use super::*;
     use crate::dataplane::nft::ir::{ElemKey, Value};
+    use crate::dataplane::nft::{RuleInfo, SetInfo};
 
     fn program(toml: &str) -> Arc<Program> {
         let desired = crate::config::load_str(&[("edgenetd.toml", toml)]).unwrap();
@@ -176,6 +276,138 @@ mod tests {
             Step::FullWrite,
             "refused groups are retried"
         );
+    }
+
+    /// The listing a full write of `p` leaves: handles 1..N in the order of the batch.
+    fn intact(p: &Program) -> Baseline {
+        let t = TableRef::from(&p.table);
+        let mut next = 0u64;
+        let mut handle = || {
+            next += 1;
+            next
+        };
+        let chains = (p.table.chains.iter())
+            .map(|c| ChainInfo {
+                handle: handle(),
+                ..planned_chain(&t, c).unwrap()
+            })
+            .collect();
+        let sets = (p.table.sets.iter())
+            .map(|s| SetInfo {
+                name: s.name.clone(),
+                flags: 0,
+                key: (7, 4),
+                data: None,
+                handle: handle(),
+            })
+            .collect();
+        let rules = (p.table.rules.iter())
+            .map(|r| RuleInfo {
+                chain: r.chain.clone(),
+                handle: handle(),
+                comment: r.comment.clone(),
+                fingerprint: String::new(),
+            })
+            .collect();
+        Baseline {
+            chains,
+            rules,
+            sets,
+        }
+    }
+
+    fn tagged(tag: &str) -> TableState {
+        TableState {
+            flags: 0,
+            tag: Some(tag.into()),
+        }
+    }
+
+    #[test]
+    fn a_table_is_adopted_only_when_its_tag_and_listing_match_the_program() {
+        let p = program(BASE);
+        let tag = super::super::adopt::tag(&p, &BTreeSet::new());
+        let ok = intact(&p);
+        let found = tagged(&tag);
+        assert_eq!(adoption(Some(&found), &ok, &p, &tag), Adoption::Adopt);
+        assert!(matches!(
+            adoption(None, &ok, &p, &tag),
+            Adoption::Rewrite(_)
+        ));
+        let untagged = TableState {
+            flags: 0,
+            tag: None,
+        };
+        assert!(
+            matches!(
+                adoption(Some(&untagged), &ok, &p, &tag),
+                Adoption::Rewrite(_)
+            ),
+            "a table an older edgenetd wrote"
+        );
+        assert!(matches!(
+            adoption(Some(&tagged("edgenetd-policy 00")), &ok, &p, &tag),
+            Adoption::Rewrite(_)
+        ));
+        let dormant = TableState {
+            flags: 1,
+            ..found.clone()
+        };
+        assert!(matches!(
+            adoption(Some(&dormant), &ok, &p, &tag),
+            Adoption::Drifted(_)
+        ));
+    }
+
+    #[test]
+    fn an_edited_table_with_the_right_tag_is_drift() {
+        let p = program(BASE);
+        let tag = super::super::adopt::tag(&p, &BTreeSet::new());
+        let found = tagged(&tag);
+        let drifted = |edit: &dyn Fn(&mut Baseline)| {
+            let mut l = intact(&p);
+            edit(&mut l);
+            adoption(Some(&found), &l, &p, &tag)
+        };
+        type Edit = dyn Fn(&mut Baseline);
+        let cases: [(&str, &Edit); 6] = [
+            ("chain policy", &|l| {
+                let base = l.chains.iter_mut().find_map(|c| c.base.as_mut()).unwrap();
+                base.3 ^= 1;
+            }),
+            ("chain added", &|l| {
+                let mut c = l.chains[0].clone();
+                c.name = "extra".into();
+                c.handle = 1000;
+                l.chains.push(c);
+            }),
+            ("rule appended", &|l| {
+                let mut r = l.rules[0].clone();
+                r.handle = l.rules.last().unwrap().handle + 1;
+                l.rules.push(r);
+            }),
+            ("last rule deleted", &|l| {
+                l.rules.pop();
+            }),
+            ("rule replaced", &|l| {
+                let last = l.rules.last().unwrap().handle;
+                l.rules[0].handle = last + 1;
+            }),
+            ("set deleted", &|l| {
+                l.sets.clear();
+            }),
+        ];
+        for (what, edit) in cases {
+            assert!(matches!(drifted(edit), Adoption::Drifted(_)), "{what}");
+        }
+        // A rule's anonymous set is numbered with the rest of the write.
+        let anonymous = |l: &mut Baseline| {
+            let mut s = l.sets[0].clone();
+            s.name = "__set0".into();
+            s.handle = l.rules.last().unwrap().handle + 1;
+            l.sets.push(s);
+        };
+        assert_eq!(drifted(&anonymous), Adoption::Adopt);
     }
 
     #[test]

@@ -209,6 +209,26 @@ impl Batch {
         }
     }
 
+    /// `add table` carrying `tag` in its user data (see [`super::table_tag`]); only a table
+    /// created by this message keeps the tag (the kernel does not update an existing
+    /// table's user data), so it follows a `delete table` in the same batch.
+    pub fn table_tagged(&mut self, t: &TableRef, tag: &str) {
+        let r = compile::table(t).and_then(|mut o| {
+            o.set_blob(ffi::attr::table::USERDATA, &ffi::encode_table_tag(tag)?);
+            let flags = libc::NLM_F_CREATE;
+            self.message(
+                format!("add table {}", t.name),
+                libc::NFT_MSG_NEWTABLE,
+                t.family,
+                flags,
+                &o,
+            )
+        });
+        if let Err(e) = r {
+            self.keep_error(e);
+        }
+    }
+
     /// Replaces `table` atomically and completely: `add table; delete table; add table` plus
     /// every set (with elements), chain and rule. Works whether or not the table existed and
     /// touches no other table.

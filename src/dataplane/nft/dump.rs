@@ -10,11 +10,11 @@ use std::ffi::CStr;
 
 use nftnl::nftnl_sys::{self as sys, libc};
 
-use super::compile::family_code;
+use super::compile::{self, family_code};
 use super::error::{CompileError, NftError};
 use super::ffi::attr::{any_expr, chain, rule, set, table};
 use super::ffi::{self, NlMsg, Payload, Ref, kind};
-use super::ir::Family;
+use super::ir::{Chain, Family};
 use super::socket::{Nft, RecvBuf};
 use super::table_ref::TableRef;
 
@@ -34,6 +34,8 @@ pub struct ChainInfo {
     pub name: String,
     /// Hook number, type, priority and policy for base chains (`None` for regular chains).
     pub base: Option<(u32, String, i32, u32)>,
+    /// Kernel handle (0 for a planned chain, see [`planned_chain`]).
+    pub handle: u64,
 }
 
 /// A rule as listed.
@@ -60,6 +62,8 @@ pub struct SetInfo {
     pub key: (u32, u32),
     /// Data type id and length for maps.
     pub data: Option<(u32, u32)>,
+    /// Kernel handle.
+    pub handle: u64,
 }
 
 /// One kernel element.
@@ -98,11 +102,11 @@ pub(super) fn text(s: Option<&CStr>) -> String {
 }
 
 /// True when a string attribute equals `name` (compared without copying).
-fn named(s: Option<&CStr>, name: &str) -> bool {
+pub(super) fn named(s: Option<&CStr>, name: &str) -> bool {
     s.is_some_and(|c| c.to_bytes() == name.as_bytes())
 }
 
-fn family_of(code: u32) -> Option<Family> {
+pub(super) fn family_of(code: u32) -> Option<Family> {
     match code as i32 {
         libc::NFPROTO_INET => Some(Family::Inet),
         libc::NFPROTO_IPV4 => Some(Family::Ip),
@@ -160,19 +164,30 @@ impl Listing for Chains<'_> {
         if !named(v.str(chain::TABLE), &self.0.name) {
             return;
         }
-        let base = v.u32(chain::HOOKNUM).map(|hook| {
-            (
-                hook,
-                text(v.str(chain::TYPE)),
-                v.i32(chain::PRIO).unwrap_or(0),
-                v.u32(chain::POLICY).unwrap_or(0),
-            )
-        });
-        f(ChainInfo {
-            name: text(v.str(chain::NAME)),
-            base,
-        });
+        f(chain_info(v));
     }
+}
+
+fn chain_info(v: Ref<'_, kind::Chain>) -> ChainInfo {
+    let base = v.u32(chain::HOOKNUM).map(|hook| {
+        (
+            hook,
+            text(v.str(chain::TYPE)),
+            v.i32(chain::PRIO).unwrap_or(0),
+            v.u32(chain::POLICY).unwrap_or(0),
+        )
+    });
+    ChainInfo {
+        name: text(v.str(chain::NAME)),
+        base,
+        handle: v.u64(chain::HANDLE).unwrap_or(0),
+    }
+}
+
+/// How the kernel lists `chain` of `t` once written (handle 0): what a listing is compared
+/// with to spot a chain edited in place (its policy changed).
+pub fn planned_chain(t: &TableRef, chain: &Chain) -> Result<ChainInfo, CompileError> {
+    Ok(chain_info(compile::chain(t, chain, true)?.view()))
 }
 
 /// The rules of one table.
@@ -234,6 +249,7 @@ impl Listing for Sets<'_> {
             flags: get(set::FLAGS),
             key: (get(set::KEY_TYPE), get(set::KEY_LEN)),
             data: v.u32(set::DATA_TYPE).map(|ty| (ty, get(set::DATA_LEN))),
+            handle: v.u64(set::HANDLE).unwrap_or(0),
         });
     }
 }

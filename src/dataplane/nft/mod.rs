@@ -79,6 +79,7 @@ pub mod render;
 mod socket;
 mod svc_elements;
 mod table_ref;
+pub mod table_tag;
 
 pub use batch::{Batch, Op, TAG_BATCH};
 pub use dump::{ChainInfo, ElemInfo, Listed, RuleInfo, SetInfo, TableInfo, list_answer};
@@ -86,6 +87,7 @@ pub use error::{CompileError, MessageFailure, NftError};
 pub use monitor::GenerationWatch;
 pub use socket::{Commit, Nft};
 pub use table_ref::TableRef;
+pub use table_tag::TableState;
 
 use encode::{element_keys, encode};
 use ir::{Element, Set, Value};

@@ -71,6 +71,8 @@ pub(crate) mod table {
     attrs!(crate::dataplane::nft::ffi::kind::Table {
         NAME: Str = NFTNL_TABLE_NAME, "table name";
         FAMILY: U32 = NFTNL_TABLE_FAMILY, "table family";
+        FLAGS: U32 = NFTNL_TABLE_FLAGS, "table flags";
+        USERDATA: Blob = NFTNL_TABLE_USERDATA, "table user data";
     });
 }
 
@@ -85,6 +87,7 @@ pub(crate) mod chain {
         PRIO: I32 = NFTNL_CHAIN_PRIO, "chain priority";
         TYPE: Str = NFTNL_CHAIN_TYPE, "chain type";
         POLICY: U32 = NFTNL_CHAIN_POLICY, "chain policy";
+        HANDLE: U64 = NFTNL_CHAIN_HANDLE, "chain handle";
     });
 }
 
@@ -115,6 +118,7 @@ pub(crate) mod set {
         DATA_LEN: U32 = NFTNL_SET_DATA_LEN, "map data length";
         DESC_SIZE: U32 = NFTNL_SET_DESC_SIZE, "set size";
         USERDATA: Blob = NFTNL_SET_USERDATA, "set user data";
+        HANDLE: U64 = NFTNL_SET_HANDLE, "set handle";
     });
 }
 

@@ -26,7 +26,9 @@ pub(crate) use batch_buf::BatchBuf;
 pub(crate) use msg::{Elems, Empty, NlMsg, Payload, Request, fits};
 pub(crate) use nf_socket::{NfSocket, parse_gen};
 pub(crate) use object::{Obj, kind, with_cstr};
-pub(crate) use udata::Udata;
+#[cfg(test)]
+pub(crate) use udata::TABLE_TAG_MAX;
+pub(crate) use udata::{TABLE_TAG_TLV, Udata, encode_table_tag};
 pub(crate) use view::Ref;
 
 /// An owned table.

@@ -5,7 +5,26 @@ use std::ptr::NonNull;
 
 use nftnl::nftnl_sys as sys;
 
-use super::object::nonnull;
+use super::super::error::CompileError;
+use super::object::{nonnull, with_cstr};
+
+/// The TLV type of a table's tag (see `dataplane::nft::table_tag`); nft's own table TLV (the
+/// comment) is 0, and nft skips types it does not know.
+pub(crate) const TABLE_TAG_TLV: u8 = 0xe7;
+
+/// The longest tag (a TLV's length is one byte, and the value keeps its NUL).
+pub(crate) const TABLE_TAG_MAX: usize = 200;
+
+/// The table user data that stores `tag` (cut to [`TABLE_TAG_MAX`] bytes).
+pub(crate) fn encode_table_tag(tag: &str) -> Result<Vec<u8>, CompileError> {
+    let end = (0..=TABLE_TAG_MAX.min(tag.len()))
+        .rev()
+        .find(|i| tag.is_char_boundary(*i))
+        .unwrap_or(0);
+    let mut buf = Udata::new(TABLE_TAG_MAX as u32 + 8);
+    with_cstr("table tag", &tag[..end], |c| buf.put_str(TABLE_TAG_TLV, c))?;
+    Ok(buf.as_bytes().to_vec())
+}
 
 /// A user data buffer (TLVs nft reads: rule comments, set byte orders).
 pub(crate) struct Udata(

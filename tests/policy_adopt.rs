@@ -1,0 +1,140 @@
+//! A restarted policy controller (a fresh one, with no snapshot) adopts the table an earlier
+//! one wrote when it holds exactly the desired program, and writes nothing; a table edited
+//! behind its back, written for another config, or written without the program's tag (by an
+//! older edgenetd) is rewritten. Read back with the real `nft`.
+
+mod common;
+
+use common::controller::Driver;
+use common::policy::HOME;
+use common::shell::sh;
+use edgenetd::dataplane::nft::Nft;
+
+fn generation() -> u32 {
+    Nft::open().unwrap().generation().unwrap()
+}
+
+/// Writes the table with one controller, runs `edit`, then syncs a fresh controller: its
+/// report and how many nf_tables commits that first sync made.
+fn restart_after(edit: &str, config: &str) -> (edgenetd::sync::SyncReport, u32) {
+    restart_after_with(
+        || {
+            if !edit.is_empty() {
+                sh(edit);
+            }
+        },
+        config,
+    )
+}
+
+/// [`restart_after`] with an edit made by `edit`.
+fn restart_after_with(edit: impl FnOnce(), config: &str) -> (edgenetd::sync::SyncReport, u32) {
+    let first = Driver::policy().sync(HOME).unwrap();
+    assert!(first.changes > 0, "{first:?}");
+    edit();
+    let before = generation();
+    let report = Driver::policy().sync(config).unwrap();
+    (report, generation().wrapping_sub(before))
+}
+
+/// A fresh controller's first sync commits nothing (the table as it is now is adopted).
+fn adopted_by_a_fresh_controller() {
+    let before = generation();
+    let report = Driver::policy().sync(HOME).unwrap();
+    assert_eq!(report.changes, 0, "{report:?}");
+    assert_eq!(generation(), before, "no commit");
+}
+
+netns_test! {
+    fn an_intact_table_is_adopted_with_zero_writes() {
+        let (report, commits) = restart_after("", HOME);
+        assert_eq!((report.changes, report.drift_repairs, commits), (0, 0, 0), "{report:?}");
+        assert!(report.summary.contains("no change"), "{report:?}");
+        let listed = sh("nft list table inet edgenetd-policy");
+        assert!(listed.contains("ssh-from-lan"), "{listed}");
+    }
+}
+
+netns_test! {
+    fn a_tagged_table_with_an_edited_chain_is_rewritten_as_drift() {
+        let (report, commits) = restart_after(
+            "nft add rule inet edgenetd-policy input tcp dport 9999 accept",
+            HOME,
+        );
+        assert!(report.changes > 0 && commits == 1, "{report:?} {commits}");
+        assert_eq!(report.drift_repairs, 1, "{report:?}");
+        let input = sh("nft list chain inet edgenetd-policy input");
+        assert!(!input.contains("9999"), "{input}");
+        adopted_by_a_fresh_controller();
+    }
+}
+
+netns_test! {
+    fn a_tagged_table_whose_chain_policy_was_changed_is_rewritten() {
+        let (report, _) = restart_after(
+            "nft 'chain inet edgenetd-policy input { policy accept; }'",
+            HOME,
+        );
+        assert_eq!(report.drift_repairs, 1, "{report:?}");
+        let input = sh("nft list chain inet edgenetd-policy input");
+        assert!(input.contains("policy drop"), "{input}");
+    }
+}
+
+netns_test! {
+    fn a_tagged_table_with_a_replaced_rule_is_rewritten() {
+        // A replaced rule keeps its place and comment but gets a new handle.
+        let (report, _) = restart_after_with(
+            || {
+                let handle = sh("nft -a list chain inet edgenetd-policy input | \
+                                 sed -n 's/.*ssh-from-lan.*# handle \\([0-9]*\\)$/\\1/p'");
+                let handle = handle.lines().next().unwrap_or_default().trim().to_string();
+                assert!(!handle.is_empty());
+                sh(&format!(
+                    "nft replace rule inet edgenetd-policy input handle {handle} \
+                     tcp dport 22 accept comment ssh-from-lan"
+                ));
+            },
+            HOME,
+        );
+        assert_eq!(report.drift_repairs, 1, "{report:?}");
+    }
+}
+
+netns_test! {
+    fn a_tagged_table_with_a_foreign_set_element_is_rewritten() {
+        let (report, _) = restart_after(
+            "nft add element inet edgenetd-policy blocklist '{ 198.51.100.7 }'",
+            HOME,
+        );
+        assert_eq!(report.drift_repairs, 1, "{report:?}");
+        let set = sh("nft list set inet edgenetd-policy blocklist");
+        assert!(!set.contains("198.51.100.7"), "{set}");
+    }
+}
+
+netns_test! {
+    fn a_table_without_the_tag_is_rewritten_once_then_adopted() {
+        // `nft -f` of the listing recreates the same rules without edgenetd's tag, as a table
+        // an older edgenetd wrote.
+        let (report, commits) = restart_after(
+            "nft list table inet edgenetd-policy > /tmp/adopt-untagged.nft && \
+             nft delete table inet edgenetd-policy && nft -f /tmp/adopt-untagged.nft",
+            HOME,
+        );
+        assert!(report.changes > 0 && commits == 1, "{report:?} {commits}");
+        assert_eq!(report.drift_repairs, 0, "not drift: {report:?}");
+        adopted_by_a_fresh_controller();
+    }
+}
+
+netns_test! {
+    fn a_table_written_for_another_config_is_rewritten() {
+        let other = HOME.replace("input = \"drop\"", "input = \"accept\"");
+        let (report, commits) = restart_after("", &other);
+        assert!(report.changes > 0 && commits == 1, "{report:?} {commits}");
+        assert_eq!(report.drift_repairs, 0, "{report:?}");
+        let input = sh("nft list chain inet edgenetd-policy input");
+        assert!(input.contains("policy accept"), "{input}");
+    }
+}
