@@ -22,12 +22,14 @@ use super::doc::{Doc, Value, de, de_each};
 mod model;
 mod raw;
 mod rules;
+mod sets;
 mod zones;
 
 pub use model::*;
 use raw::*;
 use rules::{parse_action, validate_port_forward, validate_rule};
-use zones::{validate_set, validate_zone, zone_ref};
+use sets::validate_set;
+use zones::{validate_zone, zone_ref};
 
 const KEYS: &[&str] = &[
     "input",

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use ipnet::IpNet;
 
@@ -66,6 +67,14 @@ pub struct NamedSet {
     pub family: SetFamily,
     /// Addresses and prefixes, as written.
     pub elements: Vec<IpNet>,
+    /// `dynamic = true`: other programs (fail2ban, CrowdSec, dnsmasq's nftset) add elements
+    /// too, which are kept; only the config's elements are edgenetd's to add and delete.
+    pub dynamic: bool,
+    /// `timeout`: how long an element others add without a timeout of their own lives
+    /// (dynamic sets only; the config's elements never expire).
+    pub timeout: Option<Duration>,
+    /// `size`: the most elements the kernel takes (dynamic sets only).
+    pub size: Option<u32>,
 }
 
 /// Where a rule's traffic comes from.

@@ -27,6 +27,10 @@ pub(super) struct RawSet {
     pub(super) kind: Spanned<String>,
     #[serde(default)]
     pub(super) elements: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) dynamic: bool,
+    pub(super) timeout: Option<Spanned<String>>,
+    pub(super) size: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

@@ -1,4 +1,4 @@
-//! `[policy.zone.*]` and `[policy.set.*]` entries.
+//! `[policy.zone.*]` entries (and the zone references of rules and forwards).
 
 use std::ops::Range;
 
@@ -78,64 +78,6 @@ pub(super) fn prefixes(items: &[Spanned<String>], diags: &mut Diagnostics) -> Ve
         }
     }
     out
-}
-
-pub(super) fn validate_set(
-    name: &str,
-    span: Range<usize>,
-    v: &Value<'_>,
-    diags: &mut Diagnostics,
-) -> Option<NamedSet> {
-    if !valid_name(name) {
-        diags.error(
-            span,
-            format!("invalid set name `{name}`: expected a letter, then letters, digits, `_` or `-` (up to 32)"),
-        );
-    }
-    let raw: RawSet = de(v, diags)?;
-    let family = match raw.kind.get_ref().as_str() {
-        "ipv4" => SetFamily::Ipv4,
-        "ipv6" => SetFamily::Ipv6,
-        other => {
-            diags.error(
-                raw.kind.span(),
-                format!("invalid set type `{other}`: expected \"ipv4\" or \"ipv6\""),
-            );
-            return None;
-        }
-    };
-    let mut elements = Vec::with_capacity(raw.elements.len());
-    for e in &raw.elements {
-        match parse_prefix(e.get_ref()) {
-            Ok(n)
-                if matches!(
-                    (family, n),
-                    (SetFamily::Ipv4, IpNet::V4(_)) | (SetFamily::Ipv6, IpNet::V6(_))
-                ) =>
-            {
-                elements.push(n)
-            }
-            Ok(_) => diags.error(
-                e.span(),
-                format!(
-                    "element `{}` is not an {} address or prefix, but set `{name}` has type \"{}\"",
-                    e.get_ref(),
-                    if family == SetFamily::Ipv4 {
-                        "IPv4"
-                    } else {
-                        "IPv6"
-                    },
-                    raw.kind.get_ref()
-                ),
-            ),
-            Err(msg) => diags.error(e.span(), msg),
-        }
-    }
-    Some(NamedSet {
-        name: name.to_string(),
-        family,
-        elements,
-    })
 }
 
 /// A zone used by a rule or forward: it must be defined.

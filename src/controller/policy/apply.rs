@@ -7,6 +7,7 @@
 //!   (fail closed, see [`super::program`]) until the kernel accepts, and the sync reports
 //!   every refused group.
 //! - When only named sets' elements changed, one batch adds and deletes just those elements.
+//! - Elements other programs added to dynamic sets survive both (see [`super::kept`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::dataplane::nft::{
 };
 use crate::sync::SyncError;
 
+use super::kept::{self, Kept};
 use super::observe::{Applied, take_baseline};
 use super::plan::element_deltas;
 use super::program::Program;
@@ -82,8 +84,9 @@ pub fn full_write(
 ) -> Result<(Applied, u64, SyncError), SyncError> {
     let mut failed: BTreeSet<u32> = BTreeSet::new();
     let mut failures = SyncError::default();
+    let kept = kept::read(nft, t, desired).map_err(|e| SyncError::whole("nftables listing", e))?;
     loop {
-        let Some(batch) = table_batch(desired, &mut failed, &mut failures)? else {
+        let Some(batch) = table_batch(desired, &kept, &mut failed, &mut failures)? else {
             continue;
         };
         match commit(nft, watch, batch) {
@@ -122,6 +125,7 @@ fn whole_table(t: &TableRef, e: NftError) -> SyncError {
 /// not even be encoded (it is added to `failed`: build again).
 fn table_batch(
     desired: &Program,
+    kept: &Kept,
     failed: &mut BTreeSet<u32>,
     failures: &mut SyncError,
 ) -> Result<Option<Batch>, SyncError> {
@@ -138,7 +142,7 @@ fn table_batch(
     let unbuildable = add_objects(
         &mut batch,
         &tref,
-        &table,
+        (&table, kept),
         (&rule_groups, &set_groups),
         |g, e| {
             failures.push(format!("policy {}", group_label(desired, g)), e);
@@ -151,19 +155,24 @@ fn table_batch(
     Ok((!unbuildable).then_some(batch))
 }
 
-/// Adds the table's sets and rules, each after its group's tag; `on_error` gets each group
-/// that cannot be encoded. True when one could not.
+/// Adds the table's sets (with the elements others added to its dynamic sets, `kept`) and
+/// rules, each after its group's tag; `on_error` gets each group that cannot be encoded.
+/// True when one could not.
 fn add_objects(
     batch: &mut Batch,
     tref: &TableRef,
-    table: &Table,
+    (table, kept): (&Table, &Kept),
     (rule_groups, set_groups): (&[u32], &[u32]),
     mut on_error: impl FnMut(u32, crate::dataplane::nft::CompileError),
 ) -> bool {
     let mut unbuildable = false;
     for (set, g) in table.sets.iter().zip(set_groups) {
         batch.tag(*g);
-        if let Err(e) = batch.add_set(tref, set) {
+        let mut r = batch.add_set(tref, set);
+        if let (Ok(()), Some(k)) = (&r, kept.get(&set.name)) {
+            r = batch.add_kept_elements(tref, set, k);
+        }
+        if let Err(e) = r {
             on_error(*g, e);
             unbuildable = true;
         }

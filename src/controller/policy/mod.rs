@@ -28,6 +28,7 @@
 
 pub mod addresses;
 pub mod apply;
+mod kept;
 mod matches;
 pub mod model;
 pub mod observe;

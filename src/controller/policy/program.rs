@@ -235,6 +235,13 @@ fn policy_of(a: Action) -> ChainPolicy {
 /// A named set: a hash set while every element is a single address (constant-time
 /// lookups, cheaper commits), an interval set once any element is a prefix. Changing between
 /// the two rewrites the table (atomically) instead of updating elements.
+///
+/// A dynamic set is always an interval set with timeouts (`flags interval,timeout`): others
+/// add addresses and ranges (CrowdSec does), with timeouts of their own (fail2ban's ban
+/// time), and its definition never changes with the config's elements, so no config edit
+/// turns it into a type the elements others added no longer fit. It is not `flags dynamic`:
+/// that asks for a packet-path-updatable hash, which can hold no prefix, and no rule of
+/// edgenetd updates the set from the packet path.
 fn named_set(s: &NamedSet) -> Set {
     let key = match s.family {
         SetFamily::Ipv4 => DataType::Ipv4Addr,
@@ -242,7 +249,11 @@ fn named_set(s: &NamedSet) -> Set {
     };
     let mut set = Set::new(s.name.clone(), KeyType::single(key));
     let nets = normalize_prefixes(s.elements.iter().copied());
-    set.interval = nets.iter().any(|n| n.prefix_len() < n.max_prefix_len());
+    set.interval = s.dynamic || nets.iter().any(|n| n.prefix_len() < n.max_prefix_len());
+    if s.dynamic {
+        set.timeout = Some(s.timeout.map_or(0, |t| t.as_millis() as u64));
+        set.size = s.size;
+    }
     set.elements = nets
         .into_iter()
         .map(|n| {
@@ -268,10 +279,17 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.port_forwards == b.port_forwards
         && a.forward_foreign_dnat == b.forward_foreign_dnat
         && a.sets.len() == b.sets.len()
-        && a.sets
-            .iter()
-            .zip(&b.sets)
-            .all(|((n, x), (m, y))| n == m && x.family == y.family)
+        && a.sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
+            n == m
+                && x.family == y.family
+                && (x.dynamic, x.timeout, x.size) == (y.dynamic, y.timeout, y.size)
+        })
+}
+
+/// True when `set` (of a policy program) is a dynamic set: other programs add elements to it,
+/// which a sync keeps. Only dynamic sets have timeouts.
+pub fn keeps_foreign_elements(set: &Set) -> bool {
+    set.timeout.is_some()
 }
 
 /// `p` (planned from `old`) with the named sets whose elements changed in `new` rebuilt:

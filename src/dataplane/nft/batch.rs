@@ -16,6 +16,7 @@ use super::error::CompileError;
 use super::ffi::attr::DATA_MAX;
 use super::ffi::{self, BatchBuf, Elems, Payload};
 use super::ir::*;
+use super::kept::KeptElem;
 use super::lower;
 use super::table_ref::TableRef;
 
@@ -386,7 +387,7 @@ impl Batch {
         let raw = kernel_elements(set, elements, op)?;
         // Checked before writing: the set's name is the one thing left that can fail.
         compile::set_named(t, &set.name, None)?;
-        self.atomic(|b| b.write_elements(t, set, &set.name, None, &raw, op))
+        self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, None), op))
     }
 
     /// Writes a prepared set: its definition (for adds) and its elements.
@@ -405,30 +406,66 @@ impl Batch {
             libc::NLM_F_CREATE,
             &p.definition,
         )?;
-        self.write_elements(t, set, &p.name, p.id, &p.elements, op)
+        self.write_elements(t, set, (&p.name, p.id), (&p.elements, None), op)
+    }
+
+    /// Adds elements as another program left them in a set with timeouts (`kept`, listed
+    /// with [`super::Nft::list_kept_elements`]): same keys, same timeout, the expiry that was
+    /// left. Plain sets only (no map data).
+    pub fn add_kept_elements(
+        &mut self,
+        t: &TableRef,
+        set: &Set,
+        kept: &[KeptElem],
+    ) -> Result<(), CompileError> {
+        if set.data.is_some() || set.timeout.is_none() {
+            return Err(CompileError::Invalid(format!(
+                "set {}: only a plain set with timeouts keeps others' elements",
+                set.name
+            )));
+        }
+        let raw: Vec<(RawKey, ElemData)> = kept
+            .iter()
+            .map(|k| {
+                let key = RawKey {
+                    key: k.elem.key.clone(),
+                    interval_end: k.elem.interval_end,
+                };
+                (key, ElemData::None)
+            })
+            .collect();
+        let timing: Vec<Timing> = kept.iter().map(|k| (k.timeout_ms, k.expires_ms)).collect();
+        compile::set_named(t, &set.name, None)?;
+        self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, Some(&timing)), Op::Add))
     }
 
     /// Writes `raw` elements of set `name` (or batch-local `id`) in messages of at most
-    /// [`ELEMS_PER_MSG`] elements.
+    /// [`ELEMS_PER_MSG`] elements. Added to a set with timeouts, each element gets its
+    /// `timing` (timeout, expiry left), or else timeout 0: it never expires (the set's own
+    /// elements outlive the default timeout meant for others').
     fn write_elements(
         &mut self,
         t: &TableRef,
         set: &Set,
-        name: &str,
-        id: Option<u32>,
-        raw: &[(RawKey, ElemData)],
+        (name, id): (&str, Option<u32>),
+        (raw, timing): (&[(RawKey, ElemData)], Option<&[Timing]>),
         op: Op,
     ) -> Result<(), CompileError> {
         let (msg, flags, verb) = match op {
             Op::Add => (libc::NFT_MSG_NEWSETELEM, libc::NLM_F_CREATE, "add"),
             Op::Delete => (libc::NFT_MSG_DELSETELEM, 0, "delete"),
         };
-        let mut rest = raw;
-        while !rest.is_empty() {
+        let timed = op == Op::Add && set.timeout.is_some();
+        let mut done = 0;
+        while done < raw.len() {
             let mut s = compile::set_named(t, name, id)?;
             let mut n = 0;
-            for (k, d) in rest.iter().take(ELEMS_PER_MSG) {
-                let e = compile::elem(k, d)?;
+            for (k, d) in raw[done..].iter().take(ELEMS_PER_MSG) {
+                let mut e = compile::elem(k, d)?;
+                if timed && !k.interval_end {
+                    let (timeout, expires) = timing.map_or((0, None), |t| t[done + n]);
+                    compile::elem_timing(&mut e, timeout, expires);
+                }
                 if n > 0 && !s.fits_elem(&e) {
                     break;
                 }
@@ -442,11 +479,14 @@ impl Batch {
                 flags,
                 &Elems(s),
             )?;
-            rest = &rest[n..];
+            done += n;
         }
         Ok(())
     }
 }
+
+/// An element's timeout and the expiry it has left, in milliseconds.
+type Timing = (u64, Option<u64>);
 
 /// A set checked and compiled before any of its messages is written.
 struct PreparedSet {

@@ -147,6 +147,15 @@ pub(crate) fn set_definition(
         flags |= SET_TIMEOUT | SET_EVAL;
         s.set_u32(set_attr::DESC_SIZE, size);
     }
+    if let Some(ms) = set.timeout {
+        flags |= SET_TIMEOUT;
+        if ms > 0 {
+            s.set_u64(set_attr::TIMEOUT, ms);
+        }
+    }
+    if let Some(size) = set.size {
+        s.set_u32(set_attr::DESC_SIZE, size);
+    }
     set_byteorder_udata(&mut s, set);
     s.set_u32(set_attr::FLAGS, flags)
         .set_u32(set_attr::KEY_TYPE, set.key.id())
@@ -183,6 +192,15 @@ pub(crate) fn elem(k: &RawKey, d: &ElemData) -> Result<ffi::Elem, CompileError> 
         }
     }
     Ok(e)
+}
+
+/// Sets an element's timeout (0: never expires, even in a set with a default timeout) and,
+/// when given, the expiry it has left.
+pub(crate) fn elem_timing(e: &mut ffi::Elem, timeout_ms: u64, expires_ms: Option<u64>) {
+    e.set_u64(elem::TIMEOUT, timeout_ms);
+    if let Some(x) = expires_ms {
+        e.set_u64(elem::EXPIRATION, x);
+    }
 }
 
 /// nft (the CLI) reads the key's byte order from the set's user data to print host-order

@@ -376,6 +376,12 @@ pub struct Set {
     /// `flags dynamic,timeout` with `size N`: a map the packet path fills
     /// ([`Stmt::MapUpdate`]), its elements expiring; `Some(N)` bounds it to N elements.
     pub dynamic: Option<u32>,
+    /// `flags timeout`: elements may expire. `Some(0)`: only those added with a timeout of
+    /// their own; `Some(ms)`: also `timeout <ms>`, the lifetime of elements added without one.
+    /// The elements written from [`Set::elements`] never expire either way.
+    pub timeout: Option<u64>,
+    /// `size N`: the kernel takes at most N elements (`dynamic` carries its own size).
+    pub size: Option<u32>,
     /// Elements.
     pub elements: Vec<Element>,
 }
@@ -390,6 +396,8 @@ impl Set {
             interval: false,
             constant: false,
             dynamic: None,
+            timeout: None,
+            size: None,
             elements: Vec::new(),
         }
     }
@@ -409,6 +417,8 @@ impl Set {
             && self.interval == other.interval
             && self.constant == other.constant
             && self.dynamic == other.dynamic
+            && self.timeout == other.timeout
+            && self.size == other.size
     }
 }
 

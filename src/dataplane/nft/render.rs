@@ -171,6 +171,16 @@ fn render_typeof(key: &Expr, data: Option<&KeyType>) -> Option<String> {
     Some(out)
 }
 
+/// A duration in nft's notation (`1h`, `90s`, `1500ms`).
+fn nft_duration(ms: u64) -> String {
+    match ms {
+        _ if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        _ if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        _ if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        _ => format!("{ms}ms"),
+    }
+}
+
 fn render_set(out: &mut String, set: &Set, slot_key: Option<&Expr>) {
     let kw = if set.data.is_some() { "map" } else { "set" };
     let _ = writeln!(out, "\t{kw} {} {{", set.name);
@@ -198,8 +208,17 @@ fn render_set(out: &mut String, set: &Set, slot_key: Option<&Expr>) {
         flags.extend(["dynamic", "timeout"]);
         let _ = writeln!(out, "\t\tsize {size}");
     }
+    if let Some(size) = set.size {
+        let _ = writeln!(out, "\t\tsize {size}");
+    }
+    if set.timeout.is_some() {
+        flags.push("timeout");
+    }
     if !flags.is_empty() {
         let _ = writeln!(out, "\t\tflags {}", flags.join(","));
+    }
+    if let Some(ms) = set.timeout.filter(|ms| *ms > 0) {
+        let _ = writeln!(out, "\t\ttimeout {}", nft_duration(ms));
     }
     if !set.elements.is_empty() {
         out.push_str("\t\telements = { ");

@@ -114,6 +114,7 @@ pub(crate) mod set {
         DATA_TYPE: U32 = NFTNL_SET_DATA_TYPE, "map data type";
         DATA_LEN: U32 = NFTNL_SET_DATA_LEN, "map data length";
         DESC_SIZE: U32 = NFTNL_SET_DESC_SIZE, "set size";
+        TIMEOUT: U64 = NFTNL_SET_TIMEOUT, "set default element timeout";
         USERDATA: Blob = NFTNL_SET_USERDATA, "set user data";
     });
 }
@@ -127,6 +128,8 @@ pub(crate) mod elem {
         DATA: Data = NFTNL_SET_ELEM_DATA, "element data";
         VERDICT: U32 = NFTNL_SET_ELEM_VERDICT, "element verdict";
         CHAIN: Str = NFTNL_SET_ELEM_CHAIN, "verdict chain";
+        TIMEOUT: U64 = NFTNL_SET_ELEM_TIMEOUT, "element timeout";
+        EXPIRATION: U64 = NFTNL_SET_ELEM_EXPIRATION, "element expiration";
     });
 }
 
