@@ -219,6 +219,11 @@ fn render_set(out: &mut String, set: &Set, slot_key: Option<&Expr>) {
     }
     if let Some(ms) = set.timeout.filter(|ms| *ms > 0) {
         let _ = writeln!(out, "\t\ttimeout {}", nft_duration(ms));
+        if !set.elements.is_empty() {
+            // nft 1.0 has no words for an element that never expires in a set with a
+            // default timeout; the batch sends timeout 0.
+            out.push_str("\t\t# these elements never expire (timeout 0)\n");
+        }
     }
     if !set.elements.is_empty() {
         out.push_str("\t\telements = { ");
