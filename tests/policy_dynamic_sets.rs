@@ -205,3 +205,23 @@ netns_test! {
         assert!(ok, "nft -c refused the plan: {err}\n{text}");
     }
 }
+
+netns_test! {
+    fn a_batch_at_a_stale_generation_is_refused_whole_and_one_at_the_current_applies() {
+        use edgenetd::dataplane::nft::ir::Family;
+        use edgenetd::dataplane::nft::{Batch, Nft, Op, TableRef};
+        let mut nft = Nft::open().unwrap();
+        let t = TableRef::new(Family::Inet, "genid");
+        let stale = nft.generation().unwrap();
+        sh("nft add table inet other");
+        let mut batch = Batch::at_generation(stale);
+        batch.table(&t, Op::Add);
+        let err = nft.execute(batch).unwrap_err();
+        assert!(err.is_restart(), "{err}");
+        assert!(!nft.table_exists(&t).unwrap(), "nothing of a refused batch applies");
+        let mut batch = Batch::at_generation(nft.generation().unwrap());
+        batch.table(&t, Op::Add);
+        nft.execute(batch).unwrap();
+        assert!(nft.table_exists(&t).unwrap());
+    }
+}

@@ -23,6 +23,10 @@ use super::observe::{Applied, take_baseline};
 use super::plan::element_deltas;
 use super::program::Program;
 
+/// How often a full write reads the dynamic sets again when commits by others keep racing
+/// it, before it gives up for this sync.
+const MAX_RESTARTS: u32 = 5;
+
 /// Executes `batch` and records its generation as this process's own.
 fn commit(nft: &mut Nft, watch: &GenerationWatch, batch: Batch) -> Result<Commit, NftError> {
     let commit = nft.execute(batch)?;
@@ -84,12 +88,21 @@ pub fn full_write(
 ) -> Result<(Applied, u64, SyncError), SyncError> {
     let mut failed: BTreeSet<u32> = BTreeSet::new();
     let mut failures = SyncError::default();
-    let kept = kept::read(nft, t, desired).map_err(|e| SyncError::whole("nftables listing", e))?;
+    let read_kept = |nft: &mut Nft| {
+        kept::read(nft, t, desired).map_err(|e| SyncError::whole("nftables listing", e))
+    };
+    let mut kept = read_kept(nft)?;
+    let mut restarts = 0;
     loop {
         let Some(batch) = table_batch(desired, &kept, &mut failed, &mut failures)? else {
             continue;
         };
         match commit(nft, watch, batch) {
+            // Somebody committed after the dynamic sets were read: read them again.
+            Err(e) if e.is_restart() && restarts < MAX_RESTARTS => {
+                restarts += 1;
+                kept = read_kept(nft)?;
+            }
             Ok(done) => {
                 let applied = after_full_write(nft, t, desired, failed, done.generation);
                 return Ok((applied, done.messages as u64, failures));
@@ -130,7 +143,9 @@ fn table_batch(
     failures: &mut SyncError,
 ) -> Result<Option<Batch>, SyncError> {
     let (table, rule_groups, set_groups) = desired.without(failed);
-    let mut batch = Batch::new();
+    let mut batch = kept
+        .generation
+        .map_or_else(Batch::new, Batch::at_generation);
     batch.tag(0);
     let tref = TableRef::from(&table);
     batch.table(&tref, Op::Add);
@@ -169,7 +184,7 @@ fn add_objects(
     for (set, g) in table.sets.iter().zip(set_groups) {
         batch.tag(*g);
         let mut r = batch.add_set(tref, set);
-        if let (Ok(()), Some(k)) = (&r, kept.get(&set.name)) {
+        if let (Ok(()), Some(k)) = (&r, kept.elements.get(&set.name)) {
             r = batch.add_kept_elements(tref, set, k);
         }
         if let Err(e) = r {

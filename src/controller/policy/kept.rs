@@ -18,8 +18,16 @@ use crate::dataplane::nft::{ElemInfo, KeptElem, Nft, NftError, TableRef, raw_ele
 
 use super::program::{Program, keeps_foreign_elements};
 
-/// Elements others added, by set name.
-pub type Kept = BTreeMap<String, Vec<KeptElem>>;
+/// Elements others added to the dynamic sets, and the ruleset generation they were read at.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// Elements by set name.
+    pub elements: BTreeMap<String, Vec<KeptElem>>,
+    /// The generation before the reading, when there are dynamic sets: the rewrite is sent
+    /// as a batch the kernel refuses if anyone committed since (an element added after the
+    /// reading would be lost by the rewrite).
+    pub generation: Option<u32>,
+}
 
 /// `NFT_SET_INTERVAL`.
 const SET_INTERVAL: u32 = 0x4;
@@ -30,7 +38,7 @@ const SET_TIMEOUT: u32 = 0x10;
 /// that name is a dynamic set of the same type (a set that was static until now has only
 /// the config's elements, or drift).
 pub fn read(nft: &mut Nft, t: &TableRef, desired: &Program) -> Result<Kept, NftError> {
-    let mut out = Kept::new();
+    let mut out = Kept::default();
     let dynamic: Vec<&Set> = desired
         .table
         .sets
@@ -40,6 +48,7 @@ pub fn read(nft: &mut Nft, t: &TableRef, desired: &Program) -> Result<Kept, NftE
     if dynamic.is_empty() {
         return Ok(out);
     }
+    out.generation = Some(nft.generation()?);
     let listed = nft.list_sets(t)?;
     for set in dynamic {
         let same = listed.iter().any(|k| {
@@ -59,7 +68,7 @@ pub fn read(nft: &mut Nft, t: &TableRef, desired: &Program) -> Result<Kept, NftE
             .collect();
         let foreign = foreign(have, &want);
         if !foreign.is_empty() {
-            out.insert(set.name.clone(), foreign);
+            out.elements.insert(set.name.clone(), foreign);
         }
     }
     Ok(out)

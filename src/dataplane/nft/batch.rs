@@ -87,6 +87,25 @@ impl Batch {
         b
     }
 
+    /// An empty transaction the kernel applies only while the ruleset generation is still
+    /// `generation` (else it refuses all of it, [`super::NftError::is_restart`]): for a
+    /// batch built from a listing, which a commit in between would make stale.
+    pub fn at_generation(generation: u32) -> Batch {
+        let mut b = Batch {
+            buf: BatchBuf::new(),
+            first_seq: 1,
+            next_seq: 1,
+            msgs: Vec::new(),
+            tag: 0,
+            next_set_id: 1,
+            finalized: false,
+            error: None,
+        };
+        b.buf.begin_at_generation(b.next_seq, generation);
+        b.record(TAG_BATCH, "batch begin (at a generation)".into());
+        b
+    }
+
     /// Tags the messages added from now on; a refusal reports the tag of its message.
     pub fn tag(&mut self, tag: u32) {
         self.tag = tag;
