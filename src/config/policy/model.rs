@@ -45,6 +45,9 @@ pub struct Zone {
     /// Log (rate-limited, prefixed with the zone's name) what the default verdict drops of
     /// traffic from this zone.
     pub log_drops: bool,
+    /// Conntrack helpers (names of `[policy] helpers`) attached to new connections from this
+    /// zone on the helpers' ports.
+    pub helpers: Vec<String>,
 }
 
 impl Zone {
@@ -205,4 +208,18 @@ pub struct PolicyConfig {
     /// The forward chain admits connections DNATed by other tables too (by default only
     /// those edgenetd DNATed, which carry its conntrack mark bit).
     pub forward_foreign_dnat: bool,
+    /// Declared conntrack helpers (`[policy] helpers`), by config name (see
+    /// [`KNOWN_HELPERS`](super::KNOWN_HELPERS)).
+    pub helpers: Vec<String>,
+}
+
+/// One kernel conntrack helper and the traffic it follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HelperPort {
+    /// The kernel's name of the helper (`ftp`, `Q.931`).
+    pub kernel: &'static str,
+    /// TCP or UDP.
+    pub protocol: Protocol,
+    /// The server port of the connections it follows.
+    pub port: u16,
 }

@@ -18,6 +18,8 @@ pub(super) struct RawZone {
     pub(super) mtu_fix: bool,
     #[serde(default)]
     pub(super) log_drops: bool,
+    #[serde(default)]
+    pub(super) helpers: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -22,9 +22,9 @@ pub(super) fn valid_name(name: &str) -> bool {
 }
 
 pub(super) fn validate_zone(
-    name: &str,
-    span: Range<usize>,
+    (name, span): (&str, Range<usize>),
     v: &Value<'_>,
+    declared_helpers: &[String],
     diags: &mut Diagnostics,
 ) -> Option<Zone> {
     if !valid_name(name) || name == "self" {
@@ -51,6 +51,7 @@ pub(super) fn validate_zone(
         }
     }
     let networks = prefixes(&raw.networks, diags);
+    let helpers = super::helpers::of_zone(&raw.helpers, declared_helpers, diags);
     if raw.interfaces.is_empty() && raw.networks.is_empty() {
         diags.error(
             span,
@@ -66,6 +67,7 @@ pub(super) fn validate_zone(
         masquerade6: raw.masquerade6,
         mtu_fix: raw.mtu_fix,
         log_drops: raw.log_drops,
+        helpers,
     })
 }
 

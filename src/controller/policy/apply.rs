@@ -157,7 +157,7 @@ fn table_batch(
     let unbuildable = add_objects(
         &mut batch,
         &tref,
-        (&table, kept),
+        (desired, &table, kept),
         (&rule_groups, &set_groups),
         |g, e| {
             failures.push(format!("policy {}", group_label(desired, g)), e);
@@ -176,7 +176,7 @@ fn table_batch(
 fn add_objects(
     batch: &mut Batch,
     tref: &TableRef,
-    (table, kept): (&Table, &Kept),
+    (desired, table, kept): (&Program, &Table, &Kept),
     (rule_groups, set_groups): (&[u32], &[u32]),
     mut on_error: impl FnMut(u32, crate::dataplane::nft::CompileError),
 ) -> bool {
@@ -189,6 +189,14 @@ fn add_objects(
         }
         if let Err(e) = r {
             on_error(*g, e);
+            unbuildable = true;
+        }
+    }
+    for h in &table.ct_helpers {
+        let g = desired.helper_group(&h.name);
+        batch.tag(g);
+        if let Err(e) = batch.add_ct_helper(tref, h) {
+            on_error(g, e);
             unbuildable = true;
         }
     }

@@ -48,7 +48,9 @@ use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 use ipnet::IpNet;
 
+mod helpers;
 mod pods;
+pub use helpers::HELPERS;
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
 
 /// One rule group (see the module docs).
@@ -69,6 +71,8 @@ pub struct Program {
     pub rule_groups: Vec<u32>,
     /// Group of each set of `table.sets`.
     pub set_groups: Vec<u32>,
+    /// Group of each ct helper object of `table.ct_helpers`.
+    pub helper_groups: Vec<u32>,
     /// Groups by id; 0 is the skeleton.
     pub groups: Vec<Group>,
 }
@@ -101,6 +105,8 @@ impl Program {
             && self.groups == other.groups
             && self.rule_groups == other.rule_groups
             && self.set_groups == other.set_groups
+            && self.table.ct_helpers == other.table.ct_helpers
+            && self.helper_groups == other.helper_groups
             && self.table.sets.len() == other.table.sets.len()
             && self
                 .table
@@ -122,6 +128,11 @@ impl Program {
             if !failed.contains(g) {
                 t.sets.push(set.clone());
                 set_groups.push(*g);
+            }
+        }
+        for (h, g) in self.table.ct_helpers.iter().zip(&self.helper_groups) {
+            if !failed.contains(g) {
+                t.ct_helpers.push(h.clone());
             }
         }
         let mut rule_groups = Vec::new();
@@ -148,6 +159,16 @@ impl Program {
             }
         }
         (t, rule_groups, set_groups)
+    }
+
+    /// The group of ct helper object `name` (0 when there is none).
+    pub fn helper_group(&self, name: &str) -> u32 {
+        self.table
+            .ct_helpers
+            .iter()
+            .zip(&self.helper_groups)
+            .find(|(h, _)| h.name == name)
+            .map_or(0, |(_, g)| *g)
     }
 
     /// Number of kernel rules.
@@ -278,6 +299,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.forwards == b.forwards
         && a.port_forwards == b.port_forwards
         && a.forward_foreign_dnat == b.forward_foreign_dnat
+        && a.helpers == b.helpers
         && a.sets.len() == b.sets.len()
         && a.sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
             n == m
@@ -320,6 +342,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
             table: Table::new(Family::Inet, table_name),
             rule_groups: Vec::new(),
             set_groups: Vec::new(),
+            helper_groups: Vec::new(),
             groups: vec![Group {
                 label: "base".into(),
                 deny: false,
@@ -329,6 +352,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     };
     b.p.table.chains = base_chains(cfg);
     b.named_sets(cfg);
+    b.ct_helpers(cfg);
     b.mtu_fixes(cfg);
     b.always_present();
     b.config_rules(cfg);

@@ -254,11 +254,26 @@ impl Batch {
             for set in &table.sets {
                 b.add_set(&t, set)?;
             }
+            for h in &table.ct_helpers {
+                b.add_ct_helper(&t, h)?;
+            }
             for rule in &table.rules {
                 b.add_rule(&t, rule)?;
             }
             Ok(())
         })
+    }
+
+    /// `add ct helper`: a `ct helper` object (before the rules that assign it).
+    pub fn add_ct_helper(&mut self, t: &TableRef, h: &CtHelper) -> Result<(), CompileError> {
+        let o = compile::ct_helper(t, h)?;
+        self.message(
+            format!("add ct helper {}", h.name),
+            libc::NFT_MSG_NEWOBJ,
+            t.family,
+            libc::NLM_F_CREATE,
+            &o,
+        )
     }
 
     // ------------------------------------------------------------------ chains

@@ -7,7 +7,9 @@ use nftnl::nftnl_sys::{self as sys, libc};
 use super::encode::RawKey;
 use super::error::CompileError;
 use super::expr;
-use super::ffi::attr::{chain as chain_attr, elem, rule as rule_attr, set as set_attr, table};
+use super::ffi::attr::{
+    chain as chain_attr, elem, object, rule as rule_attr, set as set_attr, table,
+};
 use super::ffi::{self, Udata, with_cstr};
 use super::ir::*;
 use super::table_ref::TableRef;
@@ -30,6 +32,18 @@ pub(crate) fn table(t: &TableRef) -> Result<ffi::Table, CompileError> {
     let mut o = ffi::Table::new();
     o.set_str(table::NAME, &t.name)?
         .set_u32(table::FAMILY, family_u32(t.family));
+    Ok(o)
+}
+
+/// A `ct helper` object.
+pub(crate) fn ct_helper(t: &TableRef, h: &CtHelper) -> Result<ffi::Object, CompileError> {
+    let mut o = ffi::Object::new();
+    o.set_str(object::TABLE, &t.name)?
+        .set_str(object::NAME, &h.name)?
+        .set_u32(object::FAMILY, family_u32(t.family))
+        .set_u32(object::TYPE, expr::OBJECT_CT_HELPER);
+    o.set_str(object::CT_HELPER_NAME, &h.helper)?
+        .set_u8(object::CT_HELPER_L4PROTO, h.protocol);
     Ok(o)
 }
 

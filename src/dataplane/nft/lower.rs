@@ -367,6 +367,7 @@ impl RuleCx<'_> {
                 )?);
                 self.raw.add_expr(expr::ct_set(key, REG_1));
             }
+            Stmt::CtHelperSet(name) => self.raw.add_expr(expr::ct_helper_set(name)?),
             Stmt::ClampMssToRoute => {
                 emit_deps(
                     self.family,

@@ -62,6 +62,10 @@ pub fn render_table(table: &Table) -> String {
         render_set(&mut out, set, slot_key_of(table, &set.name));
         out.push('\n');
     }
+    for h in &table.ct_helpers {
+        render_ct_helper(&mut out, table.family, h);
+        out.push('\n');
+    }
     for (i, chain) in table.chains.iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -87,6 +91,18 @@ pub fn render_table(table: &Table) -> String {
     }
     out.push_str("}\n");
     out
+}
+
+fn render_ct_helper(out: &mut String, family: Family, h: &CtHelper) {
+    let proto = match h.protocol {
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        p => p.to_string(),
+    };
+    let _ = writeln!(out, "\tct helper {} {{", h.name);
+    let _ = writeln!(out, "\t\ttype \"{}\" protocol {proto}", h.helper);
+    let _ = writeln!(out, "\t\tl3proto {}", family_name(family));
+    out.push_str("\t}\n");
 }
 
 fn chain_type_name(kind: ChainType) -> &'static str {
@@ -329,6 +345,9 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             let _ = write!(out, "ct mark set ct mark | 0x{bits:08x}");
         }
         Stmt::ClampMssToRoute => out.push_str("tcp option maxseg size set rt mtu"),
+        Stmt::CtHelperSet(name) => {
+            let _ = write!(out, "ct helper set \"{name}\"");
+        }
         Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {
             kind,

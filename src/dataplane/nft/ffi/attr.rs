@@ -119,6 +119,19 @@ pub(crate) mod set {
     });
 }
 
+/// Stateful object attributes (`ct helper` objects).
+pub(crate) mod object {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Object {
+        TABLE: Str = NFTNL_OBJ_TABLE, "table name";
+        NAME: Str = NFTNL_OBJ_NAME, "object name";
+        TYPE: U32 = NFTNL_OBJ_TYPE, "object type";
+        FAMILY: U32 = NFTNL_OBJ_FAMILY, "object family";
+        CT_HELPER_NAME: Str = NFTNL_OBJ_CT_HELPER_NAME, "ct helper type";
+        CT_HELPER_L4PROTO: U8 = NFTNL_OBJ_CT_HELPER_L4PROTO, "ct helper protocol";
+    });
+}
+
 /// Set element attributes.
 pub(crate) mod elem {
     use super::*;
@@ -257,6 +270,10 @@ pub(crate) mod expr {
             FLAGS: U32 = NFTNL_EXPR_LIMIT_FLAGS;
         }
         log: Log { PREFIX: Str = NFTNL_EXPR_LOG_PREFIX; }
+        objref: Objref {
+            IMM_TYPE: U32 = NFTNL_EXPR_OBJREF_IMM_TYPE;
+            IMM_NAME: Str = NFTNL_EXPR_OBJREF_IMM_NAME;
+        }
         reject: Reject { TYPE: U32 = NFTNL_EXPR_REJECT_TYPE; CODE: U8 = NFTNL_EXPR_REJECT_CODE; }
         nat: Nat {
             TYPE: U32 = NFTNL_EXPR_NAT_TYPE;
