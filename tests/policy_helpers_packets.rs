@@ -148,3 +148,44 @@ netns_test! {
         server.wait().unwrap();
     }
 }
+
+netns_test! {
+    fn the_plan_of_helpers_is_nft_text_nft_accepts() {
+        use common::bin::edgenetd;
+        use common::scratch::ScratchDir;
+        use common::shell::sh_status;
+        let cfg = with_helpers("\"ftp\", \"h323\", \"sip\"").replace(
+            "helpers = [\"ftp\"]\n",
+            "helpers = [\"ftp\", \"h323\", \"sip\"]\n",
+        );
+        let dir = ScratchDir::with_files("helpers-plan", &[("edgenetd.toml", &cfg)]);
+        let run = edgenetd(&["plan", "--config", dir.config().to_str().unwrap()]);
+        assert!(run.ok(), "plan failed: {}", run.stderr);
+        let text: String = run
+            .stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("# nft begin: table inet edgenetd-policy"))
+            .take_while(|l| !l.starts_with("# nft end:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        for want in [
+            "ct helper helper-h323-Q.931 {",
+            "type \"RAS\" protocol udp",
+            "udp dport 5060 ct helper set \"helper-sip\"",
+            "chain helpers {",
+        ] {
+            assert!(text.contains(want), "missing {want:?}:\n{text}");
+        }
+        let file = dir.join("policy.nft");
+        std::fs::write(&file, &text).unwrap();
+        let (ok, _, err) = sh_status(&format!("nft -c -f {}", file.display()));
+        assert!(ok, "nft -c refused the plan: {err}\n{text}");
+        // Loaded with nft -f, the objects are those the batch makes.
+        let (ok, _, err) = sh_status(&format!("nft -f {}", file.display()));
+        assert!(ok, "{err}");
+        let from_text = sh("nft list ct helpers table inet edgenetd-policy");
+        sh("nft delete table inet edgenetd-policy");
+        Driver::policy().sync(&cfg).unwrap();
+        assert_eq!(sh("nft list ct helpers table inet edgenetd-policy"), from_text);
+    }
+}

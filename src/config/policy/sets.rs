@@ -140,7 +140,7 @@ fn timeout(t: &Spanned<String>, diags: &mut Diagnostics) -> Option<Duration> {
 
 fn size(s: &Spanned<i64>, config_elements: usize, diags: &mut Diagnostics) -> Option<u32> {
     let n = *s.get_ref();
-    if n < 1 || n > MAX_SIZE {
+    if !(1..=MAX_SIZE).contains(&n) {
         diags.error(
             s.span(),
             format!("invalid size {n}: expected 1 to {MAX_SIZE} elements"),

@@ -16,7 +16,6 @@ use super::error::CompileError;
 use super::ffi::attr::DATA_MAX;
 use super::ffi::{self, BatchBuf, Elems, Payload};
 use super::ir::*;
-use super::kept::KeptElem;
 use super::lower;
 use super::table_ref::TableRef;
 
@@ -178,7 +177,7 @@ impl Batch {
     /// Runs `f`; if it fails after writing messages, the batch keeps the error (the
     /// written part must not be sent alone). An error a method inside `f` kept (one that
     /// returns nothing, like [`Batch::table`]) is returned too.
-    fn atomic<R>(
+    pub(super) fn atomic<R>(
         &mut self,
         f: impl FnOnce(&mut Self) -> Result<R, CompileError>,
     ) -> Result<R, CompileError> {
@@ -443,41 +442,11 @@ impl Batch {
         self.write_elements(t, set, (&p.name, p.id), (&p.elements, None), op)
     }
 
-    /// Adds elements as another program left them in a set with timeouts (`kept`, listed
-    /// with [`super::Nft::list_kept_elements`]): same keys, same timeout, the expiry that was
-    /// left. Plain sets only (no map data).
-    pub fn add_kept_elements(
-        &mut self,
-        t: &TableRef,
-        set: &Set,
-        kept: &[KeptElem],
-    ) -> Result<(), CompileError> {
-        if set.data.is_some() || set.timeout.is_none() {
-            return Err(CompileError::Invalid(format!(
-                "set {}: only a plain set with timeouts keeps others' elements",
-                set.name
-            )));
-        }
-        let raw: Vec<(RawKey, ElemData)> = kept
-            .iter()
-            .map(|k| {
-                let key = RawKey {
-                    key: k.elem.key.clone(),
-                    interval_end: k.elem.interval_end,
-                };
-                (key, ElemData::None)
-            })
-            .collect();
-        let timing: Vec<Timing> = kept.iter().map(|k| (k.timeout_ms, k.expires_ms)).collect();
-        compile::set_named(t, &set.name, None)?;
-        self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, Some(&timing)), Op::Add))
-    }
-
     /// Writes `raw` elements of set `name` (or batch-local `id`) in messages of at most
     /// [`ELEMS_PER_MSG`] elements. Added to a set with timeouts, each element gets its
     /// `timing` (timeout, expiry left), or else timeout 0: it never expires (the set's own
     /// elements outlive the default timeout meant for others').
-    fn write_elements(
+    pub(super) fn write_elements(
         &mut self,
         t: &TableRef,
         set: &Set,
@@ -520,7 +489,7 @@ impl Batch {
 }
 
 /// An element's timeout and the expiry it has left, in milliseconds.
-type Timing = (u64, Option<u64>);
+pub(super) type Timing = (u64, Option<u64>);
 
 /// A set checked and compiled before any of its messages is written.
 struct PreparedSet {

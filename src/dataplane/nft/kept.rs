@@ -4,10 +4,14 @@
 
 use nftnl::nftnl_sys::libc;
 
+use super::batch::{Batch, Op, Timing};
+use super::compile::{self, ElemData};
 use super::dump::{ElemInfo, Listing};
+use super::encode::RawKey;
 use super::error::{CompileError, NftError};
 use super::ffi::attr::elem;
 use super::ffi::{self, NlMsg, Payload};
+use super::ir::Set;
 use super::socket::Nft;
 use super::svc_elements::{Elements, elem_info};
 use super::table_ref::TableRef;
@@ -60,6 +64,38 @@ impl KeptElem {
             self.timeout_ms = default_ms;
         }
         self
+    }
+}
+
+impl Batch {
+    /// Adds elements as another program left them in a set with timeouts (`kept`, listed
+    /// with [`Nft::list_kept_elements`]): same keys, same timeout, the expiry that was
+    /// left. Plain sets only (no map data).
+    pub fn add_kept_elements(
+        &mut self,
+        t: &TableRef,
+        set: &Set,
+        kept: &[KeptElem],
+    ) -> Result<(), CompileError> {
+        if set.data.is_some() || set.timeout.is_none() {
+            return Err(CompileError::Invalid(format!(
+                "set {}: only a plain set with timeouts keeps others' elements",
+                set.name
+            )));
+        }
+        let raw: Vec<(RawKey, ElemData)> = kept
+            .iter()
+            .map(|k| {
+                let key = RawKey {
+                    key: k.elem.key.clone(),
+                    interval_end: k.elem.interval_end,
+                };
+                (key, ElemData::None)
+            })
+            .collect();
+        let timing: Vec<Timing> = kept.iter().map(|k| (k.timeout_ms, k.expires_ms)).collect();
+        compile::set_named(t, &set.name, None)?;
+        self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, Some(&timing)), Op::Add))
     }
 }
 

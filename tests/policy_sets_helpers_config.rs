@@ -1,5 +1,6 @@
-//! `[policy.set.X]` keys of dynamic sets (`dynamic`, `timeout`, `size`): read, and every bad
-//! value reported at its file:line:col.
+//! The keys of dynamic sets (`dynamic`, `timeout`, `size`) and of conntrack helpers
+//! (`[policy] helpers`, zone `helpers`): read, and every bad value reported at its
+//! file:line:col.
 
 use std::time::Duration;
 
@@ -65,6 +66,40 @@ dynamic = "yes"
         "main.toml:17:11: error: invalid timeout `500ms`: expected from 1s to 365 days",
         "main.toml:18:8: error: size 1 is smaller than the set's own 2 elements",
         "main.toml:22:11: error:",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn helper_keys_are_read() {
+    let cfg = load_str(&[(
+        "edgenetd.toml",
+        "[policy]\nhelpers = [\"ftp\", \"h323\"]\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\nhelpers = [\"ftp\", \"h323\"]\n[policy.zone.wan]\ninterfaces = [\"eth0\"]\n",
+    )])
+    .unwrap();
+    let p = cfg.policy.unwrap();
+    assert_eq!(p.helpers, ["ftp", "h323"]);
+    assert_eq!(p.zones["lan"].helpers, ["ftp", "h323"]);
+    assert!(p.zones["wan"].helpers.is_empty());
+}
+
+#[test]
+fn bad_helper_names_are_reported_at_their_place() {
+    let out = errors(
+        r#"[policy]
+helpers = ["ftp", "gopher", "ftp"]
+
+[policy.zone.lan]
+interfaces = ["br-lan"]
+helpers = ["sip", "nope"]
+"#,
+    );
+    for want in [
+        "main.toml:2:19: error: unknown conntrack helper `gopher`: expected one of \"amanda\", \"ftp\"",
+        "main.toml:2:29: error: helper `ftp` is listed twice",
+        "main.toml:6:12: error: helper `sip` is not declared: add it to `[policy] helpers = [\"sip\", ...]`",
+        "main.toml:6:19: error: unknown conntrack helper `nope`",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
