@@ -7,7 +7,7 @@
 //!   (fail closed, see [`super::program`]) until the kernel accepts, and the sync reports
 //!   every refused group.
 //! - When only named sets' elements changed, one batch adds and deletes just those elements.
-//! - Elements other programs added to dynamic sets survive both (see [`super::kept`]).
+//! - Elements other programs added to dynamic sets survive both (see `kept.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -23,12 +23,15 @@
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
 //!   other zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
 //!   IPv6 through zones with `masquerade6 = true`.
+//! - `helpers` (filter prerouting, priority 0; only with `[policy] helpers`): `ct helper set`
+//!   for new connections from the zones that ask for a helper, on its port (see
+//!   `program/helpers.rs`).
 //!
 //! # Rule groups
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
 //! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]`, zone
-//! masquerade, MSS clamping and drop log is a group of its own: the kernel rules it produces
+//! masquerade, MSS clamping, drop log and conntrack helper is a group of its own: the kernel rules it produces
 //! carry its tag, so a group the kernel refuses can be left out on its own
 //! ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
 //! *drop/reject* group is replaced by a barrier that drops everything reaching its place, so
