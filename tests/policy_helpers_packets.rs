@@ -189,3 +189,28 @@ netns_test! {
         assert_eq!(sh("nft list ct helpers table inet edgenetd-policy"), from_text);
     }
 }
+
+netns_test! {
+    fn the_daemon_reports_a_helper_the_kernel_lacks_in_metrics_and_healthz() {
+        use common::daemon::{Daemon, Options};
+        let _t = lan_wan();
+        const LISTEN: &str = "127.0.0.1:19762";
+        let policy = with_helpers("\"ftp\", \"rtsp\"")
+            .replace("helpers = [\"ftp\"]\n", "helpers = [\"ftp\", \"rtsp\"]\n");
+        let cfg = format!(
+            "[daemon]\nlisten = \"{LISTEN}\"\n[controller.policy]\nperiod = \"1s\"\n[controller.route]\nenabled = false\n[controller.service]\nenabled = false\n{policy}"
+        );
+        let opts = Options { listen: LISTEN, ..Options::default() };
+        let mut daemon = Daemon::start_with("helper-missing", &cfg, opts);
+        let labels = &[("controller", "policy")];
+        wait_until("a failed policy sync", Duration::from_secs(15), || {
+            daemon.metric("edgenetd_controller_sync_failures_total", labels).unwrap_or(0.0) >= 1.0
+        });
+        let (code, body) = daemon.get("/healthz");
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains("helper rtsp"), "the failure names the helper: {body}");
+        let helpers = sh("nft list ct helpers table inet edgenetd-policy");
+        assert!(helpers.contains("helper-ftp"), "the rest is programmed: {helpers}");
+        daemon.stop();
+    }
+}

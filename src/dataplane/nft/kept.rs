@@ -93,7 +93,17 @@ impl Batch {
                 (key, ElemData::None)
             })
             .collect();
-        let timing: Vec<Timing> = kept.iter().map(|k| (k.timeout_ms, k.expires_ms)).collect();
+        // What is left never exceeds the timeout (a set whose default was lowered since).
+        let timing: Vec<Timing> = kept
+            .iter()
+            .map(|k| {
+                let left = k.expires_ms.map(|x| match k.timeout_ms {
+                    0 => x,
+                    t => x.min(t),
+                });
+                (k.timeout_ms, left)
+            })
+            .collect();
         compile::set_named(t, &set.name, None)?;
         self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, Some(&timing)), Op::Add))
     }
