@@ -225,3 +225,23 @@ netns_test! {
         assert!(nft.table_exists(&t).unwrap());
     }
 }
+
+netns_test! {
+    fn a_lowered_size_keeps_the_longest_lived_elements_others_added_and_the_configs() {
+        let _t = lan_wan();
+        let mut d = Driver::policy();
+        let sized = |n: u32| dynamic_home().replace("size = 1000", &format!("size = {n}"));
+        d.sync(&sized(4)).unwrap();
+        ban("198.51.100.1", "5m");
+        ban("198.51.100.2", "50m");
+        ban("198.51.100.3", "20m");
+        let r = d.sync(&sized(2)).unwrap();
+        assert!(r.summary.contains("table written"), "{r:?}");
+        let set = blocklist();
+        assert!(set.contains("size 2"), "{set}");
+        assert!(set.contains("203.0.113.0/24"), "{set}");
+        assert!(set.contains("198.51.100.2 timeout 50m"), "{set}");
+        assert!(!set.contains("198.51.100.1 "), "{set}");
+        assert!(!set.contains("198.51.100.3 "), "{set}");
+    }
+}

@@ -66,9 +66,20 @@ pub fn read(nft: &mut Nft, t: &TableRef, desired: &Program) -> Result<Kept, NftE
             .into_iter()
             .map(|e| e.with_default_timeout(default))
             .collect();
-        let foreign = foreign(have, &want);
+        let mut foreign = foreign(have, &want);
+        if let Some(size) = set.size {
+            // A `size` lowered below what the set holds: the set would be refused whole
+            // (with the config's elements); the others' shortest-lived elements go first.
+            let room = (size as usize).saturating_sub(set.elements.len());
+            foreign.sort_by_key(|(s, _)| std::cmp::Reverse(s.expires_ms.unwrap_or(u64::MAX)));
+            foreign.truncate(room);
+        }
         if !foreign.is_empty() {
-            out.elements.insert(set.name.clone(), foreign);
+            let flat = foreign
+                .into_iter()
+                .flat_map(|(s, e)| [Some(s), e])
+                .flatten();
+            out.elements.insert(set.name.clone(), flat.collect());
         }
     }
     Ok(out)
@@ -96,9 +107,9 @@ fn intervals<T>(mut elems: Vec<T>, key: impl Fn(&T) -> (&[u8], bool)) -> Vec<Int
     out
 }
 
-/// The kernel's elements (`have`) that are neither the config's (`want`) nor overlap one of
+/// The kernel's intervals (`have`) that are neither the config's (`want`) nor overlap one of
 /// them.
-fn foreign(have: Vec<KeptElem>, want: &[ElemInfo]) -> Vec<KeptElem> {
+fn foreign(have: Vec<KeptElem>, want: &[ElemInfo]) -> Vec<Interval<KeptElem>> {
     let want = intervals(want.to_vec(), |e| (&e.key, e.interval_end));
     let bounds = |(s, e): &Interval<ElemInfo>| (s.key.clone(), e.as_ref().map(|e| e.key.clone()));
     let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = want.iter().map(bounds).collect();
@@ -110,8 +121,7 @@ fn foreign(have: Vec<KeptElem>, want: &[ElemInfo]) -> Vec<KeptElem> {
             e.is_none_or(|e| ws < e) && we.as_ref().is_none_or(|we| s < we)
         });
         if !overlaps {
-            out.push(start);
-            out.extend(end);
+            out.push((start, end));
         }
     }
     out
@@ -159,11 +169,11 @@ mod tests {
             kept(9, false),
             kept(10, true),
         ];
-        let keys: Vec<(u8, bool)> = foreign(have, &want)
+        let keys: Vec<(u8, Option<u8>)> = foreign(have, &want)
             .iter()
-            .map(|k| (k.elem.key[3], k.elem.interval_end))
+            .map(|(s, e)| (s.elem.key[3], e.as_ref().map(|e| e.elem.key[3])))
             .collect();
-        assert_eq!(keys, [(2, false), (3, true), (20, false), (21, true)]);
+        assert_eq!(keys, [(2, Some(3)), (20, Some(21))]);
     }
 
     #[test]
