@@ -19,18 +19,22 @@ use toml::de::{DeTable, DeValue};
 use super::diag::Diagnostics;
 use super::doc::{Doc, Value, de, de_each};
 
+mod helpers;
 mod matches;
 mod model;
 mod port_forward;
 mod raw;
 mod rules;
+mod sets;
 mod zones;
 
+pub use helpers::{KNOWN_HELPERS, helper_ports};
 pub use model::*;
 use port_forward::validate_port_forward;
 use raw::*;
 use rules::{parse_action, validate_rule};
-use zones::{validate_set, validate_zone, zone_ref};
+use sets::validate_set;
+use zones::{validate_zone, zone_ref};
 
 const KEYS: &[&str] = &[
     "input",
@@ -42,6 +46,7 @@ const KEYS: &[&str] = &[
     "rule",
     "port_forward",
     "forward_foreign_dnat",
+    "helpers",
 ];
 
 /// Validates `[policy]`; `None` when the section is absent (no firewall table at all).
@@ -64,9 +69,13 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         forwards: Vec::new(),
         port_forwards: Vec::new(),
         forward_foreign_dnat: false,
+        helpers: Vec::new(),
     };
     let forward_is_verdict = defaults(table, &mut cfg, diags);
     unknown_keys(table, diags);
+    if let Some(v) = table.get("helpers") {
+        cfg.helpers = helpers::declared(v, diags);
+    }
     zones_and_sets(table, &mut cfg, diags);
     let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
     if let Some(v) = table.get("rule") {
@@ -143,7 +152,7 @@ fn unknown_keys(table: &DeTable<'_>, diags: &mut Diagnostics) {
 fn zones_and_sets(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
     if let Some(v) = table.get("zone") {
         for (name, name_span, value) in subtables(v, "policy.zone", diags) {
-            if let Some(z) = validate_zone(&name, name_span, value, diags) {
+            if let Some(z) = validate_zone((&name, name_span), value, &cfg.helpers, diags) {
                 cfg.zones.insert(name, z);
             }
         }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 use ipnet::IpNet;
 
@@ -47,6 +48,9 @@ pub struct Zone {
     /// SNAT traffic leaving through this zone to these addresses (`snat`), at most one per
     /// IP version; a version with an address here is not masqueraded.
     pub snat: Vec<IpAddr>,
+    /// Conntrack helpers (names of `[policy] helpers`) attached to new connections from this
+    /// zone on the helpers' ports.
+    pub helpers: Vec<String>,
 }
 
 impl Zone {
@@ -69,6 +73,14 @@ pub struct NamedSet {
     pub family: SetFamily,
     /// Addresses and prefixes, as written.
     pub elements: Vec<IpNet>,
+    /// `dynamic = true`: other programs (fail2ban, CrowdSec, dnsmasq's nftset) add elements
+    /// too, which are kept; only the config's elements are edgenetd's to add and delete.
+    pub dynamic: bool,
+    /// `timeout`: how long an element others add without a timeout of their own lives
+    /// (dynamic sets only; the config's elements never expire).
+    pub timeout: Option<Duration>,
+    /// `size`: the most elements the kernel takes (dynamic sets only).
+    pub size: Option<u32>,
 }
 
 /// Where a rule's traffic comes from.
@@ -252,4 +264,18 @@ pub struct PolicyConfig {
     /// The forward chain admits connections DNATed by other tables too (by default only
     /// those edgenetd DNATed, which carry its conntrack mark bit).
     pub forward_foreign_dnat: bool,
+    /// Declared conntrack helpers (`[policy] helpers`), by config name (see
+    /// [`KNOWN_HELPERS`](super::KNOWN_HELPERS)).
+    pub helpers: Vec<String>,
+}
+
+/// One kernel conntrack helper and the traffic it follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HelperPort {
+    /// The kernel's name of the helper (`ftp`, `Q.931`).
+    pub kernel: &'static str,
+    /// TCP or UDP.
+    pub protocol: Protocol,
+    /// The server port of the connections it follows.
+    pub port: u16,
 }

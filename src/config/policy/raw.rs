@@ -19,6 +19,8 @@ pub(super) struct RawZone {
     #[serde(default)]
     pub(super) log_drops: bool,
     pub(super) snat: Option<Spanned<RawFrom>>,
+    #[serde(default)]
+    pub(super) helpers: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -28,6 +30,10 @@ pub(super) struct RawSet {
     pub(super) kind: Spanned<String>,
     #[serde(default)]
     pub(super) elements: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) dynamic: bool,
+    pub(super) timeout: Option<Spanned<String>>,
+    pub(super) size: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

@@ -1,4 +1,4 @@
-//! `[policy.zone.*]` and `[policy.set.*]` entries.
+//! `[policy.zone.*]` entries (and the zone references of rules and forwards).
 
 use std::ops::Range;
 
@@ -22,9 +22,9 @@ pub(super) fn valid_name(name: &str) -> bool {
 }
 
 pub(super) fn validate_zone(
-    name: &str,
-    span: Range<usize>,
+    (name, span): (&str, Range<usize>),
     v: &Value<'_>,
+    declared_helpers: &[String],
     diags: &mut Diagnostics,
 ) -> Option<Zone> {
     if !valid_name(name) || name == "self" {
@@ -51,6 +51,7 @@ pub(super) fn validate_zone(
         }
     }
     let networks = prefixes(&raw.networks, diags);
+    let helpers = super::helpers::of_zone(&raw.helpers, declared_helpers, diags);
     if raw.interfaces.is_empty() && raw.networks.is_empty() {
         diags.error(
             span,
@@ -68,6 +69,7 @@ pub(super) fn validate_zone(
         mtu_fix: raw.mtu_fix,
         log_drops: raw.log_drops,
         snat,
+        helpers,
     })
 }
 
@@ -121,64 +123,6 @@ pub(super) fn prefixes(items: &[Spanned<String>], diags: &mut Diagnostics) -> Ve
         }
     }
     out
-}
-
-pub(super) fn validate_set(
-    name: &str,
-    span: Range<usize>,
-    v: &Value<'_>,
-    diags: &mut Diagnostics,
-) -> Option<NamedSet> {
-    if !valid_name(name) {
-        diags.error(
-            span,
-            format!("invalid set name `{name}`: expected a letter, then letters, digits, `_` or `-` (up to 32)"),
-        );
-    }
-    let raw: RawSet = de(v, diags)?;
-    let family = match raw.kind.get_ref().as_str() {
-        "ipv4" => SetFamily::Ipv4,
-        "ipv6" => SetFamily::Ipv6,
-        other => {
-            diags.error(
-                raw.kind.span(),
-                format!("invalid set type `{other}`: expected \"ipv4\" or \"ipv6\""),
-            );
-            return None;
-        }
-    };
-    let mut elements = Vec::with_capacity(raw.elements.len());
-    for e in &raw.elements {
-        match parse_prefix(e.get_ref()) {
-            Ok(n)
-                if matches!(
-                    (family, n),
-                    (SetFamily::Ipv4, IpNet::V4(_)) | (SetFamily::Ipv6, IpNet::V6(_))
-                ) =>
-            {
-                elements.push(n)
-            }
-            Ok(_) => diags.error(
-                e.span(),
-                format!(
-                    "element `{}` is not an {} address or prefix, but set `{name}` has type \"{}\"",
-                    e.get_ref(),
-                    if family == SetFamily::Ipv4 {
-                        "IPv4"
-                    } else {
-                        "IPv6"
-                    },
-                    raw.kind.get_ref()
-                ),
-            ),
-            Err(msg) => diags.error(e.span(), msg),
-        }
-    }
-    Some(NamedSet {
-        name: name.to_string(),
-        family,
-        elements,
-    })
 }
 
 /// A zone used by a rule or forward: it must be defined.

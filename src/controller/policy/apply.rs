@@ -7,6 +7,7 @@
 //!   (fail closed, see [`super::program`]) until the kernel accepts, and the sync reports
 //!   every refused group.
 //! - When only named sets' elements changed, one batch adds and deletes just those elements.
+//! - Elements other programs added to dynamic sets survive both (see `kept.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -18,9 +19,14 @@ use crate::dataplane::nft::{
 use crate::sync::SyncError;
 
 use super::adopt::tag;
+use super::kept::{self, Kept};
 use super::observe::{Applied, take_baseline};
 use super::plan::element_deltas;
 use super::program::Program;
+
+/// How often a full write reads the dynamic sets again when commits by others keep racing
+/// it, before it gives up for this sync.
+const MAX_RESTARTS: u32 = 5;
 
 /// Executes `batch` and records its generation as this process's own.
 fn commit(nft: &mut Nft, watch: &GenerationWatch, batch: Batch) -> Result<Commit, NftError> {
@@ -83,11 +89,21 @@ pub fn full_write(
 ) -> Result<(Applied, u64, SyncError), SyncError> {
     let mut failed: BTreeSet<u32> = BTreeSet::new();
     let mut failures = SyncError::default();
+    let read_kept = |nft: &mut Nft| {
+        kept::read(nft, t, desired).map_err(|e| SyncError::whole("nftables listing", e))
+    };
+    let mut kept = read_kept(nft)?;
+    let mut restarts = 0;
     loop {
-        let Some(batch) = table_batch(desired, &mut failed, &mut failures)? else {
+        let Some(batch) = table_batch(desired, &kept, &mut failed, &mut failures)? else {
             continue;
         };
         match commit(nft, watch, batch) {
+            // Somebody committed after the dynamic sets were read: read them again.
+            Err(e) if e.is_restart() && restarts < MAX_RESTARTS => {
+                restarts += 1;
+                kept = read_kept(nft)?;
+            }
             Ok(done) => {
                 let applied = after_full_write(nft, t, desired, failed, done.generation);
                 return Ok((applied, done.messages as u64, failures));
@@ -123,11 +139,14 @@ fn whole_table(t: &TableRef, e: NftError) -> SyncError {
 /// not even be encoded (it is added to `failed`: build again).
 fn table_batch(
     desired: &Program,
+    kept: &Kept,
     failed: &mut BTreeSet<u32>,
     failures: &mut SyncError,
 ) -> Result<Option<Batch>, SyncError> {
     let (table, rule_groups, set_groups) = desired.without(failed);
-    let mut batch = Batch::new();
+    let mut batch = kept
+        .generation
+        .map_or_else(Batch::new, Batch::at_generation);
     batch.tag(0);
     let tref = TableRef::from(&table);
     batch.table(&tref, Op::Add);
@@ -139,7 +158,7 @@ fn table_batch(
     let unbuildable = add_objects(
         &mut batch,
         &tref,
-        &table,
+        (desired, &table, kept),
         (&rule_groups, &set_groups),
         |g, e| {
             failures.push(format!("policy {}", group_label(desired, g)), e);
@@ -152,20 +171,33 @@ fn table_batch(
     Ok((!unbuildable).then_some(batch))
 }
 
-/// Adds the table's sets and rules, each after its group's tag; `on_error` gets each group
-/// that cannot be encoded. True when one could not.
+/// Adds the table's sets (with the elements others added to its dynamic sets, `kept`) and
+/// rules, each after its group's tag; `on_error` gets each group that cannot be encoded.
+/// True when one could not.
 fn add_objects(
     batch: &mut Batch,
     tref: &TableRef,
-    table: &Table,
+    (desired, table, kept): (&Program, &Table, &Kept),
     (rule_groups, set_groups): (&[u32], &[u32]),
     mut on_error: impl FnMut(u32, crate::dataplane::nft::CompileError),
 ) -> bool {
     let mut unbuildable = false;
     for (set, g) in table.sets.iter().zip(set_groups) {
         batch.tag(*g);
-        if let Err(e) = batch.add_set(tref, set) {
+        let mut r = batch.add_set(tref, set);
+        if let (Ok(()), Some(k)) = (&r, kept.elements.get(&set.name)) {
+            r = batch.add_kept_elements(tref, set, k);
+        }
+        if let Err(e) = r {
             on_error(*g, e);
+            unbuildable = true;
+        }
+    }
+    for h in &table.ct_helpers {
+        let g = desired.helper_group(&h.name);
+        batch.tag(g);
+        if let Err(e) = batch.add_ct_helper(tref, h) {
+            on_error(g, e);
             unbuildable = true;
         }
     }

@@ -14,7 +14,8 @@
 //! Extras: [`program`] (the table that enforces a policy, with rule groups) and `matches`.
 //!
 //! A full write replaces the table atomically (so a reload never leaves a moment without
-//! rules and established connections survive it), a change of named-set elements only is
+//! rules and established connections survive it; elements other programs added to dynamic
+//! sets are put back in the same batch, see `kept.rs`), a change of named-set elements only is
 //! written as an element delta, a sync with nothing to do writes nothing, and drift (someone
 //! edited or deleted the table) is repaired and counted in
 //! `edgenetd_policy_drift_repairs_total`. Rule groups the kernel refuses are left out, fail
@@ -31,6 +32,7 @@
 pub mod addresses;
 pub mod adopt;
 pub mod apply;
+mod kept;
 mod matches;
 pub mod model;
 pub mod observe;

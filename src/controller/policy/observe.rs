@@ -3,7 +3,8 @@
 //!
 //! The check lists the table (rules with fingerprints, chains, sets) and compares it with the
 //! listing taken right after our last full write, and compares each named set's elements with
-//! the desired ones; any difference is drift.
+//! the desired ones; any difference is drift, except elements other programs added to a
+//! dynamic set (only the config's elements missing from one is).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use crate::dataplane::nft::{
     ChainInfo, ElemInfo, Nft, NftError, RuleInfo, SetInfo, TableRef, raw_elements,
 };
 
-use super::program::Program;
+use super::program::{Program, keeps_foreign_elements};
 
 /// What the kernel held right after a full write (minus counters), to spot edits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,9 +110,25 @@ fn elements_drifted(nft: &mut Nft, applied: &mut Applied, t: &TableRef) -> Resul
         .iter()
         .zip(&applied.program.set_groups);
     for ((set, g), want) in sets.zip(want) {
-        if !applied.failed.contains(g) && nft.list_elements(t, &set.name)? != *want {
+        if applied.failed.contains(g) {
+            continue;
+        }
+        let have = nft.list_elements(t, &set.name)?;
+        let drifted = if keeps_foreign_elements(set) {
+            // Others' elements are no drift; the config's missing ones are.
+            !is_sorted_subset(want, &have)
+        } else {
+            have != *want
+        };
+        if drifted {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// True when every element of `small` is in `big` (both sorted).
+fn is_sorted_subset(small: &[ElemInfo], big: &[ElemInfo]) -> bool {
+    let mut big = big.iter();
+    small.iter().all(|s| big.any(|b| b == s))
 }

@@ -25,13 +25,16 @@
 //!   IPv6 through zones with `masquerade6 = true`; SNAT of zones with `snat`.
 //! - `mangle_prerouting` (filter, priority -150; only when a rule has `set_mark`): the
 //!   marks, set before the routing decision so route rules can match them.
+//! - `helpers` (filter prerouting, priority 0; only with `[policy] helpers`): `ct helper set`
+//!   for new connections from the zones that ask for a helper, on its port (see
+//!   `program/helpers.rs`).
 //!
 //! # Rule groups
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
 //! named set, `[[policy.rule]]` (and its marking), `[[policy.forward]]`,
-//! `[[policy.port_forward]]`, zone masquerade, zone SNAT, MSS clamping and drop log is a
-//! group of its own: the kernel rules it produces
+//! `[[policy.port_forward]]`, zone masquerade, zone SNAT, MSS clamping, drop log and
+//! conntrack helper is a group of its own: the kernel rules it produces
 //! carry its tag, so a group the kernel refuses can be left out on its own
 //! ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
 //! *drop/reject* group is replaced by a barrier that drops everything reaching its place, so
@@ -51,10 +54,12 @@ use super::matches::{
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 
+mod helpers;
 mod marks;
 mod pods;
 mod port_forward;
 mod snat;
+pub use helpers::HELPERS;
 pub use marks::MANGLE_PREROUTING;
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
 
@@ -76,6 +81,8 @@ pub struct Program {
     pub rule_groups: Vec<u32>,
     /// Group of each set of `table.sets`.
     pub set_groups: Vec<u32>,
+    /// Group of each ct helper object of `table.ct_helpers`.
+    pub helper_groups: Vec<u32>,
     /// Groups by id; 0 is the skeleton.
     pub groups: Vec<Group>,
 }
@@ -108,6 +115,8 @@ impl Program {
             && self.groups == other.groups
             && self.rule_groups == other.rule_groups
             && self.set_groups == other.set_groups
+            && self.table.ct_helpers == other.table.ct_helpers
+            && self.helper_groups == other.helper_groups
             && self.table.sets.len() == other.table.sets.len()
             && self
                 .table
@@ -129,6 +138,11 @@ impl Program {
             if !failed.contains(g) {
                 t.sets.push(set.clone());
                 set_groups.push(*g);
+            }
+        }
+        for (h, g) in self.table.ct_helpers.iter().zip(&self.helper_groups) {
+            if !failed.contains(g) {
+                t.ct_helpers.push(h.clone());
             }
         }
         let mut rule_groups = Vec::new();
@@ -155,6 +169,16 @@ impl Program {
             }
         }
         (t, rule_groups, set_groups)
+    }
+
+    /// The group of ct helper object `name` (0 when there is none).
+    pub fn helper_group(&self, name: &str) -> u32 {
+        self.table
+            .ct_helpers
+            .iter()
+            .zip(&self.helper_groups)
+            .find(|(h, _)| h.name == name)
+            .map_or(0, |(_, g)| *g)
     }
 
     /// Number of kernel rules.
@@ -242,6 +266,13 @@ fn policy_of(a: Action) -> ChainPolicy {
 /// A named set: a hash set while every element is a single address (constant-time
 /// lookups, cheaper commits), an interval set once any element is a prefix. Changing between
 /// the two rewrites the table (atomically) instead of updating elements.
+///
+/// A dynamic set is always an interval set with timeouts (`flags interval,timeout`): others
+/// add addresses and ranges (CrowdSec does), with timeouts of their own (fail2ban's ban
+/// time), and its definition never changes with the config's elements, so no config edit
+/// turns it into a type the elements others added no longer fit. It is not `flags dynamic`:
+/// that asks for a packet-path-updatable hash, which can hold no prefix, and no rule of
+/// edgenetd updates the set from the packet path.
 fn named_set(s: &NamedSet) -> Set {
     let key = match s.family {
         SetFamily::Ipv4 => DataType::Ipv4Addr,
@@ -249,7 +280,11 @@ fn named_set(s: &NamedSet) -> Set {
     };
     let mut set = Set::new(s.name.clone(), KeyType::single(key));
     let nets = normalize_prefixes(s.elements.iter().copied());
-    set.interval = nets.iter().any(|n| n.prefix_len() < n.max_prefix_len());
+    set.interval = s.dynamic || nets.iter().any(|n| n.prefix_len() < n.max_prefix_len());
+    if s.dynamic {
+        set.timeout = Some(s.timeout.map_or(0, |t| t.as_millis() as u64));
+        set.size = s.size;
+    }
     set.elements = nets
         .into_iter()
         .map(|n| {
@@ -274,11 +309,19 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.forwards == b.forwards
         && a.port_forwards == b.port_forwards
         && a.forward_foreign_dnat == b.forward_foreign_dnat
+        && a.helpers == b.helpers
         && a.sets.len() == b.sets.len()
-        && a.sets
-            .iter()
-            .zip(&b.sets)
-            .all(|((n, x), (m, y))| n == m && x.family == y.family)
+        && a.sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
+            n == m
+                && x.family == y.family
+                && (x.dynamic, x.timeout, x.size) == (y.dynamic, y.timeout, y.size)
+        })
+}
+
+/// True when `set` (of a policy program) is a dynamic set: other programs add elements to it,
+/// which a sync keeps. Only dynamic sets have timeouts.
+pub fn keeps_foreign_elements(set: &Set) -> bool {
+    set.timeout.is_some()
 }
 
 /// `p` (planned from `old`) with the named sets whose elements changed in `new` rebuilt:
@@ -309,6 +352,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
             table: Table::new(Family::Inet, table_name),
             rule_groups: Vec::new(),
             set_groups: Vec::new(),
+            helper_groups: Vec::new(),
             groups: vec![Group {
                 label: "base".into(),
                 deny: false,
@@ -318,6 +362,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     };
     b.p.table.chains = base_chains(cfg);
     b.named_sets(cfg);
+    b.ct_helpers(cfg);
     b.mtu_fixes(cfg);
     b.always_present();
     b.set_marks(cfg);

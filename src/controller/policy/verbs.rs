@@ -14,7 +14,7 @@ use crate::config::{DaemonSettings, DesiredState};
 use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, render};
 
 use super::addresses::{self, RouterAddresses};
-use super::program::{self, Program};
+use super::program::{self, Program, keeps_foreign_elements};
 use super::{apply, table_ref};
 
 /// Errors of `plan` and `cleanup`.
@@ -177,11 +177,23 @@ fn set_lines(out: &mut String, nft: &mut Nft, t: &TableRef, p: &Program) -> Resu
         let want = raw_elements(s, &s.elements)?;
         let have = nft.list_elements(t, &s.name)?;
         let add = want.iter().filter(|e| !have.contains(e)).count();
-        let del = have.iter().filter(|e| !want.contains(e)).count();
+        let other = have.iter().filter(|e| !want.contains(e)).count();
+        let (del, kept) = if keeps_foreign_elements(s) {
+            (0, other)
+        } else {
+            (other, 0)
+        };
         if add + del > 0 {
             let _ = writeln!(
                 out,
                 "#   ~ set {}: {add} kernel elements to add, {del} to delete",
+                s.name
+            );
+        }
+        if kept > 0 {
+            let _ = writeln!(
+                out,
+                "#   = set {}: {kept} kernel elements added by other programs (kept)",
                 s.name
             );
         }

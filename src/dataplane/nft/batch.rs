@@ -86,6 +86,25 @@ impl Batch {
         b
     }
 
+    /// An empty transaction the kernel applies only while the ruleset generation is still
+    /// `generation` (else it refuses all of it, [`super::NftError::is_restart`]): for a
+    /// batch built from a listing, which a commit in between would make stale.
+    pub fn at_generation(generation: u32) -> Batch {
+        let mut b = Batch {
+            buf: BatchBuf::new(),
+            first_seq: 1,
+            next_seq: 1,
+            msgs: Vec::new(),
+            tag: 0,
+            next_set_id: 1,
+            finalized: false,
+            error: None,
+        };
+        b.buf.begin_at_generation(b.next_seq, generation);
+        b.record(TAG_BATCH, "batch begin (at a generation)".into());
+        b
+    }
+
     /// Tags the messages added from now on; a refusal reports the tag of its message.
     pub fn tag(&mut self, tag: u32) {
         self.tag = tag;
@@ -158,7 +177,7 @@ impl Batch {
     /// Runs `f`; if it fails after writing messages, the batch keeps the error (the
     /// written part must not be sent alone). An error a method inside `f` kept (one that
     /// returns nothing, like [`Batch::table`]) is returned too.
-    fn atomic<R>(
+    pub(super) fn atomic<R>(
         &mut self,
         f: impl FnOnce(&mut Self) -> Result<R, CompileError>,
     ) -> Result<R, CompileError> {
@@ -254,11 +273,26 @@ impl Batch {
             for set in &table.sets {
                 b.add_set(&t, set)?;
             }
+            for h in &table.ct_helpers {
+                b.add_ct_helper(&t, h)?;
+            }
             for rule in &table.rules {
                 b.add_rule(&t, rule)?;
             }
             Ok(())
         })
+    }
+
+    /// `add ct helper`: a `ct helper` object (before the rules that assign it).
+    pub fn add_ct_helper(&mut self, t: &TableRef, h: &CtHelper) -> Result<(), CompileError> {
+        let o = compile::ct_helper(t, h)?;
+        self.message(
+            format!("add ct helper {}", h.name),
+            libc::NFT_MSG_NEWOBJ,
+            t.family,
+            libc::NLM_F_CREATE,
+            &o,
+        )
     }
 
     // ------------------------------------------------------------------ chains
@@ -406,7 +440,7 @@ impl Batch {
         let raw = kernel_elements(set, elements, op)?;
         // Checked before writing: the set's name is the one thing left that can fail.
         compile::set_named(t, &set.name, None)?;
-        self.atomic(|b| b.write_elements(t, set, &set.name, None, &raw, op))
+        self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, None), op))
     }
 
     /// Writes a prepared set: its definition (for adds) and its elements.
@@ -425,30 +459,36 @@ impl Batch {
             libc::NLM_F_CREATE,
             &p.definition,
         )?;
-        self.write_elements(t, set, &p.name, p.id, &p.elements, op)
+        self.write_elements(t, set, (&p.name, p.id), (&p.elements, None), op)
     }
 
     /// Writes `raw` elements of set `name` (or batch-local `id`) in messages of at most
-    /// [`ELEMS_PER_MSG`] elements.
-    fn write_elements(
+    /// [`ELEMS_PER_MSG`] elements. Added to a set with timeouts, each element gets its
+    /// `timing` (timeout, expiry left), or else timeout 0: it never expires (the set's own
+    /// elements outlive the default timeout meant for others').
+    pub(super) fn write_elements(
         &mut self,
         t: &TableRef,
         set: &Set,
-        name: &str,
-        id: Option<u32>,
-        raw: &[(RawKey, ElemData)],
+        (name, id): (&str, Option<u32>),
+        (raw, timing): (&[(RawKey, ElemData)], Option<&[Timing]>),
         op: Op,
     ) -> Result<(), CompileError> {
         let (msg, flags, verb) = match op {
             Op::Add => (libc::NFT_MSG_NEWSETELEM, libc::NLM_F_CREATE, "add"),
             Op::Delete => (libc::NFT_MSG_DELSETELEM, 0, "delete"),
         };
-        let mut rest = raw;
-        while !rest.is_empty() {
+        let timed = op == Op::Add && set.timeout.is_some();
+        let mut done = 0;
+        while done < raw.len() {
             let mut s = compile::set_named(t, name, id)?;
             let mut n = 0;
-            for (k, d) in rest.iter().take(ELEMS_PER_MSG) {
-                let e = compile::elem(k, d)?;
+            for (k, d) in raw[done..].iter().take(ELEMS_PER_MSG) {
+                let mut e = compile::elem(k, d)?;
+                if timed && !k.interval_end {
+                    let (timeout, expires) = timing.map_or((0, None), |t| t[done + n]);
+                    compile::elem_timing(&mut e, timeout, expires);
+                }
                 if n > 0 && !s.fits_elem(&e) {
                     break;
                 }
@@ -462,11 +502,14 @@ impl Batch {
                 flags,
                 &Elems(s),
             )?;
-            rest = &rest[n..];
+            done += n;
         }
         Ok(())
     }
 }
+
+/// An element's timeout and the expiry it has left, in milliseconds.
+pub(super) type Timing = (u64, Option<u64>);
 
 /// A set checked and compiled before any of its messages is written.
 struct PreparedSet {

@@ -7,7 +7,9 @@ use nftnl::nftnl_sys::{self as sys, libc};
 use super::encode::RawKey;
 use super::error::CompileError;
 use super::expr;
-use super::ffi::attr::{chain as chain_attr, elem, rule as rule_attr, set as set_attr, table};
+use super::ffi::attr::{
+    chain as chain_attr, elem, object, rule as rule_attr, set as set_attr, table,
+};
 use super::ffi::{self, Udata, with_cstr};
 use super::ir::*;
 use super::table_ref::TableRef;
@@ -30,6 +32,18 @@ pub(crate) fn table(t: &TableRef) -> Result<ffi::Table, CompileError> {
     let mut o = ffi::Table::new();
     o.set_str(table::NAME, &t.name)?
         .set_u32(table::FAMILY, family_u32(t.family));
+    Ok(o)
+}
+
+/// A `ct helper` object.
+pub(crate) fn ct_helper(t: &TableRef, h: &CtHelper) -> Result<ffi::Object, CompileError> {
+    let mut o = ffi::Object::new();
+    o.set_str(object::TABLE, &t.name)?
+        .set_str(object::NAME, &h.name)?
+        .set_u32(object::FAMILY, family_u32(t.family))
+        .set_u32(object::TYPE, expr::OBJECT_CT_HELPER);
+    o.set_str(object::CT_HELPER_NAME, &h.helper)?
+        .set_u8(object::CT_HELPER_L4PROTO, h.protocol);
     Ok(o)
 }
 
@@ -148,6 +162,15 @@ pub(crate) fn set_definition(
         flags |= SET_TIMEOUT | SET_EVAL;
         s.set_u32(set_attr::DESC_SIZE, size);
     }
+    if let Some(ms) = set.timeout {
+        flags |= SET_TIMEOUT;
+        if ms > 0 {
+            s.set_u64(set_attr::TIMEOUT, ms);
+        }
+    }
+    if let Some(size) = set.size {
+        s.set_u32(set_attr::DESC_SIZE, size);
+    }
     set_byteorder_udata(&mut s, set);
     s.set_u32(set_attr::FLAGS, flags)
         .set_u32(set_attr::KEY_TYPE, set.key.id())
@@ -184,6 +207,15 @@ pub(crate) fn elem(k: &RawKey, d: &ElemData) -> Result<ffi::Elem, CompileError> 
         }
     }
     Ok(e)
+}
+
+/// Sets an element's timeout (0: never expires, even in a set with a default timeout) and,
+/// when given, the expiry it has left.
+pub(crate) fn elem_timing(e: &mut ffi::Elem, timeout_ms: u64, expires_ms: Option<u64>) {
+    e.set_u64(elem::TIMEOUT, timeout_ms);
+    if let Some(x) = expires_ms {
+        e.set_u64(elem::EXPIRATION, x);
+    }
 }
 
 /// nft (the CLI) reads the key's byte order from the set's user data to print host-order

@@ -68,6 +68,14 @@ fn join(f: &[MessageFailure]) -> String {
 }
 
 impl NftError {
+    /// True when the kernel refused a batch built with [`super::Batch::at_generation`]
+    /// because somebody committed since (`ERESTART`): read again and rebuild it.
+    pub fn is_restart(&self) -> bool {
+        self.failures()
+            .iter()
+            .any(|f| f.errno == nftnl::nftnl_sys::libc::ERESTART)
+    }
+
     /// The refused messages, when the kernel rejected a batch.
     pub fn failures(&self) -> &[MessageFailure] {
         match self {

@@ -207,6 +207,16 @@ pub(crate) fn log(prefix: &str) -> Result<Expr<kind::Log>, CompileError> {
     Expr::new().with_str(log::PREFIX, prefix)
 }
 
+/// `NFT_OBJECT_CT_HELPER`.
+pub(crate) const OBJECT_CT_HELPER: u32 = 3;
+
+/// `ct helper set "<name>"`: a reference to the table's ct helper object `name`.
+pub(crate) fn ct_helper_set(name: &str) -> Result<Expr<kind::Objref>, CompileError> {
+    Expr::new()
+        .with_u32(objref::IMM_TYPE, OBJECT_CT_HELPER)
+        .with_str(objref::IMM_NAME, name)
+}
+
 /// `reject type <type> code <code>` (type 1 = tcp reset needs no code; 2 = icmpx).
 pub(crate) fn reject(kind: u32, code: Option<u8>) -> Expr<kind::Reject> {
     let e = Expr::new().with_u32(reject::TYPE, kind);

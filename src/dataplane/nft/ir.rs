@@ -43,6 +43,8 @@ pub struct Table {
     pub chains: Vec<Chain>,
     /// Rules in order; each names its chain.
     pub rules: Vec<Rule>,
+    /// `ct helper` objects (created before the rules that assign them).
+    pub ct_helpers: Vec<CtHelper>,
 }
 
 impl Table {
@@ -54,6 +56,7 @@ impl Table {
             sets: Vec::new(),
             chains: Vec::new(),
             rules: Vec::new(),
+            ct_helpers: Vec::new(),
         }
     }
 
@@ -61,6 +64,19 @@ impl Table {
     pub fn set(&self, name: &str) -> Option<&Set> {
         self.sets.iter().find(|s| s.name == name)
     }
+}
+
+/// A `ct helper` object: the conntrack helper (`nf_conntrack_<type>`) that
+/// [`Stmt::CtHelperSet`] attaches to a new connection, so the helper can follow the
+/// connections it opens (an FTP data connection is then `related`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CtHelper {
+    /// The object's name in the table (`ct helper set "<name>"`).
+    pub name: String,
+    /// The kernel helper's name, e.g. `ftp`, `sip`, `Q.931`.
+    pub helper: String,
+    /// The IP protocol of the connections it helps (6 = tcp, 17 = udp).
+    pub protocol: u8,
 }
 
 /// The netfilter hook of a base chain.
@@ -376,6 +392,12 @@ pub struct Set {
     /// `flags dynamic,timeout` with `size N`: a map the packet path fills
     /// ([`Stmt::MapUpdate`]), its elements expiring; `Some(N)` bounds it to N elements.
     pub dynamic: Option<u32>,
+    /// `flags timeout`: elements may expire. `Some(0)`: only those added with a timeout of
+    /// their own; `Some(ms)`: also `timeout <ms>`, the lifetime of elements added without one.
+    /// The elements written from [`Set::elements`] never expire either way.
+    pub timeout: Option<u64>,
+    /// `size N`: the kernel takes at most N elements (`dynamic` carries its own size).
+    pub size: Option<u32>,
     /// Elements.
     pub elements: Vec<Element>,
 }
@@ -390,6 +412,8 @@ impl Set {
             interval: false,
             constant: false,
             dynamic: None,
+            timeout: None,
+            size: None,
             elements: Vec::new(),
         }
     }
@@ -409,6 +433,8 @@ impl Set {
             && self.interval == other.interval
             && self.constant == other.constant
             && self.dynamic == other.dynamic
+            && self.timeout == other.timeout
+            && self.size == other.size
     }
 }
 
@@ -723,6 +749,9 @@ pub enum Stmt {
     },
     /// `ct mark set ct mark | <bits>`: sets bits of the connection's mark, keeps the others.
     CtMarkOr(u32),
+    /// `ct helper set "<name>"`: attaches the table's ct helper object `name` to the
+    /// packet's connection (effective while the connection is new).
+    CtHelperSet(String),
     /// `tcp option maxseg size set rt mtu`: lowers the MSS option (where present) to what
     /// the route's MTU allows.
     ClampMssToRoute,

@@ -62,6 +62,10 @@ pub fn render_table(table: &Table) -> String {
         render_set(&mut out, set, slot_key_of(table, &set.name));
         out.push('\n');
     }
+    for h in &table.ct_helpers {
+        render_ct_helper(&mut out, table.family, h);
+        out.push('\n');
+    }
     for (i, chain) in table.chains.iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -87,6 +91,18 @@ pub fn render_table(table: &Table) -> String {
     }
     out.push_str("}\n");
     out
+}
+
+fn render_ct_helper(out: &mut String, family: Family, h: &CtHelper) {
+    let proto = match h.protocol {
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        p => p.to_string(),
+    };
+    let _ = writeln!(out, "\tct helper {} {{", h.name);
+    let _ = writeln!(out, "\t\ttype \"{}\" protocol {proto}", h.helper);
+    let _ = writeln!(out, "\t\tl3proto {}", family_name(family));
+    out.push_str("\t}\n");
 }
 
 fn chain_type_name(kind: ChainType) -> &'static str {
@@ -171,6 +187,16 @@ fn render_typeof(key: &Expr, data: Option<&KeyType>) -> Option<String> {
     Some(out)
 }
 
+/// A duration in nft's notation (`1h`, `90s`, `1500ms`).
+fn nft_duration(ms: u64) -> String {
+    match ms {
+        _ if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        _ if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        _ if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        _ => format!("{ms}ms"),
+    }
+}
+
 fn render_set(out: &mut String, set: &Set, slot_key: Option<&Expr>) {
     let kw = if set.data.is_some() { "map" } else { "set" };
     let _ = writeln!(out, "\t{kw} {} {{", set.name);
@@ -198,8 +224,22 @@ fn render_set(out: &mut String, set: &Set, slot_key: Option<&Expr>) {
         flags.extend(["dynamic", "timeout"]);
         let _ = writeln!(out, "\t\tsize {size}");
     }
+    if let Some(size) = set.size {
+        let _ = writeln!(out, "\t\tsize {size}");
+    }
+    if set.timeout.is_some() {
+        flags.push("timeout");
+    }
     if !flags.is_empty() {
         let _ = writeln!(out, "\t\tflags {}", flags.join(","));
+    }
+    if let Some(ms) = set.timeout.filter(|ms| *ms > 0) {
+        let _ = writeln!(out, "\t\ttimeout {}", nft_duration(ms));
+        if !set.elements.is_empty() {
+            // nft 1.0 has no words for an element that never expires in a set with a
+            // default timeout; the batch sends timeout 0.
+            out.push_str("\t\t# these elements never expire (timeout 0)\n");
+        }
     }
     if !set.elements.is_empty() {
         out.push_str("\t\telements = { ");
@@ -321,6 +361,9 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
                 "meta mark set meta mark & 0x{:08x} | 0x{value:08x}",
                 !mask
             );
+        }
+        Stmt::CtHelperSet(name) => {
+            let _ = write!(out, "ct helper set \"{name}\"");
         }
         Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {

@@ -14,11 +14,11 @@ use super::socket::Nft;
 use super::table_ref::TableRef;
 
 /// The elements of one set.
-struct Elements<'a> {
+pub(super) struct Elements<'a> {
     /// Its table.
-    table: &'a TableRef,
+    pub(super) table: &'a TableRef,
     /// Its name.
-    set: &'a str,
+    pub(super) set: &'a str,
 }
 
 impl Listing for Elements<'_> {
@@ -45,7 +45,7 @@ impl Listing for Elements<'_> {
 
 /// One element as listed: the bytes are copied out of libnftnl's element once, into the
 /// value handed over.
-fn elem_info(e: Ref<'_, kind::Elem>) -> ElemInfo {
+pub(super) fn elem_info(e: Ref<'_, kind::Elem>) -> ElemInfo {
     let flags = e.u32(elem::FLAGS).unwrap_or(0);
     let (data, chain) = match e.u32(elem::VERDICT) {
         Some(v) => (

@@ -117,8 +117,22 @@ pub(crate) mod set {
         DATA_TYPE: U32 = NFTNL_SET_DATA_TYPE, "map data type";
         DATA_LEN: U32 = NFTNL_SET_DATA_LEN, "map data length";
         DESC_SIZE: U32 = NFTNL_SET_DESC_SIZE, "set size";
+        TIMEOUT: U64 = NFTNL_SET_TIMEOUT, "set default element timeout";
         USERDATA: Blob = NFTNL_SET_USERDATA, "set user data";
         HANDLE: U64 = NFTNL_SET_HANDLE, "set handle";
+    });
+}
+
+/// Stateful object attributes (`ct helper` objects).
+pub(crate) mod object {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Object {
+        TABLE: Str = NFTNL_OBJ_TABLE, "table name";
+        NAME: Str = NFTNL_OBJ_NAME, "object name";
+        TYPE: U32 = NFTNL_OBJ_TYPE, "object type";
+        FAMILY: U32 = NFTNL_OBJ_FAMILY, "object family";
+        CT_HELPER_NAME: Str = NFTNL_OBJ_CT_HELPER_NAME, "ct helper type";
+        CT_HELPER_L4PROTO: U8 = NFTNL_OBJ_CT_HELPER_L4PROTO, "ct helper protocol";
     });
 }
 
@@ -131,6 +145,8 @@ pub(crate) mod elem {
         DATA: Data = NFTNL_SET_ELEM_DATA, "element data";
         VERDICT: U32 = NFTNL_SET_ELEM_VERDICT, "element verdict";
         CHAIN: Str = NFTNL_SET_ELEM_CHAIN, "verdict chain";
+        TIMEOUT: U64 = NFTNL_SET_ELEM_TIMEOUT, "element timeout";
+        EXPIRATION: U64 = NFTNL_SET_ELEM_EXPIRATION, "element expiration";
     });
 }
 
@@ -262,6 +278,10 @@ pub(crate) mod expr {
             FLAGS: U32 = NFTNL_EXPR_LIMIT_FLAGS;
         }
         log: Log { PREFIX: Str = NFTNL_EXPR_LOG_PREFIX; }
+        objref: Objref {
+            IMM_TYPE: U32 = NFTNL_EXPR_OBJREF_IMM_TYPE;
+            IMM_NAME: Str = NFTNL_EXPR_OBJREF_IMM_NAME;
+        }
         reject: Reject { TYPE: U32 = NFTNL_EXPR_REJECT_TYPE; CODE: U8 = NFTNL_EXPR_REJECT_CODE; }
         nat: Nat {
             TYPE: U32 = NFTNL_EXPR_NAT_TYPE;

@@ -60,6 +60,29 @@ impl BatchBuf {
         self.advance();
     }
 
+    /// Writes a batch begin message that makes the kernel refuse the whole batch with
+    /// `ERESTART` unless the ruleset is still at `generation` (`NFNL_BATCH_GENID`): nobody
+    /// committed since the caller read what the batch was built from.
+    pub(crate) fn begin_at_generation(&mut self, seq: u32, generation: u32) {
+        const NFNL_BATCH_GENID: u16 = 1;
+        const ATTR_LEN: usize = 8;
+        let buf = self.cursor();
+        // SAFETY: the cursor has room for MSG_MAX bytes; the begin message is 20 bytes and
+        // the attribute 8 more, written right after it (aligned: 20 is a multiple of 4).
+        unsafe {
+            let nlh = sys::nftnl_batch_begin(buf.cast(), seq);
+            let len = (*nlh).nlmsg_len as usize;
+            let attr = buf.add(len);
+            let mut bytes = [0u8; ATTR_LEN];
+            bytes[0..2].copy_from_slice(&(ATTR_LEN as u16).to_ne_bytes());
+            bytes[2..4].copy_from_slice(&NFNL_BATCH_GENID.to_ne_bytes());
+            bytes[4..8].copy_from_slice(&generation.to_be_bytes());
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), attr, ATTR_LEN);
+            (*nlh).nlmsg_len = (len + ATTR_LEN) as u32;
+        }
+        self.advance();
+    }
+
     /// Writes the batch end message.
     pub(crate) fn end(&mut self, seq: u32) {
         let buf = self.cursor();

@@ -41,6 +41,7 @@ pub(crate) type Rule = Obj<kind::Rule>;
 pub(crate) type Set = Obj<kind::Set>;
 /// An owned set element.
 pub(crate) type Elem = Obj<kind::Elem>;
+pub(crate) type Object = Obj<kind::Object>;
 /// An owned expression of kind `K`.
 pub(crate) type Expr<K> = Obj<K>;
 

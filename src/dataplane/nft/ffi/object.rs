@@ -26,7 +26,7 @@ pub(crate) mod kind {
     markers!(
         Table, Chain, Rule, Set, Elem, AnyExpr, Meta, Payload, Ct, Fib, Numgen, Hash, Cmp, Range,
         Bitwise, Lookup, Immediate, Counter, Limit, Log, Reject, Masq, Nat, Dynset, Rt, Byteorder,
-        Exthdr
+        Exthdr, Object, Objref
     );
 }
 
@@ -141,6 +141,32 @@ object_kind!(Set: sys::nftnl_set, OBJ_BASE, nftnl_set_alloc, nftnl_set_free,
 object_kind!(Elem: sys::nftnl_set_elem, ELEM_BASE, nftnl_set_elem_alloc, nftnl_set_elem_free,
     nftnl_set_elem_set, nftnl_set_elem_get);
 
+// libnftnl's object setter returns nothing (it cannot fail short of memory, which aborts).
+impl sealed::Sealed for kind::Object {}
+impl Kind for kind::Object {
+    type Raw = sys::nftnl_obj;
+    unsafe fn set(obj: *mut sys::nftnl_obj, attr: u16, data: *const c_void, len: u32) -> c_int {
+        // SAFETY: the caller upholds `Kind::set`'s contract.
+        unsafe { sys::nftnl_obj_set_data(obj, attr, data, len) };
+        0
+    }
+    unsafe fn get(obj: *const sys::nftnl_obj, attr: u16, len: &mut u32) -> *const c_void {
+        // SAFETY: the caller upholds `Kind::get`'s contract; the getter only reads.
+        unsafe { sys::nftnl_obj_get_data(obj as _, attr, len) }
+    }
+}
+impl Owned for kind::Object {
+    const BASE: usize = OBJ_BASE;
+    fn alloc() -> NonNull<sys::nftnl_obj> {
+        // SAFETY: allocation takes no input.
+        nonnull(unsafe { sys::nftnl_obj_alloc() })
+    }
+    unsafe fn free(obj: *mut sys::nftnl_obj) {
+        // SAFETY: the caller owns `obj` and gives it up.
+        unsafe { sys::nftnl_obj_free(obj as _) }
+    }
+}
+
 macro_rules! parse_build {
     ($kind:ident: $raw:ty, $parse:ident, $build:ident) => {
         impl Parse for kind::$kind {
@@ -162,6 +188,7 @@ parse_build!(Table: sys::nftnl_table, nftnl_table_nlmsg_parse, nftnl_table_nlmsg
 parse_build!(Chain: sys::nftnl_chain, nftnl_chain_nlmsg_parse, nftnl_chain_nlmsg_build_payload);
 parse_build!(Rule: sys::nftnl_rule, nftnl_rule_nlmsg_parse, nftnl_rule_nlmsg_build_payload);
 parse_build!(Set: sys::nftnl_set, nftnl_set_nlmsg_parse, nftnl_set_nlmsg_build_payload);
+parse_build!(Object: sys::nftnl_obj, nftnl_obj_nlmsg_parse, nftnl_obj_nlmsg_build_payload);
 
 impl sealed::Sealed for kind::AnyExpr {}
 impl Kind for kind::AnyExpr {
@@ -230,6 +257,7 @@ expr_kind!(
     Rt = c"rt",
     Byteorder = c"byteorder",
     Exthdr = c"exthdr",
+    Objref = c"objref",
 );
 
 // Serialized size allowances (netlink attribute headers are 4 bytes, values padded to 4).

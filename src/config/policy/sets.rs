@@ -1,0 +1,158 @@
+//! `[policy.set.*]` entries: named address sets, static or `dynamic` (shared with other
+//! programs that add elements of their own).
+
+use std::ops::Range;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use toml::Spanned;
+
+use super::super::diag::Diagnostics;
+use super::super::doc::{Value, de};
+use super::super::duration::parse_duration;
+use super::super::net::parse_prefix;
+use super::model::*;
+use super::raw::*;
+use super::zones::valid_name;
+
+/// The longest element timeout taken: longer ones are more likely a typo than a wish, and
+/// the kernel's timer arithmetic stays far from its limits.
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The largest `size`: the kernel counts elements in a u32, and a million addresses is far
+/// beyond any blocklist an edge router holds.
+const MAX_SIZE: i64 = 16_777_216;
+
+pub(super) fn validate_set(
+    name: &str,
+    span: Range<usize>,
+    v: &Value<'_>,
+    diags: &mut Diagnostics,
+) -> Option<NamedSet> {
+    if !valid_name(name) {
+        diags.error(
+            span,
+            format!("invalid set name `{name}`: expected a letter, then letters, digits, `_` or `-` (up to 32)"),
+        );
+    }
+    let raw: RawSet = de(v, diags)?;
+    let family = match raw.kind.get_ref().as_str() {
+        "ipv4" => SetFamily::Ipv4,
+        "ipv6" => SetFamily::Ipv6,
+        other => {
+            diags.error(
+                raw.kind.span(),
+                format!("invalid set type `{other}`: expected \"ipv4\" or \"ipv6\""),
+            );
+            return None;
+        }
+    };
+    let elements = elements(name, &raw, family, diags);
+    let timeout = raw
+        .timeout
+        .as_ref()
+        .and_then(|t| dynamic_only(t, "timeout", raw.dynamic, diags))
+        .and_then(|t| timeout(t, diags));
+    let size = raw
+        .size
+        .as_ref()
+        .and_then(|s| dynamic_only(s, "size", raw.dynamic, diags))
+        .and_then(|s| size(s, elements.len(), diags));
+    Some(NamedSet {
+        name: name.to_string(),
+        family,
+        elements,
+        dynamic: raw.dynamic,
+        timeout,
+        size,
+    })
+}
+
+/// The config's elements, each of the set's family.
+fn elements(name: &str, raw: &RawSet, family: SetFamily, diags: &mut Diagnostics) -> Vec<IpNet> {
+    let mut out = Vec::with_capacity(raw.elements.len());
+    for e in &raw.elements {
+        match parse_prefix(e.get_ref()) {
+            Ok(n)
+                if matches!(
+                    (family, n),
+                    (SetFamily::Ipv4, IpNet::V4(_)) | (SetFamily::Ipv6, IpNet::V6(_))
+                ) =>
+            {
+                out.push(n)
+            }
+            Ok(_) => diags.error(
+                e.span(),
+                format!(
+                    "element `{}` is not an {} address or prefix, but set `{name}` has type \"{}\"",
+                    e.get_ref(),
+                    if family == SetFamily::Ipv4 {
+                        "IPv4"
+                    } else {
+                        "IPv6"
+                    },
+                    raw.kind.get_ref()
+                ),
+            ),
+            Err(msg) => diags.error(e.span(), msg),
+        }
+    }
+    out
+}
+
+/// `timeout` and `size` describe elements others add: a static set has none, and its own
+/// elements expiring would only make edgenetd put them back as drift.
+fn dynamic_only<'a, T>(
+    v: &'a Spanned<T>,
+    key: &str,
+    dynamic: bool,
+    diags: &mut Diagnostics,
+) -> Option<&'a Spanned<T>> {
+    if dynamic {
+        return Some(v);
+    }
+    diags.error(
+        v.span(),
+        format!("`{key}` is for sets other programs fill: add `dynamic = true` or remove `{key}`"),
+    );
+    None
+}
+
+fn timeout(t: &Spanned<String>, diags: &mut Diagnostics) -> Option<Duration> {
+    match parse_duration(t.get_ref()) {
+        Ok(d) if d < Duration::from_secs(1) || d > MAX_TIMEOUT => {
+            diags.error(
+                t.span(),
+                format!(
+                    "invalid timeout `{}`: expected from 1s to 365 days (8760h)",
+                    t.get_ref()
+                ),
+            );
+            None
+        }
+        Ok(d) => Some(d),
+        Err(e) => {
+            diags.error(t.span(), e);
+            None
+        }
+    }
+}
+
+fn size(s: &Spanned<i64>, config_elements: usize, diags: &mut Diagnostics) -> Option<u32> {
+    let n = *s.get_ref();
+    if !(1..=MAX_SIZE).contains(&n) {
+        diags.error(
+            s.span(),
+            format!("invalid size {n}: expected 1 to {MAX_SIZE} elements"),
+        );
+        return None;
+    }
+    if (n as usize) < config_elements {
+        diags.error(
+            s.span(),
+            format!("size {n} is smaller than the set's own {config_elements} elements"),
+        );
+        return None;
+    }
+    u32::try_from(n).ok()
+}
