@@ -222,6 +222,10 @@ impl Run<'_> {
                 self.snat(pkt, trace, rule, None, None);
                 return Ok(Some(Flow::End(Final::Accept)));
             }
+            // In an inet table a NAT of the other family does nothing, not even end the
+            // rule: the kernel's nat expression checks the packet's family.
+            Stmt::Nat { addr, .. } if addr.is_ipv4() != pkt.is_v4() => true,
+            Stmt::NatMap { version, .. } if (*version == IpVersion::V4) != pkt.is_v4() => true,
             Stmt::Nat { kind, addr, port } => {
                 let event = self.nat_event(*kind, rule, Some(*addr), *port, Vec::new());
                 apply_nat(pkt, &event);

@@ -8,8 +8,13 @@ use crate::dataplane::nft::ir::*;
 
 use super::error::ExplainError;
 use super::eval::{ChainEnd, Final, NatEvent, RuleRef, Run, Trace};
-use super::packet::Packet;
+use super::packet::{Packet, Proto};
 use super::route::{Addresses, Decision, decide};
+
+/// ICMP destination unreachable.
+const ICMP_DEST_UNREACH: u8 = 3;
+/// ICMPv6 destination unreachable.
+const ICMPV6_DEST_UNREACH: u8 = 1;
 
 /// Where a decision was taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,8 +105,8 @@ impl World<'_> {
             }
             // unreachable, prohibit, no route: the kernel answers with an ICMP error.
             _ => {
-                let f = Final::Reject(Reject::IcmpxPortUnreachable);
-                return done(f, Decider::Routing, "routing", Some(route), trace, pkt);
+                let (f, d) = self.routing_error(&pkt, &mut trace)?;
+                return done(f, d, "routing", Some(route), trace, pkt);
             }
         };
         let name = if hook == Hook::Input { "input" } else { "forward" };
@@ -119,6 +124,51 @@ impl World<'_> {
             .accepted_by
             .unwrap_or_else(|| Decider::Default(String::new(), name.to_string()));
         done(Final::Accept, decider, name, Some(route), trace, pkt)
+    }
+
+    /// A packet routing refuses: the router answers with an ICMP unreachable, which its
+    /// own output chains see (as `ct state related` to the refused packet); when they drop
+    /// it, the sender sees a drop.
+    fn routing_error(
+        &self,
+        pkt: &Packet,
+        trace: &mut Trace,
+    ) -> Result<(Final, Decider), ExplainError> {
+        let (proto, icmp_type) = if pkt.is_v4() {
+            (Proto::Icmp, ICMP_DEST_UNREACH)
+        } else {
+            (Proto::Icmpv6, ICMPV6_DEST_UNREACH)
+        };
+        let mut answer = Packet {
+            iif: String::new(),
+            oif: pkt.iif.clone(),
+            saddr: self.addresses.on(&pkt.iif, pkt.saddr).unwrap_or(pkt.daddr),
+            daddr: pkt.saddr,
+            proto,
+            sport: 0,
+            dport: 0,
+            icmp_type,
+            ct_state: CT_STATE_RELATED,
+            ct_status: 0,
+            ct_mark: 0,
+            mark: 0,
+            orig_daddr: pkt.saddr,
+            orig_dport: 0,
+        };
+        let out = self.hook(Hook::Output, &mut answer, trace)?;
+        match out.stop {
+            Some((_, by)) => {
+                let who = match &by {
+                    Decider::Rule(r) => format!("rule {:?} of {} {}", r.comment, r.table, r.chain),
+                    _ => "the output default".into(),
+                };
+                trace.steps.push(format!(
+                    "routing refuses it; the ICMP unreachable the router answers with is dropped by {who}"
+                ));
+                Ok((Final::Drop, Decider::Routing))
+            }
+            None => Ok((Final::Reject(Reject::IcmpxPortUnreachable), Decider::Routing)),
+        }
     }
 
     /// Runs every base chain of `hook`, by priority.
