@@ -32,7 +32,7 @@ def transport(case):
         # Without RECVERR a UDP socket ignores ICMP net/host unreachable (not "fatal").
         v6 = family(case["dst"]) == socket.AF_INET6
         s.setsockopt(socket.IPPROTO_IPV6 if v6 else socket.IPPROTO_IP,
-                     socket.IPV6_RECVERR if v6 else socket.IP_RECVERR, 1)
+                     25 if v6 else 11, 1)  # IPV6_RECVERR, IP_RECVERR
     try:
         s.bind((case["src"], case["sport"]))
         s.connect((case["dst"], case["dport"]))
