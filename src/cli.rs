@@ -80,7 +80,7 @@ EXPLAIN OPTIONS:
     --dport N          its destination port (tcp, udp)
     --proto PROTO      tcp, udp, icmp or icmpv6
     --state STATE      new (a connection's first packet) or established [default: new]
-    --icmp-type N      ICMP or ICMPv6 type [default: echo request]
+    --icmp-type N      ICMP or ICMPv6 type, a number or a name [default: echo request]
     --mark N           the packet's firewall mark (for route rules' fwmark) [default: 0]
     --addresses LIST   the router's addresses, IFACE=ADDR/LEN,...: its own addresses and
                        connected routes (none without it)

@@ -131,7 +131,16 @@ struct Prediction {
 
 fn predict(desired: &edgenetd::config::DesiredState, c: &Case, sport: u16) -> Prediction {
     let mut args: Vec<String> = [
-        "--in", c.iif, "--from", c.src, "--to", c.dst, "--proto", c.proto, "--addresses", ROUTER,
+        "--in",
+        c.iif,
+        "--from",
+        c.src,
+        "--to",
+        c.dst,
+        "--proto",
+        c.proto,
+        "--addresses",
+        ROUTER,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -153,7 +162,11 @@ fn predict(desired: &edgenetd::config::DesiredState, c: &Case, sport: u16) -> Pr
         if let Some(d) = &e.dnat
             && !d.shares.is_empty()
         {
-            to = d.shares.iter().map(|(a, p, _)| (*a, p.unwrap_or(c.dport))).collect();
+            to = d
+                .shares
+                .iter()
+                .map(|(a, p, _)| (*a, p.unwrap_or(c.dport)))
+                .collect();
         }
         (to, e.packet.saddr)
     });
@@ -211,7 +224,11 @@ fn receive(t: &Topology, host: &Host, addrs: &[&str]) -> Child {
     let script = t.script("explain-receiver.py", RECEIVER);
     let mut specs = Vec::new();
     for a in addrs {
-        let a = if a.contains(':') { format!("[{a}]") } else { a.to_string() };
+        let a = if a.contains(':') {
+            format!("[{a}]")
+        } else {
+            a.to_string()
+        };
         let a = a.trim_matches(|c| c == '[' || c == ']').to_string();
         specs.extend(TCP_PORTS.iter().map(|p| format!("tcp:{a}:{p}")));
         specs.extend(UDP_PORTS.iter().map(|p| format!("udp:{a}:{p}")));
@@ -264,7 +281,10 @@ fn probe(
         .iter()
         .map(|a| {
             let field = |k: &str| a[k].as_str().unwrap_or("").to_string();
-            (a["id"].as_u64().unwrap() as usize, (field("outcome"), field("answer")))
+            (
+                a["id"].as_u64().unwrap() as usize,
+                (field("outcome"), field("answer")),
+            )
         })
         .collect()
 }
@@ -297,7 +317,15 @@ fn warm_up(t: &Topology) {
         ("wan", "veth-wan", "2001:db8::2", "2001:db8::1"),
     ] {
         let proto = if src.contains(':') { "icmpv6" } else { "icmp" };
-        let c = Case { id: 1, sender, iif, proto, src, dst, dport: 0 };
+        let c = Case {
+            id: 1,
+            sender,
+            iif,
+            proto,
+            src,
+            dst,
+            dport: 0,
+        };
         let mut last = BTreeMap::new();
         let ok = poll_for(Duration::from_secs(10), || {
             last = probe(t, t.host(sender), &[&c], |_| 0, 1.0);

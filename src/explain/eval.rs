@@ -191,8 +191,9 @@ impl Run<'_> {
         trace: &mut Trace,
     ) -> Result<Option<Flow>, ExplainError> {
         let matched = match stmt {
-            Stmt::Cmp { left, op, right } => load(left, pkt, self.local)?
-                .is_some_and(|v| equal(&v, right) == (*op == CmpOp::Eq)),
+            Stmt::Cmp { left, op, right } => {
+                load(left, pkt, self.local)?.is_some_and(|v| equal(&v, right) == (*op == CmpOp::Eq))
+            }
             Stmt::Range {
                 left,
                 negate,
@@ -285,7 +286,11 @@ impl Run<'_> {
 
     /// The element of `set` whose key holds `v`: `Some(data)` when found (`data` is `None`
     /// for a plain set).
-    pub(super) fn lookup(&self, set: &SetRef, v: &Value) -> Result<Option<Option<Value>>, ExplainError> {
+    pub(super) fn lookup(
+        &self,
+        set: &SetRef,
+        v: &Value,
+    ) -> Result<Option<Option<Value>>, ExplainError> {
         let elements = match set {
             SetRef::Named(name) => {
                 &self

@@ -56,7 +56,10 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
     if desired.controller("service").enabled {
         // Health is unknown offline: every backend counts as up.
         let model = model::build(&desired.services.services);
-        out.push(elements::full_table(&desired.daemon.service_table(), &model));
+        out.push(elements::full_table(
+            &desired.daemon.service_table(),
+            &model,
+        ));
     }
     out
 }
@@ -70,12 +73,22 @@ pub fn explain(desired: &DesiredState, q: &query::Query) -> Result<Explanation, 
     } else {
         &empty
     };
-    World {
+    let mut e = World {
         tables: &tables,
         routing,
         addresses: &q.addresses,
     }
-    .explain(q.packet.clone())
+    .explain(q.packet.clone())?;
+    let p = &q.packet;
+    e.service = desired
+        .services
+        .services
+        .iter()
+        .find(|s| {
+            s.address == p.daddr && s.port == p.dport && s.protocol.number() == p.proto.number()
+        })
+        .map(|s| s.name.clone());
+    Ok(e)
 }
 
 /// `edgenetd explain` with the arguments after the verb. Exit 0 with an answer, 1 when the

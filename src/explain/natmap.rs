@@ -24,7 +24,8 @@ struct Slot {
 
 fn slot_of(key: &Expr) -> Option<Slot> {
     let range = |e: &Expr| match e {
-        Expr::Numgen { modulus, offset } | Expr::Jhash {
+        Expr::Numgen { modulus, offset }
+        | Expr::Jhash {
             modulus, offset, ..
         } => Some((*offset, *modulus)),
         _ => None,

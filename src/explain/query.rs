@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use ipnet::IpNet;
 
+use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
+
 use super::packet::{Packet, Proto};
 use super::route::Addresses;
 
@@ -34,7 +36,7 @@ struct Raw {
     dport: Option<u16>,
     proto: Option<Proto>,
     established: bool,
-    icmp_type: Option<u8>,
+    icmp_type: Option<String>,
     mark: u32,
 }
 
@@ -104,7 +106,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
             "--sport" => raw.sport = Some(number(flag, &value()?)?),
             "--dport" => raw.dport = Some(number(flag, &value()?)?),
             "--proto" => raw.proto = Some(proto(&value()?)?),
-            "--icmp-type" => raw.icmp_type = Some(number(flag, &value()?)?),
+            "--icmp-type" => raw.icmp_type = Some(value()?),
             "--mark" => raw.mark = number(flag, &value()?)?,
             "--addresses" => addrs = addresses(&value()?)?,
             "--json" => json = true,
@@ -130,7 +132,9 @@ fn packet(raw: Raw) -> Result<Packet, String> {
     let iif = raw.iif.ok_or("explain needs --in IFACE")?;
     let saddr = raw.from.ok_or("explain needs --from ADDR")?;
     let daddr = raw.to.ok_or("explain needs --to ADDR")?;
-    let proto = raw.proto.ok_or("explain needs --proto tcp|udp|icmp|icmpv6")?;
+    let proto = raw
+        .proto
+        .ok_or("explain needs --proto tcp|udp|icmp|icmpv6")?;
     if saddr.is_ipv4() != daddr.is_ipv4() {
         return Err("--from and --to must be of the same IP version".into());
     }
@@ -151,6 +155,17 @@ fn packet(raw: Raw) -> Result<Packet, String> {
         (0, 0)
     };
     let echo_request = if proto == Proto::Icmp { 8 } else { 128 };
+    let icmp_type = match raw.icmp_type.as_deref() {
+        None => echo_request,
+        Some(t) => number("--icmp-type", t).or_else(|e| {
+            let by_name = if proto == Proto::Icmp {
+                icmp_type_by_name(t)
+            } else {
+                icmpv6_type_by_name(t)
+            };
+            by_name.ok_or(e)
+        })?,
+    };
     Ok(Packet {
         iif,
         oif: String::new(),
@@ -159,7 +174,7 @@ fn packet(raw: Raw) -> Result<Packet, String> {
         proto,
         sport,
         dport,
-        icmp_type: raw.icmp_type.unwrap_or(echo_request),
+        icmp_type,
         ct_state: Packet::state_bits(raw.established),
         ct_status: 0,
         ct_mark: 0,

@@ -96,7 +96,12 @@ fn route_json(d: &Decision) -> Json {
 /// The `--json` object.
 pub fn json(e: &Explanation) -> Json {
     let (rule, table, chain, text) = match &e.decider {
-        Decider::Rule(r) => (rule_name(r), r.table.clone(), r.chain.clone(), Some(r.text.clone())),
+        Decider::Rule(r) => (
+            rule_name(r),
+            r.table.clone(),
+            r.chain.clone(),
+            Some(r.text.clone()),
+        ),
         Decider::Default(t, c) => ("default".to_string(), t.clone(), c.clone(), None),
         Decider::Routing => ("default".to_string(), String::new(), "routing".into(), None),
     };
@@ -107,7 +112,11 @@ pub fn json(e: &Explanation) -> Json {
         "table": table,
         "chain": chain,
         "rule_text": text,
-        "dnat": e.dnat.as_ref().map(nat_json),
+        "dnat": e.dnat.as_ref().map(|n| {
+            let mut j = nat_json(n);
+            j["service"] = json!(e.service);
+            j
+        }),
         "snat": e.snat.as_ref().map(nat_json),
         "route": e.route.as_ref().map(route_json),
         "steps": e.steps,
@@ -116,12 +125,26 @@ pub fn json(e: &Explanation) -> Json {
 
 fn packet_line(p: &Packet) -> String {
     let (from, to) = if p.proto.has_ports() {
-        (endpoint(p.saddr, Some(p.sport)), endpoint(p.daddr, Some(p.dport)))
+        (
+            endpoint(p.saddr, Some(p.sport)),
+            endpoint(p.daddr, Some(p.dport)),
+        )
     } else {
-        (p.saddr.to_string(), format!("{} (type {})", p.daddr, p.icmp_type))
+        (
+            p.saddr.to_string(),
+            format!("{} (type {})", p.daddr, p.icmp_type),
+        )
     };
-    let state = if p.established() { "established" } else { "new" };
-    format!("{} {from} -> {to}, {state}, in on {}", p.proto.name(), p.iif)
+    let state = if p.established() {
+        "established"
+    } else {
+        "new"
+    };
+    format!(
+        "{} {from} -> {to}, {state}, in on {}",
+        p.proto.name(),
+        p.iif
+    )
 }
 
 fn nat_line(out: &mut String, what: &str, n: &NatEvent) {
@@ -131,9 +154,21 @@ fn nat_line(out: &mut String, what: &str, n: &NatEvent) {
         (None, false) => "?".into(),
     };
     let how = if n.masquerade { "masquerade" } else { what };
-    let _ = writeln!(out, "{what:<12} {how} to {to} by {} ({} {})", rule_name(&n.rule), n.rule.table, n.rule.chain);
+    let _ = writeln!(
+        out,
+        "{what:<12} {how} to {to} by {} ({} {})",
+        rule_name(&n.rule),
+        n.rule.table,
+        n.rule.chain
+    );
     for (a, p, share) in &n.shares {
-        let _ = writeln!(out, "{:<12}   backend {} share {:.1}%", "", endpoint(*a, *p), share * 100.0);
+        let _ = writeln!(
+            out,
+            "{:<12}   backend {} share {:.1}%",
+            "",
+            endpoint(*a, *p),
+            share * 100.0
+        );
     }
 }
 
@@ -142,7 +177,13 @@ fn route_line(out: &mut String, d: &Decision) {
         Decision::Local => "local: the router's own address (table local)".to_string(),
         Decision::NoRoute => "no route: the kernel answers ICMP unreachable".to_string(),
         Decision::Route(c) => {
-            let mut s = format!("{} {} table {} (picked by {})", route_kind(c.kind), c.to, c.table, c.rule);
+            let mut s = format!(
+                "{} {} table {} (picked by {})",
+                route_kind(c.kind),
+                c.to,
+                c.table,
+                c.rule
+            );
             if let Some(v) = c.via {
                 let _ = write!(s, " via {v}");
             }
@@ -150,7 +191,13 @@ fn route_line(out: &mut String, d: &Decision) {
                 let _ = write!(s, " dev {d}");
             }
             for (via, dev, w) in &c.nexthops {
-                let _ = write!(s, "\n{:<12}   nexthop via {} dev {} weight {w}", "", via.map_or("-".into(), |v| v.to_string()), dev.as_deref().unwrap_or("-"));
+                let _ = write!(
+                    s,
+                    "\n{:<12}   nexthop via {} dev {} weight {w}",
+                    "",
+                    via.map_or("-".into(), |v| v.to_string()),
+                    dev.as_deref().unwrap_or("-")
+                );
             }
             s
         }
@@ -164,6 +211,9 @@ pub fn human(e: &Explanation, original: &Packet) -> String {
     let _ = writeln!(out, "{:<12} {}", "packet", packet_line(original));
     if let Some(n) = &e.dnat {
         nat_line(&mut out, "dnat", n);
+        if let Some(s) = &e.service {
+            let _ = writeln!(out, "{:<12}   (service {s})", "");
+        }
     }
     if let Some(r) = &e.route {
         route_line(&mut out, r);
@@ -173,7 +223,13 @@ pub fn human(e: &Explanation, original: &Packet) -> String {
     }
     let word = verdict_word(e.verdict);
     let by = match &e.decider {
-        Decider::Rule(r) => format!("rule {} ({} {}): {}", rule_name(r), r.table, r.chain, r.text),
+        Decider::Rule(r) => format!(
+            "rule {} ({} {}): {}",
+            rule_name(r),
+            r.table,
+            r.chain,
+            r.text
+        ),
         Decider::Default(t, c) if t.is_empty() => format!("the default of {c}"),
         Decider::Default(t, c) => format!("the default policy of {t} {c}"),
         Decider::Routing => "the routing decision".into(),

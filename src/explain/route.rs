@@ -222,7 +222,13 @@ fn lookup(cfg: &RoutingConfig, addrs: &Addresses, table: u32, daddr: IpAddr) -> 
                 nexthops: Vec::new(),
             };
             // The kernel's connected routes have metric 0 (IPv4) or 256 (IPv6).
-            ((net.prefix_len(), u32::MAX - if daddr.is_ipv4() { 0 } else { 256 }), chosen)
+            (
+                (
+                    net.prefix_len(),
+                    u32::MAX - if daddr.is_ipv4() { 0 } else { 256 },
+                ),
+                chosen,
+            )
         });
     configured
         .chain(connected)

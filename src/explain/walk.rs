@@ -38,6 +38,8 @@ pub struct Explanation {
     pub hook: &'static str,
     /// The DNAT on the way in, if any.
     pub dnat: Option<NatEvent>,
+    /// The configured service whose VIP the packet was addressed to, if any.
+    pub service: Option<String>,
     /// The SNAT or masquerade on the way out, if any.
     pub snat: Option<NatEvent>,
     /// The routing decision, once taken.
@@ -76,6 +78,7 @@ impl World<'_> {
                 decider,
                 hook,
                 dnat: trace.nat.iter().find(|n| n.kind == NatKind::Dnat).cloned(),
+                service: None,
                 snat: trace.nat.iter().find(|n| n.kind == NatKind::Snat).cloned(),
                 route,
                 steps: trace.steps,
@@ -101,7 +104,14 @@ impl World<'_> {
                 Hook::Forward
             }
             Decision::Route(c) if c.kind == RouteKind::Blackhole => {
-                return done(Final::Drop, Decider::Routing, "routing", Some(route), trace, pkt);
+                return done(
+                    Final::Drop,
+                    Decider::Routing,
+                    "routing",
+                    Some(route),
+                    trace,
+                    pkt,
+                );
             }
             // unreachable, prohibit, no route: the kernel answers with an ICMP error.
             _ => {
@@ -109,7 +119,11 @@ impl World<'_> {
                 return done(f, d, "routing", Some(route), trace, pkt);
             }
         };
-        let name = if hook == Hook::Input { "input" } else { "forward" };
+        let name = if hook == Hook::Input {
+            "input"
+        } else {
+            "forward"
+        };
         let filter = self.hook(hook, &mut pkt, &mut trace)?;
         if let Some((f, d)) = filter.stop {
             return done(f, d, name, Some(route), trace, pkt);
@@ -167,12 +181,20 @@ impl World<'_> {
                 ));
                 Ok((Final::Drop, Decider::Routing))
             }
-            None => Ok((Final::Reject(Reject::IcmpxPortUnreachable), Decider::Routing)),
+            None => Ok((
+                Final::Reject(Reject::IcmpxPortUnreachable),
+                Decider::Routing,
+            )),
         }
     }
 
     /// Runs every base chain of `hook`, by priority.
-    fn hook(&self, hook: Hook, pkt: &mut Packet, trace: &mut Trace) -> Result<HookEnd, ExplainError> {
+    fn hook(
+        &self,
+        hook: Hook,
+        pkt: &mut Packet,
+        trace: &mut Trace,
+    ) -> Result<HookEnd, ExplainError> {
         let mut chains: Vec<(&Table, &Chain, BaseChain)> = self
             .tables
             .iter()
