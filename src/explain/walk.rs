@@ -1,7 +1,9 @@
 //! The packet's path through the hooks, in the kernel's order: prerouting (DNAT), the
 //! routing decision (input or forward), the input or forward filter chains, postrouting
 //! (SNAT, masquerade). Every table edgenetd programs takes part, its base chains of a hook
-//! run by priority.
+//! run by priority; at equal priority the policy table's come first (the kernel runs them
+//! in the order they were registered, which edgenetd does not fix — port forwards and
+//! service VIPs do not overlap in practice).
 
 use crate::config::route::{RouteKind, RoutingConfig};
 use crate::dataplane::nft::ir::*;
