@@ -8,7 +8,9 @@
 //! arrives at and the source address it arrives with. A real packet is then sent (one
 //! prober per sending host, all cases in parallel) to receivers on every address that
 //! answer with exactly those three facts; an RST or an ICMP error is a reject, silence a
-//! drop. Any disagreement fails the test (a disagreeing case is first re-sent once with a
+//! drop. For TCP and UDP cases decided in the policy's input or forward chain, the kernel's
+//! own account (`meta nftrace set 1` and `nft monitor trace`) must name the same rule as
+//! `explain` (or both the chain's default). Any disagreement fails the test (a disagreeing case is first re-sent once with a
 //! longer timeout, so a packet lost to a loaded machine is not taken for a drop).
 //!
 //! The seed is printed; `EXPLAIN_SEED=<n>` replays one.
@@ -24,6 +26,7 @@ use std::time::Duration;
 use edgenetd::controller::route::RouteController;
 use edgenetd::dataplane::nft::GenerationWatch;
 use edgenetd::explain::eval::Final;
+use edgenetd::explain::walk::Decider;
 use edgenetd::explain::{explain, query};
 use edgenetd::sync::trigger;
 
@@ -48,6 +51,71 @@ const ELSEWHERE: [&str; 2] = ["198.51.100.10", "203.0.113.5"];
 const TCP_PORTS: [u16; 8] = [22, 23, 80, 2222, 8050, 8080, 8200, 9000];
 const UDP_PORTS: [u16; 6] = [53, 5005, 5353, 6000, 9999, 10000];
 const CASES: usize = 300;
+/// The policy table's name (the default prefix).
+const POLICY: &str = "edgenetd-policy";
+/// The table that marks the cases' packets for tracing (their source ports are 20000 +
+/// case id): `nft monitor trace` then names the rule that decided each.
+const TRACE_TABLE: &str = "table inet explain-trace {
+  chain pre {
+    type filter hook prerouting priority -350;
+    iifname { \"veth-lan\", \"veth-wan\" } th sport 20000-20999 meta nftrace set 1
+  }
+}";
+
+/// `nft monitor trace` running in the router.
+struct Tracer(Child, std::path::PathBuf);
+
+impl Tracer {
+    fn start(t: &Topology) -> Tracer {
+        t.router()
+            .sh(&format!("nft -f - <<'EOF'\n{TRACE_TABLE}\nEOF"));
+        let out = t.script("explain-trace.txt", "");
+        let child = t.router().spawn(&format!("exec nft monitor trace > {out}"));
+        std::thread::sleep(Duration::from_millis(300));
+        Tracer(child, out.into())
+    }
+
+    /// The kernel's deciding rule in the policy's input/forward chain, by source port:
+    /// `Some(comment)` for a rule, `None` for the chain's policy.
+    fn decisions(mut self) -> BTreeMap<u16, Option<String>> {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let text = std::fs::read_to_string(&self.1).unwrap();
+        let mut sport_of: BTreeMap<String, u16> = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let [_, _, id, _, table, chain, what, ..] = words.as_slice() else {
+                continue;
+            };
+            if *what == "packet:" {
+                if let Some(i) = words.iter().position(|w| *w == "sport") {
+                    sport_of.insert(id.to_string(), words[i + 1].parse().unwrap_or(0));
+                }
+                continue;
+            }
+            if *table != POLICY || !["input", "forward"].contains(chain) {
+                continue;
+            }
+            let Some(&sport) = sport_of.get(*id) else {
+                continue;
+            };
+            let decided = match *what {
+                "policy" => None,
+                "rule" if !line.ends_with("(verdict continue)") => line
+                    .split("comment \"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .map(str::to_string),
+                _ => continue,
+            };
+            // The connection's first packet: later ones meet the established rule.
+            out.entry(sport).or_insert(decided);
+        }
+        out
+    }
+}
 
 /// splitmix64: small, seeded, the same sequence everywhere.
 struct Rng(u64);
@@ -127,6 +195,9 @@ struct Prediction {
     rule: String,
     /// Refused by routing: the router's ICMP error is best effort (see [`agrees`]).
     by_routing: bool,
+    /// Decided in the policy's input or forward chain: the deciding rule's comment, or
+    /// `None` for the chain's default (compared with the kernel's trace).
+    filter: Option<Option<String>>,
 }
 
 fn predict(desired: &edgenetd::config::DesiredState, c: &Case, sport: u16) -> Prediction {
@@ -175,6 +246,17 @@ fn predict(desired: &edgenetd::config::DesiredState, c: &Case, sport: u16) -> Pr
         arrival,
         rule: json["rule"].as_str().unwrap_or("?").to_string(),
         by_routing: json["chain"] == "routing",
+        filter: match &e.decider {
+            Decider::Rule(r)
+                if ["input", "forward"].contains(&r.chain.as_str()) && r.table == POLICY =>
+            {
+                Some(r.comment.clone())
+            }
+            Decider::Default(t, c) if t == POLICY && ["input", "forward"].contains(&c.as_str()) => {
+                Some(None)
+            }
+            _ => None,
+        },
     }
 }
 
@@ -361,11 +443,34 @@ netns_test! {
         let again = |c: &Case| 40000 + c.id as u16;
         let predictions: Vec<Prediction> =
             cases.iter().map(|c| predict(&desired, c, first(c))).collect();
+        let tracer = Tracer::start(&t);
         let mut observed = BTreeMap::new();
         for sender in ["lan", "wan"] {
             let mine: Vec<&Case> = cases.iter().filter(|c| c.sender == sender).collect();
             observed.extend(probe(&t, t.host(sender), &mine, first, 1.5));
         }
+        let traced = tracer.decisions();
+        let mut rules_compared = 0;
+        let mut rule_disagreements = Vec::new();
+        for c in &cases {
+            let (Some(expected), Some(kernel)) = (&predictions[c.id].filter, traced.get(&first(c)))
+            else {
+                continue;
+            };
+            rules_compared += 1;
+            if expected != kernel {
+                rule_disagreements.push(format!(
+                    "{c:?}: explain says rule {expected:?}; the kernel's trace {kernel:?}"
+                ));
+            }
+        }
+        eprintln!("explain differential: deciding rule compared with nftrace for {rules_compared} cases");
+        assert!(rules_compared >= CASES / 3, "only {rules_compared} cases traced");
+        assert!(
+            rule_disagreements.is_empty(),
+            "seed {seed}: explain and the kernel's trace name different rules:\n{}",
+            rule_disagreements.join("\n")
+        );
         let routed: Vec<&Case> = cases
             .iter()
             .filter(|c| predictions[c.id].by_routing && predictions[c.id].verdict == "reject")
