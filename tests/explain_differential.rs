@@ -417,6 +417,97 @@ fn warm_up(t: &Topology) {
     }
 }
 
+/// The source ports of a case's first sending and of its re-sending.
+fn first(c: &Case) -> u16 {
+    20000 + c.id as u16
+}
+
+fn again(c: &Case) -> u16 {
+    40000 + c.id as u16
+}
+
+/// Programs `desired` as the daemon would: policy, services, routes.
+fn program(desired: &edgenetd::config::DesiredState) {
+    let watch = GenerationWatch::new();
+    Driver::policy_sharing(&watch).sync_state(desired).unwrap();
+    Driver::service_sharing(&watch).sync_state(desired).unwrap();
+    let (rt, rx) = trigger();
+    Driver::with(RouteController::new(rt), Some(rx))
+        .sync_state(desired)
+        .unwrap();
+}
+
+/// The cases whose deciding rule `explain` and the kernel's trace name differently.
+fn rule_disagreements(
+    cases: &[Case],
+    predictions: &[Prediction],
+    traced: &BTreeMap<u16, Option<String>>,
+) -> Vec<String> {
+    let mut compared = 0;
+    let mut out = Vec::new();
+    for c in cases {
+        let (Some(expected), Some(kernel)) = (&predictions[c.id].filter, traced.get(&first(c)))
+        else {
+            continue;
+        };
+        compared += 1;
+        if expected != kernel {
+            out.push(format!(
+                "{c:?}: explain says rule {expected:?}; the kernel's trace {kernel:?}"
+            ));
+        }
+    }
+    eprintln!("explain differential: deciding rule compared with nftrace for {compared} cases");
+    assert!(compared >= CASES / 3, "only {compared} cases traced");
+    out
+}
+
+/// The cases whose fate differs from the prediction, after re-sending each disagreeing one.
+fn outcome_disagreements(
+    t: &Topology,
+    desired: &edgenetd::config::DesiredState,
+    cases: &[Case],
+    predictions: &[Prediction],
+    observed: &BTreeMap<usize, (String, String)>,
+) -> Vec<String> {
+    let routed: Vec<&Case> = cases
+        .iter()
+        .filter(|c| predictions[c.id].by_routing && predictions[c.id].verdict == "reject")
+        .collect();
+    let unanswered = routed
+        .iter()
+        .filter(|c| observed[&c.id].0 == "drop")
+        .count();
+    eprintln!(
+        "explain differential: {unanswered} of {} ICMP errors for refused routes unanswered",
+        routed.len()
+    );
+    assert!(
+        unanswered * 2 <= routed.len(),
+        "most refused routes must be answered"
+    );
+    let mut out = Vec::new();
+    let retry = cases.iter().filter(|c| {
+        let (o, a) = &observed[&c.id];
+        !agrees(&predictions[c.id], o, a)
+    });
+    // One at a time: under load the kernel skips an ICMP error now and then (its ICMP
+    // socket is busy), which must not pass for a drop. The re-sent packet has other ports,
+    // so its prediction is made afresh.
+    for c in retry {
+        for (_, (o, a)) in probe(t, t.host(c.sender), &[c], again, 4.0) {
+            let p = predict(desired, c, again(c));
+            if !agrees(&p, &o, &a) {
+                out.push(format!(
+                    "{c:?}: explain says {} by {:?} arriving {:?}; the kernel: {o} {a:?}",
+                    p.verdict, p.rule, p.arrival
+                ));
+            }
+        }
+    }
+    out
+}
+
 netns_test! {
     fn explain_agrees_with_the_kernel_on_generated_packets() {
         let seed = std::env::var("EXPLAIN_SEED")
@@ -427,89 +518,15 @@ netns_test! {
         let t = topology();
         warm_up(&t);
         let desired = load(CONFIG);
-        let watch = GenerationWatch::new();
-        Driver::policy_sharing(&watch).sync_state(&desired).unwrap();
-        Driver::service_sharing(&watch).sync_state(&desired).unwrap();
-        let (rt, rx) = trigger();
-        Driver::with(RouteController::new(rt), Some(rx)).sync_state(&desired).unwrap();
-
+        program(&desired);
         let receivers = Receivers(vec![
             receive(&t, t.router(), &ROUTER_ADDRS),
             receive(&t, t.host("lan"), &LAN),
             receive(&t, t.host("wan"), &WAN),
         ]);
         let cases = generate(seed);
-        let first = |c: &Case| 20000 + c.id as u16;
-        let again = |c: &Case| 40000 + c.id as u16;
         let predictions: Vec<Prediction> =
             cases.iter().map(|c| predict(&desired, c, first(c))).collect();
-        let tracer = Tracer::start(&t);
-        let mut observed = BTreeMap::new();
-        for sender in ["lan", "wan"] {
-            let mine: Vec<&Case> = cases.iter().filter(|c| c.sender == sender).collect();
-            observed.extend(probe(&t, t.host(sender), &mine, first, 1.5));
-        }
-        let traced = tracer.decisions();
-        let mut rules_compared = 0;
-        let mut rule_disagreements = Vec::new();
-        for c in &cases {
-            let (Some(expected), Some(kernel)) = (&predictions[c.id].filter, traced.get(&first(c)))
-            else {
-                continue;
-            };
-            rules_compared += 1;
-            if expected != kernel {
-                rule_disagreements.push(format!(
-                    "{c:?}: explain says rule {expected:?}; the kernel's trace {kernel:?}"
-                ));
-            }
-        }
-        eprintln!("explain differential: deciding rule compared with nftrace for {rules_compared} cases");
-        assert!(rules_compared >= CASES / 3, "only {rules_compared} cases traced");
-        assert!(
-            rule_disagreements.is_empty(),
-            "seed {seed}: explain and the kernel's trace name different rules:\n{}",
-            rule_disagreements.join("\n")
-        );
-        let routed: Vec<&Case> = cases
-            .iter()
-            .filter(|c| predictions[c.id].by_routing && predictions[c.id].verdict == "reject")
-            .collect();
-        let unanswered = routed.iter().filter(|c| observed[&c.id].0 == "drop").count();
-        eprintln!(
-            "explain differential: {unanswered} of {} ICMP errors for refused routes unanswered",
-            routed.len()
-        );
-        assert!(unanswered * 2 <= routed.len(), "most refused routes must be answered");
-        let mut disagreements = Vec::new();
-        for sender in ["lan", "wan"] {
-            let retry: Vec<&Case> = cases
-                .iter()
-                .filter(|c| c.sender == sender)
-                .filter(|c| {
-                    let (o, a) = &observed[&c.id];
-                    !agrees(&predictions[c.id], o, a)
-                })
-                .collect();
-            if retry.is_empty() {
-                continue;
-            }
-            // One at a time: under load the kernel skips an ICMP error now and then (its
-            // ICMP socket is busy), which must not pass for a drop. The re-sent packet has
-            // other ports, so its prediction is made afresh.
-            let answers = retry.iter().flat_map(|c| probe(&t, t.host(sender), &[c], again, 4.0));
-            for (id, (o, a)) in answers {
-                let c = &cases[id];
-                let p = predict(&desired, c, again(c));
-                if !agrees(&p, &o, &a) {
-                    disagreements.push(format!(
-                        "{c:?}: explain says {} by {:?} arriving {:?}; the kernel: {o} {a:?}",
-                        p.verdict, p.rule, p.arrival
-                    ));
-                }
-            }
-        }
-        drop(receivers);
         let mut verdicts: BTreeMap<&str, usize> = BTreeMap::new();
         for p in &predictions {
             *verdicts.entry(p.verdict).or_default() += 1;
@@ -517,12 +534,27 @@ netns_test! {
         eprintln!("explain differential: {} cases, verdicts {verdicts:?}", cases.len());
         // The generator must reach every outcome, or the test proves less than it claims.
         assert!(verdicts.len() == 3, "verdicts {verdicts:?}");
+
+        let tracer = Tracer::start(&t);
+        let mut observed = BTreeMap::new();
+        for sender in ["lan", "wan"] {
+            let mine: Vec<&Case> = cases.iter().filter(|c| c.sender == sender).collect();
+            observed.extend(probe(&t, t.host(sender), &mine, first, 1.5));
+        }
+        let rules = rule_disagreements(&cases, &predictions, &tracer.decisions());
         assert!(
-            disagreements.is_empty(),
+            rules.is_empty(),
+            "seed {seed}: explain and the kernel's trace name different rules:\n{}",
+            rules.join("\n")
+        );
+        let fates = outcome_disagreements(&t, &desired, &cases, &predictions, &observed);
+        drop(receivers);
+        assert!(
+            fates.is_empty(),
             "seed {seed}: explain and the kernel disagree on {} of {} cases:\n{}",
-            disagreements.len(),
+            fates.len(),
             cases.len(),
-            disagreements.join("\n")
+            fates.join("\n")
         );
     }
 }
