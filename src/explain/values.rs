@@ -35,7 +35,7 @@ pub fn load(
     let ports = pkt.proto.has_ports();
     Ok(match expr {
         Expr::Meta(key) => load_meta(*key, pkt)?,
-        Expr::Payload(field) => load_payload(*field, pkt),
+        Expr::Payload(field) => load_payload(*field, pkt)?,
         Expr::Ct(CtKey::State) => Some(Value::CtState(pkt.ct_state)),
         Expr::Ct(CtKey::Status) => Some(Value::CtStatus(pkt.ct_status)),
         Expr::Ct(CtKey::Mark) => Some(Value::Mark(pkt.ct_mark)),
@@ -44,10 +44,9 @@ pub fn load(
         } else {
             ADDRTYPE_UNICAST
         })),
-        Expr::CtOriginal(CtOrigKey::IpDaddr) if v4 => Some(Value::ip(pkt.orig_daddr)),
-        Expr::CtOriginal(CtOrigKey::Ip6Daddr) if !v4 => Some(Value::ip(pkt.orig_daddr)),
-        Expr::CtOriginal(CtOrigKey::ProtoDst) if ports => Some(Value::Port(pkt.orig_dport)),
-        Expr::CtOriginal(_) => None,
+        Expr::CtOriginal(CtOrigKey::IpDaddr) => v4.then(|| Value::ip(pkt.orig_daddr)),
+        Expr::CtOriginal(CtOrigKey::Ip6Daddr) => (!v4).then(|| Value::ip(pkt.orig_daddr)),
+        Expr::CtOriginal(CtOrigKey::ProtoDst) => ports.then_some(Value::Port(pkt.orig_dport)),
         Expr::Concat(parts) => {
             let mut out = Vec::new();
             for p in parts {
@@ -80,29 +79,31 @@ fn load_meta(key: MetaKey, pkt: &Packet) -> Result<Option<Value>, ExplainError> 
     }))
 }
 
-fn load_payload(field: Field, pkt: &Packet) -> Option<Value> {
+/// A header field: `None` when the packet lacks that header (see [`load`]).
+#[allow(unreachable_patterns)] // see `load`
+fn load_payload(field: Field, pkt: &Packet) -> Result<Option<Value>, ExplainError> {
     use super::packet::Proto;
     let v4 = pkt.is_v4();
     let p = pkt.proto;
-    match field {
-        Field::IpSaddr if v4 => Some(Value::ip(pkt.saddr)),
-        Field::IpDaddr if v4 => Some(Value::ip(pkt.daddr)),
-        Field::Ip6Saddr if !v4 => Some(Value::ip(pkt.saddr)),
-        Field::Ip6Daddr if !v4 => Some(Value::ip(pkt.daddr)),
-        Field::TcpDport if p == Proto::Tcp => Some(Value::Port(pkt.dport)),
-        Field::UdpDport if p == Proto::Udp => Some(Value::Port(pkt.dport)),
-        Field::ThDport if p.has_ports() => Some(Value::Port(pkt.dport)),
-        Field::ThSport if p.has_ports() => Some(Value::Port(pkt.sport)),
-        Field::IcmpType if p == Proto::Icmp => Some(Value::IcmpType(pkt.icmp_type)),
-        Field::Icmpv6Type if p == Proto::Icmpv6 => Some(Value::Icmpv6Type(pkt.icmp_type)),
+    Ok(match field {
+        Field::IpSaddr => v4.then(|| Value::ip(pkt.saddr)),
+        Field::IpDaddr => v4.then(|| Value::ip(pkt.daddr)),
+        Field::Ip6Saddr => (!v4).then(|| Value::ip(pkt.saddr)),
+        Field::Ip6Daddr => (!v4).then(|| Value::ip(pkt.daddr)),
+        Field::TcpDport => (p == Proto::Tcp).then_some(Value::Port(pkt.dport)),
+        Field::UdpDport => (p == Proto::Udp).then_some(Value::Port(pkt.dport)),
+        Field::ThDport => p.has_ports().then_some(Value::Port(pkt.dport)),
+        Field::ThSport => p.has_ports().then_some(Value::Port(pkt.sport)),
+        Field::IcmpType => (p == Proto::Icmp).then_some(Value::IcmpType(pkt.icmp_type)),
+        Field::Icmpv6Type => (p == Proto::Icmpv6).then_some(Value::Icmpv6Type(pkt.icmp_type)),
         // A first packet is a SYN, a packet of an established connection an ACK.
-        Field::TcpFlags if p == Proto::Tcp => Some(Value::TcpFlags(if pkt.established() {
+        Field::TcpFlags => (p == Proto::Tcp).then_some(Value::TcpFlags(if pkt.established() {
             0x10
         } else {
             TCP_SYN
         })),
-        _ => None,
-    }
+        other => return Err(ExplainError::Unsupported(format!("header field {other:?}"))),
+    })
 }
 
 /// `a == b` as the kernel compares them (`b` a constant, perhaps an `"eth*"` wildcard).
@@ -150,6 +151,7 @@ pub fn in_range(v: &Value, from: &Value, to: &Value) -> bool {
 }
 
 /// True when set element key `key` holds `v`.
+#[allow(unreachable_patterns)] // an element kind added later never matches by accident
 pub fn element_matches(v: &Value, key: &ElemKey) -> bool {
     match key {
         ElemKey::Value(k) => equal(v, k),
@@ -159,6 +161,7 @@ pub fn element_matches(v: &Value, key: &ElemKey) -> bool {
             _ => false,
         },
         ElemKey::Range(from, to) => in_range(v, from, to),
+        _ => false,
     }
 }
 
