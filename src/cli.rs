@@ -49,6 +49,9 @@ USAGE:
     edgenetd plan    [--config PATH]
     edgenetd cleanup [--config PATH]
     edgenetd status  [--url URL]
+    edgenetd explain [--config PATH] --in IFACE --from ADDR [--sport N] --to ADDR
+                     [--dport N] --proto tcp|udp|icmp|icmpv6 [--state new|established]
+                     [--icmp-type N] [--mark N] [--addresses IFACE=ADDR/LEN,...] [--json]
     edgenetd --version | --help
 
 VERBS:
@@ -58,6 +61,8 @@ VERBS:
     cleanup   remove exactly what edgenetd owns (its nftables tables, routes and rules
               carrying its route protocol)
     status    show a running daemon's health (reads URL/healthz)
+    explain   which rule decides a packet, offline: its DNAT, route, deciding rule (or
+              default), SNAT and verdict, from the rules edgenetd would program
 
 OPTIONS:
     --config PATH      main config file; conf.d/*.toml beside it is merged after it
@@ -66,6 +71,20 @@ OPTIONS:
                        was started (demos, tests, routers that live in a namespace)
     --log-level LEVEL  error, warn, info, debug, trace [default: info, or $EDGENETD_LOG]
     --url URL          daemon base URL for status [default: http://127.0.0.1:9750]
+
+EXPLAIN OPTIONS:
+    --in IFACE         the interface the packet arrives on
+    --from ADDR        its source address
+    --to ADDR          its destination address
+    --sport N          its source port (tcp, udp) [default: 40000]
+    --dport N          its destination port (tcp, udp)
+    --proto PROTO      tcp, udp, icmp or icmpv6
+    --state STATE      new (a connection's first packet) or established [default: new]
+    --icmp-type N      ICMP or ICMPv6 type, a number or a name [default: echo request]
+    --mark N           the packet's firewall mark (for route rules' fwmark) [default: 0]
+    --addresses LIST   the router's addresses, IFACE=ADDR/LEN,...: its own addresses and
+                       connected routes (none without it)
+    --json             one JSON object with verdict, rule, dnat, snat, route
 
 EXIT CODES:
     0  success
@@ -87,6 +106,8 @@ pub enum Verb {
     Cleanup,
     /// `status`: a running daemon's /healthz as a table.
     Status,
+    /// `explain`: which rule decides a packet (its own flags, see `crate::explain`).
+    Explain,
     /// `--version`.
     Version,
     /// `--help` or `help`.
@@ -95,12 +116,13 @@ pub enum Verb {
 
 impl Verb {
     /// The verbs a user types as a word, with that word.
-    const WORDS: [(&'static str, Verb); 6] = [
+    const WORDS: [(&'static str, Verb); 7] = [
         ("run", Verb::Run),
         ("check", Verb::Check),
         ("plan", Verb::Plan),
         ("cleanup", Verb::Cleanup),
         ("status", Verb::Status),
+        ("explain", Verb::Explain),
         ("help", Verb::Help),
     ];
 
@@ -180,6 +202,10 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
 
 /// `edgenetd` with these arguments (without the program name).
 pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
+    let args: Vec<String> = args.into_iter().collect();
+    if args.first().map(String::as_str) == Some("explain") {
+        return crate::explain::main(&args[1..], DEFAULT_CONFIG, USAGE);
+    }
     let cli = match parse_args(args) {
         Ok(c) => c,
         Err(e) => {
@@ -220,6 +246,11 @@ pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
         Verb::Status => status_cmd(&cli.url).into(),
         Verb::Plan => each_controller(Verb::Plan, &cli.config).into(),
         Verb::Cleanup => each_controller(Verb::Cleanup, &cli.config).into(),
+        // Only as a later word (`edgenetd --log-level x explain`): its flags come after it.
+        Verb::Explain => {
+            eprintln!("edgenetd: `explain` must be the first argument\n\n{USAGE}");
+            Exit::Usage.into()
+        }
     }
 }
 

@@ -48,6 +48,7 @@ pub mod config;
 pub mod controller;
 pub mod daemon;
 pub mod dataplane;
+pub mod explain;
 pub mod health;
 pub mod http;
 #[cfg(feature = "kubernetes")]

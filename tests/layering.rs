@@ -24,6 +24,12 @@ const ALLOWED: &[(&str, &str)] = &[
     ("cli", "daemon"),
     ("cli", "logging"),
     ("cli", "status"),
+    // `explain`: the controllers' nftables IR, built from the config, run by an interpreter.
+    ("cli", "explain"),
+    ("explain", "config"),
+    ("explain", "controller"),
+    ("explain", "dataplane"),
+    ("explain", "names"),
     // Orchestration of `edgenetd run`: everything below it.
     ("daemon", "clock"),
     ("daemon", "config"),

@@ -1,0 +1,346 @@
+//! The interpreter: one table's chains run over a [`Packet`] as the kernel runs them —
+//! rules in order, a failed match skips to the next rule, jump/goto/return, verdict maps,
+//! NAT statements ending the chain with accept. Counters, logs, limits (assumed under their
+//! rate), MSS clamping and dynamic-map updates change nothing `explain` reports.
+
+use std::net::IpAddr;
+
+use crate::dataplane::nft::ir::*;
+use crate::dataplane::nft::render::render_rule;
+
+use super::error::ExplainError;
+use super::packet::Packet;
+use super::values::{Locality, any_bit, element_matches, equal, load};
+
+/// The kernel's limit on nested jumps.
+const MAX_DEPTH: usize = 16;
+
+/// A verdict that ends a base chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Final {
+    /// Accept (in this chain; later base chains of the hook still see the packet).
+    Accept,
+    /// Drop silently.
+    Drop,
+    /// Drop with an answer.
+    Reject(Reject),
+}
+
+/// A rule as `explain` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleRef {
+    /// The table.
+    pub table: String,
+    /// The chain.
+    pub chain: String,
+    /// The rule's comment (edgenetd's carries the config object's name).
+    pub comment: Option<String>,
+    /// The rule in nft syntax.
+    pub text: String,
+}
+
+/// A translation a NAT statement did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NatEvent {
+    /// SNAT (masquerade included) or DNAT.
+    pub kind: NatKind,
+    /// True for `masquerade` (the address is the outgoing interface's).
+    pub masquerade: bool,
+    /// The new address (`None` for a masquerade whose interface address is unknown).
+    pub addr: Option<IpAddr>,
+    /// The new port, if the statement sets one.
+    pub port: Option<u16>,
+    /// For a DNAT through a slot map (services): each (address, port, share) it may pick.
+    pub shares: Vec<(IpAddr, Option<u16>, f64)>,
+    /// The rule that did it.
+    pub rule: RuleRef,
+}
+
+/// How a chain ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChainEnd {
+    /// A verdict, by this rule.
+    Verdict(Final, RuleRef),
+    /// No rule decided (the end of the chain, or `return`).
+    Fallthrough,
+}
+
+/// What a run records besides the verdict.
+#[derive(Debug, Default)]
+pub struct Trace {
+    /// Every translation, in order.
+    pub nat: Vec<NatEvent>,
+    /// Human-readable steps (`jump`, `goto`, notes).
+    pub steps: Vec<String>,
+}
+
+/// One table being run.
+pub struct Run<'a> {
+    /// The table.
+    pub table: &'a Table,
+    /// The router's own addresses.
+    pub local: &'a dyn Locality,
+    /// The address masquerade picks on the outgoing interface, if known.
+    pub masq_addr: Option<IpAddr>,
+}
+
+/// What one rule (or statement) did.
+pub(super) enum Flow {
+    /// Go on (with the next statement or rule).
+    Next,
+    /// The chain ends with this verdict.
+    End(Final),
+    /// Back to the calling chain.
+    Return,
+    /// Run that chain, then go on.
+    Jump(String),
+    /// Run that chain instead of the rest of this one.
+    Goto(String),
+}
+
+impl Run<'_> {
+    /// Runs `chain` over `pkt` (which NAT rewrites) and says how it ended.
+    pub fn chain(
+        &self,
+        chain: &str,
+        pkt: &mut Packet,
+        trace: &mut Trace,
+    ) -> Result<ChainEnd, ExplainError> {
+        self.chain_at(chain, pkt, trace, 0)
+    }
+
+    fn chain_at(
+        &self,
+        chain: &str,
+        pkt: &mut Packet,
+        trace: &mut Trace,
+        depth: usize,
+    ) -> Result<ChainEnd, ExplainError> {
+        if depth > MAX_DEPTH {
+            return Err(ExplainError::TooDeep(MAX_DEPTH, self.table.name.clone()));
+        }
+        if !self.table.chains.iter().any(|c| c.name == chain) {
+            return Err(self.missing("chain", chain));
+        }
+        for rule in self.table.rules.iter().filter(|r| r.chain == chain) {
+            let flow = self.rule(rule, pkt, trace)?;
+            let next = match flow {
+                Flow::Next => continue,
+                Flow::End(f) => return Ok(ChainEnd::Verdict(f, self.rule_ref(rule))),
+                Flow::Return => return Ok(ChainEnd::Fallthrough),
+                Flow::Jump(c) => {
+                    trace.steps.push(format!("{chain}: jump {c}"));
+                    self.chain_at(&c, pkt, trace, depth + 1)?
+                }
+                Flow::Goto(c) => {
+                    trace.steps.push(format!("{chain}: goto {c}"));
+                    return self.chain_at(&c, pkt, trace, depth + 1);
+                }
+            };
+            if let ChainEnd::Verdict(..) = next {
+                return Ok(next);
+            }
+        }
+        Ok(ChainEnd::Fallthrough)
+    }
+
+    fn missing(&self, what: &'static str, name: &str) -> ExplainError {
+        ExplainError::Missing {
+            table: self.table.name.clone(),
+            what,
+            name: name.to_string(),
+        }
+    }
+
+    fn rule_ref(&self, rule: &Rule) -> RuleRef {
+        RuleRef {
+            table: self.table.name.clone(),
+            chain: rule.chain.clone(),
+            comment: rule.comment.clone(),
+            text: render_rule(self.table.family, rule),
+        }
+    }
+
+    /// Runs one rule's statements until one does not match or one ends it.
+    fn rule(&self, rule: &Rule, pkt: &mut Packet, trace: &mut Trace) -> Result<Flow, ExplainError> {
+        for stmt in &rule.stmts {
+            match self.stmt(stmt, rule, pkt, trace) {
+                Ok(Some(flow)) => return Ok(flow),
+                Ok(None) => {}
+                Err(ExplainError::Unsupported(what)) => {
+                    return Err(ExplainError::Unsupported(format!(
+                        "{what} in rule {:?} of chain {} (table {})",
+                        rule.comment.as_deref().unwrap_or(""),
+                        rule.chain,
+                        self.table.name
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    /// One statement: `None` to go on with the next one.
+    #[allow(unreachable_patterns)] // a statement added to the IR later is reported
+    fn stmt(
+        &self,
+        stmt: &Stmt,
+        rule: &Rule,
+        pkt: &mut Packet,
+        trace: &mut Trace,
+    ) -> Result<Option<Flow>, ExplainError> {
+        let matched = match stmt {
+            Stmt::Cmp { left, op, right } => {
+                load(left, pkt, self.local)?.is_some_and(|v| equal(&v, right) == (*op == CmpOp::Eq))
+            }
+            Stmt::Range {
+                left,
+                negate,
+                from,
+                to,
+            } => load(left, pkt, self.local)?
+                .is_some_and(|v| super::values::in_range(&v, from, to) != *negate),
+            Stmt::Flags { left, bits, negate } => {
+                load(left, pkt, self.local)?.is_some_and(|v| any_bit(&v, bits) != *negate)
+            }
+            Stmt::Lookup { left, set, negate } => match load(left, pkt, self.local)? {
+                Some(v) => self.lookup(set, &v)?.is_some() != *negate,
+                None => false,
+            },
+            Stmt::Verdict(v) => return Ok(Some(flow_of(v)?)),
+            Stmt::Vmap { key, map } => {
+                let Some(k) = load(key, pkt, self.local)? else {
+                    return Ok(Some(Flow::Next));
+                };
+                return Ok(Some(match self.lookup(map, &k)? {
+                    Some(Some(Value::Verdict(v))) => flow_of(&v)?,
+                    _ => Flow::Next,
+                }));
+            }
+            Stmt::Reject(r) => return Ok(Some(Flow::End(Final::Reject(*r)))),
+            Stmt::Masquerade => {
+                self.snat(pkt, trace, rule, None, None);
+                return Ok(Some(Flow::End(Final::Accept)));
+            }
+            // In an inet table a NAT of the other family does nothing, not even end the
+            // rule: the kernel's nat expression checks the packet's family.
+            Stmt::Nat { addr, .. } if addr.is_ipv4() != pkt.is_v4() => true,
+            Stmt::NatMap { version, .. } if (*version == IpVersion::V4) != pkt.is_v4() => true,
+            Stmt::Nat { kind, addr, port } => {
+                let event = self.nat_event(*kind, rule, Some(*addr), *port, Vec::new());
+                apply_nat(pkt, &event);
+                trace.nat.push(event);
+                return Ok(Some(Flow::End(Final::Accept)));
+            }
+            Stmt::NatMap { kind, key, map, .. } => {
+                return self.nat_map(*kind, key, map, rule, pkt, trace);
+            }
+            Stmt::CtMarkOr(bits) => {
+                pkt.ct_mark |= bits;
+                true
+            }
+            Stmt::Counter
+            | Stmt::Log { .. }
+            | Stmt::Limit { over: false, .. }
+            | Stmt::ClampMssToRoute
+            | Stmt::MapUpdate { .. } => true,
+            // Under its rate (what `explain` assumes), `limit rate over` does not match.
+            Stmt::Limit { over: true, .. } => false,
+            other => return Err(ExplainError::Unsupported(format!("statement {other:?}"))),
+        };
+        Ok((!matched).then_some(Flow::Next))
+    }
+
+    pub(super) fn nat_event(
+        &self,
+        kind: NatKind,
+        rule: &Rule,
+        addr: Option<IpAddr>,
+        port: Option<u16>,
+        shares: Vec<(IpAddr, Option<u16>, f64)>,
+    ) -> NatEvent {
+        NatEvent {
+            kind,
+            masquerade: false,
+            addr,
+            port,
+            shares,
+            rule: self.rule_ref(rule),
+        }
+    }
+
+    fn snat(
+        &self,
+        pkt: &mut Packet,
+        trace: &mut Trace,
+        rule: &Rule,
+        addr: Option<IpAddr>,
+        port: Option<u16>,
+    ) {
+        let mut event = self.nat_event(NatKind::Snat, rule, addr.or(self.masq_addr), port, vec![]);
+        event.masquerade = addr.is_none();
+        apply_nat(pkt, &event);
+        trace.nat.push(event);
+    }
+
+    /// The element of `set` whose key holds `v`: `Some(data)` when found (`data` is `None`
+    /// for a plain set).
+    pub(super) fn lookup(
+        &self,
+        set: &SetRef,
+        v: &Value,
+    ) -> Result<Option<Option<Value>>, ExplainError> {
+        let elements = match set {
+            SetRef::Named(name) => {
+                &self
+                    .table
+                    .set(name)
+                    .ok_or_else(|| self.missing("set", name))?
+                    .elements
+            }
+            SetRef::Anonymous { elements, .. } => elements,
+        };
+        Ok(elements
+            .iter()
+            .find(|e| element_matches(v, &e.key))
+            .map(|e| e.data.clone()))
+    }
+}
+
+#[allow(unreachable_patterns)] // a verdict added to the IR later is reported
+fn flow_of(v: &Verdict) -> Result<Flow, ExplainError> {
+    Ok(match v {
+        Verdict::Accept => Flow::End(Final::Accept),
+        Verdict::Drop => Flow::End(Final::Drop),
+        Verdict::Continue => Flow::Next,
+        Verdict::Return => Flow::Return,
+        Verdict::Jump(c) => Flow::Jump(c.clone()),
+        Verdict::Goto(c) => Flow::Goto(c.clone()),
+        other => return Err(ExplainError::Unsupported(format!("verdict {other:?}"))),
+    })
+}
+
+/// Rewrites the packet as the translation says and marks the connection.
+pub fn apply_nat(pkt: &mut Packet, event: &NatEvent) {
+    match event.kind {
+        NatKind::Dnat => {
+            if let Some(a) = event.addr {
+                pkt.daddr = a;
+            }
+            if let Some(p) = event.port {
+                pkt.dport = p;
+            }
+            pkt.ct_status |= CT_STATUS_DNAT;
+        }
+        NatKind::Snat => {
+            if let Some(a) = event.addr {
+                pkt.saddr = a;
+            }
+            if let Some(p) = event.port {
+                pkt.sport = p;
+            }
+            pkt.ct_status |= CT_STATUS_SNAT;
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! `edgenetd explain`: which rule decides a packet, offline.
+//!
+//! The config is turned into the very nftables IR the controllers program (the policy
+//! table from `controller::policy::program`, the service table from
+//! `controller::service::elements`), and an interpreter runs the packet through it hook by
+//! hook, with the routing decision from the route config in between. Because it reads the
+//! IR, not the config, it cannot drift from what is programmed; what it does not know (a
+//! statement or expression added later) it reports as unsupported instead of guessing.
+//!
+//! - [`query`]: the command line -> the packet;
+//! - [`walk`]: the hooks in order; [`eval`] (and [`natmap`]): one chain's rules;
+//!   [`values`]: expressions and comparisons; [`route`]: the routing decision;
+//! - [`report`]: text and `--json`.
+
+pub mod error;
+pub mod eval;
+mod natmap;
+pub mod packet;
+pub mod query;
+pub mod report;
+pub mod route;
+pub mod values;
+pub mod walk;
+
+use std::process::ExitCode;
+
+use crate::config::{self, DesiredState};
+use crate::controller::policy::addresses::RouterAddresses;
+use crate::controller::policy::program;
+use crate::controller::service::{elements, model};
+use crate::dataplane::nft::ir::Table;
+
+pub use error::ExplainError;
+use route::Addresses;
+use walk::{Explanation, World};
+
+/// The tables edgenetd would program for `desired`, the router having `addrs`.
+pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
+    let mut out = Vec::new();
+    if desired.controller("policy").enabled {
+        let router = RouterAddresses::new(
+            addrs
+                .entries
+                .iter()
+                .map(|(i, n)| (i.clone(), n.addr()))
+                .collect(),
+        );
+        let policy = program::build_with_pods(
+            desired.policy.as_ref(),
+            &desired.pod_policies,
+            &desired.daemon.policy_table(),
+            &router,
+        );
+        out.extend(policy.map(|p| p.table));
+    }
+    if desired.controller("service").enabled {
+        // Health is unknown offline: every backend counts as up.
+        let model = model::build(&desired.services.services);
+        out.push(elements::full_table(
+            &desired.daemon.service_table(),
+            &model,
+        ));
+    }
+    out
+}
+
+/// Explains `q`'s packet under `desired`.
+pub fn explain(desired: &DesiredState, q: &query::Query) -> Result<Explanation, ExplainError> {
+    let tables = tables(desired, &q.addresses);
+    let empty = Default::default();
+    let routing = if desired.controller("route").enabled {
+        &desired.routing
+    } else {
+        &empty
+    };
+    let mut e = World {
+        tables: &tables,
+        routing,
+        addresses: &q.addresses,
+    }
+    .explain(q.packet.clone())?;
+    let p = &q.packet;
+    e.service = desired
+        .services
+        .services
+        .iter()
+        .find(|s| {
+            s.address == p.daddr && s.port == p.dport && s.protocol.number() == p.proto.number()
+        })
+        .map(|s| s.name.clone());
+    Ok(e)
+}
+
+/// `edgenetd explain` with the arguments after the verb. Exit 0 with an answer, 1 when the
+/// config does not load or cannot be evaluated, 2 on a usage error.
+pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
+    let q = match query::parse(args, default_config) {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("edgenetd explain: {e}\n\n{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    let desired = match config::load(&q.config) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    match explain(&desired, &q) {
+        Ok(e) if q.json => {
+            println!("{}", report::json(&e));
+            ExitCode::SUCCESS
+        }
+        Ok(e) => {
+            if q.addresses.entries.is_empty() {
+                eprintln!(
+                    "edgenetd explain: no --addresses: no address counts as the router's own"
+                );
+            }
+            print!("{}", report::human(&e, &q.packet));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("edgenetd explain: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

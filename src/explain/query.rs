@@ -1,0 +1,185 @@
+//! The command line of `edgenetd explain`, parsed into the packet it asks about.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+
+use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
+
+use super::packet::{Packet, Proto};
+use super::route::Addresses;
+
+/// The source port when `--sport` is not given.
+pub const DEFAULT_SPORT: u16 = 40000;
+
+/// A parsed `explain` command line.
+#[derive(Debug)]
+pub struct Query {
+    /// `--config`.
+    pub config: PathBuf,
+    /// The packet as it arrives.
+    pub packet: Packet,
+    /// `--addresses`.
+    pub addresses: Addresses,
+    /// `--json`.
+    pub json: bool,
+}
+
+/// The flags as given, before they are checked against each other.
+#[derive(Default)]
+struct Raw {
+    iif: Option<String>,
+    from: Option<IpAddr>,
+    to: Option<IpAddr>,
+    sport: Option<u16>,
+    dport: Option<u16>,
+    proto: Option<Proto>,
+    established: bool,
+    icmp_type: Option<String>,
+    mark: u32,
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16)
+            .ok()
+            .and_then(|n| n.to_string().parse().ok()),
+        None => v.parse().ok(),
+    };
+    parsed.ok_or_else(|| format!("{flag}: `{v}` is not a valid number"))
+}
+
+fn addr(flag: &str, v: &str) -> Result<IpAddr, String> {
+    v.parse()
+        .map_err(|_| format!("{flag}: `{v}` is not an IP address"))
+}
+
+fn proto(v: &str) -> Result<Proto, String> {
+    Ok(match v {
+        "tcp" => Proto::Tcp,
+        "udp" => Proto::Udp,
+        "icmp" => Proto::Icmp,
+        "icmpv6" => Proto::Icmpv6,
+        _ => return Err(format!("--proto: `{v}` is not tcp, udp, icmp or icmpv6")),
+    })
+}
+
+/// `IFACE=ADDR/LEN,IFACE=ADDR/LEN,...`.
+fn addresses(v: &str) -> Result<Addresses, String> {
+    let mut entries = Vec::new();
+    for item in v.split(',').filter(|s| !s.is_empty()) {
+        let (iface, net) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--addresses: `{item}` is not IFACE=ADDR/LEN"))?;
+        let net: IpNet = net
+            .parse()
+            .map_err(|_| format!("--addresses: `{net}` is not ADDR/LEN"))?;
+        entries.push((iface.to_string(), net));
+    }
+    Ok(Addresses { entries })
+}
+
+/// Parses the arguments after `explain`; `default_config` when `--config` is absent.
+pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
+    let mut raw = Raw::default();
+    let mut config = PathBuf::from(default_config);
+    let mut addrs = Addresses::default();
+    let mut json = false;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "--config" | "-c" => config = PathBuf::from(value()?),
+            "--in" => raw.iif = Some(value()?),
+            "--from" => raw.from = Some(addr(flag, &value()?)?),
+            "--to" => raw.to = Some(addr(flag, &value()?)?),
+            "--sport" => raw.sport = Some(number(flag, &value()?)?),
+            "--dport" => raw.dport = Some(number(flag, &value()?)?),
+            "--proto" => raw.proto = Some(proto(&value()?)?),
+            "--icmp-type" => raw.icmp_type = Some(value()?),
+            "--mark" => raw.mark = number(flag, &value()?)?,
+            "--addresses" => addrs = addresses(&value()?)?,
+            "--json" => json = true,
+            "--state" => {
+                raw.established = match value()?.as_str() {
+                    "new" => false,
+                    "established" => true,
+                    other => return Err(format!("--state: `{other}` is not new or established")),
+                }
+            }
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    Ok(Query {
+        config,
+        packet: packet(raw)?,
+        addresses: addrs,
+        json,
+    })
+}
+
+fn packet(raw: Raw) -> Result<Packet, String> {
+    let iif = raw.iif.ok_or("explain needs --in IFACE")?;
+    let saddr = raw.from.ok_or("explain needs --from ADDR")?;
+    let daddr = raw.to.ok_or("explain needs --to ADDR")?;
+    let proto = raw
+        .proto
+        .ok_or("explain needs --proto tcp|udp|icmp|icmpv6")?;
+    if saddr.is_ipv4() != daddr.is_ipv4() {
+        return Err("--from and --to must be of the same IP version".into());
+    }
+    match proto {
+        Proto::Icmp if !saddr.is_ipv4() => return Err("--proto icmp is IPv4; use icmpv6".into()),
+        Proto::Icmpv6 if saddr.is_ipv4() => return Err("--proto icmpv6 is IPv6; use icmp".into()),
+        _ => {}
+    }
+    if proto.has_ports() && raw.dport.is_none() {
+        return Err(format!("--proto {} needs --dport N", proto.name()));
+    }
+    if !proto.has_ports() && (raw.dport.is_some() || raw.sport.is_some()) {
+        return Err(format!("--proto {} has no ports", proto.name()));
+    }
+    let (sport, dport) = if proto.has_ports() {
+        (raw.sport.unwrap_or(DEFAULT_SPORT), raw.dport.unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    let echo_request = if proto == Proto::Icmp { 8 } else { 128 };
+    let icmp_type = match raw.icmp_type.as_deref() {
+        None => echo_request,
+        Some(t) => number("--icmp-type", t).or_else(|e| {
+            let by_name = if proto == Proto::Icmp {
+                icmp_type_by_name(t)
+            } else {
+                icmpv6_type_by_name(t)
+            };
+            by_name.ok_or(e)
+        })?,
+    };
+    Ok(Packet {
+        iif,
+        oif: String::new(),
+        saddr,
+        daddr,
+        proto,
+        sport,
+        dport,
+        icmp_type,
+        ct_state: Packet::state_bits(raw.established),
+        ct_status: 0,
+        ct_mark: 0,
+        mark: raw.mark,
+        orig_daddr: daddr,
+        orig_dport: dport,
+    })
+}

@@ -1,0 +1,174 @@
+//! Expressions read from the packet, and how they compare with the IR's constants and set
+//! elements: by their encoded bytes (as the kernel compares registers), by number for ranges
+//! and flags, by prefix for addresses in interval sets and for `"eth*"` wildcards.
+
+use std::net::IpAddr;
+
+use crate::dataplane::nft::encode::encode;
+use crate::dataplane::nft::ir::*;
+
+use super::error::ExplainError;
+use super::packet::Packet;
+
+/// What `fib daddr type` answers for an address that is not the router's own (RTN_UNICAST).
+const ADDRTYPE_UNICAST: u32 = 1;
+/// `meta nfproto ipv4` / `ipv6`.
+const NFPROTO_IPV4: u8 = 2;
+const NFPROTO_IPV6: u8 = 10;
+
+/// The router's own addresses, which `fib daddr type local` recognises.
+pub trait Locality {
+    /// True when `addr` is one of the router's addresses (loopback included).
+    fn is_local(&self, addr: IpAddr) -> bool;
+}
+
+/// The value of `expr` for `pkt`; `None` when the packet has no such header (an `ip saddr`
+/// of an IPv6 packet, a `tcp dport` of a UDP one): the kernel's protocol dependency fails,
+/// so neither `==` nor `!=` matches.
+#[allow(unreachable_patterns)] // a variant added to the IR later is reported, never guessed
+pub fn load(
+    expr: &Expr,
+    pkt: &Packet,
+    local: &dyn Locality,
+) -> Result<Option<Value>, ExplainError> {
+    let v4 = pkt.is_v4();
+    let ports = pkt.proto.has_ports();
+    Ok(match expr {
+        Expr::Meta(key) => load_meta(*key, pkt)?,
+        Expr::Payload(field) => load_payload(*field, pkt)?,
+        Expr::Ct(CtKey::State) => Some(Value::CtState(pkt.ct_state)),
+        Expr::Ct(CtKey::Status) => Some(Value::CtStatus(pkt.ct_status)),
+        Expr::Ct(CtKey::Mark) => Some(Value::Mark(pkt.ct_mark)),
+        Expr::FibDaddrType => Some(Value::AddrType(if local.is_local(pkt.daddr) {
+            ADDRTYPE_LOCAL
+        } else {
+            ADDRTYPE_UNICAST
+        })),
+        Expr::CtOriginal(CtOrigKey::IpDaddr) => v4.then(|| Value::ip(pkt.orig_daddr)),
+        Expr::CtOriginal(CtOrigKey::Ip6Daddr) => (!v4).then(|| Value::ip(pkt.orig_daddr)),
+        Expr::CtOriginal(CtOrigKey::ProtoDst) => ports.then_some(Value::Port(pkt.orig_dport)),
+        Expr::Concat(parts) => {
+            let mut out = Vec::new();
+            for p in parts {
+                match load(p, pkt, local)? {
+                    Some(v) => out.push(v),
+                    None => return Ok(None),
+                }
+            }
+            Some(Value::Concat(out))
+        }
+        // numgen/jhash have no single value: the NAT map statement that uses them reports
+        // each slot's share instead (see `eval`).
+        other => return Err(ExplainError::Unsupported(format!("expression {other:?}"))),
+    })
+}
+
+#[allow(unreachable_patterns)] // see `load`
+fn load_meta(key: MetaKey, pkt: &Packet) -> Result<Option<Value>, ExplainError> {
+    Ok(Some(match key {
+        MetaKey::IifName => Value::IfName(pkt.iif.clone()),
+        MetaKey::OifName => Value::IfName(pkt.oif.clone()),
+        MetaKey::L4Proto => Value::Proto(pkt.proto.number()),
+        MetaKey::NfProto => Value::Proto(if pkt.is_v4() {
+            NFPROTO_IPV4
+        } else {
+            NFPROTO_IPV6
+        }),
+        MetaKey::Mark => Value::Mark(pkt.mark),
+        other => return Err(ExplainError::Unsupported(format!("meta key {other:?}"))),
+    }))
+}
+
+/// A header field: `None` when the packet lacks that header (see [`load`]).
+#[allow(unreachable_patterns)] // see `load`
+fn load_payload(field: Field, pkt: &Packet) -> Result<Option<Value>, ExplainError> {
+    use super::packet::Proto;
+    let v4 = pkt.is_v4();
+    let p = pkt.proto;
+    Ok(match field {
+        Field::IpSaddr => v4.then(|| Value::ip(pkt.saddr)),
+        Field::IpDaddr => v4.then(|| Value::ip(pkt.daddr)),
+        Field::Ip6Saddr => (!v4).then(|| Value::ip(pkt.saddr)),
+        Field::Ip6Daddr => (!v4).then(|| Value::ip(pkt.daddr)),
+        Field::TcpDport => (p == Proto::Tcp).then_some(Value::Port(pkt.dport)),
+        Field::UdpDport => (p == Proto::Udp).then_some(Value::Port(pkt.dport)),
+        Field::ThDport => p.has_ports().then_some(Value::Port(pkt.dport)),
+        Field::ThSport => p.has_ports().then_some(Value::Port(pkt.sport)),
+        Field::IcmpType => (p == Proto::Icmp).then_some(Value::IcmpType(pkt.icmp_type)),
+        Field::Icmpv6Type => (p == Proto::Icmpv6).then_some(Value::Icmpv6Type(pkt.icmp_type)),
+        // A first packet is a SYN, a packet of an established connection an ACK.
+        Field::TcpFlags => (p == Proto::Tcp).then_some(Value::TcpFlags(if pkt.established() {
+            0x10
+        } else {
+            TCP_SYN
+        })),
+        other => return Err(ExplainError::Unsupported(format!("header field {other:?}"))),
+    })
+}
+
+/// `a == b` as the kernel compares them (`b` a constant, perhaps an `"eth*"` wildcard).
+pub fn equal(a: &Value, b: &Value) -> bool {
+    if let (Value::IfName(name), Value::IfName(pattern)) = (a, b)
+        && let Some(stem) = pattern.strip_suffix('*')
+    {
+        return name.starts_with(stem);
+    }
+    match (encode(a), encode(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The number a value stands for, for ranges and bit tests.
+pub fn number(v: &Value) -> Option<u128> {
+    Some(match v {
+        Value::Ipv4(a) => u32::from(*a).into(),
+        Value::Ipv6(a) => u128::from(*a),
+        Value::Port(p) => (*p).into(),
+        Value::Proto(p) | Value::IcmpType(p) | Value::Icmpv6Type(p) | Value::TcpFlags(p) => {
+            (*p).into()
+        }
+        Value::Mark(m) | Value::CtState(m) | Value::CtStatus(m) | Value::AddrType(m) => (*m).into(),
+        _ => return None,
+    })
+}
+
+/// `from <= v <= to`, component by component for concatenations.
+pub fn in_range(v: &Value, from: &Value, to: &Value) -> bool {
+    match (v, from, to) {
+        (Value::Concat(v), Value::Concat(f), Value::Concat(t)) => {
+            v.len() == f.len()
+                && v.len() == t.len()
+                && v.iter()
+                    .zip(f.iter().zip(t))
+                    .all(|(v, (f, t))| in_range(v, f, t))
+        }
+        _ => match (number(v), number(from), number(to)) {
+            (Some(v), Some(f), Some(t)) => f <= v && v <= t,
+            _ => false,
+        },
+    }
+}
+
+/// True when set element key `key` holds `v`.
+#[allow(unreachable_patterns)] // an element kind added later never matches by accident
+pub fn element_matches(v: &Value, key: &ElemKey) -> bool {
+    match key {
+        ElemKey::Value(k) => equal(v, k),
+        ElemKey::Prefix(net) => match v {
+            Value::Ipv4(a) => net.contains(&IpAddr::V4(*a)),
+            Value::Ipv6(a) => net.contains(&IpAddr::V6(*a)),
+            _ => false,
+        },
+        ElemKey::Range(from, to) => in_range(v, from, to),
+        _ => false,
+    }
+}
+
+/// True when some bit of `bits` is set in `v`.
+pub fn any_bit(v: &Value, bits: &Value) -> bool {
+    match (number(v), number(bits)) {
+        (Some(v), Some(b)) => v & b != 0,
+        _ => false,
+    }
+}

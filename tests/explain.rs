@@ -1,0 +1,420 @@
+//! `edgenetd explain` offline: the JSON contract, the path through port forwards (with
+//! reflection), services (each backend's share), masquerade, route rules (from, fwmark,
+//! throw) and blackholes, the established state, usage errors, and an IR it cannot evaluate
+//! reported as unsupported instead of guessed. Agreement with the kernel is
+//! tests/explain_differential.rs.
+
+mod common;
+
+use edgenetd::dataplane::nft::ir::*;
+use edgenetd::explain::error::ExplainError;
+use edgenetd::explain::eval::{Run, Trace};
+use edgenetd::explain::query;
+use edgenetd::explain::route::Addresses;
+use serde_json::Value as Json;
+
+use common::bin::edgenetd;
+use common::scratch::ScratchDir;
+
+/// The config of the differential test: every rule kind.
+const CONFIG: &str = include_str!("explain_diff/config.toml");
+const ROUTER: &str =
+    "veth-lan=10.0.0.1/24,veth-lan=fd00::1/64,veth-wan=192.0.2.1/24,veth-wan=2001:db8::1/64";
+
+/// Routes with a fwmark rule, a throw, and a default route.
+const ROUTES: &str = r#"
+[[route]]
+to = "default"
+via = "192.0.2.254"
+
+[[route_rule]]
+priority = 50
+fwmark = 7
+table = 200
+
+[[route]]
+to = "default"
+via = "10.0.0.254"
+table = 200
+
+[[route]]
+to = "198.18.0.0/15"
+type = "throw"
+table = 200
+"#;
+
+/// `edgenetd explain --json` with `args` under `config`.
+fn explain(config: &str, args: &[&str]) -> Json {
+    let dir = ScratchDir::with_files("explain", &[("edgenetd.toml", config)]);
+    let cfg = dir.config();
+    let mut all = vec![
+        "explain",
+        "--json",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--addresses",
+        ROUTER,
+    ];
+    all.extend(args);
+    let run = edgenetd(&all);
+    assert_eq!(run.code, 0, "edgenetd {all:?}: {}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+fn tcp(iif: &str, from: &str, to: &str, dport: u16) -> Vec<String> {
+    [
+        "--in", iif, "--from", from, "--to", to, "--proto", "tcp", "--dport",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([dport.to_string()])
+    .collect()
+}
+
+fn explain_tcp(config: &str, iif: &str, from: &str, to: &str, dport: u16, more: &[&str]) -> Json {
+    let args = tcp(iif, from, to, dport);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(more);
+    explain(config, &args)
+}
+
+#[test]
+fn the_json_keys_operators_script_against_are_always_there() {
+    let j = explain_tcp(CONFIG, "veth-wan", "192.0.2.2", "192.0.2.1", 23, &[]);
+    for key in ["verdict", "rule", "dnat", "snat", "route"] {
+        assert!(j.get(key).is_some(), "key {key} missing from {j}");
+    }
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("reject"), Some("telnet-reject"))
+    );
+    assert_eq!(j["chain"], "input");
+    assert!(j["dnat"].is_null() && j["snat"].is_null());
+    assert_eq!(j["route"]["decision"], "local");
+    // No rule: the input chain's default.
+    let j = explain_tcp(CONFIG, "veth-wan", "192.0.2.2", "192.0.2.1", 22, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("drop"), Some("default"))
+    );
+}
+
+#[test]
+fn a_port_forward_dnats_and_reflects_with_masquerade() {
+    let j = explain_tcp(CONFIG, "veth-wan", "192.0.2.2", "192.0.2.1", 8080, &[]);
+    assert_eq!(j["verdict"], "accept", "{j}");
+    assert_eq!(j["dnat"]["to"], "10.0.0.10:80");
+    assert_eq!(j["dnat"]["rule"], "port-forward web");
+    assert_eq!(
+        (j["route"]["dev"].as_str(), j["route"]["table"].as_u64()),
+        (Some("veth-lan"), Some(254))
+    );
+    assert!(j["snat"].is_null(), "{j}");
+    // From the lan to the router's wan address: reflected, and masqueraded so the inner
+    // host answers through the router.
+    let j = explain_tcp(CONFIG, "veth-lan", "10.0.0.2", "192.0.2.1", 8080, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["dnat"]["to"].as_str()),
+        (Some("accept"), Some("10.0.0.10:80"))
+    );
+    assert_eq!(
+        (j["snat"]["to"].as_str(), j["snat"]["masquerade"].as_bool()),
+        (Some("10.0.0.1"), Some(true))
+    );
+    // The router's lan address is the router's own: no port forward there.
+    let j = explain_tcp(CONFIG, "veth-lan", "10.0.0.2", "10.0.0.1", 8080, &[]);
+    assert!(j["dnat"].is_null(), "{j}");
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("ssh-from-lan"))
+    );
+}
+
+#[test]
+fn a_service_names_each_backend_with_its_share() {
+    let j = explain_tcp(CONFIG, "veth-lan", "10.0.0.2", "198.51.100.10", 80, &[]);
+    assert_eq!(j["verdict"], "accept", "{j}");
+    assert_eq!(j["dnat"]["service"], "app");
+    let backends = j["dnat"]["backends"].as_array().unwrap();
+    let shares: Vec<(String, f64)> = backends
+        .iter()
+        .map(|b| {
+            (
+                b["to"].as_str().unwrap().to_string(),
+                b["share"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    assert!(
+        shares.iter().all(|(_, s)| (s - 0.5).abs() < 1e-9),
+        "{shares:?}"
+    );
+    assert!(shares.iter().any(|(t, _)| t == "192.0.2.2:8080"));
+    // Out through the wan: masqueraded to the router's wan address.
+    assert_eq!(j["snat"]["to"], "192.0.2.1");
+}
+
+#[test]
+fn route_rules_pick_tables_by_source_and_mark_and_throw_falls_through() {
+    // The route rule of 10.0.0.2 sends 192.0.2.3 to an unreachable route of table 100.
+    let j = explain_tcp(CONFIG, "veth-lan", "10.0.0.2", "192.0.2.3", 22, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["route"]["decision"].as_str()),
+        (Some("reject"), Some("unreachable")),
+        "{j}"
+    );
+    assert_eq!(
+        (j["route"]["table"].as_u64(), j["route"]["rule"].as_str()),
+        (Some(100), Some("route_rule priority 100"))
+    );
+    let j = explain_tcp(CONFIG, "veth-lan", "10.0.0.10", "192.0.2.3", 22, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["route"]["table"].as_u64()),
+        (Some("accept"), Some(254)),
+        "{j}"
+    );
+    // The blackhole drops silently.
+    let j = explain_tcp(CONFIG, "veth-lan", "10.0.0.2", "203.0.113.5", 22, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["route"]["decision"].as_str()),
+        (Some("drop"), Some("blackhole"))
+    );
+    // A fwmark rule: marked traffic takes table 200's default, except where it throws.
+    let cfg = format!("{CONFIG}\n{ROUTES}");
+    let j = explain_tcp(
+        &cfg,
+        "veth-lan",
+        "10.0.0.2",
+        "8.8.8.8",
+        443,
+        &["--mark", "7"],
+    );
+    assert_eq!(
+        (j["route"]["table"].as_u64(), j["route"]["via"].as_str()),
+        (Some(200), Some("10.0.0.254")),
+        "{j}"
+    );
+    let j = explain_tcp(
+        &cfg,
+        "veth-lan",
+        "10.0.0.2",
+        "198.18.0.1",
+        443,
+        &["--mark", "7"],
+    );
+    assert_eq!(
+        (j["route"]["table"].as_u64(), j["route"]["via"].as_str()),
+        (Some(254), Some("192.0.2.254")),
+        "{j}"
+    );
+    let j = explain_tcp(&cfg, "veth-lan", "10.0.0.2", "8.8.8.8", 443, &[]);
+    assert_eq!(
+        (j["route"]["table"].as_u64(), j["route"]["dev"].as_str()),
+        (Some(254), Some("veth-wan")),
+        "{j}"
+    );
+}
+
+#[test]
+fn an_established_packet_is_accepted_by_the_established_rule() {
+    let j = explain_tcp(
+        CONFIG,
+        "veth-wan",
+        "192.0.2.2",
+        "10.0.0.2",
+        4444,
+        &["--state", "established"],
+    );
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("base")),
+        "{j}"
+    );
+    assert!(
+        j["rule_text"].as_str().unwrap().contains("established"),
+        "{j}"
+    );
+    let j = explain_tcp(CONFIG, "veth-wan", "192.0.2.2", "10.0.0.2", 4444, &[]);
+    assert_eq!(j["verdict"], "drop", "{j}");
+}
+
+#[test]
+fn ipv6_and_icmp_types_are_matched() {
+    let j = explain(
+        CONFIG,
+        &[
+            "--in",
+            "veth-wan",
+            "--from",
+            "2001:db8::2",
+            "--to",
+            "2001:db8::1",
+            "--proto",
+            "icmpv6",
+        ],
+    );
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("ping6-from-wan")),
+        "{j}"
+    );
+    let j = explain(
+        CONFIG,
+        &[
+            "--in",
+            "veth-wan",
+            "--from",
+            "2001:db8::2",
+            "--to",
+            "2001:db8::1",
+            "--proto",
+            "icmpv6",
+            "--icmp-type",
+            "echo-reply",
+        ],
+    );
+    assert_eq!(j["verdict"], "drop", "{j}");
+    // An IPv4 port forward does nothing to IPv6 traffic.
+    let j = explain_tcp(CONFIG, "veth-wan", "2001:db8::2", "2001:db8::1", 8080, &[]);
+    assert!(j["dnat"].is_null(), "{j}");
+    assert_eq!(j["verdict"], "drop");
+}
+
+#[test]
+fn the_text_names_the_path_step_by_step() {
+    let dir = ScratchDir::with_files("explain-text", &[("edgenetd.toml", CONFIG)]);
+    let cfg = dir.config();
+    let run = edgenetd(&[
+        "explain",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--addresses",
+        ROUTER,
+        "--in",
+        "veth-wan",
+        "--from",
+        "192.0.2.2",
+        "--to",
+        "192.0.2.1",
+        "--proto",
+        "tcp",
+        "--dport",
+        "8080",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for expected in [
+        "dnat",
+        "10.0.0.10:80",
+        "port-forward web",
+        "route",
+        "dev veth-lan",
+        "forward",
+        "verdict      accept",
+    ] {
+        assert!(
+            run.stdout.contains(expected),
+            "{expected:?} not in:\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn usage_mistakes_exit_2_and_say_what_is_wrong() {
+    for (args, says) in [
+        (
+            vec![
+                "explain", "--from", "10.0.0.2", "--to", "10.0.0.1", "--proto", "tcp", "--dport",
+                "22",
+            ],
+            "--in",
+        ),
+        (
+            vec![
+                "explain", "--in", "x", "--from", "10.0.0.2", "--to", "10.0.0.1", "--proto", "tcp",
+            ],
+            "--dport",
+        ),
+        (
+            vec![
+                "explain", "--in", "x", "--from", "10.0.0.2", "--to", "fd00::1", "--proto", "udp",
+                "--dport", "1",
+            ],
+            "same IP version",
+        ),
+        (
+            vec![
+                "explain", "--in", "x", "--from", "10.0.0.2", "--to", "10.0.0.1", "--proto", "sctp",
+            ],
+            "--proto",
+        ),
+        (
+            vec![
+                "explain", "--in", "x", "--from", "10.0.0.2", "--to", "10.0.0.1", "--proto",
+                "icmp", "--dport", "1",
+            ],
+            "no ports",
+        ),
+    ] {
+        let run = edgenetd(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+    }
+}
+
+/// The interpreter never guesses: what it cannot evaluate (here a `numgen` compared outside
+/// a NAT map) is reported with the rule it is in.
+#[test]
+fn an_expression_explain_cannot_evaluate_is_reported_not_guessed() {
+    let mut table = Table::new(Family::Inet, "t");
+    table.chains.push(Chain::base(
+        "in",
+        ChainType::Filter,
+        Hook::Input,
+        0,
+        ChainPolicy::Accept,
+    ));
+    table.rules.push(
+        Rule::new(
+            "in",
+            vec![
+                Stmt::Cmp {
+                    left: Expr::Numgen {
+                        modulus: 2,
+                        offset: 0,
+                    },
+                    op: CmpOp::Eq,
+                    right: Value::Mark(0),
+                },
+                Stmt::Verdict(Verdict::Drop),
+            ],
+        )
+        .with_comment("coin flip"),
+    );
+    let q = query::parse(
+        &[
+            "--in", "eth0", "--from", "10.0.0.2", "--to", "10.0.0.1", "--proto", "udp", "--dport",
+            "53",
+        ]
+        .map(String::from),
+        "unused",
+    )
+    .unwrap();
+    let addrs = Addresses::default();
+    let run = Run {
+        table: &table,
+        local: &addrs,
+        masq_addr: None,
+    };
+    let mut pkt = q.packet.clone();
+    let err = run
+        .chain("in", &mut pkt, &mut Trace::default())
+        .unwrap_err();
+    assert!(matches!(err, ExplainError::Unsupported(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("Numgen") && text.contains("coin flip"),
+        "{text}"
+    );
+}
