@@ -20,11 +20,13 @@ use super::diag::Diagnostics;
 use super::doc::{Doc, Value, de, de_each};
 
 mod model;
+mod offload;
 mod raw;
 mod rules;
 mod zones;
 
 pub use model::*;
+use offload::validate_offload;
 use raw::*;
 use rules::{parse_action, validate_port_forward, validate_rule};
 use zones::{validate_set, validate_zone, zone_ref};
@@ -39,6 +41,8 @@ const KEYS: &[&str] = &[
     "rule",
     "port_forward",
     "forward_foreign_dnat",
+    "flow_offload",
+    "flow_offload_hw",
 ];
 
 /// Validates `[policy]`; `None` when the section is absent (no firewall table at all).
@@ -61,8 +65,11 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         forwards: Vec::new(),
         port_forwards: Vec::new(),
         forward_foreign_dnat: false,
+        flow_offload: false,
+        flow_offload_hw: false,
     };
     let forward_is_verdict = defaults(table, &mut cfg, diags);
+    validate_offload(table, &mut cfg, diags);
     unknown_keys(table, diags);
     zones_and_sets(table, &mut cfg, diags);
     let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();

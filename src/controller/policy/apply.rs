@@ -126,6 +126,9 @@ fn table_batch(
     failures: &mut SyncError,
 ) -> Result<Option<Batch>, SyncError> {
     let (table, rule_groups, set_groups) = desired.without(failed);
+    let flowtable_groups: Vec<u32> = (table.flowtables.iter())
+        .map(|ft| desired.flowtable_group(&ft.name))
+        .collect();
     let mut batch = Batch::new();
     batch.tag(0);
     let tref = TableRef::from(&table);
@@ -139,7 +142,7 @@ fn table_batch(
         &mut batch,
         &tref,
         &table,
-        (&rule_groups, &set_groups),
+        (&rule_groups, &set_groups, &flowtable_groups),
         |g, e| {
             failures.push(format!("policy {}", group_label(desired, g)), e);
             failed.insert(g);
@@ -151,19 +154,28 @@ fn table_batch(
     Ok((!unbuildable).then_some(batch))
 }
 
-/// Adds the table's sets and rules, each after its group's tag; `on_error` gets each group
-/// that cannot be encoded. True when one could not.
+/// Adds the table's sets, flowtables and rules, each after its group's tag; `on_error` gets
+/// each group that cannot be encoded. True when one could not.
 fn add_objects(
     batch: &mut Batch,
     tref: &TableRef,
     table: &Table,
-    (rule_groups, set_groups): (&[u32], &[u32]),
+    (rule_groups, set_groups, flowtable_groups): (&[u32], &[u32], &[u32]),
     mut on_error: impl FnMut(u32, crate::dataplane::nft::CompileError),
 ) -> bool {
     let mut unbuildable = false;
     for (set, g) in table.sets.iter().zip(set_groups) {
         batch.tag(*g);
         if let Err(e) = batch.add_set(tref, set) {
+            on_error(*g, e);
+            unbuildable = true;
+        }
+    }
+    // A kernel without flowtables refuses the flowtable (and the rule that offloads to
+    // it): their group is left out and the write retried, like any refused group.
+    for (ft, g) in table.flowtables.iter().zip(flowtable_groups) {
+        batch.tag(*g);
+        if let Err(e) = batch.add_flowtable(tref, ft) {
             on_error(*g, e);
             unbuildable = true;
         }

@@ -48,7 +48,9 @@ use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 use ipnet::IpNet;
 
+mod flowtable;
 mod pods;
+pub use flowtable::{FLOWTABLE, flowtable_devices};
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
 
 /// One rule group (see the module docs).
@@ -69,6 +71,8 @@ pub struct Program {
     pub rule_groups: Vec<u32>,
     /// Group of each set of `table.sets`.
     pub set_groups: Vec<u32>,
+    /// Group of each flowtable of `table.flowtables`.
+    pub flowtable_groups: Vec<u32>,
     /// Groups by id; 0 is the skeleton.
     pub groups: Vec<Group>,
 }
@@ -101,6 +105,8 @@ impl Program {
             && self.groups == other.groups
             && self.rule_groups == other.rule_groups
             && self.set_groups == other.set_groups
+            && self.table.flowtables == other.table.flowtables
+            && self.flowtable_groups == other.flowtable_groups
             && self.table.sets.len() == other.table.sets.len()
             && self
                 .table
@@ -124,6 +130,14 @@ impl Program {
                 set_groups.push(*g);
             }
         }
+        t.flowtables = self
+            .table
+            .flowtables
+            .iter()
+            .zip(&self.flowtable_groups)
+            .filter(|(_, g)| !failed.contains(g))
+            .map(|(ft, _)| ft.clone())
+            .collect();
         let mut rule_groups = Vec::new();
         let mut barriers: BTreeSet<(u32, String)> = BTreeSet::new();
         for (rule, g) in self.table.rules.iter().zip(&self.rule_groups) {
@@ -148,6 +162,16 @@ impl Program {
             }
         }
         (t, rule_groups, set_groups)
+    }
+
+    /// The group of flowtable `name` (0 when there is none).
+    pub fn flowtable_group(&self, name: &str) -> u32 {
+        self.table
+            .flowtables
+            .iter()
+            .zip(&self.flowtable_groups)
+            .find(|(ft, _)| ft.name == name)
+            .map_or(0, |(_, g)| *g)
     }
 
     /// Number of kernel rules.
@@ -267,6 +291,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.forwards == b.forwards
         && a.port_forwards == b.port_forwards
         && a.forward_foreign_dnat == b.forward_foreign_dnat
+        && (a.flow_offload, a.flow_offload_hw) == (b.flow_offload, b.flow_offload_hw)
         && a.sets.len() == b.sets.len()
         && a.sets
             .iter()
@@ -302,6 +327,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
             table: Table::new(Family::Inet, table_name),
             rule_groups: Vec::new(),
             set_groups: Vec::new(),
+            flowtable_groups: Vec::new(),
             groups: vec![Group {
                 label: "base".into(),
                 deny: false,
@@ -312,6 +338,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.p.table.chains = base_chains(cfg);
     b.named_sets(cfg);
     b.mtu_fixes(cfg);
+    b.flow_offload(cfg, addrs.links());
     b.always_present();
     b.config_rules(cfg);
     b.dnat_passes(cfg);

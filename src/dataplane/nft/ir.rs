@@ -43,6 +43,8 @@ pub struct Table {
     pub chains: Vec<Chain>,
     /// Rules in order; each names its chain.
     pub rules: Vec<Rule>,
+    /// Flowtables, created after the sets and before the rules (which `flow add` to them).
+    pub flowtables: Vec<Flowtable>,
 }
 
 impl Table {
@@ -54,6 +56,7 @@ impl Table {
             sets: Vec::new(),
             chains: Vec::new(),
             rules: Vec::new(),
+            flowtables: Vec::new(),
         }
     }
 
@@ -147,6 +150,20 @@ impl Chain {
             }),
         }
     }
+}
+
+/// A flowtable: connections added to it (`flow add @name`) bypass the forward path, their
+/// packets handled at the ingress hook of its devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flowtable {
+    /// Name, unique in the table.
+    pub name: String,
+    /// Priority of its ingress hook.
+    pub priority: i32,
+    /// The devices whose ingress it hooks (each must exist when it is created).
+    pub devices: Vec<String>,
+    /// `flags offload`: ask the drivers to offload the flows to hardware.
+    pub hw_offload: bool,
 }
 
 /// The nft data types used for set keys, map data and constants.
@@ -726,6 +743,9 @@ pub enum Stmt {
     /// `tcp option maxseg size set rt mtu`: lowers the MSS option (where present) to what
     /// the route's MTU allows.
     ClampMssToRoute,
+    /// `flow add @<flowtable>`: offloads the packet's connection to the flowtable (the
+    /// kernel takes only confirmed TCP connections in established state, and UDP).
+    FlowOffload(String),
 }
 
 /// One rule.

@@ -367,6 +367,7 @@ impl RuleCx<'_> {
                 )?);
                 self.raw.add_expr(expr::ct_set(key, REG_1));
             }
+            Stmt::FlowOffload(name) => self.raw.add_expr(expr::flow_offload(name)?),
             Stmt::ClampMssToRoute => {
                 emit_deps(
                     self.family,

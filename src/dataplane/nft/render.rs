@@ -62,6 +62,10 @@ pub fn render_table(table: &Table) -> String {
         render_set(&mut out, set, slot_key_of(table, &set.name));
         out.push('\n');
     }
+    for ft in &table.flowtables {
+        render_flowtable(&mut out, ft);
+        out.push('\n');
+    }
     for (i, chain) in table.chains.iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -87,6 +91,21 @@ pub fn render_table(table: &Table) -> String {
     }
     out.push_str("}\n");
     out
+}
+
+/// `flowtable <name> { hook ingress priority <p>; devices = { ... }; [flags offload;] }`
+/// (nft wants no `devices` line when there are none).
+fn render_flowtable(out: &mut String, ft: &Flowtable) {
+    let _ = writeln!(out, "\tflowtable {} {{", ft.name);
+    let _ = write!(out, "\t\thook ingress priority {};", ft.priority);
+    if !ft.devices.is_empty() {
+        let quoted: Vec<String> = ft.devices.iter().map(|d| format!("\"{d}\"")).collect();
+        let _ = write!(out, " devices = {{ {} }};", quoted.join(", "));
+    }
+    if ft.hw_offload {
+        out.push_str(" flags offload;");
+    }
+    out.push_str("\n\t}\n");
 }
 
 fn chain_type_name(kind: ChainType) -> &'static str {
@@ -305,6 +324,9 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             let _ = write!(out, "ct mark set ct mark | 0x{bits:08x}");
         }
         Stmt::ClampMssToRoute => out.push_str("tcp option maxseg size set rt mtu"),
+        Stmt::FlowOffload(name) => {
+            let _ = write!(out, "flow add @{name}");
+        }
         Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {
             kind,

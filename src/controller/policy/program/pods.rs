@@ -108,6 +108,7 @@ pub fn build_with_pods(
             table: Table::new(Family::Inet, table_name),
             rule_groups: Vec::new(),
             set_groups: Vec::new(),
+            flowtable_groups: Vec::new(),
             groups: vec![Group {
                 label: "base".into(),
                 deny: false,

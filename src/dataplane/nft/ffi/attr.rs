@@ -118,6 +118,19 @@ pub(crate) mod set {
     });
 }
 
+/// Flowtable attributes.
+pub(crate) mod flowtable {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Flowtable {
+        TABLE: Str = NFTNL_FLOWTABLE_TABLE, "table name";
+        NAME: Str = NFTNL_FLOWTABLE_NAME, "flowtable name";
+        FAMILY: U32 = NFTNL_FLOWTABLE_FAMILY, "flowtable family";
+        HOOKNUM: U32 = NFTNL_FLOWTABLE_HOOKNUM, "flowtable hook";
+        PRIO: I32 = NFTNL_FLOWTABLE_PRIO, "flowtable priority";
+        FLAGS: U32 = NFTNL_FLOWTABLE_FLAGS, "flowtable flags";
+    });
+}
+
 /// Set element attributes.
 pub(crate) mod elem {
     use super::*;
@@ -254,6 +267,7 @@ pub(crate) mod expr {
             FLAGS: U32 = NFTNL_EXPR_LIMIT_FLAGS;
         }
         log: Log { PREFIX: Str = NFTNL_EXPR_LOG_PREFIX; }
+        flow_offload: FlowOffload { TABLE_NAME: Str = NFTNL_EXPR_FLOW_TABLE_NAME; }
         reject: Reject { TYPE: U32 = NFTNL_EXPR_REJECT_TYPE; CODE: U8 = NFTNL_EXPR_REJECT_CODE; }
         nat: Nat {
             TYPE: U32 = NFTNL_EXPR_NAT_TYPE;
