@@ -10,9 +10,10 @@
 #   4. after a route change, an offloaded UDP flow's new packets take the new path;
 #   5. after the wan link goes down, the offloaded TCP flow is gone (no stale [OFFLOAD]).
 #
-#   scripts/test_flow_offload_arm64vm.sh [BINARY]
+#   scripts/test_flow_offload_arm64vm.sh [BINARY|ARM64_DEB]
 #       default: target/aarch64-unknown-linux-gnu/release/edgenetd, cross-built first when
-#       missing (packaging/cross-build-aarch64.sh).
+#       missing (packaging/cross-build-aarch64.sh); given the arm64 .deb, its packaged
+#       /usr/bin/edgenetd. About 100 s once the binary and the guest image exist.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,14 +21,23 @@ bin=${1:-target/aarch64-unknown-linux-gnu/release/edgenetd}
 vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 [ -x "$vm" ] || vm=/work/shared/tools/arm64vm/arm64vm.sh
 [ -x "$vm" ] || { echo "test_flow_offload_arm64vm: the arm64vm tool is not at $vm (set ARM64VM)" >&2; exit 3; }
-if [ ! -x "$bin" ]; then
-  EDGENETD_SKIP_DEPS=${EDGENETD_SKIP_DEPS:-} nice -n 10 packaging/cross-build-aarch64.sh
-fi
-file -b "$bin" | grep -q "ARM aarch64" || { echo "test_flow_offload_arm64vm: $bin is not an aarch64 binary" >&2; exit 1; }
-
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
+case $bin in
+  *.deb)
+    dpkg-deb -x "$bin" "$stage/deb"
+    bin=$stage/deb/usr/bin/edgenetd
+    ;;
+  *)
+    if [ ! -x "$bin" ]; then
+      nice -n 10 packaging/cross-build-aarch64.sh
+    fi
+    ;;
+esac
+file -b "$bin" | grep -q "ARM aarch64" || { echo "test_flow_offload_arm64vm: $bin is not an aarch64 binary" >&2; exit 1; }
+
 cp "$bin" "$stage/edgenetd"
+rm -rf "$stage/deb"
 cat > "$stage/flow_tools.py" <<'PY'
 """Traffic for the flow offload test: a TCP sink and source, a UDP echo and source."""
 import socket, sys, time
@@ -51,8 +61,10 @@ def tcp_source(host, port, seconds):
     while time.time() < end:
         c.sendall(chunk); time.sleep(0.02)
 
-def udp_echo(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", port))
+def udp_echo(addr, port):
+    # Bound to the address the client sends to, so replies leave from it (conntrack
+    # matches them to the flow).
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, port))
     while True:
         b, a = s.recvfrom(2048); s.sendto(b, a)
 
@@ -70,7 +82,7 @@ def udp_source(host, port, seconds):
 mode, args = sys.argv[1], sys.argv[2:]
 if mode == "tcp-sink": tcp_sink(int(args[0]), args[1])
 elif mode == "tcp-source": tcp_source(args[0], int(args[1]), float(args[2]))
-elif mode == "udp-echo": udp_echo(int(args[0]))
+elif mode == "udp-echo": udp_echo(args[0], int(args[1]))
 elif mode == "udp-source": udp_source(args[0], int(args[1]), float(args[2]))
 PY
 cat > "$stage/edgenetd.toml" <<'TOML'
@@ -173,8 +185,8 @@ wait_for 20 "r nft list flowtable inet edgenetd-policy ft | grep -q veth-wan3" |
 ok "late link veth-wan3 added to the flowtable"
 
 # 4. A route change: the offloaded UDP flow's new packets take the new path.
-ip netns exec wan python3 flow_tools.py udp-echo 6000 &
-ip netns exec wan2 python3 flow_tools.py udp-echo 6000 &
+ip netns exec wan python3 flow_tools.py udp-echo 10.9.9.9 6000 &
+ip netns exec wan2 python3 flow_tools.py udp-echo 10.9.9.9 6000 &
 sleep 1
 ip netns exec lan python3 flow_tools.py udp-source 10.9.9.9 6000 600 &
 wait_for 30 "r conntrack -L -p udp --dport 6000 2>/dev/null | grep -q OFFLOAD" || { r conntrack -L; fail "UDP flow not offloaded"; }
