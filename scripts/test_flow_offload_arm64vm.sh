@@ -45,6 +45,7 @@ import socket, sys, time
 def tcp_sink(port, out):
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("0.0.0.0", port)); s.listen(1)
+    open(out + ".ready", "w").close()
     c, _ = s.accept(); total = 0; last = 0
     while True:
         b = c.recv(65536)
@@ -61,10 +62,11 @@ def tcp_source(host, port, seconds):
     while time.time() < end:
         c.sendall(chunk); time.sleep(0.02)
 
-def udp_echo(addr, port):
+def udp_echo(addr, port, ready):
     # Bound to the address the client sends to, so replies leave from it (conntrack
     # matches them to the flow).
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, port))
+    open(ready, "w").close()
     while True:
         b, a = s.recvfrom(2048); s.sendto(b, a)
 
@@ -82,7 +84,7 @@ def udp_source(host, port, seconds):
 mode, args = sys.argv[1], sys.argv[2:]
 if mode == "tcp-sink": tcp_sink(int(args[0]), args[1])
 elif mode == "tcp-source": tcp_source(args[0], int(args[1]), float(args[2]))
-elif mode == "udp-echo": udp_echo(args[0], int(args[1]))
+elif mode == "udp-echo": udp_echo(args[0], int(args[1]), args[2])
 elif mode == "udp-source": udp_source(args[0], int(args[1]), float(args[2]))
 PY
 cat > "$stage/edgenetd.toml" <<'TOML'
@@ -165,7 +167,7 @@ ok "daemon programmed the flowtable"
 
 # 2. An offloaded TCP connection skips the forward chain while its data keeps flowing.
 ip netns exec wan python3 flow_tools.py tcp-sink 5000 /tmp/sink &
-sleep 1
+wait_for 30 "[ -e /tmp/sink.ready ]" || fail "the TCP sink does not listen"
 ip netns exec lan python3 flow_tools.py tcp-source 10.0.2.2 5000 600 &
 wait_for 30 "[ -s /tmp/sink ] && [ \$(cat /tmp/sink) -gt 100000 ]" || fail "no TCP data arrives"
 wait_for 20 "r conntrack -L -p tcp --dport 5000 2>/dev/null | grep -q OFFLOAD" || { r conntrack -L; fail "TCP connection not offloaded"; }
@@ -185,9 +187,9 @@ wait_for 20 "r nft list flowtable inet edgenetd-policy ft | grep -q veth-wan3" |
 ok "late link veth-wan3 added to the flowtable"
 
 # 4. A route change: the offloaded UDP flow's new packets take the new path.
-ip netns exec wan python3 flow_tools.py udp-echo 10.9.9.9 6000 &
-ip netns exec wan2 python3 flow_tools.py udp-echo 10.9.9.9 6000 &
-sleep 1
+ip netns exec wan python3 flow_tools.py udp-echo 10.9.9.9 6000 /tmp/echo-wan &
+ip netns exec wan2 python3 flow_tools.py udp-echo 10.9.9.9 6000 /tmp/echo-wan2 &
+wait_for 30 "[ -e /tmp/echo-wan ] && [ -e /tmp/echo-wan2 ]" || fail "the UDP echo servers do not listen"
 ip netns exec lan python3 flow_tools.py udp-source 10.9.9.9 6000 600 &
 wait_for 30 "r conntrack -L -p udp --dport 6000 2>/dev/null | grep -q OFFLOAD" || { r conntrack -L; fail "UDP flow not offloaded"; }
 w1=$(ns_counter wan); v1=$(ns_counter wan2)

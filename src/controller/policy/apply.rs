@@ -126,7 +126,9 @@ fn table_batch(
     failures: &mut SyncError,
 ) -> Result<Option<Batch>, SyncError> {
     let (table, rule_groups, set_groups) = desired.without(failed);
-    let flowtable_groups: Vec<u32> = (table.flowtables.iter())
+    let flowtable_groups: Vec<u32> = table
+        .flowtables
+        .iter()
         .map(|ft| desired.flowtable_group(&ft.name))
         .collect();
     let mut batch = Batch::new();

@@ -9,8 +9,9 @@
 //!   zones; then the default (`reject` is a final rule: TCP reset for TCP, ICMP port
 //!   unreachable otherwise).
 //! - `forward` (filter, priority 0, policy from `forward`): MSS clamping of `mtu_fix`
-//!   zones (before anything accepts: a SYN-ACK is already established); established/related
-//!   accepted; invalid dropped; rules whose `to` is a zone or omitted, in config order; then
+//!   zones (before anything accepts: a SYN-ACK is already established); with
+//!   `flow_offload`, established TCP/UDP offloaded to the flowtable (see `flowtable.rs`);
+//!   established/related accepted; invalid dropped; rules whose `to` is a zone or omitted, in config order; then
 //!   `ct status dnat` with edgenetd's conntrack mark bit ([`OWN_DNAT_MARK`]) accepted —
 //!   traffic edgenetd DNATed (service VIPs, port forwards) passes unless a rule above said
 //!   otherwise (any DNAT with `forward_foreign_dnat`); then zone-to-zone forwards; then the
@@ -28,9 +29,9 @@
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
 //! named set, `[[policy.rule]]`, `[[policy.forward]]`, `[[policy.port_forward]]`, zone
-//! masquerade, MSS clamping and drop log is a group of its own: the kernel rules it produces
-//! carry its tag, so a group the kernel refuses can be left out on its own
-//! ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
+//! masquerade, MSS clamping, drop log and the flowtable (with its offload rule) is a group
+//! of its own: the kernel rules it produces carry its tag, so a group the kernel refuses can
+//! be left out on its own ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
 //! *drop/reject* group is replaced by a barrier that drops everything reaching its place, so
 //! its traffic is never let through by a later rule.
 
