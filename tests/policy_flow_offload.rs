@@ -225,7 +225,7 @@ fn a_link_change_plans_a_new_device_list() {
 /// True when this kernel creates flowtables (probed in the test's namespace).
 fn kernel_has_flowtables() -> bool {
     let (ok, _, _) = sh_status(
-        "printf 'table inet probe-ft { flowtable f { hook ingress priority 0; devices = { lo }; } }\\n' | nft -f -",
+        "printf 'table inet probe-ft {\\n flowtable f { hook ingress priority 0; devices = { lo }; }\\n}\\n' | nft -f -",
     );
     sh_status("nft delete table inet probe-ft");
     ok

@@ -76,12 +76,18 @@ pub fn needed(cfg: Option<&PolicyConfig>) -> bool {
 /// Reads every interface's addresses, and the link table, through `socket`.
 pub async fn read(socket: &RouteSocket) -> Result<RouterAddresses, RouteError> {
     let table = socket.link_table().await?;
-    let links = socket.links().await?;
+    let name = |index: u32| {
+        table
+            .links
+            .binary_search_by_key(&index, |l| l.index)
+            .ok()
+            .map(|i| table.links[i].name.clone())
+    };
     let entries = socket
         .addresses()
         .await?
         .into_iter()
-        .filter_map(|(index, addr)| links.name(index).map(|n| (n.to_string(), addr)))
+        .filter_map(|(index, addr)| name(index).map(|n| (n, addr)))
         .collect();
     Ok(RouterAddresses::new(entries).with_links(table))
 }

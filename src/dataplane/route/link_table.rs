@@ -40,7 +40,7 @@ pub struct LinkInfo {
 /// Every link, and the devices PPPoE sessions run over.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct LinkTable {
-    /// Links, sorted by index.
+    /// Links, sorted by index (interface indexes are unique).
     pub links: Vec<LinkInfo>,
     /// Devices carrying a PPPoE session (`/proc/net/pppoe`), sorted. The kernel does not
     /// tell which PPP unit a session belongs to; a router runs one or two sessions.
@@ -62,7 +62,10 @@ impl RouteSocket {
         )
         .await?;
         links.sort();
-        let pppoe = std::fs::read_to_string("/proc/net/pppoe").unwrap_or_default();
+        // This thread's namespace (`/proc/net` is the process's), empty without PPPoE.
+        let pppoe = std::fs::read_to_string("/proc/thread-self/net/pppoe")
+            .or_else(|_| std::fs::read_to_string("/proc/net/pppoe"))
+            .unwrap_or_default();
         Ok(LinkTable {
             links,
             pppoe_devices: pppoe_devices(&pppoe),
