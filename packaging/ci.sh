@@ -17,7 +17,8 @@
 #   5. checks the Prometheus alert rules of docs/operations.md with promtool (check + unit tests);
 #   5b. runs the aarch64 smoke test under qemu-user (packaging/smoke-aarch64.sh);
 #   5c. runs the aarch64 binary on a real arm64 kernel with every controller of the example config
-#      (packaging/smoke-arm64vm.sh; needs the project's arm64vm tool, see there);
+#      (packaging/smoke-arm64vm.sh; needs the project's arm64vm tool, see there), and the
+#      flow offload packet test there (scripts/test_flow_offload_arm64vm.sh);
 #   6. prints the footprint against the budgets (scripts/footprint.sh; fails on size/RSS only);
 #   6b. the `kubernetes` feature: its dependencies (no aws-lc, tokio or hyper; the default build's
 #      tree is the feature's minus the feature's own crates), its aarch64 release build
@@ -165,6 +166,8 @@ section "aarch64 on a real arm64 kernel (qemu-system, every controller of the ex
 vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 if [ -x "$vm" ]; then
   ARM64VM=$vm packaging/smoke-arm64vm.sh "$deb_arm64"
+  section "flow offload on a real arm64 kernel (qemu-system, ~100 s)"
+  ARM64VM=$vm scripts/test_flow_offload_arm64vm.sh "$deb_arm64"
 else
   echo "NOT RUN: the arm64vm tool is not at $vm (set ARM64VM=/path/to/arm64vm.sh)"
 fi

@@ -23,6 +23,7 @@ mod helpers;
 mod matches;
 mod model;
 mod port_forward;
+mod offload;
 mod raw;
 mod rules;
 mod sets;
@@ -31,6 +32,7 @@ mod zones;
 pub use helpers::{KNOWN_HELPERS, helper_ports};
 pub use model::*;
 use port_forward::validate_port_forward;
+use offload::validate_offload;
 use raw::*;
 use rules::{parse_action, validate_rule};
 use sets::validate_set;
@@ -47,6 +49,8 @@ const KEYS: &[&str] = &[
     "port_forward",
     "forward_foreign_dnat",
     "helpers",
+    "flow_offload",
+    "flow_offload_hw",
 ];
 
 /// Validates `[policy]`; `None` when the section is absent (no firewall table at all).
@@ -70,8 +74,11 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         port_forwards: Vec::new(),
         forward_foreign_dnat: false,
         helpers: Vec::new(),
+        flow_offload: false,
+        flow_offload_hw: false,
     };
     let forward_is_verdict = defaults(table, &mut cfg, diags);
+    validate_offload(table, &mut cfg, diags);
     unknown_keys(table, diags);
     if let Some(v) = table.get("helpers") {
         cfg.helpers = helpers::declared(v, diags);

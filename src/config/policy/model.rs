@@ -264,6 +264,11 @@ pub struct PolicyConfig {
     /// The forward chain admits connections DNATed by other tables too (by default only
     /// those edgenetd DNATed, which carry its conntrack mark bit).
     pub forward_foreign_dnat: bool,
+    /// Established forwarded connections are offloaded to a flowtable over the zones'
+    /// interfaces (their packets skip the forward path).
+    pub flow_offload: bool,
+    /// The flowtable asks the drivers for hardware offload (`flags offload`).
+    pub flow_offload_hw: bool,
     /// Declared conntrack helpers (`[policy] helpers`), by config name (see
     /// [`KNOWN_HELPERS`](super::KNOWN_HELPERS)).
     pub helpers: Vec<String>,

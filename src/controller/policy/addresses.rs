@@ -1,7 +1,9 @@
 //! The router's own addresses, by interface. A port forward's reflection (hairpin) applies
 //! only to connections addressed to the router's addresses on the forward's `from` zone, and
 //! those addresses come and go with the links (DHCP, PPPoE), so they are read from the
-//! kernel, and an address or link change wakes the policy loop to plan again.
+//! kernel, and an address or link change wakes the policy loop to plan again. The links
+//! themselves are kept too: `flow_offload`'s flowtable lists the devices below the zones'
+//! interfaces.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -10,14 +12,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use log::{debug, warn};
 
 use crate::config::policy::{PolicyConfig, Zone};
-use crate::dataplane::route::{RouteError, RouteEvent, RouteMonitor, RouteSocket};
+use crate::dataplane::route::{LinkTable, RouteError, RouteEvent, RouteMonitor, RouteSocket};
 use crate::sync::Trigger;
 
-/// The router's addresses with the interface each is on.
+/// The router's addresses with the interface each is on, and its links.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RouterAddresses {
     /// (interface name, address), sorted.
     entries: Vec<(String, IpAddr)>,
+    /// The links (empty unless read).
+    links: LinkTable,
 }
 
 impl RouterAddresses {
@@ -25,7 +29,21 @@ impl RouterAddresses {
     pub fn new(mut entries: Vec<(String, IpAddr)>) -> RouterAddresses {
         entries.sort();
         entries.dedup();
-        RouterAddresses { entries }
+        RouterAddresses {
+            entries,
+            links: LinkTable::default(),
+        }
+    }
+
+    /// The same addresses with the link table `links`.
+    pub fn with_links(mut self, links: LinkTable) -> RouterAddresses {
+        self.links = links;
+        self
+    }
+
+    /// The links as read (empty when they were not).
+    pub fn links(&self) -> &LinkTable {
+        &self.links
     }
 
     /// The router's addresses on zone `z`: those on its interfaces; for a zone of networks
@@ -49,21 +67,29 @@ impl RouterAddresses {
     }
 }
 
-/// True when some port forward reflects: only then are the addresses needed.
+/// True when some port forward reflects or flows are offloaded: only then are the
+/// addresses and links needed.
 pub fn needed(cfg: Option<&PolicyConfig>) -> bool {
-    cfg.is_some_and(|c| c.port_forwards.iter().any(|pf| pf.reflection))
+    cfg.is_some_and(|c| c.flow_offload || c.port_forwards.iter().any(|pf| pf.reflection))
 }
 
-/// Reads every interface's addresses through `socket`.
+/// Reads every interface's addresses, and the link table, through `socket`.
 pub async fn read(socket: &RouteSocket) -> Result<RouterAddresses, RouteError> {
-    let links = socket.links().await?;
+    let table = socket.link_table().await?;
+    let name = |index: u32| {
+        table
+            .links
+            .binary_search_by_key(&index, |l| l.index)
+            .ok()
+            .map(|i| table.links[i].name.clone())
+    };
     let entries = socket
         .addresses()
         .await?
         .into_iter()
-        .filter_map(|(index, addr)| links.name(index).map(|n| (n.to_string(), addr)))
+        .filter_map(|(index, addr)| name(index).map(|n| (n, addr)))
         .collect();
-    Ok(RouterAddresses::new(entries))
+    Ok(RouterAddresses::new(entries).with_links(table))
 }
 
 /// The addresses as last read, with a kernel-event monitor that marks them stale and wakes
@@ -98,7 +124,9 @@ impl AddressWatch {
                 addrs
             }
             Err(e) => {
-                warn!("policy: cannot read the router's addresses ({e}): reflection is off");
+                warn!(
+                    "policy: cannot read the router's addresses ({e}): reflection and flow offload are off"
+                );
                 self.socket = None;
                 self.current = None;
                 RouterAddresses::default()

@@ -171,9 +171,9 @@ fn table_batch(
     Ok((!unbuildable).then_some(batch))
 }
 
-/// Adds the table's sets (with the elements others added to its dynamic sets, `kept`) and
-/// rules, each after its group's tag; `on_error` gets each group that cannot be encoded.
-/// True when one could not.
+/// Adds the table's sets (with the elements others added to its dynamic sets, `kept`), ct
+/// helpers, flowtables and rules, each after its group's tag; `on_error` gets each group that
+/// cannot be encoded. True when one could not.
 fn add_objects(
     batch: &mut Batch,
     tref: &TableRef,
@@ -197,6 +197,16 @@ fn add_objects(
         let g = desired.helper_group(&h.name);
         batch.tag(g);
         if let Err(e) = batch.add_ct_helper(tref, h) {
+            on_error(g, e);
+            unbuildable = true;
+        }
+    }
+    // A kernel without flowtables refuses the flowtable (and the rule that offloads to
+    // it): their group is left out and the write retried, like any refused group.
+    for ft in &table.flowtables {
+        let g = desired.flowtable_group(&ft.name);
+        batch.tag(g);
+        if let Err(e) = batch.add_flowtable(tref, ft) {
             on_error(g, e);
             unbuildable = true;
         }

@@ -9,8 +9,9 @@
 //!   zones; then the default (`reject` is a final rule: TCP reset for TCP, ICMP port
 //!   unreachable otherwise).
 //! - `forward` (filter, priority 0, policy from `forward`): MSS clamping of `mtu_fix`
-//!   zones (before anything accepts: a SYN-ACK is already established); established/related
-//!   accepted; invalid dropped; rules whose `to` is a zone or omitted, in config order; then
+//!   zones (before anything accepts: a SYN-ACK is already established); with
+//!   `flow_offload`, established TCP/UDP offloaded to the flowtable (see `flowtable.rs`);
+//!   established/related accepted; invalid dropped; rules whose `to` is a zone or omitted, in config order; then
 //!   `ct status dnat` with edgenetd's conntrack mark bit ([`OWN_DNAT_MARK`]) accepted —
 //!   traffic edgenetd DNATed (service VIPs, port forwards) passes unless a rule above said
 //!   otherwise (any DNAT with `forward_foreign_dnat`); then zone-to-zone forwards; then the
@@ -33,9 +34,9 @@
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
 //! named set, `[[policy.rule]]` (and its marking), `[[policy.forward]]`,
-//! `[[policy.port_forward]]`, zone masquerade, zone SNAT, MSS clamping, drop log and
-//! conntrack helper is a group of its own: the kernel rules it produces
-//! carry its tag, so a group the kernel refuses can be left out on its own
+//! `[[policy.port_forward]]`, zone masquerade, zone SNAT, MSS clamping, drop log, conntrack
+//! helper and the flowtable (with its offload rule) is a group of its own: the kernel rules
+//! it produces carry its tag, so a group the kernel refuses can be left out on its own
 //! ([`Program::without`]). Leaving out an accepting group is fail-closed by itself; a refused
 //! *drop/reject* group is replaced by a barrier that drops everything reaching its place, so
 //! its traffic is never let through by a later rule.
@@ -54,11 +55,13 @@ use super::matches::{
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 
+mod flowtable;
 mod helpers;
 mod marks;
 mod pods;
 mod port_forward;
 mod snat;
+pub use flowtable::{FLOWTABLE, flowtable_devices};
 pub use helpers::HELPERS;
 pub use marks::MANGLE_PREROUTING;
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
@@ -83,6 +86,8 @@ pub struct Program {
     pub set_groups: Vec<u32>,
     /// Group of each ct helper object of `table.ct_helpers`.
     pub helper_groups: Vec<u32>,
+    /// Group of each flowtable of `table.flowtables`.
+    pub flowtable_groups: Vec<u32>,
     /// Groups by id; 0 is the skeleton.
     pub groups: Vec<Group>,
 }
@@ -117,6 +122,8 @@ impl Program {
             && self.set_groups == other.set_groups
             && self.table.ct_helpers == other.table.ct_helpers
             && self.helper_groups == other.helper_groups
+            && self.table.flowtables == other.table.flowtables
+            && self.flowtable_groups == other.flowtable_groups
             && self.table.sets.len() == other.table.sets.len()
             && self
                 .table
@@ -145,6 +152,14 @@ impl Program {
                 t.ct_helpers.push(h.clone());
             }
         }
+        t.flowtables = self
+            .table
+            .flowtables
+            .iter()
+            .zip(&self.flowtable_groups)
+            .filter(|(_, g)| !failed.contains(g))
+            .map(|(ft, _)| ft.clone())
+            .collect();
         let mut rule_groups = Vec::new();
         let mut barriers: BTreeSet<(u32, String)> = BTreeSet::new();
         for (rule, g) in self.table.rules.iter().zip(&self.rule_groups) {
@@ -178,6 +193,16 @@ impl Program {
             .iter()
             .zip(&self.helper_groups)
             .find(|(h, _)| h.name == name)
+            .map_or(0, |(_, g)| *g)
+    }
+
+    /// The group of flowtable `name` (0 when there is none).
+    pub fn flowtable_group(&self, name: &str) -> u32 {
+        self.table
+            .flowtables
+            .iter()
+            .zip(&self.flowtable_groups)
+            .find(|(ft, _)| ft.name == name)
             .map_or(0, |(_, g)| *g)
     }
 
@@ -310,6 +335,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.port_forwards == b.port_forwards
         && a.forward_foreign_dnat == b.forward_foreign_dnat
         && a.helpers == b.helpers
+        && (a.flow_offload, a.flow_offload_hw) == (b.flow_offload, b.flow_offload_hw)
         && a.sets.len() == b.sets.len()
         && a.sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
             n == m
@@ -353,6 +379,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
             rule_groups: Vec::new(),
             set_groups: Vec::new(),
             helper_groups: Vec::new(),
+            flowtable_groups: Vec::new(),
             groups: vec![Group {
                 label: "base".into(),
                 deny: false,
@@ -364,6 +391,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.named_sets(cfg);
     b.ct_helpers(cfg);
     b.mtu_fixes(cfg);
+    b.flow_offload(cfg, addrs.links());
     b.always_present();
     b.set_marks(cfg);
     b.config_rules(cfg);

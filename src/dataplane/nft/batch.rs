@@ -23,6 +23,9 @@ use super::table_ref::TableRef;
 /// a netlink attribute nest).
 const ELEMS_PER_MSG: usize = 400;
 
+/// `NFT_MSG_NEWFLOWTABLE` (the libc crate does not name it).
+const NFT_MSG_NEWFLOWTABLE: i32 = 22;
+
 /// Tag of the batch begin/end messages.
 pub const TAG_BATCH: u32 = u32::MAX;
 
@@ -276,6 +279,9 @@ impl Batch {
             for h in &table.ct_helpers {
                 b.add_ct_helper(&t, h)?;
             }
+            for ft in &table.flowtables {
+                b.add_flowtable(&t, ft)?;
+            }
             for rule in &table.rules {
                 b.add_rule(&t, rule)?;
             }
@@ -333,6 +339,23 @@ impl Batch {
         if let Err(e) = r {
             self.keep_error(e);
         }
+    }
+
+    // ------------------------------------------------------------------ flowtables
+
+    /// `add flowtable` with its hook, devices and flags (before the rules that `flow add`
+    /// to it).
+    pub fn add_flowtable(&mut self, t: &TableRef, ft: &Flowtable) -> Result<(), CompileError> {
+        let o = compile::flowtable(t, ft)?;
+        self.atomic(|b| {
+            b.message(
+                format!("add flowtable {}", ft.name),
+                NFT_MSG_NEWFLOWTABLE,
+                t.family,
+                libc::NLM_F_CREATE,
+                &o,
+            )
+        })
     }
 
     // ------------------------------------------------------------------ rules

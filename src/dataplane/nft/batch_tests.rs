@@ -101,3 +101,52 @@ fn replacing_a_table_whose_chain_name_has_a_nul_returns_the_error() {
         "the tables already written are never sent alone"
     );
 }
+
+fn flowtable(devices: &[&str]) -> Flowtable {
+    Flowtable {
+        name: "ft".into(),
+        priority: 0,
+        devices: devices.iter().map(|d| d.to_string()).collect(),
+        hw_offload: true,
+    }
+}
+
+#[test]
+fn a_table_with_a_flowtable_adds_it_after_the_sets_and_before_the_rules() {
+    let mut table = Table::new(Family::Inet, "edgenetd-test");
+    table.chains.push(Chain::base(
+        "forward",
+        ChainType::Filter,
+        Hook::Forward,
+        0,
+        ChainPolicy::Drop,
+    ));
+    table
+        .sets
+        .push(Set::new("s", KeyType::single(DataType::Ipv4Addr)));
+    table.flowtables.push(flowtable(&["eth0", "eth1"]));
+    table
+        .rules
+        .push(Rule::new("forward", vec![Stmt::FlowOffload("ft".into())]));
+    let mut b = Batch::new();
+    b.add_table_contents(&table).unwrap();
+    let what: Vec<&str> = b.msgs.iter().map(|m| m.what.as_str()).collect();
+    let at = |s: &str| what.iter().position(|w| w.starts_with(s)).unwrap();
+    assert!(at("add set s") < at("add flowtable ft"), "{what:?}");
+    assert!(at("add flowtable ft") < at("add rule forward"), "{what:?}");
+}
+
+#[test]
+fn a_nul_in_a_flowtable_device_is_an_error_and_writes_nothing() {
+    let mut b = Batch::new();
+    let err = b.add_flowtable(&t(), &flowtable(&["eth\0"])).unwrap_err();
+    assert_eq!(nul_what(&err), "flowtable device");
+    assert!(b.is_empty() && b.error().is_none());
+    let err = b
+        .add_rule(
+            &t(),
+            &Rule::new("forward", vec![Stmt::FlowOffload("f\0t".into())]),
+        )
+        .unwrap_err();
+    assert_eq!(nul_what(&err), "flow_offload TABLE_NAME");
+}

@@ -8,7 +8,8 @@ use super::encode::RawKey;
 use super::error::CompileError;
 use super::expr;
 use super::ffi::attr::{
-    chain as chain_attr, elem, object, rule as rule_attr, set as set_attr, table,
+    chain as chain_attr, elem, flowtable as ft_attr, object, rule as rule_attr, set as set_attr,
+    table,
 };
 use super::ffi::{self, Udata, with_cstr};
 use super::ir::*;
@@ -80,6 +81,26 @@ pub(crate) fn chain(
             .set_u32(chain_attr::POLICY, policy as u32);
     }
     Ok(c)
+}
+
+/// `NF_NETDEV_INGRESS`: the only hook a flowtable has.
+const NF_NETDEV_INGRESS: u32 = 0;
+/// `NFT_FLOWTABLE_HW_OFFLOAD`.
+const FLOWTABLE_HW_OFFLOAD: u32 = 0x1;
+
+/// A flowtable object: hook, priority, devices and flags.
+pub(crate) fn flowtable(t: &TableRef, ft: &Flowtable) -> Result<ffi::Flowtable, CompileError> {
+    let mut o = ffi::Flowtable::new();
+    o.set_str(ft_attr::TABLE, &t.name)?
+        .set_str(ft_attr::NAME, &ft.name)?
+        .set_u32(ft_attr::FAMILY, family_u32(t.family))
+        .set_u32(ft_attr::HOOKNUM, NF_NETDEV_INGRESS)
+        .set_i32(ft_attr::PRIO, ft.priority)
+        .set_devices(&ft.devices)?;
+    if ft.hw_offload {
+        o.set_u32(ft_attr::FLAGS, FLOWTABLE_HW_OFFLOAD);
+    }
+    Ok(o)
 }
 
 /// A rule object in `chain` of `t`, with no expressions yet.

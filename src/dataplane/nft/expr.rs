@@ -293,3 +293,8 @@ pub(crate) fn tcpopt_write(option: u8, offset: u32, len: u32, sreg: u32) -> Expr
         .with_u32(exthdr::OP, 1)
         .with_u32(exthdr::SREG, sreg)
 }
+
+/// `flow_offload <flowtable>`: offloads the packet's connection to the named flowtable.
+pub(crate) fn flow_offload(flowtable: &str) -> Result<Expr<kind::FlowOffload>, CompileError> {
+    Expr::new().with_str(flow_offload::TABLE_NAME, flowtable)
+}

@@ -45,6 +45,8 @@ pub struct Table {
     pub rules: Vec<Rule>,
     /// `ct helper` objects (created before the rules that assign them).
     pub ct_helpers: Vec<CtHelper>,
+    /// Flowtables, created after the sets and before the rules (which `flow add` to them).
+    pub flowtables: Vec<Flowtable>,
 }
 
 impl Table {
@@ -57,6 +59,7 @@ impl Table {
             chains: Vec::new(),
             rules: Vec::new(),
             ct_helpers: Vec::new(),
+            flowtables: Vec::new(),
         }
     }
 
@@ -163,6 +166,20 @@ impl Chain {
             }),
         }
     }
+}
+
+/// A flowtable: connections added to it (`flow add @name`) bypass the forward path, their
+/// packets handled at the ingress hook of its devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flowtable {
+    /// Name, unique in the table.
+    pub name: String,
+    /// Priority of its ingress hook.
+    pub priority: i32,
+    /// The devices whose ingress it hooks (each must exist when it is created).
+    pub devices: Vec<String>,
+    /// `flags offload`: ask the drivers to offload the flows to hardware.
+    pub hw_offload: bool,
 }
 
 /// The nft data types used for set keys, map data and constants.
@@ -773,6 +790,9 @@ pub enum Stmt {
         /// The bits of the mark this statement owns; the others are kept.
         mask: u32,
     },
+    /// `flow add @<flowtable>`: offloads the packet's connection to the flowtable (the
+    /// kernel takes only confirmed TCP connections in established state, and UDP).
+    FlowOffload(String),
 }
 
 /// One rule.

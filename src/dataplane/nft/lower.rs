@@ -401,6 +401,7 @@ impl RuleCx<'_> {
                 self.raw.add_expr(expr::meta_set(key, REG_1));
             }
             Stmt::CtHelperSet(name) => self.raw.add_expr(expr::ct_helper_set(name)?),
+            Stmt::FlowOffload(name) => self.raw.add_expr(expr::flow_offload(name)?),
             Stmt::ClampMssToRoute => {
                 emit_deps(
                     self.family,

@@ -64,6 +64,9 @@ pub fn render_table(table: &Table) -> String {
     }
     for h in &table.ct_helpers {
         render_ct_helper(&mut out, table.family, h);
+    }
+    for ft in &table.flowtables {
+        render_flowtable(&mut out, ft);
         out.push('\n');
     }
     for (i, chain) in table.chains.iter().enumerate() {
@@ -103,6 +106,21 @@ fn render_ct_helper(out: &mut String, family: Family, h: &CtHelper) {
     let _ = writeln!(out, "\t\ttype \"{}\" protocol {proto}", h.helper);
     let _ = writeln!(out, "\t\tl3proto {}", family_name(family));
     out.push_str("\t}\n");
+}
+
+/// `flowtable <name> { hook ingress priority <p>; devices = { ... }; [flags offload;] }`
+/// (nft wants no `devices` line when there are none).
+fn render_flowtable(out: &mut String, ft: &Flowtable) {
+    let _ = writeln!(out, "\tflowtable {} {{", ft.name);
+    let _ = write!(out, "\t\thook ingress priority {};", ft.priority);
+    if !ft.devices.is_empty() {
+        let quoted: Vec<String> = ft.devices.iter().map(|d| format!("\"{d}\"")).collect();
+        let _ = write!(out, " devices = {{ {} }};", quoted.join(", "));
+    }
+    if ft.hw_offload {
+        out.push_str(" flags offload;");
+    }
+    out.push_str("\n\t}\n");
 }
 
 fn chain_type_name(kind: ChainType) -> &'static str {
@@ -364,6 +382,9 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
         }
         Stmt::CtHelperSet(name) => {
             let _ = write!(out, "ct helper set \"{name}\"");
+        }
+        Stmt::FlowOffload(name) => {
+            let _ = write!(out, "flow add @{name}");
         }
         Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {

@@ -7,11 +7,13 @@
 //! knows about TOML or about what *should* be installed; that is the route controller's job.
 
 mod datagram;
+pub mod link_table;
 pub mod message;
 pub mod monitor;
 pub mod socket;
 pub mod spec;
 
+pub use link_table::{LinkInfo, LinkKind, LinkTable};
 pub use message::Links;
 pub use monitor::{RouteEvent, RouteMonitor};
 pub use socket::{RouteSocket, RouteWrite, RuleWrite, WriteFailure, WriteOutcome};

@@ -138,7 +138,7 @@ impl RouteSocket {
 
     /// Runs one dump, handing each message to `each` as it arrives (a dump of 100k routes is
     /// never held as raw messages).
-    async fn dump(
+    pub(super) async fn dump(
         &self,
         body: RouteNetlinkMessage,
         mut each: impl FnMut(RouteNetlinkMessage),

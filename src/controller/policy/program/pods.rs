@@ -109,6 +109,7 @@ pub fn build_with_pods(
             rule_groups: Vec::new(),
             set_groups: Vec::new(),
             helper_groups: Vec::new(),
+            flowtable_groups: Vec::new(),
             groups: vec![Group {
                 label: "base".into(),
                 deny: false,

@@ -136,6 +136,19 @@ pub(crate) mod object {
     });
 }
 
+/// Flowtable attributes.
+pub(crate) mod flowtable {
+    use super::*;
+    attrs!(crate::dataplane::nft::ffi::kind::Flowtable {
+        TABLE: Str = NFTNL_FLOWTABLE_TABLE, "table name";
+        NAME: Str = NFTNL_FLOWTABLE_NAME, "flowtable name";
+        FAMILY: U32 = NFTNL_FLOWTABLE_FAMILY, "flowtable family";
+        HOOKNUM: U32 = NFTNL_FLOWTABLE_HOOKNUM, "flowtable hook";
+        PRIO: I32 = NFTNL_FLOWTABLE_PRIO, "flowtable priority";
+        FLAGS: U32 = NFTNL_FLOWTABLE_FLAGS, "flowtable flags";
+    });
+}
+
 /// Set element attributes.
 pub(crate) mod elem {
     use super::*;
@@ -282,6 +295,7 @@ pub(crate) mod expr {
             IMM_TYPE: U32 = NFTNL_EXPR_OBJREF_IMM_TYPE;
             IMM_NAME: Str = NFTNL_EXPR_OBJREF_IMM_NAME;
         }
+        flow_offload: FlowOffload { TABLE_NAME: Str = NFTNL_EXPR_FLOW_TABLE_NAME; }
         reject: Reject { TYPE: U32 = NFTNL_EXPR_REJECT_TYPE; CODE: U8 = NFTNL_EXPR_REJECT_CODE; }
         nat: Nat {
             TYPE: U32 = NFTNL_EXPR_NAT_TYPE;

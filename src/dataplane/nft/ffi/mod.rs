@@ -39,6 +39,8 @@ pub(crate) type Chain = Obj<kind::Chain>;
 pub(crate) type Rule = Obj<kind::Rule>;
 /// An owned set.
 pub(crate) type Set = Obj<kind::Set>;
+/// An owned flowtable.
+pub(crate) type Flowtable = Obj<kind::Flowtable>;
 /// An owned set element.
 pub(crate) type Elem = Obj<kind::Elem>;
 pub(crate) type Object = Obj<kind::Object>;

@@ -26,7 +26,7 @@ pub(crate) mod kind {
     markers!(
         Table, Chain, Rule, Set, Elem, AnyExpr, Meta, Payload, Ct, Fib, Numgen, Hash, Cmp, Range,
         Bitwise, Lookup, Immediate, Counter, Limit, Log, Reject, Masq, Nat, Dynset, Rt, Byteorder,
-        Exthdr, Object, Objref
+        Exthdr, Object, Objref, Flowtable, FlowOffload
     );
 }
 
@@ -138,6 +138,8 @@ object_kind!(Rule: sys::nftnl_rule, OBJ_BASE, nftnl_rule_alloc, nftnl_rule_free,
     nftnl_rule_set_data, nftnl_rule_get_data);
 object_kind!(Set: sys::nftnl_set, OBJ_BASE, nftnl_set_alloc, nftnl_set_free,
     nftnl_set_set_data, nftnl_set_get_data);
+object_kind!(Flowtable: sys::nftnl_flowtable, OBJ_BASE, nftnl_flowtable_alloc,
+    nftnl_flowtable_free, nftnl_flowtable_set_data, nftnl_flowtable_get_data);
 object_kind!(Elem: sys::nftnl_set_elem, ELEM_BASE, nftnl_set_elem_alloc, nftnl_set_elem_free,
     nftnl_set_elem_set, nftnl_set_elem_get);
 
@@ -189,6 +191,8 @@ parse_build!(Chain: sys::nftnl_chain, nftnl_chain_nlmsg_parse, nftnl_chain_nlmsg
 parse_build!(Rule: sys::nftnl_rule, nftnl_rule_nlmsg_parse, nftnl_rule_nlmsg_build_payload);
 parse_build!(Set: sys::nftnl_set, nftnl_set_nlmsg_parse, nftnl_set_nlmsg_build_payload);
 parse_build!(Object: sys::nftnl_obj, nftnl_obj_nlmsg_parse, nftnl_obj_nlmsg_build_payload);
+parse_build!(Flowtable: sys::nftnl_flowtable, nftnl_flowtable_nlmsg_parse,
+    nftnl_flowtable_nlmsg_build_payload);
 
 impl sealed::Sealed for kind::AnyExpr {}
 impl Kind for kind::AnyExpr {
@@ -258,6 +262,7 @@ expr_kind!(
     Byteorder = c"byteorder",
     Exthdr = c"exthdr",
     Objref = c"objref",
+    FlowOffload = c"flow_offload",
 );
 
 // Serialized size allowances (netlink attribute headers are 4 bytes, values padded to 4).
@@ -502,6 +507,40 @@ impl Obj<kind::Rule> {
         self.size += size;
         // SAFETY: both live; the rule takes ownership of the expression (freed with it).
         unsafe { sys::nftnl_rule_add_expr(self.as_ptr(), raw.as_ptr()) };
+    }
+}
+
+impl Obj<kind::Flowtable> {
+    /// Sets the devices whose ingress the flowtable hooks (libnftnl copies the names). A name
+    /// with a NUL inside is [`CompileError::NulInName`].
+    pub(crate) fn set_devices(&mut self, devices: &[String]) -> Result<&mut Self, CompileError> {
+        let names = devices
+            .iter()
+            .map(|d| {
+                CString::new(d.as_str()).map_err(|_| CompileError::NulInName {
+                    what: "flowtable device",
+                    name: d.clone(),
+                })
+            })
+            .collect::<Result<Vec<CString>, CompileError>>()?;
+        // libnftnl reads a NULL-terminated array of C strings.
+        let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        self.size += names
+            .iter()
+            .map(|n| n.as_bytes_with_nul().len() + ATTR_OVERHEAD)
+            .sum::<usize>();
+        // SAFETY: a live flowtable we own; `ptrs` is NULL-terminated and every pointer is a
+        // NUL-terminated string that outlives the call (libnftnl duplicates them).
+        let rc = unsafe {
+            sys::nftnl_flowtable_set_array(
+                self.as_ptr(),
+                sys::NFTNL_FLOWTABLE_DEVICES as u16,
+                ptrs.as_mut_ptr(),
+            )
+        };
+        refused(rc, "flowtable devices")?;
+        Ok(self)
     }
 }
 
