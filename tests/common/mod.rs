@@ -11,6 +11,7 @@ pub mod fake_apiserver;
 pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kube;
+pub mod links;
 pub mod metrics;
 pub mod netns;
 pub mod policy;
