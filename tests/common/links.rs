@@ -18,7 +18,8 @@ pub fn wait_until_up(devs: &[&str]) {
         wait_until(
             &format!("{dev} to be operationally up"),
             Duration::from_secs(10),
-            || sh(&format!("cat /sys/class/net/{dev}/operstate")).trim() == "up",
+            // Not /sys/class/net: that sysfs belongs to the namespace it was mounted in.
+            || sh(&format!("ip -o link show dev {dev}")).contains(" state UP "),
         );
     }
     // The link watch sets the state and sends the notification in one section under the
