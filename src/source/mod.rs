@@ -239,4 +239,32 @@ mod tests {
         assert!(matches!(load(&main).outcome, Outcome::Loaded(_)));
         std::fs::remove_dir_all(dir).unwrap();
     }
+
+    /// The watch was set up by its task's first run, which comes after the daemon's READY=1:
+    /// an edit made in between was already in its starting fingerprint and came before its
+    /// inotify watch, so it was never reloaded.
+    #[test]
+    fn bug_an_edit_made_before_the_watch_task_first_ran_was_never_reloaded() {
+        let dir = std::env::temp_dir().join(format!("edgenetd-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let main = dir.join("edgenetd.toml");
+        std::fs::write(&main, "").unwrap();
+        let (reload, requests) = crate::sync::trigger();
+        let (_stop, shutdown) = async_channel::bounded::<()>(1);
+        let watch = watch_files(main.clone(), reload, shutdown);
+        std::fs::write(&main, "[daemon]\nroute_protocol = 191\n").unwrap();
+        let fired = smol::block_on(future::or(
+            future::or(async { requests.recv().await.is_some() }, async {
+                watch.await;
+                false
+            }),
+            async {
+                smol::Timer::after(Duration::from_secs(10)).await;
+                false
+            },
+        ));
+        assert!(fired, "the edit asked for a reload");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -17,6 +17,7 @@ pub mod netns;
 pub mod policy;
 pub mod routes;
 pub mod scratch;
+pub mod service_lab;
 pub mod shell;
 pub mod topology;
 pub mod wait;
