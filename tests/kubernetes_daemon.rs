@@ -15,8 +15,9 @@ use common::fake_apiserver::FakeApiServer;
 use common::kube::{self, admit_namespace, endpoint, namespace, node, pod, ready, service, slice};
 use common::routes::has_owned_route;
 use common::scratch::ScratchDir;
+use common::service_lab::{Family, client_and_three_backends};
 use common::shell::sh_status;
-use common::topology::{Link, Topology};
+use common::topology::Topology;
 use common::wait::wait_until;
 
 /// How long the daemon gets for each step.
@@ -39,32 +40,7 @@ struct Lab {
 
 impl Lab {
     fn new() -> Lab {
-        let mut net = Topology::new();
-        net.forwarding();
-        net.add_host(
-            "cl",
-            Link {
-                router_if: "c0",
-                router_addrs: &["192.168.10.1/24"],
-                host_if: "eth0",
-                host_addrs: &["192.168.10.2/24"],
-                host_routes: &["default via 192.168.10.1"],
-            },
-        );
-        for i in 1..=3 {
-            let name = format!("b{i}");
-            net.add_host(
-                &name,
-                Link {
-                    router_if: &name,
-                    router_addrs: &[&format!("10.0.{i}.1/24")],
-                    host_if: "eth0",
-                    host_addrs: &[&format!("10.0.{i}.2/24")],
-                    host_routes: &[&format!("default via 10.0.{i}.1")],
-                },
-            );
-            net.serve_named(net.host(&name), &name, 8080);
-        }
+        let (net, _servers) = client_and_three_backends(Family::V4);
         let fake = FakeApiServer::start();
         fake.apply("nodes", node(kube::NODE, "192.168.10.1", "10.244.1.0/24"));
         Lab {

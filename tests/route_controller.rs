@@ -10,9 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::links::wait_until_up;
 use common::shell::sh;
 use common::topology::Topology;
-use common::wait::wait_until;
+use common::wait::{wait_for, wait_until};
 use edgenetd::config::DesiredState;
 use edgenetd::config::route::{Route, RouteKind, RoutingConfig};
 use edgenetd::controller::Controller;
@@ -203,9 +204,16 @@ netns_test! {
         // A link event invalidates the first controller's cache: its resync dumps, and
         // writes nothing either.
         sh("ip link add d1 type veth peer name d1p && ip link set d1 up");
-        std::thread::sleep(Duration::from_millis(300));
-        let after_event = smol::block_on(controller.sync(&state, &NoProgress)).expect("resync");
-        assert!(!after_event.summary.contains("not dumped"), "{}", after_event.summary);
+        // The monitor task takes the event on another thread, some time later: resync until
+        // one dumps (a trusted one before it writes nothing either).
+        let after_event = wait_for(
+            "a resync that dumps after the link event",
+            Duration::from_secs(10),
+            || {
+                let report = smol::block_on(controller.sync(&state, &NoProgress)).expect("resync");
+                (!report.summary.contains("not dumped")).then_some(report)
+            },
+        );
         assert_eq!(after_event.changes, 0, "{}", after_event.summary);
         let shown = sh("ip -6 route show 2001:db8:1::/48 proto 190");
         assert!(shown.contains("via 2001:db8:ff::2"), "the route is still there: {shown}");
@@ -219,6 +227,8 @@ netns_test! {
         sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1");
         sh("ip link add r0 type veth peer name r1");
         sh("ip addr add 192.0.2.1/24 dev r0 && ip link set r0 up && ip link set r1 up");
+        // Nor the pair's carrier coming up after the cold sync (the kernel reports it late).
+        wait_until_up(&["r0", "r1"]);
         let mut state = desired(|_| [192, 0, 2, 2]);
         let mut controller = RouteController::new(trigger().0);
         smol::block_on(controller.sync(&state, &NoProgress)).expect("cold sync");

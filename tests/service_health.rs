@@ -9,7 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::controller::Driver;
-use common::topology::{Link, ServerId, Topology};
+use common::service_lab::{Family, client_and_three_backends};
+use common::topology::{ServerId, Topology};
 use common::wait::wait_until;
 use edgenetd::controller::service::ServiceController;
 
@@ -21,33 +22,7 @@ struct Lab {
 
 impl Lab {
     fn new() -> Lab {
-        let mut net = Topology::new();
-        net.forwarding();
-        net.add_host(
-            "cl",
-            Link {
-                router_if: "c0",
-                router_addrs: &["192.168.10.1/24"],
-                host_if: "eth0",
-                host_addrs: &["192.168.10.2/24"],
-                host_routes: &["default via 192.168.10.1"],
-            },
-        );
-        let mut servers = Vec::new();
-        for i in 1..=3 {
-            let name = format!("b{i}");
-            net.add_host(
-                &name,
-                Link {
-                    router_if: &name,
-                    router_addrs: &[&format!("10.0.{i}.1/24")],
-                    host_if: "eth0",
-                    host_addrs: &[&format!("10.0.{i}.2/24")],
-                    host_routes: &[&format!("default via 10.0.{i}.1")],
-                },
-            );
-            servers.push(net.serve_named(net.host(&name), &name, 8080));
-        }
+        let (net, servers) = client_and_three_backends(Family::V4);
         Lab {
             net,
             servers,

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use common::controller::{Driver, load};
 use common::scratch::ScratchDir;
+use common::service_lab::{Family, client_and_three_backends};
 use common::shell::{sh, sh_status};
-use common::topology::{Link, ServerId, Topology};
+use common::topology::{ServerId, Topology};
 use common::wait::wait_until;
 use edgenetd::controller::service::{self, ServiceController};
 use edgenetd::sync::SyncReport;
@@ -61,42 +62,13 @@ for src in sys.argv[5:]:
 
 impl Lab {
     fn new() -> Lab {
-        let mut net = Topology::new();
-        net.forwarding();
-        net.add_host(
-            "cl",
-            Link {
-                router_if: "c0",
-                router_addrs: &["192.168.10.1/24", "fd10::1/64"],
-                host_if: "eth0",
-                host_addrs: &["192.168.10.2/24", "fd10::2/64"],
-                host_routes: &["default via 192.168.10.1", "default via fd10::1"],
-            },
-        );
+        let (net, servers) = client_and_three_backends(Family::Dual);
         for i in 0..CLIENTS {
             net.host("cl").sh(&format!(
                 "ip addr add 192.168.10.{}/24 dev eth0 && ip addr add fd10::{:x}/64 dev eth0 nodad",
                 100 + i,
                 0x100 + i
             ));
-        }
-        let mut servers = Vec::new();
-        for i in 1..=3 {
-            let name = format!("b{i}");
-            net.add_host(
-                &name,
-                Link {
-                    router_if: &name,
-                    router_addrs: &[&format!("10.0.{i}.1/24"), &format!("fd0{i}::1/64")],
-                    host_if: "eth0",
-                    host_addrs: &[&format!("10.0.{i}.2/24"), &format!("fd0{i}::2/64")],
-                    host_routes: &[
-                        &format!("default via 10.0.{i}.1"),
-                        &format!("default via fd0{i}::1"),
-                    ],
-                },
-            );
-            servers.push(net.serve_named(net.host(&name), &name, 8080));
         }
         let script = net.script("per_client.py", PER_CLIENT);
         Lab {

@@ -58,21 +58,44 @@ pub fn fingerprint(main: &Path) -> Fingerprint {
 }
 
 /// Fires `reload` whenever the config files change (until shutdown).
-pub async fn watch_files(main: PathBuf, reload: Trigger, shutdown: Shutdown) {
+///
+/// The watch is set up and the files fingerprinted *here*, before the returned future is
+/// first polled: the daemon calls this before it can send READY=1, so an edit made right
+/// after READY is always a change. (Set up inside the future, an edit made between READY
+/// and the task's first poll was already in the starting fingerprint and came before the
+/// inotify watch, so it was never reloaded.)
+pub fn watch_files(
+    main: PathBuf,
+    reload: Trigger,
+    shutdown: Shutdown,
+) -> impl Future<Output = ()> + 'static {
     let dir = main
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
         .to_path_buf();
     let watch = inotify::DirWatch::new().and_then(|w| w.add(&dir).map(|()| w));
-    match watch {
-        Ok(watch) => watch_with_inotify(&main, watch, reload, shutdown).await,
+    let watch = match watch {
+        Ok(watch) => {
+            // conf.d may not exist yet; it is added again after every event (adding twice is
+            // harmless).
+            let _ = watch.add(&config::conf_d_dir(&main));
+            Some(watch)
+        }
         Err(e) => {
             warn!(
                 "cannot watch {} with inotify ({e}); polling the config files every {POLL_INTERVAL:?}",
                 dir.display()
             );
-            poll_files(main, reload, shutdown).await;
+            None
+        }
+    };
+    // After the watch is in place: any later edit either differs from this or raises an event.
+    let seen = fingerprint(&main);
+    async move {
+        match watch {
+            Some(watch) => watch_with_inotify(&main, watch, seen, reload, shutdown).await,
+            None => poll_files(main, seen, reload, shutdown).await,
         }
     }
 }
@@ -80,13 +103,11 @@ pub async fn watch_files(main: PathBuf, reload: Trigger, shutdown: Shutdown) {
 async fn watch_with_inotify(
     main: &Path,
     watch: inotify::DirWatch,
+    mut seen: Fingerprint,
     reload: Trigger,
     shutdown: Shutdown,
 ) {
     let conf_d = config::conf_d_dir(main);
-    // conf.d may not exist yet; it is added again after every event (adding twice is harmless).
-    let _ = watch.add(&conf_d);
-    let mut seen = fingerprint(main);
     loop {
         let changed = async {
             if let Err(e) = watch.changed().await {
@@ -114,9 +135,8 @@ async fn watch_with_inotify(
     }
 }
 
-/// The fallback: compare fingerprints every [`POLL_INTERVAL`].
-async fn poll_files(main: PathBuf, reload: Trigger, shutdown: Shutdown) {
-    let mut seen = fingerprint(&main);
+/// The fallback: compare fingerprints every [`POLL_INTERVAL`], starting from `seen`.
+async fn poll_files(main: PathBuf, mut seen: Fingerprint, reload: Trigger, shutdown: Shutdown) {
     let mut pending: Option<Fingerprint> = None;
     loop {
         if unless_shutdown(&shutdown, smol::Timer::after(POLL_INTERVAL))
@@ -217,6 +237,34 @@ mod tests {
         assert_ne!(load(&main).content, first.content, "a file added to conf.d");
         std::fs::write(&main, "[daemon]\nroute_protocol = 191\n").unwrap();
         assert!(matches!(load(&main).outcome, Outcome::Loaded(_)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The watch was set up by its task's first run, which comes after the daemon's READY=1:
+    /// an edit made in between was already in its starting fingerprint and came before its
+    /// inotify watch, so it was never reloaded.
+    #[test]
+    fn bug_an_edit_made_before_the_watch_task_first_ran_was_never_reloaded() {
+        let dir = std::env::temp_dir().join(format!("edgenetd-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let main = dir.join("edgenetd.toml");
+        std::fs::write(&main, "").unwrap();
+        let (reload, requests) = crate::sync::trigger();
+        let (_stop, shutdown) = async_channel::bounded::<()>(1);
+        let watch = watch_files(main.clone(), reload, shutdown);
+        std::fs::write(&main, "[daemon]\nroute_protocol = 191\n").unwrap();
+        let fired = smol::block_on(future::or(
+            future::or(async { requests.recv().await.is_some() }, async {
+                watch.await;
+                false
+            }),
+            async {
+                smol::Timer::after(Duration::from_secs(10)).await;
+                false
+            },
+        ));
+        assert!(fired, "the edit asked for a reload");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -221,6 +221,12 @@ impl Daemon {
         self.dir.write("edgenetd.toml", config);
     }
 
+    /// Replaces the main config file atomically, as an editor saves (no signal: the daemon's
+    /// file watch sees it; it never sees a half-written file).
+    pub fn replace_config(&self, config: &str) {
+        self.dir.replace("edgenetd.toml", config);
+    }
+
     /// Replaces the main config file atomically and sends SIGHUP.
     pub fn reload(&self, config: &str) {
         self.dir.replace("edgenetd.toml", config);

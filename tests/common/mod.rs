@@ -11,11 +11,13 @@ pub mod fake_apiserver;
 pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kube;
+pub mod links;
 pub mod metrics;
 pub mod netns;
 pub mod policy;
 pub mod routes;
 pub mod scratch;
+pub mod service_lab;
 pub mod shell;
 pub mod topology;
 pub mod wait;
