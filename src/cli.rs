@@ -84,7 +84,7 @@ EXIT CODES:
     0  success
     1  invalid config, failed operation, or (status) a daemon that is not live
     2  usage error
-    3  (status, apply, confirm) no answer from the daemon
+    3  (status) no answer from the daemon; (apply, confirm) none on its control socket
 ";
 
 /// What `edgenetd` was asked to do.
@@ -482,6 +482,21 @@ mod tests {
             "unknown verb `frobnicate`"
         );
         assert_eq!(parse(&["cleanup"]).unwrap().verb, Verb::Cleanup);
+    }
+
+    #[test]
+    fn apply_needs_a_file_and_a_sane_confirm_window() {
+        let cli = parse(&["apply", "--config", "/tmp/new.toml", "--confirm", "30s"]).unwrap();
+        assert_eq!(
+            (cli.verb, cli.confirm),
+            (Verb::Apply, Some(Duration::from_secs(30)))
+        );
+        assert_eq!(cli.control_socket, Path::new(control::DEFAULT_SOCKET));
+        assert!(parse(&["apply"]).unwrap_err().contains("--config NEW"));
+        assert!(parse(&["apply", "-c", "x", "--confirm", "0s"]).is_err());
+        assert!(parse(&["apply", "-c", "x", "--confirm", "2d"]).is_err());
+        let cli = parse(&["confirm", "--control-socket", "/tmp/c.sock"]).unwrap();
+        assert_eq!(cli.control_socket, Path::new("/tmp/c.sock"));
     }
 
     #[test]

@@ -226,6 +226,30 @@ mod tests {
     }
 
     #[test]
+    fn while_a_confirm_is_pending_an_edit_is_refused_and_not_counted() {
+        let mut r = reloader("pending");
+        r.confirm
+            .set_installed(crate::source::content_hash(&r.main));
+        r.confirm
+            .start_pending(super::super::confirm_state::Pending {
+                deadline: std::time::SystemTime::now(),
+                due: std::time::Instant::now(),
+                applied_from: "new.toml".into(),
+                previous: None,
+            });
+        let out = render_with(|| {
+            assert!(!r.reload(), "what apply installed is already in force");
+            write(&r.main, "[daemon]\nroute_protocol = 192\n");
+            assert!(!r.reload(), "an edit while the confirm is pending");
+        });
+        assert_eq!(series(&out, "edgenetd_config_reloads_total"), 0.0);
+        assert_eq!(r.snapshots.current().daemon.route_protocol, 191);
+        r.confirm.take_pending();
+        render_with(|| assert!(r.reload(), "after the confirm, reloads are back"));
+        assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
+    }
+
+    #[test]
     fn a_taken_load_is_published() {
         let mut r = reloader("publish");
         write(&r.main, "[daemon]\nroute_protocol = 192\n");
