@@ -179,6 +179,7 @@ impl Confirmer {
                 deadline,
                 due: self.health.clock().now() + within,
                 applied_from: shown_as.to_string(),
+                applied_text: text.to_string(),
                 previous,
             });
             self.health.set_config_note(Some(format!(
@@ -191,13 +192,17 @@ impl Confirmer {
         Ok(deadline)
     }
 
-    /// Makes the pending configuration the confirmed one.
+    /// Makes the pending configuration the confirmed one: the text that was applied (an
+    /// edit of the main file made meanwhile was refused and stays for the next reload).
     fn confirm(&self) -> Response {
-        let Some(deadline) = self.state.pending_deadline() else {
+        let (Some(deadline), Some(text)) =
+            (self.state.pending_deadline(), self.state.pending_text())
+        else {
             return Response::failed("nothing to confirm: no configuration is waiting for it\n");
         };
-        let saved = std::fs::read(&self.main)
-            .and_then(|text| self.store.save_confirmed(&text))
+        let saved = self
+            .store
+            .save_confirmed(text.as_bytes())
             .and_then(|()| self.store.clear_pending());
         if let Err(e) = saved {
             return Response::failed(format!(

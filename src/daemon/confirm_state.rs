@@ -20,6 +20,9 @@ pub struct Pending {
     pub due: Instant,
     /// The file the applied configuration came from.
     pub applied_from: String,
+    /// The applied main file's text: what a confirm keeps (an edit made on disk meanwhile
+    /// was refused, so it is not what runs).
+    pub applied_text: String,
     /// The TOML state before the apply: what the kernel returns to if the restored files
     /// cannot be loaded.
     pub previous: Option<Arc<DesiredState>>,
@@ -115,6 +118,11 @@ impl ConfirmState {
             .unwrap_or_default()
     }
 
+    /// The applied text of the pending confirm, if one is pending.
+    pub fn pending_text(&self) -> Option<String> {
+        self.lock().pending.as_ref().map(|p| p.applied_text.clone())
+    }
+
     /// When the pending confirm expires, and which pending it is.
     pub fn due(&self) -> Option<(Instant, u64)> {
         let inner = self.lock();
@@ -171,6 +179,7 @@ mod tests {
             deadline,
             due: Instant::now(),
             applied_from: "new.toml".into(),
+            applied_text: String::new(),
             previous: None,
         });
         assert_eq!(state.reload_verdict(&main), ReloadVerdict::InForce);

@@ -235,6 +235,7 @@ mod tests {
                 deadline: std::time::SystemTime::now(),
                 due: std::time::Instant::now(),
                 applied_from: "new.toml".into(),
+                applied_text: String::new(),
                 previous: None,
             });
         let out = render_with(|| {
