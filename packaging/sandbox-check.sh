@@ -54,9 +54,12 @@ chmod -R a+rX "$work/etc"
 # As the package sets /etc/edgenetd up: the directory writable by the daemon's group.
 chgrp 65534 "$work/etc"
 chmod 0775 "$work/etc"
-# RuntimeDirectory= and StateDirectory=: owned by the daemon's user.
+# The control socket's directory as tmpfiles.d makes it (root, the daemon's group, 1770), and
+# StateDirectory= (owned by the daemon's user).
 mkdir -p "$work/run" "$work/state"
-chown 65534:65534 "$work/run" "$work/state"
+chown 0:65534 "$work/run"
+chmod 1770 "$work/run"
+chown 65534:65534 "$work/state"
 chmod 0700 "$work/state"
 
 # systemd's notify socket, writable by the daemon's uid as systemd's is.

@@ -17,7 +17,8 @@
 #   4. `systemctl reload` applies a conf.d change; a bad conf.d file fails the reload, the
 #      daemon keeps running (same PID) and the kernel keeps the old state;
 #   4b. apply with automatic rollback under the unit's sandbox: the package's group
-#      edgenetd-admin owns the control socket (0660) and /etc/edgenetd (0775); an unconfirmed
+#      edgenetd-admin owns the control socket (0660), its directory /run/edgenetd-admin
+#      (tmpfiles.d, 1770) and /etc/edgenetd (0775); an unconfirmed
 #      `edgenetd apply --confirm 3s` is rolled back (kernel and main file); a confirmed one
 #      stays; a member of the group may connect, another user may not;
 #   5. `systemctl stop` leaves the rules and routes; `edgenetd cleanup` removes them;
@@ -211,8 +212,10 @@ in_ct systemctl reload edgenetd    # without the bad file again
 in_ct getent group edgenetd-admin >/dev/null || fail "the package did not create group edgenetd-admin"
 [ "$(in_ct stat -c '%U:%G %a' /etc/edgenetd)" = "root:edgenetd-admin 775" ] \
   || fail "/etc/edgenetd is $(in_ct stat -c '%U:%G %a' /etc/edgenetd), not root:edgenetd-admin 775"
-[ "$(in_ct stat -c '%G %a' /run/edgenetd/control.sock)" = "edgenetd-admin 660" ] \
-  || fail "control socket: $(in_ct stat -c '%G %a' /run/edgenetd/control.sock 2>&1), not edgenetd-admin 660"
+[ "$(in_ct stat -c '%U:%G %a' /run/edgenetd-admin)" = "root:edgenetd-admin 1770" ] \
+  || fail "/run/edgenetd-admin is $(in_ct stat -c '%U:%G %a' /run/edgenetd-admin 2>&1), not root:edgenetd-admin 1770"
+[ "$(in_ct stat -c '%G %a' /run/edgenetd-admin/control.sock)" = "edgenetd-admin 660" ] \
+  || fail "control socket: $(in_ct stat -c '%G %a' /run/edgenetd-admin/control.sock 2>&1), not edgenetd-admin 660"
 main_before=$(in_ct cat /etc/edgenetd/edgenetd.toml)
 write_ct root/cut.toml <<< "$base_config
 [[route]]
@@ -228,7 +231,7 @@ echo "ok: unconfirmed apply rolled back (route gone, main file restored)"
 in_ct edgenetd apply --config /root/cut.toml --confirm 30s >/dev/null || fail "second apply --confirm"
 gid=$(in_ct getent group edgenetd-admin | cut -d: -f3)
 in_ct setpriv --reuid=65534 --regid=65534 --groups="$gid" edgenetd confirm \
-  || fail "a member of edgenetd-admin could not confirm"
+  || fail "a member of edgenetd-admin (gid $gid) could not confirm: $(in_ct ls -ld /run/edgenetd-admin /run/edgenetd-admin/control.sock 2>&1)"
 rc=0; in_ct setpriv --reuid=65534 --regid=65534 --clear-groups edgenetd confirm 2>/dev/null || rc=$?
 [ "$rc" = 3 ] || fail "a user outside edgenetd-admin got exit $rc from confirm, not 3 (refused)"
 sleep 4
