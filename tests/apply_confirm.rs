@@ -303,8 +303,8 @@ netns_test! {
 }
 
 netns_test! {
-    /// Seen once under real systemd (scripts/systemd-nspawn-test.sh): a route applied again
-    /// right after the rollback of the same change, then confirmed, was gone 4 s later.
+    /// An operator who retries at once: the route controller's syncs of a rollback and of
+    /// the same change applied again follow each other closely; the confirmed route stays.
     fn a_route_applied_again_right_after_its_rollback_and_confirmed_stays() {
         let base = "[controller.policy]\nenabled = false\n[controller.service]\nenabled = false\n\n[[route]]\nto = \"198.51.100.0/24\"\ntype = \"blackhole\"\n";
         let with = format!("{base}\n[[route]]\nto = \"10.30.0.0/16\"\ntype = \"blackhole\"\n");
