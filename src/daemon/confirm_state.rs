@@ -50,11 +50,15 @@ pub enum ReloadVerdict {
 
 #[derive(Default)]
 struct Inner {
+    /// The confirm that is pending, if any.
     pending: Option<Pending>,
     /// Counts pendings, so a timer that fires late cannot roll back a newer one.
     generation: u64,
+    /// The config files' contents as apply or a rollback left them (and published).
     installed: Option<ContentHash>,
+    /// The last rollback, shown until the daemon stops.
     last_rollback: Option<Rollback>,
+    /// Rollbacks since start (the metric counts the same).
     rollbacks: u64,
 }
 
