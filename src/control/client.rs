@@ -34,7 +34,7 @@ pub fn request(socket: &Path, request: &Request) -> Result<Response, ClientError
     stream
         .set_read_timeout(Some(ANSWER_TIMEOUT))
         .map_err(exchange)?;
-    let line = serde_json::to_string(request).expect("serializable") + "\n";
+    let line = request.to_line();
     // A refused peer gets its answer before the daemon reads anything: a failed write is
     // not the end, the response may still be there.
     let written = stream.write_all(line.as_bytes());
@@ -45,6 +45,5 @@ pub fn request(socket: &Path, request: &Request) -> Result<Response, ClientError
     if answer.is_empty() {
         written.map_err(exchange)?;
     }
-    serde_json::from_str(&answer)
-        .map_err(|e| ClientError::Answer(path(), format!("{e}: {answer:?}")))
+    Response::parse(&answer).map_err(|e| ClientError::Answer(path(), format!("{e}: {answer:?}")))
 }

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 /// The confirmed copy's file name in the state directory.
 const CONFIRMED: &str = "confirmed.toml";
@@ -18,7 +18,7 @@ const CONFIRMED: &str = "confirmed.toml";
 const PENDING: &str = "pending.json";
 
 /// A confirm that is pending, as written to disk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingRecord {
     /// Unix time (seconds) of the deadline.
     pub deadline_unix: u64,
@@ -58,17 +58,19 @@ impl Store {
     /// Records a pending confirm.
     pub fn save_pending(&self, record: &PendingRecord) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        let json = serde_json::to_vec(record).expect("serializable");
-        write_atomically(&self.dir.join(PENDING), &json, 0o600)
+        let json = json!({
+            "deadline_unix": record.deadline_unix,
+            "applied_from": record.applied_from,
+        })
+        .to_string();
+        write_atomically(&self.dir.join(PENDING), json.as_bytes(), 0o600)
     }
 
     /// The pending confirm, if one is recorded. A marker that cannot be parsed still says
     /// "pending": `Ok(Some(Err(why)))`.
     pub fn read_pending(&self) -> io::Result<Option<Result<PendingRecord, String>>> {
         match fs::read(self.dir.join(PENDING)) {
-            Ok(bytes) => Ok(Some(
-                serde_json::from_slice(&bytes).map_err(|e| e.to_string()),
-            )),
+            Ok(bytes) => Ok(Some(parse_pending(&bytes))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -82,6 +84,19 @@ impl Store {
             Err(e) => Err(e),
         }
     }
+}
+
+fn parse_pending(bytes: &[u8]) -> Result<PendingRecord, String> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    Ok(PendingRecord {
+        deadline_unix: value["deadline_unix"]
+            .as_u64()
+            .ok_or("no `deadline_unix`")?,
+        applied_from: value["applied_from"]
+            .as_str()
+            .ok_or("no `applied_from`")?
+            .to_string(),
+    })
 }
 
 /// Replaces `path` with `bytes` atomically and durably. The new file keeps the mode of the
