@@ -20,6 +20,7 @@
 #   /usr/bin/edgenetd
 #   /usr/share/man/man8/edgenetd.8.gz            packaging/man/edgenetd.8 (tests/man_page.rs keeps it in line with --help)
 #   /lib/systemd/system/edgenetd.service
+#   /usr/lib/tmpfiles.d/edgenetd.conf            the control socket's directory (/run/edgenetd-admin)
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
 #   /etc/edgenetd/conf.d/                       merged after the main file, in name order
 #   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright, changelog.Debian.gz,
@@ -113,7 +114,7 @@ package() {
   rm -rf "$stage"
   install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" \
     "$stage/etc/edgenetd/conf.d" "$stage/usr/share/doc/edgenetd/examples" \
-    "$stage/usr/share/man/man8" "$stage/usr/share/lintian/overrides"
+    "$stage/usr/share/man/man8" "$stage/usr/share/lintian/overrides" "$stage/usr/lib/tmpfiles.d"
   install -m 0755 "$bin" "$stage/usr/bin/edgenetd"
   # What dh_strip does beyond `strip`: the compilers' version strings (.comment) go too.
   "$(objcopy_for "$arch")" --remove-section=.comment "$stage/usr/bin/edgenetd"
@@ -121,6 +122,7 @@ package() {
   chmod 0644 "$stage/usr/share/man/man8/edgenetd.8.gz"
   install -m 0644 packaging/debian/lintian-overrides "$stage/usr/share/lintian/overrides/edgenetd"
   install -m 0644 systemd/edgenetd.service "$stage/lib/systemd/system/edgenetd.service"
+  install -m 0644 packaging/tmpfiles/edgenetd.conf "$stage/usr/lib/tmpfiles.d/edgenetd.conf"
   install -m 0644 packaging/edgenetd.toml "$stage/etc/edgenetd/edgenetd.toml"
   install -m 0644 README.md "$stage/usr/share/doc/edgenetd/README.md"
   install -m 0644 docs/operations.md "$stage/usr/share/doc/edgenetd/operations.md"

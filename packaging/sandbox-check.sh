@@ -7,9 +7,13 @@
 #   - every system call made is allowed by the unit's filter
 #     (@system-service minus @privileged and @resources, expanded by systemd-analyze);
 #   - every socket is of a family in RestrictAddressFamilies=;
-#   - no file is opened for writing (ProtectSystem=strict, no writable directory).
-# The workload: start, first syncs, three failing uplink probes (tcp, dns, icmp), /healthz + /metrics, SIGHUP reload, periodic resyncs
-# (periods shortened to 1 s), SIGTERM.
+#   - no file is opened for writing but where the unit allows it (ProtectSystem=strict):
+#     the state directory (StateDirectory=) and the main config file's temporary file in
+#     the config directory (ReadWritePaths=/etc/edgenetd, for the atomic rename of apply);
+#   - `edgenetd apply --confirm 2s` through the control socket (RuntimeDirectory=), left
+#     unconfirmed, is rolled back: counted, and the main file holds the original text again.
+# The workload: start, first syncs, three failing uplink probes (tcp, dns, icmp), /healthz + /metrics, SIGHUP reload,
+# apply + rollback, periodic resyncs (periods shortened to 1 s), SIGTERM.
 #
 #   packaging/sandbox-check.sh [BINARY] [CONFIG]     (default target/release/edgenetd,
 #                                                     config/edgenetd.toml)
@@ -47,6 +51,16 @@ for check in tcp dns icmp; do
     "$check" "$check" "$target" >> "$work/etc/edgenetd.toml"
 done
 chmod -R a+rX "$work/etc"
+# As the package sets /etc/edgenetd up: the directory writable by the daemon's group.
+chgrp 65534 "$work/etc"
+chmod 0775 "$work/etc"
+# The control socket's directory as tmpfiles.d makes it (root, the daemon's group, 1770), and
+# StateDirectory= (owned by the daemon's user).
+mkdir -p "$work/run" "$work/state"
+chown 0:65534 "$work/run"
+chmod 1770 "$work/run"
+chown 65534:65534 "$work/state"
+chmod 0700 "$work/state"
 
 # systemd's notify socket, writable by the daemon's uid as systemd's is.
 python3 packaging/smoke/notify-listener.py "$work/notify.sock" > "$work/notify.log" 2>/dev/null &
@@ -61,7 +75,8 @@ NOTIFY_SOCKET="$work/notify.sock" WATCHDOG_USEC=2000000 \
   setpriv --reuid=65534 --regid=65534 --clear-groups \
     --inh-caps=-all,+net_admin --ambient-caps=-all,+net_admin --bounding-set=-all,+net_admin \
     --no-new-privs \
-    "$bin" run --config "$work/etc/edgenetd.toml" > "$work/daemon.log" 2>&1 &
+    "$bin" run --config "$work/etc/edgenetd.toml" \
+      --control-socket "$work/run/control.sock" --state-dir "$work/state" > "$work/daemon.log" 2>&1 &
 pid=$!   # strace; the daemon is its child (setpriv execs it in place)
 daemon=
 for _ in $(seq 50); do
@@ -80,6 +95,20 @@ done
 in_ns curl -sf http://127.0.0.1:9750/metrics >/dev/null
 kill -HUP "$daemon"
 sleep 3
+# Apply with automatic rollback, through the sandbox: the socket, the state directory and
+# the rename in the config directory. Nobody confirms.
+cp "$work/etc/edgenetd.toml" "$work/original.toml"
+sed 's/^period = "1s"/period = "2s"/' "$work/original.toml" > "$work/new.toml"
+"$bin" apply --config "$work/new.toml" --confirm 2s --control-socket "$work/run/control.sock" \
+  > "$work/apply.log" 2>&1 || fail "apply through the control socket: $(cat "$work/apply.log")"
+cmp -s "$work/etc/edgenetd.toml" "$work/new.toml" || fail "apply did not put the new file in place"
+deadline=$((SECONDS + 15))
+until in_ns curl -s http://127.0.0.1:9750/metrics | grep -q '^edgenetd_config_rollbacks_total 1$'; do
+  [ $SECONDS -lt $deadline ] || fail "no rollback within 15 s of an unconfirmed apply --confirm 2s"
+  sleep 0.3
+done
+cmp -s "$work/etc/edgenetd.toml" "$work/original.toml" || fail "the rollback did not restore the main file"
+echo "sandbox-check: apply --confirm 2s through the control socket, unconfirmed: rolled back, main file restored"
 grep -q "READY=1" "$work/notify.log" && grep -q "WATCHDOG=1" "$work/notify.log" \
   || fail "no READY=1/WATCHDOG=1 from the unprivileged daemon: $(cat "$work/notify.log")"
 in_ns curl -s http://127.0.0.1:9750/healthz > "$work/healthz.json"
@@ -100,10 +129,10 @@ rc=0; wait "$pid" || rc=$?    # strace exits with its tracee's status
 [ "$rc" = 0 ] || fail "daemon exit status $rc after SIGTERM"
 pid=
 
-python3 - "$work/trace" "$bin" "$unit" <<'PY'
+python3 - "$work/trace" "$bin" "$unit" "$work" <<'PY'
 import re, subprocess, sys
 
-trace, binary, unit = sys.argv[1:4]
+trace, binary, unit, work = sys.argv[1:5]
 
 # The unit's SystemCallFilter= lines, expanded with systemd's own group definitions.
 groups, cur = {}, None
@@ -180,11 +209,14 @@ if bad:
 if sockets - families:
     ok = False
     print(f"sandbox-check: FAIL: families outside RestrictAddressFamilies: {' '.join(sorted(sockets - families))}")
-writes = {w for w in writes if w not in ("/dev/null",)}
+# Where the unit lets it write: the state directory, and the temporary file beside the main
+# config file that the atomic rename of apply and rollback puts in place.
+allowed_writes = (f"{work}/state/", f"{work}/etc/.edgenetd.toml.edgenetd-new")
+writes = {w for w in writes if w not in ("/dev/null",) and not w.startswith(allowed_writes)}
 if writes:
     ok = False
     print(f"sandbox-check: FAIL: files opened for writing: {' '.join(sorted(writes))}")
 if not ok:
     sys.exit(1)
-print("sandbox-check: ok: every system call allowed, every socket family allowed, nothing written")
+print("sandbox-check: ok: every system call allowed, every socket family allowed, nothing written outside the state directory and the config file's rename")
 PY

@@ -16,6 +16,11 @@
 #   3. `systemd-analyze security` inside gives 2.0 or lower;
 #   4. `systemctl reload` applies a conf.d change; a bad conf.d file fails the reload, the
 #      daemon keeps running (same PID) and the kernel keeps the old state;
+#   4b. apply with automatic rollback under the unit's sandbox: the package's group
+#      edgenetd-admin owns the control socket (0660), its directory /run/edgenetd-admin
+#      (tmpfiles.d, 1770) and /etc/edgenetd (0775); an unconfirmed
+#      `edgenetd apply --confirm 3s` is rolled back (kernel and main file); a confirmed one
+#      stays; a member of the group may connect, another user may not;
 #   5. `systemctl stop` leaves the rules and routes; `edgenetd cleanup` removes them;
 #   6. with the fault-injection build and a controller that hangs, the watchdog pings stop:
 #      `Watchdog timeout` in the journal, NRestarts=1, kernel state in place meanwhile.
@@ -201,6 +206,42 @@ sleep 2   # a SIGHUP that slipped through would have been handled by now
 [ "$(kernel_state)" = "$before" ] || fail "the kernel state changed after a failed reload"
 echo "ok: same PID $pid, active, kernel state unchanged"
 rm "$work/root/etc/edgenetd/conf.d/30-bad.toml"
+
+section "apply with automatic rollback (control socket, StateDirectory=, ReadWritePaths=/etc/edgenetd)"
+in_ct systemctl reload edgenetd    # without the bad file again
+in_ct getent group edgenetd-admin >/dev/null || fail "the package did not create group edgenetd-admin"
+[ "$(in_ct stat -c '%U:%G %a' /etc/edgenetd)" = "root:edgenetd-admin 775" ] \
+  || fail "/etc/edgenetd is $(in_ct stat -c '%U:%G %a' /etc/edgenetd), not root:edgenetd-admin 775"
+[ "$(in_ct stat -c '%U:%G %a' /run/edgenetd-admin)" = "root:edgenetd-admin 1770" ] \
+  || fail "/run/edgenetd-admin is $(in_ct stat -c '%U:%G %a' /run/edgenetd-admin 2>&1), not root:edgenetd-admin 1770"
+[ "$(in_ct stat -c '%G %a' /run/edgenetd-admin/control.sock)" = "edgenetd-admin 660" ] \
+  || fail "control socket: $(in_ct stat -c '%G %a' /run/edgenetd-admin/control.sock 2>&1), not edgenetd-admin 660"
+main_before=$(in_ct cat /etc/edgenetd/edgenetd.toml)
+write_ct root/cut.toml <<< "$base_config
+[[route]]
+to = \"10.30.0.0/16\"
+type = \"blackhole\""
+in_ct edgenetd apply --config /root/cut.toml --confirm 3s || fail "apply --confirm as root"
+wait_for 5 "route of the applied config" bash -c "timeout 10 nsenter -t $pid1 -a ip route show proto 190 | grep -q '^blackhole 10.30.0.0/16'"
+in_ct cmp -s /root/cut.toml /etc/edgenetd/edgenetd.toml || fail "apply did not put the file in place"
+wait_for 15 "rollback of the unconfirmed apply" bash -c "! timeout 10 nsenter -t $pid1 -a ip route show proto 190 | grep -q '^blackhole 10.30.0.0/16'"
+[ "$(in_ct cat /etc/edgenetd/edgenetd.toml)" = "$main_before" ] || fail "the rollback did not restore the main file"
+journal_has 'configuration rolled back' || fail "no rollback line in the journal"
+echo "ok: unconfirmed apply rolled back (route gone, main file restored)"
+in_ct edgenetd apply --config /root/cut.toml --confirm 30s >/dev/null || fail "second apply --confirm"
+gid=$(in_ct getent group edgenetd-admin | cut -d: -f3)
+in_ct setpriv --reuid=65534 --regid=65534 --groups="$gid" edgenetd confirm \
+  || fail "a member of edgenetd-admin (gid $gid) could not confirm: $(in_ct ls -ld /run/edgenetd-admin /run/edgenetd-admin/control.sock 2>&1)"
+rc=0; in_ct setpriv --reuid=65534 --regid=65534 --clear-groups edgenetd confirm 2>/dev/null || rc=$?
+[ "$rc" = 3 ] || fail "a user outside edgenetd-admin got exit $rc from confirm, not 3 (refused)"
+sleep 4
+# Not `in_ct ip ... | grep -q`: under pipefail, ip's next write after grep quit is a SIGPIPE
+# that fails the pipeline although the route is there.
+grep -q '^blackhole 10.30.0.0/16' <<< "$(in_ct ip route show proto 190)" || fail "the confirmed route did not stay"
+in_ct test -s /var/lib/edgenetd/confirmed.toml || fail "no confirmed copy in /var/lib/edgenetd"
+echo "ok: a group member confirmed, another user was refused, the confirmed state stayed"
+write_ct root/base.toml <<< "$base_config"
+in_ct edgenetd apply --config /root/base.toml >/dev/null || fail "apply without --confirm"
 
 section "stop keeps the kernel state; cleanup removes it"
 before=$(kernel_state)

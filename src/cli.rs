@@ -2,13 +2,15 @@
 //!
 //! Exit codes (the README lists the same): 0 success; 1 the config is invalid, an operation
 //! failed, or the daemon is not live; 2 a usage error; 3 `status` could not get an answer
-//! from the daemon (unreachable, or not /healthz JSON).
+//! from the daemon (unreachable, or not /healthz JSON), or `apply`/`confirm` could not reach
+//! its control socket.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use crate::daemon::registry::{BUILTIN, BuiltinController, VerbFuture};
-use crate::{config, daemon, logging, status};
+use crate::{config, control, daemon, logging, status};
 
 /// The main config file when `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/edgenetd/edgenetd.toml";
@@ -24,7 +26,7 @@ pub enum Exit {
     Failure,
     /// 2: the command line is wrong.
     Usage,
-    /// 3: `status` got no /healthz answer from the daemon.
+    /// 3: `status` got no /healthz answer, or `apply`/`confirm` no answer, from the daemon.
     Unreachable,
 }
 
@@ -52,6 +54,8 @@ USAGE:
     edgenetd explain [--config PATH] --in IFACE --from ADDR [--sport N] --to ADDR
                      [--dport N] --proto tcp|udp|icmp|icmpv6 [--state new|established]
                      [--icmp-type N] [--mark N] [--addresses IFACE=ADDR/LEN,...] [--json]
+    edgenetd apply   --config NEW [--confirm DURATION] [--control-socket PATH]
+    edgenetd confirm [--control-socket PATH]
     edgenetd --version | --help
 
 VERBS:
@@ -63,6 +67,11 @@ VERBS:
     status    show a running daemon's health (reads URL/healthz)
     explain   which rule decides a packet, offline: its DNAT, route, deciding rule (or
               default), SNAT and verdict, from the rules edgenetd would program
+    apply     hand NEW to the running daemon: validated like a reload (with conf.d; every
+              problem listed, nothing changed), the changes printed, then put in place of
+              the main config and applied; with --confirm it is rolled back unless
+              `edgenetd confirm` follows within DURATION (root or group edgenetd-admin)
+    confirm   keep the configuration a running daemon waits to have confirmed
 
 OPTIONS:
     --config PATH      main config file; conf.d/*.toml beside it is merged after it
@@ -71,6 +80,10 @@ OPTIONS:
                        was started (demos, tests, routers that live in a namespace)
     --log-level LEVEL  error, warn, info, debug, trace [default: info, or $EDGENETD_LOG]
     --url URL          daemon base URL for status [default: http://127.0.0.1:9750]
+    --confirm DURATION (apply) roll back unless confirmed within DURATION (e.g. 30s, 5m)
+    --control-socket PATH
+                       the daemon's control socket [default: /run/edgenetd-admin/control.sock]
+    --state-dir PATH   (run) where the confirmed config is kept [default: /var/lib/edgenetd]
 
 EXPLAIN OPTIONS:
     --in IFACE         the interface the packet arrives on
@@ -90,7 +103,7 @@ EXIT CODES:
     0  success
     1  invalid config, failed operation, or (status) a daemon that is not live
     2  usage error
-    3  (status) no answer from the daemon
+    3  (status) no answer from the daemon; (apply, confirm) none on its control socket
 ";
 
 /// What `edgenetd` was asked to do.
@@ -108,6 +121,10 @@ pub enum Verb {
     Status,
     /// `explain`: which rule decides a packet (its own flags, see `crate::explain`).
     Explain,
+    /// `apply`: hand a new main config file to the running daemon.
+    Apply,
+    /// `confirm`: keep the configuration that waits for confirm.
+    Confirm,
     /// `--version`.
     Version,
     /// `--help` or `help`.
@@ -116,13 +133,15 @@ pub enum Verb {
 
 impl Verb {
     /// The verbs a user types as a word, with that word.
-    const WORDS: [(&'static str, Verb); 7] = [
+    const WORDS: [(&'static str, Verb); 9] = [
         ("run", Verb::Run),
         ("check", Verb::Check),
         ("plan", Verb::Plan),
         ("cleanup", Verb::Cleanup),
         ("status", Verb::Status),
         ("explain", Verb::Explain),
+        ("apply", Verb::Apply),
+        ("confirm", Verb::Confirm),
         ("help", Verb::Help),
     ];
 
@@ -159,6 +178,14 @@ pub struct Cli {
     pub log_level: Option<String>,
     /// `--url`.
     pub url: String,
+    /// Whether `--config` was given (`apply` has no default file).
+    pub config_given: bool,
+    /// `--confirm`.
+    pub confirm: Option<Duration>,
+    /// `--control-socket`.
+    pub control_socket: PathBuf,
+    /// `--state-dir`.
+    pub state_dir: PathBuf,
 }
 
 /// Parses the arguments (without the program name).
@@ -170,6 +197,10 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
         netns: None,
         log_level: None,
         url: DEFAULT_URL.to_string(),
+        config_given: false,
+        confirm: None,
+        control_socket: PathBuf::from(control::DEFAULT_SOCKET),
+        state_dir: PathBuf::from(control::DEFAULT_STATE_DIR),
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -184,7 +215,13 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
                 .ok_or_else(|| format!("{name} needs a value"))
         };
         match flag.as_str() {
-            "--config" | "-c" => cli.config = PathBuf::from(value("--config")?),
+            "--config" | "-c" => {
+                cli.config = PathBuf::from(value("--config")?);
+                cli.config_given = true;
+            }
+            "--confirm" => cli.confirm = Some(parse_confirm(&value("--confirm")?)?),
+            "--control-socket" => cli.control_socket = PathBuf::from(value("--control-socket")?),
+            "--state-dir" => cli.state_dir = PathBuf::from(value("--state-dir")?),
             "--netns" => cli.netns = Some(value("--netns")?),
             "--log-level" => cli.log_level = Some(value("--log-level")?),
             "--url" => cli.url = value("--url")?,
@@ -197,7 +234,20 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
         }
     }
     cli.verb = verb.ok_or("missing verb: run, check, plan, cleanup or status")?;
+    if cli.verb == Verb::Apply && !cli.config_given {
+        return Err("apply needs --config NEW (the new main config file)".into());
+    }
     Ok(cli)
+}
+
+/// `--confirm`: a duration from one second to one day (a longer window is no safety net).
+fn parse_confirm(text: &str) -> Result<Duration, String> {
+    let d = config::parse_duration(text).map_err(|e| format!("--confirm: {e}"))?;
+    if (Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&d) {
+        Ok(d)
+    } else {
+        Err(format!("--confirm: {text} is not between 1s and 24h"))
+    }
 }
 
 /// `edgenetd` with these arguments (without the program name).
@@ -241,10 +291,16 @@ pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
         Verb::Run => daemon::run(daemon::RunOptions {
             config: cli.config,
             netns: cli.netns,
+            control_socket: cli.control_socket,
+            state_dir: cli.state_dir,
         }),
         Verb::Check => check(&cli.config).into(),
         Verb::Status => status_cmd(&cli.url).into(),
-        Verb::Plan => each_controller(Verb::Plan, &cli.config).into(),
+        Verb::Plan => plan(&cli.config).into(),
+        Verb::Apply => apply(&cli.config, cli.confirm, &cli.control_socket).into(),
+        Verb::Confirm => {
+            ask_daemon(&cli.control_socket, &control::protocol::Request::Confirm).into()
+        }
         Verb::Cleanup => each_controller(Verb::Cleanup, &cli.config).into(),
         // Only as a later word (`edgenetd --log-level x explain`): its flags come after it.
         Verb::Explain => {
@@ -299,7 +355,63 @@ fn status_cmd(base: &str) -> Exit {
     }
 }
 
-/// `plan` or `cleanup` on every built-in controller, in table order: prints each one's
+/// `plan`: every enabled controller's plan; fails if any plan failed.
+fn plan(config_path: &Path) -> Exit {
+    let desired = match config::load(config_path) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            return Exit::Failure;
+        }
+    };
+    let plan = smol::block_on(daemon::plan::plan_all(&desired));
+    print!("{}", plan.text);
+    for failure in &plan.failures {
+        eprintln!("{failure}");
+    }
+    if plan.failures.is_empty() {
+        Exit::Success
+    } else {
+        Exit::Failure
+    }
+}
+
+/// `apply`: reads NEW and hands it to the daemon, which validates, plans and applies it.
+fn apply(new: &Path, confirm: Option<Duration>, socket: &Path) -> Exit {
+    let text = match std::fs::read_to_string(new) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("edgenetd: cannot read {}: {e}", new.display());
+            return Exit::Failure;
+        }
+    };
+    let request = control::protocol::Request::Apply {
+        shown_as: new.display().to_string(),
+        text,
+        confirm_ms: confirm.map(|d| d.as_millis() as u64),
+    };
+    ask_daemon(socket, &request)
+}
+
+/// Sends one request to the daemon's control socket and prints its answer.
+fn ask_daemon(socket: &Path, request: &control::protocol::Request) -> Exit {
+    match control::client::request(socket, request) {
+        Ok(response) if response.ok => {
+            print!("{}", response.text);
+            Exit::Success
+        }
+        Ok(response) => {
+            eprint!("{}", response.text);
+            Exit::Failure
+        }
+        Err(e) => {
+            eprintln!("edgenetd: {e}");
+            Exit::Unreachable
+        }
+    }
+}
+
+/// `cleanup` on every built-in controller, in table order: prints each one's
 /// output, reports each failure, and fails if any did.
 fn each_controller(verb: Verb, config_path: &Path) -> Exit {
     let desired = match config::load(config_path) {
@@ -332,11 +444,7 @@ fn one_shot<'a>(
     desired: &'a config::DesiredState,
 ) -> Option<VerbFuture<'a>> {
     match verb {
-        // `plan` asks only enabled controllers...
-        Verb::Plan if desired.controller(controller.name).enabled => {
-            Some((controller.plan)(desired))
-        }
-        // ...`cleanup` removes what any of them may have left.
+        // `cleanup` removes what any controller may have left, enabled or not.
         Verb::Cleanup => Some((controller.cleanup)(&desired.daemon)),
         _ => None,
     }
@@ -405,6 +513,21 @@ mod tests {
             "unknown verb `frobnicate`"
         );
         assert_eq!(parse(&["cleanup"]).unwrap().verb, Verb::Cleanup);
+    }
+
+    #[test]
+    fn apply_needs_a_file_and_a_sane_confirm_window() {
+        let cli = parse(&["apply", "--config", "/tmp/new.toml", "--confirm", "30s"]).unwrap();
+        assert_eq!(
+            (cli.verb, cli.confirm),
+            (Verb::Apply, Some(Duration::from_secs(30)))
+        );
+        assert_eq!(cli.control_socket, Path::new(control::DEFAULT_SOCKET));
+        assert!(parse(&["apply"]).unwrap_err().contains("--config NEW"));
+        assert!(parse(&["apply", "-c", "x", "--confirm", "0s"]).is_err());
+        assert!(parse(&["apply", "-c", "x", "--confirm", "2d"]).is_err());
+        let cli = parse(&["confirm", "--control-socket", "/tmp/c.sock"]).unwrap();
+        assert_eq!(cli.control_socket, Path::new("/tmp/c.sock"));
     }
 
     #[test]

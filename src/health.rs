@@ -23,6 +23,9 @@ use crate::clock::Clock;
 pub struct Health {
     clock: Arc<dyn Clock>,
     entries: Mutex<Vec<Entry>>,
+    /// What STATUS= says about the configuration's confirm state (a pending confirm, the
+    /// last rollback); not part of liveness.
+    config_note: Mutex<Option<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -87,6 +90,8 @@ pub struct HealthReport {
     pub last_updated: Option<SystemTime>,
     /// One entry per controller, in registration order.
     pub controllers: Vec<ControllerStatus>,
+    /// The configuration's confirm state for STATUS= (`edgenetd apply --confirm`), if any.
+    pub config_note: Option<String>,
 }
 
 impl HealthReport {
@@ -123,7 +128,13 @@ impl Health {
         Arc::new(Health {
             clock,
             entries: Mutex::new(Vec::new()),
+            config_note: Mutex::new(None),
         })
+    }
+
+    /// Sets or clears what STATUS= says about the configuration's confirm state.
+    pub fn set_config_note(&self, note: Option<String>) {
+        *self.config_note.lock().unwrap_or_else(|p| p.into_inner()) = note;
     }
 
     /// The registry's clock.
@@ -194,6 +205,11 @@ impl Health {
             current_time: self.clock.wall(),
             last_updated,
             controllers,
+            config_note: self
+                .config_note
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         }
     }
 

@@ -24,6 +24,9 @@
 //!   the Prometheus exporter. Records only; reads health for derived gauges.
 //! - [`http`]: /healthz /livez /readyz /metrics. [`systemd`]: READY, STATUS, WATCHDOG,
 //!   RELOADING, STOPPING.
+//! - [`control`]: the control socket (`edgenetd apply`/`confirm` to the running daemon):
+//!   the wire format, who may connect, the persisted confirm state. The daemon supplies
+//!   what the requests do.
 //! - [`daemon`]: the orchestration of `edgenetd run`: controller loops (timer OR new
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
 //!   the reaction to a reload, and the registry of built-in controllers.
@@ -38,13 +41,14 @@
 //!
 //! `unsafe` is denied crate-wide. The few places that must call C are allowed one by one, each
 //! a small module of safe wrappers: `dataplane::nft::ffi` (libnftnl, libmnl), [`sys`]
-//! (socket options, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
+//! (socket options, peer credentials, group lookup, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
 //! socket), `track::probe::socket` (marked probe sockets, interface addresses) and
 //! `source::inotify`.
 #![deny(unsafe_code)]
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod controller;
 pub mod daemon;
 pub mod dataplane;

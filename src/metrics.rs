@@ -100,8 +100,13 @@ fn describe_core() {
         "edgenetd_config_last_reload_successful",
         "1 if the last configuration load was accepted, 0 while the files on disk are rejected."
     );
+    describe_counter!(
+        "edgenetd_config_rollbacks_total",
+        "Configurations applied with `edgenetd apply --confirm` and rolled back because nobody confirmed them in time (or the daemon restarted while the confirm was pending)."
+    );
     counter!("edgenetd_config_reloads_total").absolute(0);
     counter!("edgenetd_config_reload_failures_total").absolute(0);
+    counter!("edgenetd_config_rollbacks_total").absolute(0);
     // The daemon only starts on a valid config, so the first load was accepted.
     gauge!("edgenetd_config_last_reload_successful").set(1.0);
     describe_counter!(
@@ -192,6 +197,11 @@ pub fn record_config_reload(record: ReloadRecord, wall_now: f64) {
     }
 }
 
+/// Records one rollback of an unconfirmed configuration.
+pub fn record_config_rollback() {
+    counter!("edgenetd_config_rollbacks_total").increment(1);
+}
+
 /// Records the first successful load (not a reload, but it sets the timestamp).
 pub fn record_initial_load(wall_now: f64) {
     gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
@@ -240,6 +250,7 @@ mod tests {
             "edgenetd_controller_sync_failures_total{controller=\"route\"} 0",
             "edgenetd_controller_sync_last_success{controller=\"route\"} 0",
             "edgenetd_config_reloads_total 0",
+            "edgenetd_config_rollbacks_total 0",
             "# HELP edgenetd_controller_live ",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");

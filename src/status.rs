@@ -101,12 +101,60 @@ pub fn render(doc: &Value) -> String {
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
+    out.push_str(&confirm_lines(&doc["config"]));
+    out
+}
+
+/// The confirm state of `edgenetd apply --confirm`, when there is one to show.
+fn confirm_lines(config: &Value) -> String {
+    let mut out = String::new();
+    let pending = &config["pendingConfirm"];
+    if let Some(deadline) = pending["deadline"].as_str() {
+        out.push_str(&format!(
+            "\nconfig from {} waits for `edgenetd confirm` until {deadline} ({:.0}s left)\n",
+            pending["appliedFrom"].as_str().unwrap_or("?"),
+            pending["secondsLeft"].as_f64().unwrap_or(0.0)
+        ));
+    }
+    let rollback = &config["lastRollback"];
+    if let Some(at) = rollback["at"].as_str() {
+        out.push_str(&format!(
+            "\nlast rollback: {at}: {}\n",
+            rollback["reason"].as_str().unwrap_or("?")
+        ));
+    }
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shows_a_pending_confirm_and_the_last_rollback() {
+        let doc: Value = serde_json::from_str(
+            r#"{"live":true,"ready":true,"controllers":{},"config":{
+            "pendingConfirm":{"deadline":"2026-11-29T23:00:30.000Z","secondsLeft":29.6,"appliedFrom":"/tmp/new.toml"},
+            "lastRollback":{"at":"2026-11-29T22:00:00.000Z","reason":"/tmp/old.toml was not confirmed before its deadline"}}}"#,
+        )
+        .unwrap();
+        let out = render(&doc);
+        assert!(
+            out.contains("config from /tmp/new.toml waits for `edgenetd confirm` until 2026-11-29T23:00:30.000Z (30s left)"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "last rollback: 2026-11-29T22:00:00.000Z: /tmp/old.toml was not confirmed"
+            ),
+            "{out}"
+        );
+        let quiet: Value = serde_json::from_str(
+            r#"{"controllers":{},"config":{"pendingConfirm":null,"lastRollback":null}}"#,
+        )
+        .unwrap();
+        assert!(!render(&quiet).contains("confirm"));
+    }
 
     #[test]
     fn renders_one_row_per_controller() {

@@ -1,6 +1,6 @@
 //! Safe wrappers of the few libc calls outside the nftables FFI module that need `unsafe`:
-//! integer socket options, a classic BPF socket filter, a listen backlog, `setns(2)` and
-//! `malloc_trim(3)`.
+//! integer socket options, a classic BPF socket filter, a listen backlog, `setns(2)`,
+//! `malloc_trim(3)`, a unix socket peer's credentials and a group's id by name.
 //! Everything else in the crate stays free of `unsafe` (the crate denies it).
 #![allow(unsafe_code)]
 
@@ -111,6 +111,109 @@ pub fn trim_heap() {
     }
 }
 
+/// A unix socket peer's credentials as the kernel recorded them at `connect(2)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerCredentials {
+    /// The peer's process id.
+    pub pid: i32,
+    /// Its effective user id.
+    pub uid: u32,
+    /// Its effective group id.
+    pub gid: u32,
+    /// Its supplementary groups (`SO_PEERGROUPS`).
+    pub groups: Vec<u32>,
+}
+
+/// Reads `SO_PEERCRED` and `SO_PEERGROUPS` of a connected unix socket.
+pub fn peer_credentials(fd: impl AsFd) -> io::Result<PeerCredentials> {
+    let raw = fd.as_fd().as_raw_fd();
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the fd is borrowed; getsockopt writes at most `len` bytes into a live ucred.
+    let rc = unsafe {
+        libc::getsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(PeerCredentials {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+        groups: peer_groups(raw)?,
+    })
+}
+
+/// `SO_PEERGROUPS` (Linux 4.13): the groups the peer held at `connect(2)`.
+fn peer_groups(raw: libc::c_int) -> io::Result<Vec<u32>> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+        // SAFETY: the buffer is live and `len` bytes long; the kernel writes at most `len`
+        // bytes, or fails with ERANGE and sets `len` to the size it needs.
+        let rc = unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let needed = len as usize / std::mem::size_of::<libc::gid_t>();
+        if rc == 0 {
+            groups.truncate(needed);
+            return Ok(groups);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ERANGE) || needed <= groups.len() {
+            return Err(err);
+        }
+        groups.resize(needed, 0);
+    }
+}
+
+/// The id of the group `name` (through NSS, as `getent group` sees it); `None` when there
+/// is no such group.
+pub fn group_id(name: &str) -> io::Result<Option<u32>> {
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a group name"))?;
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        // SAFETY: plain old data, filled in by getgrnam_r.
+        let mut group: libc::group = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: every pointer is to a live local or buffer of the length passed; the
+        // strings getgrnam_r stores point into `buf`, which outlives their (unused) reads.
+        let rc = unsafe {
+            libc::getgrnam_r(
+                cname.as_ptr(),
+                &mut group,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut result,
+            )
+        };
+        match rc {
+            0 if result.is_null() => return Ok(None),
+            0 => return Ok(Some(group.gr_gid)),
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+            libc::ENOENT | libc::ESRCH => return Ok(None),
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +235,17 @@ mod tests {
             set_listen_backlog(&sock, 1024).is_err(),
             "not a stream socket"
         );
+    }
+
+    #[test]
+    fn a_socket_pair_peer_is_this_process_with_its_groups() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let cred = peer_credentials(&a).unwrap();
+        assert_eq!(cred.pid, std::process::id() as i32);
+        // SAFETY: getuid cannot fail.
+        assert_eq!(cred.uid, unsafe { libc::getuid() });
+        assert_eq!(group_id("root").unwrap(), Some(0));
+        assert_eq!(group_id("no-such-group-edgenetd").unwrap(), None);
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub fn status_line(report: &HealthReport, config_problem: Option<&str>) -> Strin
     if let Some(problem) = config_problem {
         line.push_str(&format!("; config rejected: {problem}"));
     }
+    if let Some(note) = &report.config_note {
+        line.push_str(&format!("; {note}"));
+    }
     if line.len() > STATUS_MAX {
         let mut cut = STATUS_MAX - 1;
         while !line.is_char_boundary(cut) {

@@ -21,6 +21,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("main", "cli"),
     // The verbs.
     ("cli", "config"),
+    // `apply` and `confirm` talk to the daemon through the control socket.
+    ("cli", "control"),
     ("cli", "daemon"),
     ("cli", "logging"),
     ("cli", "status"),
@@ -33,6 +35,8 @@ const ALLOWED: &[(&str, &str)] = &[
     // Orchestration of `edgenetd run`: everything below it.
     ("daemon", "clock"),
     ("daemon", "config"),
+    // The daemon serves the control socket and supplies what apply and confirm do.
+    ("daemon", "control"),
     ("daemon", "controller"),
     // The daemon creates the one nftables generation watch the nft controllers share.
     ("daemon", "dataplane"),
@@ -91,6 +95,9 @@ const ALLOWED: &[(&str, &str)] = &[
     // `sys`: the few libc calls outside the nftables FFI that need `unsafe` (a leaf).
     ("controller", "sys"),
     ("daemon", "sys"),
+    // The control socket: peer credentials and the admin group's id; it stops with the daemon.
+    ("control", "sys"),
+    ("control", "shutdown"),
     ("dataplane", "sys"),
     // Inside config: source_map (files, offsets) <- diag (problems, rendered with their
     // lines) <- split and doc (parsing) <- the sections' validators.
@@ -208,6 +215,13 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon::registry", "daemon::spawner"),
     ("daemon::registry", "daemon::tracks"),
     ("daemon::reload", "daemon::snapshots"),
+    // Apply with automatic rollback: the shared confirm state (the reloader refuses while
+    // a confirm is pending), the plan shown before applying, the sink it publishes to.
+    ("daemon::reload", "daemon::confirm_state"),
+    ("daemon::confirm", "daemon::confirm_state"),
+    ("daemon::confirm", "daemon::plan"),
+    ("daemon::confirm", "daemon::snapshots"),
+    ("daemon::plan", "daemon::registry"),
     ("daemon::runner", "daemon::observed"),
     ("daemon::runner", "daemon::snapshots"),
     ("daemon::spawner", "daemon::runner"),

@@ -114,10 +114,32 @@ pub fn config_files(main: &Path) -> Vec<PathBuf> {
 
 /// Loads and validates the configuration rooted at `main`.
 pub fn load(main: &Path) -> Result<DesiredState, ConfigError> {
+    load_files(main, None)
+}
+
+/// Loads the configuration rooted at `main` as it would be with `text` in place of the main
+/// file (`conf.d` beside `main` merged as usual); problems in `text` are shown as `shown_as`.
+/// What `edgenetd apply` validates before anything changes.
+pub fn load_replacing_main(
+    main: &Path,
+    shown_as: &Path,
+    text: String,
+) -> Result<DesiredState, ConfigError> {
+    load_files(main, Some((shown_as, text)))
+}
+
+fn load_files(main: &Path, replace: Option<(&Path, String)>) -> Result<DesiredState, ConfigError> {
     let mut sources = SourceMap::default();
     let mut diags = Diagnostics::default();
     let files = config_files(main);
-    for path in &files {
+    let mut replace = replace;
+    for (i, path) in files.iter().enumerate() {
+        if i == 0
+            && let Some((shown_as, text)) = replace.take()
+        {
+            sources.add(shown_as.to_path_buf(), text);
+            continue;
+        }
         match std::fs::read_to_string(path) {
             Ok(text) => {
                 sources.add(path.clone(), text);

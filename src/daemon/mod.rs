@@ -1,7 +1,8 @@
 //! `edgenetd run`: wires config, controllers, health, metrics, HTTP and systemd together, and
 //! owns everything that orchestrates them: the controller loops ([`runner`]), the current
 //! snapshot ([`snapshots`]), how a sync is observed ([`observed`]), the reaction to a reload
-//! ([`reload`]) and the table of built-in controllers ([`registry`]).
+//! ([`reload`]), the table of built-in controllers ([`registry`]) and apply with automatic
+//! rollback ([`confirm`], served on the control socket).
 //!
 //! Start-up order: load the config (invalid = exit 1, nothing applied), bind HTTP (a bind
 //! error is fatal and immediate, before anything touches the kernel), optionally enter the
@@ -11,10 +12,13 @@
 //! SIGTERM/SIGINT: STOPPING=1, loops stop, exit 0 within a few seconds; kernel state stays in
 //! place (a router keeps forwarding; `edgenetd cleanup` removes it).
 
+pub mod confirm;
+pub mod confirm_state;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 mod netns;
 pub mod observed;
+pub mod plan;
 pub mod registry;
 pub mod reload;
 pub mod runner;
@@ -26,12 +30,15 @@ pub mod tracks;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::future;
 use log::{error, info, warn};
 
+use self::confirm::Confirmer;
+use self::confirm_state::ConfirmState;
 use self::netns::enter_netns;
 use self::reload::Reloader;
 use self::signals::{Signal, Signals};
@@ -39,6 +46,8 @@ use self::snapshots::{Snapshots, TomlSink};
 use self::spawner::Spawner;
 use crate::clock::{Clock, SystemClock, unix_seconds};
 use crate::config::{self, DesiredState};
+use crate::control::server as control_server;
+use crate::control::store::Store;
 use crate::health::Health;
 use crate::http::{self, HttpState};
 use crate::metrics::{self, Exporter};
@@ -57,6 +66,10 @@ pub struct RunOptions {
     /// Program the kernel inside this named network namespace (`ip netns`), while HTTP stays
     /// in the namespace edgenetd was started in.
     pub netns: Option<String>,
+    /// The control socket `edgenetd apply` and `confirm` connect to.
+    pub control_socket: PathBuf,
+    /// Where the confirmed configuration and a pending deadline are kept.
+    pub state_dir: PathBuf,
 }
 
 /// Runs the daemon until SIGTERM/SIGINT.
@@ -93,10 +106,14 @@ struct Started {
     exporter: Arc<Exporter>,
     /// SIGHUP, SIGTERM, SIGINT.
     signals: Signals,
+    /// Why start-up rolled back a configuration that waited for confirm, if it did.
+    rolled_back: Option<String>,
 }
 
 /// Every step before the first controller starts; each logs its own failure.
 fn start(opts: &RunOptions) -> Result<Started, Fatal> {
+    // Before the first load, so the first sync already serves the confirmed configuration.
+    let rolled_back = confirm::recover_at_start(&opts.config, &Store::new(&opts.state_dir));
     let desired = load_first(opts)?;
     let listener = http::bind(desired.daemon.listen).map_err(|e| {
         error!("cannot listen on {}: {e}", desired.daemon.listen);
@@ -130,6 +147,7 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         health,
         exporter,
         signals,
+        rolled_back,
     })
 }
 
@@ -190,6 +208,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         health,
         exporter,
         signals,
+        rolled_back,
     } = started;
     let ex = smol::LocalExecutor::new();
     let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
@@ -217,6 +236,10 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         "services",
         Box::new(crate::controller::service::health::healthz),
     );
+    let confirm_state = Arc::new(ConfirmState::default());
+    let (state, clock) = (confirm_state.clone(), health.clock().clone());
+    http.sections
+        .add("config", Box::new(move || state.healthz(clock.wall())));
     // The HTTP server holds its own reference; sources have added their sections by now.
     drop(http);
     let reload_tx = spawn_background(
@@ -229,6 +252,10 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
             exporter,
             sync_done: sync_done_rx,
             shutdown,
+            control_socket: opts.control_socket.clone(),
+            store: Store::new(&opts.state_dir),
+            confirm: confirm_state,
+            rolled_back,
         },
     );
     smol::block_on(ex.run(async {
@@ -272,6 +299,14 @@ struct Background {
     sync_done: TriggerRx,
     /// Closed when the daemon stops.
     shutdown: Shutdown,
+    /// The control socket's path.
+    control_socket: PathBuf,
+    /// The confirmed copy and the pending deadline.
+    store: Store,
+    /// The confirm state the reloader, the control socket and /healthz share.
+    confirm: Arc<ConfirmState>,
+    /// Why start-up rolled back, if it did.
+    rolled_back: Option<String>,
 }
 
 /// Starts the systemd supervisor, the file watch, the reload server and the metrics upkeep;
@@ -292,6 +327,20 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         bg.shutdown.clone(),
     ))
     .detach();
+    let (confirm_tx, confirm_rx) = trigger();
+    let confirmer = Rc::new(Confirmer {
+        main: bg.main.clone(),
+        store: bg.store,
+        sink: bg.sink.clone(),
+        health: bg.health.clone(),
+        state: bg.confirm.clone(),
+        problem: problem.clone(),
+        wake: confirm_tx,
+    });
+    if let Some(reason) = bg.rolled_back {
+        confirmer.record(reason);
+    }
+    spawn_control(ex, confirmer, confirm_rx, bg.control_socket, &bg.shutdown);
     let reloader = Reloader {
         main: bg.main,
         snapshots: bg.snapshots,
@@ -299,6 +348,7 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         health: bg.health,
         problem,
         last_rejected: None,
+        confirm: bg.confirm,
     };
     ex.spawn(reload::serve(reloader, reload_rx, bg.shutdown.clone()))
         .detach();
@@ -311,6 +361,33 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
     })
     .detach();
     reload_tx
+}
+
+/// Serves the control socket (if it can be bound) and the confirm deadline.
+fn spawn_control(
+    ex: &smol::LocalExecutor<'_>,
+    confirmer: Rc<Confirmer>,
+    wake: TriggerRx,
+    path: PathBuf,
+    shutdown: &Shutdown,
+) {
+    match control_server::bind(&path) {
+        Ok(listener) => {
+            let handler: Rc<dyn control_server::Handler> = confirmer.clone();
+            ex.spawn(control_server::serve(
+                listener,
+                path,
+                handler,
+                shutdown.clone(),
+            ))
+            .detach();
+        }
+        // Not fatal: the router keeps running on its configuration; only remote-safe
+        // changes are unavailable.
+        Err(e) => warn!("control socket: {e}; `edgenetd apply` and `confirm` are unavailable"),
+    }
+    ex.spawn(confirm::watch_deadline(confirmer, wake, shutdown.clone()))
+        .detach();
 }
 
 /// Serves SIGHUP until SIGTERM or SIGINT.

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use log::{error, info, warn};
 
+use super::confirm_state::{ConfirmState, ReloadVerdict};
 use super::snapshots::{Snapshots, TomlSink};
-use crate::clock::unix_seconds;
+use crate::clock::{rfc3339, unix_seconds};
 use crate::config::{self, DesiredState};
 use crate::health::Health;
 use crate::metrics::{ReloadRecord, record_config_reload};
@@ -35,12 +36,30 @@ pub struct Reloader {
     pub problem: Arc<ConfigProblem>,
     /// The contents of the last rejected load, until a load is taken.
     pub last_rejected: Option<ContentHash>,
+    /// Whether a configuration applied with `edgenetd apply --confirm` waits for confirm.
+    pub confirm: Arc<ConfirmState>,
 }
 
 impl Reloader {
     /// Loads the configuration again; publishes it when valid, keeps the old one otherwise.
     /// Returns whether the new configuration was taken.
     pub fn reload(&mut self) -> bool {
+        match self.confirm.reload_verdict(&self.main) {
+            ReloadVerdict::Proceed => {}
+            ReloadVerdict::InForce => {
+                log::debug!(
+                    "config reload: the files hold what `edgenetd apply` put in place, already in force"
+                );
+                return false;
+            }
+            ReloadVerdict::Refused(deadline) => {
+                warn!(
+                    "config reload refused: a configuration applied with `edgenetd apply --confirm` waits for `edgenetd confirm` until {}; the change on disk is not applied (reload again after the confirm or the rollback)",
+                    rfc3339(deadline)
+                );
+                return false;
+            }
+        }
         systemd::reloading();
         let taken = self.react(source::load(&self.main));
         systemd::ready(&systemd::status_line(
@@ -61,6 +80,7 @@ impl Reloader {
                 record_config_reload(ReloadRecord::Taken, wall);
                 self.problem.set(None);
                 self.last_rejected = None;
+                self.confirm.forget_installed();
                 info!(
                     "config reloaded from {} ({files} file(s))",
                     self.main.display()
@@ -142,6 +162,7 @@ mod tests {
             health: Health::new(FakeClock::new()),
             problem: Arc::new(ConfigProblem::default()),
             last_rejected: None,
+            confirm: Arc::default(),
         }
     }
 
@@ -202,6 +223,31 @@ mod tests {
             assert!(!r.react(rejected()));
         });
         assert_eq!(series(&out, "edgenetd_config_reload_failures_total"), 2.0);
+    }
+
+    #[test]
+    fn while_a_confirm_is_pending_an_edit_is_refused_and_not_counted() {
+        let mut r = reloader("pending");
+        r.confirm
+            .set_installed(crate::source::content_hash(&r.main));
+        r.confirm
+            .start_pending(super::super::confirm_state::Pending {
+                deadline: std::time::SystemTime::now(),
+                due: std::time::Instant::now(),
+                applied_from: "new.toml".into(),
+                applied_text: String::new(),
+                previous: None,
+            });
+        let out = render_with(|| {
+            assert!(!r.reload(), "what apply installed is already in force");
+            write(&r.main, "[daemon]\nroute_protocol = 192\n");
+            assert!(!r.reload(), "an edit while the confirm is pending");
+        });
+        assert_eq!(series(&out, "edgenetd_config_reloads_total"), 0.0);
+        assert_eq!(r.snapshots.current().daemon.route_protocol, 191);
+        r.confirm.take_pending();
+        render_with(|| assert!(r.reload(), "after the confirm, reloads are back"));
+        assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
     }
 
     #[test]

@@ -1,0 +1,189 @@
+//! What must survive a restart: the last confirmed main config file and, while a confirm is
+//! pending, its deadline. Both live in the state directory; every write is atomic (a
+//! temporary file in the same directory, fsynced, renamed over the old one, then the
+//! directory fsynced), so a power cut leaves the old or the new file, never half of one.
+//!
+//! The same atomic write puts a new main config file in place (and the confirmed one back).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// The confirmed copy's file name in the state directory.
+const CONFIRMED: &str = "confirmed.toml";
+/// The pending marker's file name in the state directory.
+const PENDING: &str = "pending.json";
+
+/// A confirm that is pending, as written to disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingRecord {
+    /// Unix time (seconds) of the deadline.
+    pub deadline_unix: u64,
+    /// The file the applied configuration came from (for the log).
+    pub applied_from: String,
+}
+
+/// The state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// Where the files live.
+    dir: PathBuf,
+}
+
+impl Store {
+    /// The store in `dir` (created by systemd's `StateDirectory=`, or by the first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Store {
+        Store { dir: dir.into() }
+    }
+
+    /// The confirmed copy's path.
+    pub fn confirmed_path(&self) -> PathBuf {
+        self.dir.join(CONFIRMED)
+    }
+
+    /// Replaces the confirmed copy.
+    pub fn save_confirmed(&self, text: &[u8]) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        write_atomically(&self.confirmed_path(), text, 0o600)
+    }
+
+    /// The confirmed copy.
+    pub fn read_confirmed(&self) -> io::Result<Vec<u8>> {
+        fs::read(self.confirmed_path())
+    }
+
+    /// Records a pending confirm.
+    pub fn save_pending(&self, record: &PendingRecord) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let json = json!({
+            "deadline_unix": record.deadline_unix,
+            "applied_from": record.applied_from,
+        })
+        .to_string();
+        write_atomically(&self.dir.join(PENDING), json.as_bytes(), 0o600)
+    }
+
+    /// The pending confirm, if one is recorded. A marker that cannot be parsed still says
+    /// "pending": `Ok(Some(Err(why)))`.
+    pub fn read_pending(&self) -> io::Result<Option<Result<PendingRecord, String>>> {
+        match fs::read(self.dir.join(PENDING)) {
+            Ok(bytes) => Ok(Some(parse_pending(&bytes))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Forgets the pending confirm (durably).
+    pub fn clear_pending(&self) -> io::Result<()> {
+        match fs::remove_file(self.dir.join(PENDING)) {
+            Ok(()) => sync_dir(&self.dir),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn parse_pending(bytes: &[u8]) -> Result<PendingRecord, String> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    Ok(PendingRecord {
+        deadline_unix: value["deadline_unix"]
+            .as_u64()
+            .ok_or("no `deadline_unix`")?,
+        applied_from: value["applied_from"]
+            .as_str()
+            .ok_or("no `applied_from`")?
+            .to_string(),
+    })
+}
+
+/// Replaces `path` with `bytes` atomically and durably. The new file keeps the mode of the
+/// file it replaces (else gets `mode`).
+pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let dir = parent(path);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.edgenetd-new"));
+    let mode = fs::metadata(path).map_or(mode, |m| m.permissions().mode() & 0o7777);
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // The umask (the unit's is 0077) must not narrow the mode the file had.
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Makes a rename or removal in `dir` durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("edgenetd-store-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn the_confirmed_copy_and_the_pending_marker_round_trip() {
+        let dir = scratch("round");
+        let store = Store::new(dir.join("state"));
+        assert_eq!(store.read_pending().unwrap(), None);
+        store.save_confirmed(b"[daemon]\n").unwrap();
+        assert_eq!(store.read_confirmed().unwrap(), b"[daemon]\n");
+        let record = PendingRecord {
+            deadline_unix: 1_700_000_000,
+            applied_from: "/tmp/new.toml".into(),
+        };
+        store.save_pending(&record).unwrap();
+        assert_eq!(store.read_pending().unwrap(), Some(Ok(record)));
+        store.clear_pending().unwrap();
+        store.clear_pending().unwrap();
+        assert_eq!(store.read_pending().unwrap(), None);
+        fs::write(dir.join("state").join(PENDING), b"garbage").unwrap();
+        assert!(matches!(store.read_pending().unwrap(), Some(Err(_))));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_atomic_write_keeps_the_mode_and_leaves_no_temporary_file() {
+        let dir = scratch("mode");
+        fs::create_dir_all(&dir).unwrap();
+        let main = dir.join("edgenetd.toml");
+        fs::write(&main, "old").unwrap();
+        fs::set_permissions(&main, fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomically(&main, b"new", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&main).unwrap(), "new");
+        let mode = fs::metadata(&main).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("edgenetd.toml")]);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

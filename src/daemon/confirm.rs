@@ -1,0 +1,341 @@
+//! Apply with automatic rollback: the daemon's side of `edgenetd apply` and `edgenetd
+//! confirm`, the deadline, and the rollback at start-up.
+//!
+//! An apply validates the new main file as a reload would (with `conf.d`), shows the plan,
+//! keeps the current main file as the confirmed copy, records the deadline (both durably,
+//! before anything changes), puts the new file in place by atomic rename and publishes it.
+//! Unconfirmed at the deadline, the confirmed copy goes back in place of the main file and
+//! is published: the next sync of every controller returns the kernel to it, and files and
+//! kernel agree again. A daemon that starts and finds a deadline on disk was stopped while a
+//! confirm was pending: it puts the confirmed copy back before it loads anything, so its
+//! first sync is already the rollback (the new configuration may be what made it restart).
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_lite::future;
+use log::{error, info, warn};
+
+use super::confirm_state::{ConfirmState, Pending, Rollback};
+use super::plan::plan_all;
+use super::snapshots::TomlSink;
+use crate::clock::rfc3339;
+use crate::config::{self, format_duration};
+use crate::control::protocol::{Request, Response};
+use crate::control::server::Handler;
+use crate::control::store::{PendingRecord, Store, write_atomically};
+use crate::health::Health;
+use crate::metrics::record_config_rollback;
+use crate::shutdown::{Shutdown, unless_shutdown};
+use crate::source::content_hash;
+use crate::sync::{Trigger, TriggerRx};
+use crate::systemd::ConfigProblem;
+
+/// The mode of a main config file edgenetd creates (an existing file keeps its own).
+const CONFIG_MODE: u32 = 0o644;
+
+/// Carries out apply and confirm; rolls back at the deadline.
+pub struct Confirmer {
+    /// The main config file.
+    pub main: PathBuf,
+    /// The confirmed copy and the pending deadline.
+    pub store: Store,
+    /// Where a new TOML state goes (as a reload's does).
+    pub sink: Arc<dyn TomlSink>,
+    /// Its clock stamps deadlines; its STATUS= note shows the confirm state.
+    pub health: Arc<Health>,
+    /// What the reloader and /healthz see.
+    pub state: Arc<ConfirmState>,
+    /// The rejection STATUS= shows; a published apply or rollback clears it.
+    pub problem: Arc<ConfigProblem>,
+    /// Wakes [`watch_deadline`] when a deadline starts or ends.
+    pub wake: Trigger,
+}
+
+impl Handler for Confirmer {
+    fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + '_>> {
+        match request {
+            Request::Apply {
+                shown_as,
+                text,
+                confirm_ms,
+            } => Box::pin(self.apply(shown_as, text, confirm_ms.map(Duration::from_millis))),
+            Request::Confirm => Box::pin(async { self.confirm() }),
+        }
+    }
+}
+
+impl Confirmer {
+    /// Validates, shows the plan, installs and publishes `text` as the main config file.
+    async fn apply(&self, shown_as: String, text: String, confirm: Option<Duration>) -> Response {
+        if let Some(deadline) = self.state.pending_deadline() {
+            return Response::failed(format!(
+                "a configuration is waiting for `edgenetd confirm` until {}; confirm it, or let it roll back, before applying another one\n",
+                rfc3339(deadline)
+            ));
+        }
+        let desired =
+            match config::load_replacing_main(&self.main, Path::new(&shown_as), text.clone()) {
+                Ok(d) => d,
+                Err(e) => {
+                    return Response::failed(format!(
+                        "{e}\n{shown_as}: {} problem(s); nothing was changed\n",
+                        e.count
+                    ));
+                }
+            };
+        let plan = plan_all(&desired).await;
+        let mut out = plan.text;
+        for failure in plan.failures {
+            out.push_str(&format!("{failure}\n"));
+        }
+        match self.install(&shown_as, &text, confirm) {
+            Ok(deadline) => {
+                self.sink.take_toml(Arc::new(desired));
+                self.problem.set(None);
+                self.wake.fire();
+                out.push_str(&self.applied_message(&shown_as, deadline, confirm));
+                Response::done(out)
+            }
+            Err(e) => Response::failed(format!("{out}{e}\n")),
+        }
+    }
+
+    fn applied_message(
+        &self,
+        shown_as: &str,
+        deadline: Option<SystemTime>,
+        confirm: Option<Duration>,
+    ) -> String {
+        match (deadline, confirm) {
+            (Some(deadline), Some(within)) => {
+                info!(
+                    "applied {shown_as} in place of {}; rolled back at {} unless confirmed",
+                    self.main.display(),
+                    rfc3339(deadline)
+                );
+                format!(
+                    "applied {shown_as}; run `edgenetd confirm` within {} (before {}), or it is rolled back\n",
+                    format_duration(within),
+                    rfc3339(deadline)
+                )
+            }
+            _ => {
+                info!(
+                    "applied and confirmed {shown_as} in place of {}",
+                    self.main.display()
+                );
+                format!("applied and confirmed {shown_as}\n")
+            }
+        }
+    }
+
+    /// Keeps the confirmed copy and the deadline, then puts `text` in place of the main
+    /// file. On error nothing the daemon runs on has changed.
+    fn install(
+        &self,
+        shown_as: &str,
+        text: &str,
+        confirm: Option<Duration>,
+    ) -> Result<Option<SystemTime>, String> {
+        let main = self.main.display();
+        let current = std::fs::read(&self.main)
+            .map_err(|e| format!("cannot read {main}: {e}; nothing was changed"))?;
+        let previous = config::load(&self.main).ok().map(Arc::new);
+        let deadline = match confirm {
+            Some(within) => {
+                let deadline = self.health.clock().wall() + within;
+                self.store
+                    .save_confirmed(&current)
+                    .and_then(|()| {
+                        self.store.save_pending(&PendingRecord {
+                            deadline_unix: unix(deadline),
+                            applied_from: shown_as.to_string(),
+                        })
+                    })
+                    .map_err(|e| {
+                        format!("cannot keep the confirmed configuration: {e}; nothing was changed")
+                    })?;
+                Some(deadline)
+            }
+            None => None,
+        };
+        if let Err(e) = write_atomically(&self.main, text.as_bytes(), CONFIG_MODE) {
+            let _ = self.store.clear_pending();
+            return Err(format!("cannot replace {main}: {e}; nothing was changed"));
+        }
+        if deadline.is_none() {
+            // Applied and confirmed: the copy follows the main file.
+            if let Err(e) = self.store.save_confirmed(text.as_bytes()) {
+                warn!("cannot update the confirmed copy: {e}");
+            }
+        }
+        self.state.set_installed(content_hash(&self.main));
+        if let (Some(deadline), Some(within)) = (deadline, confirm) {
+            self.state.start_pending(Pending {
+                deadline,
+                due: self.health.clock().now() + within,
+                applied_from: shown_as.to_string(),
+                applied_text: text.to_string(),
+                previous,
+            });
+            self.health.set_config_note(Some(format!(
+                "config from {shown_as} waits for confirm until {}",
+                rfc3339(deadline)
+            )));
+        } else {
+            self.health.set_config_note(None);
+        }
+        Ok(deadline)
+    }
+
+    /// Makes the pending configuration the confirmed one: the text that was applied (an
+    /// edit of the main file made meanwhile was refused and stays for the next reload).
+    fn confirm(&self) -> Response {
+        let (Some(deadline), Some(text)) =
+            (self.state.pending_deadline(), self.state.pending_text())
+        else {
+            return Response::failed("nothing to confirm: no configuration is waiting for it\n");
+        };
+        let saved = self
+            .store
+            .save_confirmed(text.as_bytes())
+            .and_then(|()| self.store.clear_pending());
+        if let Err(e) = saved {
+            return Response::failed(format!(
+                "cannot keep {} as the confirmed configuration: {e}; the rollback at {} still stands\n",
+                self.main.display(),
+                rfc3339(deadline)
+            ));
+        }
+        let applied = self.state.take_pending().map(|p| p.applied_from);
+        self.health.set_config_note(None);
+        self.wake.fire();
+        let applied = applied.unwrap_or_default();
+        info!("confirmed: {applied} is the confirmed configuration");
+        Response::done(format!("confirmed {applied}\n"))
+    }
+
+    /// Puts the confirmed copy back in place of the main file and publishes it.
+    pub fn rollback(&self, reason: String) {
+        let previous = self.state.take_pending().and_then(|p| p.previous);
+        let restored = self
+            .store
+            .read_confirmed()
+            .and_then(|text| write_atomically(&self.main, &text, CONFIG_MODE));
+        if let Err(e) = restored {
+            error!(
+                "rollback: cannot put {} back in place of {}: {e}",
+                self.store.confirmed_path().display(),
+                self.main.display()
+            );
+        }
+        match config::load(&self.main) {
+            Ok(state) => self.sink.take_toml(Arc::new(state)),
+            Err(e) => {
+                error!(
+                    "rollback: {} does not load ({} problem(s)); the kernel returns to the configuration before the apply",
+                    self.main.display(),
+                    e.count
+                );
+                if let Some(previous) = previous {
+                    self.sink.take_toml(previous);
+                }
+            }
+        }
+        if let Err(e) = self.store.clear_pending() {
+            error!("rollback: cannot remove the pending deadline: {e}");
+        }
+        self.problem.set(None);
+        self.state.set_installed(content_hash(&self.main));
+        self.record(reason);
+    }
+
+    /// Counts and shows a rollback (also one done at start-up).
+    pub fn record(&self, reason: String) {
+        let at = self.health.clock().wall();
+        warn!("configuration rolled back: {reason}");
+        record_config_rollback();
+        self.health.set_config_note(Some(format!(
+            "config rolled back at {}: {reason}",
+            rfc3339(at)
+        )));
+        self.state.record_rollback(Rollback { at, reason });
+    }
+}
+
+/// Rolls back when a pending deadline passes (until shutdown).
+pub async fn watch_deadline(confirmer: Rc<Confirmer>, wake: TriggerRx, shutdown: Shutdown) {
+    loop {
+        let due = confirmer.state.due();
+        let expired = async {
+            match due {
+                Some((at, _)) => {
+                    smol::Timer::at(at).await;
+                    true
+                }
+                None => future::pending().await,
+            }
+        };
+        let woken = async {
+            let _ = wake.recv().await;
+            false
+        };
+        match unless_shutdown(&shutdown, future::or(expired, woken)).await {
+            None => return,
+            Some(true) if confirmer.state.due() == due => {
+                let from = confirmer.state.pending_applied_from();
+                confirmer.rollback(format!("{from} was not confirmed before its deadline"));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// At start-up, before the first load: a deadline on disk means the daemon stopped while a
+/// confirm was pending, so the confirmed copy goes back in place of the main file. Returns
+/// why, when it rolled back.
+pub fn recover_at_start(main: &Path, store: &Store) -> Option<String> {
+    let pending = match store.read_pending() {
+        Ok(None) => return None,
+        Ok(Some(p)) => p,
+        Err(e) => {
+            error!("cannot read the pending-confirm state: {e}; rolling back to be safe");
+            Err(e.to_string())
+        }
+    };
+    let from = match &pending {
+        Ok(record) => record.applied_from.clone(),
+        Err(_) => "the last applied configuration".to_string(),
+    };
+    match store
+        .read_confirmed()
+        .and_then(|text| write_atomically(main, &text, CONFIG_MODE))
+    {
+        Ok(()) => info!(
+            "restored {} in place of {}",
+            store.confirmed_path().display(),
+            main.display()
+        ),
+        Err(e) => {
+            error!(
+                "cannot put the confirmed configuration back in place of {}: {e}; starting on the file as it is",
+                main.display()
+            );
+            return None;
+        }
+    }
+    if let Err(e) = store.clear_pending() {
+        error!("cannot remove the pending deadline: {e}");
+    }
+    Some(format!(
+        "the daemon restarted while {from} waited for confirm"
+    ))
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
