@@ -30,6 +30,8 @@
 //! - [`daemon`]: the orchestration of `edgenetd run`: controller loops (timer OR new
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
 //!   the reaction to a reload, and the registry of built-in controllers.
+//! - [`explain`]: `edgenetd explain`, offline: builds the nft IR the controllers would program
+//!   and interprets it for one packet (DNAT, route, deciding rule, SNAT, verdict).
 //! - [`cli`]: the verbs, parsed once into [`cli::Verb`].
 //! - `kubernetes` (feature `kubernetes`, off by default): the Kubernetes source: a small
 //!   list+watch client (rustls on smol), the API objects, their pure translation into the
