@@ -11,6 +11,7 @@
 //!   resourceVersion, resume after drops, relist on 410 Gone, back off on errors; keeps a
 //!   [`Store`] and fires a [`crate::sync::Trigger`] when it changed.
 //! - [`backoff`]: bounded exponential back-off with jitter, and `Retry-After`.
+//! - [`tls`]: the TLS algorithms offered (TLS 1.3 with what API servers speak, and no more).
 
 pub mod backoff;
 pub mod endpoint;
@@ -19,6 +20,7 @@ pub mod http;
 pub mod meta;
 pub mod reflector;
 pub mod store;
+pub mod tls;
 
 pub use endpoint::{Auth, Endpoint};
 pub use error::Error;
