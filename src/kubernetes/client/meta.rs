@@ -14,8 +14,13 @@
 
 use std::collections::BTreeMap;
 
+use std::fmt;
+
 use serde::Deserialize;
-use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess,
+    SeqAccess, Visitor,
+};
 use serde_json::Value;
 
 use super::json::{self, Fields};
@@ -114,6 +119,88 @@ where
     T: Deserialize<'de>,
 {
     Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Reads a list page without decoding its items: each is handed, parsed, to `item` (one at a
+/// time: a page never exists as a whole in memory); returns the list's metadata. Not generic,
+/// so one copy of the page reader serves every kind (the typed part is `item`).
+pub fn read_page(
+    body: &[u8],
+    item: &mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+) -> Result<ListMeta, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let meta = de.deserialize_map(PageVisitor { item })?;
+    de.end()?;
+    Ok(meta)
+}
+
+/// The visitor of [`read_page`]: `metadata` read, `items` handed over, the rest skipped.
+struct PageVisitor<'a> {
+    /// Takes each item.
+    item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+}
+
+impl<'de> Visitor<'de> for PageVisitor<'_> {
+    type Value = ListMeta;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
+        let mut meta = ListMeta::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metadata" => {
+                    let mut f = Fields::new(map.next_value()?).map_err(A::Error::custom)?;
+                    meta = ListMeta {
+                        resource_version: f.str("resourceVersion").map_err(A::Error::custom)?,
+                        continue_token: f.str("continue").map_err(A::Error::custom)?,
+                    };
+                }
+                "items" => map.next_value_seed(Items {
+                    item: &mut *self.item,
+                })?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(meta)
+    }
+}
+
+/// A page's `items` (`null` = none), each handed over.
+struct Items<'a> {
+    /// Takes each item.
+    item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+}
+
+impl<'de> DeserializeSeed<'de> for Items<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of items or null")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<Value>()? {
+            (self.item)(v).map_err(A::Error::custom)?;
+        }
+        Ok(())
+    }
 }
 
 /// A `metav1.Status`: the body of an API error and of a watch's ERROR event.

@@ -24,7 +24,7 @@ use super::backoff::Backoff;
 use super::endpoint::Endpoint;
 use super::error::Error;
 use super::http::{Body, Conn};
-use super::meta::{HasMeta, List, ListMeta, Status, WatchEvent};
+use super::meta::{HasMeta, ListMeta, Status, WatchEvent, read_page};
 use super::store::{ObjectKey, StatusCell, Store, key_of};
 use crate::sync::{Progress, Trigger};
 
@@ -200,11 +200,12 @@ where
     }
 
     fn page(&mut self, body: &[u8]) -> Result<ListMeta, Error> {
-        let page: List<T> = serde_json::from_slice(body)?;
-        for obj in page.items {
-            self.pending.insert(key_of(&obj), obj);
-        }
-        Ok(page.metadata)
+        let pending = &mut self.pending;
+        Ok(read_page(body, &mut |item| {
+            let obj = T::deserialize(item)?;
+            pending.insert(key_of(&obj), obj);
+            Ok(())
+        })?)
     }
 
     fn end_list(&mut self) -> usize {

@@ -30,6 +30,7 @@ use ipnet::IpNet;
 use crate::config::label_selector::LabelSelector;
 use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
 use crate::kubernetes::compose::NAME_PREFIX;
+use crate::kubernetes::order;
 use crate::kubernetes::objects::{
     IntOrString, Namespace, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, Pod,
 };
@@ -83,7 +84,7 @@ pub fn translate<'a>(
         };
         out.policies.extend(t.policy());
     }
-    out.policies.sort_by(|a, b| a.name.cmp(&b.name));
+    order::sort_by(&mut out.policies, |a, b| a.name.cmp(&b.name));
     out.policies.dedup_by(|a, b| a.name == b.name);
     (out, skipped)
 }
@@ -196,7 +197,7 @@ impl<'a, 'p> Translation<'a, 'p, '_> {
         }
         let mut out = Vec::new();
         if ports.is_empty() || !numbered.is_empty() {
-            numbered.sort();
+            order::sort(&mut numbered);
             numbered.dedup();
             out.push(Allow {
                 pods: None,
