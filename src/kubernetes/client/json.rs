@@ -23,12 +23,17 @@ pub type Result<T> = std::result::Result<T, String>;
 pub struct Fields(Map<String, Value>);
 
 /// Decodes a value with `from_fields`: the body of every object's `Deserialize` impl.
-pub fn decode<'de, D, T>(d: D, from_fields: fn(Fields) -> Result<T>) -> std::result::Result<T, D::Error>
+pub fn decode<'de, D, T>(
+    d: D,
+    from_fields: fn(Fields) -> Result<T>,
+) -> std::result::Result<T, D::Error>
 where
     D: Deserializer<'de>,
 {
     let value = Value::deserialize(d)?;
-    Fields::new(value).and_then(from_fields).map_err(D::Error::custom)
+    Fields::new(value)
+        .and_then(from_fields)
+        .map_err(D::Error::custom)
 }
 
 /// The JSON type of `v`, for errors.

@@ -66,9 +66,7 @@ impl ObjectMeta {
             namespace: f.str("namespace")?,
             resource_version: f.str("resourceVersion")?,
             labels: f.string_map("labels", |_| true)?,
-            annotations: f.string_map("annotations", |k| {
-                k.starts_with(KEPT_ANNOTATION_PREFIX)
-            })?,
+            annotations: f.string_map("annotations", |k| k.starts_with(KEPT_ANNOTATION_PREFIX))?,
         })
     }
 }
@@ -203,6 +201,12 @@ impl<'de> Visitor<'de> for Items<'_> {
     }
 }
 
+/// A watch line's `type` and `object` (not generic: one copy serves every kind).
+#[inline(never)]
+fn parse_event(line: &[u8]) -> Result<(String, Value), serde_json::Error> {
+    split_event(serde_json::from_slice(line)?)
+}
+
 /// A `metav1.Status`: the body of an API error and of a watch's ERROR event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -263,16 +267,29 @@ pub enum WatchEvent<T> {
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut f = Fields::new(Value::deserialize(d)?).map_err(D::Error::custom)?;
-        let kind = f.str("type").map_err(D::Error::custom)?;
-        let object = f
-            .take("object")
-            .ok_or_else(|| D::Error::missing_field("object"))?;
+        let (kind, object) = split_event(Value::deserialize(d)?).map_err(D::Error::custom)?;
         WatchEvent::of(&kind, object).map_err(D::Error::custom)
     }
 }
 
+/// A watch line's `type` and `object`.
+fn split_event(line: Value) -> Result<(String, Value), serde_json::Error> {
+    let mut f = Fields::new(line).map_err(serde_json::Error::custom)?;
+    let kind = f.str("type").map_err(serde_json::Error::custom)?;
+    let object = f
+        .take("object")
+        .ok_or_else(|| serde_json::Error::missing_field("object"))?;
+    Ok((kind, object))
+}
+
 impl<T: DeserializeOwned> WatchEvent<T> {
+    /// Decodes one watch line; the untyped work (parsing the line, finding `type` and
+    /// `object`) is done once for every kind, the typed part reads only the object.
+    pub fn from_line(line: &[u8]) -> Result<WatchEvent<T>, serde_json::Error> {
+        let (kind, object) = parse_event(line)?;
+        WatchEvent::of(&kind, object)
+    }
+
     /// The event of type `kind` about `object`.
     fn of(kind: &str, object: Value) -> Result<WatchEvent<T>, serde_json::Error> {
         let fields = |object| Fields::new(object).map_err(serde_json::Error::custom);

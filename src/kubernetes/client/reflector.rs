@@ -216,8 +216,8 @@ where
     }
 
     fn line(&mut self, line: &[u8]) -> Result<Line, Error> {
-        let (kind, obj, present) = match serde_json::from_slice(line)? {
-            WatchEvent::<T>::Added(o) => ("ADDED", o, true),
+        let (kind, obj, present) = match WatchEvent::<T>::from_line(line)? {
+            WatchEvent::Added(o) => ("ADDED", o, true),
             WatchEvent::Modified(o) => ("MODIFIED", o, true),
             WatchEvent::Deleted(o) => ("DELETED", o, false),
             WatchEvent::Bookmark(b) => return Ok(Line::Bookmark(b.metadata.resource_version)),

@@ -30,10 +30,10 @@ use ipnet::IpNet;
 use crate::config::label_selector::LabelSelector;
 use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
 use crate::kubernetes::compose::NAME_PREFIX;
-use crate::kubernetes::order;
 use crate::kubernetes::objects::{
     IntOrString, Namespace, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, Pod,
 };
+use crate::kubernetes::order;
 use select::{PodView, ip_block, parse_protocol, pod_views, selector};
 
 /// One thing left out, by policy (`<namespace>/<name>`).
