@@ -26,6 +26,7 @@ use crate::config::DesiredState;
 use crate::config::pod_policy::PodPolicies;
 use crate::config::route::Route;
 use crate::config::service::{Protocol, Service};
+use crate::kubernetes::order;
 
 /// Counter of clashes resolved in favour of TOML (or of the first cluster entry), by kind.
 pub const CONFLICTS_METRIC: &str = "edgenetd_kubernetes_conflicts_total";
@@ -213,21 +214,23 @@ impl Composer {
         self.listed.insert(part.kind());
         match part {
             ClusterPart::Services(mut services) => {
-                services.sort_by(|a, b| (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b))));
+                order::sort_by(&mut services, |a, b| {
+                    (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)))
+                });
                 if services != self.cluster.services {
                     self.cluster.services = services;
                     self.dirty = true;
                 }
             }
             ClusterPart::Routes(mut routes) => {
-                routes.sort_by_key(|r| (route_key(r), r.via));
+                order::sort_by_key(&mut routes, |r| (route_key(r), r.via));
                 if routes != self.cluster.routes {
                     self.cluster.routes = routes;
                     self.dirty = true;
                 }
             }
             ClusterPart::NetworkPolicies(mut pods) => {
-                pods.policies.sort_by(|a, b| a.name.cmp(&b.name));
+                order::sort_by(&mut pods.policies, |a, b| a.name.cmp(&b.name));
                 if pods != self.cluster.pod_policies {
                     self.cluster.pod_policies = pods;
                     self.dirty = true;

@@ -8,6 +8,7 @@
 //! - [`translate`]: pure functions from cluster objects to the validated config types.
 //! - [`compose`]: the one merge step (TOML + cluster -> one snapshot, published only when it
 //!   changed; TOML wins a clash of meaning).
+//! - [`order`]: the one stable sort the source's lists share (code size).
 //! - [`pace`]: when to compose (after a quiet gap, at most a bound after the first change).
 //! - [`cache`]: the last composed cluster state on disk, so a restart during an API outage
 //!   keeps the cluster-derived rules.
@@ -16,6 +17,7 @@ pub mod cache;
 pub mod client;
 pub mod compose;
 pub mod objects;
+pub mod order;
 pub mod pace;
 pub mod translate;
 pub mod watch;

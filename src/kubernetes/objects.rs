@@ -1,6 +1,7 @@
-//! The Kubernetes API objects edgenetd reads, as lean serde structs: only the fields it uses,
-//! everything else skipped while parsing (a big list decodes into a fraction of the memory the
-//! full types would take). Field names follow the API's JSON exactly.
+//! The Kubernetes API objects edgenetd reads, as lean structs: only the fields it uses, read
+//! field by field out of each parsed object (`decode`), everything else dropped with it (a big
+//! list is kept in a fraction of the memory the full types would take). Field names follow the
+//! API's JSON exactly.
 //!
 //! The generic shapes (`metadata`, list pages, watch events, `Status`) are the client's
 //! ([`super::client::meta`]), re-exported here; every kind implements [`HasMeta`] so a
@@ -10,9 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
-use super::client::meta::null_default;
+use super::client::meta::deserialize_with_fields;
 pub use super::client::meta::{
     Bookmark, HasMeta, KEPT_ANNOTATION_PREFIX, List, ListMeta, ObjectMeta, Status, WatchEvent,
 };
@@ -29,10 +28,10 @@ macro_rules! has_meta {
 }
 
 has_meta!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
+deserialize_with_fields!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
 
 /// A Service.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Service {
     /// Name, namespace, labels.
     pub metadata: ObjectMeta,
@@ -43,23 +42,17 @@ pub struct Service {
 }
 
 /// `Service.spec`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServiceSpec {
     /// `ClusterIP` (the default), `NodePort`, `LoadBalancer` or `ExternalName`.
-    #[serde(rename = "type")]
     pub type_: Option<String>,
     /// The primary cluster IP, or `None` for headless services.
-    #[serde(rename = "clusterIP")]
     pub cluster_ip: Option<String>,
     /// The cluster IPs, one per family (dual-stack); the first equals `clusterIP`.
-    #[serde(rename = "clusterIPs", deserialize_with = "null_default")]
     pub cluster_ips: Vec<String>,
     /// Addresses outside the cluster that route to the service.
-    #[serde(rename = "externalIPs", deserialize_with = "null_default")]
     pub external_ips: Vec<String>,
     /// The ports.
-    #[serde(deserialize_with = "null_default")]
     pub ports: Vec<ServicePort>,
     /// `None` or `ClientIP`.
     pub session_affinity: Option<String>,
@@ -72,17 +65,14 @@ pub struct ServiceSpec {
 }
 
 /// `Service.spec.sessionAffinityConfig`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionAffinityConfig {
     /// Settings of `ClientIP` affinity.
-    #[serde(rename = "clientIP")]
     pub client_ip: Option<ClientIpConfig>,
 }
 
 /// `Service.spec.sessionAffinityConfig.clientIP`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientIpConfig {
     /// Seconds a client stays with its endpoint after its last new connection (the API
     /// server defaults it to 10800 and accepts 1 to 86400).
@@ -90,8 +80,7 @@ pub struct ClientIpConfig {
 }
 
 /// One port of a Service.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServicePort {
     /// Name; may be empty when the service has one port.
     pub name: Option<String>,
@@ -104,25 +93,21 @@ pub struct ServicePort {
 }
 
 /// `Service.status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServiceStatus {
     /// The load balancer's addresses.
     pub load_balancer: LoadBalancerStatus,
 }
 
 /// `Service.status.loadBalancer`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadBalancerStatus {
     /// One entry per address.
-    #[serde(deserialize_with = "null_default")]
     pub ingress: Vec<LoadBalancerIngress>,
 }
 
 /// One load balancer address.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadBalancerIngress {
     /// The address (hostname-only entries have none).
     pub ip: Option<String>,
@@ -132,8 +117,7 @@ pub struct LoadBalancerIngress {
 }
 
 /// An EndpointSlice (discovery.k8s.io/v1).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointSlice {
     /// Name, namespace, and the `kubernetes.io/service-name` label that ties it to its
     /// Service.
@@ -141,19 +125,15 @@ pub struct EndpointSlice {
     /// `IPv4`, `IPv6` or `FQDN`.
     pub address_type: String,
     /// The endpoints.
-    #[serde(deserialize_with = "null_default")]
     pub endpoints: Vec<Endpoint>,
     /// The ports every endpoint of the slice serves (`null` = none).
-    #[serde(deserialize_with = "null_default")]
     pub ports: Vec<EndpointPort>,
 }
 
 /// One endpoint of a slice.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Endpoint {
     /// Its addresses (consumers use the first, as kube-proxy does).
-    #[serde(deserialize_with = "null_default")]
     pub addresses: Vec<String>,
     /// Ready, serving, terminating.
     pub conditions: EndpointConditions,
@@ -162,8 +142,7 @@ pub struct Endpoint {
 }
 
 /// `Endpoint.conditions`; `None` means the API's default (see the accessors).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndpointConditions {
     /// May take new connections.
     pub ready: Option<bool>,
@@ -191,8 +170,7 @@ impl EndpointConditions {
 }
 
 /// One port of a slice.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointPort {
     /// Matches the Service port's name (empty for an unnamed port).
     pub name: Option<String>,
@@ -203,8 +181,7 @@ pub struct EndpointPort {
 }
 
 /// A Node.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     /// Name, labels, kube-router's annotations.
     pub metadata: ObjectMeta,
@@ -215,40 +192,32 @@ pub struct Node {
 }
 
 /// `Node.spec`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeSpec {
     /// The primary pod CIDR.
-    #[serde(rename = "podCIDR")]
     pub pod_cidr: Option<String>,
     /// Pod CIDRs, one per family; the first equals `podCIDR`.
-    #[serde(rename = "podCIDRs", deserialize_with = "null_default")]
     pub pod_cidrs: Vec<String>,
 }
 
 /// `Node.status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeStatus {
     /// `InternalIP`, `ExternalIP`, `Hostname`, …
-    #[serde(deserialize_with = "null_default")]
     pub addresses: Vec<NodeAddress>,
 }
 
 /// One address of a Node.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeAddress {
     /// `InternalIP`, `ExternalIP`, `Hostname`, `InternalDNS`, `ExternalDNS`.
-    #[serde(rename = "type")]
     pub type_: String,
     /// The address.
     pub address: String,
 }
 
 /// A NetworkPolicy (networking.k8s.io/v1).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicy {
     /// Name, namespace (the policy selects pods of its own namespace only).
     pub metadata: ObjectMeta,
@@ -257,48 +226,38 @@ pub struct NetworkPolicy {
 }
 
 /// `NetworkPolicy.spec`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicySpec {
     /// The pods (of the policy's namespace) it applies to; empty = all of them.
     pub pod_selector: LabelSelector,
     /// `Ingress`, `Egress`; the API server fills it in when a client leaves it out.
     pub policy_types: Option<Vec<String>>,
     /// Allowed incoming traffic.
-    #[serde(deserialize_with = "null_default")]
     pub ingress: Vec<NetworkPolicyIngressRule>,
     /// Allowed outgoing traffic.
-    #[serde(deserialize_with = "null_default")]
     pub egress: Vec<NetworkPolicyEgressRule>,
 }
 
 /// One ingress rule: traffic from any of `from` to any of `ports`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicyIngressRule {
     /// Sources; empty = every source.
-    #[serde(deserialize_with = "null_default")]
     pub from: Vec<NetworkPolicyPeer>,
     /// Ports; empty = every port.
-    #[serde(deserialize_with = "null_default")]
     pub ports: Vec<NetworkPolicyPort>,
 }
 
 /// One egress rule: traffic to any of `to` on any of `ports`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicyEgressRule {
     /// Destinations; empty = every destination.
-    #[serde(deserialize_with = "null_default")]
     pub to: Vec<NetworkPolicyPeer>,
     /// Ports; empty = every port.
-    #[serde(deserialize_with = "null_default")]
     pub ports: Vec<NetworkPolicyPort>,
 }
 
 /// A peer: pods by selector (in namespaces by selector; both given = AND), or an address block.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicyPeer {
     /// Pods with these labels.
     pub pod_selector: Option<LabelSelector>,
@@ -309,19 +268,16 @@ pub struct NetworkPolicyPeer {
 }
 
 /// `ipBlock`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IpBlock {
     /// The block.
     pub cidr: String,
     /// Parts of it that are not meant.
-    #[serde(deserialize_with = "null_default")]
     pub except: Vec<String>,
 }
 
 /// A port of a policy rule.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicyPort {
     /// `TCP` (default), `UDP` or `SCTP`.
     pub protocol: Option<String>,
@@ -332,8 +288,7 @@ pub struct NetworkPolicyPort {
 }
 
 /// A number or a name (`intstr.IntOrString`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IntOrString {
     /// A number.
     Int(i32),
@@ -342,33 +297,27 @@ pub enum IntOrString {
 }
 
 /// An API label selector (`matchLabels` AND `matchExpressions`); empty selects everything.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector {
     /// Labels that must be equal.
-    #[serde(deserialize_with = "null_default")]
     pub match_labels: BTreeMap<String, String>,
     /// Set-based requirements.
-    #[serde(deserialize_with = "null_default")]
     pub match_expressions: Vec<LabelSelectorRequirement>,
 }
 
 /// One `matchExpressions` entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelectorRequirement {
     /// The label key.
     pub key: String,
     /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
     pub operator: String,
     /// Values for `In` and `NotIn`.
-    #[serde(deserialize_with = "null_default")]
     pub values: Vec<String>,
 }
 
 /// A Pod: what network policies select, and where named ports resolve.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pod {
     /// Name, namespace, labels.
     pub metadata: ObjectMeta,
@@ -379,30 +328,25 @@ pub struct Pod {
 }
 
 /// `Pod.spec`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodSpec {
     /// The node it is scheduled on.
     pub node_name: Option<String>,
     /// In the node's network namespace (policies do not apply to it).
     pub host_network: bool,
     /// The containers, for their named ports.
-    #[serde(deserialize_with = "null_default")]
     pub containers: Vec<Container>,
 }
 
 /// A container, reduced to its ports.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Container {
     /// The ports it declares.
-    #[serde(deserialize_with = "null_default")]
     pub ports: Vec<ContainerPort>,
 }
 
 /// A declared container port.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerPort {
     /// The name policies may refer to.
     pub name: Option<String>,
@@ -413,34 +357,30 @@ pub struct ContainerPort {
 }
 
 /// `Pod.status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodStatus {
     /// `Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`.
     pub phase: Option<String>,
     /// The pod's addresses, one per family.
-    #[serde(rename = "podIPs", deserialize_with = "null_default")]
     pub pod_ips: Vec<PodIp>,
     /// The primary address (older API servers and clients may only write this one).
-    #[serde(rename = "podIP")]
     pub pod_ip: Option<String>,
 }
 
 /// One pod address.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodIp {
     /// The address.
     pub ip: String,
 }
 
 /// A Namespace: its labels are what `namespaceSelector` matches.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Namespace {
     /// Name and labels.
     pub metadata: ObjectMeta,
 }
 
+mod decode;
 #[cfg(test)]
 mod tests;

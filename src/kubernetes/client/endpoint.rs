@@ -124,7 +124,7 @@ impl Endpoint {
 
     /// The rustls configuration from the files as they are now.
     fn tls_config(&self) -> Result<rustls::ClientConfig, Error> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(super::tls::provider());
         let mut roots = rustls::RootCertStore::empty();
         for cert in read_certs(&self.ca_file)? {
             roots

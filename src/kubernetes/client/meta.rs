@@ -8,62 +8,42 @@
 //!   `null` for some empty lists, and a lean struct must not fail on it.
 //! - Annotations are dropped except kube-router's (`kube-router.io/…`), which the route
 //!   translation reads; `kubectl apply` stores whole objects in an annotation, which is the
-//!   largest thing a lean decode avoids holding.
+//!   largest thing a lean object avoids keeping (it lives only while its object is read).
+//! - Objects are read field by field out of a parsed value ([`super::json`]), not by derived
+//!   decoders.
 
 use std::collections::BTreeMap;
+
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess,
+    SeqAccess, Visitor,
+};
+use serde_json::Value;
 
-/// Deserializes `null` as the type's default (for lists and maps the API may write as null).
-pub(crate) fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
+use super::json::{self, Fields};
 
-/// Annotations with this prefix are kept; all others are skipped while parsing.
+/// Annotations with this prefix are kept; all others are dropped while reading.
 pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
 
-/// Keeps only the annotations edgenetd reads (kube-router's); the others' values are skipped
-/// unread, never allocated.
-fn kept_annotations<'de, D>(d: D) -> Result<BTreeMap<String, String>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    struct Kept;
-    impl<'de> Visitor<'de> for Kept {
-        type Value = BTreeMap<String, String>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a map of annotations or null")
-        }
-
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut kept = BTreeMap::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if key.starts_with(KEPT_ANNOTATION_PREFIX) {
-                    kept.insert(key, map.next_value()?);
-                } else {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
+/// `Deserialize` for types read field by field (through [`json::decode`]).
+macro_rules! deserialize_with_fields {
+    ($($t:ty),*) => {$(
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                crate::kubernetes::client::json::decode(d, <$t>::from_fields)
             }
-            Ok(kept)
         }
-    }
-    d.deserialize_any(Kept)
+    )*};
 }
+pub(crate) use deserialize_with_fields;
+
+deserialize_with_fields!(ObjectMeta, Status, Bookmark);
 
 /// `metadata` of an object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectMeta {
     /// The object's name.
     pub name: String,
@@ -73,11 +53,22 @@ pub struct ObjectMeta {
     /// watches resume from the newest.
     pub resource_version: String,
     /// Labels (selectors match these).
-    #[serde(deserialize_with = "null_default")]
     pub labels: BTreeMap<String, String>,
     /// Kept annotations only (see the module doc).
-    #[serde(deserialize_with = "kept_annotations")]
     pub annotations: BTreeMap<String, String>,
+}
+
+impl ObjectMeta {
+    /// Reads `metadata`.
+    pub fn from_fields(mut f: Fields) -> json::Result<ObjectMeta> {
+        Ok(ObjectMeta {
+            name: f.str("name")?,
+            namespace: f.str("namespace")?,
+            resource_version: f.str("resourceVersion")?,
+            labels: f.string_map("labels", |_| true)?,
+            annotations: f.string_map("annotations", |k| k.starts_with(KEPT_ANNOTATION_PREFIX))?,
+        })
+    }
 }
 
 /// An object the reflector can keep: it has an [`ObjectMeta`].
@@ -103,7 +94,8 @@ pub struct ListMeta {
     pub continue_token: String,
 }
 
-/// A page of a list (`GET /api/v1/services?limit=…&continue=…`).
+/// A page of a list (`GET /api/v1/services?limit=…&continue=…`). The items are read one by
+/// one, each object parsed and reduced before the next.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "T: Deserialize<'de>"))]
 pub struct List<T> {
@@ -114,13 +106,109 @@ pub struct List<T> {
     #[serde(default)]
     pub metadata: ListMeta,
     /// The objects of this page.
-    #[serde(default = "Vec::new", deserialize_with = "null_default")]
+    #[serde(default = "Vec::new", deserialize_with = "null_is_empty")]
     pub items: Vec<T>,
 }
 
+/// `items: null` reads as no items.
+fn null_is_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Reads a list page without decoding its items: each is handed, parsed, to `item` (one at a
+/// time: a page never exists as a whole in memory); returns the list's metadata. Not generic,
+/// so one copy of the page reader serves every kind (the typed part is `item`).
+pub fn read_page(
+    body: &[u8],
+    item: &mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+) -> Result<ListMeta, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let meta = de.deserialize_map(PageVisitor { item })?;
+    de.end()?;
+    Ok(meta)
+}
+
+/// The visitor of [`read_page`]: `metadata` read, `items` handed over, the rest skipped.
+struct PageVisitor<'a> {
+    /// Takes each item.
+    item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+}
+
+impl<'de> Visitor<'de> for PageVisitor<'_> {
+    type Value = ListMeta;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
+        let mut meta = ListMeta::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metadata" => {
+                    let mut f = Fields::new(map.next_value()?).map_err(A::Error::custom)?;
+                    meta = ListMeta {
+                        resource_version: f.str("resourceVersion").map_err(A::Error::custom)?,
+                        continue_token: f.str("continue").map_err(A::Error::custom)?,
+                    };
+                }
+                "items" => map.next_value_seed(Items {
+                    item: &mut *self.item,
+                })?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(meta)
+    }
+}
+
+/// A page's `items` (`null` = none), each handed over.
+struct Items<'a> {
+    /// Takes each item.
+    item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+}
+
+impl<'de> DeserializeSeed<'de> for Items<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of items or null")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<Value>()? {
+            (self.item)(v).map_err(A::Error::custom)?;
+        }
+        Ok(())
+    }
+}
+
+/// A watch line's `type` and `object` (not generic: one copy serves every kind).
+#[inline(never)]
+fn parse_event(line: &[u8]) -> Result<(String, Value), serde_json::Error> {
+    split_event(serde_json::from_slice(line)?)
+}
+
 /// A `metav1.Status`: the body of an API error and of a watch's ERROR event.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
     /// `Success` or `Failure`.
     pub status: String,
@@ -132,34 +220,96 @@ pub struct Status {
     pub code: u16,
 }
 
+impl Status {
+    /// Reads a `Status`.
+    pub fn from_fields(mut f: Fields) -> json::Result<Status> {
+        let code = f.opt_int("code")?.unwrap_or(0);
+        Ok(Status {
+            status: f.str("status")?,
+            message: f.str("message")?,
+            reason: f.str("reason")?,
+            code: u16::try_from(code).map_err(|_| format!("code: {code} out of range"))?,
+        })
+    }
+}
+
 /// The `object` of a BOOKMARK event: only the version the watch has reached.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bookmark {
     /// `resourceVersion` (and nothing else edgenetd reads).
     pub metadata: ObjectMeta,
 }
 
-/// One line of a watch stream: `{"type": …, "object": …}`. The API server writes `type`
-/// first, so the object decodes straight into its type; an `object` seen first is buffered.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", content = "object")]
+impl Bookmark {
+    /// Reads a bookmark's object.
+    pub fn from_fields(mut f: Fields) -> json::Result<Bookmark> {
+        Ok(Bookmark {
+            metadata: f.with("metadata", ObjectMeta::from_fields)?,
+        })
+    }
+}
+
+/// One line of a watch stream: `{"type": …, "object": …}`, in either order (the line is
+/// parsed whole, then its object read as its type says).
+#[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent<T> {
     /// A new object (or one that began to match the selector).
-    #[serde(rename = "ADDED")]
     Added(T),
     /// A changed object.
-    #[serde(rename = "MODIFIED")]
     Modified(T),
     /// A removed object (or one that stopped matching the selector); its last state.
-    #[serde(rename = "DELETED")]
     Deleted(T),
     /// Progress: the watch has seen everything up to this version.
-    #[serde(rename = "BOOKMARK")]
     Bookmark(Bookmark),
     /// The watch failed; a `code` of 410 means the version is gone from the server's history.
-    #[serde(rename = "ERROR")]
     Error(Status),
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (kind, object) = split_event(Value::deserialize(d)?).map_err(D::Error::custom)?;
+        WatchEvent::of(&kind, object).map_err(D::Error::custom)
+    }
+}
+
+/// A watch line's `type` and `object`.
+fn split_event(line: Value) -> Result<(String, Value), serde_json::Error> {
+    let mut f = Fields::new(line).map_err(serde_json::Error::custom)?;
+    let kind = f.str("type").map_err(serde_json::Error::custom)?;
+    let object = f
+        .take("object")
+        .ok_or_else(|| serde_json::Error::missing_field("object"))?;
+    Ok((kind, object))
+}
+
+impl<T: DeserializeOwned> WatchEvent<T> {
+    /// Decodes one watch line; the untyped work (parsing the line, finding `type` and
+    /// `object`) is done once for every kind, the typed part reads only the object.
+    pub fn from_line(line: &[u8]) -> Result<WatchEvent<T>, serde_json::Error> {
+        let (kind, object) = parse_event(line)?;
+        WatchEvent::of(&kind, object)
+    }
+
+    /// The event of type `kind` about `object`.
+    fn of(kind: &str, object: Value) -> Result<WatchEvent<T>, serde_json::Error> {
+        let fields = |object| Fields::new(object).map_err(serde_json::Error::custom);
+        Ok(match kind {
+            "ADDED" => WatchEvent::Added(T::deserialize(object)?),
+            "MODIFIED" => WatchEvent::Modified(T::deserialize(object)?),
+            "DELETED" => WatchEvent::Deleted(T::deserialize(object)?),
+            "BOOKMARK" => WatchEvent::Bookmark(
+                Bookmark::from_fields(fields(object)?).map_err(serde_json::Error::custom)?,
+            ),
+            "ERROR" => WatchEvent::Error(
+                Status::from_fields(fields(object)?).map_err(serde_json::Error::custom)?,
+            ),
+            other => {
+                return Err(serde_json::Error::custom(format!(
+                    "unknown watch event type {other:?}"
+                )));
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -5,20 +5,24 @@
 //! - [`http`]: one request on one connection: the head parsed with `httparse`, bodies framed by
 //!   Content-Length or chunked transfer encoding, every size bounded and every read bounded in
 //!   time, so a broken or hung server can neither exhaust memory nor wedge the caller.
+//! - [`json`]: objects read field by field out of parsed JSON (no derived decoders).
 //! - [`meta`]: the generic shapes: `metadata` (namespace, name, `resourceVersion`, labels),
 //!   list pages, watch events and `Status`; the object structs embed and re-export them.
 //! - [`reflector`]: client-go's reflector: paged list, then watch from the list's
 //!   resourceVersion, resume after drops, relist on 410 Gone, back off on errors; keeps a
 //!   [`Store`] and fires a [`crate::sync::Trigger`] when it changed.
 //! - [`backoff`]: bounded exponential back-off with jitter, and `Retry-After`.
+//! - [`tls`]: the TLS algorithms offered (TLS 1.3 with what API servers speak, and no more).
 
 pub mod backoff;
 pub mod endpoint;
 pub mod error;
 pub mod http;
+pub mod json;
 pub mod meta;
 pub mod reflector;
 pub mod store;
+pub mod tls;
 
 pub use endpoint::{Auth, Endpoint};
 pub use error::Error;

@@ -14,6 +14,7 @@
 //!   taken for dead and reopened (resuming).
 
 use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures_lite::FutureExt;
@@ -23,8 +24,8 @@ use super::backoff::Backoff;
 use super::endpoint::Endpoint;
 use super::error::Error;
 use super::http::{Body, Conn};
-use super::meta::{HasMeta, List, Status, WatchEvent};
-use super::store::{Store, key_of};
+use super::meta::{HasMeta, ListMeta, Status, WatchEvent, read_page};
+use super::store::{ObjectKey, StatusCell, Store, key_of};
 use crate::sync::{Progress, Trigger};
 
 /// A watch that ends sooner than this without one line is taken as a failure (backed off).
@@ -85,19 +86,15 @@ enum Phase {
 }
 
 /// Lists and watches one collection into a [`Store`].
+///
+/// Only decoding and storing depend on the object type ([`Kept`]); the requests, the watch
+/// state machine and the back-off are one untyped [`Core`], so each kind watched adds a few
+/// hundred bytes of code instead of a copy of the whole client.
 pub struct Reflector<T> {
-    /// The API server.
-    endpoint: Endpoint,
-    /// What and how.
-    config: ReflectorConfig,
-    /// The objects and the watch state.
-    store: Store<T>,
-    /// Fired after each change to the store (coalescing).
-    changed: Trigger,
-    /// The back-off state.
-    backoff: Backoff,
-    /// The next step.
-    phase: Phase,
+    /// The untyped part: requests, phases, back-off, status.
+    core: Core,
+    /// The typed part: the store and the list being built.
+    kept: Kept<T>,
 }
 
 impl<T> Reflector<T>
@@ -106,20 +103,27 @@ where
 {
     /// A reflector that has not listed yet.
     pub fn new(endpoint: Endpoint, config: ReflectorConfig, changed: Trigger) -> Reflector<T> {
+        let store = Store::new();
         let backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         Reflector {
-            endpoint,
-            config,
-            store: Store::new(),
-            changed,
-            backoff,
-            phase: Phase::List,
+            core: Core {
+                endpoint,
+                config,
+                status: store.status_cell(),
+                changed,
+                backoff,
+                phase: Phase::List,
+            },
+            kept: Kept {
+                store,
+                pending: BTreeMap::new(),
+            },
         }
     }
 
     /// The reader's handle on the store.
     pub fn store(&self) -> Store<T> {
-        self.store.clone()
+        self.kept.store.clone()
     }
 
     /// Lists and watches until `stop` completes, beating `progress` at each page, event
@@ -136,35 +140,150 @@ where
 
     /// One list or one watch connection, then the wait its outcome calls for.
     pub async fn step(&mut self, progress: &dyn Progress) {
-        progress.beat();
-        let outcome = match self.phase.clone() {
-            Phase::List => self.list(progress).await,
-            Phase::Watch(rv) => self.watch(&rv, progress).await,
-        };
-        self.store.update_status(|s| s.connected = false);
-        let wait = match outcome {
-            Ok(()) => None,
-            Err(e) => self.after_failure(e),
-        };
-        if let Some(wait) = wait {
-            log::debug!("kubernetes {}: retrying in {wait:?}", self.config.path);
-            progress.beat();
-            smol::Timer::after(wait).await;
-            progress.beat();
+        self.core.step(&mut self.kept, progress).await
+    }
+}
+
+/// The typed side of a reflector, as the untyped [`Core`] drives it.
+trait Sink {
+    /// A list starts: forget any partial one.
+    fn begin_list(&mut self);
+    /// Decodes one list page into the list being built; returns the page's list metadata.
+    fn page(&mut self, body: &[u8]) -> Result<ListMeta, Error>;
+    /// The list is complete: it replaces the store. Returns its size.
+    fn end_list(&mut self) -> usize;
+    /// Decodes one watch line and applies an object event to the store.
+    fn line(&mut self, line: &[u8]) -> Result<Line, Error>;
+}
+
+/// One watch line, as far as the untyped side needs it.
+enum Line {
+    /// An object was added, changed or deleted (already applied to the store).
+    Object {
+        /// `ADDED`, `MODIFIED` or `DELETED`.
+        kind: &'static str,
+        /// The object's resourceVersion.
+        rv: String,
+    },
+    /// A bookmark at this resourceVersion.
+    Bookmark(String),
+    /// An ERROR event.
+    Error(Status),
+}
+
+impl Line {
+    /// The event type, for the per-type counts.
+    fn kind(&self) -> &'static str {
+        match self {
+            Line::Object { kind, .. } => kind,
+            Line::Bookmark(_) => "BOOKMARK",
+            Line::Error(_) => "ERROR",
         }
+    }
+}
+
+/// The store of one object type, and a list being built for it.
+struct Kept<T> {
+    /// The objects.
+    store: Store<T>,
+    /// The pages of the list in progress; they replace the store when the last is in, so
+    /// readers never see objects vanish and come back.
+    pending: BTreeMap<ObjectKey, T>,
+}
+
+impl<T> Sink for Kept<T>
+where
+    T: DeserializeOwned + HasMeta + Clone,
+{
+    fn begin_list(&mut self) {
+        self.pending.clear();
+    }
+
+    fn page(&mut self, body: &[u8]) -> Result<ListMeta, Error> {
+        let pending = &mut self.pending;
+        Ok(read_page(body, &mut |item| {
+            let obj = T::deserialize(item)?;
+            pending.insert(key_of(&obj), obj);
+            Ok(())
+        })?)
+    }
+
+    fn end_list(&mut self) -> usize {
+        let objects = std::mem::take(&mut self.pending);
+        let count = objects.len();
+        self.store.replace(objects);
+        count
+    }
+
+    fn line(&mut self, line: &[u8]) -> Result<Line, Error> {
+        let (kind, obj, present) = match WatchEvent::<T>::from_line(line)? {
+            WatchEvent::Added(o) => ("ADDED", o, true),
+            WatchEvent::Modified(o) => ("MODIFIED", o, true),
+            WatchEvent::Deleted(o) => ("DELETED", o, false),
+            WatchEvent::Bookmark(b) => return Ok(Line::Bookmark(b.metadata.resource_version)),
+            WatchEvent::Error(status) => return Ok(Line::Error(status)),
+        };
+        let rv = obj.metadata().resource_version.clone();
+        self.store.apply(key_of(&obj), present.then_some(obj));
+        Ok(Line::Object { kind, rv })
+    }
+}
+
+/// The untyped part of a reflector.
+struct Core {
+    /// The API server.
+    endpoint: Endpoint,
+    /// What and how.
+    config: ReflectorConfig,
+    /// The watch state, shared with the store's readers.
+    status: StatusCell,
+    /// Fired after each change to the store (coalescing).
+    changed: Trigger,
+    /// The back-off state.
+    backoff: Backoff,
+    /// The next step.
+    phase: Phase,
+}
+
+impl Core {
+    /// One list or one watch connection, then the wait its outcome calls for (boxed: one
+    /// copy of the state machine serves every object type).
+    fn step<'a>(
+        &'a mut self,
+        sink: &'a mut dyn Sink,
+        progress: &'a dyn Progress,
+    ) -> Pin<Box<dyn Future<Output = ()> + 'a>> {
+        Box::pin(async move {
+            progress.beat();
+            let outcome = match self.phase.clone() {
+                Phase::List => self.list(sink, progress).await,
+                Phase::Watch(rv) => self.watch(sink, &rv, progress).await,
+            };
+            self.status.update(|s| s.connected = false);
+            let wait = match outcome {
+                Ok(()) => None,
+                Err(e) => self.after_failure(e),
+            };
+            if let Some(wait) = wait {
+                log::debug!("kubernetes {}: retrying in {wait:?}", self.config.path);
+                progress.beat();
+                smol::Timer::after(wait).await;
+                progress.beat();
+            }
+        })
     }
 
     /// Records a failure and decides the next phase and the wait before it.
     fn after_failure(&mut self, e: Error) -> Option<Duration> {
         log::warn!("kubernetes {}: {e}", self.config.path);
-        self.store.update_status(|s| {
+        self.status.update(|s| {
             s.last_error = Some(e.to_string());
             *s.errors_by_code.entry(e.label()).or_default() += 1;
         });
         if e.is_gone() {
             // The history no longer holds our version: relist at once (the store stays).
             self.phase = Phase::List;
-            self.store.update_status(|s| s.relists_gone += 1);
+            self.status.update(|s| s.relists_gone += 1);
             return None;
         }
         match e {
@@ -208,8 +327,8 @@ where
     }
 
     /// Lists every page; on success replaces the store and moves to watching.
-    async fn list(&mut self, progress: &dyn Progress) -> Result<(), Error> {
-        let mut objects = BTreeMap::new();
+    async fn list(&mut self, sink: &mut dyn Sink, progress: &dyn Progress) -> Result<(), Error> {
+        sink.begin_list();
         let mut token: Option<String> = None;
         let rv = loop {
             let mut q = format!("limit={}", self.config.page_size);
@@ -221,20 +340,16 @@ where
             let body = Body::new(&mut conn, &head)
                 .read_all(self.config.max_page_bytes, "list page")
                 .await?;
-            let page: List<T> = serde_json::from_slice(&body)?;
+            let meta = sink.page(&body)?;
             drop(body);
             progress.beat();
-            for obj in page.items {
-                objects.insert(key_of(&obj), obj);
+            if meta.continue_token.is_empty() {
+                break meta.resource_version;
             }
-            if page.metadata.continue_token.is_empty() {
-                break page.metadata.resource_version;
-            }
-            token = Some(page.metadata.continue_token);
+            token = Some(meta.continue_token);
         };
-        let count = objects.len();
-        self.store.replace(objects);
-        self.store.update_status(|s| {
+        let count = sink.end_list();
+        self.status.update(|s| {
             s.synced = true;
             s.lists += 1;
             s.resource_version = rv.clone();
@@ -249,7 +364,12 @@ where
 
     /// One watch connection from `rv`, applying events until the server ends it (Ok) or it
     /// fails.
-    async fn watch(&mut self, rv: &str, progress: &dyn Progress) -> Result<(), Error> {
+    async fn watch(
+        &mut self,
+        sink: &mut dyn Sink,
+        rv: &str,
+        progress: &dyn Progress,
+    ) -> Result<(), Error> {
         let q = format!(
             "watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={}",
             percent_encode(rv),
@@ -257,15 +377,15 @@ where
         );
         let opened = std::time::Instant::now();
         let (mut conn, head) = self.request(&self.query(q)).await?;
-        self.store.update_status(|s| {
+        self.status.update(|s| {
             s.connected = true;
             s.last_error = None;
         });
         let mut body = Body::new(&mut conn, &head);
         let mut lines = 0u64;
         while let Some(line) = body.next_line(self.config.max_line_bytes).await? {
-            let event: WatchEvent<T> = serde_json::from_slice(&line)?;
-            self.apply(event)?;
+            let line = sink.line(&line)?;
+            self.apply(line)?;
             self.backoff.reset();
             lines += 1;
             progress.beat();
@@ -277,49 +397,38 @@ where
         Ok(())
     }
 
-    /// Applies one event to the store and remembers its resourceVersion.
-    fn apply(&mut self, event: WatchEvent<T>) -> Result<(), Error> {
-        let kind = match &event {
-            WatchEvent::Added(_) => "ADDED",
-            WatchEvent::Modified(_) => "MODIFIED",
-            WatchEvent::Deleted(_) => "DELETED",
-            WatchEvent::Bookmark(_) => "BOOKMARK",
-            WatchEvent::Error(_) => "ERROR",
-        };
-        self.store
-            .update_status(|s| *s.events_by_type.entry(kind).or_default() += 1);
-        let (obj, present) = match event {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
-            WatchEvent::Deleted(o) => (o, false),
-            WatchEvent::Bookmark(b) => {
-                if !b.metadata.resource_version.is_empty() {
-                    self.resume_from(b.metadata.resource_version);
+    /// Counts one watch line and remembers its resourceVersion (the sink applied its object).
+    fn apply(&mut self, line: Line) -> Result<(), Error> {
+        let kind = line.kind();
+        self.status
+            .update(|s| *s.events_by_type.entry(kind).or_default() += 1);
+        match line {
+            Line::Bookmark(rv) => {
+                if !rv.is_empty() {
+                    self.resume_from(rv);
                 }
-                return Ok(());
             }
-            WatchEvent::Error(status) => {
+            Line::Error(status) => {
                 return Err(Error::Status {
                     code: status.code,
                     message: format!("{} {}", status.reason, status.message),
                     retry_after: None,
                 });
             }
-        };
-        let rv = obj.metadata().resource_version.clone();
-        let key = key_of(&obj);
-        self.store.apply(key, present.then_some(obj));
-        self.store.update_status(|s| s.events += 1);
-        if !rv.is_empty() {
-            self.resume_from(rv);
+            Line::Object { rv, .. } => {
+                self.status.update(|s| s.events += 1);
+                if !rv.is_empty() {
+                    self.resume_from(rv);
+                }
+                self.changed.fire();
+            }
         }
-        self.changed.fire();
         Ok(())
     }
 
     /// The next watch starts from `rv`.
     fn resume_from(&mut self, rv: String) {
-        self.store
-            .update_status(|s| s.resource_version = rv.clone());
+        self.status.update(|s| s.resource_version = rv.clone());
         self.phase = Phase::Watch(rv);
     }
 }

@@ -40,26 +40,37 @@ pub struct WatchStatus {
     pub errors_by_code: BTreeMap<String, u64>,
 }
 
-/// The shared state.
-#[derive(Debug)]
-struct Inner<T> {
-    /// The objects.
-    objects: Arc<BTreeMap<ObjectKey, T>>,
-    /// The watch's state.
-    status: WatchStatus,
+/// The watch state, shared by the reflector (which writes it) and the store's readers.
+#[derive(Debug, Clone, Default)]
+pub(super) struct StatusCell(Arc<RwLock<WatchStatus>>);
+
+impl StatusCell {
+    /// The state now.
+    fn get(&self) -> WatchStatus {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Changes the state.
+    pub(super) fn update(&self, f: impl FnOnce(&mut WatchStatus)) {
+        f(&mut self.0.write().unwrap_or_else(|e| e.into_inner()));
+    }
 }
 
 /// A reader's handle on a reflector's store; cheap to clone.
 #[derive(Debug)]
 pub struct Store<T> {
-    /// The shared state.
-    inner: Arc<RwLock<Inner<T>>>,
+    /// The objects: an immutable snapshot, replaced (copied on write) by the reflector.
+    objects: Arc<RwLock<Arc<BTreeMap<ObjectKey, T>>>>,
+    /// The watch's state (apart from the objects, so the reflector's untyped part can
+    /// write it).
+    status: StatusCell,
 }
 
 impl<T> Clone for Store<T> {
     fn clone(&self) -> Self {
         Store {
-            inner: self.inner.clone(),
+            objects: self.objects.clone(),
+            status: self.status.clone(),
         }
     }
 }
@@ -68,19 +79,16 @@ impl<T: Clone> Store<T> {
     /// An empty, unsynced store.
     pub fn new() -> Store<T> {
         Store {
-            inner: Arc::new(RwLock::new(Inner {
-                objects: Arc::new(BTreeMap::new()),
-                status: WatchStatus::default(),
-            })),
+            objects: Arc::new(RwLock::new(Arc::new(BTreeMap::new()))),
+            status: StatusCell::default(),
         }
     }
 
     /// The objects now: an immutable snapshot, cheap to take (the writer copies on write).
     pub fn snapshot(&self) -> Arc<BTreeMap<ObjectKey, T>> {
-        self.inner
+        self.objects
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .objects
             .clone()
     }
 
@@ -98,34 +106,27 @@ impl<T: Clone> Store<T> {
 
     /// The watch's state.
     pub fn status(&self) -> WatchStatus {
-        self.inner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .status
-            .clone()
+        self.status.get()
+    }
+
+    /// The watch state's shared cell.
+    pub(super) fn status_cell(&self) -> StatusCell {
+        self.status.clone()
     }
 
     /// Replaces every object at once (a complete list).
     pub(super) fn replace(&self, objects: BTreeMap<ObjectKey, T>) {
-        self.inner
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .objects = Arc::new(objects);
+        *self.objects.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(objects);
     }
 
     /// Inserts or removes one object.
     pub(super) fn apply(&self, key: ObjectKey, obj: Option<T>) {
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        let objects = Arc::make_mut(&mut inner.objects);
+        let mut guard = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        let objects = Arc::make_mut(&mut guard);
         match obj {
             Some(obj) => objects.insert(key, obj),
             None => objects.remove(&key),
         };
-    }
-
-    /// Changes the watch's state.
-    pub(super) fn update_status(&self, f: impl FnOnce(&mut WatchStatus)) {
-        f(&mut self.inner.write().unwrap_or_else(|e| e.into_inner()).status);
     }
 }
 

@@ -33,6 +33,7 @@ use crate::kubernetes::compose::NAME_PREFIX;
 use crate::kubernetes::objects::{
     IntOrString, Namespace, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, Pod,
 };
+use crate::kubernetes::order;
 use select::{PodView, ip_block, parse_protocol, pod_views, selector};
 
 /// One thing left out, by policy (`<namespace>/<name>`).
@@ -83,7 +84,7 @@ pub fn translate<'a>(
         };
         out.policies.extend(t.policy());
     }
-    out.policies.sort_by(|a, b| a.name.cmp(&b.name));
+    order::sort_by(&mut out.policies, |a, b| a.name.cmp(&b.name));
     out.policies.dedup_by(|a, b| a.name == b.name);
     (out, skipped)
 }
@@ -196,7 +197,7 @@ impl<'a, 'p> Translation<'a, 'p, '_> {
         }
         let mut out = Vec::new();
         if ports.is_empty() || !numbered.is_empty() {
-            numbered.sort();
+            order::sort(&mut numbered);
             numbered.dedup();
             out.push(Allow {
                 pods: None,

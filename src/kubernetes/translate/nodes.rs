@@ -84,7 +84,7 @@ pub struct NodeRoutes {
 /// Turns every other node's pod CIDRs into routes via its InternalIP.
 pub fn translate(nodes: &[Node], local: Local<'_>) -> NodeRoutes {
     let mut sorted: Vec<&Node> = nodes.iter().filter(|n| n.name != local.node_name).collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::kubernetes::order::sort_by(&mut sorted, |a, b| a.name.cmp(&b.name));
     let mut out = NodeRoutes::default();
     let mut claimed: BTreeMap<IpNet, &str> = BTreeMap::new();
     for node in sorted {

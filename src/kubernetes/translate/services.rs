@@ -44,6 +44,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::config::service::{self as model, Affinity, Backend, Protocol, WhenEmpty};
 use crate::kubernetes::objects::{self, EndpointSlice};
+use crate::kubernetes::order;
 
 /// `sessionAffinity: ClientIP` as the sticky mode with its timeout; anything else: none.
 fn affinity(spec: &objects::ServiceSpec) -> Affinity {
@@ -152,7 +153,7 @@ pub fn translate<'a>(
         }
     }
     let mut sorted: Vec<&objects::Service> = services.into_iter().collect();
-    sorted.sort_by(|a, b| key(a).cmp(&key(b)));
+    order::sort_by(&mut sorted, |a, b| key(a).cmp(&key(b)));
     let mut out = Translated::default();
     for svc in sorted {
         let slices = by_service
@@ -516,10 +517,10 @@ fn cap(mut backends: Vec<Backend>) -> (Vec<Backend>, usize) {
     if backends.len() <= model::MAX_BACKENDS {
         return (backends, 0);
     }
-    backends.sort_by_key(|b| (b.weight == 0, b.address));
+    order::sort_by_key(&mut backends, |b| (b.weight == 0, b.address));
     let dropped = backends.len() - model::MAX_BACKENDS;
     backends.truncate(model::MAX_BACKENDS);
-    backends.sort_by_key(|b| b.address);
+    order::sort_by_key(&mut backends, |b| b.address);
     (backends, dropped)
 }
 

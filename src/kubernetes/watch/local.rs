@@ -23,7 +23,7 @@ pub fn connected_subnets() -> std::io::Result<Vec<IpNet>> {
     // A kernel without IPv6 has no ipv6_route: no IPv6 subnets, not an error.
     let v6 = std::fs::read_to_string("/proc/thread-self/net/ipv6_route").unwrap_or_default();
     let mut out: Vec<IpNet> = parse_v4(&v4).chain(parse_v6(&v6)).collect();
-    out.sort();
+    crate::kubernetes::order::sort(&mut out);
     out.dedup();
     Ok(out)
 }

@@ -157,7 +157,7 @@ pub(super) fn subtract(net: IpNet, hole: IpNet) -> Vec<IpNet> {
         out.push(outside);
         current = inside;
     }
-    out.sort();
+    crate::kubernetes::order::sort(&mut out);
     out
 }
 
