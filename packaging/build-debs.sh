@@ -20,7 +20,7 @@
 #   /usr/bin/edgenetd
 #   /usr/share/man/man8/edgenetd.8.gz            packaging/man/edgenetd.8 (tests/man_page.rs keeps it in line with --help)
 #   /lib/systemd/system/edgenetd.service
-#   /usr/lib/tmpfiles.d/edgenetd.conf            the control socket's directory (/run/edgenetd-admin)
+#   /usr/lib/tmpfiles.d/edgenetd.conf            /run/edgenetd: control socket, kubernetes cache
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
 #   /etc/edgenetd/conf.d/                       merged after the main file, in name order
 #   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright, changelog.Debian.gz,

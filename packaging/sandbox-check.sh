@@ -10,8 +10,9 @@
 #   - no file is opened for writing but where the unit allows it (ProtectSystem=strict):
 #     the state directory (StateDirectory=) and the main config file's temporary file in
 #     the config directory (ReadWritePaths=/etc/edgenetd, for the atomic rename of apply);
-#   - `edgenetd apply --confirm 2s` through the control socket (RuntimeDirectory=), left
-#     unconfirmed, is rolled back: counted, and the main file holds the original text again.
+#   - `edgenetd apply --confirm 2s` through the control socket (in /run/edgenetd, which the
+#     package's tmpfiles.d entry makes: root, the daemon's group, 0770), left unconfirmed, is
+#     rolled back: counted, and the main file holds the original text again.
 # The workload: start, first syncs, three failing uplink probes (tcp, dns, icmp), /healthz + /metrics, SIGHUP reload,
 # apply + rollback, periodic resyncs (periods shortened to 1 s), SIGTERM.
 #
@@ -54,11 +55,16 @@ chmod -R a+rX "$work/etc"
 # As the package sets /etc/edgenetd up: the directory writable by the daemon's group.
 chgrp 65534 "$work/etc"
 chmod 0775 "$work/etc"
-# The control socket's directory as tmpfiles.d makes it (root, the daemon's group, 1770), and
-# StateDirectory= (owned by the daemon's user).
+# /run/edgenetd as tmpfiles.d makes it (root, the daemon's group, 0770), and StateDirectory=
+# (owned by the daemon's user).
 mkdir -p "$work/run" "$work/state"
 chown 0:65534 "$work/run"
-chmod 1770 "$work/run"
+chmod 0770 "$work/run"
+# A control socket left behind by a daemon that ran as another transient uid (killed, then
+# started again): the directory is not sticky, so the daemon replaces it.
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$work/run/control.sock"
+chown 0:65534 "$work/run/control.sock"
+chmod 0660 "$work/run/control.sock"
 chown 65534:65534 "$work/state"
 chmod 0700 "$work/state"
 
@@ -93,6 +99,8 @@ until in_ns curl -sf -o /dev/null http://127.0.0.1:9750/readyz; do
   sleep 0.3
 done
 in_ns curl -sf http://127.0.0.1:9750/metrics >/dev/null
+[ "$(stat -c '%u %a' "$work/run/control.sock")" = "65534 660" ] \
+  || fail "the stale control socket of another uid was not replaced: $(stat -c '%u %a' "$work/run/control.sock")"
 kill -HUP "$daemon"
 sleep 3
 # Apply with automatic rollback, through the sandbox: the socket, the state directory and

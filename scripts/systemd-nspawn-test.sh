@@ -17,10 +17,15 @@
 #   4. `systemctl reload` applies a conf.d change; a bad conf.d file fails the reload, the
 #      daemon keeps running (same PID) and the kernel keeps the old state;
 #   4b. apply with automatic rollback under the unit's sandbox: the package's group
-#      edgenetd-admin owns the control socket (0660), its directory /run/edgenetd-admin
-#      (tmpfiles.d, 1770) and /etc/edgenetd (0775); an unconfirmed
+#      edgenetd-admin owns the control socket /run/edgenetd/control.sock (0660), its
+#      directory /run/edgenetd (tmpfiles.d, 0770) and /etc/edgenetd (0775); an unconfirmed
 #      `edgenetd apply --confirm 3s` is rolled back (kernel and main file); a confirmed one
-#      stays; a member of the group may connect, another user may not;
+#      stays; root and a member of the group may apply and confirm, another user may not;
+#   4c. /run/edgenetd outlives `systemctl restart`: a file the daemon wrote there (as the
+#      kubernetes cache is written: its uid, its mount namespace, temporary file + rename)
+#      is there for the next daemon, which can read and replace it; a socket file left by a
+#      daemon of another uid is replaced; the package replaced the /run/edgenetd symlink of
+#      older units (RuntimeDirectory= with DynamicUser=) and kept the cache in it;
 #   5. `systemctl stop` leaves the rules and routes; `edgenetd cleanup` removes them;
 #   6. with the fault-injection build and a controller that hangs, the watchdog pings stop:
 #      `Watchdog timeout` in the journal, NRestarts=1, kernel state in place meanwhile.
@@ -149,7 +154,21 @@ action = "drop"
 '
 
 section "dpkg -i the package inside"
+# What an older unit (RuntimeDirectory=edgenetd, RuntimeDirectoryPreserve=restart,
+# DynamicUser=yes) leaves under systemd 252 while it runs: /run/edgenetd a symlink into the
+# root-only /run/private, where a kubernetes build keeps its cache. The package replaces it.
+in_ct mkdir -p -m 0700 /run/private
+in_ct mkdir -p /run/private/edgenetd
+in_ct sh -c 'echo "{\"cached\": \"by an older unit\"}" > /run/private/edgenetd/kubernetes-state.json'
+in_ct ln -s private/edgenetd /run/edgenetd
 in_ct dpkg -i /root/edgenetd.deb
+[ "$(in_ct stat -c '%F %U:%G %a' /run/edgenetd)" = "directory root:edgenetd-admin 770" ] \
+  || fail "/run/edgenetd after install: $(in_ct stat -c '%F %U:%G %a' /run/edgenetd 2>&1), not directory root:edgenetd-admin 770"
+in_ct grep -q 'by an older unit' /run/edgenetd/kubernetes-state.json \
+  || fail "the cache of the older unit's /run/edgenetd did not move to the directory"
+in_ct test ! -e /run/private/edgenetd || fail "the older unit's /run/private/edgenetd is left"
+in_ct rm /run/edgenetd/kubernetes-state.json
+echo "ok: the older unit's /run/edgenetd symlink replaced by root:edgenetd-admin 0770, cache kept"
 in_ct systemctl is-enabled edgenetd | grep -qx enabled || fail "unit not enabled by the package"
 in_ct systemctl is-active edgenetd >/dev/null && fail "the package started the service"
 write_ct etc/edgenetd/edgenetd.toml <<< "$base_config"
@@ -212,10 +231,10 @@ in_ct systemctl reload edgenetd    # without the bad file again
 in_ct getent group edgenetd-admin >/dev/null || fail "the package did not create group edgenetd-admin"
 [ "$(in_ct stat -c '%U:%G %a' /etc/edgenetd)" = "root:edgenetd-admin 775" ] \
   || fail "/etc/edgenetd is $(in_ct stat -c '%U:%G %a' /etc/edgenetd), not root:edgenetd-admin 775"
-[ "$(in_ct stat -c '%U:%G %a' /run/edgenetd-admin)" = "root:edgenetd-admin 1770" ] \
-  || fail "/run/edgenetd-admin is $(in_ct stat -c '%U:%G %a' /run/edgenetd-admin 2>&1), not root:edgenetd-admin 1770"
-[ "$(in_ct stat -c '%G %a' /run/edgenetd-admin/control.sock)" = "edgenetd-admin 660" ] \
-  || fail "control socket: $(in_ct stat -c '%G %a' /run/edgenetd-admin/control.sock 2>&1), not edgenetd-admin 660"
+[ "$(in_ct stat -c '%U:%G %a' /run/edgenetd)" = "root:edgenetd-admin 770" ] \
+  || fail "/run/edgenetd is $(in_ct stat -c '%U:%G %a' /run/edgenetd 2>&1), not root:edgenetd-admin 770"
+[ "$(in_ct stat -c '%G %a' /run/edgenetd/control.sock)" = "edgenetd-admin 660" ] \
+  || fail "control socket: $(in_ct stat -c '%G %a' /run/edgenetd/control.sock 2>&1), not edgenetd-admin 660"
 main_before=$(in_ct cat /etc/edgenetd/edgenetd.toml)
 write_ct root/cut.toml <<< "$base_config
 [[route]]
@@ -228,20 +247,66 @@ wait_for 15 "rollback of the unconfirmed apply" bash -c "! timeout 10 nsenter -t
 [ "$(in_ct cat /etc/edgenetd/edgenetd.toml)" = "$main_before" ] || fail "the rollback did not restore the main file"
 journal_has 'configuration rolled back' || fail "no rollback line in the journal"
 echo "ok: unconfirmed apply rolled back (route gone, main file restored)"
-in_ct edgenetd apply --config /root/cut.toml --confirm 30s >/dev/null || fail "second apply --confirm"
+# The member and the outsider run as nobody (uid 65534), which cannot read /root.
+in_ct install -m 0644 /root/cut.toml /srv/cut.toml
 gid=$(in_ct getent group edgenetd-admin | cut -d: -f3)
-in_ct setpriv --reuid=65534 --regid=65534 --groups="$gid" edgenetd confirm \
-  || fail "a member of edgenetd-admin (gid $gid) could not confirm: $(in_ct ls -ld /run/edgenetd-admin /run/edgenetd-admin/control.sock 2>&1)"
-rc=0; in_ct setpriv --reuid=65534 --regid=65534 --clear-groups edgenetd confirm 2>/dev/null || rc=$?
+as_member() { in_ct setpriv --reuid=65534 --regid=65534 --groups="$gid" "$@"; }
+as_outsider() { in_ct setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+rc=0; as_outsider edgenetd apply --config /srv/cut.toml --confirm 30s >/dev/null 2>&1 || rc=$?
+[ "$rc" = 3 ] || fail "a user outside edgenetd-admin got exit $rc from apply, not 3 (refused)"
+in_ct test ! -e /var/lib/edgenetd/pending.json || fail "a refused apply left a pending confirm"
+as_member edgenetd apply --config /srv/cut.toml --confirm 30s >/dev/null \
+  || fail "a member of edgenetd-admin (gid $gid) could not apply: $(in_ct ls -ld /run/edgenetd /run/edgenetd/control.sock 2>&1)"
+rc=0; as_outsider edgenetd confirm 2>/dev/null || rc=$?
 [ "$rc" = 3 ] || fail "a user outside edgenetd-admin got exit $rc from confirm, not 3 (refused)"
+as_member edgenetd confirm || fail "a member of edgenetd-admin (gid $gid) could not confirm"
 sleep 4
 # Not `in_ct ip ... | grep -q`: under pipefail, ip's next write after grep quit is a SIGPIPE
 # that fails the pipeline although the route is there.
 grep -q '^blackhole 10.30.0.0/16' <<< "$(in_ct ip route show proto 190)" || fail "the confirmed route did not stay"
 in_ct test -s /var/lib/edgenetd/confirmed.toml || fail "no confirmed copy in /var/lib/edgenetd"
-echo "ok: a group member confirmed, another user was refused, the confirmed state stayed"
+echo "ok: a group member applied and confirmed, another user was refused, the confirmed state stayed"
 write_ct root/base.toml <<< "$base_config"
 in_ct edgenetd apply --config /root/base.toml >/dev/null || fail "apply without --confirm"
+
+section "/run/edgenetd outlives a restart; a new daemon replaces its predecessor's files"
+# as_daemon CMD...: CMD as the running daemon would run it (its uid and group, its mount
+# namespace: ProtectSystem=strict with the unit's ReadWritePaths=), with the daemon's umask.
+as_daemon() {
+  local main; main=$(show MainPID)
+  in_ct nsenter -t "$main" -m -S "$(in_ct stat -c %u "/proc/$main")" -G "$gid" \
+    sh -c "umask 0077; $*"
+}
+# As the kubernetes cache is written: a temporary file beside it, renamed over it.
+as_daemon 'echo "{\"written\": \"before the restart\"}" > /run/edgenetd/kubernetes-state.json.tmp &&
+  mv /run/edgenetd/kubernetes-state.json.tmp /run/edgenetd/kubernetes-state.json' \
+  || fail "the daemon cannot write /run/edgenetd: $(in_ct ls -la /run/edgenetd 2>&1)"
+uid_before=$(in_ct stat -c %u /run/edgenetd/kubernetes-state.json)
+in_ct systemctl restart edgenetd
+[ "$(show ActiveState)" = active ] || fail "not active after restart: $(show ActiveState)"
+as_daemon 'grep -q "before the restart" /run/edgenetd/kubernetes-state.json' \
+  || fail "the file in /run/edgenetd did not outlive the restart: $(in_ct ls -la /run/edgenetd 2>&1)"
+as_daemon 'echo "{\"written\": \"after the restart\"}" > /run/edgenetd/kubernetes-state.json.tmp &&
+  mv /run/edgenetd/kubernetes-state.json.tmp /run/edgenetd/kubernetes-state.json' \
+  || fail "the restarted daemon cannot replace the file"
+echo "ok: kubernetes-state.json (uid $uid_before) outlived systemctl restart, read and replaced by the new daemon"
+# A daemon killed as another transient uid leaves its socket file: the directory is not
+# sticky, so the next daemon replaces it.
+in_ct systemctl stop edgenetd
+in_ct test ! -e /run/edgenetd/control.sock || fail "a stopped daemon left its control socket"
+in_ct install -m 0660 -o 65534 -g edgenetd-admin /dev/null /run/edgenetd/control.sock
+in_ct chown 65534 /run/edgenetd/kubernetes-state.json
+in_ct systemctl start edgenetd
+main=$(show MainPID)
+[ "$(in_ct stat -c '%F %u' /run/edgenetd/control.sock)" = "socket $(in_ct stat -c %u "/proc/$main")" ] \
+  || fail "the daemon did not replace a control socket file of uid 65534: $(in_ct ls -la /run/edgenetd 2>&1)"
+# Nothing is pending: the daemon's answer shows that the member reached it.
+answer=$(as_member edgenetd confirm 2>&1 || true)
+grep -q 'nothing to confirm' <<< "$answer" || fail "a member got no answer on the replaced control socket: $answer"
+as_daemon 'echo "{}" > /run/edgenetd/kubernetes-state.json.tmp && mv /run/edgenetd/kubernetes-state.json.tmp /run/edgenetd/kubernetes-state.json' \
+  || fail "the daemon cannot replace a cache file of uid 65534"
+in_ct rm /run/edgenetd/kubernetes-state.json
+echo "ok: a socket file and a cache file of another uid replaced by the new daemon"
 
 section "stop keeps the kernel state; cleanup removes it"
 before=$(kernel_state)

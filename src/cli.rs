@@ -82,7 +82,7 @@ OPTIONS:
     --url URL          daemon base URL for status [default: http://127.0.0.1:9750]
     --confirm DURATION (apply) roll back unless confirmed within DURATION (e.g. 30s, 5m)
     --control-socket PATH
-                       the daemon's control socket [default: /run/edgenetd-admin/control.sock]
+                       the daemon's control socket [default: /run/edgenetd/control.sock]
     --state-dir PATH   (run) where the confirmed config is kept [default: /var/lib/edgenetd]
 
 EXPLAIN OPTIONS:

@@ -1,7 +1,7 @@
 //! The control socket: how `edgenetd apply` and `edgenetd confirm` talk to the running
 //! daemon.
 //!
-//! One unix stream socket (`/run/edgenetd-admin/control.sock` by default). A client writes one
+//! One unix stream socket (`/run/edgenetd/control.sock` by default). A client writes one
 //! JSON request on one line, the daemon answers with one JSON response and closes the
 //! connection ([`protocol`]). Only root and members of the group `edgenetd-admin` are served:
 //! the socket file is mode 0660 (group: the daemon's group, `edgenetd-admin` in the packaged
@@ -17,6 +17,6 @@ pub mod server;
 pub mod store;
 
 /// The control socket when `--control-socket` is not given.
-pub const DEFAULT_SOCKET: &str = "/run/edgenetd-admin/control.sock";
+pub const DEFAULT_SOCKET: &str = "/run/edgenetd/control.sock";
 /// The state directory when `--state-dir` is not given (the unit's `StateDirectory=`).
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/edgenetd";
