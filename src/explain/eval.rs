@@ -10,7 +10,7 @@ use crate::dataplane::nft::render::render_rule;
 
 use super::error::ExplainError;
 use super::packet::Packet;
-use super::values::{Locality, any_bit, element_matches, equal, load};
+use super::values::{Locality, any_bit, element_matches, equal, load, masked_equal};
 
 /// The kernel's limit on nested jumps.
 const MAX_DEPTH: usize = 16;
@@ -204,6 +204,9 @@ impl Run<'_> {
             Stmt::Flags { left, bits, negate } => {
                 load(left, pkt, self.local)?.is_some_and(|v| any_bit(&v, bits) != *negate)
             }
+            Stmt::MaskedCmp { left, mask, right } => {
+                load(left, pkt, self.local)?.is_some_and(|v| masked_equal(&v, mask, right))
+            }
             Stmt::Lookup { left, set, negate } => match load(left, pkt, self.local)? {
                 Some(v) => self.lookup(set, &v)?.is_some() != *negate,
                 None => false,
@@ -238,6 +241,38 @@ impl Run<'_> {
             }
             Stmt::CtMarkOr(bits) => {
                 pkt.ct_mark |= bits;
+                true
+            }
+            Stmt::MetaMarkSet { value, mask } => {
+                pkt.mark = (pkt.mark & !mask) | value;
+                trace.steps.push(format!(
+                    "{}: mark set {value:#x}/{mask:#x} by {} (the packet's mark is now {:#x})",
+                    rule.chain,
+                    rule_name(rule),
+                    pkt.mark
+                ));
+                true
+            }
+            Stmt::CtHelperSet(name) => {
+                // The kernel attaches a helper only to a connection still unconfirmed.
+                let name = name.strip_prefix("helper-").unwrap_or(name);
+                trace.steps.push(if pkt.established() {
+                    format!(
+                        "{}: helper {name} (already attached when the connection was new)",
+                        rule.chain
+                    )
+                } else {
+                    format!("{}: helper {name}", rule.chain)
+                });
+                true
+            }
+            Stmt::FlowOffload(flowtable) => {
+                // No verdict: the packet goes on through the chain; later packets of the
+                // connection skip the forward path, decided as this one was.
+                trace.steps.push(format!(
+                    "{}: flow add @{flowtable}: this established connection would be offloaded (its later packets bypass the forward chain)",
+                    rule.chain
+                ));
                 true
             }
             Stmt::Counter
@@ -305,6 +340,14 @@ impl Run<'_> {
             .iter()
             .find(|e| element_matches(v, &e.key))
             .map(|e| e.data.clone()))
+    }
+}
+
+/// The config object a rule stands for: its comment without the hash edgenetd appends.
+fn rule_name(rule: &Rule) -> String {
+    match rule.comment.as_deref() {
+        Some(c) => format!("rule {:?}", c.rsplit_once(" #").map_or(c, |(name, _)| name)),
+        None => "a rule without comment".into(),
     }
 }
 
