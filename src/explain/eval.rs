@@ -346,7 +346,14 @@ impl Run<'_> {
 /// The config object a rule stands for: its comment without the hash edgenetd appends.
 fn rule_name(rule: &Rule) -> String {
     match rule.comment.as_deref() {
-        Some(c) => format!("rule {:?}", c.rsplit_once(" #").map_or(c, |(name, _)| name)),
+        Some(c) => {
+            let label = c.rsplit_once(" #").map_or(c, |(label, _)| label);
+            let name = ["rule ", "mark "]
+                .iter()
+                .find_map(|kind| label.strip_prefix(kind))
+                .unwrap_or(label);
+            format!("rule {name:?}")
+        }
         None => "a rule without comment".into(),
     }
 }
