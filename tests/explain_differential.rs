@@ -44,7 +44,7 @@ const PROBER: &str = include_str!("explain_diff/prober.py");
 
 /// The router's addresses, as `--addresses` gives them.
 const ROUTER: &str = "veth-lan=10.0.0.1/24,veth-lan=fd00::1/64,veth-wan=192.0.2.1/24,\
-     veth-wan=2001:db8::1/64,veth-wan2=198.18.0.1/24,veth-wan2=198.18.0.7/24";
+     veth-wan=2001:db8::1/64,veth-wan2=100.64.0.1/24,veth-wan2=100.64.0.7/24";
 const LAN: [&str; 4] = ["10.0.0.2", "10.0.0.10", "10.0.0.11", "fd00::2"];
 const WAN: [&str; 3] = ["192.0.2.2", "192.0.2.3", "2001:db8::2"];
 const ROUTER_ADDRS: [&str; 4] = ["10.0.0.1", "192.0.2.1", "fd00::1", "2001:db8::1"];
@@ -314,7 +314,7 @@ fn via_wan2(proto: &'static str) -> impl Fn(&Case, &Prediction) -> bool {
     move |c, p| {
         c.proto == proto
             && p.arrival.as_ref().is_some_and(|(to, from)| {
-                to[0].0.to_string() == WAN2[0] && from.to_string() == "198.18.0.7"
+                to[0].0.to_string() == WAN2[0] && from.to_string() == "100.64.0.7"
             })
     }
 }
@@ -496,9 +496,9 @@ fn topology() -> Topology {
         "wan2",
         Link {
             router_if: "veth-wan2",
-            router_addrs: &["198.18.0.1/24", "198.18.0.7/24"],
+            router_addrs: &["100.64.0.1/24", "100.64.0.7/24"],
             host_if: "eth0",
-            host_addrs: &["198.18.0.2/24", "198.51.100.20/32"],
+            host_addrs: &["100.64.0.2/24", "198.51.100.20/32"],
             host_routes: &[],
         },
     );
