@@ -309,6 +309,9 @@ fn predict(desired: &edgenetd::config::DesiredState, c: &Case, sport: u16) -> Pr
     }
 }
 
+/// A property of a case and its prediction.
+type CaseCheck = dyn Fn(&Case, &Prediction) -> bool;
+
 /// Marked to the second uplink (the only way there) and SNATed to its fixed address.
 fn via_wan2(proto: &'static str) -> impl Fn(&Case, &Prediction) -> bool {
     move |c, p| {
@@ -327,7 +330,7 @@ fn decided_by(rule: &'static str, proto: &'static str) -> impl Fn(&Case, &Predic
 /// The generator must reach each of the firewall features this config was extended with
 /// (or the test proves less than it claims): how many cases each one decides.
 fn coverage(cases: &[Case], predictions: &[Prediction]) {
-    let checks: [(&str, Box<dyn Fn(&Case, &Prediction) -> bool>); 7] = [
+    let checks: [(&str, Box<CaseCheck>); 7] = [
         (
             "tcp marked to the second uplink, SNATed",
             Box::new(via_wan2("tcp")),
