@@ -1,7 +1,9 @@
 //! The interpreter: one table's chains run over a [`Packet`] as the kernel runs them —
 //! rules in order, a failed match skips to the next rule, jump/goto/return, verdict maps,
-//! NAT statements ending the chain with accept. Counters, logs, limits (assumed under their
-//! rate), MSS clamping and dynamic-map updates change nothing `explain` reports.
+//! NAT statements ending the chain with accept. `meta mark set` changes the mark the
+//! routing decision matches next. Counters, logs, limits (assumed under their rate), MSS
+//! clamping and dynamic-map updates change nothing `explain` reports; a conntrack helper
+//! and a flow offload change no verdict either, but the path names them.
 
 use std::net::IpAddr;
 
