@@ -530,6 +530,8 @@ fn warm_up(t: &Topology) {
         ("lan", "veth-lan", "fd00::2", "fd00::1"),
         ("wan", "veth-wan", "192.0.2.2", "192.0.2.1"),
         ("wan", "veth-wan", "2001:db8::2", "2001:db8::1"),
+        // The second uplink's two ends, the SNAT address included.
+        ("wan2", "veth-wan2", "100.64.0.2", "100.64.0.7"),
     ] {
         let proto = if src.contains(':') { "icmpv6" } else { "icmp" };
         let c = Case {
