@@ -463,7 +463,7 @@ fn a_mark_set_before_routing_picks_the_route_and_the_zone_snats() {
         );
         assert_eq!(r["via"], "100.64.0.2");
         assert!(
-            steps(&j).contains("mark set 0x10/0xff by rule \"mark-via-wan2\""),
+            steps(&j).contains("mark set 0x10/0xff by mark mark-via-wan2"),
             "{j}"
         );
         let n = &j["snat"];

@@ -250,7 +250,7 @@ impl Run<'_> {
                 trace.steps.push(format!(
                     "{}: mark set {value:#x}/{mask:#x} by {} (the packet's mark is now {:#x})",
                     rule.chain,
-                    rule_name(rule),
+                    super::report::rule_name(&self.rule_ref(rule)),
                     pkt.mark
                 ));
                 true
@@ -342,21 +342,6 @@ impl Run<'_> {
             .iter()
             .find(|e| element_matches(v, &e.key))
             .map(|e| e.data.clone()))
-    }
-}
-
-/// The config object a rule stands for: its comment without the hash edgenetd appends.
-fn rule_name(rule: &Rule) -> String {
-    match rule.comment.as_deref() {
-        Some(c) => {
-            let label = c.rsplit_once(" #").map_or(c, |(label, _)| label);
-            let name = ["rule ", "mark "]
-                .iter()
-                .find_map(|kind| label.strip_prefix(kind))
-                .unwrap_or(label);
-            format!("rule {name:?}")
-        }
-        None => "a rule without comment".into(),
     }
 }
 
