@@ -1,7 +1,9 @@
 //! `edgenetd explain` offline: the JSON contract, the path through port forwards (with
 //! reflection), services (each backend's share), masquerade, route rules (from, fwmark,
 //! throw) and blackholes, the established state, usage errors, and an IR it cannot evaluate
-//! reported as unsupported instead of guessed. Agreement with the kernel is
+//! reported as unsupported instead of guessed. The firewall features of issue 11: marks
+//! that choose the route, zone SNAT, IPv6 suffixes, source ports, tcp+udp rules, port-forward
+//! ranges with their sources, dynamic sets, conntrack helpers and flow offload. Agreement with the kernel is
 //! tests/explain_differential.rs.
 
 mod common;
@@ -18,8 +20,8 @@ use common::scratch::ScratchDir;
 
 /// The config of the differential test: every rule kind.
 const CONFIG: &str = include_str!("explain_diff/config.toml");
-const ROUTER: &str =
-    "veth-lan=10.0.0.1/24,veth-lan=fd00::1/64,veth-wan=192.0.2.1/24,veth-wan=2001:db8::1/64";
+const ROUTER: &str = "veth-lan=10.0.0.1/24,veth-lan=fd00::1/64,veth-wan=192.0.2.1/24,\
+     veth-wan=2001:db8::1/64,veth-wan2=100.64.0.1/24,veth-wan2=100.64.0.7/24";
 
 /// Routes with a fwmark rule, a throw, and a default route.
 const ROUTES: &str = r#"
@@ -417,4 +419,286 @@ fn an_expression_explain_cannot_evaluate_is_reported_not_guessed() {
         text.contains("Numgen") && text.contains("coin flip"),
         "{text}"
     );
+}
+
+/// The steps of `j` as one text, to search.
+fn steps(j: &Json) -> String {
+    j["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A mark set in `mangle_prerouting` is the mark the route rules see: marked traffic
+/// takes the second uplink (the main table has no route there at all) and leaves with
+/// that zone's SNAT address.
+#[test]
+fn a_mark_set_before_routing_picks_the_route_and_the_zone_snats() {
+    for proto in ["tcp", "udp"] {
+        let j = explain(
+            CONFIG,
+            &[
+                "--in",
+                "veth-lan",
+                "--from",
+                "10.0.0.2",
+                "--to",
+                "198.51.100.20",
+                "--proto",
+                proto,
+                "--dport",
+                "53",
+            ],
+        );
+        assert_eq!(j["verdict"], "accept", "{j}");
+        assert_eq!(j["rule"], "forward lan->wan2", "{j}");
+        let r = &j["route"];
+        assert_eq!(
+            (r["table"].as_u64(), r["rule"].as_str(), r["dev"].as_str()),
+            (Some(150), Some("route_rule priority 90"), Some("veth-wan2")),
+            "{j}"
+        );
+        assert_eq!(r["via"], "100.64.0.2");
+        assert!(
+            steps(&j).contains("mark set 0x10/0xff by mark mark-via-wan2"),
+            "{j}"
+        );
+        let n = &j["snat"];
+        assert_eq!(
+            (
+                n["to"].as_str(),
+                n["masquerade"].as_bool(),
+                n["rule"].as_str()
+            ),
+            (Some("100.64.0.7"), Some(false), Some("snat wan2")),
+            "{j}"
+        );
+    }
+    // The mask keeps the mark's other bits, and the route rule's mask ignores them.
+    let j = explain(
+        CONFIG,
+        &[
+            "--in",
+            "veth-lan",
+            "--from",
+            "10.0.0.2",
+            "--to",
+            "198.51.100.20",
+            "--proto",
+            "tcp",
+            "--dport",
+            "22",
+            "--mark",
+            "0x1200",
+        ],
+    );
+    assert!(steps(&j).contains("is now 0x1210"), "{j}");
+    assert_eq!(j["route"]["table"], 150, "{j}");
+    // Unmarked (the rule is tcp and udp only): no route, so the router answers unreachable.
+    let j = explain(
+        CONFIG,
+        &[
+            "--in",
+            "veth-lan",
+            "--from",
+            "10.0.0.2",
+            "--to",
+            "198.51.100.20",
+            "--proto",
+            "icmp",
+        ],
+    );
+    assert_eq!(
+        (j["verdict"].as_str(), j["chain"].as_str()),
+        (Some("reject"), Some("routing"))
+    );
+    assert!(!steps(&j).contains("mark set"), "{j}");
+}
+
+/// `to_addresses = ["::2/-64"]` compares the last 64 bits only: the same host under another
+/// prefix matches, another host under the same prefix does not.
+#[test]
+fn an_ipv6_suffix_matches_the_host_under_any_prefix() {
+    let j = explain_tcp(CONFIG, "veth-wan", "2001:db8::2", "fd00::2", 8200, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("pinhole-lan-host-2")),
+        "{j}"
+    );
+    let j = explain_tcp(CONFIG, "veth-wan", "2001:db8::2", "fd00::3", 8200, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("drop"), Some("default")),
+        "{j}"
+    );
+    // A lan zone of interfaces only: the pinhole follows the host into a new prefix.
+    let cfg = r#"
+[policy]
+forward_default = "drop"
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+[[policy.rule]]
+name = "nas"
+from = "wan"
+to = "lan"
+to_addresses = ["::1234/-64"]
+protocol = "tcp"
+ports = [443]
+action = "accept"
+"#;
+    let args = |to: &'static str| {
+        [
+            "--in",
+            "veth-wan",
+            "--from",
+            "2001:db8::2",
+            "--to",
+            to,
+            "--proto",
+            "tcp",
+            "--dport",
+            "443",
+            "--addresses",
+            "veth-lan=2001:db8:77::1/64,veth-wan=2001:db8::1/64",
+        ]
+    };
+    for (to, verdict) in [
+        ("2001:db8:77::1234", "accept"),
+        ("2001:db8:77::1235", "drop"),
+    ] {
+        let dir = ScratchDir::with_files("explain-suffix", &[("edgenetd.toml", cfg)]);
+        let path = dir.config();
+        let mut all = vec!["explain", "--json", "--config", path.to_str().unwrap()];
+        all.extend(args(to));
+        let run = edgenetd(&all);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let j: Json = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(j["verdict"], verdict, "{to}: {j}");
+    }
+}
+
+/// `source_ports` and `protocol = ["tcp", "udp"]`: both protocols, only from those ports.
+#[test]
+fn source_ports_and_a_tcp_and_udp_rule_match_both_protocols_from_those_ports() {
+    for proto in ["tcp", "udp"] {
+        for (sport, verdict, rule) in [
+            ("20100", "accept", "low-sports-to-7000"),
+            ("20150", "drop", "default"),
+        ] {
+            let j = explain(
+                CONFIG,
+                &[
+                    "--in",
+                    "veth-wan",
+                    "--from",
+                    "192.0.2.2",
+                    "--sport",
+                    sport,
+                    "--to",
+                    "192.0.2.1",
+                    "--proto",
+                    proto,
+                    "--dport",
+                    "7000",
+                ],
+            );
+            assert_eq!(
+                (j["verdict"].as_str(), j["rule"].as_str()),
+                (Some(verdict), Some(rule)),
+                "{proto} from port {sport}: {j}"
+            );
+        }
+    }
+}
+
+/// A port-forward range maps port by port, and only for its `from_addresses`: another wan
+/// source and the lan's reflection meet the router's own rules.
+#[test]
+fn a_port_forward_range_maps_port_by_port_for_its_sources_only() {
+    for (port, to) in [(8049, "10.0.0.11:79"), (8051, "10.0.0.11:81")] {
+        let j = explain_tcp(CONFIG, "veth-wan", "192.0.2.2", "192.0.2.1", port, &[]);
+        assert_eq!(j["verdict"], "accept", "{j}");
+        assert_eq!(
+            (j["dnat"]["to"].as_str(), j["dnat"]["rule"].as_str()),
+            (Some(to), Some("port-forward range-from-one-host")),
+            "{j}"
+        );
+    }
+    let j = explain_tcp(CONFIG, "veth-wan", "192.0.2.4", "192.0.2.1", 8050, &[]);
+    assert!(j["dnat"].is_null(), "{j}");
+    assert_eq!(
+        (j["verdict"].as_str(), j["chain"].as_str()),
+        (Some("drop"), Some("input"))
+    );
+    let j = explain_tcp(CONFIG, "veth-lan", "10.0.0.2", "192.0.2.1", 8050, &[]);
+    assert!(j["dnat"].is_null(), "{j}");
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("ssh-from-lan")),
+        "{j}"
+    );
+}
+
+/// A dynamic set (timeout and size flags in the kernel) still holds the config's elements.
+#[test]
+fn a_dynamic_sets_config_elements_still_match() {
+    for from in ["192.0.2.3", "203.0.113.9"] {
+        let j = explain_tcp(CONFIG, "veth-wan", from, "192.0.2.1", 2222, &[]);
+        assert_eq!(
+            (j["verdict"].as_str(), j["rule"].as_str()),
+            (Some("drop"), Some("drop-blocklist")),
+            "{from}: {j}"
+        );
+    }
+}
+
+/// `ct helper set` and `flow add` decide nothing: the path names them, the verdict is the
+/// forward chain's as without them (neither is reported as unsupported).
+#[test]
+fn a_helper_and_flow_offload_are_steps_of_the_path_not_verdicts() {
+    let cfg = r#"
+[policy]
+forward_default = "drop"
+helpers = ["ftp"]
+flow_offload = true
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+helpers = ["ftp"]
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+masquerade = true
+[[policy.forward]]
+from = "lan"
+to = "wan"
+"#;
+    let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", "192.0.2.2", 21, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("forward lan->wan")),
+        "{j}"
+    );
+    assert!(steps(&j).contains("helpers: helper ftp"), "{j}");
+    assert!(
+        !steps(&j).contains("offload"),
+        "a new connection is not offloaded: {j}"
+    );
+    let j = explain_tcp(
+        cfg,
+        "veth-lan",
+        "10.0.0.2",
+        "192.0.2.2",
+        21,
+        &["--state", "established"],
+    );
+    assert_eq!(j["verdict"], "accept", "{j}");
+    assert!(steps(&j).contains("flow add @ft"), "{j}");
+    assert!(steps(&j).contains("would be offloaded"), "{j}");
+    // Another port: no helper.
+    let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", "192.0.2.2", 22, &[]);
+    assert!(!steps(&j).contains("helper"), "{j}");
 }

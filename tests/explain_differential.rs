@@ -2,8 +2,10 @@
 //!
 //! The same config is programmed by the policy, service and route controllers into the
 //! router of a lan/wan topology (a port forward with reflection, a service VIP with two
-//! backends, sets, port ranges, ICMP and ICMPv6 types, zones, masquerade, IPv6, a route rule
-//! and blackhole/unreachable routes). A seeded generator makes a few hundred packets; for
+//! backends, sets (one dynamic), port ranges, ICMP and ICMPv6 types, zones, masquerade, IPv6,
+//! a route rule and blackhole/unreachable routes; a marking rule whose fwmark route rule
+//! steers to a second uplink that SNATs to a fixed address; destination addresses with an
+//! IPv6 suffix, source ports, a tcp+udp rule, a port-forward range limited to one source). A seeded generator makes a few hundred packets; for
 //! each, `explain` predicts the verdict and, when it is accepted, the address and port it
 //! arrives at and the source address it arrives with. A real packet is then sent (one
 //! prober per sending host, all cases in parallel) to receivers on every address that
@@ -32,7 +34,7 @@ use edgenetd::sync::trigger;
 
 use common::controller::{Driver, load};
 use common::policy::lan_wan;
-use common::topology::{Host, Topology};
+use common::topology::{Host, Link, Topology};
 use common::wait::poll_for;
 
 /// The config every case is explained under and the kernel is programmed with.
@@ -41,15 +43,18 @@ const RECEIVER: &str = include_str!("explain_diff/receiver.py");
 const PROBER: &str = include_str!("explain_diff/prober.py");
 
 /// The router's addresses, as `--addresses` gives them.
-const ROUTER: &str =
-    "veth-lan=10.0.0.1/24,veth-lan=fd00::1/64,veth-wan=192.0.2.1/24,veth-wan=2001:db8::1/64";
+const ROUTER: &str = "veth-lan=10.0.0.1/24,veth-lan=fd00::1/64,veth-wan=192.0.2.1/24,\
+     veth-wan=2001:db8::1/64,veth-wan2=100.64.0.1/24,veth-wan2=100.64.0.7/24";
 const LAN: [&str; 4] = ["10.0.0.2", "10.0.0.10", "10.0.0.11", "fd00::2"];
 const WAN: [&str; 3] = ["192.0.2.2", "192.0.2.3", "2001:db8::2"];
 const ROUTER_ADDRS: [&str; 4] = ["10.0.0.1", "192.0.2.1", "fd00::1", "2001:db8::1"];
 /// A service VIP, and a destination the main table blackholes.
 const ELSEWHERE: [&str; 2] = ["198.51.100.10", "203.0.113.5"];
-const TCP_PORTS: [u16; 8] = [22, 23, 80, 2222, 8050, 8080, 8200, 9000];
-const UDP_PORTS: [u16; 6] = [53, 5005, 5353, 6000, 9999, 10000];
+/// Only the second uplink's host has this address, and only marked packets are routed
+/// there: arriving at it proves the mark chose the route.
+const WAN2: [&str; 1] = ["198.51.100.20"];
+const TCP_PORTS: [u16; 9] = [22, 23, 80, 2222, 7000, 8050, 8080, 8200, 9000];
+const UDP_PORTS: [u16; 7] = [53, 5005, 5353, 6000, 7000, 9999, 10000];
 const CASES: usize = 300;
 /// The policy table's name (the default prefix).
 const POLICY: &str = "edgenetd-policy";
@@ -146,9 +151,49 @@ struct Case {
     dport: u16,
 }
 
+/// Cases every seed sends (sender, proto, source, destination, port), so each feature the
+/// config has is met whatever the seed: before the generated ones (their source ports,
+/// 20000 + id, are within `low-sports-to-7000`'s) ...
+const DIRECTED_FIRST: [(&str, &str, &str, &str, u16); 7] = [
+    ("lan", "tcp", "10.0.0.2", "198.51.100.20", 22),
+    ("lan", "udp", "10.0.0.10", "198.51.100.20", 53),
+    ("wan", "tcp", "2001:db8::2", "fd00::2", 8200),
+    ("wan", "tcp", "192.0.2.2", "192.0.2.1", 7000),
+    ("wan", "udp", "192.0.2.2", "192.0.2.1", 7000),
+    ("wan", "tcp", "192.0.2.2", "192.0.2.1", 8050),
+    ("lan", "tcp", "10.0.0.2", "192.0.2.1", 8050),
+];
+/// ... and after them (source ports above that rule's).
+const DIRECTED_LAST: [(&str, &str, &str, &str, u16); 2] = [
+    ("wan", "tcp", "192.0.2.2", "192.0.2.1", 7000),
+    ("wan", "udp", "192.0.2.2", "192.0.2.1", 7000),
+];
+
+fn directed(
+    out: &mut Vec<Case>,
+    cases: &[(&'static str, &'static str, &'static str, &'static str, u16)],
+) {
+    for &(sender, proto, src, dst, dport) in cases {
+        out.push(Case {
+            id: out.len(),
+            sender,
+            iif: if sender == "lan" {
+                "veth-lan"
+            } else {
+                "veth-wan"
+            },
+            proto,
+            src,
+            dst,
+            dport,
+        });
+    }
+}
+
 fn generate(seed: u64) -> Vec<Case> {
     let mut rng = Rng(seed);
     let mut out = Vec::new();
+    directed(&mut out, &DIRECTED_FIRST);
     while out.len() < CASES {
         let lan = rng.next() % 2 == 0;
         let (sender, iif, srcs, others): (_, _, &[&str], &[&str]) = if lan {
@@ -158,7 +203,7 @@ fn generate(seed: u64) -> Vec<Case> {
         };
         let src = *rng.pick(srcs);
         let mut dsts: Vec<&'static str> = ROUTER_ADDRS.to_vec();
-        dsts.extend(others.iter().chain(&ELSEWHERE));
+        dsts.extend(others.iter().chain(&ELSEWHERE).chain(&WAN2));
         // The service's backends are the wan host's own addresses: a wan client could be
         // dealt itself, and a host never accepts its own address as a packet's source.
         dsts.retain(|d| lan || *d != ELSEWHERE[0]);
@@ -181,6 +226,7 @@ fn generate(seed: u64) -> Vec<Case> {
             dport,
         });
     }
+    directed(&mut out, &DIRECTED_LAST);
     out
 }
 
@@ -193,6 +239,8 @@ struct Prediction {
     arrival: Option<(Vec<(IpAddr, u16)>, IpAddr)>,
     /// The deciding rule, for the failure message.
     rule: String,
+    /// The DNAT's rule, if any.
+    dnat: Option<String>,
     /// Refused by routing: the router's ICMP error is best effort (see [`agrees`]).
     by_routing: bool,
     /// Decided in the policy's input or forward chain: the deciding rule's comment, or
@@ -245,6 +293,7 @@ fn predict(desired: &edgenetd::config::DesiredState, c: &Case, sport: u16) -> Pr
         verdict,
         arrival,
         rule: json["rule"].as_str().unwrap_or("?").to_string(),
+        dnat: json["dnat"]["rule"].as_str().map(str::to_string),
         by_routing: json["chain"] == "routing",
         filter: match &e.decider {
             Decider::Rule(r)
@@ -257,6 +306,75 @@ fn predict(desired: &edgenetd::config::DesiredState, c: &Case, sport: u16) -> Pr
             }
             _ => None,
         },
+    }
+}
+
+/// A property of a case and its prediction.
+type CaseCheck = dyn Fn(&Case, &Prediction) -> bool;
+
+/// Marked to the second uplink (the only way there) and SNATed to its fixed address.
+fn via_wan2(proto: &'static str) -> impl Fn(&Case, &Prediction) -> bool {
+    move |c, p| {
+        c.proto == proto
+            && p.arrival.as_ref().is_some_and(|(to, from)| {
+                to[0].0.to_string() == WAN2[0] && from.to_string() == "100.64.0.7"
+            })
+    }
+}
+
+/// Decided by `rule`.
+fn decided_by(rule: &'static str, proto: &'static str) -> impl Fn(&Case, &Prediction) -> bool {
+    move |c, p| c.proto == proto && p.rule == rule
+}
+
+/// The generator must reach each of the firewall features this config was extended with
+/// (or the test proves less than it claims): how many cases each one decides.
+fn coverage(cases: &[Case], predictions: &[Prediction]) {
+    let checks: [(&str, Box<CaseCheck>); 7] = [
+        (
+            "tcp marked to the second uplink, SNATed",
+            Box::new(via_wan2("tcp")),
+        ),
+        (
+            "udp marked to the second uplink, SNATed",
+            Box::new(via_wan2("udp")),
+        ),
+        (
+            "IPv6 suffix pinhole",
+            Box::new(decided_by("pinhole-lan-host-2", "tcp")),
+        ),
+        (
+            "tcp+udp rule, tcp",
+            Box::new(decided_by("low-sports-to-7000", "tcp")),
+        ),
+        (
+            "tcp+udp rule, udp",
+            Box::new(decided_by("low-sports-to-7000", "udp")),
+        ),
+        (
+            "source port outside the rule's",
+            Box::new(|c: &Case, p: &Prediction| {
+                c.dport == 7000
+                    && c.sender == "wan"
+                    && ROUTER_ADDRS.contains(&c.dst)
+                    && first(c) > 20149
+                    && p.verdict == "drop"
+            }),
+        ),
+        (
+            "port-forward range from its one source",
+            Box::new(|_: &Case, p: &Prediction| {
+                p.dnat.as_deref() == Some("port-forward range-from-one-host")
+            }),
+        ),
+    ];
+    for (what, check) in checks {
+        let n = cases
+            .iter()
+            .filter(|c| check(c, &predictions[c.id]))
+            .count();
+        eprintln!("explain differential: {n} cases: {what}");
+        assert!(n > 0, "no generated case covers: {what}");
     }
 }
 
@@ -372,16 +490,31 @@ fn probe(
 }
 
 /// The topology of `lan_wan` with a third lan address, routes from the wan host to the
-/// VIP and to the lan's IPv6 network, and ICMP errors never rate-limited (a reject must
-/// answer every time).
+/// VIP and to the lan's IPv6 network, a second uplink (`wan2`, the router's end with the
+/// SNAT address too, so the answers to it arrive), and ICMP errors never rate-limited (a
+/// reject must answer every time).
 fn topology() -> Topology {
-    let t = lan_wan();
+    let mut t = lan_wan();
+    t.add_host(
+        "wan2",
+        Link {
+            router_if: "veth-wan2",
+            router_addrs: &["100.64.0.1/24", "100.64.0.7/24"],
+            host_if: "eth0",
+            host_addrs: &["100.64.0.2/24", "198.51.100.20/32"],
+            host_routes: &[],
+        },
+    );
+    // The answers from the second uplink's host have a source only the marked route
+    // reaches: reverse-path filtering (strict or loose) would drop them.
+    t.router()
+        .sh("sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.veth-wan2.rp_filter=0");
     let (lan, wan) = (t.host("lan"), t.host("wan"));
     lan.sh("ip addr add 10.0.0.11/24 dev eth0");
     wan.sh("ip route add 198.51.100.0/24 via 192.0.2.1");
     wan.sh("ip route add 203.0.113.0/24 via 192.0.2.1");
     wan.sh("ip -6 route add default via 2001:db8::1");
-    for h in [t.router(), lan, wan] {
+    for h in [t.router(), lan, wan, t.host("wan2")] {
         h.sh("sysctl -qw net.ipv4.icmp_ratelimit=0 net.ipv6.icmp.ratelimit=0");
         // Nor limited by the host-wide ICMP budget other tests share.
         h.sh("sysctl -qw net.ipv4.icmp_ratemask=0 net.ipv6.icmp.ratemask=");
@@ -397,6 +530,8 @@ fn warm_up(t: &Topology) {
         ("lan", "veth-lan", "fd00::2", "fd00::1"),
         ("wan", "veth-wan", "192.0.2.2", "192.0.2.1"),
         ("wan", "veth-wan", "2001:db8::2", "2001:db8::1"),
+        // The second uplink's two ends, the SNAT address included.
+        ("wan2", "veth-wan2", "100.64.0.2", "100.64.0.7"),
     ] {
         let proto = if src.contains(':') { "icmpv6" } else { "icmp" };
         let c = Case {
@@ -523,6 +658,7 @@ netns_test! {
             receive(&t, t.router(), &ROUTER_ADDRS),
             receive(&t, t.host("lan"), &LAN),
             receive(&t, t.host("wan"), &WAN),
+            receive(&t, t.host("wan2"), &WAN2),
         ]);
         let cases = generate(seed);
         let predictions: Vec<Prediction> =
@@ -534,6 +670,7 @@ netns_test! {
         eprintln!("explain differential: {} cases, verdicts {verdicts:?}", cases.len());
         // The generator must reach every outcome, or the test proves less than it claims.
         assert!(verdicts.len() == 3, "verdicts {verdicts:?}");
+        coverage(&cases, &predictions);
 
         let tracer = Tracer::start(&t);
         let mut observed = BTreeMap::new();

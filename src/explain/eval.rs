@@ -1,7 +1,9 @@
 //! The interpreter: one table's chains run over a [`Packet`] as the kernel runs them —
 //! rules in order, a failed match skips to the next rule, jump/goto/return, verdict maps,
-//! NAT statements ending the chain with accept. Counters, logs, limits (assumed under their
-//! rate), MSS clamping and dynamic-map updates change nothing `explain` reports.
+//! NAT statements ending the chain with accept. `meta mark set` changes the mark the
+//! routing decision matches next. Counters, logs, limits (assumed under their rate), MSS
+//! clamping and dynamic-map updates change nothing `explain` reports; a conntrack helper
+//! and a flow offload change no verdict either, but the path names them.
 
 use std::net::IpAddr;
 
@@ -10,7 +12,7 @@ use crate::dataplane::nft::render::render_rule;
 
 use super::error::ExplainError;
 use super::packet::Packet;
-use super::values::{Locality, any_bit, element_matches, equal, load};
+use super::values::{Locality, any_bit, element_matches, equal, load, masked_equal};
 
 /// The kernel's limit on nested jumps.
 const MAX_DEPTH: usize = 16;
@@ -204,6 +206,9 @@ impl Run<'_> {
             Stmt::Flags { left, bits, negate } => {
                 load(left, pkt, self.local)?.is_some_and(|v| any_bit(&v, bits) != *negate)
             }
+            Stmt::MaskedCmp { left, mask, right } => {
+                load(left, pkt, self.local)?.is_some_and(|v| masked_equal(&v, mask, right))
+            }
             Stmt::Lookup { left, set, negate } => match load(left, pkt, self.local)? {
                 Some(v) => self.lookup(set, &v)?.is_some() != *negate,
                 None => false,
@@ -238,6 +243,38 @@ impl Run<'_> {
             }
             Stmt::CtMarkOr(bits) => {
                 pkt.ct_mark |= bits;
+                true
+            }
+            Stmt::MetaMarkSet { value, mask } => {
+                pkt.mark = (pkt.mark & !mask) | value;
+                trace.steps.push(format!(
+                    "{}: mark set {value:#x}/{mask:#x} by {} (the packet's mark is now {:#x})",
+                    rule.chain,
+                    super::report::rule_name(&self.rule_ref(rule)),
+                    pkt.mark
+                ));
+                true
+            }
+            Stmt::CtHelperSet(name) => {
+                // The kernel attaches a helper only to a connection still unconfirmed.
+                let name = name.strip_prefix("helper-").unwrap_or(name);
+                trace.steps.push(if pkt.established() {
+                    format!(
+                        "{}: helper {name} (already attached when the connection was new)",
+                        rule.chain
+                    )
+                } else {
+                    format!("{}: helper {name}", rule.chain)
+                });
+                true
+            }
+            Stmt::FlowOffload(flowtable) => {
+                // No verdict: the packet goes on through the chain; later packets of the
+                // connection skip the forward path, decided as this one was.
+                trace.steps.push(format!(
+                    "{}: flow add @{flowtable}: this established connection would be offloaded (its later packets bypass the forward chain)",
+                    rule.chain
+                ));
                 true
             }
             Stmt::Counter

@@ -29,6 +29,7 @@ use crate::controller::policy::addresses::RouterAddresses;
 use crate::controller::policy::program;
 use crate::controller::service::{elements, model};
 use crate::dataplane::nft::ir::Table;
+use crate::dataplane::route::{LinkInfo, LinkKind, LinkTable};
 
 pub use error::ExplainError;
 use route::Addresses;
@@ -44,7 +45,8 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
                 .iter()
                 .map(|(i, n)| (i.clone(), n.addr()))
                 .collect(),
-        );
+        )
+        .with_links(links(addrs));
         let policy = program::build_with_pods(
             desired.policy.as_ref(),
             &desired.pod_policies,
@@ -62,6 +64,27 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
         ));
     }
     out
+}
+
+/// The interfaces `--addresses` names, as plain devices: the flowtable (`flow_offload`)
+/// is built over the zones' existing devices, and these are the ones explain knows exist.
+fn links(addrs: &Addresses) -> LinkTable {
+    let mut names: Vec<&String> = addrs.entries.iter().map(|(i, _)| i).collect();
+    names.sort();
+    names.dedup();
+    LinkTable {
+        links: (1..)
+            .zip(names)
+            .map(|(index, name)| LinkInfo {
+                index,
+                name: name.clone(),
+                kind: LinkKind::Other,
+                master: None,
+                parent: None,
+            })
+            .collect(),
+        pppoe_devices: Vec::new(),
+    }
 }
 
 /// Explains `q`'s packet under `desired`.

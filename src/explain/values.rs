@@ -119,6 +119,17 @@ pub fn equal(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// `v & mask == right`, byte by byte on the encoded values (as the kernel's bitwise and
+/// cmp expressions do); values of different lengths never match.
+pub fn masked_equal(v: &Value, mask: &Value, right: &Value) -> bool {
+    match (encode(v), encode(mask), encode(right)) {
+        (Ok(v), Ok(m), Ok(r)) if v.len() == m.len() && m.len() == r.len() => {
+            v.iter().zip(&m).map(|(v, m)| v & m).eq(r.iter().copied())
+        }
+        _ => false,
+    }
+}
+
 /// The number a value stands for, for ranges and bit tests.
 pub fn number(v: &Value) -> Option<u128> {
     Some(match v {
