@@ -59,13 +59,5 @@ printf '  %-44s %-26s\n' "  the feature adds" "$((size - default_size)) B ($(mb 
 if [ $((size - default_size)) -lt 100000 ]; then
   echo "  note: the feature adds under 100 kB: the daemon does not use the client (LTO dropped it)"
 fi
-if [ "$size" -gt "$budget" ]; then
-  # Known and open (issue 10): the wired-in source (watcher, translations, NetworkPolicies)
-  # brought the feature build over its budget. The figure is printed above and in the README;
-  # KUBERNETES_SIZE_ENFORCE=1 makes it fail, as it will again once the build is back within.
-  if [ "${KUBERNETES_SIZE_ENFORCE:-0}" = 1 ]; then
-    fail "$feature_bin is $size bytes, over the $budget budget"
-  fi
-  echo "kubernetes size check: WARNING: $feature_bin is $size bytes, over the $budget budget (open, issue 10)" >&2
-fi
+[ "$size" -le "$budget" ] || fail "$feature_bin is $size bytes, over the $budget budget"
 echo "kubernetes feature: ok"
