@@ -138,3 +138,107 @@ netns_test! {
         assert!(input.contains("policy accept"), "{input}");
     }
 }
+
+/// Every object kind issue 11 added to a table: ct helper objects, a dynamic set, marks in
+/// `mangle_prerouting`, an anonymous map for a port-forward range, SNAT and destination
+/// address sets. Each takes handles from the table's counter.
+const FEATURES: &str = r#"
+[policy]
+input = "drop"
+forward_default = "drop"
+helpers = ["ftp"]
+
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+networks = ["10.0.0.0/24"]
+helpers = ["ftp"]
+
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+snat = "203.0.113.7"
+
+[policy.set.banned]
+type = "ipv4"
+dynamic = true
+elements = ["198.51.100.1"]
+
+[[policy.rule]]
+name = "drop-banned"
+from = "@banned"
+action = "drop"
+
+[[policy.rule]]
+name = "https-via-wan2"
+from = "lan"
+protocol = "tcp"
+ports = [443]
+set_mark = "0x10/0xff"
+
+[[policy.rule]]
+name = "dns-out"
+from = "lan"
+to = "wan"
+protocol = "udp"
+ports = [53]
+to_addresses = ["9.9.9.9", "149.112.112.112"]
+action = "accept"
+
+[[policy.port_forward]]
+name = "games"
+from = "wan"
+protocol = "udp"
+port = "27015-27020"
+to = "10.0.0.20:28015-28020"
+"#;
+
+/// Writes `config` with one controller, runs `edit`, and syncs a fresh controller against the
+/// same config: its report and how many nf_tables commits that first sync made.
+fn restart_with(config: &str, edit: &str) -> (edgenetd::sync::SyncReport, u32) {
+    let first = Driver::policy().sync(config);
+    if let Ok(first) = &first {
+        assert!(first.changes > 0, "{first:?}");
+    }
+    if !edit.is_empty() {
+        sh(edit);
+    }
+    let before = generation();
+    let report = Driver::policy().sync(config).unwrap();
+    (report, generation().wrapping_sub(before))
+}
+
+netns_test! {
+    fn a_table_with_helpers_marks_ranges_snat_and_dynamic_sets_is_adopted() {
+        let (report, commits) = restart_with(FEATURES, "");
+        assert_eq!((report.changes, report.drift_repairs, commits), (0, 0, 0), "{report:?}");
+        let listed = sh("nft list table inet edgenetd-policy");
+        for want in ["ct helper", "mangle_prerouting", "snat ip to 203.0.113.7", "28015"] {
+            assert!(listed.contains(want), "{want} missing:\n{listed}");
+        }
+    }
+}
+
+netns_test! {
+    fn adoption_keeps_a_foreign_element_of_a_dynamic_set() {
+        // fail2ban's ban: not the config's, not drift, and it must survive the restart.
+        let (report, commits) = restart_with(
+            FEATURES,
+            "nft add element inet edgenetd-policy banned '{ 192.0.2.99 }'",
+        );
+        assert_eq!((report.changes, report.drift_repairs, commits), (0, 0, 0), "{report:?}");
+        let set = sh("nft list set inet edgenetd-policy banned");
+        assert!(set.contains("192.0.2.99") && set.contains("198.51.100.1"), "{set}");
+    }
+}
+
+netns_test! {
+    fn a_config_element_deleted_from_a_dynamic_set_is_drift() {
+        let (report, commits) = restart_with(
+            FEATURES,
+            "nft add element inet edgenetd-policy banned '{ 192.0.2.99 }' && \
+             nft delete element inet edgenetd-policy banned '{ 198.51.100.1 }'",
+        );
+        assert_eq!((report.drift_repairs, commits), (1, 1), "{report:?}");
+        let set = sh("nft list set inet edgenetd-policy banned");
+        assert!(set.contains("192.0.2.99") && set.contains("198.51.100.1"), "{set}");
+    }
+}
