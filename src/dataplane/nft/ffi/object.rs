@@ -24,9 +24,37 @@ pub(crate) mod kind {
         };
     }
     markers!(
-        Table, Chain, Rule, Set, Elem, AnyExpr, Meta, Payload, Ct, Fib, Numgen, Hash, Cmp, Range,
-        Bitwise, Lookup, Immediate, Counter, Limit, Log, Reject, Masq, Nat, Dynset, Rt, Byteorder,
-        Exthdr, Object, Objref, Flowtable, FlowOffload
+        Table,
+        Chain,
+        Rule,
+        Set,
+        Elem,
+        AnyExpr,
+        Meta,
+        Payload,
+        Ct,
+        Fib,
+        Numgen,
+        Hash,
+        Cmp,
+        Range,
+        Bitwise,
+        Lookup,
+        Immediate,
+        Counter,
+        Limit,
+        Log,
+        Reject,
+        Masq,
+        Nat,
+        Dynset,
+        Rt,
+        Byteorder,
+        Exthdr,
+        Object,
+        Objref,
+        Flowtable,
+        FlowOffload
     );
 }
 
