@@ -7,7 +7,8 @@ mod common;
 
 use common::controller::Driver;
 use common::policy::HOME;
-use common::shell::sh;
+use common::policy::lan_wan;
+use common::shell::{sh, sh_status};
 use edgenetd::dataplane::nft::Nft;
 
 fn generation() -> u32 {
@@ -240,5 +241,88 @@ netns_test! {
         assert_eq!((report.drift_repairs, commits), (1, 1), "{report:?}");
         let set = sh("nft list set inet edgenetd-policy banned");
         assert!(set.contains("192.0.2.99") && set.contains("198.51.100.1"), "{set}");
+    }
+}
+
+netns_test! {
+    fn a_ct_helper_object_added_to_the_table_is_drift() {
+        // An object takes a handle and is not in the program: adopting would keep it.
+        let (report, commits) = restart_with(
+            FEATURES,
+            "nft add ct helper inet edgenetd-policy extra '{ type \"ftp\" protocol tcp; }'",
+        );
+        assert_eq!((report.drift_repairs, commits), (1, 1), "{report:?}");
+        let helpers = sh("nft list ct helpers table inet edgenetd-policy");
+        assert!(!helpers.contains("extra") && helpers.contains("helper-ftp"), "{helpers}");
+        adopted_by_a_fresh_controller_of(FEATURES);
+    }
+}
+
+netns_test! {
+    fn a_running_controller_sees_a_ct_helper_object_added_behind_its_back() {
+        let mut driver = Driver::policy();
+        driver.sync(FEATURES).unwrap();
+        assert_eq!(driver.sync(FEATURES).unwrap().changes, 0);
+        sh("nft add ct helper inet edgenetd-policy extra '{ type \"ftp\" protocol tcp; }'");
+        let report = driver.sync(FEATURES).unwrap();
+        assert_eq!(report.drift_repairs, 1, "{report:?}");
+        let helpers = sh("nft list ct helpers table inet edgenetd-policy");
+        assert!(!helpers.contains("extra"), "{helpers}");
+    }
+}
+
+/// [`adopted_by_a_fresh_controller`] for `config`.
+fn adopted_by_a_fresh_controller_of(config: &str) {
+    let before = generation();
+    let report = Driver::policy().sync(config).unwrap();
+    assert_eq!(report.changes, 0, "{report:?}");
+    assert_eq!(generation(), before, "no commit");
+}
+
+/// True when this kernel creates flowtables (probed in the test's namespace).
+fn kernel_has_flowtables() -> bool {
+    let (ok, _, _) = sh_status(
+        "printf 'table inet probe-ft {\\n flowtable f { hook ingress priority 0; devices = { lo }; }\\n}\\n' | nft -f -",
+    );
+    sh_status("nft delete table inet probe-ft");
+    ok
+}
+
+netns_test! {
+    fn a_restart_with_flow_offload_adopts_or_only_retries_the_refused_flowtable() {
+        // The flowtable hooks real devices: the zones' veths must exist.
+        let _t = lan_wan();
+        let cfg = FEATURES.replacen("[policy]\n", "[policy]\nflow_offload = true\n", 1);
+        let first = Driver::policy().sync(&cfg);
+        let before = generation();
+        let restarted = Driver::policy().sync(&cfg);
+        let commits = generation().wrapping_sub(before);
+        if kernel_has_flowtables() {
+            // The flowtable takes a handle like the rest: an intact table is adopted.
+            first.unwrap();
+            let report = restarted.unwrap();
+            assert_eq!((report.changes, commits), (0, 0), "{report:?}");
+            assert!(sh("nft list flowtables").contains("flowtable ft"));
+            return;
+        }
+        // Refused here. The table was tagged as written without the flowtable group, which
+        // is not the program asked for: the restarted controller rewrites it once, as the
+        // retry every sync of a running controller makes for a refused group (the module may
+        // be loaded later), never as drift, and reports the refusal again.
+        let err = first.unwrap_err();
+        assert_eq!(err.failures[0].object, "policy flow-offload", "{err}");
+        let err = restarted.unwrap_err();
+        assert_eq!(err.failures.len(), 1, "{err}");
+        assert_eq!(err.failures[0].object, "policy flow-offload", "{err}");
+        assert_eq!((err.report.drift_repairs, commits), (0, 1), "{err}");
+        // And no more than that retry per sync, restarted or not.
+        let mut running = Driver::policy();
+        for _ in 0..3 {
+            let before = generation();
+            assert!(running.sync(&cfg).is_err());
+            assert_eq!(generation().wrapping_sub(before), 1, "one write per sync");
+        }
+        let table = sh("nft list table inet edgenetd-policy");
+        assert!(table.contains("helper-ftp") && !table.contains("flowtable"), "{table}");
     }
 }
