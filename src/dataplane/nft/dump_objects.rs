@@ -174,3 +174,96 @@ impl Nft {
         self.collect(&Flowtables(t))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataplane::nft::ir::Family;
+
+    /// Every item `listing` reads from the message at the start of `bytes`.
+    fn items<L: Listing>(listing: &L, bytes: &[u8]) -> Vec<L::Item> {
+        let msg = NlMsg::first(bytes).expect("a whole, aligned message");
+        let mut out = Vec::new();
+        listing.items(msg, &mut |i| out.push(i));
+        out
+    }
+
+    fn table(name: &str) -> TableRef {
+        TableRef {
+            family: Family::Inet,
+            name: name.into(),
+        }
+    }
+
+    /// A 6.1 kernel's answer to an object dump: `ct helper "helper-ftp"` (ftp, tcp) of
+    /// `inet edgenetd-policy`, handle 9.
+    const CT_HELPER: [u8; 112] = [
+        112, 0, 0, 0, 18, 10, 2, 8, 10, 0, 0, 128, 110, 38, 78, 182, 1, 0, 0, 2, 20, 0, 1, 0, 101,
+        100, 103, 101, 110, 101, 116, 100, 45, 112, 111, 108, 105, 99, 121, 0, 15, 0, 2, 0, 104,
+        101, 108, 112, 101, 114, 45, 102, 116, 112, 0, 0, 8, 0, 3, 0, 0, 0, 0, 3, 12, 0, 6, 0, 0,
+        0, 0, 0, 0, 0, 0, 9, 8, 0, 5, 0, 0, 0, 0, 1, 28, 0, 4, 0, 8, 0, 1, 0, 102, 116, 112, 0, 5,
+        0, 3, 0, 6, 0, 0, 0, 6, 0, 2, 0, 0, 1, 0, 0,
+    ];
+
+    #[test]
+    fn a_kernels_ct_helper_object_is_read_with_its_handle() {
+        let t = table("edgenetd-policy");
+        let got = items(&Objects(&t), &CT_HELPER.to_vec());
+        assert_eq!(
+            got,
+            [ObjectInfo {
+                name: "helper-ftp".into(),
+                kind: NFT_OBJECT_CT_HELPER,
+                helper: "ftp".into(),
+                handle: 9,
+            }]
+        );
+        assert!(items(&Objects(&table("other")), &CT_HELPER.to_vec()).is_empty());
+    }
+
+    /// A flowtable message as the kernel shapes it (table, name, hook, use, handle, flags).
+    fn flowtable_message() -> Vec<u8> {
+        let attr = |ty: u16, value: &[u8]| {
+            let mut a = ((4 + value.len()) as u16).to_ne_bytes().to_vec();
+            a.extend(ty.to_ne_bytes());
+            a.extend(value);
+            a.resize(a.len().next_multiple_of(4), 0);
+            a
+        };
+        let mut body = vec![1, 0, 0, 0];
+        body.extend(attr(NFTA_FLOWTABLE_TABLE, b"t\0"));
+        body.extend(attr(NFTA_FLOWTABLE_NAME, b"ft\0"));
+        body.extend(attr(3 | 0x8000, &attr(2, &0i32.to_be_bytes())));
+        body.extend(attr(4, &1u32.to_be_bytes()));
+        body.extend(attr(NFTA_FLOWTABLE_HANDLE, &12u64.to_be_bytes()));
+        body.extend(attr(NFTA_FLOWTABLE_FLAGS, &1u32.to_be_bytes()));
+        let mut msg = ((16 + body.len()) as u32).to_ne_bytes().to_vec();
+        msg.extend([0; 12]);
+        msg.extend(body);
+        msg
+    }
+
+    #[test]
+    fn a_flowtable_is_read_with_its_handle_and_a_cut_message_reads_no_garbage() {
+        let bytes = flowtable_message();
+        let got = items(&Flowtables(&table("t")), &bytes);
+        let want = FlowtableInfo {
+            name: "ft".into(),
+            flags: 1,
+            handle: 12,
+        };
+        assert_eq!(got, [want]);
+        for cut in 0..bytes.len() {
+            let mut short = bytes[..cut].to_vec();
+            if short.len() >= 4 {
+                short[0..4].copy_from_slice(&(cut as u32).to_ne_bytes());
+            }
+            let Some(msg) = NlMsg::first(&short) else {
+                continue;
+            };
+            let mut n = 0;
+            Flowtables(&table("t")).items(msg, &mut |_| n += 1);
+            assert!(n <= 1, "{cut}");
+        }
+    }
+}
