@@ -195,20 +195,24 @@ mod tests {
         }
     }
 
+    /// Netlink messages are read in place from 4-byte aligned buffers.
+    #[repr(align(4))]
+    struct Aligned<const N: usize>([u8; N]);
+
     /// A 6.1 kernel's answer to an object dump: `ct helper "helper-ftp"` (ftp, tcp) of
     /// `inet edgenetd-policy`, handle 9.
-    const CT_HELPER: [u8; 112] = [
+    static CT_HELPER: Aligned<112> = Aligned([
         112, 0, 0, 0, 18, 10, 2, 8, 10, 0, 0, 128, 110, 38, 78, 182, 1, 0, 0, 2, 20, 0, 1, 0, 101,
         100, 103, 101, 110, 101, 116, 100, 45, 112, 111, 108, 105, 99, 121, 0, 15, 0, 2, 0, 104,
         101, 108, 112, 101, 114, 45, 102, 116, 112, 0, 0, 8, 0, 3, 0, 0, 0, 0, 3, 12, 0, 6, 0, 0,
         0, 0, 0, 0, 0, 0, 9, 8, 0, 5, 0, 0, 0, 0, 1, 28, 0, 4, 0, 8, 0, 1, 0, 102, 116, 112, 0, 5,
         0, 3, 0, 6, 0, 0, 0, 6, 0, 2, 0, 0, 1, 0, 0,
-    ];
+    ]);
 
     #[test]
     fn a_kernels_ct_helper_object_is_read_with_its_handle() {
         let t = table("edgenetd-policy");
-        let got = items(&Objects(&t), &CT_HELPER.to_vec());
+        let got = items(&Objects(&t), &CT_HELPER.0);
         assert_eq!(
             got,
             [ObjectInfo {
@@ -218,7 +222,7 @@ mod tests {
                 handle: 9,
             }]
         );
-        assert!(items(&Objects(&table("other")), &CT_HELPER.to_vec()).is_empty());
+        assert!(items(&Objects(&table("other")), &CT_HELPER.0).is_empty());
     }
 
     /// A flowtable message as the kernel shapes it (table, name, hook, use, handle, flags).
