@@ -20,7 +20,8 @@ use super::program::Program;
 /// The tag of `program` written without the `failed` groups: a 128-bit FNV-1a hash of its
 /// structure (table, chains, rules, groups, set definitions, ct helper objects, flowtables;
 /// not set elements, which the drift check compares and which other programs may add to
-/// dynamic sets) and of this edgenetd's version (another version may encode the same program differently).
+/// dynamic sets) and of this edgenetd's version (another version may encode the same
+/// program differently).
 pub fn tag(program: &Program, failed: &BTreeSet<u32>) -> String {
     let mut h = Fnv128::default();
     let t = &program.table;
