@@ -18,9 +18,10 @@ use super::plan::{self, Adoption};
 use super::program::Program;
 
 /// The tag of `program` written without the `failed` groups: a 128-bit FNV-1a hash of its
-/// structure (table, chains, rules, groups, set definitions; not set elements, which the
-/// drift check compares and which other programs may add to dynamic sets) and of this
-/// edgenetd's version (another version may encode the same program differently).
+/// structure (table, chains, rules, groups, set definitions, ct helper objects, flowtables;
+/// not set elements, which the drift check compares and which other programs may add to
+/// dynamic sets) and of this edgenetd's version (another version may encode the same
+/// program differently).
 pub fn tag(program: &Program, failed: &BTreeSet<u32>) -> String {
     let mut h = Fnv128::default();
     let t = &program.table;
@@ -37,6 +38,13 @@ pub fn tag(program: &Program, failed: &BTreeSet<u32>) -> String {
         program.rule_groups,
         program.set_groups,
         failed,
+    );
+    // Helper objects and flowtables (with their devices, which follow the links: a link
+    // that appeared while no edgenetd ran makes another program) are structure too.
+    let _ = write!(
+        h,
+        " {:?} {:?} {:?} {:?}",
+        t.ct_helpers, program.helper_groups, t.flowtables, program.flowtable_groups,
     );
     for set in &t.sets {
         let definition = Set {

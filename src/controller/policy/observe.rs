@@ -1,17 +1,19 @@
 //! Observe: what the policy controller believes is in the kernel (the cache's snapshot,
 //! [`Applied`]) and the drift check that compares it with the kernel's listing.
 //!
-//! The check lists the table (rules with fingerprints, chains, sets) and compares it with the
-//! listing taken right after our last full write, and compares each named set's elements with
-//! the desired ones; any difference is drift, except elements other programs added to a
-//! dynamic set (only the config's elements missing from one is).
+//! The check lists the table (rules with fingerprints, chains, sets, ct helper objects,
+//! flowtables) and compares it with the listing taken right after our last full write, and
+//! compares each named set's elements with the desired ones; any difference is drift, except
+//! elements other programs added to a dynamic set (only the config's elements missing from
+//! one is).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::dataplane::nft::{
-    ChainInfo, ElemInfo, Nft, NftError, RuleInfo, SetInfo, TableRef, raw_elements,
+    ChainInfo, ElemInfo, FlowtableInfo, Nft, NftError, ObjectInfo, RuleInfo, SetInfo, TableRef,
+    raw_elements,
 };
 
 use super::program::{Program, keeps_foreign_elements};
@@ -25,6 +27,10 @@ pub struct Baseline {
     pub rules: Vec<RuleInfo>,
     /// Sets as listed (definitions, not elements).
     pub sets: Vec<SetInfo>,
+    /// Stateful objects (ct helpers) as listed.
+    pub objects: Vec<ObjectInfo>,
+    /// Flowtables as listed.
+    pub flowtables: Vec<FlowtableInfo>,
 }
 
 /// What the last successful sync left in the kernel.
@@ -68,6 +74,8 @@ pub fn take_baseline(nft: &mut Nft, t: &TableRef) -> Result<Baseline, NftError> 
         chains: nft.list_chains(t)?,
         rules: nft.list_rules(t)?,
         sets: nft.list_sets(t)?,
+        objects: nft.list_objects(t)?,
+        flowtables: nft.list_flowtables(t)?,
     })
 }
 

@@ -12,6 +12,9 @@ use crate::dataplane::nft::{ChainInfo, TableRef, TableState};
 use super::observe::{Applied, Baseline};
 use super::program::Program;
 
+/// `NFT_SET_ANONYMOUS`: a set the kernel made for one rule (`{ 22, 80 }`, a NAT range map).
+const NFT_SET_ANONYMOUS: u32 = 0x1;
+
 /// What a sync writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -64,10 +67,11 @@ pub enum Adoption {
 ///
 /// The tag says which program was written; the listing says whether anything changed since.
 /// A full write creates the table afresh in one batch, so the kernel numbered its chains,
-/// sets and rules 1..N, and every object added or replaced later got a higher handle: an
-/// intact table has exactly the handles 1..N, the program's chains (a chain policy is the one
-/// thing edited in place), its named sets and its rule count per chain. Set elements are not
-/// in the tag: the drift check compares them.
+/// sets, rules, objects and flowtables 1..N, and every object added or replaced later got a
+/// higher handle: an intact table has exactly the handles 1..N, the program's chains (a
+/// chain policy is the one thing edited in place), its named sets, ct helper objects and
+/// flowtables, and its rule count per chain. Set elements are not in the tag: the drift
+/// check compares them.
 pub fn adoption(
     found: Option<&TableState>,
     listing: &Baseline,
@@ -103,29 +107,31 @@ pub fn adoption(
     if want != have {
         return Adoption::Drifted("a chain was added, deleted or edited");
     }
-    let mut want: Vec<&str> = desired.table.sets.iter().map(|s| s.name.as_str()).collect();
-    let mut have: Vec<&str> = listing
-        .sets
-        .iter()
-        .map(|s| s.name.as_str())
-        .filter(|n| !n.starts_with("__set"))
-        .collect();
-    want.sort_unstable();
-    have.sort_unstable();
-    if want != have {
+    let t = &desired.table;
+    // By flag, not by name: anonymous maps are `__mapN`, anonymous sets `__setN`.
+    let named_sets = (listing.sets.iter())
+        .filter(|s| s.flags & NFT_SET_ANONYMOUS == 0)
+        .map(|s| s.name.as_str());
+    if !same_names(t.sets.iter().map(|s| s.name.as_str()), named_sets) {
         return Adoption::Drifted("a named set was added or deleted");
     }
-    let mut want: Vec<&str> = desired
-        .table
-        .rules
-        .iter()
-        .map(|r| r.chain.as_str())
-        .collect();
-    let mut have: Vec<&str> = listing.rules.iter().map(|r| r.chain.as_str()).collect();
-    want.sort_unstable();
-    have.sort_unstable();
-    if want != have {
+    if !same_names(
+        t.rules.iter().map(|r| r.chain.as_str()),
+        listing.rules.iter().map(|r| r.chain.as_str()),
+    ) {
         return Adoption::Drifted("a rule was added or deleted");
+    }
+    if !same_names(
+        t.ct_helpers.iter().map(|h| h.name.as_str()),
+        listing.objects.iter().map(|o| o.name.as_str()),
+    ) {
+        return Adoption::Drifted("a ct helper object was added or deleted");
+    }
+    if !same_names(
+        t.flowtables.iter().map(|f| f.name.as_str()),
+        listing.flowtables.iter().map(|f| f.name.as_str()),
+    ) {
+        return Adoption::Drifted("a flowtable was added or deleted");
     }
     if !handles_are_one_to_n(listing) {
         return Adoption::Drifted("an object was added or replaced after the write");
@@ -133,11 +139,30 @@ pub fn adoption(
     Adoption::Adopt
 }
 
-/// True when the listed chains, sets and rules have exactly the handles 1..N.
+/// True when both lists hold the same names as often, in any order.
+fn same_names<'a>(
+    want: impl Iterator<Item = &'a str>,
+    have: impl Iterator<Item = &'a str>,
+) -> bool {
+    let (mut want, mut have): (Vec<_>, Vec<_>) = (want.collect(), have.collect());
+    want.sort_unstable();
+    have.sort_unstable();
+    want == have
+}
+
+/// True when the listed objects of the table have exactly the handles 1..N.
+///
+/// The kernel numbers everything a table holds from one counter of that table: chains,
+/// sets (anonymous ones included), rules, stateful objects (our ct helpers) and flowtables
+/// each take the next handle when created, and a handle is never reused. So all five kinds
+/// must be counted: leaving one out (as an earlier version left out ct helpers) makes an
+/// intact table look edited at every restart. Set elements take no handle.
 fn handles_are_one_to_n(listing: &Baseline) -> bool {
     let mut handles: Vec<u64> = (listing.chains.iter().map(|c| c.handle))
         .chain(listing.sets.iter().map(|s| s.handle))
         .chain(listing.rules.iter().map(|r| r.handle))
+        .chain(listing.objects.iter().map(|o| o.handle))
+        .chain(listing.flowtables.iter().map(|f| f.handle))
         .collect();
     handles.sort_unstable();
     handles.iter().zip(1u64..).all(|(h, want)| *h == want)
@@ -215,7 +240,7 @@ mod tests {
 
     use super::*;
     use crate::dataplane::nft::ir::{ElemKey, Value};
-    use crate::dataplane::nft::{RuleInfo, SetInfo};
+    use crate::dataplane::nft::{FlowtableInfo, ObjectInfo, RuleInfo, SetInfo};
 
     fn program(toml: &str) -> Arc<Program> {
         let desired = crate::config::load_str(&[("edgenetd.toml", toml)]).unwrap();
@@ -309,10 +334,27 @@ mod tests {
                 fingerprint: String::new(),
             })
             .collect();
+        let objects = (p.table.ct_helpers.iter())
+            .map(|h| ObjectInfo {
+                name: h.name.clone(),
+                kind: 3,
+                helper: h.helper.clone(),
+                handle: handle(),
+            })
+            .collect();
+        let flowtables = (p.table.flowtables.iter())
+            .map(|f| FlowtableInfo {
+                name: f.name.clone(),
+                flags: 0,
+                handle: handle(),
+            })
+            .collect();
         Baseline {
             chains,
             rules,
             sets,
+            objects,
+            flowtables,
         }
     }
 
@@ -400,14 +442,54 @@ mod tests {
         for (what, edit) in cases {
             assert!(matches!(drifted(edit), Adoption::Drifted(_)), "{what}");
         }
-        // A rule's anonymous set is numbered with the rest of the write.
-        let anonymous = |l: &mut Baseline| {
-            let mut s = l.sets[0].clone();
-            s.name = "__set0".into();
-            s.handle = l.rules.last().unwrap().handle + 1;
-            l.sets.push(s);
-        };
-        assert_eq!(drifted(&anonymous), Adoption::Adopt);
+        // A rule's anonymous set or map is numbered with the rest of the write.
+        let max = |l: &Baseline| handles(l).into_iter().max().unwrap();
+        for name in ["__set0", "__map0"] {
+            let anonymous = |l: &mut Baseline| {
+                let mut s = l.sets[0].clone();
+                s.name = name.into();
+                s.flags = NFT_SET_ANONYMOUS;
+                s.handle = max(l) + 1;
+                l.sets.push(s);
+            };
+            assert_eq!(drifted(&anonymous), Adoption::Adopt, "{name}");
+        }
+    }
+
+    fn handles(l: &Baseline) -> Vec<u64> {
+        (l.chains.iter().map(|c| c.handle))
+            .chain(l.sets.iter().map(|s| s.handle))
+            .chain(l.rules.iter().map(|r| r.handle))
+            .chain(l.objects.iter().map(|o| o.handle))
+            .chain(l.flowtables.iter().map(|f| f.handle))
+            .collect()
+    }
+
+    #[test]
+    fn ct_helper_objects_take_handles_from_the_tables_counter() {
+        // The regression: the ct helper's handle was not counted, so a table with helpers
+        // never had "exactly 1..N" and was rewritten at every restart.
+        let p = program(
+            "[policy]\nhelpers = [\"ftp\"]\n[policy.zone.lan]\ninterfaces = [\"lan0\"]\n\
+             helpers = [\"ftp\"]\n",
+        );
+        assert!(!p.table.ct_helpers.is_empty());
+        let tag = super::super::adopt::tag(&p, &BTreeSet::new());
+        let found = tagged(&tag);
+        let ok = intact(&p);
+        assert_eq!(adoption(Some(&found), &ok, &p, &tag), Adoption::Adopt);
+        let mut deleted = ok.clone();
+        deleted.objects.clear();
+        assert!(matches!(
+            adoption(Some(&found), &deleted, &p, &tag),
+            Adoption::Drifted(_)
+        ));
+        let mut replaced = ok.clone();
+        replaced.objects[0].handle = handles(&ok).into_iter().max().unwrap() + 1;
+        assert!(matches!(
+            adoption(Some(&found), &replaced, &p, &tag),
+            Adoption::Drifted(_)
+        ));
     }
 
     #[test]

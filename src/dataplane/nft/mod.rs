@@ -68,6 +68,7 @@
 mod batch;
 mod compile;
 pub mod dump;
+mod dump_objects;
 pub mod encode;
 mod error;
 mod expr;
@@ -84,6 +85,7 @@ pub mod table_tag;
 
 pub use batch::{Batch, Op, TAG_BATCH};
 pub use dump::{ChainInfo, ElemInfo, Listed, RuleInfo, SetInfo, TableInfo, list_answer};
+pub use dump_objects::{FlowtableInfo, ObjectInfo};
 pub use error::{CompileError, MessageFailure, NftError};
 pub use kept::KeptElem;
 pub use monitor::GenerationWatch;

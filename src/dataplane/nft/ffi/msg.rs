@@ -37,6 +37,11 @@ impl<'a> NlMsg<'a> {
             .then(|| NlMsg(&bytes[..len]))
     }
 
+    /// The message's bytes, header included (for the few replies parsed without libnftnl).
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.0
+    }
+
     /// `nlmsg_len`: the message's length in bytes.
     pub(crate) fn len(&self) -> usize {
         self.0.len()
