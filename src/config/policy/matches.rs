@@ -2,7 +2,6 @@
 //! address lists (prefixes, `@sets`, IPv6 suffixes) and marks.
 
 use std::net::Ipv6Addr;
-use std::ops::Range;
 
 use toml::Spanned;
 
@@ -104,7 +103,7 @@ fn address(
 ) -> Option<AddressMatch> {
     let text = item.get_ref().trim();
     if let Some(name) = text.strip_prefix('@') {
-        return set_ref(name, item.span(), cfg, diags);
+        return super::rules::known_set(name, item.span(), cfg, diags).map(AddressMatch::Set);
     }
     if let Some((addr, mask)) = text.split_once('/')
         && (mask.starts_with('-') || mask.contains(':'))
@@ -124,26 +123,6 @@ fn address(
             None
         }
     }
-}
-
-fn set_ref(
-    name: &str,
-    span: Range<usize>,
-    cfg: &PolicyConfig,
-    diags: &mut Diagnostics,
-) -> Option<AddressMatch> {
-    if cfg.sets.contains_key(name) {
-        return Some(AddressMatch::Set(name.to_string()));
-    }
-    let known: Vec<String> = cfg.sets.keys().map(|k| format!("`@{k}`")).collect();
-    diags.error(
-        span,
-        format!(
-            "set `{name}` is used but never defined: expected one of {} (define it with [policy.set.{name}])",
-            if known.is_empty() { "no sets yet".to_string() } else { known.join(", ") }
-        ),
-    );
-    None
 }
 
 /// `"::1234/::ffff:ffff:ffff:ffff"` (a mask) or `"::1234/-64"` (the last 64 bits).

@@ -209,7 +209,9 @@ fn source(
     };
     match f.get_ref() {
         RawFrom::One(s) if s == "self" => Some(Source::Router),
-        RawFrom::One(s) if s.starts_with('@') => named_set(&s[1..], f.span(), cfg, diags),
+        RawFrom::One(s) if s.starts_with('@') => {
+            known_set(&s[1..], f.span(), cfg, diags).map(Source::Set)
+        }
         RawFrom::One(s) if s.contains(['.', ':']) => match parse_prefix(s) {
             Ok(n) => Some(Source::Prefixes(vec![n])),
             Err(e) => {
@@ -224,14 +226,15 @@ fn source(
     }
 }
 
-fn named_set(
+/// `@name` must be a set of `[policy.set.*]`; an error naming the sets that exist otherwise.
+pub(super) fn known_set(
     name: &str,
     span: Range<usize>,
     cfg: &PolicyConfig,
     diags: &mut Diagnostics,
-) -> Option<Source> {
+) -> Option<String> {
     if cfg.sets.contains_key(name) {
-        return Some(Source::Set(name.to_string()));
+        return Some(name.to_string());
     }
     let known: Vec<String> = cfg.sets.keys().map(|k| format!("`@{k}`")).collect();
     diags.error(

@@ -212,6 +212,27 @@ impl Program {
     }
 }
 
+/// The start of a source-NAT rule of the postrouting chain: the family test when the
+/// zone's match does not imply one, never through `lo`, the zone's outgoing match, a counter.
+fn leaving_zone(nfproto: Option<u8>, zone_match: Vec<Stmt>) -> Vec<Stmt> {
+    let mut stmts: Vec<Stmt> = nfproto
+        .map(|p| Stmt::Cmp {
+            left: Expr::Meta(MetaKey::NfProto),
+            op: CmpOp::Eq,
+            right: Value::Proto(p),
+        })
+        .into_iter()
+        .collect();
+    stmts.push(Stmt::Cmp {
+        left: Expr::Meta(MetaKey::OifName),
+        op: CmpOp::Neq,
+        right: Value::IfName("lo".into()),
+    });
+    stmts.extend(zone_match);
+    stmts.push(Stmt::Counter);
+    stmts
+}
+
 fn verdict(action: Action, protocol: Protocol) -> Stmt {
     match action {
         Action::Accept => Stmt::Verdict(Verdict::Accept),
@@ -628,21 +649,7 @@ impl Builder {
                     (None, true, false) => Some(NFPROTO_IPV4),
                     (None, false, _) => Some(NFPROTO_IPV6),
                 };
-                let mut stmts: Vec<Stmt> = nfproto
-                    .map(|p| Stmt::Cmp {
-                        left: Expr::Meta(MetaKey::NfProto),
-                        op: CmpOp::Eq,
-                        right: Value::Proto(p),
-                    })
-                    .into_iter()
-                    .collect();
-                stmts.push(Stmt::Cmp {
-                    left: Expr::Meta(MetaKey::OifName),
-                    op: CmpOp::Neq,
-                    right: Value::IfName("lo".into()),
-                });
-                stmts.extend(m.stmts);
-                stmts.push(Stmt::Counter);
+                let mut stmts = leaving_zone(nfproto, m.stmts);
                 stmts.push(Stmt::Masquerade);
                 self.rule(POSTROUTING, stmts);
             }

@@ -28,21 +28,7 @@ impl Builder {
                         None if addr.is_ipv4() => Some(NFPROTO_IPV4),
                         None => Some(NFPROTO_IPV6),
                     };
-                    let mut stmts: Vec<Stmt> = nfproto
-                        .map(|p| Stmt::Cmp {
-                            left: Expr::Meta(MetaKey::NfProto),
-                            op: CmpOp::Eq,
-                            right: Value::Proto(p),
-                        })
-                        .into_iter()
-                        .collect();
-                    stmts.push(Stmt::Cmp {
-                        left: Expr::Meta(MetaKey::OifName),
-                        op: CmpOp::Neq,
-                        right: Value::IfName("lo".into()),
-                    });
-                    stmts.extend(m.stmts);
-                    stmts.push(Stmt::Counter);
+                    let mut stmts = super::leaving_zone(nfproto, m.stmts);
                     stmts.push(Stmt::Nat {
                         kind: NatKind::Snat,
                         addr: *addr,
