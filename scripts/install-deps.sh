@@ -4,7 +4,8 @@
 # (prometheus brings promtool, which checks the /metrics output; groff-base formats the man
 # page in tests/man_page.rs; python3-kubernetes, the official client, checks that the tests'
 # fake Kubernetes API server speaks the real protocol; python3-pyftpdlib is the FTP server of
-# the conntrack helper tests). `--fuzz` adds a minimal nightly
+# the conntrack helper tests; iputils-ping resolves the service tests' IPv6 neighbours before
+# their first connection). `--fuzz` adds a minimal nightly
 # toolchain and cargo-fuzz (scripts/fuzz.sh); both steps are quick when already present.
 # `--nspawn` adds what scripts/systemd-nspawn-test.sh needs (mmdebstrap builds a Debian 12
 # root, systemd-nspawn boots it with systemd as PID 1). Flags combine: `--test --nspawn`.
@@ -14,7 +15,7 @@ need=(nftables iproute2 libnftnl-dev libmnl-dev pkg-config python3 util-linux pr
 fuzz=0
 for flag in "$@"; do
   case $flag in
-    --test) need+=(prometheus groff-base python3-kubernetes python3-pyftpdlib) ;;
+    --test) need+=(prometheus groff-base python3-kubernetes python3-pyftpdlib iputils-ping) ;;
     --nspawn) need+=(mmdebstrap systemd-container) ;;
     --fuzz) fuzz=1 ;;
   esac

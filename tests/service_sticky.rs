@@ -54,7 +54,7 @@ for src in sys.argv[5:]:
                 s.sendto(b'x', (host, port))
                 got.append(s.recvfrom(100)[0].decode().strip() or 'empty')
         except Exception as e:
-            got.append('fail')
+            got.append('fail:' + type(e).__name__ + ':' + str(e).replace(',', ';'))
         finally:
             s.close()
     print(src, ','.join(got), flush=True)
@@ -67,6 +67,11 @@ impl Lab {
             net.host("cl").sh(&format!(
                 "ip addr add 192.168.10.{}/24 dev eth0 && ip addr add fd10::{:x}/64 dev eth0 nodad",
                 100 + i,
+                0x100 + i
+            ));
+            // The router learns each client address before the first connection from it.
+            net.host("cl").sh(&format!(
+                "ping -6 -c 1 -W 5 -I fd10::{:x} fd10::1 >/dev/null",
                 0x100 + i
             ));
         }

@@ -15,7 +15,7 @@ pub enum Family {
 /// Client `cl` at 192.168.10.2 (and fd10::2) behind the router's `c0` (192.168.10.1,
 /// fd10::1), and backends b1..b3 at 10.0.i.2 (and fd0i::2) behind the router's `bi`, each
 /// answering with its name on port 8080; forwarding on. Returns the topology and the
-/// backends' servers, b1 first.
+/// backends' servers, b1 first, once every link is up.
 pub fn client_and_three_backends(family: Family) -> (Topology, Vec<ServerId>) {
     let mut net = Topology::new();
     net.forwarding();
@@ -33,6 +33,16 @@ pub fn client_and_three_backends(family: Family) -> (Topology, Vec<ServerId>) {
             net.serve_named(net.host(&name), &name, 8080)
         })
         .collect();
+    // Until a veth has carrier its queue drops what is sent: a test's first IPv6 connection
+    // lost its neighbour solicitations and timed out on a loaded machine.
+    super::links::wait_until_up(&["c0", "b1", "b2", "b3"]);
+    if family == Family::Dual {
+        // Neighbour discovery done before the test's first connection, not during it (a
+        // first IPv6 connect timed out on a loaded machine while its neighbours resolved).
+        for v6 in ["fd10::2", "fd01::2", "fd02::2", "fd03::2"] {
+            super::shell::sh(&format!("ping -6 -c 1 -W 5 {v6} >/dev/null"));
+        }
+    }
     (net, servers)
 }
 
