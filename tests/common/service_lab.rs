@@ -36,13 +36,6 @@ pub fn client_and_three_backends(family: Family) -> (Topology, Vec<ServerId>) {
     // Until a veth has carrier its queue drops what is sent: a test's first IPv6 connection
     // lost its neighbour solicitations and timed out on a loaded machine.
     super::links::wait_until_up(&["c0", "b1", "b2", "b3"]);
-    if family == Family::Dual {
-        // Neighbour discovery done before the test's first connection, not during it (a
-        // first IPv6 connect timed out on a loaded machine while its neighbours resolved).
-        for v6 in ["fd10::2", "fd01::2", "fd02::2", "fd03::2"] {
-            super::shell::sh(&format!("ping -6 -c 1 -W 5 {v6} >/dev/null"));
-        }
-    }
     (net, servers)
 }
 

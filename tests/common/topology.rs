@@ -221,6 +221,18 @@ impl Topology {
         host.add_addrs(link.host_if, link.host_addrs);
         host.sh(&format!("ip link set {} up", link.host_if));
         host.add_routes(link.host_routes);
+        // Neighbour discovery over before the test's first packet: a first IPv6 connection
+        // (1.5 s timeout) sometimes timed out on a loaded machine while the router and the
+        // host resolved each other. One echo from the router resolves both ends; a link
+        // without an IPv6 address on the router's side has nothing to resolve.
+        for addr in link.host_addrs.iter().filter(|a| a.contains(':')) {
+            let addr = addr.split('/').next().unwrap_or(addr);
+            let _ = std::process::Command::new("ping")
+                .args(["-6", "-c", "1", "-W", "5", "-I", link.router_if, addr])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
         self.hosts.push(host);
         self.hosts.last().unwrap()
     }
