@@ -122,6 +122,8 @@ fail() { echo "FAIL: $*"; echo "--- daemon log"; tail -30 /tmp/daemon.log || tru
 ok() { echo "ok: $*"; }
 r() { ip netns exec r "$@"; }
 # Polls `cond` (a shell command) every 0.5 s for up to $1 seconds.
+# Conditions read their whole input (`grep -c`, not `grep -q`): under pipefail, grep -q's
+# early exit fails the pipeline with the writer's SIGPIPE once a listing spans two writes.
 wait_for() { local t=$1; shift; for _ in $(seq $((t * 2))); do eval "$*" && return 0; sleep 0.5; done; return 1; }
 offload_counter() { r nft list chain inet edgenetd-policy forward | sed -n 's/.*counter packets \([0-9]*\) bytes.*flow add @ft.*/\1/p'; }
 ns_counter() { ip netns exec "$1" nft list chain inet count in | sed -n 's/.*counter packets \([0-9]*\) bytes.*/\1/p'; }
@@ -161,7 +163,11 @@ r nft -c -f /tmp/plan.nft || fail "nft -c -f refuses the plan"
 ok "plan: flowtable over veth-lan, veth-wan, veth-wan2; nft -c -f accepts it"
 
 ./edgenetd run --config edgenetd.toml --netns r > /tmp/daemon.log 2>&1 &
-wait_for 60 "r nft list table inet edgenetd-policy 2>/dev/null | grep -q 'flow add @ft'" || fail "the daemon did not program the flowtable"
+wait_for 60 "r nft list table inet edgenetd-policy 2>/dev/null | grep -c 'flow add @ft' >/dev/null" || {
+  r nft list table inet edgenetd-policy 2>&1 | head -80
+  r nft list flowtables 2>&1
+  fail "the daemon did not program the flowtable"
+}
 r nft list flowtable inet edgenetd-policy ft
 ok "daemon programmed the flowtable"
 
@@ -170,7 +176,7 @@ ip netns exec wan python3 flow_tools.py tcp-sink 5000 /tmp/sink &
 wait_for 30 "[ -e /tmp/sink.ready ]" || fail "the TCP sink does not listen"
 ip netns exec lan python3 flow_tools.py tcp-source 10.0.2.2 5000 600 &
 wait_for 30 "[ -s /tmp/sink ] && [ \$(cat /tmp/sink) -gt 100000 ]" || fail "no TCP data arrives"
-wait_for 20 "r conntrack -L -p tcp --dport 5000 2>/dev/null | grep -q OFFLOAD" || { r conntrack -L; fail "TCP connection not offloaded"; }
+wait_for 20 "r conntrack -L -p tcp --dport 5000 2>/dev/null | grep -c OFFLOAD" >/dev/null || { r conntrack -L; fail "TCP connection not offloaded"; }
 r conntrack -L -p tcp --dport 5000 2>/dev/null
 c1=$(offload_counter); b1=$(cat /tmp/sink)
 sleep 4
@@ -183,7 +189,7 @@ ok "offloaded: the forward chain's counter stays at $c1 while $((b2 - b1)) more 
 
 # 3. A link that appears later joins the flowtable at the next sync (link events wake it).
 ip link add veth-wan3 netns r type veth peer name eth1 netns wan2
-wait_for 20 "r nft list flowtable inet edgenetd-policy ft | grep -q veth-wan3" || { r nft list flowtable inet edgenetd-policy ft; fail "veth-wan3 not added"; }
+wait_for 20 "r nft list flowtable inet edgenetd-policy ft | grep -c veth-wan3" >/dev/null || { r nft list flowtable inet edgenetd-policy ft; fail "veth-wan3 not added"; }
 ok "late link veth-wan3 added to the flowtable"
 
 # 4. A route change: the offloaded UDP flow's new packets take the new path.
@@ -191,7 +197,7 @@ ip netns exec wan python3 flow_tools.py udp-echo 10.9.9.9 6000 /tmp/echo-wan &
 ip netns exec wan2 python3 flow_tools.py udp-echo 10.9.9.9 6000 /tmp/echo-wan2 &
 wait_for 30 "[ -e /tmp/echo-wan ] && [ -e /tmp/echo-wan2 ]" || fail "the UDP echo servers do not listen"
 ip netns exec lan python3 flow_tools.py udp-source 10.9.9.9 6000 600 &
-wait_for 30 "r conntrack -L -p udp --dport 6000 2>/dev/null | grep -q OFFLOAD" || { r conntrack -L; fail "UDP flow not offloaded"; }
+wait_for 30 "r conntrack -L -p udp --dport 6000 2>/dev/null | grep -c OFFLOAD" >/dev/null || { r conntrack -L; fail "UDP flow not offloaded"; }
 w1=$(ns_counter wan); v1=$(ns_counter wan2)
 r ip route replace 10.9.9.9/32 via 10.0.3.2
 sleep 3
@@ -204,9 +210,9 @@ echo "wan: $w1 -> $w2 -> $w3 packets; wan2: $v1 -> $v2 -> $v3 packets"
 ok "after the route change the flow's packets go to wan2 only"
 
 # 5. The wan link goes down: the offloaded TCP flow through it is gone.
-r conntrack -L -p tcp --dport 5000 2>/dev/null | grep -q OFFLOAD || fail "TCP flow no longer offloaded before the link change"
+r conntrack -L -p tcp --dport 5000 2>/dev/null | grep -c OFFLOAD >/dev/null || fail "TCP flow no longer offloaded before the link change"
 ip -n r link set veth-wan down
-wait_for 15 "! r conntrack -L -p tcp --dport 5000 2>/dev/null | grep -q OFFLOAD" || { r conntrack -L; fail "stale offloaded TCP flow after link down"; }
+wait_for 15 "! r conntrack -L -p tcp --dport 5000 2>/dev/null | grep -c OFFLOAD" >/dev/null || { r conntrack -L; fail "stale offloaded TCP flow after link down"; }
 r conntrack -L -p tcp --dport 5000 2>/dev/null || true
 ok "link down: no offloaded flow left through veth-wan"
 
