@@ -57,23 +57,34 @@ fn known_list() -> String {
         .join(", ")
 }
 
+/// True when `h` names a helper edgenetd knows; an error at its place otherwise.
+fn known(h: &Spanned<String>, diags: &mut Diagnostics) -> bool {
+    let name = h.get_ref();
+    let ok = helper_ports(name).is_some();
+    if !ok {
+        diags.error(
+            h.span(),
+            format!(
+                "unknown conntrack helper `{name}`: expected one of {}",
+                known_list()
+            ),
+        );
+    }
+    ok
+}
+
 /// `[policy] helpers`: the declared helpers, each known, each once.
 pub(super) fn declared(v: &Value<'_>, diags: &mut Diagnostics) -> Vec<String> {
     let Some(raw) = de::<Vec<Spanned<String>>>(v, diags) else {
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
-    for h in raw {
+    for h in &raw {
         let name = h.get_ref();
-        if helper_ports(name).is_none() {
-            diags.error(
-                h.span(),
-                format!(
-                    "unknown conntrack helper `{name}`: expected one of {}",
-                    known_list()
-                ),
-            );
-        } else if out.contains(name) {
+        if !known(h, diags) {
+            continue;
+        }
+        if out.contains(name) {
             diags.error(h.span(), format!("helper `{name}` is listed twice"));
         } else {
             out.push(name.clone());
@@ -91,15 +102,10 @@ pub(super) fn of_zone(
     let mut out: Vec<String> = Vec::new();
     for h in raw {
         let name = h.get_ref();
-        if helper_ports(name).is_none() {
-            diags.error(
-                h.span(),
-                format!(
-                    "unknown conntrack helper `{name}`: expected one of {}",
-                    known_list()
-                ),
-            );
-        } else if !declared.contains(name) {
+        if !known(h, diags) {
+            continue;
+        }
+        if !declared.contains(name) {
             diags.error(
                 h.span(),
                 format!(

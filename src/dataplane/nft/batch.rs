@@ -72,9 +72,9 @@ impl Default for Batch {
 }
 
 impl Batch {
-    /// An empty transaction.
-    pub fn new() -> Batch {
-        let mut b = Batch {
+    /// No messages yet, not even the batch's begin (the constructors add theirs).
+    fn unopened() -> Batch {
+        Batch {
             buf: BatchBuf::new(),
             first_seq: 1,
             next_seq: 1,
@@ -83,7 +83,12 @@ impl Batch {
             next_set_id: 1,
             finalized: false,
             error: None,
-        };
+        }
+    }
+
+    /// An empty transaction.
+    pub fn new() -> Batch {
+        let mut b = Batch::unopened();
         b.buf.begin(b.next_seq);
         b.record(TAG_BATCH, "batch begin".into());
         b
@@ -93,16 +98,7 @@ impl Batch {
     /// `generation` (else it refuses all of it, [`super::NftError::is_restart`]): for a
     /// batch built from a listing, which a commit in between would make stale.
     pub fn at_generation(generation: u32) -> Batch {
-        let mut b = Batch {
-            buf: BatchBuf::new(),
-            first_seq: 1,
-            next_seq: 1,
-            msgs: Vec::new(),
-            tag: 0,
-            next_set_id: 1,
-            finalized: false,
-            error: None,
-        };
+        let mut b = Batch::unopened();
         b.buf.begin_at_generation(b.next_seq, generation);
         b.record(TAG_BATCH, "batch begin (at a generation)".into());
         b
