@@ -50,7 +50,10 @@ fn services(n: usize) -> Vec<Service> {
                 })
                 .collect(),
             affinity: Affinity::None,
-            masquerade: false,
+            masquerade: edgenetd::config::service::Masquerade::Never,
+            source_ranges: Vec::new(),
+            internal_backends: None,
+            reject_unserved_ports: false,
             when_empty: WhenEmpty::Reject,
             fallback: None,
             health: HealthCheck::default(),

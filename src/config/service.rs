@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::time::Duration;
 
+use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -31,11 +32,49 @@ pub const CLUSTER_NAME_PREFIX: &str = "k8s:";
 /// Largest backend weight.
 pub const MAX_WEIGHT: u32 = 1000;
 
-/// Every validated `[[service]]`, in config order.
+/// Every validated `[[service]]`, in config order, and the facts about the addresses they
+/// live in that only a cluster supplies (a TOML file sets none of them today).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServicesConfig {
     /// The services.
     pub services: Vec<Service>,
+    /// Prefixes the cluster allocates cluster IPs from (kube-proxy's ServiceCIDRs): a packet
+    /// to an address in them that no service owns is dropped, so it never leaves the node
+    /// towards a default route.
+    pub service_cidrs: Vec<IpNet>,
+    /// The cluster's pod prefixes: kube-proxy's local-traffic detector. Sources in them are
+    /// "pods" for [`Masquerade::OffCluster`] and [`Service::internal_backends`].
+    pub cluster_cidrs: Vec<IpNet>,
+    /// kube-proxy's health-check node ports: one HTTP answer per `externalTrafficPolicy:
+    /// Local` load balancer Service, served by the daemon on this node.
+    pub health_check_ports: Vec<HealthCheckPort>,
+}
+
+/// One `healthCheckNodePort` this node answers on (kube-proxy's service health server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheckPort {
+    /// `<namespace>/<name>` of the Service.
+    pub service: String,
+    /// The TCP port (`spec.healthCheckNodePort`).
+    pub port: u16,
+    /// This node's endpoints of the Service that take new connections (ready, not
+    /// terminating): 200 when above 0, else 503.
+    pub local_endpoints: u32,
+}
+
+/// Whose connections to a service are SNATed to the router on their way to a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Masquerade {
+    /// Nobody's: backends see the client's address (a backend reaching its own service is
+    /// still masqueraded: it would otherwise drop its own address as a martian).
+    #[default]
+    Never,
+    /// Everybody's (`masquerade = true`; kube-proxy's external addresses with
+    /// `externalTrafficPolicy: Cluster`).
+    Always,
+    /// Only clients outside [`ServicesConfig::cluster_cidrs`]: kube-proxy masquerades
+    /// off-cluster traffic to a cluster IP, while pods keep their address.
+    OffCluster,
 }
 
 /// Transport protocol of a service.
@@ -213,8 +252,20 @@ pub struct Service {
     pub backends: Vec<Backend>,
     /// How backends are chosen.
     pub affinity: Affinity,
-    /// SNAT to the router so replies return through it.
-    pub masquerade: bool,
+    /// Whose connections are SNATed to the router so replies return through it; decided
+    /// per address (the VIP a connection was sent to), never per backend.
+    pub masquerade: Masquerade,
+    /// Only clients in these prefixes, and this node itself, reach the service; others are
+    /// dropped. Empty: everybody (kube-proxy's `loadBalancerSourceRanges`).
+    pub source_ranges: Vec<IpNet>,
+    /// kube-proxy's short-circuit of `externalTrafficPolicy: Local` addresses: connections
+    /// from this node (masqueraded) and from [`ServicesConfig::cluster_cidrs`] (not) go to
+    /// these backends, every endpoint of the service, instead of `backends` (this node's
+    /// only). `None`: every client gets `backends`.
+    pub internal_backends: Option<Vec<Backend>>,
+    /// The address is a cluster IP: packets to a port of it that no service serves are
+    /// rejected (kube-proxy's cluster IP check).
+    pub reject_unserved_ports: bool,
     /// What a packet gets while no backend is up and there is no fallback.
     pub when_empty: WhenEmpty,
     /// The sorry server: gets the new connections while no backend is up.
@@ -305,7 +356,10 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> ServicesConfig {
         vips.insert(vip, span);
         services.push(service);
     }
-    ServicesConfig { services }
+    ServicesConfig {
+        services,
+        ..ServicesConfig::default()
+    }
 }
 
 fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
@@ -367,7 +421,14 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         protocol,
         backends,
         affinity,
-        masquerade: raw.masquerade.unwrap_or(false),
+        masquerade: if raw.masquerade.unwrap_or(false) {
+            Masquerade::Always
+        } else {
+            Masquerade::Never
+        },
+        source_ranges: Vec::new(),
+        internal_backends: None,
+        reject_unserved_ports: false,
         when_empty,
         fallback,
         health,

@@ -268,7 +268,7 @@ fall = 2
     assert_eq!(s.len(), 2);
     assert_eq!(s[0].protocol, Protocol::Tcp);
     assert_eq!(s[0].affinity, Affinity::None);
-    assert!(!s[0].masquerade);
+    assert_eq!(s[0].masquerade, crate::config::service::Masquerade::Never);
     assert_eq!(s[0].when_empty, WhenEmpty::Reject);
     assert_eq!(s[0].backends[1].weight, 2);
     assert_eq!(s[0].health, HealthCheck::default());

@@ -147,7 +147,7 @@ pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Ent
     Entry {
         name: s.name.clone(),
         action,
-        masquerade: s.masquerade,
+        masquerade: s.masquerade == crate::config::service::Masquerade::Always,
     }
 }
 

@@ -13,8 +13,9 @@ use super::super::compose::ClusterState;
 use super::pod_records::{self, PodPolicyRecord};
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
-    Affinity, Backend, HealthCheck, HealthCheckKind, Protocol, Service, WhenEmpty,
+    Affinity, Backend, HealthCheck, HealthCheckKind, Masquerade, Protocol, Service, WhenEmpty,
 };
+use ipnet::IpNet;
 
 /// The format version written; a file of another version is ignored.
 pub(super) const VERSION: u32 = 1;
@@ -50,8 +51,21 @@ struct ServiceRecord {
     backends: Vec<(SocketAddr, u32)>,
     /// `affinity`: `none`, `source-ip` or `sticky:<timeout seconds>`.
     affinity: String,
-    /// `masquerade`.
+    /// `masquerade`: true for [`Masquerade::Always`] (files of before
+    /// `masquerade_off_cluster` hold only this).
     masquerade: bool,
+    /// `masquerade` is [`Masquerade::OffCluster`] (absent in older files: false).
+    #[serde(default)]
+    masquerade_off_cluster: bool,
+    /// `source_ranges`, as prefixes (absent in older files: none).
+    #[serde(default)]
+    source_ranges: Vec<String>,
+    /// `internal_backends`: (address, weight) (absent in older files: none).
+    #[serde(default)]
+    internal_backends: Option<Vec<(SocketAddr, u32)>>,
+    /// `reject_unserved_ports` (absent in older files: false).
+    #[serde(default)]
+    reject_unserved_ports: bool,
     /// `when_empty`: `reject` or `drop`.
     when_empty: String,
     /// `health`.
@@ -218,19 +232,30 @@ impl From<&Service> for ServiceRecord {
             backends,
             affinity,
             masquerade,
+            source_ranges,
+            internal_backends,
+            reject_unserved_ports,
             when_empty,
             health,
             // Cluster services have no fallback.
             fallback: _,
         } = s;
+        let pairs = |v: &[Backend]| v.iter().map(|b| (b.address, b.weight)).collect();
         ServiceRecord {
             name: name.clone(),
             address: *address,
             port: *port,
             protocol: protocol_word(*protocol).into(),
-            backends: backends.iter().map(|b| (b.address, b.weight)).collect(),
+            backends: pairs(backends),
             affinity: affinity_word(*affinity),
-            masquerade: *masquerade,
+            masquerade: match masquerade {
+                Masquerade::Always => true,
+                Masquerade::Never | Masquerade::OffCluster => false,
+            },
+            masquerade_off_cluster: *masquerade == Masquerade::OffCluster,
+            source_ranges: source_ranges.iter().map(IpNet::to_string).collect(),
+            internal_backends: internal_backends.as_deref().map(pairs),
+            reject_unserved_ports: *reject_unserved_ports,
             when_empty: when_empty_word(*when_empty).into(),
             health: HealthRecord::from(health),
         }
@@ -241,6 +266,11 @@ impl TryFrom<ServiceRecord> for Service {
     type Error = String;
 
     fn try_from(r: ServiceRecord) -> Result<Service, String> {
+        let backends = |v: Vec<(SocketAddr, u32)>| {
+            v.into_iter()
+                .map(|(address, weight)| Backend { address, weight })
+                .collect()
+        };
         Ok(Service {
             protocol: protocol_of(&r.protocol)?,
             affinity: affinity_of(&r.affinity)?,
@@ -249,12 +279,19 @@ impl TryFrom<ServiceRecord> for Service {
             name: r.name,
             address: r.address,
             port: r.port,
-            backends: r
-                .backends
-                .into_iter()
-                .map(|(address, weight)| Backend { address, weight })
-                .collect(),
-            masquerade: r.masquerade,
+            backends: backends(r.backends),
+            masquerade: match (r.masquerade, r.masquerade_off_cluster) {
+                (true, _) => Masquerade::Always,
+                (false, true) => Masquerade::OffCluster,
+                (false, false) => Masquerade::Never,
+            },
+            source_ranges: r
+                .source_ranges
+                .iter()
+                .map(|p| p.parse().map_err(|_| format!("invalid prefix {p:?}")))
+                .collect::<Result<_, _>>()?,
+            internal_backends: r.internal_backends.map(backends),
+            reject_unserved_ports: r.reject_unserved_ports,
             fallback: None,
         })
     }

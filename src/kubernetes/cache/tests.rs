@@ -34,7 +34,13 @@ fn state() -> ClusterState {
             },
         ],
         affinity,
-        masquerade: true,
+        masquerade: crate::config::service::Masquerade::Always,
+        source_ranges: vec!["10.0.0.0/8".parse().unwrap()],
+        internal_backends: Some(vec![Backend {
+            address: "10.1.0.9:80".parse().unwrap(),
+            weight: 1,
+        }]),
+        reject_unserved_ports: true,
         when_empty,
         fallback: None,
         health: HealthCheck {

@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::config::service::{self as model, Affinity, Backend, Protocol, WhenEmpty};
+use crate::config::service::{self as model, Affinity, Backend, Masquerade, Protocol, WhenEmpty};
 use crate::kubernetes::objects::{self, EndpointSlice};
 use crate::kubernetes::order;
 
@@ -389,7 +389,14 @@ fn entries(
             protocol: port.protocol,
             backends,
             affinity,
-            masquerade: !internal && !local_only,
+            masquerade: if !internal && !local_only {
+                Masquerade::Always
+            } else {
+                Masquerade::Never
+            },
+            source_ranges: Vec::new(),
+            internal_backends: None,
+            reject_unserved_ports: false,
             when_empty,
             fallback: None,
             health: model::HealthCheck::default(),

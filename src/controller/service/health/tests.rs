@@ -19,7 +19,10 @@ fn service(initial: Initial, affinity: Affinity, fallback: Option<&str>) -> Serv
             weight: 1,
         }],
         affinity,
-        masquerade: false,
+        masquerade: crate::config::service::Masquerade::Never,
+        source_ranges: Vec::new(),
+        internal_backends: None,
+        reject_unserved_ports: false,
         when_empty: Default::default(),
         fallback: fallback.map(|f| f.parse().unwrap()),
         health: HealthCheck {

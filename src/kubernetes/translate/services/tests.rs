@@ -133,7 +133,7 @@ fn show(t: &Translated) -> Vec<String> {
                 .map(|b| format!("{}*{}", b.address, b.weight))
                 .collect();
             let mut flags = Vec::new();
-            if s.masquerade {
+            if s.masquerade != Masquerade::Never {
                 flags.push("masquerade");
             }
             let sticky;
