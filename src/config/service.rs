@@ -73,7 +73,9 @@ pub enum Masquerade {
     /// `externalTrafficPolicy: Cluster`).
     Always,
     /// Only clients outside [`ServicesConfig::cluster_cidrs`]: kube-proxy masquerades
-    /// off-cluster traffic to a cluster IP, while pods keep their address.
+    /// off-cluster traffic to a cluster IP, while pods keep their address. With no
+    /// `cluster_cidrs` (no local-traffic detector) nobody is masqueraded, as kube-proxy
+    /// without one does.
     OffCluster,
 }
 
@@ -87,6 +89,10 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Every protocol, for rules written once per protocol: a protocol added to the enum
+    /// is added here, and every such rule follows.
+    pub const ALL: [Protocol; 2] = [Protocol::Tcp, Protocol::Udp];
+
     /// IANA protocol number.
     pub fn number(self) -> u8 {
         match self {
@@ -237,10 +243,13 @@ impl Default for HealthCheck {
     }
 }
 
-/// One validated service.
+/// One validated service: one virtual address, port and protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Service {
-    /// Unique name (logs, plan output, errors).
+    /// Name (logs, plan output, errors). Unique among TOML services; the entries made from one
+    /// Kubernetes Service port (its cluster IPs, external, load balancer and node port
+    /// addresses) all share one name, so only the address, port and protocol identify an
+    /// entry.
     pub name: String,
     /// The virtual address.
     pub address: IpAddr,
