@@ -29,4 +29,7 @@ cargo test --features kubernetes --test pod_policy_packets
 cargo test --features kubernetes,fault-injection --test kubernetes_daemon
 cargo test --features kubernetes --test cli
 cargo test --features kubernetes --test deploy_manifests
+# kube-proxy's own packet-flow tables and e2e cases, ported (tables in
+# target/tmp/kube_proxy_conformance/*.txt; docs/kubernetes.md, "Conformance").
+cargo test --features kubernetes --test kube_proxy_conformance
 echo "edgenetd: all tests passed"

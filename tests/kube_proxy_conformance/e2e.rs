@@ -141,12 +141,12 @@ netns_test! {
 
         flow::run(&lab, &mut report, "[sig-network] Services should be rejected when no endpoints exist", "initial", &[
             flow("connection refused", CLIENT, "172.30.0.71", 80, "REJECT", false),
-            flow("connection refused (UDP)", CLIENT, "172.30.0.71", 80, "REJECT", false).udp()
-                .note("the Service has no UDP port: the unserved-port reject"),
+            flow("UDP to the TCP-only Service is refused too", CLIENT, "172.30.0.71", 80, "REJECT", false).udp()
+                .note("not an e2e row: the Service has no UDP port (kube-proxy's unserved-port reject)"),
         ]);
 
         let work = "[sig-network] Services should have session affinity work for service with type clusterIP";
-        let sticky_note = "edgenetd's sticky affinity: a client keeps its endpoint until timeoutSeconds after its last new connection (kube-proxy's nftables mode likewise)";
+        let sticky_note = "edgenetd's sticky affinity: a client keeps its endpoint until timeoutSeconds after its last new connection, as in kube-proxy; unlike kube-proxy it is remembered per address (here the cluster IP), not per Service port";
         record(&mut report, work, "initial", "15 connections from one client to 172.30.0.72:80", sticky_note,
             sticky(&lab, "172.30.0.72", 15));
         // Not an e2e step: the remembered endpoint goes away, the client moves on.

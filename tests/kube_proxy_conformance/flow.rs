@@ -244,6 +244,8 @@ pub fn check(lab: &Lab, f: &Flow) -> Result<String, String> {
     let src: IpAddr = f.src.parse().unwrap();
     let mut wrong = Vec::new();
     let output_ok = match &expect {
+        // Which endpoints, not their shares: edgenetd spreads new connections over weighted
+        // slots, not kube-proxy's exact 1/N (docs/kubernetes.md, "Deviations from kube-proxy").
         Expect::Endpoints(eps) => {
             seen.got.iter().all(|g| matches!(g, Got::Hit(..))) && seen.endpoints() == *eps
         }

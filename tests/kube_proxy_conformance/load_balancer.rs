@@ -389,14 +389,17 @@ netns_test! {
 /// `TestHealthCheckNodePortWhenTerminating` counts the local endpoints that take new
 /// connections; on a node that is what the health check node port answers (kube-proxy's
 /// service health server: 200 with `localEndpoints`, 503 with none).
-fn health(port: u16) -> Result<(u16, String), String> {
-    crate::common::http::try_get(&format!("http://{NODE_IP}:{port}"), "/")
-        .map_err(|e| e.to_string())
-}
-
-fn health_row(report: &mut Report, name: &str, phase: &str, status: u16, local: u32) {
-    let what = format!("GET http://{NODE_IP}:30000/ expect {status} with localEndpoints {local}");
-    let result = match health(30000) {
+pub fn health_row(
+    report: &mut Report,
+    name: &str,
+    phase: &str,
+    port: u16,
+    status: u16,
+    local: u32,
+) {
+    let what = format!("GET http://{NODE_IP}:{port}/ expect {status} with localEndpoints {local}");
+    let answer = crate::common::http::try_get(&format!("http://{NODE_IP}:{port}"), "/");
+    let result = match answer {
         Ok((s, body)) => {
             let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             if s == status && v["localEndpoints"] == local {
@@ -407,13 +410,7 @@ fn health_row(report: &mut Report, name: &str, phase: &str, status: u16, local: 
         }
         Err(e) => Err(format!("no answer on the health check node port: {e}")),
     };
-    report.record(
-        &format!("TestHealthCheckNodePortWhenTerminating/{name}"),
-        phase,
-        &what,
-        "",
-        result,
-    );
+    report.record(name, phase, &what, "", result);
 }
 
 netns_test! {
@@ -436,14 +433,15 @@ netns_test! {
         ], &port));
         lab.start(UPSTREAM_KEYS);
         report.note_start(&lab);
-        health_row(&mut report, "three local ready endpoints", "ready", 200, 3);
+        let name = "TestHealthCheckNodePortWhenTerminating";
+        health_row(&mut report, &format!("{name}/three local ready endpoints"), "ready", 30000, 200, 3);
         lab.change(|l| l.apply("endpointslices", slice("ns1", "svc1", 1, &[
             Ep::local("10.0.1.1").conditions(false, true, false),
             Ep::local("10.0.1.2").conditions(false, true, true),
             Ep::local("10.0.1.3").conditions(false, true, true),
             Ep::local("10.0.1.4").conditions(false, false, true),
         ], &port)));
-        health_row(&mut report, "all local endpoints terminating", "terminating", 503, 0);
+        health_row(&mut report, &format!("{name}/all local endpoints terminating"), "terminating", 30000, 503, 0);
         report.finish(&lab);
     }
 }

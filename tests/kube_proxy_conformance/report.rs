@@ -2,7 +2,7 @@
 //! the end listing each case with HOLDS or FAILS and why. The table is printed (the netns
 //! harness shows it when the test fails) and written to
 //! `$CARGO_TARGET_TMPDIR/kube_proxy_conformance/<test>.txt`, so a passing run can be read
-//! too (`scripts/kube-proxy-conformance-report.sh` joins them).
+//! too (`cat target/tmp/kube_proxy_conformance/*.txt`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

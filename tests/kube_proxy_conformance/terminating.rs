@@ -300,3 +300,37 @@ netns_test! {
         run("TestTerminatingEndpointsTrafficPolicyCluster", false, CLUSTER_CASES);
     }
 }
+
+netns_test! {
+    /// Not an upstream test: one Service through the phases a rollout takes (both endpoints
+    /// ready, one terminating, both terminating, one deleted, the slice deleted, the Service
+    /// deleted), each phase judged by the rules the upstream tests above pin down.
+    fn endpoint_lifecycle() {
+        let mut lab = Lab::new(&Spec::new(&["10.0.0.2", "10.0.1.1"], &["10.0.1.5"]));
+        let mut report = Report::new("endpoint-lifecycle");
+        let test = "endpoint lifecycle (not an upstream test)";
+        let port = [("", "TCP", 80)];
+        let set = |l: &Lab, eps: &[Ep]| l.apply("endpointslices", slice("ns1", "svc1", 1, eps, &port));
+        let a = |r, s, t| Ep::local("10.0.1.1").conditions(r, s, t);
+        let b = |r, s, t| Ep::new("10.0.1.5").node("node-1").conditions(r, s, t);
+        lab.apply("services", Svc::new("ns1", "svc1", "ClusterIP", &["172.30.1.1"]).port("", "TCP", 80, 80, 0).json());
+        set(&lab, &[a(true, true, false), b(true, true, false)]);
+        lab.start(UPSTREAM_KEYS);
+        report.note_start(&lab);
+        let row = |name, output| flow(name, "10.0.0.2", "172.30.1.1", 80, output, false);
+        flow::run(&lab, &mut report, test, "both ready", &[row("both endpoints take new connections", "10.0.1.1:80, 10.0.1.5:80")]);
+        lab.change(|l| set(l, &[a(true, true, false), b(false, true, true)]));
+        flow::run(&lab, &mut report, test, "one terminating", &[row("only the ready endpoint takes new connections", "10.0.1.1:80")]);
+        lab.change(|l| set(l, &[a(false, true, true), b(false, true, true)]));
+        flow::run(&lab, &mut report, test, "both terminating", &[row("with none ready, the serving terminating ones do", "10.0.1.1:80, 10.0.1.5:80")]);
+        lab.change(|l| set(l, &[a(false, true, true)]));
+        flow::run(&lab, &mut report, test, "one deleted", &[row("the one left serves", "10.0.1.1:80")]);
+        lab.change(|l| l.delete("endpointslices", "ns1", "svc1-1"));
+        flow::run(&lab, &mut report, test, "slice deleted", &[row("no endpoints: rejected", "REJECT")]);
+        lab.change(|l| l.delete("services", "ns1", "svc1"));
+        flow::run(&lab, &mut report, test, "service deleted", &[
+            row("the Service gone: its cluster IP is unallocated", "DROP").needs(&[super::lab::Key::ServiceCidrs]),
+        ]);
+        report.finish(&lab);
+    }
+}
