@@ -488,11 +488,12 @@ impl Lab {
         (!out.status.success()).then(|| {
             let text = String::from_utf8_lossy(&out.stderr).into_owned()
                 + &String::from_utf8_lossy(&out.stdout);
-            text.lines()
+            // The scratch file's path is noise in a report: from "error:" on.
+            let line = text
+                .lines()
                 .find(|l| l.contains("error"))
-                .unwrap_or(text.trim())
-                .trim()
-                .to_string()
+                .unwrap_or(text.trim());
+            line[line.find("error:").unwrap_or(0)..].trim().to_string()
         })
     }
 
