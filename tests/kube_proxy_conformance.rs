@@ -34,6 +34,8 @@ mod e2e;
 mod load_balancer;
 #[path = "kube_proxy_conformance/node_ports.rs"]
 mod node_ports;
+#[path = "kube_proxy_conformance/self_check.rs"]
+mod self_check;
 #[path = "kube_proxy_conformance/terminating.rs"]
 mod terminating;
 #[path = "kube_proxy_conformance/traffic_policy.rs"]
