@@ -5,6 +5,8 @@
 //! - `/livez`: the same verdict without detail. `/readyz`: 200 once every controller has had a
 //!   successful sync. `/metrics`: Prometheus text.
 //! - Only GET and HEAD (405 otherwise), unknown paths 404, sources outside `metrics_allow` 403.
+//! - Beside them, kube-proxy's health-check node ports (`health_ports`), on the same thread
+//!   and executor, one listener per port.
 //!
 //! Robustness (see `server`): one thread of its own runs a small async server; every
 //! connection is a task with a hard deadline for its request head and a size cap, slots are
