@@ -34,7 +34,12 @@ struct Lab {
 
 impl Lab {
     fn new() -> Lab {
-        let (net, _servers) = client_and_three_backends(Family::V4);
+        Lab::with(Family::V4)
+    }
+
+    /// The lab with hosts of `family`.
+    fn with(family: Family) -> Lab {
+        let (net, _servers) = client_and_three_backends(family);
         let fake = FakeApiServer::start();
         fake.apply("nodes", node(kube::NODE, NODE_IP, "10.244.1.0/24"));
         Lab {
@@ -78,10 +83,15 @@ impl Lab {
     /// The client's GET of `port` on the router: (status, headers, body), or None when the
     /// connection is refused.
     fn probe(&self, port: u16) -> Option<(u16, String, Value)> {
+        self.probe_at(NODE_IP, port)
+    }
+
+    /// The client's GET of `port` on the router's address `host` (`[v6]` for IPv6).
+    fn probe_at(&self, host: &str, port: u16) -> Option<(u16, String, Value)> {
         let (ok, out, _) = self
             .net
             .host("cl")
-            .sh_status(&format!("curl -sS -m 3 -i http://{NODE_IP}:{port}/healthz"));
+            .sh_status(&format!("curl -sS -m 3 -i http://{host}:{port}/healthz"));
         if !ok {
             return None;
         }
@@ -180,5 +190,42 @@ netns_test! {
         assert_eq!(d.metric("edgenetd_health_check_ports", &[]), Some(1.0));
         assert_eq!(d.get("/livez").0, 200, "not fatal");
         drop(taken);
+    }
+}
+
+netns_test! {
+    fn a_dual_stack_service_answers_each_family_with_its_own_count() {
+        let lab = Lab::with(Family::Dual);
+        lab.fake.apply(
+            "services",
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "dual", "namespace": "default"},
+                "spec": {
+                    "type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                    "healthCheckNodePort": HCP,
+                    "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10", "fd96::10"],
+                    "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack",
+                    "ports": [{"name": "http", "protocol": "TCP", "port": 80,
+                               "targetPort": 8080, "nodePort": 30080}]
+                }
+            }),
+        );
+        lab.fake.apply(
+            "endpointslices",
+            slice("dual", &[local("10.0.1.2", true, true, false), local("10.0.2.2", true, true, false)]),
+        );
+        let mut v6 = slice("dual", &[local("fd01::2", true, true, false)]);
+        v6["metadata"]["name"] = json!("dual-v6");
+        v6["addressType"] = json!("IPv6");
+        lab.fake.apply("endpointslices", v6);
+        let _d = lab.daemon("k8s-hcp-dual");
+        lab.wait_answer(HCP, 200, 2);
+        let what = "the IPv6 probe to get the IPv6 count";
+        let (status, _, body) = wait_for(what, STEP, || {
+            lab.probe_at("[fd10::1]", HCP)
+                .filter(|(_, _, b)| b["localEndpoints"] == 1)
+        });
+        assert_eq!(status, 200, "{body}");
     }
 }
