@@ -18,12 +18,14 @@
 //! answers every source. The table of answers is read at every request, so a new count is
 //! in force the moment it is set; only a change in the set of ports wakes the task that
 //! opens and closes listeners. A port that cannot be bound is logged once, counted, and
-//! tried again at the next change; the others keep serving.
+//! tried again with every new snapshot (as kube-proxy tries at every sync); the others keep
+//! serving.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_channel::{Receiver, Sender};
@@ -43,7 +45,7 @@ pub const LISTENING: &str = "edgenetd_health_check_ports";
 pub fn describe_metrics() {
     metrics::describe_counter!(
         BIND_FAILURES,
-        "Attempts to listen on a Service's health-check node port that failed (the port is tried again at the next change of the ports; the others keep serving)."
+        "Attempts to listen on a Service's health-check node port that failed (the port is tried again with every new desired state; the others keep serving)."
     );
     metrics::describe_gauge!(
         LISTENING,
@@ -76,6 +78,8 @@ pub struct HealthPorts {
     wake: Sender<()>,
     /// The listener task's end, taken by the HTTP thread.
     woken: Receiver<()>,
+    /// A port could not be bound at the last pass: every `set` wakes the task to try again.
+    failing: AtomicBool,
 }
 
 impl Default for HealthPorts {
@@ -85,6 +89,7 @@ impl Default for HealthPorts {
             table: Mutex::new(BTreeMap::new()),
             wake,
             woken,
+            failing: AtomicBool::new(false),
         }
     }
 }
@@ -101,7 +106,7 @@ impl HealthPorts {
         let moved = owners(&table) != owners(&next);
         *table = next;
         drop(table);
-        if moved {
+        if moved || self.failing.load(Ordering::Relaxed) {
             let _ = self.wake.try_send(());
         }
     }
@@ -252,7 +257,8 @@ pub(crate) async fn serve(
                 }
             }
         }
-        failing.retain(|port, _| wanted.contains_key(port));
+        failing.retain(|port, _| wanted.contains_key(port) && !open.contains_key(port));
+        ports.failing.store(!failing.is_empty(), Ordering::Relaxed);
         metrics::gauge!(LISTENING).set(open.len() as f64);
         // Never closed: `ports` holds the sending end too. Changes made during a pass leave
         // one wake-up pending (capacity one), so a burst costs at most one more pass.
