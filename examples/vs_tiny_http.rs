@@ -106,6 +106,7 @@ fn serve(kind: &str) -> ExitCode {
         exporter: None,
         allow: None,
         sections: Default::default(),
+        health_ports: Default::default(),
     };
     serve(bind(addr).expect("bind"), Arc::new(state)).expect("serve");
     loop {

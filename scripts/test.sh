@@ -27,6 +27,7 @@ cargo test --features kubernetes --lib kubernetes
 cargo test --features kubernetes --test kubernetes_client
 cargo test --features kubernetes --test pod_policy_packets
 cargo test --features kubernetes,fault-injection --test kubernetes_daemon
+cargo test --features kubernetes,fault-injection --test kubernetes_health_ports
 cargo test --features kubernetes --test cli
 cargo test --features kubernetes --test deploy_manifests
 # kube-proxy's own packet-flow tables and e2e cases, ported (tables in

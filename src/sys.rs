@@ -88,6 +88,39 @@ pub fn set_listen_backlog(fd: impl AsFd, backlog: i32) -> io::Result<()> {
     }
 }
 
+/// A TCP listener on every address of both families at `port` (`[::]` with
+/// `IPV6_V6ONLY` off, whatever `net.ipv6.bindv6only` says; IPv4 clients arrive as
+/// v4-mapped addresses), with `SO_REUSEADDR` (as std's `bind` sets it) and `backlog`.
+pub fn dual_stack_listener(port: u16, backlog: i32) -> io::Result<std::net::TcpListener> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: socket takes no pointer; a non-negative result is a new fd we own.
+    let raw = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh fd nobody else owns; OwnedFd closes it on every error path.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    set_int_sockopt(&fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    set_int_sockopt(&fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+    // SAFETY: an all-zero sockaddr_in6 is the unspecified address, port 0.
+    let mut addr: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    addr.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    addr.sin6_port = port.to_be();
+    // SAFETY: `addr` is a live sockaddr_in6 and its size is passed; the fd is borrowed.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_in6).cast(),
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    set_listen_backlog(&fd, backlog)?;
+    Ok(std::net::TcpListener::from(fd))
+}
+
 /// Moves the calling thread into the network namespace `ns` (an open `/run/netns/*` or
 /// `/proc/*/ns/net` file). Threads started afterwards inherit it.
 pub fn enter_net_namespace(ns: impl AsFd) -> io::Result<()> {
@@ -235,6 +268,21 @@ mod tests {
             set_listen_backlog(&sock, 1024).is_err(),
             "not a stream socket"
         );
+    }
+
+    #[test]
+    fn a_dual_stack_listener_takes_both_families_on_one_socket() {
+        let l = dual_stack_listener(0, 16).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let v4 = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (_, peer) = l.accept().unwrap();
+        assert_eq!(peer.ip().to_canonical(), v4.local_addr().unwrap().ip());
+        if let Ok(v6) = std::net::TcpStream::connect(("::1", port)) {
+            let (_, peer) = l.accept().unwrap();
+            assert_eq!(peer.ip(), v6.local_addr().unwrap().ip());
+        }
+        let busy = dual_stack_listener(port, 16).unwrap_err();
+        assert_eq!(busy.kind(), io::ErrorKind::AddrInUse);
     }
 
     #[test]

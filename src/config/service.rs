@@ -58,8 +58,14 @@ pub struct HealthCheckPort {
     /// The TCP port (`spec.healthCheckNodePort`).
     pub port: u16,
     /// This node's endpoints of the Service that take new connections (ready, not
-    /// terminating): 200 when above 0, else 503.
+    /// terminating), counted once per address: 200 when above 0, else 503. The answer to
+    /// probes over IPv4; for a single-stack Service, to every probe.
     pub local_endpoints: u32,
+    /// The same count for probes over IPv6. kube-proxy runs one proxier per IP family, each
+    /// counting only the endpoints of its family, and answers a probe with the count of the
+    /// family it came over; a single-stack Service has one family, so this equals
+    /// `local_endpoints` then.
+    pub local_endpoints_v6: u32,
 }
 
 /// Whose connections to a service are SNATed to the router on their way to a backend.

@@ -14,6 +14,7 @@
 
 pub mod confirm;
 pub mod confirm_state;
+mod health_ports;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 mod netns;
@@ -179,12 +180,14 @@ fn start_observability(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     metrics::record_initial_load(unix_seconds(clock.wall()));
     systemd::notify::describe_metrics();
+    http::health_ports::describe_metrics();
     let health = Health::new(clock);
     let http_state = Arc::new(HttpState {
         health: health.clone(),
         exporter: Some(exporter.clone()),
         allow: desired.daemon.metrics_allow.clone(),
         sections: Default::default(),
+        health_ports: Default::default(),
     });
     http::serve(listener, http_state.clone()).map_err(|e| {
         error!("cannot start the HTTP server: {e}");
@@ -213,6 +216,10 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     let ex = smol::LocalExecutor::new();
     let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
     let snapshots = Snapshots::new(desired);
+    // Bound in this namespace (the HTTP thread started after entering `--netns`): where the
+    // node ports are, and where load balancers probe.
+    let ports = http.health_ports.clone();
+    snapshots.observe(Box::new(move |d| ports.set(health_ports::of(d))));
     let (sync_done, sync_done_rx) = trigger();
     let mut spawner = Spawner {
         ex: &ex,

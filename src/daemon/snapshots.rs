@@ -10,12 +10,17 @@ use crate::config::DesiredState;
 use crate::health::HealthHandle;
 use crate::sync::{Trigger, TriggerRx, trigger};
 
+/// Called with every snapshot as it is published (and with the current one when added).
+pub type Observer = Box<dyn Fn(&DesiredState) + Send + Sync>;
+
 /// The current desired state and the controllers subscribed to it.
 pub struct Snapshots {
     /// The newest published snapshot.
     current: Mutex<Arc<DesiredState>>,
     /// One wake-up and one health registration per subscribed loop.
     subscribers: Mutex<Vec<(Trigger, HealthHandle)>>,
+    /// What follows every snapshot at once rather than in a loop of its own.
+    observers: Mutex<Vec<Observer>>,
 }
 
 impl Snapshots {
@@ -24,6 +29,7 @@ impl Snapshots {
         Arc::new(Snapshots {
             current: Mutex::new(first),
             subscribers: Mutex::new(Vec::new()),
+            observers: Mutex::new(Vec::new()),
         })
     }
 
@@ -42,9 +48,25 @@ impl Snapshots {
         rx
     }
 
-    /// Replaces the snapshot and wakes every subscriber.
+    /// Calls `observer` with the current snapshot, then with every published one, on the
+    /// publishing thread (it must be quick and must not publish).
+    pub fn observe(&self, observer: Observer) {
+        let mut observers = self.observers.lock().unwrap_or_else(|p| p.into_inner());
+        observer(&self.current());
+        observers.push(observer);
+    }
+
+    /// Replaces the snapshot, tells every observer and wakes every subscriber.
     pub fn publish(&self, next: Arc<DesiredState>) {
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&next);
+        for observer in self
+            .observers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            observer(&next);
+        }
         for (tx, health) in self
             .subscribers
             .lock()

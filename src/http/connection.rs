@@ -11,7 +11,8 @@ use smol::Async;
 use super::admission::{Admission, Ticket};
 use super::request::{self, Head, Rejection};
 use super::response::encode;
-use super::{HttpState, Method, Reply, answer};
+use super::server::Site;
+use super::{Method, Reply};
 
 /// How long a client has to send its whole request head.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
@@ -49,7 +50,7 @@ impl Drop for Slot {
 pub async fn serve_admitted(
     mut stream: Async<TcpStream>,
     ip: IpAddr,
-    state: &HttpState,
+    site: &impl Site,
     table: Rc<RefCell<Admission>>,
     ticket: Ticket,
 ) {
@@ -64,10 +65,7 @@ pub async fn serve_admitted(
     let head = future::or(within(HEAD_DEADLINE, read_head(&mut stream)), evicted).await;
     slot.table.borrow_mut().answering(slot.id);
     let (reply, method) = match head {
-        Ok(head) => (
-            answer(state, &head.method, &head.path, Some(ip)),
-            head.method,
-        ),
+        Ok(head) => (site.answer(&head.method, &head.path, ip), head.method),
         Err(HeadError::Rejected(why)) => (rejection(why), Method::Get),
         Err(HeadError::Gone) => return,
     };

@@ -5,6 +5,8 @@
 //! - `/livez`: the same verdict without detail. `/readyz`: 200 once every controller has had a
 //!   successful sync. `/metrics`: Prometheus text.
 //! - Only GET and HEAD (405 otherwise), unknown paths 404, sources outside `metrics_allow` 403.
+//! - Beside them, kube-proxy's health-check node ports (`health_ports`), on the same thread
+//!   and executor, one listener per port.
 //!
 //! Robustness (see `server`): one thread of its own runs a small async server; every
 //! connection is a task with a hard deadline for its request head and a size cap, slots are
@@ -20,6 +22,7 @@
 
 mod admission;
 mod connection;
+pub mod health_ports;
 pub mod request;
 mod response;
 mod server;
@@ -69,6 +72,8 @@ pub struct HttpState {
     /// Objects /healthz shows beside the controllers (e.g. `kubernetes`), added by sources
     /// that start after the HTTP server.
     pub sections: Sections,
+    /// The health-check node ports served beside the main listener, and their answers.
+    pub health_ports: Arc<health_ports::HealthPorts>,
 }
 
 /// Renders one extra /healthz object.
@@ -107,6 +112,8 @@ pub struct Reply {
     pub content_type: &'static str,
     /// Body (omitted on the wire for HEAD).
     pub body: String,
+    /// Headers beyond the ones every answer carries.
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Reply {
@@ -115,6 +122,7 @@ impl Reply {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.into(),
+            headers: Vec::new(),
         }
     }
 }
@@ -149,6 +157,7 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
                 status,
                 content_type: "application/json",
                 body,
+                headers: Vec::new(),
             }
         }
         "/livez" => {
@@ -184,6 +193,7 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
                 status: 200,
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
                 body: exporter.render(&state.health),
+                headers: Vec::new(),
             },
             None => Reply::text(503, "metrics are not enabled\n"),
         },
@@ -270,6 +280,7 @@ mod tests {
                 exporter: None,
                 allow,
                 sections: Sections::default(),
+                health_ports: Default::default(),
             },
             h,
         )

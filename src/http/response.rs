@@ -22,8 +22,8 @@ fn reason(status: u16) -> &'static str {
 
 /// The whole answer; without the body for HEAD.
 pub fn encode(reply: &Reply, head_only: bool, now: SystemTime) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\nDate: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nDate: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}",
         reply.status,
         reason(reply.status),
         imf_fixdate(now),
@@ -34,8 +34,12 @@ pub fn encode(reply: &Reply, head_only: bool, now: SystemTime) -> Vec<u8> {
         } else {
             ""
         },
-    )
-    .into_bytes();
+    );
+    for (name, value) in &reply.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
     if !head_only {
         out.extend_from_slice(reply.body.as_bytes());
     }

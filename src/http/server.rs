@@ -21,9 +21,9 @@ use futures_lite::future;
 use ipnet::IpNet;
 use smol::Async;
 
-use super::HttpState;
 use super::admission::{Admission, LIMITS};
 use super::connection::{serve_admitted, serve_forbidden};
+use super::{HttpState, Method, Reply};
 
 /// Accepts in a row before the loop lets the connection tasks and timers run: while
 /// connections keep arriving, `accept` never has to wait, so without this a flood would
@@ -44,7 +44,8 @@ pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(listener)
 }
 
-/// Serves on `listener` from a thread of its own until the process exits.
+/// Serves on `listener` from a thread of its own until the process exits, and on the
+/// health-check node ports of `state.health_ports` (on the same thread and executor).
 pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String> {
     let listener =
         Async::new(listener).map_err(|e| format!("cannot make the listener non-blocking: {e}"))?;
@@ -52,7 +53,14 @@ pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String>
         .name("http".into())
         .spawn(move || {
             let ex = Rc::new(smol::LocalExecutor::new());
-            smol::block_on(ex.run(accept_loop(Rc::clone(&ex), listener, state)));
+            let ports = super::health_ports::serve(
+                Rc::clone(&ex),
+                Arc::clone(&state.health_ports),
+                Arc::clone(&state.health),
+            );
+            ex.spawn(ports).detach();
+            let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
+            smol::block_on(ex.run(accept_loop(Rc::clone(&ex), listener, state, table)));
         })
         .map(|_| ())
         .map_err(|e| format!("cannot start the HTTP thread: {e}"))
@@ -67,6 +75,24 @@ pub(crate) trait Accept {
 impl Accept for Async<TcpListener> {
     fn next(&self) -> impl Future<Output = io::Result<(Async<TcpStream>, SocketAddr)>> {
         self.accept()
+    }
+}
+
+/// What a listener answers: who may connect, and the answer to a request.
+pub(crate) trait Site: Send + Sync + 'static {
+    /// Sources allowed in; None = everyone.
+    fn allow(&self) -> Option<&[IpNet]>;
+    /// The answer to `method` `path` from `peer` (canonical: v4-mapped addresses as IPv4).
+    fn answer(&self, method: &Method, path: &str, peer: IpAddr) -> Reply;
+}
+
+impl Site for HttpState {
+    fn allow(&self) -> Option<&[IpNet]> {
+        self.allow.as_deref()
+    }
+
+    fn answer(&self, method: &Method, path: &str, peer: IpAddr) -> Reply {
+        super::answer(self, method, path, Some(peer))
     }
 }
 
@@ -90,12 +116,13 @@ fn classify(ip: IpAddr, allow: Option<&[IpNet]>) -> Class {
     }
 }
 
-pub(crate) async fn accept_loop(
+/// Accepts on `listener` and answers with `site`, the slots handed out from `table`.
+pub(crate) async fn accept_loop<S: Site>(
     ex: Rc<smol::LocalExecutor<'static>>,
     listener: impl Accept,
-    state: Arc<HttpState>,
+    site: Arc<S>,
+    table: Rc<RefCell<Admission>>,
 ) {
-    let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
     let forbidden = Rc::new(Cell::new(0usize));
     let mut streak = 0;
     loop {
@@ -115,7 +142,7 @@ pub(crate) async fn accept_loop(
             }
         };
         let ip = peer.ip().to_canonical();
-        let class = classify(ip, state.allow.as_deref());
+        let class = classify(ip, site.allow());
         if class == Class::Forbidden {
             if forbidden.get() < MAX_FORBIDDEN {
                 forbidden.set(forbidden.get() + 1);
@@ -132,8 +159,8 @@ pub(crate) async fn accept_loop(
             log::debug!("http: every slot is busy answering; dropping a connection from {ip}");
             continue;
         };
-        let (table, state) = (Rc::clone(&table), Arc::clone(&state));
-        ex.spawn(async move { serve_admitted(stream, ip, &state, table, ticket).await })
+        let (table, site) = (Rc::clone(&table), Arc::clone(&site));
+        ex.spawn(async move { serve_admitted(stream, ip, &*site, table, ticket).await })
             .detach();
     }
 }

@@ -25,7 +25,7 @@ use log::warn;
 use crate::config::DesiredState;
 use crate::config::pod_policy::PodPolicies;
 use crate::config::route::Route;
-use crate::config::service::{Protocol, Service};
+use crate::config::service::{HealthCheckPort, Protocol, Service};
 use crate::kubernetes::order;
 
 /// Counter of clashes resolved in favour of TOML (or of the first cluster entry), by kind.
@@ -80,6 +80,8 @@ pub struct ClusterState {
     pub routes: Vec<Route>,
     /// Pod isolation units, by name.
     pub pod_policies: PodPolicies,
+    /// The health-check node ports this node answers on, by Service.
+    pub health_check_ports: Vec<HealthCheckPort>,
 }
 
 /// One kind's complete set of entries, as the latest cluster state says.
@@ -91,6 +93,8 @@ pub enum ClusterPart {
     Routes(Vec<Route>),
     /// Every pod isolation unit for this node's pods.
     NetworkPolicies(PodPolicies),
+    /// Every health-check node port (made from the same objects as the services).
+    HealthCheckPorts(Vec<HealthCheckPort>),
 }
 
 impl ClusterPart {
@@ -100,6 +104,7 @@ impl ClusterPart {
             ClusterPart::Services(_) => Kind::Services,
             ClusterPart::Routes(_) => Kind::Routes,
             ClusterPart::NetworkPolicies(_) => Kind::NetworkPolicies,
+            ClusterPart::HealthCheckPorts(_) => Kind::Services,
         }
     }
 }
@@ -236,6 +241,13 @@ impl Composer {
                     self.dirty = true;
                 }
             }
+            ClusterPart::HealthCheckPorts(mut ports) => {
+                order::sort_by(&mut ports, |a, b| a.service.cmp(&b.service));
+                if ports != self.cluster.health_check_ports {
+                    self.cluster.health_check_ports = ports;
+                    self.dirty = true;
+                }
+            }
         }
     }
 
@@ -244,6 +256,7 @@ impl Composer {
         self.set_cluster(ClusterPart::Services(state.services));
         self.set_cluster(ClusterPart::Routes(state.routes));
         self.set_cluster(ClusterPart::NetworkPolicies(state.pod_policies));
+        self.set_cluster(ClusterPart::HealthCheckPorts(state.health_check_ports));
         self.listed.clear();
         self.restored = true;
     }
@@ -281,6 +294,10 @@ impl Composer {
             .extend(kept.services.iter().cloned());
         composed.routing.routes.extend(kept.routes.iter().cloned());
         composed.pod_policies = kept.pod_policies.clone();
+        composed
+            .services
+            .health_check_ports
+            .extend(kept.health_check_ports.iter().cloned());
         self.published = Published {
             toml: Arc::clone(&self.toml),
             kept,
@@ -364,11 +381,15 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
         }
     }
     let pod_policies = cluster.pod_policies.clone();
+    // No clash: a port belongs to one Service, and TOML has none (the node's health answer
+    // follows the cluster even where a TOML service keeps the traffic).
+    let health_check_ports = cluster.health_check_ports.clone();
     (
         ClusterState {
             services,
             routes,
             pod_policies,
+            health_check_ports,
         },
         clashes,
     )

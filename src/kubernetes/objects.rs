@@ -62,6 +62,9 @@ pub struct ServiceSpec {
     pub external_traffic_policy: Option<String>,
     /// `Cluster` (default) or `Local` for cluster IPs.
     pub internal_traffic_policy: Option<String>,
+    /// The node port load balancers probe (`LoadBalancer` with `externalTrafficPolicy:
+    /// Local`; the API server allocates it).
+    pub health_check_node_port: Option<i32>,
 }
 
 /// `Service.spec.sessionAffinityConfig`.

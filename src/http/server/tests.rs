@@ -38,6 +38,7 @@ fn accept_loop_yields_under_a_flood_so_deadlines_keep_firing() {
             exporter: None,
             allow: None,
             sections: Default::default(),
+            health_ports: Default::default(),
         });
         let ex = Rc::new(smol::LocalExecutor::new());
         let t = Instant::now();
@@ -45,7 +46,8 @@ fn accept_loop_yields_under_a_flood_so_deadlines_keep_firing() {
             smol::Timer::after(Duration::from_millis(50)).await;
         };
         let serve = async {
-            accept_loop(Rc::clone(&ex), &flood, state).await;
+            let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
+            accept_loop(Rc::clone(&ex), &flood, state, table).await;
         };
         smol::block_on(ex.run(future::or(serve, deadline)));
         let _ = done.send((t.elapsed(), flood.accepted.get()));

@@ -13,7 +13,8 @@ use super::super::compose::ClusterState;
 use super::pod_records::{self, PodPolicyRecord};
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
-    Affinity, Backend, HealthCheck, HealthCheckKind, Masquerade, Protocol, Service, WhenEmpty,
+    Affinity, Backend, HealthCheck, HealthCheckKind, HealthCheckPort, Masquerade, Protocol,
+    Service, WhenEmpty,
 };
 use ipnet::IpNet;
 
@@ -33,6 +34,51 @@ pub(super) struct CacheFile {
     /// The pod isolation units (absent in files written before they existed: none).
     #[serde(default)]
     pod_policies: Vec<PodPolicyRecord>,
+    /// The health-check node ports (absent in files written before they existed: none).
+    #[serde(default)]
+    health_check_ports: Vec<HealthPortRecord>,
+}
+
+/// A [`HealthCheckPort`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthPortRecord {
+    /// `service`.
+    service: String,
+    /// `port`.
+    port: u16,
+    /// `local_endpoints`.
+    local_endpoints: u32,
+    /// `local_endpoints_v6`.
+    local_endpoints_v6: u32,
+}
+
+impl From<&HealthCheckPort> for HealthPortRecord {
+    fn from(p: &HealthCheckPort) -> HealthPortRecord {
+        let HealthCheckPort {
+            service,
+            port,
+            local_endpoints,
+            local_endpoints_v6,
+        } = p;
+        HealthPortRecord {
+            service: service.clone(),
+            port: *port,
+            local_endpoints: *local_endpoints,
+            local_endpoints_v6: *local_endpoints_v6,
+        }
+    }
+}
+
+impl From<HealthPortRecord> for HealthCheckPort {
+    fn from(r: HealthPortRecord) -> HealthCheckPort {
+        HealthCheckPort {
+            service: r.service,
+            port: r.port,
+            local_endpoints: r.local_endpoints,
+            local_endpoints_v6: r.local_endpoints_v6,
+        }
+    }
 }
 
 /// A [`Service`] as stored.
@@ -123,6 +169,11 @@ impl From<&ClusterState> for CacheFile {
             services: state.services.iter().map(ServiceRecord::from).collect(),
             routes: state.routes.iter().map(RouteRecord::from).collect(),
             pod_policies: pod_records::records(&state.pod_policies),
+            health_check_ports: state
+                .health_check_ports
+                .iter()
+                .map(HealthPortRecord::from)
+                .collect(),
         }
     }
 }
@@ -143,6 +194,11 @@ impl TryFrom<CacheFile> for ClusterState {
                 .map(Route::try_from)
                 .collect::<Result<_, _>>()?,
             pod_policies: pod_records::from_records(file.pod_policies)?,
+            health_check_ports: file
+                .health_check_ports
+                .into_iter()
+                .map(HealthCheckPort::from)
+                .collect(),
         })
     }
 }

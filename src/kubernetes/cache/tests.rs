@@ -5,7 +5,7 @@ use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPo
 use crate::config::route::TABLE_MAIN;
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
-    Affinity, Backend, HealthCheck, HealthCheckKind, Protocol, Service, WhenEmpty,
+    Affinity, Backend, HealthCheck, HealthCheckKind, HealthCheckPort, Protocol, Service, WhenEmpty,
 };
 
 /// A fresh directory of this test's own.
@@ -114,6 +114,12 @@ fn state() -> ClusterState {
             multipath,
         ],
         pod_policies: pod_policies(),
+        health_check_ports: vec![HealthCheckPort {
+            service: "a/x".into(),
+            port: 30_000,
+            local_endpoints: 2,
+            local_endpoints_v6: 1,
+        }],
     }
 }
 
@@ -237,4 +243,16 @@ fn a_cache_from_before_pod_policies_reads_with_none() {
     )
     .unwrap();
     assert_eq!(cache.read().unwrap(), Some(ClusterState::default()));
+}
+
+#[test]
+fn a_cache_from_before_health_check_ports_reads_with_none() {
+    let cache = Cache::new(dir("before-health-ports").join("kubernetes-state.json"));
+    fs::write(
+        cache.path(),
+        "{\"version\":1,\"services\":[],\"routes\":[],\"pod_policies\":[]}",
+    )
+    .unwrap();
+    let state = cache.read().unwrap().unwrap();
+    assert!(state.health_check_ports.is_empty(), "{state:?}");
 }

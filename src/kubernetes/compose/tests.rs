@@ -267,6 +267,7 @@ fn the_cluster_state_is_kept_whole_for_the_cache() {
         services: vec![service("a/web:http", "10.96.0.10", 80, "10.244.2.8:8080")],
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
         pod_policies: pods(&["k8s:a/deny"]),
+        health_check_ports: vec![health_port("a/web", 30_000)],
     };
     c.restore(state.clone());
     assert_eq!(c.cluster(), &state, "clashing entries included");
@@ -274,6 +275,51 @@ fn the_cluster_state_is_kept_whole_for_the_cache() {
     assert_eq!(names(&composed), ["web"]);
     assert_eq!(composed.routing.routes.len(), 2);
     assert_eq!(composed.pod_policies, pods(&["k8s:a/deny"]));
+    assert_eq!(
+        composed.services.health_check_ports,
+        [health_port("a/web", 30_000)],
+        "a TOML service keeping the traffic leaves the node's health answer to the cluster"
+    );
+}
+
+fn health_port(service: &str, port: u16) -> HealthCheckPort {
+    HealthCheckPort {
+        service: service.into(),
+        port,
+        local_endpoints: 1,
+        local_endpoints_v6: 1,
+    }
+}
+
+#[test]
+fn health_check_ports_are_published_in_order_and_the_same_ports_change_nothing() {
+    let mut c = Composer::new(toml(TOML));
+    let ports = vec![health_port("b/y", 30_001), health_port("a/x", 30_002)];
+    c.set_cluster(ClusterPart::HealthCheckPorts(ports.clone()));
+    assert!(
+        c.ready(&[Kind::Services]),
+        "made from the services' objects"
+    );
+    let composed = c.take_if_changed().unwrap();
+    let services: Vec<&str> = composed
+        .services
+        .health_check_ports
+        .iter()
+        .map(|p| p.service.as_str())
+        .collect();
+    assert_eq!(services, ["a/x", "b/y"]);
+    c.set_cluster(ClusterPart::HealthCheckPorts(
+        ports.into_iter().rev().collect(),
+    ));
+    assert!(
+        c.take_if_changed().is_none(),
+        "the same ports in another order"
+    );
+    let mut fewer = health_port("a/x", 30_002);
+    fewer.local_endpoints = 0;
+    c.set_cluster(ClusterPart::HealthCheckPorts(vec![fewer]));
+    let composed = c.take_if_changed().expect("a count change is a change");
+    assert_eq!(composed.services.health_check_ports[0].local_endpoints, 0);
 }
 
 #[test]
@@ -299,11 +345,16 @@ fn the_first_snapshot_holds_the_cached_cluster_state() {
         services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
         pod_policies: pods(&["k8s:a/deny"]),
+        health_check_ports: vec![health_port("a/api", 30_000)],
     };
     let (mut c, first) = Composer::start(toml(TOML), Some(cached));
     assert_eq!(names(&first), ["web", "k8s:a/api:http"]);
     assert_eq!(first.pod_policies, pods(&["k8s:a/deny"]));
     assert_eq!(first.routing.routes.len(), 2);
+    assert_eq!(
+        first.services.health_check_ports,
+        [health_port("a/api", 30_000)]
+    );
     assert!(c.take_if_changed().is_none(), "already out");
     let toml_only = toml(TOML);
     let (_, first) = Composer::start(Arc::clone(&toml_only), None);

@@ -47,6 +47,7 @@ impl ServiceSpec {
             session_affinity_config: timeout_seconds,
             external_traffic_policy: f.opt_str("externalTrafficPolicy")?,
             internal_traffic_policy: f.opt_str("internalTrafficPolicy")?,
+            health_check_node_port: f.opt_i32("healthCheckNodePort")?,
         })
     }
 }

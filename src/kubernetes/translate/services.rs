@@ -169,7 +169,7 @@ fn key(s: &objects::Service) -> (&str, &str) {
 }
 
 /// Why kube-proxy would not serve this Service at all, if it would not.
-fn skip_reason(svc: &objects::Service) -> Option<SkipReason> {
+pub(crate) fn skip_reason(svc: &objects::Service) -> Option<SkipReason> {
     if let Some(proxy) = svc.metadata.labels.get(SERVICE_PROXY_NAME_LABEL) {
         return Some(SkipReason::OtherProxy(proxy.clone()));
     }

@@ -220,6 +220,7 @@ impl Watcher {
                 &s.node_name,
                 &addresses,
             ));
+            out.push(parts::health_ports_part(&svcs, &slices, &s.node_name));
         }
         if let (true, Some(nodes)) = (s.feeds.contains(&Feed::Routes), listed_nodes.as_ref()) {
             out.push(parts::routes_part(

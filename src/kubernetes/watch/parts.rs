@@ -15,7 +15,7 @@ use crate::config::label_selector::LabelSelector;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;
 use crate::kubernetes::objects;
-use crate::kubernetes::translate::{network_policies, nodes, services};
+use crate::kubernetes::translate::{health_ports, network_policies, nodes, services};
 
 /// Node address types NodePorts are served on.
 const NODE_PORT_ADDRESS_TYPES: [&str; 2] = ["InternalIP", "ExternalIP"];
@@ -64,6 +64,19 @@ pub fn services_part(
         debug!("kubernetes service {}: skipped: {}", s.object, s.reason);
     }
     ClusterPart::Services(t.services)
+}
+
+/// The health-check node ports of the cluster's Services, with this node's counts.
+pub fn health_ports_part(
+    svcs: &BTreeMap<ObjectKey, objects::Service>,
+    slices: &BTreeMap<ObjectKey, objects::EndpointSlice>,
+    node_name: &str,
+) -> ClusterPart {
+    ClusterPart::HealthCheckPorts(health_ports::translate(
+        svcs.values(),
+        slices.values(),
+        node_name,
+    ))
 }
 
 /// The pod routes to every other selected Node.
