@@ -441,3 +441,101 @@ fn stamp(t: SystemTime) -> String {
 fn unix(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory with a state directory in it.
+    fn scratch(tag: &str) -> (PathBuf, Store) {
+        let dir =
+            std::env::temp_dir().join(format!("edgenetd-recover-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let store = Store::new(dir.join("state"));
+        (dir, store)
+    }
+
+    fn pending_for(store: &Store, main: &Path, applied: &str) {
+        store.save_confirmed(b"# a: confirmed\n").unwrap();
+        store
+            .save_pending(&PendingRecord {
+                deadline_unix: 1,
+                applied_from: "b.toml".into(),
+                main: Some(canonical(main).display().to_string()),
+                applied: Some(fingerprint(applied.as_bytes())),
+            })
+            .unwrap();
+    }
+
+    fn rejected_copies(dir: &Path) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".rejected-"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// The reproduction: a.toml's daemon applied b.toml with --confirm and was killed; a
+    /// daemon started on c.toml with the same state directory put a.toml's confirmed copy
+    /// in place of c.toml, and c.toml's content was gone.
+    #[test]
+    fn a_pending_confirm_is_not_restored_over_the_config_of_another_daemon() {
+        let (dir, store) = scratch("other");
+        let (a, c) = (dir.join("a.toml"), dir.join("c.toml"));
+        fs::write(&a, "# b: applied\n").unwrap();
+        fs::write(&c, "# c: mine\n").unwrap();
+        pending_for(&store, &a, "# b: applied\n");
+        assert_eq!(recover_at_start(&c, &store), None);
+        assert_eq!(fs::read_to_string(&c).unwrap(), "# c: mine\n");
+        assert!(
+            store.read_pending().unwrap().is_some(),
+            "left for a's daemon"
+        );
+        // a.toml's own daemon rolls it back, and loses nothing: the file is what apply wrote.
+        assert!(recover_at_start(&a, &store).unwrap().contains("b.toml"));
+        assert_eq!(fs::read_to_string(&a).unwrap(), "# a: confirmed\n");
+        assert_eq!(store.read_pending().unwrap(), None);
+        assert_eq!(rejected_copies(&dir), Vec::<PathBuf>::new());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_rollback_at_start_keeps_a_main_file_changed_since_the_apply_beside_it() {
+        let (dir, store) = scratch("changed");
+        let a = dir.join("a.toml");
+        fs::write(&a, "# edited by hand after the apply\n").unwrap();
+        pending_for(&store, &a, "# b: applied\n");
+        assert!(recover_at_start(&a, &store).is_some());
+        assert_eq!(fs::read_to_string(&a).unwrap(), "# a: confirmed\n");
+        let kept = rejected_copies(&dir);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(
+            fs::read_to_string(&kept[0]).unwrap(),
+            "# edited by hand after the apply\n"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Neither a record an older edgenetd wrote (bound to nothing) nor an unreadable one says
+    /// what apply wrote: the file is kept before it is replaced.
+    #[test]
+    fn an_unbound_or_unreadable_record_rolls_back_and_keeps_the_file() {
+        for record in [
+            &br#"{"deadline_unix":1,"applied_from":"b.toml"}"#[..],
+            b"garbage",
+        ] {
+            let (dir, store) = scratch("unbound");
+            let a = dir.join("a.toml");
+            fs::write(&a, "# whoever wrote this\n").unwrap();
+            store.save_confirmed(b"# a: confirmed\n").unwrap();
+            fs::write(store.dir().join("pending.json"), record).unwrap();
+            assert!(recover_at_start(&a, &store).is_some());
+            assert_eq!(fs::read_to_string(&a).unwrap(), "# a: confirmed\n");
+            assert_eq!(rejected_copies(&dir).len(), 1);
+            fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+}
