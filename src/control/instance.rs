@@ -191,6 +191,21 @@ mod tests {
         assert_eq!(again.control_socket(), test.control_socket());
     }
 
+    /// The derivation is a contract between versions (an older `apply` must find a newer
+    /// daemon), and docs/operations.md shows this very path.
+    #[test]
+    fn the_derived_path_is_stable() {
+        let i = Instance::new(Path::new("/srv/r1/edgenetd.toml"), Some("r1"));
+        assert_eq!(
+            i.control_socket(),
+            Path::new("/run/edgenetd-r1-edgenetd-1dde13ed/control.sock")
+        );
+        assert_eq!(
+            i.state_dir(),
+            Path::new("/var/lib/edgenetd-r1-edgenetd-1dde13ed")
+        );
+    }
+
     #[test]
     fn odd_names_make_short_safe_paths() {
         let long = "n".repeat(300);
