@@ -475,7 +475,8 @@ netns_test! {
         ]);
         let start = |main: &Path, listen: &str| {
             let args = ["--config", main.to_str().unwrap()];
-            let d = Daemon::start_with("apply-two-d", "", Options { args: &args, listen, ..Options::default() });
+            let opts = Options { args: &args, listen, scratch_control: false, ..Options::default() };
+            let d = Daemon::start_with("apply-two-d", "", opts);
             d.wait_ready();
             d
         };
