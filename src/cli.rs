@@ -440,10 +440,23 @@ fn plan(config_path: &Path) -> Exit {
 /// `apply`: reads NEW and hands it to the daemon, which validates, plans and applies it.
 fn apply(cli: &Cli) -> Exit {
     let new = &cli.config;
-    let text = match std::fs::read_to_string(new) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("edgenetd: cannot read {}: {e}", new.display());
+    let text = match config::text::read(new) {
+        config::text::FileText::Text(t) => t,
+        config::text::FileText::NotUtf8 { shown, at, byte } => {
+            let before = &shown[..at];
+            let line = before.matches('\n').count() + 1;
+            let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+                .chars()
+                .count()
+                + 1;
+            eprintln!(
+                "edgenetd: {}:{line}:{column}: not UTF-8 text: invalid byte at offset {byte}; nothing was sent",
+                new.display()
+            );
+            return Exit::Failure;
+        }
+        config::text::FileText::Unreadable(why) => {
+            eprintln!("edgenetd: {}: {why}", new.display());
             return Exit::Failure;
         }
     };
