@@ -57,6 +57,11 @@ impl Store {
         &self.dir
     }
 
+    /// The pending marker's path.
+    pub fn pending_path(&self) -> PathBuf {
+        self.dir.join(PENDING)
+    }
+
     /// The confirmed copy's path.
     pub fn confirmed_path(&self) -> PathBuf {
         self.dir.join(CONFIRMED)
@@ -83,13 +88,13 @@ impl Store {
             "applied": record.applied,
         })
         .to_string();
-        write_atomically(&self.dir.join(PENDING), json.as_bytes(), 0o600)
+        write_atomically(&self.pending_path(), json.as_bytes(), 0o600)
     }
 
     /// The pending confirm, if one is recorded. A marker that cannot be parsed still says
     /// "pending": `Ok(Some(Err(why)))`.
     pub fn read_pending(&self) -> io::Result<Option<Result<PendingRecord, String>>> {
-        match fs::read(self.dir.join(PENDING)) {
+        match fs::read(self.pending_path()) {
             Ok(bytes) => Ok(Some(parse_pending(&bytes))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -98,7 +103,7 @@ impl Store {
 
     /// Forgets the pending confirm (durably).
     pub fn clear_pending(&self) -> io::Result<()> {
-        match fs::remove_file(self.dir.join(PENDING)) {
+        match fs::remove_file(self.pending_path()) {
             Ok(()) => sync_dir(&self.dir),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),

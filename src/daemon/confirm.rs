@@ -276,20 +276,26 @@ impl Confirmer {
             keep_changed_main(&self.main, applied.as_deref(), &text, at)?;
             write_atomically(&self.main, &text, CONFIG_MODE)
         });
-        if let Err(e) = restored {
-            error!(
-                "rollback: cannot put {} back in place of {}: {e}",
-                self.store.confirmed_path().display(),
-                self.main.display()
-            );
-        }
-        match config::load(&self.main) {
+        let loaded = match restored {
+            Ok(()) => config::load(&self.main)
+                .map_err(|e| format!("does not load ({} problem(s))", e.count)),
+            // The main file still holds what it held (the applied text, or an edit that
+            // could not be kept): loading it would be no rollback.
+            Err(e) => {
+                error!(
+                    "rollback: cannot put {} back in place of {}: {e}",
+                    self.store.confirmed_path().display(),
+                    self.main.display()
+                );
+                Err("was not restored".to_string())
+            }
+        };
+        match loaded {
             Ok(state) => self.sink.take_toml(Arc::new(state)),
             Err(e) => {
                 error!(
-                    "rollback: {} does not load ({} problem(s)); the kernel returns to the configuration before the apply",
+                    "rollback: {} {e}; the kernel returns to the configuration before the apply",
                     self.main.display(),
-                    e.count
                 );
                 if let Some(previous) = previous {
                     self.sink.take_toml(previous);
@@ -349,7 +355,7 @@ pub async fn watch_deadline(confirmer: Rc<Confirmer>, wake: TriggerRx, shutdown:
 /// confirm was pending, so the confirmed copy goes back in place of the main file. A record
 /// taken for another main file is left alone. Returns why, when it rolled back.
 pub fn recover_at_start(main: &Path, store: &Store) -> Option<String> {
-    let pending = store.dir().join("pending.json");
+    let pending = store.pending_path();
     let record = match store.read_pending() {
         Ok(None) => return None,
         Ok(Some(Ok(record))) => Some(record),
@@ -531,7 +537,7 @@ mod tests {
             let a = dir.join("a.toml");
             fs::write(&a, "# whoever wrote this\n").unwrap();
             store.save_confirmed(b"# a: confirmed\n").unwrap();
-            fs::write(store.dir().join("pending.json"), record).unwrap();
+            fs::write(store.pending_path(), record).unwrap();
             assert!(recover_at_start(&a, &store).is_some());
             assert_eq!(fs::read_to_string(&a).unwrap(), "# a: confirmed\n");
             assert_eq!(rejected_copies(&dir).len(), 1);

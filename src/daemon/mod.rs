@@ -46,6 +46,7 @@ use self::snapshots::{Snapshots, TomlSink};
 use self::spawner::Spawner;
 use crate::clock::{Clock, SystemClock, unix_seconds};
 use crate::config::{self, DesiredState};
+use crate::control;
 use crate::control::instance::canonical;
 use crate::control::protocol::DaemonId;
 use crate::control::server as control_server;
@@ -183,7 +184,14 @@ fn bind_control(opts: &RunOptions) -> Result<Option<control_server::Bound>, Fata
             Err(Fatal)
         }
         Err(e) => {
-            warn!("control socket: {e}; `edgenetd apply` and `confirm` are unavailable");
+            // A unit that runs another --config (a drop-in) gets a derived path its sandbox
+            // cannot write: say how to keep the packaged one.
+            let hint = if opts.control_socket == std::path::Path::new(control::DEFAULT_SOCKET) {
+                ""
+            } else {
+                " (under the packaged unit's sandbox, add --control-socket /run/edgenetd/control.sock --state-dir /var/lib/edgenetd; see docs/operations.md, Several daemons on one host)"
+            };
+            warn!("control socket: {e}; `edgenetd apply` and `confirm` are unavailable{hint}");
             Ok(None)
         }
     }
