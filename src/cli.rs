@@ -472,23 +472,38 @@ fn apply(cli: &Cli) -> Exit {
 /// Sends one request to the daemon's control socket and prints its answer, and which daemon
 /// gave it.
 fn ask_daemon(socket: &Path, request: &Request) -> Exit {
-    let daemon = |response: &control::protocol::Response| match &response.daemon {
-        Some(id) => format!("daemon: {id} (control socket {})\n", socket.display()),
-        None => format!("daemon: the one on {}\n", socket.display()),
-    };
+    let target = request.target();
     match control::client::request(socket, request) {
-        Ok(response) if response.ok => {
-            print!("{}{}", response.text, daemon(&response));
-            Exit::Success
+        Ok(response)
+            if response.daemon.is_none() && (target.config.is_some() || target.netns.is_some()) =>
+        {
+            // An older daemon ignores the target: say that it was not checked.
+            eprintln!(
+                "edgenetd: warning: the daemon on {} did not say who it is (an older edgenetd): --target and --netns were not checked",
+                socket.display()
+            );
+            finish(response, socket)
         }
-        Ok(response) => {
-            eprint!("{}{}", response.text, daemon(&response));
-            Exit::Failure
-        }
+        Ok(response) => finish(response, socket),
         Err(e) => {
             eprintln!("edgenetd: {e}");
             Exit::Unreachable
         }
+    }
+}
+
+/// Prints a response and the daemon that gave it; the exit code it means.
+fn finish(response: control::protocol::Response, socket: &Path) -> Exit {
+    let daemon = match &response.daemon {
+        Some(id) => format!("daemon: {id} (control socket {})", socket.display()),
+        None => format!("daemon: the one on {}", socket.display()),
+    };
+    if response.ok {
+        println!("{}{daemon}", response.text);
+        Exit::Success
+    } else {
+        eprintln!("{}{daemon}", response.text);
+        Exit::Failure
     }
 }
 
