@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::control::instance::{self, Instance};
+use crate::control::protocol::{Request, Target};
 use crate::daemon::registry::{BUILTIN, BuiltinController, VerbFuture};
 use crate::{config, control, daemon, logging, status};
 
-/// The main config file when `--config` is not given.
-pub const DEFAULT_CONFIG: &str = "/etc/edgenetd/edgenetd.toml";
+/// The main config file when `--config` is not given (the packaged daemon's).
+pub const DEFAULT_CONFIG: &str = instance::PACKAGED_CONFIG;
 /// The daemon's base URL when `--url` is not given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:9750";
 
@@ -47,6 +49,7 @@ edgenetd — firewall, service load-balancing and routes for edge routers, from 
 
 USAGE:
     edgenetd run     [--config PATH] [--netns NAME] [--log-level LEVEL]
+                     [--control-socket PATH] [--state-dir PATH]
     edgenetd check   [--config PATH]
     edgenetd plan    [--config PATH]
     edgenetd cleanup [--config PATH]
@@ -54,8 +57,9 @@ USAGE:
     edgenetd explain [--config PATH] --in IFACE --from ADDR [--sport N] --to ADDR
                      [--dport N] --proto tcp|udp|icmp|icmpv6 [--state new|established]
                      [--icmp-type N] [--mark N] [--addresses IFACE=ADDR/LEN,...] [--json]
-    edgenetd apply   --config NEW [--confirm DURATION] [--control-socket PATH]
-    edgenetd confirm [--control-socket PATH]
+    edgenetd apply   --config NEW [--confirm DURATION] [--target CONFIG] [--netns NAME]
+                     [--control-socket PATH]
+    edgenetd confirm [--target CONFIG] [--netns NAME] [--control-socket PATH]
     edgenetd --version | --help
 
 VERBS:
@@ -70,20 +74,29 @@ VERBS:
     apply     hand NEW to the running daemon: validated like a reload (with conf.d; every
               problem listed, nothing changed), the changes printed, then put in place of
               the main config and applied; with --confirm it is rolled back unless
-              `edgenetd confirm` follows within DURATION (root or group edgenetd-admin)
+              `edgenetd confirm` follows within DURATION (root or group edgenetd-admin);
+              prints the daemon it changed (pid, main config, netns)
     confirm   keep the configuration a running daemon waits to have confirmed
 
 OPTIONS:
     --config PATH      main config file; conf.d/*.toml beside it is merged after it
                        [default: /etc/edgenetd/edgenetd.toml]
     --netns NAME       program the kernel inside `ip netns` NAME; HTTP stays where edgenetd
-                       was started (demos, tests, routers that live in a namespace)
+                       was started (demos, tests, routers that live in a namespace);
+                       (apply, confirm) the daemon run with this --netns
+    --target CONFIG    (apply, confirm) the daemon run with --config CONFIG: its control
+                       socket, and any other daemon refuses before changing anything
+                       [default: /etc/edgenetd/edgenetd.toml]
     --log-level LEVEL  error, warn, info, debug, trace [default: info, or $EDGENETD_LOG]
     --url URL          daemon base URL for status [default: http://127.0.0.1:9750]
     --confirm DURATION (apply) roll back unless confirmed within DURATION (e.g. 30s, 5m)
     --control-socket PATH
-                       the daemon's control socket [default: /run/edgenetd/control.sock]
-    --state-dir PATH   (run) where the confirmed config is kept [default: /var/lib/edgenetd]
+                       the daemon's control socket; each daemon has its own, for
+                       --config /etc/edgenetd/edgenetd.toml without --netns
+                       [default: /run/edgenetd/control.sock], for any other
+                       /run/edgenetd-[NETNS-]STEM-HASH/control.sock (its log says which)
+    --state-dir PATH   (run) where the confirmed config is kept, the same way
+                       [default: /var/lib/edgenetd], or /var/lib/edgenetd-[NETNS-]STEM-HASH
 
 EXPLAIN OPTIONS:
     --in IFACE         the interface the packet arrives on
@@ -182,10 +195,44 @@ pub struct Cli {
     pub config_given: bool,
     /// `--confirm`.
     pub confirm: Option<Duration>,
-    /// `--control-socket`.
-    pub control_socket: PathBuf,
-    /// `--state-dir`.
-    pub state_dir: PathBuf,
+    /// `--control-socket` (`None`: the instance's own).
+    pub control_socket: Option<PathBuf>,
+    /// `--state-dir` (`None`: the instance's own).
+    pub state_dir: Option<PathBuf>,
+    /// `--target`: the main config of the daemon `apply` and `confirm` mean.
+    pub target: Option<PathBuf>,
+}
+
+impl Cli {
+    /// The daemon this command line is about: `run`'s own (`--config`, `--netns`), or the
+    /// one `apply` and `confirm` mean (`--target`, `--netns`).
+    pub fn instance(&self) -> Instance {
+        let config = match self.verb {
+            Verb::Apply | Verb::Confirm => {
+                self.target.as_deref().unwrap_or(Path::new(DEFAULT_CONFIG))
+            }
+            _ => &self.config,
+        };
+        Instance::new(config, self.netns.as_deref())
+    }
+
+    /// The control socket: `--control-socket`, or the instance's own.
+    pub fn control_socket(&self) -> PathBuf {
+        self.control_socket
+            .clone()
+            .unwrap_or_else(|| self.instance().control_socket())
+    }
+
+    /// What `apply` and `confirm` tell the daemon about the one they mean.
+    fn target(&self) -> Target {
+        Target {
+            config: self
+                .target
+                .as_deref()
+                .map(|t| instance::canonical(t).display().to_string()),
+            netns: self.netns.clone(),
+        }
+    }
 }
 
 /// Parses the arguments (without the program name).
@@ -199,8 +246,9 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
         url: DEFAULT_URL.to_string(),
         config_given: false,
         confirm: None,
-        control_socket: PathBuf::from(control::DEFAULT_SOCKET),
-        state_dir: PathBuf::from(control::DEFAULT_STATE_DIR),
+        control_socket: None,
+        state_dir: None,
+        target: None,
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -220,8 +268,11 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
                 cli.config_given = true;
             }
             "--confirm" => cli.confirm = Some(parse_confirm(&value("--confirm")?)?),
-            "--control-socket" => cli.control_socket = PathBuf::from(value("--control-socket")?),
-            "--state-dir" => cli.state_dir = PathBuf::from(value("--state-dir")?),
+            "--control-socket" => {
+                cli.control_socket = Some(PathBuf::from(value("--control-socket")?));
+            }
+            "--state-dir" => cli.state_dir = Some(PathBuf::from(value("--state-dir")?)),
+            "--target" => cli.target = Some(PathBuf::from(value("--target")?)),
             "--netns" => cli.netns = Some(value("--netns")?),
             "--log-level" => cli.log_level = Some(value("--log-level")?),
             "--url" => cli.url = value("--url")?,
@@ -236,6 +287,9 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
     cli.verb = verb.ok_or("missing verb: run, check, plan, cleanup or status")?;
     if cli.verb == Verb::Apply && !cli.config_given {
         return Err("apply needs --config NEW (the new main config file)".into());
+    }
+    if cli.target.is_some() && !matches!(cli.verb, Verb::Apply | Verb::Confirm) {
+        return Err("--target is for apply and confirm (run's main config is --config)".into());
     }
     Ok(cli)
 }
@@ -288,19 +342,26 @@ pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
             println!("edgenetd {}", env!("CARGO_PKG_VERSION"));
             Exit::Success.into()
         }
-        Verb::Run => daemon::run(daemon::RunOptions {
-            config: cli.config,
-            netns: cli.netns,
-            control_socket: cli.control_socket,
-            state_dir: cli.state_dir,
-        }),
+        Verb::Run => {
+            let own = cli.instance();
+            daemon::run(daemon::RunOptions {
+                control_socket: cli.control_socket.unwrap_or_else(|| own.control_socket()),
+                state_dir: cli.state_dir.unwrap_or_else(|| own.state_dir()),
+                config: cli.config,
+                netns: cli.netns,
+            })
+        }
         Verb::Check => check(&cli.config).into(),
         Verb::Status => status_cmd(&cli.url).into(),
         Verb::Plan => plan(&cli.config).into(),
-        Verb::Apply => apply(&cli.config, cli.confirm, &cli.control_socket).into(),
-        Verb::Confirm => {
-            ask_daemon(&cli.control_socket, &control::protocol::Request::Confirm).into()
-        }
+        Verb::Apply => apply(&cli).into(),
+        Verb::Confirm => ask_daemon(
+            &cli.control_socket(),
+            &Request::Confirm {
+                target: cli.target(),
+            },
+        )
+        .into(),
         Verb::Cleanup => each_controller(Verb::Cleanup, &cli.config).into(),
         // Only as a later word (`edgenetd --log-level x explain`): its flags come after it.
         Verb::Explain => {
@@ -377,37 +438,72 @@ fn plan(config_path: &Path) -> Exit {
 }
 
 /// `apply`: reads NEW and hands it to the daemon, which validates, plans and applies it.
-fn apply(new: &Path, confirm: Option<Duration>, socket: &Path) -> Exit {
-    let text = match std::fs::read_to_string(new) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("edgenetd: cannot read {}: {e}", new.display());
+fn apply(cli: &Cli) -> Exit {
+    let new = &cli.config;
+    let text = match config::text::read(new) {
+        config::text::FileText::Text(t) => t,
+        config::text::FileText::NotUtf8 { shown, at, byte } => {
+            let before = &shown[..at];
+            let line = before.matches('\n').count() + 1;
+            let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+                .chars()
+                .count()
+                + 1;
+            eprintln!(
+                "edgenetd: {}:{line}:{column}: not UTF-8 text: invalid byte at offset {byte}; nothing was sent",
+                new.display()
+            );
+            return Exit::Failure;
+        }
+        config::text::FileText::Unreadable(why) => {
+            eprintln!("edgenetd: {}: {why}", new.display());
             return Exit::Failure;
         }
     };
-    let request = control::protocol::Request::Apply {
+    let request = Request::Apply {
         shown_as: new.display().to_string(),
         text,
-        confirm_ms: confirm.map(|d| d.as_millis() as u64),
+        confirm_ms: cli.confirm.map(|d| d.as_millis() as u64),
+        target: cli.target(),
     };
-    ask_daemon(socket, &request)
+    ask_daemon(&cli.control_socket(), &request)
 }
 
-/// Sends one request to the daemon's control socket and prints its answer.
-fn ask_daemon(socket: &Path, request: &control::protocol::Request) -> Exit {
+/// Sends one request to the daemon's control socket and prints its answer, and which daemon
+/// gave it.
+fn ask_daemon(socket: &Path, request: &Request) -> Exit {
+    let target = request.target();
     match control::client::request(socket, request) {
-        Ok(response) if response.ok => {
-            print!("{}", response.text);
-            Exit::Success
+        Ok(response)
+            if response.daemon.is_none() && (target.config.is_some() || target.netns.is_some()) =>
+        {
+            // An older daemon ignores the target: say that it was not checked.
+            eprintln!(
+                "edgenetd: warning: the daemon on {} did not say who it is (an older edgenetd): --target and --netns were not checked",
+                socket.display()
+            );
+            finish(response, socket)
         }
-        Ok(response) => {
-            eprint!("{}", response.text);
-            Exit::Failure
-        }
+        Ok(response) => finish(response, socket),
         Err(e) => {
             eprintln!("edgenetd: {e}");
             Exit::Unreachable
         }
+    }
+}
+
+/// Prints a response and the daemon that gave it; the exit code it means.
+fn finish(response: control::protocol::Response, socket: &Path) -> Exit {
+    let daemon = match &response.daemon {
+        Some(id) => format!("daemon: {id} (control socket {})", socket.display()),
+        None => format!("daemon: the one on {}", socket.display()),
+    };
+    if response.ok {
+        println!("{}{daemon}", response.text);
+        Exit::Success
+    } else {
+        eprintln!("{}{daemon}", response.text);
+        Exit::Failure
     }
 }
 
@@ -522,12 +618,48 @@ mod tests {
             (cli.verb, cli.confirm),
             (Verb::Apply, Some(Duration::from_secs(30)))
         );
-        assert_eq!(cli.control_socket, Path::new(control::DEFAULT_SOCKET));
+        assert_eq!(cli.control_socket(), Path::new(control::DEFAULT_SOCKET));
         assert!(parse(&["apply"]).unwrap_err().contains("--config NEW"));
         assert!(parse(&["apply", "-c", "x", "--confirm", "0s"]).is_err());
         assert!(parse(&["apply", "-c", "x", "--confirm", "2d"]).is_err());
         let cli = parse(&["confirm", "--control-socket", "/tmp/c.sock"]).unwrap();
-        assert_eq!(cli.control_socket, Path::new("/tmp/c.sock"));
+        assert_eq!(cli.control_socket(), Path::new("/tmp/c.sock"));
+    }
+
+    /// A second daemon (in a namespace, or a test one on its own file) shared the packaged
+    /// daemon's socket, and `apply` from a shell changed the first daemon instead.
+    #[test]
+    fn apply_and_confirm_reach_the_daemon_run_with_the_same_config_and_netns() {
+        let run = parse(&["run", "-c", "/srv/r1/edgenetd.toml", "--netns", "r1"]).unwrap();
+        let apply = parse(&[
+            "apply",
+            "-c",
+            "/tmp/new.toml",
+            "--target",
+            "/srv/r1/edgenetd.toml",
+            "--netns",
+            "r1",
+        ])
+        .unwrap();
+        assert_eq!(apply.control_socket(), run.control_socket());
+        assert_ne!(run.control_socket(), Path::new(control::DEFAULT_SOCKET));
+        let confirm = parse(&["confirm", "--netns", "r1"]).unwrap();
+        let run_default_in_r1 = parse(&["run", "--netns", "r1"]).unwrap();
+        assert_eq!(confirm.control_socket(), run_default_in_r1.control_socket());
+        let packaged = parse(&["run"]).unwrap();
+        assert_eq!(
+            packaged.control_socket(),
+            Path::new(control::DEFAULT_SOCKET)
+        );
+        assert_eq!(
+            packaged.instance().state_dir(),
+            Path::new(control::DEFAULT_STATE_DIR)
+        );
+        assert_eq!(
+            apply.target().config.as_deref(),
+            Some("/srv/r1/edgenetd.toml")
+        );
+        assert!(parse(&["run", "--target", "/x.toml"]).is_err());
     }
 
     #[test]

@@ -25,8 +25,9 @@
 //! - [`http`]: /healthz /livez /readyz /metrics. [`systemd`]: READY, STATUS, WATCHDOG,
 //!   RELOADING, STOPPING.
 //! - [`control`]: the control socket (`edgenetd apply`/`confirm` to the running daemon):
-//!   the wire format, who may connect, the persisted confirm state. The daemon supplies
-//!   what the requests do.
+//!   which daemon a socket and state directory belong to (one pair per main config and
+//!   netns), the wire format, who may connect, the persisted confirm state. The daemon
+//!   supplies what the requests do.
 //! - [`daemon`]: the orchestration of `edgenetd run`: controller loops (timer OR new
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
 //!   the reaction to a reload, and the registry of built-in controllers.

@@ -5,7 +5,8 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::bin::{Outcome, edgenetd};
@@ -68,7 +69,13 @@ impl Router {
     }
 
     fn start(&self) -> Daemon {
-        let (config, socket, state) = (self.dir.config(), self.socket(), self.dir.join("state"));
+        self.start_on(&self.dir.config())
+    }
+
+    /// A daemon on main config `config`, with this router's control socket and state
+    /// directory.
+    fn start_on(&self, config: &Path) -> Daemon {
+        let (socket, state) = (self.socket(), self.dir.join("state"));
         let args: Vec<&str> = vec![
             "--config",
             config.to_str().unwrap(),
@@ -324,5 +331,194 @@ netns_test! {
             assert!(r.apply(base, &[]).ok());
             wait_until("the route removed", Duration::from_secs(3), || !has());
         }
+    }
+}
+
+/// The files in the router's directory whose name says a rollback kept them.
+fn rejected_copies(r: &Router) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(r.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".rejected-"))
+        .collect();
+    found.sort();
+    found
+}
+
+netns_test! {
+    /// The reproduction: a daemon on a.toml applied b.toml with --confirm 60s and was killed;
+    /// a daemon then started on c.toml with the same state directory logged `restored
+    /// …/confirmed.toml in place of c.toml`, and c.toml's content was gone (a.toml's in its
+    /// place).
+    fn a_pending_confirm_is_not_restored_over_the_config_the_next_daemon_starts_with() {
+        let r = Router::new("apply-other-main");
+        let c_text = OPEN.replace("ssh-from-wan", "ssh-of-c");
+        r.dir.write("c.toml", &c_text);
+        let mut d = r.start();
+        assert!(r.apply(&cut(), &["--confirm", "60s"]).ok());
+        d.signal("KILL");
+        assert!(d.wait_exit(Duration::from_secs(5)).is_some());
+        drop(d);
+        let c = r.start_on(&r.dir.join("c.toml"));
+        assert_eq!(std::fs::read_to_string(r.dir.join("c.toml")).unwrap(), c_text, "{}", c.log());
+        assert!(c.log().contains("left alone"), "says why it did not roll back:\n{}", c.log());
+        assert!(!c.log().contains("restored"), "{}", c.log());
+        assert!(r.dir.join("state/pending.json").exists(), "the record waits for its own daemon");
+        assert_eq!(c.metric("edgenetd_config_rollbacks_total", &[]), Some(0.0));
+        // c.toml's daemon refuses to write a state directory that holds another file's
+        // pending confirm (its confirmed copy is a.toml's way back).
+        r.dir.write("new.toml", &c_text);
+        let new = r.dir.join("new.toml");
+        let refused = edgenetd(&["apply", "--config", new.to_str().unwrap(), "--control-socket", r.socket().to_str().unwrap()]);
+        assert_eq!(refused.code, 1, "{refused:?}");
+        assert!(refused.stderr.contains("holds a confirm pending for"), "{refused:?}");
+        drop(c);
+        // a.toml's own daemon rolls it back, and no copy is kept: the file held what apply
+        // wrote.
+        let a = r.start();
+        assert_eq!(r.main_text(), OPEN, "{}", a.log());
+        assert!(r.ssh_works(), "{}", a.log());
+        assert_eq!(a.metric("edgenetd_config_rollbacks_total", &[]), Some(1.0));
+        assert!(!r.dir.join("state/pending.json").exists());
+        assert_eq!(rejected_copies(&r), Vec::<PathBuf>::new());
+        assert_eq!(std::fs::read_to_string(r.dir.join("c.toml")).unwrap(), c_text);
+    }
+}
+
+netns_test! {
+    /// A rollback used to rename the confirmed copy over the main file whatever it held: an
+    /// edit made while the confirm was pending (refused as a reload, left on disk) was lost.
+    fn a_rollback_keeps_a_main_file_edited_while_the_confirm_was_pending_beside_it() {
+        let r = Router::new("apply-keep-edit");
+        let d = r.start();
+        assert!(r.apply(&cut(), &["--confirm", "2s"]).ok());
+        let edit = format!("{}# edited by hand while the confirm was pending\n", cut());
+        r.dir.replace("edgenetd.toml", &edit);
+        wait_until("the rollback", Duration::from_secs(6), || {
+            d.metric("edgenetd_config_rollbacks_total", &[]) == Some(1.0)
+        });
+        assert_eq!(r.main_text(), OPEN);
+        let kept = rejected_copies(&r);
+        assert_eq!(kept.len(), 1, "{kept:?}\n{}", d.log());
+        assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), edit);
+        assert!(d.log().contains("its content is kept as"), "{}", d.log());
+        r.wait_ssh(true, Duration::from_secs(4));
+    }
+}
+
+netns_test! {
+    /// Two daemons with the same control socket: the second warned and ran without one
+    /// (and, before that, rolled back the first one's pending confirm at start-up).
+    fn a_second_daemon_on_a_served_control_socket_stops_before_it_touches_the_first_ones_files() {
+        let r = Router::new("apply-second");
+        let first = r.start();
+        assert!(r.apply(&cut(), &["--confirm", "60s"]).ok());
+        let mut second = Command::new(env!("CARGO_BIN_EXE_edgenetd"))
+            .args(["run", "--config", r.dir.config().to_str().unwrap()])
+            .args(["--control-socket", r.socket().to_str().unwrap()])
+            .args(["--state-dir", r.dir.join("state").to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let exited = common::wait::poll_for(Duration::from_secs(10), || second.try_wait().unwrap());
+        if exited.is_none() {
+            let _ = second.kill();
+        }
+        let out = second.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(exited.and_then(|s| s.code()), Some(1), "{err}");
+        let want = format!("another process (pid {}) is serving this control socket", first.pid());
+        assert!(err.contains(&want), "missing {want:?} in\n{err}");
+        assert!(r.main_text().contains("ssh-moved"), "the first daemon's pending apply stays");
+        assert!(r.dir.join("state/pending.json").exists());
+        let confirmed = r.confirm();
+        assert!(confirmed.ok(), "the first daemon still serves its socket: {confirmed:?}");
+        assert!(confirmed.stdout.contains(&format!("daemon: pid {}", first.pid())), "{confirmed:?}");
+    }
+}
+
+/// A config that enables no controller (two daemons in one namespace must not fight over
+/// the kernel), listening on `port`, marked with `tag`.
+fn idle(port: u16, tag: &str) -> String {
+    format!(
+        "# {tag}\n[daemon]\nlisten = \"127.0.0.1:{port}\"\n[controller.policy]\nenabled = false\n[controller.service]\nenabled = false\n[controller.route]\nenabled = false\n"
+    )
+}
+
+/// Removes an instance's derived runtime and state directories when the test ends.
+struct Derived(Vec<PathBuf>);
+
+impl Drop for Derived {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+netns_test! {
+    /// Two daemons on one host shared /run/edgenetd/control.sock and /var/lib/edgenetd: the
+    /// second ran without a control socket, and `edgenetd apply` from a shell changed the
+    /// first daemon's config.
+    fn two_daemons_on_one_host_get_their_own_control_sockets_and_apply_changes_the_one_it_names() {
+        use edgenetd::control::instance::Instance;
+        let _topology = Topology::new();
+        let dir = ScratchDir::with_files("apply-two", &[("a/edgenetd.toml", &idle(9761, "a")), ("b/edgenetd.toml", &idle(9762, "b"))]);
+        let (a_main, b_main) = (dir.join("a/edgenetd.toml"), dir.join("b/edgenetd.toml"));
+        let (a_id, b_id) = (Instance::new(&a_main, None), Instance::new(&b_main, None));
+        let _cleanup = Derived(vec![
+            a_id.control_socket().parent().unwrap().to_path_buf(),
+            b_id.control_socket().parent().unwrap().to_path_buf(),
+            a_id.state_dir(),
+            b_id.state_dir(),
+        ]);
+        let start = |main: &Path, listen: &str| {
+            let args = ["--config", main.to_str().unwrap()];
+            let opts = Options { args: &args, listen, scratch_control: false, ..Options::default() };
+            let d = Daemon::start_with("apply-two-d", "", opts);
+            d.wait_ready();
+            d
+        };
+        let a = start(&a_main, "127.0.0.1:9761");
+        let b = start(&b_main, "127.0.0.1:9762");
+        for (id, d) in [(&a_id, &a), (&b_id, &b)] {
+            wait_until("the derived control socket", Duration::from_secs(5), || id.control_socket().exists());
+            assert!(!d.log().contains("unavailable"), "{}", d.log());
+        }
+        let new = dir.join("new.toml");
+        let apply_to = |text: &str, extra: &[&str]| {
+            std::fs::write(&new, text).unwrap();
+            let mut args = vec!["apply", "--config", new.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            edgenetd(&args)
+        };
+        let target_a = ["--target", a_main.to_str().unwrap()];
+        let out = apply_to(&idle(9761, "a, applied"), &target_a);
+        assert!(out.ok(), "{out:?}\n{}", a.log());
+        let names = format!(
+            "daemon: pid {}, main config {}, netns - (control socket {})",
+            a.pid(), a_id.config.display(), a_id.control_socket().display()
+        );
+        assert!(out.stdout.contains(&names), "missing {names:?} in {out:?}");
+        assert!(std::fs::read_to_string(&a_main).unwrap().contains("a, applied"));
+        assert!(std::fs::read_to_string(&b_main).unwrap().starts_with("# b\n"), "b is untouched");
+        // A request meant for b that reaches a's socket is refused before anything changes.
+        let a_sock = a_id.control_socket();
+        let misdirected = apply_to(
+            &idle(9762, "b, misdirected"),
+            &["--target", b_main.to_str().unwrap(), "--control-socket", a_sock.to_str().unwrap()],
+        );
+        assert_eq!(misdirected.code, 1, "{misdirected:?}");
+        let why = format!("this daemon runs main config {}, not {}", a_id.config.display(), b_id.config.display());
+        assert!(misdirected.stderr.contains(&why) && misdirected.stderr.contains("nothing was changed"), "{misdirected:?}");
+        assert!(std::fs::read_to_string(&a_main).unwrap().contains("a, applied"));
+        // And the netns: a runs in the namespace it was started in, not in r1.
+        let wrong_ns = edgenetd(&["confirm", "--netns", "r1", "--control-socket", a_sock.to_str().unwrap()]);
+        assert_eq!(wrong_ns.code, 1, "{wrong_ns:?}");
+        assert!(wrong_ns.stderr.contains("not r1"), "{wrong_ns:?}");
+        let to_b = edgenetd(&["confirm", "--target", b_main.to_str().unwrap()]);
+        assert_eq!(to_b.code, 1, "{to_b:?}");
+        assert!(to_b.stderr.contains("nothing to confirm") && to_b.stderr.contains(&format!("daemon: pid {}", b.pid())), "{to_b:?}");
     }
 }

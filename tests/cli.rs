@@ -205,3 +205,79 @@ fn check_reads_the_kubernetes_section_and_names_the_feature_it_needs() {
         assert!(err.contains(&want), "missing {want:?} in\n{err}");
     }
 }
+
+/// `config_files()` kept only what `is_file()` accepted: a conf.d entry that dangles or loops
+/// was dropped, `check` said ok and a reload read one file fewer.
+#[test]
+fn check_names_a_conf_d_symlink_that_dangles_or_loops() {
+    let dir = ScratchDir::with_files(
+        "cli-links",
+        &[
+            ("edgenetd.toml", "[daemon]\n"),
+            (
+                "conf.d/10-ok.toml",
+                "[controller.route]\nperiod = \"10s\"\n",
+            ),
+        ],
+    );
+    let link = |name: &str, to: &str| {
+        std::os::unix::fs::symlink(to, dir.join(&format!("conf.d/{name}"))).unwrap()
+    };
+    link("20-gone.toml", "/nonexistent/edgenetd-routes.toml");
+    link("30-loop.toml", "30-loop.toml");
+    let main = dir.join("edgenetd.toml").display().to_string();
+    let (code, out, err) = edgenetd(&["check", "--config", &main]);
+    assert_eq!(code, 1, "{out}{err}");
+    let gone = dir.join("conf.d/20-gone.toml").display().to_string();
+    let looped = dir.join("conf.d/30-loop.toml").display().to_string();
+    for want in [
+        format!(
+            "{gone}: cannot read: a symlink to /nonexistent/edgenetd-routes.toml that does not resolve to a file"
+        ),
+        format!("{looped}: cannot read: a symlink to 30-loop.toml that does not resolve to a file"),
+        format!("{main}: 2 problem(s)"),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    }
+}
+
+/// Binary garbage was reported as "stream did not contain valid UTF-8", with no place.
+#[test]
+fn check_and_apply_locate_bytes_that_are_not_utf8() {
+    let dir = ScratchDir::with_files("cli-binary", &[("edgenetd.toml", "[daemon]\n")]);
+    let mut garbage = b"[controller.route]\nperiod = \"1\x1b[2J".to_vec();
+    garbage.extend_from_slice(&[0xc3, 0x28, 0xff]);
+    garbage.extend_from_slice(b"0s\"\n[policy]\n");
+    std::fs::create_dir_all(dir.join("conf.d")).unwrap();
+    std::fs::write(dir.join("conf.d/50-bin.toml"), &garbage).unwrap();
+    let main = dir.join("edgenetd.toml").display().to_string();
+    let bin = dir.join("conf.d/50-bin.toml").display().to_string();
+    let (code, _, err) = edgenetd(&["check", "--config", &main]);
+    assert_eq!(code, 1, "{err}");
+    let want = format!("{bin}:2:16: error: not UTF-8 text: invalid byte at offset 34");
+    assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    assert!(!err.contains("stream did not contain"), "{err}");
+    assert!(
+        !err.contains('\x1b'),
+        "no control character reaches the terminal: {err:?}"
+    );
+    assert!(
+        err.contains(&format!("{main}: 1 problem(s)")),
+        "only that problem: {err}"
+    );
+    // `apply` reads NEW itself: the same place, before anything is sent.
+    let (code, _, err) = edgenetd(&[
+        "apply",
+        "--config",
+        &bin,
+        "--control-socket",
+        "/nonexistent/c.sock",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{bin}:2:16: not UTF-8 text: invalid byte at offset 34"
+        )),
+        "{err}"
+    );
+}

@@ -72,3 +72,20 @@ netns_test! {
         }
     }
 }
+
+netns_test! {
+    /// A conf.d/*.toml symlink that dangles was filtered out by `is_file()`: the reload
+    /// succeeded with one file fewer and said nothing.
+    fn a_conf_d_symlink_that_dangles_is_a_rejected_reload_naming_it() {
+        let d = Daemon::start("reload-dangling", GOOD);
+        d.wait_notify(0, Duration::from_secs(5), |m| m.contains("READY=1")).expect("READY=1");
+        std::fs::create_dir_all(d.dir().join("conf.d")).unwrap();
+        let link = d.dir().join("conf.d/50-routes.toml");
+        std::os::unix::fs::symlink("/nonexistent/edgenetd-routes.toml", &link).unwrap();
+        d.signal("HUP");
+        wait_metric(&d, "edgenetd_config_reload_failures_total", 1.0, WAIT);
+        assert_eq!(d.metric("edgenetd_config_last_reload_successful", &[]), Some(0.0));
+        let want = format!("{}: cannot read: a symlink to /nonexistent/edgenetd-routes.toml", link.display());
+        assert!(d.log().contains(&want), "missing {want:?} in\n{}", d.log());
+    }
+}

@@ -35,6 +35,7 @@ mod source_map;
 mod split;
 #[cfg(feature = "fault-injection")]
 pub mod test_controller;
+pub mod text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -102,9 +103,13 @@ pub fn conf_d_dir(main: &Path) -> PathBuf {
 pub fn config_files(main: &Path) -> Vec<PathBuf> {
     let mut files = vec![main.to_path_buf()];
     if let Ok(entries) = std::fs::read_dir(conf_d_dir(main)) {
+        // A `*.toml` that does not resolve (a dangling symlink, a loop) is kept: the load
+        // names it as a problem instead of silently reading one file fewer. Directories and
+        // other non-files (a FIFO would block the read) are not config files.
         let mut extra: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .filter(|p| std::fs::metadata(p).map_or(true, |m| m.is_file()))
             .collect();
         extra.sort();
         files.extend(extra);
@@ -132,6 +137,8 @@ fn load_files(main: &Path, replace: Option<(&Path, String)>) -> Result<DesiredSt
     let mut sources = SourceMap::default();
     let mut diags = Diagnostics::default();
     let files = config_files(main);
+    // Files that are only there to locate a problem (not text): never parsed.
+    let mut unparsed = Vec::new();
     let mut replace = replace;
     for (i, path) in files.iter().enumerate() {
         if i == 0
@@ -140,14 +147,25 @@ fn load_files(main: &Path, replace: Option<(&Path, String)>) -> Result<DesiredSt
             sources.add(shown_as.to_path_buf(), text);
             continue;
         }
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
+        match text::read(path) {
+            text::FileText::Text(text) => {
                 sources.add(path.clone(), text);
             }
-            Err(e) => diags.error_nowhere(format!("{}: cannot read: {e}", path.display())),
+            text::FileText::NotUtf8 { shown, at, byte } => {
+                let base = sources.add(path.clone(), shown);
+                let start = base + at;
+                diags.error(
+                    start..start + char::REPLACEMENT_CHARACTER.len_utf8(),
+                    format!("not UTF-8 text: invalid byte at offset {byte}"),
+                );
+                unparsed.push(base);
+            }
+            text::FileText::Unreadable(why) => {
+                diags.error_nowhere(format!("{}: {why}", path.display()));
+            }
         }
     }
-    let state = validate_sources(&sources, split::MIN_BLOCKS, &mut diags);
+    let state = validate_sources(&sources, &unparsed, split::MIN_BLOCKS, &mut diags);
     if diags.is_empty() {
         Ok(DesiredState { files, ..state })
     } else {
@@ -167,7 +185,7 @@ fn load_str_split(files: &[(&str, &str)], min_blocks: usize) -> Result<DesiredSt
         sources.add(PathBuf::from(name), text.to_string());
     }
     let mut diags = Diagnostics::default();
-    let state = validate_sources(&sources, min_blocks, &mut diags);
+    let state = validate_sources(&sources, &[], min_blocks, &mut diags);
     if diags.is_empty() {
         Ok(state)
     } else {
@@ -175,14 +193,20 @@ fn load_str_split(files: &[(&str, &str)], min_blocks: usize) -> Result<DesiredSt
     }
 }
 
+/// Merges and validates every file of `sources` but those whose base is in `unparsed`.
 fn validate_sources(
     sources: &SourceMap,
+    unparsed: &[usize],
     min_blocks: usize,
     diags: &mut Diagnostics,
 ) -> DesiredState {
     let mut doc = Doc::default();
     let mut routes = route::RouteList::default();
-    for file in sources.files() {
+    for file in sources
+        .files()
+        .iter()
+        .filter(|f| !unparsed.contains(&f.base))
+    {
         load::merge_file(
             &mut doc,
             &mut routes,

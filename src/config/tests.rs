@@ -219,6 +219,31 @@ fn conf_d_files_are_read_in_name_order_beside_the_main_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A dangling conf.d symlink was filtered out by `is_file()`: one file fewer, silently.
+#[test]
+fn a_conf_d_entry_that_does_not_resolve_is_a_file_of_the_load_and_a_problem() {
+    let dir = std::env::temp_dir().join(format!("edgenetd-confd-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("conf.d/sub.toml")).unwrap();
+    std::fs::write(dir.join("edgenetd.toml"), "").unwrap();
+    std::os::unix::fs::symlink("/nonexistent/x.toml", dir.join("conf.d/10-gone.toml")).unwrap();
+    let main = dir.join("edgenetd.toml");
+    // The directory named *.toml is not a config file; the link is.
+    assert_eq!(
+        config_files(&main),
+        [main.clone(), dir.join("conf.d/10-gone.toml")]
+    );
+    let err = load(&main).unwrap_err();
+    assert_eq!(err.count, 1, "{}", err.rendered);
+    assert!(
+        err.rendered
+            .contains("10-gone.toml: cannot read: a symlink to /nonexistent/x.toml"),
+        "{}",
+        err.rendered
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn missing_main_file_is_reported() {
     let err = load(Path::new("/nonexistent/edgenetd.toml")).unwrap_err();

@@ -1,7 +1,8 @@
 //! The control socket: how `edgenetd apply` and `edgenetd confirm` talk to the running
 //! daemon.
 //!
-//! One unix stream socket (`/run/edgenetd/control.sock` by default). A client writes one
+//! One unix stream socket per daemon ([`instance`]: `/run/edgenetd/control.sock` for the
+//! packaged one, a path of its own for every other). A client writes one
 //! JSON request on one line, the daemon answers with one JSON response and closes the
 //! connection ([`protocol`]). Only root and members of the group `edgenetd-admin` are served:
 //! the socket file is mode 0660 (group: the daemon's group, `edgenetd-admin` in the packaged
@@ -11,12 +12,10 @@
 //! this module a [`server::Handler`]).
 
 pub mod client;
+pub mod instance;
 pub mod peer;
 pub mod protocol;
 pub mod server;
 pub mod store;
 
-/// The control socket when `--control-socket` is not given.
-pub const DEFAULT_SOCKET: &str = "/run/edgenetd/control.sock";
-/// The state directory when `--state-dir` is not given (the unit's `StateDirectory=`).
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/edgenetd";
+pub use instance::{DEFAULT_SOCKET, DEFAULT_STATE_DIR};

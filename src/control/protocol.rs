@@ -20,9 +20,66 @@ pub enum Request {
         /// Roll back unless confirmed within this many milliseconds; `None` = confirmed
         /// at once.
         confirm_ms: Option<u64>,
+        /// The daemon the client means.
+        target: Target,
     },
     /// Make the pending configuration the confirmed one.
-    Confirm,
+    Confirm {
+        /// The daemon the client means.
+        target: Target,
+    },
+}
+
+/// Which daemon a request is meant for: a daemon that is another one refuses it before it
+/// changes anything (`apply --target CONFIG`, `--netns NAME`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// The main config file the daemon must run (canonical path), if the client said.
+    pub config: Option<String>,
+    /// The network namespace the daemon must program, if the client said.
+    pub netns: Option<String>,
+}
+
+/// Who answered: shown by `apply` and `confirm`, so the operator sees which daemon changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonId {
+    /// Its process id.
+    pub pid: u32,
+    /// Its main config file (canonical path).
+    pub config: String,
+    /// The network namespace it programs (`None`: the one it was started in).
+    pub netns: Option<String>,
+}
+
+impl DaemonId {
+    /// Why this daemon is not the one `target` means; `None` when it is.
+    pub fn mismatch(&self, target: &Target) -> Option<String> {
+        if let Some(config) = target.config.as_deref().filter(|c| *c != self.config) {
+            return Some(format!(
+                "this daemon runs main config {}, not {config}",
+                self.config
+            ));
+        }
+        match (&target.netns, &self.netns) {
+            (Some(want), have) if Some(want) != have.as_ref() => Some(format!(
+                "this daemon programs network namespace {}, not {want}",
+                have.as_deref().unwrap_or("- (the one it was started in)")
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for DaemonId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {}, main config {}, netns {}",
+            self.pid,
+            self.config,
+            self.netns.as_deref().unwrap_or("-")
+        )
+    }
 }
 
 /// What the daemon answers.
@@ -32,6 +89,8 @@ pub struct Response {
     pub ok: bool,
     /// What to show the operator (the diff and deadline, or every problem).
     pub text: String,
+    /// The daemon that answered (`None` from a daemon too old to say).
+    pub daemon: Option<DaemonId>,
 }
 
 // The messages go through `serde_json::Value` by hand rather than derived (de)serializers:
@@ -46,15 +105,29 @@ impl Request {
                 shown_as,
                 text,
                 confirm_ms,
+                target,
             } => json!({
                 "op": "apply",
                 "shown_as": shown_as,
                 "text": text,
                 "confirm_ms": confirm_ms,
+                "target": target.config,
+                "netns": target.netns,
             }),
-            Request::Confirm => json!({ "op": "confirm" }),
+            Request::Confirm { target } => json!({
+                "op": "confirm",
+                "target": target.config,
+                "netns": target.netns,
+            }),
         };
         value.to_string() + "\n"
+    }
+
+    /// The daemon the request is meant for.
+    pub fn target(&self) -> &Target {
+        match self {
+            Request::Apply { target, .. } | Request::Confirm { target } => target,
+        }
     }
 }
 
@@ -64,6 +137,7 @@ impl Response {
         Response {
             ok: true,
             text: text.into(),
+            daemon: None,
         }
     }
 
@@ -72,20 +146,35 @@ impl Response {
         Response {
             ok: false,
             text: text.into(),
+            daemon: None,
         }
     }
 
     /// The response as one line (with its newline).
     pub fn to_line(&self) -> String {
-        json!({ "ok": self.ok, "text": self.text }).to_string() + "\n"
+        let daemon = self
+            .daemon
+            .as_ref()
+            .map(|d| json!({ "pid": d.pid, "config": d.config, "netns": d.netns }));
+        json!({ "ok": self.ok, "text": self.text, "daemon": daemon }).to_string() + "\n"
     }
 
     /// Reads a response line.
     pub fn parse(line: &str) -> Result<Response, String> {
         let value: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let d = &value["daemon"];
+        let daemon = match (d["pid"].as_u64(), d["config"].as_str()) {
+            (Some(pid), Some(config)) => Some(DaemonId {
+                pid: u32::try_from(pid).map_err(|_| "bad `daemon.pid`")?,
+                config: config.to_string(),
+                netns: d["netns"].as_str().map(str::to_string),
+            }),
+            _ => None,
+        };
         Ok(Response {
             ok: value["ok"].as_bool().ok_or("no `ok`")?,
             text: text_field(&value, "text")?,
+            daemon,
         })
     }
 }
@@ -94,6 +183,11 @@ impl Response {
 pub fn parse_request(line: &[u8]) -> Result<Request, String> {
     let value: Value =
         serde_json::from_slice(line).map_err(|e| format!("not a control request: {e}"))?;
+    // Absent from an older client's requests: it meant whichever daemon it reached.
+    let target = Target {
+        config: value["target"].as_str().map(str::to_string),
+        netns: value["netns"].as_str().map(str::to_string),
+    };
     match value["op"].as_str() {
         Some("apply") => Ok(Request::Apply {
             shown_as: text_field(&value, "shown_as")?,
@@ -105,8 +199,9 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
                         .ok_or("not a control request: bad `confirm_ms`")?,
                 ),
             },
+            target,
         }),
-        Some("confirm") => Ok(Request::Confirm),
+        Some("confirm") => Ok(Request::Confirm { target }),
         _ => Err(format!(
             "not a control request: unknown `op` {}",
             value["op"]
@@ -131,16 +226,62 @@ mod tests {
             shown_as: "/tmp/new.toml".into(),
             text: "[policy]\ninput = \"drop\"\n".into(),
             confirm_ms: Some(30_000),
+            target: Target {
+                config: Some("/etc/edgenetd/r1.toml".into()),
+                netns: Some("r1".into()),
+            },
         };
         let line = req.to_line();
         assert_eq!(line.matches('\n').count(), 1, "one line: {line:?}");
         assert_eq!(parse_request(line.trim_end().as_bytes()).unwrap(), req);
-        let response = Response::failed("a\nb\n");
+        let mut response = Response::failed("a\nb\n");
+        assert_eq!(Response::parse(&response.to_line()).unwrap(), response);
+        response.daemon = Some(DaemonId {
+            pid: 42,
+            config: "/etc/edgenetd/edgenetd.toml".into(),
+            netns: Some("r1".into()),
+        });
         assert_eq!(Response::parse(&response.to_line()).unwrap(), response);
         assert_eq!(
             parse_request(br#"{"op":"confirm"}"#).unwrap(),
-            Request::Confirm
+            Request::Confirm {
+                target: Target::default()
+            }
         );
         assert!(parse_request(b"{\"op\":\"reboot\"}").is_err());
+    }
+
+    #[test]
+    fn a_daemon_that_is_not_the_target_says_why() {
+        let me = DaemonId {
+            pid: 7,
+            config: "/etc/edgenetd/a.toml".into(),
+            netns: None,
+        };
+        let target = |config: Option<&str>, netns: Option<&str>| Target {
+            config: config.map(str::to_string),
+            netns: netns.map(str::to_string),
+        };
+        assert_eq!(me.mismatch(&Target::default()), None);
+        assert_eq!(
+            me.mismatch(&target(Some("/etc/edgenetd/a.toml"), None)),
+            None
+        );
+        let other = me
+            .mismatch(&target(Some("/etc/edgenetd/b.toml"), None))
+            .unwrap();
+        assert!(
+            other.contains("runs main config /etc/edgenetd/a.toml, not /etc/edgenetd/b.toml"),
+            "{other}"
+        );
+        assert!(
+            me.mismatch(&target(None, Some("r1")))
+                .unwrap()
+                .contains("not r1")
+        );
+        assert_eq!(
+            me.to_string(),
+            "pid 7, main config /etc/edgenetd/a.toml, netns -"
+        );
     }
 }

@@ -8,7 +8,7 @@
 use std::fs;
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -35,47 +35,102 @@ pub trait Handler {
 /// Why the socket could not be bound.
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
-    /// Another process answers on the path (a second daemon with the same socket).
-    #[error("{0}: another process is serving this control socket")]
-    InUse(PathBuf),
+    /// Another process answers on the path: a second daemon on the same main config and
+    /// namespace, or two daemons given the same `--control-socket`.
+    #[error("{path}: another process{} is serving this control socket", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    InUse {
+        /// The socket file.
+        path: PathBuf,
+        /// The process serving it, when the kernel says.
+        pid: Option<i32>,
+    },
     /// Binding, or setting the file's mode, failed.
     #[error("{0}: {1}")]
     Io(PathBuf, io::Error),
 }
 
-/// Binds the socket at `path` (mode 0660: the owner and the group may connect). A socket
-/// file left by a daemon that stopped is replaced; a live one is not.
-pub fn bind(path: &Path) -> Result<UnixListener, BindError> {
+/// A bound control socket. Dropped (when the daemon stops, or fails before it serves), it
+/// removes its socket file and the directory it made for it.
+pub struct Bound {
+    /// The listening socket.
+    listener: UnixListener,
+    /// Its file.
+    path: PathBuf,
+    /// The directory `bind` created for it (a derived instance's `/run/edgenetd-NAME`); a
+    /// directory that was there before, such as the package's `/run/edgenetd`, stays.
+    made_dir: Option<PathBuf>,
+}
+
+impl Bound {
+    /// The socket file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+        if let Some(dir) = &self.made_dir {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Binds the socket at `path` (mode 0660: the owner and the group may connect), creating its
+/// directory if there is none. A socket file left by a daemon that stopped is replaced; a
+/// live one is not.
+pub fn bind(path: &Path) -> Result<Bound, BindError> {
     let io_err = |e| BindError::Io(path.to_path_buf(), e);
     if fs::symlink_metadata(path).is_ok() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(BindError::InUse(path.to_path_buf()));
+        if let Ok(stream) = UnixStream::connect(path) {
+            let pid = crate::sys::peer_credentials(&stream).ok().map(|c| c.pid);
+            return Err(BindError::InUse {
+                path: path.to_path_buf(),
+                pid,
+            });
         }
         fs::remove_file(path).map_err(io_err)?;
     }
-    let listener = UnixListener::bind(path).map_err(io_err)?;
+    let made_dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if !dir.exists() => {
+            // 0755: the socket's own mode (0660) is what keeps others out.
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .map_err(io_err)?;
+            Some(dir.to_path_buf())
+        }
+        _ => None,
+    };
+    let listener = UnixListener::bind(path).map_err(|e| {
+        if let Some(dir) = &made_dir {
+            let _ = fs::remove_dir(dir);
+        }
+        io_err(e)
+    })?;
+    // From here on, a failure removes the file and the directory with `bound`.
+    let bound = Bound {
+        listener,
+        path: path.to_path_buf(),
+        made_dir,
+    };
     fs::set_permissions(path, fs::Permissions::from_mode(0o660)).map_err(io_err)?;
-    Ok(listener)
+    Ok(bound)
 }
 
-/// Serves connections until shutdown, then removes the socket file.
-pub async fn serve(
-    listener: UnixListener,
-    path: PathBuf,
-    handler: Rc<dyn Handler>,
-    shutdown: Shutdown,
-) {
-    let listener = match Async::new(listener) {
+/// Serves connections until shutdown; the socket file goes with `bound`.
+pub async fn serve(bound: Bound, handler: Rc<dyn Handler>, shutdown: Shutdown) {
+    let path = bound.path.display().to_string();
+    let listener = match bound.listener.try_clone().and_then(Async::new) {
         Ok(l) => l,
         Err(e) => {
-            warn!(
-                "control socket {}: {e}; apply/confirm are unavailable",
-                path.display()
-            );
+            warn!("control socket {path}: {e}; apply/confirm are unavailable");
             return;
         }
     };
-    info!("control socket listening on {}", path.display());
+    info!("control socket listening on {path}");
     while let Some(accepted) = unless_shutdown(&shutdown, listener.accept()).await {
         match accepted {
             Ok((stream, _)) => serve_one(stream, &*handler).await,
@@ -85,7 +140,7 @@ pub async fn serve(
             }
         }
     }
-    let _ = fs::remove_file(&path);
+    drop(bound);
 }
 
 /// Authorizes, reads, handles and answers one connection.
@@ -125,7 +180,7 @@ fn op_name(request: &Request) -> &'static str {
             ..
         } => "apply --confirm",
         Request::Apply { .. } => "apply",
-        Request::Confirm => "confirm",
+        Request::Confirm { .. } => "confirm",
     }
 }
 

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::instance::fnv1a64;
+
 /// The confirmed copy's file name in the state directory.
 const CONFIRMED: &str = "confirmed.toml";
 /// The pending marker's file name in the state directory.
@@ -24,6 +26,17 @@ pub struct PendingRecord {
     pub deadline_unix: u64,
     /// The file the applied configuration came from (for the log).
     pub applied_from: String,
+    /// The main config file apply replaced (canonical path): the only file a rollback of
+    /// this record may write. `None` in a record an older edgenetd wrote.
+    pub main: Option<String>,
+    /// [`fingerprint`] of what apply put in `main`: a file that holds anything else was
+    /// changed since, and a rollback keeps that content beside it.
+    pub applied: Option<String>,
+}
+
+/// A stable digest of a file's content (what a pending record says apply wrote).
+pub fn fingerprint(bytes: &[u8]) -> String {
+    format!("fnv1a64:{:016x}", fnv1a64(bytes))
 }
 
 /// The state directory.
@@ -37,6 +50,16 @@ impl Store {
     /// The store in `dir` (created by systemd's `StateDirectory=`, or by the first write).
     pub fn new(dir: impl Into<PathBuf>) -> Store {
         Store { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The pending marker's path.
+    pub fn pending_path(&self) -> PathBuf {
+        self.dir.join(PENDING)
     }
 
     /// The confirmed copy's path.
@@ -61,15 +84,17 @@ impl Store {
         let json = json!({
             "deadline_unix": record.deadline_unix,
             "applied_from": record.applied_from,
+            "main": record.main,
+            "applied": record.applied,
         })
         .to_string();
-        write_atomically(&self.dir.join(PENDING), json.as_bytes(), 0o600)
+        write_atomically(&self.pending_path(), json.as_bytes(), 0o600)
     }
 
     /// The pending confirm, if one is recorded. A marker that cannot be parsed still says
     /// "pending": `Ok(Some(Err(why)))`.
     pub fn read_pending(&self) -> io::Result<Option<Result<PendingRecord, String>>> {
-        match fs::read(self.dir.join(PENDING)) {
+        match fs::read(self.pending_path()) {
             Ok(bytes) => Ok(Some(parse_pending(&bytes))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -78,7 +103,7 @@ impl Store {
 
     /// Forgets the pending confirm (durably).
     pub fn clear_pending(&self) -> io::Result<()> {
-        match fs::remove_file(self.dir.join(PENDING)) {
+        match fs::remove_file(self.pending_path()) {
             Ok(()) => sync_dir(&self.dir),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
@@ -96,7 +121,25 @@ fn parse_pending(bytes: &[u8]) -> Result<PendingRecord, String> {
             .as_str()
             .ok_or("no `applied_from`")?
             .to_string(),
+        main: value["main"].as_str().map(str::to_string),
+        applied: value["applied"].as_str().map(str::to_string),
     })
+}
+
+/// Keeps `bytes`, the content of `main` that a rollback is about to replace, beside it as
+/// `MAIN.rejected-TIME` (`stamp`, e.g. `20261202T032700.123Z`) with `main`'s mode; returns
+/// the copy's path. Not `.toml`: `conf.d/*.toml` never picks it up.
+pub fn keep_rejected(main: &Path, bytes: &[u8], stamp: &str) -> io::Result<PathBuf> {
+    let name = main.file_name().unwrap_or_default().to_string_lossy();
+    let mode = fs::metadata(main).map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    let mut copy = parent(main).join(format!("{name}.rejected-{stamp}"));
+    let mut n = 1;
+    while fs::symlink_metadata(&copy).is_ok() {
+        n += 1;
+        copy = parent(main).join(format!("{name}.rejected-{stamp}-{n}"));
+    }
+    write_atomically(&copy, bytes, mode)?;
+    Ok(copy)
 }
 
 /// Replaces `path` with `bytes` atomically and durably. The new file keeps the mode of the
@@ -157,6 +200,8 @@ mod tests {
         let record = PendingRecord {
             deadline_unix: 1_700_000_000,
             applied_from: "/tmp/new.toml".into(),
+            main: Some("/etc/edgenetd/edgenetd.toml".into()),
+            applied: Some(fingerprint(b"[policy]\n")),
         };
         store.save_pending(&record).unwrap();
         assert_eq!(store.read_pending().unwrap(), Some(Ok(record)));
@@ -165,6 +210,11 @@ mod tests {
         assert_eq!(store.read_pending().unwrap(), None);
         fs::write(dir.join("state").join(PENDING), b"garbage").unwrap();
         assert!(matches!(store.read_pending().unwrap(), Some(Err(_))));
+        // A record from before the binding still reads, as bound to nothing.
+        let old = br#"{"deadline_unix":1700000000,"applied_from":"/tmp/new.toml"}"#;
+        fs::write(dir.join("state").join(PENDING), old).unwrap();
+        let read = store.read_pending().unwrap().unwrap().unwrap();
+        assert_eq!((read.main, read.applied), (None, None));
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -184,6 +234,27 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("edgenetd.toml")]);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_rejected_copy_keeps_the_content_and_mode_and_never_overwrites_another() {
+        let dir = scratch("rejected");
+        fs::create_dir_all(&dir).unwrap();
+        let main = dir.join("edgenetd.toml");
+        fs::write(&main, "mine").unwrap();
+        fs::set_permissions(&main, fs::Permissions::from_mode(0o640)).unwrap();
+        let first = keep_rejected(&main, b"mine", "20261202T032700.000Z").unwrap();
+        let second = keep_rejected(&main, b"also mine", "20261202T032700.000Z").unwrap();
+        assert_eq!(
+            first,
+            dir.join("edgenetd.toml.rejected-20261202T032700.000Z")
+        );
+        assert_ne!(first, second);
+        assert_eq!(fs::read(&first).unwrap(), b"mine");
+        assert_eq!(fs::read(&second).unwrap(), b"also mine");
+        let mode = fs::metadata(&first).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -9,7 +9,14 @@
 //! kernel agree again. A daemon that starts and finds a deadline on disk was stopped while a
 //! confirm was pending: it puts the confirmed copy back before it loads anything, so its
 //! first sync is already the rollback (the new configuration may be what made it restart).
+//!
+//! A pending record names the main file it was taken for and the digest of what apply put
+//! there. A daemon on another main file leaves it alone (it belongs to another daemon that
+//! shares the state directory), and a rollback that finds the main file changed since apply
+//! keeps that content beside it (`MAIN.rejected-TIME`): a rollback never destroys a file
+//! edgenetd did not write.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -24,9 +31,10 @@ use super::plan::plan_all;
 use super::snapshots::TomlSink;
 use crate::clock::rfc3339;
 use crate::config::{self, format_duration};
-use crate::control::protocol::{Request, Response};
+use crate::control::instance::canonical;
+use crate::control::protocol::{DaemonId, Request, Response};
 use crate::control::server::Handler;
-use crate::control::store::{PendingRecord, Store, write_atomically};
+use crate::control::store::{PendingRecord, Store, fingerprint, keep_rejected, write_atomically};
 use crate::health::Health;
 use crate::metrics::record_config_rollback;
 use crate::shutdown::{Shutdown, unless_shutdown};
@@ -41,6 +49,9 @@ const CONFIG_MODE: u32 = 0o644;
 pub struct Confirmer {
     /// The main config file.
     pub main: PathBuf,
+    /// Who this daemon is (its canonical main file, netns, pid): every answer says it, and a
+    /// request meant for another daemon is refused.
+    pub identity: DaemonId,
     /// The confirmed copy and the pending deadline.
     pub store: Store,
     /// Where a new TOML state goes (as a reload's does).
@@ -57,14 +68,28 @@ pub struct Confirmer {
 
 impl Handler for Confirmer {
     fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + '_>> {
-        match request {
-            Request::Apply {
-                shown_as,
-                text,
-                confirm_ms,
-            } => Box::pin(self.apply(shown_as, text, confirm_ms.map(Duration::from_millis))),
-            Request::Confirm => Box::pin(async { self.confirm() }),
-        }
+        Box::pin(async move {
+            let mut response = match self.identity.mismatch(request.target()) {
+                Some(why) => {
+                    warn!("control socket: refused a request meant for another daemon: {why}");
+                    Response::failed(format!("{why}; nothing was changed\n"))
+                }
+                None => match request {
+                    Request::Apply {
+                        shown_as,
+                        text,
+                        confirm_ms,
+                        ..
+                    } => {
+                        self.apply(shown_as, text, confirm_ms.map(Duration::from_millis))
+                            .await
+                    }
+                    Request::Confirm { .. } => self.confirm(),
+                },
+            };
+            response.daemon = Some(self.identity.clone());
+            response
+        })
     }
 }
 
@@ -142,7 +167,8 @@ impl Confirmer {
         confirm: Option<Duration>,
     ) -> Result<Option<SystemTime>, String> {
         let main = self.main.display();
-        let current = std::fs::read(&self.main)
+        self.state_dir_is_ours()?;
+        let current = fs::read(&self.main)
             .map_err(|e| format!("cannot read {main}: {e}; nothing was changed"))?;
         let previous = config::load(&self.main).ok().map(Arc::new);
         let deadline = match confirm {
@@ -154,6 +180,8 @@ impl Confirmer {
                         self.store.save_pending(&PendingRecord {
                             deadline_unix: unix(deadline),
                             applied_from: shown_as.to_string(),
+                            main: Some(self.identity.config.clone()),
+                            applied: Some(fingerprint(text.as_bytes())),
                         })
                     })
                     .map_err(|e| {
@@ -192,6 +220,23 @@ impl Confirmer {
         Ok(deadline)
     }
 
+    /// Refuses to write the state directory while it holds another main file's pending
+    /// confirm: its confirmed copy is that daemon's way back.
+    fn state_dir_is_ours(&self) -> Result<(), String> {
+        match self.store.read_pending() {
+            Ok(Some(Ok(PendingRecord {
+                main: Some(other),
+                applied_from,
+                ..
+            }))) if other != self.identity.config => Err(format!(
+                "the state directory {} holds a confirm pending for {other} ({applied_from}), not for {}: give this daemon its own --state-dir; nothing was changed",
+                self.store.dir().display(),
+                self.identity.config
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Makes the pending configuration the confirmed one: the text that was applied (an
     /// edit of the main file made meanwhile was refused and stays for the next reload).
     fn confirm(&self) -> Response {
@@ -221,25 +266,36 @@ impl Confirmer {
 
     /// Puts the confirmed copy back in place of the main file and publishes it.
     pub fn rollback(&self, reason: String) {
-        let previous = self.state.take_pending().and_then(|p| p.previous);
-        let restored = self
-            .store
-            .read_confirmed()
-            .and_then(|text| write_atomically(&self.main, &text, CONFIG_MODE));
-        if let Err(e) = restored {
-            error!(
-                "rollback: cannot put {} back in place of {}: {e}",
-                self.store.confirmed_path().display(),
-                self.main.display()
-            );
-        }
-        match config::load(&self.main) {
+        let pending = self.state.take_pending();
+        let applied = pending
+            .as_ref()
+            .map(|p| fingerprint(p.applied_text.as_bytes()));
+        let previous = pending.and_then(|p| p.previous);
+        let at = self.health.clock().wall();
+        let restored = self.store.read_confirmed().and_then(|text| {
+            keep_changed_main(&self.main, applied.as_deref(), &text, at)?;
+            write_atomically(&self.main, &text, CONFIG_MODE)
+        });
+        let loaded = match restored {
+            Ok(()) => config::load(&self.main)
+                .map_err(|e| format!("does not load ({} problem(s))", e.count)),
+            // The main file still holds what it held (the applied text, or an edit that
+            // could not be kept): loading it would be no rollback.
+            Err(e) => {
+                error!(
+                    "rollback: cannot put {} back in place of {}: {e}",
+                    self.store.confirmed_path().display(),
+                    self.main.display()
+                );
+                Err("was not restored".to_string())
+            }
+        };
+        match loaded {
             Ok(state) => self.sink.take_toml(Arc::new(state)),
             Err(e) => {
                 error!(
-                    "rollback: {} does not load ({} problem(s)); the kernel returns to the configuration before the apply",
+                    "rollback: {} {e}; the kernel returns to the configuration before the apply",
                     self.main.display(),
-                    e.count
                 );
                 if let Some(previous) = previous {
                     self.sink.take_toml(previous);
@@ -296,25 +352,45 @@ pub async fn watch_deadline(confirmer: Rc<Confirmer>, wake: TriggerRx, shutdown:
 }
 
 /// At start-up, before the first load: a deadline on disk means the daemon stopped while a
-/// confirm was pending, so the confirmed copy goes back in place of the main file. Returns
-/// why, when it rolled back.
+/// confirm was pending, so the confirmed copy goes back in place of the main file. A record
+/// taken for another main file is left alone. Returns why, when it rolled back.
 pub fn recover_at_start(main: &Path, store: &Store) -> Option<String> {
-    let pending = match store.read_pending() {
+    let pending = store.pending_path();
+    let record = match store.read_pending() {
         Ok(None) => return None,
-        Ok(Some(p)) => p,
+        Ok(Some(Ok(record))) => Some(record),
+        Ok(Some(Err(why))) => {
+            error!("{}: {why}; rolling back to be safe", pending.display());
+            None
+        }
         Err(e) => {
             error!("cannot read the pending-confirm state: {e}; rolling back to be safe");
-            Err(e.to_string())
+            None
         }
     };
-    let from = match &pending {
-        Ok(record) => record.applied_from.clone(),
-        Err(_) => "the last applied configuration".to_string(),
-    };
-    match store
-        .read_confirmed()
-        .and_then(|text| write_atomically(main, &text, CONFIG_MODE))
+    let ours = canonical(main);
+    if let Some((bound, from)) = record
+        .as_ref()
+        .and_then(|r| Some((r.main.as_deref()?, &r.applied_from)))
+        .filter(|(bound, _)| Path::new(bound) != ours)
     {
+        warn!(
+            "{} holds a confirm pending for {bound} ({from}), not for {} this daemon runs: left alone (a daemon on {bound} with this state directory rolls it back); give each daemon its own --state-dir",
+            pending.display(),
+            ours.display()
+        );
+        return None;
+    }
+    let from = match &record {
+        Some(record) => record.applied_from.clone(),
+        None => "the last applied configuration".to_string(),
+    };
+    let restored = store.read_confirmed().and_then(|text| {
+        let applied = record.as_ref().and_then(|r| r.applied.as_deref());
+        keep_changed_main(main, applied, &text, SystemTime::now())?;
+        write_atomically(main, &text, CONFIG_MODE)
+    });
+    match restored {
         Ok(()) => info!(
             "restored {} in place of {}",
             store.confirmed_path().display(),
@@ -336,6 +412,136 @@ pub fn recover_at_start(main: &Path, store: &Store) -> Option<String> {
     ))
 }
 
+/// Before a rollback replaces `main` with `confirmed`: keeps `main`'s content beside it
+/// unless it is what apply wrote (its [`fingerprint`] is `applied`) or already the confirmed
+/// text. An error means the content could not be kept, and the rollback must not replace it.
+fn keep_changed_main(
+    main: &Path,
+    applied: Option<&str>,
+    confirmed: &[u8],
+    at: SystemTime,
+) -> std::io::Result<()> {
+    let current = match fs::read(main) {
+        Ok(bytes) => bytes,
+        // Nothing there to lose.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if current == confirmed || applied == Some(fingerprint(&current).as_str()) {
+        return Ok(());
+    }
+    let copy = keep_rejected(main, &current, &stamp(at))?;
+    warn!(
+        "{} was changed since the apply: its content is kept as {}",
+        main.display(),
+        copy.display()
+    );
+    Ok(())
+}
+
+/// `20261202T032700.123Z`: RFC 3339 without the separators a file name does not need.
+fn stamp(t: SystemTime) -> String {
+    rfc3339(t).replace(['-', ':'], "")
+}
+
 fn unix(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory with a state directory in it.
+    fn scratch(tag: &str) -> (PathBuf, Store) {
+        let dir =
+            std::env::temp_dir().join(format!("edgenetd-recover-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let store = Store::new(dir.join("state"));
+        (dir, store)
+    }
+
+    fn pending_for(store: &Store, main: &Path, applied: &str) {
+        store.save_confirmed(b"# a: confirmed\n").unwrap();
+        store
+            .save_pending(&PendingRecord {
+                deadline_unix: 1,
+                applied_from: "b.toml".into(),
+                main: Some(canonical(main).display().to_string()),
+                applied: Some(fingerprint(applied.as_bytes())),
+            })
+            .unwrap();
+    }
+
+    fn rejected_copies(dir: &Path) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".rejected-"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// The reproduction: a.toml's daemon applied b.toml with --confirm and was killed; a
+    /// daemon started on c.toml with the same state directory put a.toml's confirmed copy
+    /// in place of c.toml, and c.toml's content was gone.
+    #[test]
+    fn a_pending_confirm_is_not_restored_over_the_config_of_another_daemon() {
+        let (dir, store) = scratch("other");
+        let (a, c) = (dir.join("a.toml"), dir.join("c.toml"));
+        fs::write(&a, "# b: applied\n").unwrap();
+        fs::write(&c, "# c: mine\n").unwrap();
+        pending_for(&store, &a, "# b: applied\n");
+        assert_eq!(recover_at_start(&c, &store), None);
+        assert_eq!(fs::read_to_string(&c).unwrap(), "# c: mine\n");
+        assert!(
+            store.read_pending().unwrap().is_some(),
+            "left for a's daemon"
+        );
+        // a.toml's own daemon rolls it back, and loses nothing: the file is what apply wrote.
+        assert!(recover_at_start(&a, &store).unwrap().contains("b.toml"));
+        assert_eq!(fs::read_to_string(&a).unwrap(), "# a: confirmed\n");
+        assert_eq!(store.read_pending().unwrap(), None);
+        assert_eq!(rejected_copies(&dir), Vec::<PathBuf>::new());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_rollback_at_start_keeps_a_main_file_changed_since_the_apply_beside_it() {
+        let (dir, store) = scratch("changed");
+        let a = dir.join("a.toml");
+        fs::write(&a, "# edited by hand after the apply\n").unwrap();
+        pending_for(&store, &a, "# b: applied\n");
+        assert!(recover_at_start(&a, &store).is_some());
+        assert_eq!(fs::read_to_string(&a).unwrap(), "# a: confirmed\n");
+        let kept = rejected_copies(&dir);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(
+            fs::read_to_string(&kept[0]).unwrap(),
+            "# edited by hand after the apply\n"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Neither a record an older edgenetd wrote (bound to nothing) nor an unreadable one says
+    /// what apply wrote: the file is kept before it is replaced.
+    #[test]
+    fn an_unbound_or_unreadable_record_rolls_back_and_keeps_the_file() {
+        for record in [
+            &br#"{"deadline_unix":1,"applied_from":"b.toml"}"#[..],
+            b"garbage",
+        ] {
+            let (dir, store) = scratch("unbound");
+            let a = dir.join("a.toml");
+            fs::write(&a, "# whoever wrote this\n").unwrap();
+            store.save_confirmed(b"# a: confirmed\n").unwrap();
+            fs::write(store.pending_path(), record).unwrap();
+            assert!(recover_at_start(&a, &store).is_some());
+            assert_eq!(fs::read_to_string(&a).unwrap(), "# a: confirmed\n");
+            assert_eq!(rejected_copies(&dir).len(), 1);
+            fs::remove_dir_all(&dir).unwrap();
+        }
+    }
 }

@@ -47,6 +47,9 @@ use self::snapshots::{Snapshots, TomlSink};
 use self::spawner::Spawner;
 use crate::clock::{Clock, SystemClock, unix_seconds};
 use crate::config::{self, DesiredState};
+use crate::control;
+use crate::control::instance::canonical;
+use crate::control::protocol::DaemonId;
 use crate::control::server as control_server;
 use crate::control::store::Store;
 use crate::health::Health;
@@ -67,9 +70,11 @@ pub struct RunOptions {
     /// Program the kernel inside this named network namespace (`ip netns`), while HTTP stays
     /// in the namespace edgenetd was started in.
     pub netns: Option<String>,
-    /// The control socket `edgenetd apply` and `confirm` connect to.
+    /// The control socket `edgenetd apply` and `confirm` connect to (this instance's own,
+    /// `control::instance`, unless given).
     pub control_socket: PathBuf,
-    /// Where the confirmed configuration and a pending deadline are kept.
+    /// Where the confirmed configuration and a pending deadline are kept (this instance's
+    /// own unless given).
     pub state_dir: PathBuf,
 }
 
@@ -109,10 +114,15 @@ struct Started {
     signals: Signals,
     /// Why start-up rolled back a configuration that waited for confirm, if it did.
     rolled_back: Option<String>,
+    /// The control socket, bound (`None`: unavailable, logged).
+    control: Option<control_server::Bound>,
 }
 
 /// Every step before the first controller starts; each logs its own failure.
 fn start(opts: &RunOptions) -> Result<Started, Fatal> {
+    // Before the recovery: a second daemon on the same socket must stop before it touches
+    // the first one's files.
+    let control = bind_control(opts)?;
     // Before the first load, so the first sync already serves the confirmed configuration.
     let rolled_back = confirm::recover_at_start(&opts.config, &Store::new(&opts.state_dir));
     let desired = load_first(opts)?;
@@ -149,7 +159,43 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         exporter,
         signals,
         rolled_back,
+        control,
     })
+}
+
+/// Binds the control socket. Another daemon on it is fatal: run on, this one would leave
+/// `apply` and `confirm` changing the other. Any other failure (no directory for it, as when
+/// the package's unit is copied by hand) leaves the router running without them.
+fn bind_control(opts: &RunOptions) -> Result<Option<control_server::Bound>, Fatal> {
+    match control_server::bind(&opts.control_socket) {
+        Ok(bound) => {
+            info!(
+                "main config {}, netns {}: control socket {}, state directory {}",
+                opts.config.display(),
+                opts.netns.as_deref().unwrap_or("-"),
+                opts.control_socket.display(),
+                opts.state_dir.display()
+            );
+            Ok(Some(bound))
+        }
+        Err(e @ control_server::BindError::InUse { .. }) => {
+            error!(
+                "control socket {e}: another edgenetd runs on the same main config and netns, or was given the same --control-socket; give each daemon its own --control-socket and --state-dir (see docs/operations.md, Several daemons on one host); nothing was applied"
+            );
+            Err(Fatal)
+        }
+        Err(e) => {
+            // A unit that runs another --config (a drop-in) gets a derived path its sandbox
+            // cannot write: say how to keep the packaged one.
+            let hint = if opts.control_socket == std::path::Path::new(control::DEFAULT_SOCKET) {
+                ""
+            } else {
+                " (under the packaged unit's sandbox, add --control-socket /run/edgenetd/control.sock --state-dir /var/lib/edgenetd; see docs/operations.md, Several daemons on one host)"
+            };
+            warn!("control socket: {e}; `edgenetd apply` and `confirm` are unavailable{hint}");
+            Ok(None)
+        }
+    }
 }
 
 /// The first load: an invalid config is fatal (every problem printed), nothing is applied.
@@ -212,6 +258,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         exporter,
         signals,
         rolled_back,
+        control,
     } = started;
     let ex = smol::LocalExecutor::new();
     let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
@@ -259,7 +306,12 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
             exporter,
             sync_done: sync_done_rx,
             shutdown,
-            control_socket: opts.control_socket.clone(),
+            control,
+            identity: DaemonId {
+                pid: std::process::id(),
+                config: canonical(&opts.config).display().to_string(),
+                netns: opts.netns.clone(),
+            },
             store: Store::new(&opts.state_dir),
             confirm: confirm_state,
             rolled_back,
@@ -306,8 +358,10 @@ struct Background {
     sync_done: TriggerRx,
     /// Closed when the daemon stops.
     shutdown: Shutdown,
-    /// The control socket's path.
-    control_socket: PathBuf,
+    /// The control socket, bound (`None`: unavailable).
+    control: Option<control_server::Bound>,
+    /// Who this daemon is, as the control socket's answers say.
+    identity: DaemonId,
     /// The confirmed copy and the pending deadline.
     store: Store,
     /// The confirm state the reloader, the control socket and /healthz share.
@@ -337,6 +391,7 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
     let (confirm_tx, confirm_rx) = trigger();
     let confirmer = Rc::new(Confirmer {
         main: bg.main.clone(),
+        identity: bg.identity,
         store: bg.store,
         sink: bg.sink.clone(),
         health: bg.health.clone(),
@@ -347,7 +402,7 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
     if let Some(reason) = bg.rolled_back {
         confirmer.record(reason);
     }
-    spawn_control(ex, confirmer, confirm_rx, bg.control_socket, &bg.shutdown);
+    spawn_control(ex, confirmer, confirm_rx, bg.control, &bg.shutdown);
     let reloader = Reloader {
         main: bg.main,
         snapshots: bg.snapshots,
@@ -370,28 +425,18 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
     reload_tx
 }
 
-/// Serves the control socket (if it can be bound) and the confirm deadline.
+/// Serves the control socket (if it was bound) and the confirm deadline.
 fn spawn_control(
     ex: &smol::LocalExecutor<'_>,
     confirmer: Rc<Confirmer>,
     wake: TriggerRx,
-    path: PathBuf,
+    control: Option<control_server::Bound>,
     shutdown: &Shutdown,
 ) {
-    match control_server::bind(&path) {
-        Ok(listener) => {
-            let handler: Rc<dyn control_server::Handler> = confirmer.clone();
-            ex.spawn(control_server::serve(
-                listener,
-                path,
-                handler,
-                shutdown.clone(),
-            ))
+    if let Some(bound) = control {
+        let handler: Rc<dyn control_server::Handler> = confirmer.clone();
+        ex.spawn(control_server::serve(bound, handler, shutdown.clone()))
             .detach();
-        }
-        // Not fatal: the router keeps running on its configuration; only remote-safe
-        // changes are unavailable.
-        Err(e) => warn!("control socket: {e}; `edgenetd apply` and `confirm` are unavailable"),
     }
     ex.spawn(confirm::watch_deadline(confirmer, wake, shutdown.clone()))
         .detach();

@@ -27,6 +27,10 @@ pub struct Options<'a> {
     pub args: &'a [&'a str],
     /// The notify socket the daemon gets.
     pub notify: NotifySocket,
+    /// Give the daemon a control socket and state directory in its scratch directory (where
+    /// `args` names none), so that a killed daemon leaves nothing in /run or /var/lib;
+    /// `false`: the paths the daemon derives for itself.
+    pub scratch_control: bool,
 }
 
 /// The systemd notify socket a test daemon sends to.
@@ -48,6 +52,7 @@ impl Default for Options<'_> {
             watchdog_usec: None,
             args: &[],
             notify: NotifySocket::Read,
+            scratch_control: true,
         }
     }
 }
@@ -116,6 +121,14 @@ impl Daemon {
             .env_remove("JOURNAL_STREAM")
             .stdin(Stdio::null())
             .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap());
+        for (flag, name) in [
+            ("--control-socket", "control.sock"),
+            ("--state-dir", "state"),
+        ] {
+            if opts.scratch_control && !opts.args.contains(&flag) {
+                cmd.arg(flag).arg(dir.join(name));
+            }
+        }
         if let Some(usec) = opts.watchdog_usec {
             cmd.env("WATCHDOG_USEC", usec.to_string());
         }
