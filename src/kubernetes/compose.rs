@@ -11,8 +11,10 @@
 //! cluster service on a VIP:port/protocol a TOML service has, a cluster route with the
 //! destination, table and metric of a TOML route) keeps the TOML entry: the operator's file is
 //! the authority on its own router. Two cluster entries that clash keep the first (services by
-//! name, routes by destination). Every clash is logged and counted once, when it appears, not
-//! at every compose. Pod isolation (NetworkPolicies) has no TOML counterpart and never
+//! VIP, port and protocol, routes by destination, table and metric). A name is never a clash:
+//! every address of one Kubernetes Service port (its cluster IPs, external and load balancer
+//! IPs, node ports) is an entry of the same name. Every clash is logged and counted once, when
+//! it appears, not at every compose. Pod isolation (NetworkPolicies) has no TOML counterpart and never
 //! clashes: the cluster's units are published as they are.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,7 +27,7 @@ use log::warn;
 use crate::config::DesiredState;
 use crate::config::pod_policy::PodPolicies;
 use crate::config::route::Route;
-use crate::config::service::{Protocol, Service};
+use crate::config::service::{Protocol, Service, ServicesConfig};
 use crate::kubernetes::order;
 
 /// Counter of clashes resolved in favour of TOML (or of the first cluster entry), by kind.
@@ -74,8 +76,14 @@ pub fn describe_metrics() {
 /// objects in never looks like a change).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterState {
-    /// Services, by name.
+    /// Services, by name, then VIP, port and protocol.
     pub services: Vec<Service>,
+    /// The prefixes cluster IPs are allocated from (`[kubernetes] service_cidrs` and the
+    /// cluster's ServiceCIDRs), sorted, each once.
+    pub service_cidrs: Vec<IpNet>,
+    /// The pod prefixes of the local-traffic detector (`[kubernetes] cluster_cidrs`, else
+    /// this node's pod CIDRs), sorted, each once.
+    pub cluster_cidrs: Vec<IpNet>,
     /// Routes, by table, destination and metric.
     pub routes: Vec<Route>,
     /// Pod isolation units, by name.
@@ -85,8 +93,9 @@ pub struct ClusterState {
 /// One kind's complete set of entries, as the latest cluster state says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterPart {
-    /// Every cluster-derived service.
-    Services(Vec<Service>),
+    /// Every cluster-derived service, with the prefixes the services feed supplies
+    /// (`services`, `service_cidrs`, `cluster_cidrs`; a TOML state has none of them).
+    Services(ServicesConfig),
     /// Every cluster-derived route.
     Routes(Vec<Route>),
     /// Every pod isolation unit for this node's pods.
@@ -111,6 +120,8 @@ enum Clash {
     Service {
         /// The cluster service's name.
         name: String,
+        /// The address, port and protocol both claim.
+        vip: VipKey,
         /// The entry it clashes with: `TOML service NAME` or `service NAME`.
         with: String,
     },
@@ -213,12 +224,29 @@ impl Composer {
     pub fn set_cluster(&mut self, part: ClusterPart) {
         self.listed.insert(part.kind());
         match part {
-            ClusterPart::Services(mut services) => {
+            ClusterPart::Services(part) => {
+                let ServicesConfig {
+                    mut services,
+                    mut service_cidrs,
+                    mut cluster_cidrs,
+                    // Health-check node ports are not composed here yet.
+                    health_check_ports: _,
+                } = part;
                 order::sort_by(&mut services, |a, b| {
                     (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)))
                 });
-                if services != self.cluster.services {
-                    self.cluster.services = services;
+                for nets in [&mut service_cidrs, &mut cluster_cidrs] {
+                    order::sort(nets);
+                    nets.dedup();
+                }
+                let state = &mut self.cluster;
+                if services != state.services
+                    || service_cidrs != state.service_cidrs
+                    || cluster_cidrs != state.cluster_cidrs
+                {
+                    state.services = services;
+                    state.service_cidrs = service_cidrs;
+                    state.cluster_cidrs = cluster_cidrs;
                     self.dirty = true;
                 }
             }
@@ -241,7 +269,12 @@ impl Composer {
 
     /// The cluster state cached by the last run, in force until the cluster answers.
     pub fn restore(&mut self, state: ClusterState) {
-        self.set_cluster(ClusterPart::Services(state.services));
+        self.set_cluster(ClusterPart::Services(ServicesConfig {
+            services: state.services,
+            service_cidrs: state.service_cidrs,
+            cluster_cidrs: state.cluster_cidrs,
+            health_check_ports: Vec::new(),
+        }));
         self.set_cluster(ClusterPart::Routes(state.routes));
         self.set_cluster(ClusterPart::NetworkPolicies(state.pod_policies));
         self.listed.clear();
@@ -275,10 +308,14 @@ impl Composer {
             return None;
         }
         let mut composed = DesiredState::clone(&self.toml);
-        composed
-            .services
-            .services
-            .extend(kept.services.iter().cloned());
+        let services = &mut composed.services;
+        services.services.extend(kept.services.iter().cloned());
+        for (into, from) in [
+            (&mut services.service_cidrs, &kept.service_cidrs),
+            (&mut services.cluster_cidrs, &kept.cluster_cidrs),
+        ] {
+            into.extend(from.iter().filter(|n| !into.contains(n)).copied().collect::<Vec<_>>());
+        }
         composed.routing.routes.extend(kept.routes.iter().cloned());
         composed.pod_policies = kept.pod_policies.clone();
         self.published = Published {
@@ -292,9 +329,15 @@ impl Composer {
     fn report(&mut self, now: BTreeSet<Clash>) {
         for clash in now.difference(&self.clashes) {
             let kind = match clash {
-                Clash::Service { name, with } => {
+                Clash::Service {
+                    name,
+                    vip: (address, port, protocol),
+                    with,
+                } => {
+                    let vip = std::net::SocketAddr::new(*address, *port);
                     warn!(
-                        "kubernetes service {name} is left out: it has the address, port and protocol of {with}, which is kept"
+                        "kubernetes service {name} on {vip}/{} is left out: {with} has that address, port and protocol and is kept",
+                        protocol.name()
                     );
                     Kind::Services
                 }
@@ -328,19 +371,14 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
         .iter()
         .map(|s| (vip_key(s), format!("TOML service {}", s.name)))
         .collect();
-    let mut names: BTreeSet<&str> = toml.services.services.iter().map(|s| &*s.name).collect();
     let mut services = Vec::new();
     for s in &cluster.services {
-        let with = if !names.insert(&s.name) {
-            Some(format!("another service named {}", s.name))
-        } else {
-            vips.get(&vip_key(s)).cloned()
-        };
-        match with {
+        match vips.get(&vip_key(s)) {
             Some(with) => {
                 clashes.insert(Clash::Service {
                     name: s.name.clone(),
-                    with,
+                    vip: vip_key(s),
+                    with: with.clone(),
                 });
             }
             None => {
@@ -367,6 +405,8 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
     (
         ClusterState {
             services,
+            service_cidrs: cluster.service_cidrs.clone(),
+            cluster_cidrs: cluster.cluster_cidrs.clone(),
             routes,
             pod_policies,
         },

@@ -27,8 +27,24 @@ macro_rules! has_meta {
     )*};
 }
 
-has_meta!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
-deserialize_with_fields!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
+has_meta!(
+    Service,
+    EndpointSlice,
+    Node,
+    NetworkPolicy,
+    Pod,
+    Namespace,
+    ServiceCidr
+);
+deserialize_with_fields!(
+    Service,
+    EndpointSlice,
+    Node,
+    NetworkPolicy,
+    Pod,
+    Namespace,
+    ServiceCidr
+);
 
 /// A Service.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +78,9 @@ pub struct ServiceSpec {
     pub external_traffic_policy: Option<String>,
     /// `Cluster` (default) or `Local` for cluster IPs.
     pub internal_traffic_policy: Option<String>,
+    /// Prefixes allowed to reach the load balancer ingress IPs (as written: kube-proxy trims
+    /// and parses them).
+    pub load_balancer_source_ranges: Vec<String>,
 }
 
 /// `Service.spec.sessionAffinityConfig`.
@@ -139,6 +158,10 @@ pub struct Endpoint {
     pub conditions: EndpointConditions,
     /// The node it runs on (for `Local` traffic policies).
     pub node_name: Option<String>,
+    /// `hints.forZones[].name`: the zones whose nodes should use it (topology-aware routing).
+    pub zone_hints: Vec<String>,
+    /// `hints.forNodes[].name`: the nodes that should use it (`PreferSameNode`).
+    pub node_hints: Vec<String>,
 }
 
 /// `Endpoint.conditions`; `None` means the API's default (see the accessors).
@@ -214,6 +237,15 @@ pub struct NodeAddress {
     pub type_: String,
     /// The address.
     pub address: String,
+}
+
+/// A ServiceCIDR (networking.k8s.io/v1): a range the cluster allocates cluster IPs from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceCidr {
+    /// Name.
+    pub metadata: ObjectMeta,
+    /// `spec.cidrs`: at most one prefix per family.
+    pub cidrs: Vec<String>,
 }
 
 /// A NetworkPolicy (networking.k8s.io/v1).

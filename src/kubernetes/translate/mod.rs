@@ -4,3 +4,4 @@
 pub mod network_policies;
 pub mod nodes;
 pub mod services;
+pub mod sloppy;
