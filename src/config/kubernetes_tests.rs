@@ -362,10 +362,16 @@ fn service_cidrs_cluster_cidrs_and_node_port_addresses_are_read() {
         (Vec::new(), None, NodePortAddresses::Primary),
         "defaults: no configured service CIDRs, the node's pod CIDRs, the primary addresses"
     );
-    let Some(k) = accepted(&format!("{SECTION}cluster_cidrs = []\nnode_port_addresses = [\"all\"]\n")) else {
+    let Some(k) = accepted(&format!(
+        "{SECTION}cluster_cidrs = []\nnode_port_addresses = [\"all\"]\n"
+    )) else {
         return;
     };
-    assert_eq!(k.cluster_cidrs, Some(Vec::new()), "[] = no local-traffic detector");
+    assert_eq!(
+        k.cluster_cidrs,
+        Some(Vec::new()),
+        "[] = no local-traffic detector"
+    );
     assert_eq!(k.node_port_addresses, NodePortAddresses::All);
     let Some(k) = accepted(&format!("{SECTION}node_port_addresses = [\"primary\"]\n")) else {
         return;
@@ -381,10 +387,22 @@ fn bad_service_cidrs_cluster_cidrs_and_node_port_addresses_are_errors_at_their_p
     if !BUILT_WITH_FEATURE {
         return;
     }
-    has(&e, "edgenetd.toml:3:18: error: service_cidrs: invalid prefix `10.96.0.1/12`: host bits are set");
-    has(&e, "edgenetd.toml:3:34: error: service_cidrs: invalid prefix `nope`");
-    has(&e, "edgenetd.toml:4:34: error: cluster_cidrs: 10.42.0.0/16 is listed twice");
-    has(&e, "edgenetd.toml:5:24: error: node_port_addresses: \"primary\" goes alone");
+    has(
+        &e,
+        "edgenetd.toml:3:18: error: service_cidrs: invalid prefix `10.96.0.1/12`: host bits are set",
+    );
+    has(
+        &e,
+        "edgenetd.toml:3:34: error: service_cidrs: invalid prefix `nope`",
+    );
+    has(
+        &e,
+        "edgenetd.toml:4:34: error: cluster_cidrs: 10.42.0.0/16 is listed twice",
+    );
+    has(
+        &e,
+        "edgenetd.toml:5:24: error: node_port_addresses: \"primary\" goes alone",
+    );
     let e = rejected(&format!("{SECTION}node_port_addresses = []\n"));
     has(&e, "empty node_port_addresses");
 }

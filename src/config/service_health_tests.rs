@@ -106,10 +106,16 @@ fn sctp_services_are_read_and_take_no_health_check_but_none() {
     };
     let ok = load_str(&[("edgenetd.toml", text("").as_str())]).unwrap();
     let s = &ok.services.services[0];
-    assert_eq!((s.protocol, s.protocol.number(), s.protocol.name()), (Protocol::Sctp, 132, "sctp"));
+    assert_eq!(
+        (s.protocol, s.protocol.number(), s.protocol.name()),
+        (Protocol::Sctp, 132, "sctp")
+    );
     assert_eq!(Protocol::from_number(132), Some(Protocol::Sctp));
     assert!(Protocol::ALL.contains(&Protocol::Sctp));
-    let none = load_str(&[("edgenetd.toml", text("[service.health]\ncheck = \"none\"\n").as_str())]);
+    let none = load_str(&[(
+        "edgenetd.toml",
+        text("[service.health]\ncheck = \"none\"\n").as_str(),
+    )]);
     assert!(none.is_ok(), "check = none is allowed");
     for check in ["tcp", "http", "udp", "tls"] {
         let e = load_str(&[(
@@ -118,9 +124,8 @@ fn sctp_services_are_read_and_take_no_health_check_but_none() {
         )])
         .unwrap_err()
         .rendered;
-        let want = format!(
-            "edgenetd.toml:8:9: error: check = \"{check}\" cannot probe an SCTP backend"
-        );
+        let want =
+            format!("edgenetd.toml:8:9: error: check = \"{check}\" cannot probe an SCTP backend");
         assert!(e.contains(&want), "missing `{want}` in:\n{e}");
     }
 }

@@ -103,6 +103,14 @@ pub enum ClusterPart {
 }
 
 impl ClusterPart {
+    /// The services part with these entries and no prefixes.
+    pub fn services(services: Vec<Service>) -> ClusterPart {
+        ClusterPart::Services(ServicesConfig {
+            services,
+            ..ServicesConfig::default()
+        })
+    }
+
     /// The kind of entries this is.
     pub fn kind(&self) -> Kind {
         match self {
@@ -314,7 +322,12 @@ impl Composer {
             (&mut services.service_cidrs, &kept.service_cidrs),
             (&mut services.cluster_cidrs, &kept.cluster_cidrs),
         ] {
-            into.extend(from.iter().filter(|n| !into.contains(n)).copied().collect::<Vec<_>>());
+            into.extend(
+                from.iter()
+                    .filter(|n| !into.contains(n))
+                    .copied()
+                    .collect::<Vec<_>>(),
+            );
         }
         composed.routing.routes.extend(kept.routes.iter().cloned());
         composed.pod_policies = kept.pod_policies.clone();

@@ -272,9 +272,7 @@ impl Core {
             self.status.update(|s| s.connected = false);
             let wait = match outcome {
                 Ok(()) => None,
-                Err(e) if self.config.absent_ok && e.code() == Some(404) => {
-                    Some(self.absent(sink))
-                }
+                Err(e) if self.config.absent_ok && e.code() == Some(404) => Some(self.absent(sink)),
                 Err(e) => self.after_failure(e),
             };
             if let Some(wait) = wait {

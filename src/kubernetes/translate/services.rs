@@ -383,7 +383,12 @@ impl Half {
         let same = |a: &&IpAddr| a.is_ipv4() == v4;
         Half {
             cluster_ip,
-            external_ips: addresses.external_ips.iter().filter(same).copied().collect(),
+            external_ips: addresses
+                .external_ips
+                .iter()
+                .filter(same)
+                .copied()
+                .collect(),
             load_balancer_ips: addresses
                 .load_balancer_ips
                 .iter()

@@ -129,7 +129,10 @@ mod tests {
             |-- 192.168.1.1\n        /32 host LOCAL\n     |-- 192.168.1.255\n        /32 link BROADCAST\n\
             |-- 192.168.1.0\n        /24 link UNICAST\n     |-- 10.0.0.5\n        /32 host LOCAL\n";
         let got: Vec<IpAddr> = local_v4(v4).collect();
-        let want: Vec<IpAddr> = ["192.168.1.1", "10.0.0.5"].iter().map(|a| a.parse().unwrap()).collect();
+        let want: Vec<IpAddr> = ["192.168.1.1", "10.0.0.5"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
         assert_eq!(got, want);
         let v6 = "00000000000000000000000000000001 01 80 10 80       lo\n\
             fe800000000000000000000000000001 02 40 20 80     eth0\n\

@@ -105,11 +105,8 @@ pub fn services_part(
     here: Here<'_>,
 ) -> ClusterPart {
     let me = nodes.get(&(String::new(), here.node_name.to_string()));
-    let addresses = node_port_addresses(
-        me,
-        &here.settings.node_port_addresses,
-        here.host_addresses,
-    );
+    let addresses =
+        node_port_addresses(me, &here.settings.node_port_addresses, here.host_addresses);
     let zone = me
         .and_then(|n| n.metadata.labels.get(ZONE_LABEL))
         .map(String::as_str);
@@ -249,7 +246,10 @@ mod tests {
             "the first InternalIP, then the first address of the other family"
         );
         assert!(node_port_addresses(None, &NodePortAddresses::Primary, &host).is_empty());
-        assert_eq!(node_port_addresses(Some(&me), &NodePortAddresses::All, &host), host);
+        assert_eq!(
+            node_port_addresses(Some(&me), &NodePortAddresses::All, &host),
+            host
+        );
         let cidrs = NodePortAddresses::Cidrs(vec![
             "192.168.0.0/16".parse().unwrap(),
             "fd00::/8".parse().unwrap(),
@@ -261,7 +261,10 @@ mod tests {
         let (_, external_only) = node(
             r#"{"metadata":{"name":"x"},"status":{"addresses":[{"type":"ExternalIP","address":"203.0.113.9"}]}}"#,
         );
-        assert_eq!(primary_addresses(Some(&external_only)), ips(&["203.0.113.9"]));
+        assert_eq!(
+            primary_addresses(Some(&external_only)),
+            ips(&["203.0.113.9"])
+        );
     }
 
     #[test]
@@ -271,7 +274,10 @@ mod tests {
         );
         let (_, old) = node(r#"{"metadata":{"name":"me"},"spec":{"podCIDR":"10.42.2.0/24"}}"#);
         let nets = |v: &[&str]| -> Vec<IpNet> { v.iter().map(|n| n.parse().unwrap()).collect() };
-        assert_eq!(pod_cidrs(Some(&both)), nets(&["10.42.1.0/24", "fd42:1::/64"]));
+        assert_eq!(
+            pod_cidrs(Some(&both)),
+            nets(&["10.42.1.0/24", "fd42:1::/64"])
+        );
         assert_eq!(pod_cidrs(Some(&old)), nets(&["10.42.2.0/24"]));
         assert!(pod_cidrs(None).is_empty());
     }
