@@ -40,7 +40,11 @@ struct Lab {
 
 impl Lab {
     fn new() -> Lab {
-        let (net, _servers) = client_and_three_backends(Family::V4);
+        Lab::of(Family::V4)
+    }
+
+    fn of(family: Family) -> Lab {
+        let (net, _servers) = client_and_three_backends(family);
         let fake = FakeApiServer::start();
         fake.apply("nodes", node(kube::NODE, "192.168.10.1", "10.244.1.0/24"));
         Lab {
@@ -450,6 +454,9 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
         service_selector: None,
         node_selector: None,
         network_policy_selector: None,
+        service_cidrs: Vec::new(),
+        cluster_cidrs: None,
+        node_port_addresses: Default::default(),
     };
     let clock = FakeClock::new();
     let health = Health::new(clock.clone());
@@ -479,4 +486,108 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
     std::thread::sleep(Duration::from_secs(6));
     let report = health.report();
     assert_eq!(report.stale(), ["wedged"], "{report:?}");
+}
+
+netns_test! {
+    /// The bug: the composer took every address of a Service port after the first for "another
+    /// service named ..." and dropped it (one WARN per port): only the first address was served.
+    fn only_one_address_of_a_service_port_is_served() {
+        let lab = Lab::of(Family::Dual);
+        lab.fake.apply("nodes", serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": kube::NODE},
+            "spec": {"podCIDRs": ["10.244.1.0/24", "fd44:1::/64"]},
+            "status": {"addresses": [
+                {"type": "InternalIP", "address": "192.168.10.1"},
+                {"type": "InternalIP", "address": "fd10::1"},
+                {"type": "ExternalIP", "address": "192.168.10.99"}
+            ]}
+        }));
+        lab.fake.apply("services", serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "shop", "namespace": "default"},
+            "spec": {
+                "type": "LoadBalancer", "clusterIP": "10.96.0.20",
+                "clusterIPs": ["10.96.0.20", "fd00::20"], "ipFamilies": ["IPv4", "IPv6"],
+                "externalIPs": ["192.0.2.7"],
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080,
+                           "nodePort": 30080}]
+            },
+            "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.1"}]}}
+        }));
+        lab.fake.apply("endpointslices", slice("shop", &[ready("10.0.1.2")]));
+        let mut v6 = slice("shop", &[ready("fd01::2")]);
+        v6["metadata"]["name"] = "shop-v6".into();
+        v6["addressType"] = "IPv6".into();
+        lab.fake.apply("endpointslices", v6);
+        let d = lab.daemon("k8s-every-address", "");
+        let cl = lab.net.host("cl");
+        for (address, port) in [
+            ("10.96.0.20", 80),
+            ("fd00::20", 80),
+            ("192.0.2.7", 80),
+            ("198.51.100.1", 80),
+            ("192.168.10.1", 30080),
+            ("fd10::1", 30080),
+        ] {
+            let mut last = BTreeMap::new();
+            wait_until(&format!("{address} port {port} served by b1"), STEP, || {
+                last = lab.net.hits(cl, "tcp", address, port, 4);
+                last.keys().map(String::as_str).eq(["b1"])
+            });
+        }
+        let table = service_table();
+        assert!(
+            !table.contains("192.168.10.99"),
+            "node ports on the primary addresses only, not the ExternalIP: {table}"
+        );
+        let log = d.log();
+        assert!(!log.contains("is left out"), "{log}");
+        assert_eq!(
+            d.metric("edgenetd_kubernetes_conflicts_total", &[("kind", "services")]),
+            Some(0.0)
+        );
+    }
+}
+
+netns_test! {
+    /// An API server without ServiceCIDRs (before Kubernetes 1.33) answers 404: that is "none",
+    /// the configured `service_cidrs` stand alone, readiness does not wait, and nothing retries
+    /// in a loop or warns.
+    fn a_cluster_without_servicecidrs_is_ready_without_an_error_storm() {
+        let lab = Lab::new();
+        lab.fake.set_absent("servicecidrs");
+        lab.web(&[ready("10.0.1.2")]);
+        let d = lab.daemon("k8s-no-servicecidrs", "");
+        lab.wait_served_by(&["b1"], 10);
+        let v = healthz(&d);
+        assert_eq!(v["ready"], true, "{v}");
+        assert_eq!(v["kubernetes"]["kinds"]["servicecidrs"]["synced"], true, "{v}");
+        // Longer than the first back-offs (0.8 s, 1.6 s, 3.2 s): a retry loop would show.
+        std::thread::sleep(Duration::from_secs(6));
+        let path = "/apis/networking.k8s.io/v1/servicecidrs";
+        assert_eq!(kube::lists(&lab.fake, path).len(), 1, "listed once, then left for minutes");
+        let log = d.log();
+        assert_eq!(log.matches("not served by this API server (404)").count(), 1, "{log}");
+        let warned = log.lines().any(|l| l.contains("servicecidrs") && l.contains("WARN"));
+        assert!(!warned, "{log}");
+    }
+}
+
+netns_test! {
+    /// A cluster that serves ServiceCIDRs has them listed and watched like any other kind.
+    fn servicecidrs_are_listed_and_watched_where_the_cluster_serves_them() {
+        let lab = Lab::new();
+        lab.fake.apply("servicecidrs", serde_json::json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+            "metadata": {"name": "kubernetes"},
+            "spec": {"cidrs": ["10.96.0.0/12"]}
+        }));
+        lab.web(&[ready("10.0.1.2")]);
+        let d = lab.daemon("k8s-servicecidrs", "service_cidrs = [\"10.200.0.0/16\"]\n");
+        lab.wait_served_by(&["b1"], 10);
+        let path = "/apis/networking.k8s.io/v1/servicecidrs";
+        wait_until("a watch of servicecidrs", STEP, || !kube::watches(&lab.fake, path).is_empty());
+        assert_eq!(d.metric("edgenetd_kubernetes_objects", &[("kind", "servicecidrs")]), Some(1.0));
+    }
 }
