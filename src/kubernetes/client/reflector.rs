@@ -13,7 +13,9 @@
 //! - A watch that delivers nothing, not even a bookmark, for longer than `idle_timeout` is
 //!   taken for dead and reopened (resuming).
 //! - A resource the server may not serve (`absent_ok`, e.g. ServiceCIDRs before Kubernetes
-//!   1.33): a 404 on the list is an empty, complete list, not an error; the list is tried
+//!   1.33): a 404 on the list is an empty, complete list, not an error, and so is a 403 (an
+//!   RBAC role of before the resource was read: warned once, so an upgrade that did not
+//!   re-apply the role does not stop what the other resources feed); the list is tried
 //!   again every `absent_recheck`, so a cluster upgraded later is picked up.
 
 use std::collections::BTreeMap;
@@ -272,7 +274,9 @@ impl Core {
             self.status.update(|s| s.connected = false);
             let wait = match outcome {
                 Ok(()) => None,
-                Err(e) if self.config.absent_ok && e.code() == Some(404) => Some(self.absent(sink)),
+                Err(e) if self.config.absent_ok && matches!(e.code(), Some(403 | 404)) => {
+                    Some(self.absent(sink, e.code() == Some(403)))
+                }
                 Err(e) => self.after_failure(e),
             };
             if let Some(wait) = wait {
@@ -284,11 +288,16 @@ impl Core {
         })
     }
 
-    /// The server does not serve the resource: an empty complete list (logged when it is
-    /// news), and a list again after `absent_recheck`.
-    fn absent(&mut self, sink: &mut dyn Sink) -> Duration {
+    /// The server does not serve the resource (or `forbidden`: not to us): an empty
+    /// complete list (logged when it is news), and a list again after `absent_recheck`.
+    fn absent(&mut self, sink: &mut dyn Sink, forbidden: bool) -> Duration {
         let was_absent = self.status.get().absent;
-        if !was_absent {
+        if !was_absent && forbidden {
+            log::warn!(
+                "kubernetes {}: forbidden (403): taken as none; grant list and watch on it (deploy/kubernetes/rbac.yaml)",
+                self.config.path
+            );
+        } else if !was_absent {
             log::info!(
                 "kubernetes {}: not served by this API server (404): taken as none",
                 self.config.path
