@@ -591,3 +591,74 @@ netns_test! {
         assert_eq!(d.metric("edgenetd_kubernetes_objects", &[("kind", "servicecidrs")]), Some(1.0));
     }
 }
+
+/// Sends SCTP INIT packets from a raw socket (this kernel has no SCTP sockets): argv VIP PORT.
+const SCTP_SEND: &str = r#"
+import socket, struct, sys, time
+def crc32c(data):
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+init = struct.pack('!BBHIIHHI', 1, 0, 20, 0x11223344, 65535, 10, 10, 1)
+head = struct.pack('!HHI', 40000, int(sys.argv[2]), 0)
+packet = head + struct.pack('<I', crc32c(head + b'\0\0\0\0' + init)) + init
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 132)
+for _ in range(10):
+    s.sendto(packet, (sys.argv[1], 0))
+    time.sleep(0.3)
+"#;
+
+/// Prints `src dst sport dport` of the first SCTP packet a raw socket receives.
+const SCTP_RECEIVE: &str = r#"
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 132)
+s.settimeout(10)
+print('listening', flush=True)
+data, _ = s.recvfrom(2048)
+ihl = (data[0] & 15) * 4
+sport, dport = struct.unpack('!HH', data[ihl:ihl + 4])
+print(socket.inet_ntoa(data[12:16]), socket.inet_ntoa(data[16:20]), sport, dport, flush=True)
+"#;
+
+netns_test! {
+    /// SCTP Service ports are proxied: their elements are in the service table, and an SCTP
+    /// packet to the cluster IP is DNATed to the endpoint in another namespace.
+    fn an_sctp_service_port_is_programmed_and_dnats_an_sctp_packet() {
+        let lab = Lab::new();
+        let mut svc = service("diameter", VIP, 3868);
+        svc["spec"]["ports"][0]["protocol"] = "SCTP".into();
+        svc["spec"]["ports"][0]["name"] = "diameter".into();
+        lab.fake.apply("services", svc);
+        let mut eps = slice("diameter", &[ready("10.0.1.2")]);
+        eps["ports"] = serde_json::json!([{"name": "diameter", "protocol": "SCTP", "port": 3868}]);
+        lab.fake.apply("endpointslices", eps);
+        let _d = lab.daemon("k8s-sctp", "");
+        wait_until("the SCTP service in the table", STEP, || {
+            service_table().contains("sctp . 3868")
+        });
+        let table = service_table();
+        assert!(table.contains(&format!("{VIP} . sctp . 3868")), "{table}");
+        // Connection tracking checks SCTP checksums; the hand-made packets need not pass it.
+        sh_status("sysctl -qw net.netfilter.nf_conntrack_checksum=0");
+        let send = lab.net.script("sctp_send.py", SCTP_SEND);
+        let receive = lab.net.script("sctp_receive.py", SCTP_RECEIVE);
+        let out = lab.cache.join("sctp-received.txt");
+        let (b1, cl) = (lab.net.host("b1"), lab.net.host("cl"));
+        let mut receiver = b1.spawn(&format!("exec python3 -u {receive} > {}", out.display()));
+        wait_until("the raw receiver", STEP, || {
+            std::fs::read_to_string(&out).is_ok_and(|t| t.starts_with("listening"))
+        });
+        cl.sh(&format!("python3 {send} {VIP} 3868"));
+        let _ = receiver.wait();
+        let got = std::fs::read_to_string(&out).unwrap();
+        let fields: Vec<&str> = got.lines().nth(1).unwrap_or("").split(' ').collect();
+        assert_eq!(
+            fields.get(1..).map(|f| f.to_vec()),
+            Some(vec!["10.0.1.2", "40000", "3868"]),
+            "DNATed to the endpoint: {got}"
+        );
+    }
+}
