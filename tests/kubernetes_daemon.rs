@@ -563,6 +563,7 @@ netns_test! {
         let v = healthz(&d);
         assert_eq!(v["ready"], true, "{v}");
         assert_eq!(v["kubernetes"]["kinds"]["servicecidrs"]["synced"], true, "{v}");
+        assert_eq!(v["kubernetes"]["kinds"]["servicecidrs"]["state"], "absent", "{v}");
         // Longer than the first back-offs (0.8 s, 1.6 s, 3.2 s): a retry loop would show.
         std::thread::sleep(Duration::from_secs(6));
         let path = "/apis/networking.k8s.io/v1/servicecidrs";

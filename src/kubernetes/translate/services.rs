@@ -3,33 +3,39 @@
 //! kube-proxy's reading of the API (`pkg/proxy` in kubernetes/kubernetes):
 //!
 //! - **Skipped**: headless services (no cluster IP), `ExternalName` services, and services
-//!   labelled `service.kubernetes.io/service-proxy-name` (another proxy owns them). SCTP
-//!   ports are skipped too (edgenetd balances TCP and UDP).
+//!   labelled `service.kubernetes.io/service-proxy-name` (another proxy owns them) or
+//!   `service.kubernetes.io/headless`; EndpointSlices with either label are not read (kube-
+//!   proxy's informers select neither). TCP, UDP and SCTP ports are proxied.
+//! - **Addresses** parse as kube-proxy's `netutils.ParseIPSloppy` parses them (IPv4 octets
+//!   with leading zeros are decimal; [`super::sloppy`]).
 //! - **Dual-stack as two halves**: each cluster IP's family is one independent half; a
 //!   family without a cluster IP is not served at all (kube-proxy's per-family proxiers do
-//!   the same), and each half takes only the addresses and endpoints of its family.
+//!   the same), and each half takes only the addresses, endpoints and source ranges of its
+//!   family.
 //! - **Addresses** of one service port, each an entry: the cluster IP (port), every
 //!   `externalIPs` address (port), every load balancer ingress IP (port; not those with
 //!   `ipMode: Proxy`, where the load balancer proxies and nodes must not capture the
-//!   address), and with a `nodePort` every node address given by the caller (node port).
+//!   address), and with a `nodePort` every node address given by the caller (node port;
+//!   the caller applies `node_port_addresses`).
 //! - **Endpoints** join the service port by port name and protocol, from every
 //!   EndpointSlice labelled `kubernetes.io/service-name` with the service's name, of the
-//!   half's address type. Conditions as kube-proxy reads them: `ready` and `serving` default
-//!   to true, `terminating` to false. Ready endpoints take new connections; a terminating
-//!   endpoint while others are ready stays with weight 0 (draining: its connections, UDP
-//!   included, keep going, new ones go elsewhere); when none is ready, the serving and
-//!   terminating ones take the traffic (weight 1), so a rolling update of a one-replica
-//!   service is not a gap. Endpoints neither ready nor terminating are left out. An
-//!   endpoint that says ready and terminating at once (the EndpointSlice controller never
-//!   writes that) counts as terminating.
+//!   half's address type. Which of them an address uses is `topology`'s: kube-proxy's
+//!   `CategorizeEndpoints` (ready ones, narrowed by topology hints for the Cluster policy;
+//!   this node's for Local; serving-terminating ones when none is ready), plus edgenetd's
+//!   draining of terminating endpoints at weight 0.
 //! - **Traffic policies**: `internalTrafficPolicy: Local` restricts the cluster IP, and
 //!   `externalTrafficPolicy: Local` the external, load balancer and node port addresses, to
 //!   endpoints whose `nodeName` is this node. Such an address with endpoints elsewhere but
 //!   none here drops packets (kube-proxy does the same); an address with no endpoint at all
-//!   rejects them. External addresses with policy `Cluster` masquerade (the backend may be
-//!   on another node and must reply through this one); `Local` keeps the client's address.
-//!   Cluster IPs do not masquerade: their clients are pods and the node itself, whose replies
-//!   come back through this node's connection tracking anyway.
+//!   rejects them.
+//! - **Per address**, as kube-proxy's nftables proxier programs them: a cluster IP
+//!   masquerades off-cluster clients ([`Masquerade::OffCluster`]) and rejects its unserved
+//!   ports; an external address with policy `Cluster` masquerades everybody (the backend may
+//!   be on another node and must reply through this one); with `Local` it keeps the client's
+//!   address, and this node's own and its pods' connections go to the Cluster policy's
+//!   endpoints (`internal_backends`, kube-proxy's short-circuit). `loadBalancerSourceRanges`
+//!   (trimmed, parsed sloppily, invalid ones left out and reported) restrict the load
+//!   balancer ingress IPs only, as kube-proxy's firewall does.
 //! - **Session affinity**: `ClientIP` maps to the `sticky` affinity with
 //!   `sessionAffinityConfig.clientIP.timeoutSeconds` (default 10800; clamped to 1-86400, the
 //!   API server's bounds): like kube-proxy, a client keeps its endpoint while it opens new
