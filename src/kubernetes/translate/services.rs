@@ -605,4 +605,7 @@ fn cap(mut backends: Vec<Backend>) -> (Vec<Backend>, usize) {
 }
 
 #[cfg(test)]
+#[path = "services/flow_tests.rs"]
+mod flow_tests;
+#[cfg(test)]
 mod tests;
