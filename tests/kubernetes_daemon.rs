@@ -663,3 +663,49 @@ netns_test! {
         );
     }
 }
+
+netns_test! {
+    /// Topology-aware routing: with every endpoint hinted for a zone and this node's Node
+    /// labelled with one of them, the cluster IP balances over that zone's endpoints only;
+    /// hints that leave the zone without an endpoint are ignored.
+    fn zone_hints_keep_the_cluster_ip_in_this_nodes_zone() {
+        let lab = Lab::new();
+        let mut me = node(kube::NODE, "192.168.10.1", "10.244.1.0/24");
+        me["metadata"]["labels"]["topology.kubernetes.io/zone"] = "zone-a".into();
+        lab.fake.apply("nodes", me);
+        let hinted = |ip: &str, zone: &str| {
+            let mut e = ready(ip);
+            e["hints"] = serde_json::json!({"forZones": [{"name": zone}]});
+            e
+        };
+        lab.web(&[hinted("10.0.1.2", "zone-a"), hinted("10.0.2.2", "zone-b"), hinted("10.0.3.2", "zone-a")]);
+        let _d = lab.daemon("k8s-zones", "");
+        lab.wait_served_by(&["b1", "b3"], 60);
+        lab.fake.apply(
+            "endpointslices",
+            slice("web", &[hinted("10.0.1.2", "zone-b"), hinted("10.0.2.2", "zone-b"), hinted("10.0.3.2", "zone-c")]),
+        );
+        lab.wait_served_by(&["b1", "b2", "b3"], 90);
+    }
+}
+
+netns_test! {
+    /// `node_port_addresses` as prefixes: NodePorts on this host's interface addresses within
+    /// them (the router's 192.168.10.1 here, not its 10.0.i.1 addresses).
+    fn node_port_addresses_prefixes_pick_this_hosts_addresses() {
+        let lab = Lab::new();
+        let mut svc = service("web", VIP, 80);
+        svc["spec"]["type"] = "NodePort".into();
+        svc["spec"]["ports"][0]["nodePort"] = 30080.into();
+        lab.fake.apply("services", svc);
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.1.2")]));
+        let _d = lab.daemon("k8s-node-port-cidrs", "node_port_addresses = [\"192.168.10.0/24\"]\n");
+        let cl = lab.net.host("cl");
+        wait_until("the node port on 192.168.10.1", STEP, || {
+            lab.net.hits(cl, "tcp", "192.168.10.1", 30080, 4).keys().map(String::as_str).eq(["b1"])
+        });
+        let table = service_table();
+        assert!(!table.contains("10.0.1.1 . tcp . 30080"), "{table}");
+        assert!(table.contains("192.168.10.1 . tcp . 30080"), "{table}");
+    }
+}
