@@ -79,6 +79,7 @@ fn cluster_role_grants_only_list_and_watch_on_only_the_kinds_edgenetd_reads() {
             ("", "namespaces"),
             ("discovery.k8s.io", "endpointslices"),
             ("networking.k8s.io", "networkpolicies"),
+            ("networking.k8s.io", "servicecidrs"),
         ])
     );
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();

@@ -798,3 +798,40 @@ fn every_page_and_event_line_beats() {
         "{before} -> {after} beats for 10 event lines"
     );
 }
+
+/// A resource the server may not serve (`absent_ok`): 404 and 403 are an empty complete list,
+/// listed again after `absent_recheck` (not backed off and retried), and a list that comes
+/// back after that fills the store.
+#[test]
+fn an_absent_resource_is_an_empty_list_rechecked_later() {
+    for code in [404, 403] {
+        let fake = FakeApiServer::start();
+        fake.apply("services", svc("a", "web", 80));
+        fake.inject(
+            On::List,
+            Fault::Status {
+                code,
+                retry_after: None,
+            },
+        );
+        let mut c = config();
+        c.absent_ok = true;
+        c.absent_recheck = Duration::from_secs(2);
+        let r = run(&fake, c);
+        wait_until(&format!("{code}: synced empty"), WAIT, || {
+            r.store.is_synced()
+        });
+        assert!(names(&r.store).is_empty(), "{code}: {:?}", names(&r.store));
+        let status = r.store.status();
+        assert!(
+            status.absent && status.last_error.is_none(),
+            "{code}: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(800));
+        assert_eq!(lists(&fake).len(), 1, "{code}: no retry before the recheck");
+        wait_until(&format!("{code}: the recheck lists it"), WAIT, || {
+            names(&r.store) == BTreeSet::from(["a/web".to_string()])
+        });
+        assert!(!r.store.status().absent);
+    }
+}

@@ -40,7 +40,11 @@ struct Lab {
 
 impl Lab {
     fn new() -> Lab {
-        let (net, _servers) = client_and_three_backends(Family::V4);
+        Lab::of(Family::V4)
+    }
+
+    fn of(family: Family) -> Lab {
+        let (net, _servers) = client_and_three_backends(family);
         let fake = FakeApiServer::start();
         fake.apply("nodes", node(kube::NODE, "192.168.10.1", "10.244.1.0/24"));
         Lab {
@@ -450,6 +454,9 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
         service_selector: None,
         node_selector: None,
         network_policy_selector: None,
+        service_cidrs: Vec::new(),
+        cluster_cidrs: None,
+        node_port_addresses: Default::default(),
     };
     let clock = FakeClock::new();
     let health = Health::new(clock.clone());
@@ -479,4 +486,226 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
     std::thread::sleep(Duration::from_secs(6));
     let report = health.report();
     assert_eq!(report.stale(), ["wedged"], "{report:?}");
+}
+
+netns_test! {
+    /// The bug: the composer took every address of a Service port after the first for "another
+    /// service named ..." and dropped it (one WARN per port): only the first address was served.
+    fn only_one_address_of_a_service_port_is_served() {
+        let lab = Lab::of(Family::Dual);
+        lab.fake.apply("nodes", serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": kube::NODE},
+            "spec": {"podCIDRs": ["10.244.1.0/24", "fd44:1::/64"]},
+            "status": {"addresses": [
+                {"type": "InternalIP", "address": "192.168.10.1"},
+                {"type": "InternalIP", "address": "fd10::1"},
+                {"type": "ExternalIP", "address": "192.168.10.99"}
+            ]}
+        }));
+        lab.fake.apply("services", serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "shop", "namespace": "default"},
+            "spec": {
+                "type": "LoadBalancer", "clusterIP": "10.96.0.20",
+                "clusterIPs": ["10.96.0.20", "fd00::20"], "ipFamilies": ["IPv4", "IPv6"],
+                "externalIPs": ["192.0.2.7"],
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080,
+                           "nodePort": 30080}]
+            },
+            "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.1"}]}}
+        }));
+        lab.fake.apply("endpointslices", slice("shop", &[ready("10.0.1.2")]));
+        let mut v6 = slice("shop", &[ready("fd01::2")]);
+        v6["metadata"]["name"] = "shop-v6".into();
+        v6["addressType"] = "IPv6".into();
+        lab.fake.apply("endpointslices", v6);
+        let d = lab.daemon("k8s-every-address", "");
+        let cl = lab.net.host("cl");
+        for (address, port) in [
+            ("10.96.0.20", 80),
+            ("fd00::20", 80),
+            ("192.0.2.7", 80),
+            ("198.51.100.1", 80),
+            ("192.168.10.1", 30080),
+            ("fd10::1", 30080),
+        ] {
+            let mut last = BTreeMap::new();
+            wait_until(&format!("{address} port {port} served by b1"), STEP, || {
+                last = lab.net.hits(cl, "tcp", address, port, 4);
+                last.keys().map(String::as_str).eq(["b1"])
+            });
+        }
+        let table = service_table();
+        assert!(
+            !table.contains("192.168.10.99"),
+            "node ports on the primary addresses only, not the ExternalIP: {table}"
+        );
+        let log = d.log();
+        assert!(!log.contains("is left out"), "{log}");
+        assert_eq!(
+            d.metric("edgenetd_kubernetes_conflicts_total", &[("kind", "services")]),
+            Some(0.0)
+        );
+    }
+}
+
+netns_test! {
+    /// An API server without ServiceCIDRs (before Kubernetes 1.33) answers 404: that is "none",
+    /// the configured `service_cidrs` stand alone, readiness does not wait, and nothing retries
+    /// in a loop or warns.
+    fn a_cluster_without_servicecidrs_is_ready_without_an_error_storm() {
+        let lab = Lab::new();
+        lab.fake.set_absent("servicecidrs");
+        lab.web(&[ready("10.0.1.2")]);
+        let d = lab.daemon("k8s-no-servicecidrs", "");
+        lab.wait_served_by(&["b1"], 10);
+        let v = healthz(&d);
+        assert_eq!(v["ready"], true, "{v}");
+        assert_eq!(v["kubernetes"]["kinds"]["servicecidrs"]["synced"], true, "{v}");
+        assert_eq!(v["kubernetes"]["kinds"]["servicecidrs"]["state"], "absent", "{v}");
+        // Longer than the first back-offs (0.8 s, 1.6 s, 3.2 s): a retry loop would show.
+        std::thread::sleep(Duration::from_secs(6));
+        let path = "/apis/networking.k8s.io/v1/servicecidrs";
+        assert_eq!(kube::lists(&lab.fake, path).len(), 1, "listed once, then left for minutes");
+        let log = d.log();
+        assert_eq!(log.matches("not served by this API server (404)").count(), 1, "{log}");
+        let warned = log.lines().any(|l| l.contains("servicecidrs") && l.contains("WARN"));
+        assert!(!warned, "{log}");
+    }
+}
+
+netns_test! {
+    /// A cluster that serves ServiceCIDRs has them listed and watched like any other kind.
+    fn servicecidrs_are_listed_and_watched_where_the_cluster_serves_them() {
+        let lab = Lab::new();
+        lab.fake.apply("servicecidrs", serde_json::json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+            "metadata": {"name": "kubernetes"},
+            "spec": {"cidrs": ["10.96.0.0/12"]}
+        }));
+        lab.web(&[ready("10.0.1.2")]);
+        let d = lab.daemon("k8s-servicecidrs", "service_cidrs = [\"10.200.0.0/16\"]\n");
+        lab.wait_served_by(&["b1"], 10);
+        let path = "/apis/networking.k8s.io/v1/servicecidrs";
+        wait_until("a watch of servicecidrs", STEP, || !kube::watches(&lab.fake, path).is_empty());
+        assert_eq!(d.metric("edgenetd_kubernetes_objects", &[("kind", "servicecidrs")]), Some(1.0));
+    }
+}
+
+/// Sends SCTP INIT packets from a raw socket (this kernel has no SCTP sockets): argv VIP PORT.
+const SCTP_SEND: &str = r#"
+import socket, struct, sys, time
+def crc32c(data):
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+init = struct.pack('!BBHIIHHI', 1, 0, 20, 0x11223344, 65535, 10, 10, 1)
+head = struct.pack('!HHI', 40000, int(sys.argv[2]), 0)
+packet = head + struct.pack('<I', crc32c(head + b'\0\0\0\0' + init)) + init
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 132)
+for _ in range(10):
+    s.sendto(packet, (sys.argv[1], 0))
+    time.sleep(0.3)
+"#;
+
+/// Prints `src dst sport dport` of the first SCTP packet a raw socket receives.
+const SCTP_RECEIVE: &str = r#"
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 132)
+s.settimeout(10)
+print('listening', flush=True)
+data, _ = s.recvfrom(2048)
+ihl = (data[0] & 15) * 4
+sport, dport = struct.unpack('!HH', data[ihl:ihl + 4])
+print(socket.inet_ntoa(data[12:16]), socket.inet_ntoa(data[16:20]), sport, dport, flush=True)
+"#;
+
+netns_test! {
+    /// SCTP Service ports are proxied: their elements are in the service table, and an SCTP
+    /// packet to the cluster IP is DNATed to the endpoint in another namespace.
+    fn an_sctp_service_port_is_programmed_and_dnats_an_sctp_packet() {
+        let lab = Lab::new();
+        let mut svc = service("diameter", VIP, 3868);
+        svc["spec"]["ports"][0]["protocol"] = "SCTP".into();
+        svc["spec"]["ports"][0]["name"] = "diameter".into();
+        lab.fake.apply("services", svc);
+        let mut eps = slice("diameter", &[ready("10.0.1.2")]);
+        eps["ports"] = serde_json::json!([{"name": "diameter", "protocol": "SCTP", "port": 3868}]);
+        lab.fake.apply("endpointslices", eps);
+        let _d = lab.daemon("k8s-sctp", "");
+        wait_until("the SCTP service in the table", STEP, || {
+            service_table().contains("sctp . 3868")
+        });
+        let table = service_table();
+        assert!(table.contains(&format!("{VIP} . sctp . 3868")), "{table}");
+        // Connection tracking checks SCTP checksums; the hand-made packets need not pass it.
+        sh_status("sysctl -qw net.netfilter.nf_conntrack_checksum=0");
+        let send = lab.net.script("sctp_send.py", SCTP_SEND);
+        let receive = lab.net.script("sctp_receive.py", SCTP_RECEIVE);
+        let out = lab.cache.join("sctp-received.txt");
+        let (b1, cl) = (lab.net.host("b1"), lab.net.host("cl"));
+        let mut receiver = b1.spawn(&format!("exec python3 -u {receive} > {}", out.display()));
+        wait_until("the raw receiver", STEP, || {
+            std::fs::read_to_string(&out).is_ok_and(|t| t.starts_with("listening"))
+        });
+        cl.sh(&format!("python3 {send} {VIP} 3868"));
+        let _ = receiver.wait();
+        let got = std::fs::read_to_string(&out).unwrap();
+        let fields: Vec<&str> = got.lines().nth(1).unwrap_or("").split(' ').collect();
+        assert_eq!(
+            fields.get(1..).map(|f| f.to_vec()),
+            Some(vec!["10.0.1.2", "40000", "3868"]),
+            "DNATed to the endpoint: {got}"
+        );
+    }
+}
+
+netns_test! {
+    /// Topology-aware routing: with every endpoint hinted for a zone and this node's Node
+    /// labelled with one of them, the cluster IP balances over that zone's endpoints only;
+    /// hints that leave the zone without an endpoint are ignored.
+    fn zone_hints_keep_the_cluster_ip_in_this_nodes_zone() {
+        let lab = Lab::new();
+        let mut me = node(kube::NODE, "192.168.10.1", "10.244.1.0/24");
+        me["metadata"]["labels"]["topology.kubernetes.io/zone"] = "zone-a".into();
+        lab.fake.apply("nodes", me);
+        let hinted = |ip: &str, zone: &str| {
+            let mut e = ready(ip);
+            e["hints"] = serde_json::json!({"forZones": [{"name": zone}]});
+            e
+        };
+        lab.web(&[hinted("10.0.1.2", "zone-a"), hinted("10.0.2.2", "zone-b"), hinted("10.0.3.2", "zone-a")]);
+        let _d = lab.daemon("k8s-zones", "");
+        lab.wait_served_by(&["b1", "b3"], 60);
+        lab.fake.apply(
+            "endpointslices",
+            slice("web", &[hinted("10.0.1.2", "zone-b"), hinted("10.0.2.2", "zone-b"), hinted("10.0.3.2", "zone-c")]),
+        );
+        lab.wait_served_by(&["b1", "b2", "b3"], 90);
+    }
+}
+
+netns_test! {
+    /// `node_port_addresses` as prefixes: NodePorts on this host's interface addresses within
+    /// them (the router's 192.168.10.1 here, not its 10.0.i.1 addresses).
+    fn node_port_addresses_prefixes_pick_this_hosts_addresses() {
+        let lab = Lab::new();
+        let mut svc = service("web", VIP, 80);
+        svc["spec"]["type"] = "NodePort".into();
+        svc["spec"]["ports"][0]["nodePort"] = 30080.into();
+        lab.fake.apply("services", svc);
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.1.2")]));
+        let _d = lab.daemon("k8s-node-port-cidrs", "node_port_addresses = [\"192.168.10.0/24\"]\n");
+        let cl = lab.net.host("cl");
+        wait_until("the node port on 192.168.10.1", STEP, || {
+            lab.net.hits(cl, "tcp", "192.168.10.1", 30080, 4).keys().map(String::as_str).eq(["b1"])
+        });
+        let table = service_table();
+        assert!(!table.contains("10.0.1.1 . tcp . 30080"), "{table}");
+        assert!(table.contains("192.168.10.1 . tcp . 30080"), "{table}");
+    }
 }

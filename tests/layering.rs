@@ -141,6 +141,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::kubernetes", "config::diag"),
     ("config::kubernetes", "config::doc"),
     ("config::kubernetes", "config::label_selector"),
+    ("config::kubernetes", "config::net"),
     ("config::kubernetes", "config::nul"),
     ("config::kubernetes_tests", "config::kubernetes"),
     ("config::test_controller", "config::daemon"),

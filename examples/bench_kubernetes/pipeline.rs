@@ -61,6 +61,7 @@ fn decode<T: DeserializeOwned>(pages: &[Vec<u8>]) -> Vec<T> {
 fn this_node(addresses: &[IpAddr]) -> ThisNode<'_> {
     ThisNode {
         name: data::NODE,
+        zone: None,
         addresses,
     }
 }
@@ -103,7 +104,7 @@ pub fn run(objects: &[(&str, Value)]) {
     let toml = Arc::new(edgenetd::config::load_str(&[("edgenetd.toml", "")]).unwrap());
     let mut composer = Composer::new(toml);
     let (composed, d_co) = timed(|| {
-        composer.set_cluster(ClusterPart::Services(translated.services));
+        composer.set_cluster(ClusterPart::services(translated.services));
         composer.take_if_changed()
     });
     assert!(composed.is_some_and(|s| s.services.services.len() == data::SERVICES));
@@ -150,7 +151,7 @@ fn one_change(
             .unwrap();
         slices[at] = slice;
         let translated = translate(services, slices.iter(), this_node(addresses));
-        composer.set_cluster(ClusterPart::Services(translated.services));
+        composer.set_cluster(ClusterPart::services(translated.services));
         assert!(composer.take_if_changed().is_some(), "the change was seen");
         runs.push(t.elapsed());
     }

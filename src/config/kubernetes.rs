@@ -14,6 +14,12 @@
 //!   string form of `kubectl -l`) narrowing the Services, Nodes and NetworkPolicies taken.
 //! - `cache_file`: where the last cluster state is kept across restarts (an absolute path;
 //!   absent = `/run/edgenetd/kubernetes-state.json`).
+//! - `service_cidrs`: prefixes cluster IPs are allocated from, in addition to the cluster's
+//!   ServiceCIDR objects.
+//! - `cluster_cidrs`: the pod prefixes (kube-proxy's local-traffic detector); absent = this
+//!   node's own pod CIDRs (its Node's `spec.podCIDRs`); `[]` = no detector.
+//! - `node_port_addresses`: where NodePorts are served: `["primary"]` (default), `["all"]`,
+//!   or prefixes.
 //!
 //! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
 //! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so
@@ -23,12 +29,14 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::PathBuf;
 
+use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::diag::Diagnostics;
 use super::doc::Doc;
 use super::label_selector::{LabelSelector, is_dns_subdomain};
+use super::net::parse_prefix;
 use super::nul::no_nul;
 
 /// The section's name.
@@ -54,6 +62,25 @@ pub struct KubernetesConfig {
     pub network_policy_selector: Option<LabelSelector>,
     /// Where the last cluster state is cached; `None` = the daemon's default path.
     pub cache_file: Option<PathBuf>,
+    /// `service_cidrs`: cluster IP ranges added to the cluster's ServiceCIDRs.
+    pub service_cidrs: Vec<IpNet>,
+    /// `cluster_cidrs`: the pod prefixes; `None` = this node's pod CIDRs.
+    pub cluster_cidrs: Option<Vec<IpNet>>,
+    /// `node_port_addresses`: the addresses NodePorts are served on.
+    pub node_port_addresses: NodePortAddresses,
+}
+
+/// Which of this node's addresses serve NodePorts (kube-proxy's `--nodeport-addresses`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NodePortAddresses {
+    /// `"primary"`: the Node's primary addresses, one per family (the first InternalIP of
+    /// each family, else its first ExternalIP), as kube-proxy's node IPs.
+    #[default]
+    Primary,
+    /// `"all"`: every address of this host's interfaces (loopback aside).
+    All,
+    /// Prefixes: this host's interface addresses within them.
+    Cidrs(Vec<IpNet>),
 }
 
 /// Where the API server is and who edgenetd is to it.
@@ -173,6 +200,9 @@ struct RawKubernetes {
     node_selector: Option<Spanned<String>>,
     network_policy_selector: Option<Spanned<String>>,
     cache_file: Option<Spanned<String>>,
+    service_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
+    cluster_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
+    node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// Validates `[kubernetes]`; `None` when the section is absent or has an error.
@@ -200,6 +230,16 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
         node_selector: selector(raw.node_selector.as_ref(), diags),
         network_policy_selector: selector(raw.network_policy_selector.as_ref(), diags),
         cache_file: cache_file(raw.cache_file.as_ref(), diags),
+        service_cidrs: raw
+            .service_cidrs
+            .as_ref()
+            .map(|v| prefixes(v, "service_cidrs", diags))
+            .unwrap_or_default(),
+        cluster_cidrs: raw
+            .cluster_cidrs
+            .as_ref()
+            .map(|v| prefixes(v, "cluster_cidrs", diags)),
+        node_port_addresses: node_port_addresses(raw.node_port_addresses.as_ref(), diags),
     };
     (diags.len() == before).then_some(config)
 }
@@ -462,4 +502,53 @@ fn selector(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Labe
             None
         }
     }
+}
+
+/// A list of prefixes, each once.
+fn prefixes(v: &Spanned<Vec<Spanned<String>>>, key: &str, diags: &mut Diagnostics) -> Vec<IpNet> {
+    let mut out: Vec<IpNet> = Vec::new();
+    for item in v.get_ref() {
+        match parse_prefix(item.get_ref()) {
+            Ok(net) if out.contains(&net) => {
+                diags.error(item.span(), format!("{key}: {net} is listed twice"));
+            }
+            Ok(net) => out.push(net),
+            Err(e) => diags.error(item.span(), format!("{key}: {e}")),
+        }
+    }
+    out
+}
+
+/// `node_port_addresses`: `"primary"` or `"all"` alone, or prefixes.
+fn node_port_addresses(
+    v: Option<&Spanned<Vec<Spanned<String>>>>,
+    diags: &mut Diagnostics,
+) -> NodePortAddresses {
+    let Some(v) = v else {
+        return NodePortAddresses::Primary;
+    };
+    let items = v.get_ref();
+    let word = |w: &str| items.iter().find(|i| i.get_ref() == w);
+    if items.is_empty() {
+        diags.error(
+            v.span(),
+            "empty node_port_addresses: expected [\"primary\"] (the default), [\"all\"], or prefixes",
+        );
+        return NodePortAddresses::Primary;
+    }
+    for (w, mode) in [
+        ("primary", NodePortAddresses::Primary),
+        ("all", NodePortAddresses::All),
+    ] {
+        if let Some(item) = word(w) {
+            if items.len() > 1 {
+                diags.error(
+                    item.span(),
+                    format!("node_port_addresses: \"{w}\" goes alone: expected [\"{w}\"] or a list of prefixes"),
+                );
+            }
+            return mode;
+        }
+    }
+    NodePortAddresses::Cidrs(prefixes(v, "node_port_addresses", diags))
 }

@@ -338,3 +338,71 @@ fn the_cache_file_is_an_absolute_path_and_absent_by_default() {
         "edgenetd.toml:3:14: error: invalid cache_file `state.json`",
     );
 }
+
+const SECTION: &str = "[kubernetes]\nin_cluster = true\n";
+
+#[test]
+fn service_cidrs_cluster_cidrs_and_node_port_addresses_are_read() {
+    use super::kubernetes::NodePortAddresses;
+    let nets = |v: &[&str]| -> Vec<ipnet::IpNet> { v.iter().map(|n| n.parse().unwrap()).collect() };
+    let Some(k) = accepted(&format!(
+        "{SECTION}service_cidrs = [\"10.96.0.0/12\", \"fd00:96::/108\"]\ncluster_cidrs = [\"10.42.0.0/16\"]\nnode_port_addresses = [\"192.168.1.0/24\", \"2001:db8::/64\"]\n"
+    )) else {
+        return;
+    };
+    assert_eq!(k.service_cidrs, nets(&["10.96.0.0/12", "fd00:96::/108"]));
+    assert_eq!(k.cluster_cidrs, Some(nets(&["10.42.0.0/16"])));
+    assert_eq!(
+        k.node_port_addresses,
+        NodePortAddresses::Cidrs(nets(&["192.168.1.0/24", "2001:db8::/64"]))
+    );
+    let Some(k) = accepted(SECTION) else { return };
+    assert_eq!(
+        (k.service_cidrs, k.cluster_cidrs, k.node_port_addresses),
+        (Vec::new(), None, NodePortAddresses::Primary),
+        "defaults: no configured service CIDRs, the node's pod CIDRs, the primary addresses"
+    );
+    let Some(k) = accepted(&format!(
+        "{SECTION}cluster_cidrs = []\nnode_port_addresses = [\"all\"]\n"
+    )) else {
+        return;
+    };
+    assert_eq!(
+        k.cluster_cidrs,
+        Some(Vec::new()),
+        "[] = no local-traffic detector"
+    );
+    assert_eq!(k.node_port_addresses, NodePortAddresses::All);
+    let Some(k) = accepted(&format!("{SECTION}node_port_addresses = [\"primary\"]\n")) else {
+        return;
+    };
+    assert_eq!(k.node_port_addresses, NodePortAddresses::Primary);
+}
+
+#[test]
+fn bad_service_cidrs_cluster_cidrs_and_node_port_addresses_are_errors_at_their_place() {
+    let e = rejected(&format!(
+        "{SECTION}service_cidrs = [\"10.96.0.1/12\", \"nope\"]\ncluster_cidrs = [\"10.42.0.0/16\", \"10.42.0.0/16\"]\nnode_port_addresses = [\"primary\", \"10.0.0.0/8\"]\n"
+    ));
+    if !BUILT_WITH_FEATURE {
+        return;
+    }
+    has(
+        &e,
+        "edgenetd.toml:3:18: error: service_cidrs: invalid prefix `10.96.0.1/12`: host bits are set",
+    );
+    has(
+        &e,
+        "edgenetd.toml:3:34: error: service_cidrs: invalid prefix `nope`",
+    );
+    has(
+        &e,
+        "edgenetd.toml:4:34: error: cluster_cidrs: 10.42.0.0/16 is listed twice",
+    );
+    has(
+        &e,
+        "edgenetd.toml:5:24: error: node_port_addresses: \"primary\" goes alone",
+    );
+    let e = rejected(&format!("{SECTION}node_port_addresses = []\n"));
+    has(&e, "empty node_port_addresses");
+}

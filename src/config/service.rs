@@ -92,26 +92,35 @@ pub enum Protocol {
     Tcp,
     /// UDP.
     Udp,
+    /// SCTP (Kubernetes Services may have SCTP ports; NAT and conntrack handle it like TCP).
+    Sctp,
 }
 
 impl Protocol {
     /// Every protocol, for rules written once per protocol: a protocol added to the enum
     /// is added here, and every such rule follows.
-    pub const ALL: [Protocol; 2] = [Protocol::Tcp, Protocol::Udp];
+    pub const ALL: [Protocol; 3] = [Protocol::Tcp, Protocol::Udp, Protocol::Sctp];
 
     /// IANA protocol number.
     pub fn number(self) -> u8 {
         match self {
             Protocol::Tcp => 6,
             Protocol::Udp => 17,
+            Protocol::Sctp => 132,
         }
     }
 
-    /// `tcp` / `udp`.
+    /// The protocol with IANA number `n`, if it is one of [`Protocol::ALL`].
+    pub fn from_number(n: u8) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.number() == n)
+    }
+
+    /// `tcp` / `udp` / `sctp`.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Tcp => "tcp",
             Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
         }
     }
 }
@@ -261,7 +270,7 @@ pub struct Service {
     pub address: IpAddr,
     /// The virtual port.
     pub port: u16,
-    /// TCP or UDP.
+    /// TCP, UDP or SCTP.
     pub protocol: Protocol,
     /// Backends, all of the VIP's family, each address:port once.
     pub backends: Vec<Backend>,
@@ -406,7 +415,11 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
     let protocol = choice(
         raw.protocol.as_ref(),
         "protocol",
-        &[("tcp", Protocol::Tcp), ("udp", Protocol::Udp)],
+        &[
+            ("tcp", Protocol::Tcp),
+            ("udp", Protocol::Udp),
+            ("sctp", Protocol::Sctp),
+        ],
         diags,
     );
     let affinity = affinity(raw, diags);
@@ -426,6 +439,20 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         .as_ref()
         .map(|h| health(h, diags))
         .unwrap_or_default();
+    if protocol == Protocol::Sctp
+        && health.check != HealthCheckKind::None
+        && let Some(check) = raw.health.as_ref().and_then(|h| h.check.as_ref())
+    {
+        // Every check is a TCP, UDP or TLS exchange, which an SCTP backend never answers
+        // (and this kernel may have no SCTP sockets to probe with).
+        diags.error(
+            check.span(),
+            format!(
+                "check = \"{}\" cannot probe an SCTP backend: expected check = \"none\" for protocol = \"sctp\"",
+                health.check.name()
+            ),
+        );
+    }
     if diags.len() != before {
         return None;
     }

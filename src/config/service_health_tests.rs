@@ -96,3 +96,36 @@ fn new_health_keys_are_errors_at_their_place() {
         "{e}"
     );
 }
+
+#[test]
+fn sctp_services_are_read_and_take_no_health_check_but_none() {
+    let text = |health: &str| {
+        format!(
+            "[[service]]\nname = \"sig\"\naddress = \"10.96.0.10\"\nport = 3868\nprotocol = \"sctp\"\nbackends = [\"10.0.1.5:3868\"]\n{health}"
+        )
+    };
+    let ok = load_str(&[("edgenetd.toml", text("").as_str())]).unwrap();
+    let s = &ok.services.services[0];
+    assert_eq!(
+        (s.protocol, s.protocol.number(), s.protocol.name()),
+        (Protocol::Sctp, 132, "sctp")
+    );
+    assert_eq!(Protocol::from_number(132), Some(Protocol::Sctp));
+    assert!(Protocol::ALL.contains(&Protocol::Sctp));
+    let none = load_str(&[(
+        "edgenetd.toml",
+        text("[service.health]\ncheck = \"none\"\n").as_str(),
+    )]);
+    assert!(none.is_ok(), "check = none is allowed");
+    for check in ["tcp", "http", "udp", "tls"] {
+        let e = load_str(&[(
+            "edgenetd.toml",
+            text(&format!("[service.health]\ncheck = \"{check}\"\n")).as_str(),
+        )])
+        .unwrap_err()
+        .rendered;
+        let want =
+            format!("edgenetd.toml:8:9: error: check = \"{check}\" cannot probe an SCTP backend");
+        assert!(e.contains(&want), "missing `{want}` in:\n{e}");
+    }
+}

@@ -330,14 +330,14 @@ backends = ["[fd01::5]:8080", "10.0.1.5:8080", "10.0.1.5:8080", "nope"]
 name = "web2"
 address = "10.96.0.10"
 port = 80
-protocol = "sctp"
+protocol = "dccp"
 "#,
     )]);
     for want in [
         "edgenetd.toml:5:13: error: backend [fd01::5]:8080 is IPv6 but the service address 10.96.0.10 is IPv4",
         "edgenetd.toml:5:48: error: backend 10.0.1.5:8080 is listed twice",
         "edgenetd.toml:5:65: error: invalid backend `nope`: expected \"address:port\"",
-        "edgenetd.toml:11:12: error: invalid protocol `sctp`: expected \"tcp\" or \"udp\"",
+        "edgenetd.toml:11:12: error: invalid protocol `dccp`: expected \"tcp\" or \"udp\" or \"sctp\"",
     ] {
         assert!(e.contains(want), "missing `{want}` in:\n{e}");
     }

@@ -144,6 +144,9 @@ fn settings(
         service_selector: config.service_selector.clone(),
         node_selector: config.node_selector.clone(),
         network_policy_selector: config.network_policy_selector.clone(),
+        service_cidrs: config.service_cidrs.clone(),
+        cluster_cidrs: config.cluster_cidrs.clone(),
+        node_port_addresses: config.node_port_addresses.clone(),
     })
 }
 

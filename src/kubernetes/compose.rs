@@ -11,8 +11,10 @@
 //! cluster service on a VIP:port/protocol a TOML service has, a cluster route with the
 //! destination, table and metric of a TOML route) keeps the TOML entry: the operator's file is
 //! the authority on its own router. Two cluster entries that clash keep the first (services by
-//! name, routes by destination). Every clash is logged and counted once, when it appears, not
-//! at every compose. Pod isolation (NetworkPolicies) has no TOML counterpart and never
+//! VIP, port and protocol, routes by destination, table and metric). A name is never a clash:
+//! every address of one Kubernetes Service port (its cluster IPs, external and load balancer
+//! IPs, node ports) is an entry of the same name. Every clash is logged and counted once, when
+//! it appears, not at every compose. Pod isolation (NetworkPolicies) has no TOML counterpart and never
 //! clashes: the cluster's units are published as they are.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,7 +27,7 @@ use log::warn;
 use crate::config::DesiredState;
 use crate::config::pod_policy::PodPolicies;
 use crate::config::route::Route;
-use crate::config::service::{HealthCheckPort, Protocol, Service};
+use crate::config::service::{HealthCheckPort, Protocol, Service, ServicesConfig};
 use crate::kubernetes::order;
 
 /// Counter of clashes resolved in favour of TOML (or of the first cluster entry), by kind.
@@ -74,8 +76,14 @@ pub fn describe_metrics() {
 /// objects in never looks like a change).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterState {
-    /// Services, by name.
+    /// Services, by name, then VIP, port and protocol.
     pub services: Vec<Service>,
+    /// The prefixes cluster IPs are allocated from (`[kubernetes] service_cidrs` and the
+    /// cluster's ServiceCIDRs), sorted, each once.
+    pub service_cidrs: Vec<IpNet>,
+    /// The pod prefixes of the local-traffic detector (`[kubernetes] cluster_cidrs`, else
+    /// this node's pod CIDRs), sorted, each once.
+    pub cluster_cidrs: Vec<IpNet>,
     /// Routes, by table, destination and metric.
     pub routes: Vec<Route>,
     /// Pod isolation units, by name.
@@ -87,24 +95,30 @@ pub struct ClusterState {
 /// One kind's complete set of entries, as the latest cluster state says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterPart {
-    /// Every cluster-derived service.
-    Services(Vec<Service>),
+    /// Every cluster-derived service, with what else the services feed supplies
+    /// (`service_cidrs`, `cluster_cidrs`, `health_check_ports`; a TOML state has none).
+    Services(ServicesConfig),
     /// Every cluster-derived route.
     Routes(Vec<Route>),
     /// Every pod isolation unit for this node's pods.
     NetworkPolicies(PodPolicies),
-    /// Every health-check node port (made from the same objects as the services).
-    HealthCheckPorts(Vec<HealthCheckPort>),
 }
 
 impl ClusterPart {
+    /// The services part with these entries and no prefixes.
+    pub fn services(services: Vec<Service>) -> ClusterPart {
+        ClusterPart::Services(ServicesConfig {
+            services,
+            ..ServicesConfig::default()
+        })
+    }
+
     /// The kind of entries this is.
     pub fn kind(&self) -> Kind {
         match self {
             ClusterPart::Services(_) => Kind::Services,
             ClusterPart::Routes(_) => Kind::Routes,
             ClusterPart::NetworkPolicies(_) => Kind::NetworkPolicies,
-            ClusterPart::HealthCheckPorts(_) => Kind::Services,
         }
     }
 }
@@ -116,6 +130,8 @@ enum Clash {
     Service {
         /// The cluster service's name.
         name: String,
+        /// The address, port and protocol both claim.
+        vip: VipKey,
         /// The entry it clashes with: `TOML service NAME` or `service NAME`.
         with: String,
     },
@@ -218,12 +234,31 @@ impl Composer {
     pub fn set_cluster(&mut self, part: ClusterPart) {
         self.listed.insert(part.kind());
         match part {
-            ClusterPart::Services(mut services) => {
+            ClusterPart::Services(part) => {
+                let ServicesConfig {
+                    mut services,
+                    mut service_cidrs,
+                    mut cluster_cidrs,
+                    mut health_check_ports,
+                } = part;
                 order::sort_by(&mut services, |a, b| {
                     (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)))
                 });
-                if services != self.cluster.services {
-                    self.cluster.services = services;
+                for nets in [&mut service_cidrs, &mut cluster_cidrs] {
+                    order::sort(nets);
+                    nets.dedup();
+                }
+                order::sort_by(&mut health_check_ports, |a, b| a.service.cmp(&b.service));
+                let state = &mut self.cluster;
+                if services != state.services
+                    || service_cidrs != state.service_cidrs
+                    || cluster_cidrs != state.cluster_cidrs
+                    || health_check_ports != state.health_check_ports
+                {
+                    state.services = services;
+                    state.service_cidrs = service_cidrs;
+                    state.cluster_cidrs = cluster_cidrs;
+                    state.health_check_ports = health_check_ports;
                     self.dirty = true;
                 }
             }
@@ -241,22 +276,19 @@ impl Composer {
                     self.dirty = true;
                 }
             }
-            ClusterPart::HealthCheckPorts(mut ports) => {
-                order::sort_by(&mut ports, |a, b| a.service.cmp(&b.service));
-                if ports != self.cluster.health_check_ports {
-                    self.cluster.health_check_ports = ports;
-                    self.dirty = true;
-                }
-            }
         }
     }
 
     /// The cluster state cached by the last run, in force until the cluster answers.
     pub fn restore(&mut self, state: ClusterState) {
-        self.set_cluster(ClusterPart::Services(state.services));
+        self.set_cluster(ClusterPart::Services(ServicesConfig {
+            services: state.services,
+            service_cidrs: state.service_cidrs,
+            cluster_cidrs: state.cluster_cidrs,
+            health_check_ports: state.health_check_ports,
+        }));
         self.set_cluster(ClusterPart::Routes(state.routes));
         self.set_cluster(ClusterPart::NetworkPolicies(state.pod_policies));
-        self.set_cluster(ClusterPart::HealthCheckPorts(state.health_check_ports));
         self.listed.clear();
         self.restored = true;
     }
@@ -288,10 +320,19 @@ impl Composer {
             return None;
         }
         let mut composed = DesiredState::clone(&self.toml);
-        composed
-            .services
-            .services
-            .extend(kept.services.iter().cloned());
+        let services = &mut composed.services;
+        services.services.extend(kept.services.iter().cloned());
+        for (into, from) in [
+            (&mut services.service_cidrs, &kept.service_cidrs),
+            (&mut services.cluster_cidrs, &kept.cluster_cidrs),
+        ] {
+            into.extend(
+                from.iter()
+                    .filter(|n| !into.contains(n))
+                    .copied()
+                    .collect::<Vec<_>>(),
+            );
+        }
         composed.routing.routes.extend(kept.routes.iter().cloned());
         composed.pod_policies = kept.pod_policies.clone();
         composed
@@ -309,9 +350,15 @@ impl Composer {
     fn report(&mut self, now: BTreeSet<Clash>) {
         for clash in now.difference(&self.clashes) {
             let kind = match clash {
-                Clash::Service { name, with } => {
+                Clash::Service {
+                    name,
+                    vip: (address, port, protocol),
+                    with,
+                } => {
+                    let vip = std::net::SocketAddr::new(*address, *port);
                     warn!(
-                        "kubernetes service {name} is left out: it has the address, port and protocol of {with}, which is kept"
+                        "kubernetes service {name} on {vip}/{} is left out: {with} has that address, port and protocol and is kept",
+                        protocol.name()
                     );
                     Kind::Services
                 }
@@ -345,19 +392,14 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
         .iter()
         .map(|s| (vip_key(s), format!("TOML service {}", s.name)))
         .collect();
-    let mut names: BTreeSet<&str> = toml.services.services.iter().map(|s| &*s.name).collect();
     let mut services = Vec::new();
     for s in &cluster.services {
-        let with = if !names.insert(&s.name) {
-            Some(format!("another service named {}", s.name))
-        } else {
-            vips.get(&vip_key(s)).cloned()
-        };
-        match with {
+        match vips.get(&vip_key(s)) {
             Some(with) => {
                 clashes.insert(Clash::Service {
                     name: s.name.clone(),
-                    with,
+                    vip: vip_key(s),
+                    with: with.clone(),
                 });
             }
             None => {
@@ -387,6 +429,8 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
     (
         ClusterState {
             services,
+            service_cidrs: cluster.service_cidrs.clone(),
+            cluster_cidrs: cluster.cluster_cidrs.clone(),
             routes,
             pod_policies,
             health_check_ports,

@@ -27,8 +27,24 @@ macro_rules! has_meta {
     )*};
 }
 
-has_meta!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
-deserialize_with_fields!(Service, EndpointSlice, Node, NetworkPolicy, Pod, Namespace);
+has_meta!(
+    Service,
+    EndpointSlice,
+    Node,
+    NetworkPolicy,
+    Pod,
+    Namespace,
+    ServiceCidr
+);
+deserialize_with_fields!(
+    Service,
+    EndpointSlice,
+    Node,
+    NetworkPolicy,
+    Pod,
+    Namespace,
+    ServiceCidr
+);
 
 /// A Service.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +81,9 @@ pub struct ServiceSpec {
     /// The node port load balancers probe (`LoadBalancer` with `externalTrafficPolicy:
     /// Local`; the API server allocates it).
     pub health_check_node_port: Option<i32>,
+    /// Prefixes allowed to reach the load balancer ingress IPs (as written: kube-proxy trims
+    /// and parses them).
+    pub load_balancer_source_ranges: Vec<String>,
 }
 
 /// `Service.spec.sessionAffinityConfig`.
@@ -142,6 +161,10 @@ pub struct Endpoint {
     pub conditions: EndpointConditions,
     /// The node it runs on (for `Local` traffic policies).
     pub node_name: Option<String>,
+    /// `hints.forZones[].name`: the zones whose nodes should use it (topology-aware routing).
+    pub zone_hints: Vec<String>,
+    /// `hints.forNodes[].name`: the nodes that should use it (`PreferSameNode`).
+    pub node_hints: Vec<String>,
 }
 
 /// `Endpoint.conditions`; `None` means the API's default (see the accessors).
@@ -217,6 +240,15 @@ pub struct NodeAddress {
     pub type_: String,
     /// The address.
     pub address: String,
+}
+
+/// A ServiceCIDR (networking.k8s.io/v1): a range the cluster allocates cluster IPs from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceCidr {
+    /// Name.
+    pub metadata: ObjectMeta,
+    /// `spec.cidrs`: at most one prefix per family.
+    pub cidrs: Vec<String>,
 }
 
 /// A NetworkPolicy (networking.k8s.io/v1).

@@ -170,6 +170,13 @@ impl FakeApiServer {
         self.with(|st| st.snapshots.clear());
     }
 
+    /// Answers every request for `resource` with 404 (an API server without that kind).
+    pub fn set_absent(&self, resource: &str) {
+        self.with(|st| {
+            st.absent.insert(resource.to_string());
+        });
+    }
+
     /// Serves `fault` to the next request that `on` selects.
     pub fn inject(&self, on: On, fault: Fault) {
         self.with(|st| st.faults.push_back((on, fault)));

@@ -25,8 +25,7 @@ pub(super) fn vip_of(set: SetId, el: &Element) -> Option<VipKey> {
         _ => return None,
     };
     let proto = match parts.get(1)? {
-        Value::Proto(6) => Protocol::Tcp,
-        Value::Proto(17) => Protocol::Udp,
+        Value::Proto(n) => Protocol::from_number(*n)?,
         _ => return None,
     };
     let Value::Port(port) = parts.get(2)? else {

@@ -141,11 +141,7 @@ fn decode_vip(set: SetId, key: &[u8]) -> Option<(VipKey, Option<u32>)> {
         return None;
     }
     let k = layout::key_parts(set, key)?;
-    let proto = match k.proto {
-        6 => Protocol::Tcp,
-        17 => Protocol::Udp,
-        _ => return None,
-    };
+    let proto = Protocol::from_number(k.proto)?;
     let vip = VipKey {
         addr: k.addr,
         proto,

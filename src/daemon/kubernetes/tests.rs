@@ -97,7 +97,7 @@ fn readiness_and_the_cache_wait_for_every_enabled_kind() {
     let path = scratch("ready");
     let (shared, health) = shared(&path, None);
     let (svc, route) = cluster_entries();
-    shared.cluster(vec![ClusterPart::Services(vec![svc.clone()])]);
+    shared.cluster(vec![ClusterPart::services(vec![svc.clone()])]);
     assert!(!health.report().ready(), "routes not listed yet");
     assert!(!path.exists(), "a partial state is not cached");
     assert_eq!(shared.snapshots.current().services.services.len(), 1);
@@ -126,7 +126,7 @@ fn a_loaded_cache_is_ready_at_once_and_in_the_first_snapshot() {
 fn a_reload_through_the_composer_keeps_the_cluster_entries() {
     let (shared, _health) = shared(&scratch("reload"), None);
     let (svc, _) = cluster_entries();
-    shared.cluster(vec![ClusterPart::Services(vec![svc])]);
+    shared.cluster(vec![ClusterPart::services(vec![svc])]);
     let toml = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
     shared.take_toml(Arc::new(toml));
     let now = shared.snapshots.current();
@@ -145,7 +145,7 @@ fn a_failed_cache_write_is_counted_and_not_fatal() {
     let (svc, route) = cluster_entries();
     let out = render_with(|| {
         shared.cluster(vec![
-            ClusterPart::Services(vec![svc]),
+            ClusterPart::services(vec![svc]),
             ClusterPart::Routes(vec![route]),
         ]);
         shared.cluster(vec![ClusterPart::Routes(Vec::new())]);

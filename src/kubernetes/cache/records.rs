@@ -37,6 +37,12 @@ pub(super) struct CacheFile {
     /// The health-check node ports (absent in files written before they existed: none).
     #[serde(default)]
     health_check_ports: Vec<HealthPortRecord>,
+    /// The cluster IP ranges, as prefixes (absent in older files: none).
+    #[serde(default)]
+    service_cidrs: Vec<String>,
+    /// The pod prefixes of the local-traffic detector (absent in older files: none).
+    #[serde(default)]
+    cluster_cidrs: Vec<String>,
 }
 
 /// A [`HealthCheckPort`] as stored.
@@ -91,7 +97,7 @@ struct ServiceRecord {
     address: IpAddr,
     /// `port`.
     port: u16,
-    /// `protocol`: `tcp` or `udp`.
+    /// `protocol`: `tcp`, `udp` or `sctp`.
     protocol: String,
     /// `backends`: (address, weight).
     backends: Vec<(SocketAddr, u32)>,
@@ -164,18 +170,36 @@ struct RouteRecord {
 
 impl From<&ClusterState> for CacheFile {
     fn from(state: &ClusterState) -> CacheFile {
+        let ClusterState {
+            services,
+            service_cidrs,
+            cluster_cidrs,
+            routes,
+            pod_policies,
+            health_check_ports,
+        } = state;
+        let words = |nets: &[IpNet]| nets.iter().map(IpNet::to_string).collect();
         CacheFile {
             version: VERSION,
-            services: state.services.iter().map(ServiceRecord::from).collect(),
-            routes: state.routes.iter().map(RouteRecord::from).collect(),
-            pod_policies: pod_records::records(&state.pod_policies),
-            health_check_ports: state
-                .health_check_ports
+            services: services.iter().map(ServiceRecord::from).collect(),
+            routes: routes.iter().map(RouteRecord::from).collect(),
+            pod_policies: pod_records::records(pod_policies),
+            service_cidrs: words(service_cidrs),
+            cluster_cidrs: words(cluster_cidrs),
+            health_check_ports: health_check_ports
                 .iter()
                 .map(HealthPortRecord::from)
                 .collect(),
         }
     }
+}
+
+/// Prefixes written by [`IpNet::to_string`].
+fn prefixes_of(words: &[String]) -> Result<Vec<IpNet>, String> {
+    words
+        .iter()
+        .map(|p| p.parse().map_err(|_| format!("invalid prefix {p:?}")))
+        .collect()
 }
 
 impl TryFrom<CacheFile> for ClusterState {
@@ -199,6 +223,8 @@ impl TryFrom<CacheFile> for ClusterState {
                 .into_iter()
                 .map(HealthCheckPort::from)
                 .collect(),
+            service_cidrs: prefixes_of(&file.service_cidrs)?,
+            cluster_cidrs: prefixes_of(&file.cluster_cidrs)?,
         })
     }
 }
@@ -210,6 +236,7 @@ fn protocol_word(p: Protocol) -> &'static str {
     match p {
         Protocol::Tcp => "tcp",
         Protocol::Udp => "udp",
+        Protocol::Sctp => "sctp",
     }
 }
 
@@ -217,6 +244,7 @@ fn protocol_of(w: &str) -> Result<Protocol, String> {
     match w {
         "tcp" => Ok(Protocol::Tcp),
         "udp" => Ok(Protocol::Udp),
+        "sctp" => Ok(Protocol::Sctp),
         _ => Err(format!("unknown protocol {w:?}")),
     }
 }
@@ -341,11 +369,7 @@ impl TryFrom<ServiceRecord> for Service {
                 (false, true) => Masquerade::OffCluster,
                 (false, false) => Masquerade::Never,
             },
-            source_ranges: r
-                .source_ranges
-                .iter()
-                .map(|p| p.parse().map_err(|_| format!("invalid prefix {p:?}")))
-                .collect::<Result<_, _>>()?,
+            source_ranges: prefixes_of(&r.source_ranges)?,
             internal_backends: r.internal_backends.map(backends),
             reject_unserved_ports: r.reject_unserved_ports,
             fallback: None,

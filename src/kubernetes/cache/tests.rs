@@ -96,6 +96,13 @@ fn state() -> ClusterState {
                 HealthCheckKind::Tcp,
             ),
             service(
+                "a/sig:3868",
+                Protocol::Sctp,
+                Affinity::None,
+                WhenEmpty::Reject,
+                HealthCheckKind::None,
+            ),
+            service(
                 "a/z:53",
                 Protocol::Udp,
                 Affinity::Sticky {
@@ -120,6 +127,11 @@ fn state() -> ClusterState {
             local_endpoints: 2,
             local_endpoints_v6: 1,
         }],
+        service_cidrs: vec![
+            "10.96.0.0/12".parse().unwrap(),
+            "fd00:96::/108".parse().unwrap(),
+        ],
+        cluster_cidrs: vec!["10.42.0.0/16".parse().unwrap()],
     }
 }
 
@@ -255,4 +267,22 @@ fn a_cache_from_before_health_check_ports_reads_with_none() {
     .unwrap();
     let state = cache.read().unwrap().unwrap();
     assert!(state.health_check_ports.is_empty(), "{state:?}");
+}
+
+/// A file of before masquerade-per-address, source ranges and the service prefixes: its
+/// services read back with the defaults of those fields, and no prefixes.
+#[test]
+fn a_cache_from_before_service_cidrs_and_masquerade_modes_reads_with_the_defaults() {
+    let cache = Cache::new(dir("before-cidrs").join("kubernetes-state.json"));
+    fs::write(
+        cache.path(),
+        r#"{"version":1,"services":[{"name":"k8s:a/web:http","address":"10.96.0.10","port":80,"protocol":"tcp","backends":[["10.244.1.5:8080",1]],"affinity":"none","masquerade":true,"when_empty":"reject","health":{"check":"none","http":null,"interval_ms":2000,"timeout_ms":1000,"rise":2,"fall":3}}],"routes":[]}"#,
+    )
+    .unwrap();
+    let state = cache.read().unwrap().unwrap();
+    assert!(state.service_cidrs.is_empty() && state.cluster_cidrs.is_empty());
+    let s = &state.services[0];
+    assert_eq!(s.masquerade, crate::config::service::Masquerade::Always);
+    assert!(s.source_ranges.is_empty() && s.internal_backends.is_none());
+    assert!(!s.reject_unserved_ports);
 }

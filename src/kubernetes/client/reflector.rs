@@ -12,6 +12,11 @@
 //!   exponentially with jitter.
 //! - A watch that delivers nothing, not even a bookmark, for longer than `idle_timeout` is
 //!   taken for dead and reopened (resuming).
+//! - A resource the server may not serve (`absent_ok`, e.g. ServiceCIDRs before Kubernetes
+//!   1.33): a 404 on the list is an empty, complete list, not an error, and so is a 403 (an
+//!   RBAC role of before the resource was read: warned once, so an upgrade that did not
+//!   re-apply the role does not stop what the other resources feed); the list is tried
+//!   again every `absent_recheck`, so a cluster upgraded later is picked up.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -56,6 +61,11 @@ pub struct ReflectorConfig {
     pub backoff_max: Duration,
     /// The longest `Retry-After` honoured.
     pub max_retry_after: Duration,
+    /// A 404 on the list means the server does not serve the resource: the store holds an
+    /// empty complete list (instead of backing off and logging each attempt).
+    pub absent_ok: bool,
+    /// How often a resource found absent is listed again.
+    pub absent_recheck: Duration,
 }
 
 impl ReflectorConfig {
@@ -72,6 +82,8 @@ impl ReflectorConfig {
             backoff_initial: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
+            absent_ok: false,
+            absent_recheck: Duration::from_secs(300),
         }
     }
 }
@@ -262,6 +274,9 @@ impl Core {
             self.status.update(|s| s.connected = false);
             let wait = match outcome {
                 Ok(()) => None,
+                Err(e) if self.config.absent_ok && matches!(e.code(), Some(403 | 404)) => {
+                    Some(self.absent(sink, e.code() == Some(403)))
+                }
                 Err(e) => self.after_failure(e),
             };
             if let Some(wait) = wait {
@@ -271,6 +286,35 @@ impl Core {
                 progress.beat();
             }
         })
+    }
+
+    /// The server does not serve the resource (or `forbidden`: not to us): an empty
+    /// complete list (logged when it is news), and a list again after `absent_recheck`.
+    fn absent(&mut self, sink: &mut dyn Sink, forbidden: bool) -> Duration {
+        let was_absent = self.status.get().absent;
+        if !was_absent && forbidden {
+            log::warn!(
+                "kubernetes {}: forbidden (403): taken as none; grant list and watch on it (deploy/kubernetes/rbac.yaml)",
+                self.config.path
+            );
+        } else if !was_absent {
+            log::info!(
+                "kubernetes {}: not served by this API server (404): taken as none",
+                self.config.path
+            );
+        }
+        sink.begin_list();
+        sink.end_list();
+        self.status.update(|s| {
+            s.synced = true;
+            s.absent = true;
+            s.last_error = None;
+        });
+        if !was_absent {
+            self.changed.fire();
+        }
+        self.phase = Phase::List;
+        self.config.absent_recheck
     }
 
     /// Records a failure and decides the next phase and the wait before it.
@@ -351,6 +395,7 @@ impl Core {
         let count = sink.end_list();
         self.status.update(|s| {
             s.synced = true;
+            s.absent = false;
             s.lists += 1;
             s.resource_version = rv.clone();
             s.last_error = None;

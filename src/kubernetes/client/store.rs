@@ -27,6 +27,9 @@ pub struct WatchStatus {
     pub resource_version: String,
     /// The last failure, if the last attempt failed.
     pub last_error: Option<String>,
+    /// The server answered the last list with 404 for a resource it may not serve (the
+    /// store is then empty and counts as listed).
+    pub absent: bool,
     /// Complete lists stored (the first included).
     pub lists: u64,
     /// Relists caused by 410 Gone.
@@ -46,7 +49,7 @@ pub(super) struct StatusCell(Arc<RwLock<WatchStatus>>);
 
 impl StatusCell {
     /// The state now.
-    fn get(&self) -> WatchStatus {
+    pub(super) fn get(&self) -> WatchStatus {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 

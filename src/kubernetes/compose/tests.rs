@@ -100,7 +100,7 @@ fn conflicts(out: &str, kind: &str) -> f64 {
 #[test]
 fn cluster_entries_are_added_after_the_toml_ones() {
     let mut c = Composer::new(toml(TOML));
-    c.set_cluster(ClusterPart::Services(vec![
+    c.set_cluster(ClusterPart::services(vec![
         service("b/db:5432", "10.96.0.21", 5432, "10.244.2.9:5432"),
         service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080"),
     ]));
@@ -133,7 +133,7 @@ fn toml_wins_a_clash_which_is_logged_and_counted_once() {
         ];
         // Same destination, table and metric as the TOML route, another gateway.
         let routes = vec![route("10.244.1.0/24", "192.168.1.11")];
-        c.set_cluster(ClusterPart::Services(clashing.clone()));
+        c.set_cluster(ClusterPart::services(clashing.clone()));
         c.set_cluster(ClusterPart::Routes(routes));
         let state = c.take_if_changed().unwrap();
         assert_eq!(names(&state), ["web", "k8s:a/other:http"]);
@@ -143,7 +143,7 @@ fn toml_wins_a_clash_which_is_logged_and_counted_once() {
         c.set_toml(toml(TOML));
         let mut more = clashing.clone();
         more.push(service("a/third:http", "10.96.0.12", 80, "10.244.2.8:8080"));
-        c.set_cluster(ClusterPart::Services(more));
+        c.set_cluster(ClusterPart::services(more));
         let state = c.take_if_changed().unwrap();
         assert_eq!(names(&state).len(), 3, "{:?}", names(&state));
         c.set_toml(toml(TOML));
@@ -157,7 +157,7 @@ fn toml_wins_a_clash_which_is_logged_and_counted_once() {
 fn a_clash_that_goes_away_brings_the_cluster_entry_back_and_counts_again_if_it_returns() {
     let out = recorded(|| {
         let mut c = Composer::new(toml(TOML));
-        c.set_cluster(ClusterPart::Services(vec![service(
+        c.set_cluster(ClusterPart::services(vec![service(
             "a/web:http",
             "10.96.0.10",
             80,
@@ -178,7 +178,7 @@ fn a_clash_that_goes_away_brings_the_cluster_entry_back_and_counts_again_if_it_r
 #[test]
 fn two_cluster_entries_that_clash_keep_the_first() {
     let mut c = Composer::new(toml(""));
-    c.set_cluster(ClusterPart::Services(vec![
+    c.set_cluster(ClusterPart::services(vec![
         service("b/y:80", "10.96.0.30", 80, "10.244.2.8:80"),
         service("a/x:80", "10.96.0.30", 80, "10.244.2.9:80"),
     ]));
@@ -205,28 +205,28 @@ fn unchanged_input_publishes_nothing() {
         service("a/x:80", "10.96.0.30", 80, "10.244.2.8:80"),
         service("b/y:80", "10.96.0.31", 80, "10.244.2.9:80"),
     ];
-    c.set_cluster(ClusterPart::Services(services.clone()));
+    c.set_cluster(ClusterPart::services(services.clone()));
     assert!(c.take_if_changed().is_some());
     let mut reordered = services.clone();
     reordered.reverse();
-    c.set_cluster(ClusterPart::Services(reordered));
+    c.set_cluster(ClusterPart::services(reordered));
     assert!(!c.is_dirty(), "the same entries in another order");
     assert!(c.take_if_changed().is_none());
     // A change and its undo before the compose: the result equals what was published.
     let mut changed = services.clone();
     changed[0].backends[0].weight = 5;
-    c.set_cluster(ClusterPart::Services(changed));
-    c.set_cluster(ClusterPart::Services(services));
+    c.set_cluster(ClusterPart::services(changed));
+    c.set_cluster(ClusterPart::services(services));
     assert!(c.take_if_changed().is_none());
     // An entry the TOML shadows can change without changing the result.
-    c.set_cluster(ClusterPart::Services(vec![service(
+    c.set_cluster(ClusterPart::services(vec![service(
         "a/web:http",
         "10.96.0.10",
         80,
         "10.244.2.8:8080",
     )]));
     assert!(c.take_if_changed().is_some(), "x and y went");
-    c.set_cluster(ClusterPart::Services(vec![service(
+    c.set_cluster(ClusterPart::services(vec![service(
         "a/web:http",
         "10.96.0.10",
         80,
@@ -245,7 +245,7 @@ fn a_thousand_updates_and_one_take_make_one_publish() {
     let mut publishes = 0;
     for i in 0..1000u16 {
         let backend = format!("10.244.{}.{}:8080", i / 250, i % 250 + 1);
-        c.set_cluster(ClusterPart::Services(vec![service(
+        c.set_cluster(ClusterPart::services(vec![service(
             "a/api:http",
             "10.96.0.20",
             80,
@@ -268,6 +268,7 @@ fn the_cluster_state_is_kept_whole_for_the_cache() {
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
         pod_policies: pods(&["k8s:a/deny"]),
         health_check_ports: vec![health_port("a/web", 30_000)],
+        ..ClusterState::default()
     };
     c.restore(state.clone());
     assert_eq!(c.cluster(), &state, "clashing entries included");
@@ -291,11 +292,19 @@ fn health_port(service: &str, port: u16) -> HealthCheckPort {
     }
 }
 
+/// A services part with only health-check node ports.
+fn ports_part(health_check_ports: Vec<HealthCheckPort>) -> ClusterPart {
+    ClusterPart::Services(ServicesConfig {
+        health_check_ports,
+        ..ServicesConfig::default()
+    })
+}
+
 #[test]
 fn health_check_ports_are_published_in_order_and_the_same_ports_change_nothing() {
     let mut c = Composer::new(toml(TOML));
     let ports = vec![health_port("b/y", 30_001), health_port("a/x", 30_002)];
-    c.set_cluster(ClusterPart::HealthCheckPorts(ports.clone()));
+    c.set_cluster(ports_part(ports.clone()));
     assert!(
         c.ready(&[Kind::Services]),
         "made from the services' objects"
@@ -308,16 +317,14 @@ fn health_check_ports_are_published_in_order_and_the_same_ports_change_nothing()
         .map(|p| p.service.as_str())
         .collect();
     assert_eq!(services, ["a/x", "b/y"]);
-    c.set_cluster(ClusterPart::HealthCheckPorts(
-        ports.into_iter().rev().collect(),
-    ));
+    c.set_cluster(ports_part(ports.into_iter().rev().collect()));
     assert!(
         c.take_if_changed().is_none(),
         "the same ports in another order"
     );
     let mut fewer = health_port("a/x", 30_002);
     fewer.local_endpoints = 0;
-    c.set_cluster(ClusterPart::HealthCheckPorts(vec![fewer]));
+    c.set_cluster(ports_part(vec![fewer]));
     let composed = c.take_if_changed().expect("a count change is a change");
     assert_eq!(composed.services.health_check_ports[0].local_endpoints, 0);
 }
@@ -327,7 +334,7 @@ fn ready_once_every_enabled_kind_was_listed_or_the_cache_restored() {
     let mut c = Composer::new(toml(""));
     assert!(c.ready(&[]), "no kind enabled");
     assert!(!c.ready(&Kind::ALL));
-    c.set_cluster(ClusterPart::Services(Vec::new()));
+    c.set_cluster(ClusterPart::services(Vec::new()));
     assert!(!c.ready(&Kind::ALL), "routes not listed yet");
     assert!(c.ready(&[Kind::Services]));
     c.set_cluster(ClusterPart::Routes(Vec::new()));
@@ -346,6 +353,7 @@ fn the_first_snapshot_holds_the_cached_cluster_state() {
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
         pod_policies: pods(&["k8s:a/deny"]),
         health_check_ports: vec![health_port("a/api", 30_000)],
+        ..ClusterState::default()
     };
     let (mut c, first) = Composer::start(toml(TOML), Some(cached));
     assert_eq!(names(&first), ["web", "k8s:a/api:http"]);
@@ -402,5 +410,103 @@ fn network_policies_label_is_the_feeds_word() {
     assert_eq!(
         ClusterPart::NetworkPolicies(PodPolicies::default()).kind(),
         Kind::NetworkPolicies
+    );
+}
+
+/// The bug: every address of one Service port after the first was "another service named
+/// ..." and dropped, with a WARN per port. All of them share the port's name; only an entry
+/// on the same VIP, port and protocol is a clash.
+#[test]
+fn only_one_address_of_a_service_port_is_served() {
+    let out = recorded(|| {
+        let mut c = Composer::new(toml(TOML));
+        let name = "a/shop:http";
+        let mut udp = service(name, "10.96.0.50", 80, "10.244.2.8:8080");
+        udp.protocol = Protocol::Udp;
+        c.set_cluster(ClusterPart::services(vec![
+            service(name, "10.96.0.50", 80, "10.244.2.8:8080"),
+            service(name, "fd00::50", 80, "[fd10::8]:8080"),
+            service(name, "198.51.100.1", 80, "10.244.2.8:8080"),
+            service(name, "192.0.2.7", 80, "10.244.2.8:8080"),
+            service(name, "192.168.1.1", 30080, "10.244.2.8:8080"),
+            service(name, "2001:db8::1", 30080, "[fd10::8]:8080"),
+            udp,
+        ]));
+        let state = c.take_if_changed().unwrap();
+        let served: Vec<String> = state.services.services[1..]
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}/{}",
+                    s.name,
+                    SocketAddr::new(s.address, s.port),
+                    s.protocol.name()
+                )
+            })
+            .collect();
+        assert_eq!(
+            served,
+            [
+                "k8s:a/shop:http 10.96.0.50:80/tcp",
+                "k8s:a/shop:http 10.96.0.50:80/udp",
+                "k8s:a/shop:http 192.0.2.7:80/tcp",
+                "k8s:a/shop:http 192.168.1.1:30080/tcp",
+                "k8s:a/shop:http 198.51.100.1:80/tcp",
+                "k8s:a/shop:http [2001:db8::1]:30080/tcp",
+                "k8s:a/shop:http [fd00::50]:80/tcp",
+            ],
+            "dual-stack cluster IPs, the LB IP, the external IP and both node ports, TCP and UDP"
+        );
+        // A cluster entry on a TOML service's VIP, port and protocol is still a clash,
+        // counted once however many composes it lasts.
+        c.set_cluster(ClusterPart::services(vec![
+            service(name, "10.96.0.10", 80, "10.244.2.8:8080"),
+            service(name, "10.96.0.50", 80, "10.244.2.8:8080"),
+        ]));
+        let state = c.take_if_changed().unwrap();
+        assert_eq!(names(&state), ["web", "k8s:a/shop:http"]);
+        c.set_toml(toml(TOML));
+        assert!(c.take_if_changed().is_some());
+    });
+    assert_eq!(conflicts(&out, "services"), 1.0, "{out}");
+}
+
+#[test]
+fn the_services_part_brings_its_prefixes_into_the_composed_state() {
+    let mut c = Composer::new(toml(TOML));
+    let nets = |v: &[&str]| -> Vec<IpNet> { v.iter().map(|n| n.parse().unwrap()).collect() };
+    c.set_cluster(ClusterPart::Services(ServicesConfig {
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        service_cidrs: nets(&["fd00:96::/108", "10.96.0.0/12", "10.96.0.0/12"]),
+        cluster_cidrs: nets(&["10.42.1.0/24"]),
+        health_check_ports: Vec::new(),
+    }));
+    let state = c.take_if_changed().unwrap();
+    assert_eq!(
+        state.services.service_cidrs,
+        nets(&["10.96.0.0/12", "fd00:96::/108"])
+    );
+    assert_eq!(state.services.cluster_cidrs, nets(&["10.42.1.0/24"]));
+    assert_eq!(
+        c.cluster().service_cidrs,
+        nets(&["10.96.0.0/12", "fd00:96::/108"])
+    );
+    // The same prefixes in another order change nothing; another prefix does.
+    c.set_cluster(ClusterPart::Services(ServicesConfig {
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        service_cidrs: nets(&["10.96.0.0/12", "fd00:96::/108"]),
+        cluster_cidrs: nets(&["10.42.1.0/24"]),
+        health_check_ports: Vec::new(),
+    }));
+    assert!(c.take_if_changed().is_none());
+    c.set_cluster(ClusterPart::Services(ServicesConfig {
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        service_cidrs: nets(&["10.96.0.0/12"]),
+        cluster_cidrs: nets(&["10.42.1.0/24"]),
+        health_check_ports: Vec::new(),
+    }));
+    assert_eq!(
+        c.take_if_changed().unwrap().services.service_cidrs,
+        nets(&["10.96.0.0/12"])
     );
 }

@@ -48,6 +48,7 @@ impl ServiceSpec {
             external_traffic_policy: f.opt_str("externalTrafficPolicy")?,
             internal_traffic_policy: f.opt_str("internalTrafficPolicy")?,
             health_check_node_port: f.opt_i32("healthCheckNodePort")?,
+            load_balancer_source_ranges: f.strings("loadBalancerSourceRanges")?,
         })
     }
 }
@@ -90,7 +91,11 @@ impl Endpoint {
     /// Reads an endpoint of a slice.
     fn from_fields(mut f: Fields) -> json::Result<Endpoint> {
         let mut c = f.obj("conditions")?;
+        let mut hints = f.obj("hints")?;
+        let name = |mut h: Fields| h.str("name");
         Ok(Endpoint {
+            zone_hints: hints.objects("forZones", name)?,
+            node_hints: hints.objects("forNodes", name)?,
             addresses: f.strings("addresses")?,
             conditions: EndpointConditions {
                 ready: c.opt_bool("ready")?,
@@ -138,6 +143,16 @@ impl NodeAddress {
         Ok(NodeAddress {
             type_: f.str("type")?,
             address: f.str("address")?,
+        })
+    }
+}
+
+impl ServiceCidr {
+    /// Reads a ServiceCIDR.
+    pub fn from_fields(mut f: Fields) -> json::Result<ServiceCidr> {
+        Ok(ServiceCidr {
+            metadata: f.with("metadata", ObjectMeta::from_fields)?,
+            cidrs: f.obj("spec")?.strings("cidrs")?,
         })
     }
 }

@@ -410,3 +410,51 @@ fn watch_events_of_every_type_decode_in_either_key_order() {
         );
     }
 }
+
+#[test]
+fn a_service_cidr_keeps_its_prefixes_and_endpoints_their_hints() {
+    let cidr: ServiceCidr = via_json(&networking::ServiceCIDR {
+        metadata: meta("", "kubernetes", "7"),
+        spec: Some(networking::ServiceCIDRSpec {
+            cidrs: Some(vec!["10.96.0.0/12".into(), "fd00:96::/108".into()]),
+        }),
+        ..Default::default()
+    });
+    assert_eq!(cidr.metadata.name, "kubernetes");
+    assert_eq!(cidr.cidrs, ["10.96.0.0/12", "fd00:96::/108"]);
+    let slice: EndpointSlice = via_json(&discovery::EndpointSlice {
+        metadata: meta("shop", "web-x", "8"),
+        address_type: "IPv4".into(),
+        endpoints: vec![
+            discovery::Endpoint {
+                addresses: vec!["10.1.0.5".into()],
+                hints: Some(discovery::EndpointHints {
+                    for_zones: Some(vec![discovery::ForZone {
+                        name: "zone-a".into(),
+                    }]),
+                    for_nodes: Some(vec![discovery::ForNode {
+                        name: "edge-1".into(),
+                    }]),
+                }),
+                ..Default::default()
+            },
+            discovery::Endpoint {
+                addresses: vec!["10.1.0.6".into()],
+                ..Default::default()
+            },
+        ],
+        ports: None,
+    });
+    assert_eq!(slice.endpoints[0].zone_hints, ["zone-a"]);
+    assert_eq!(slice.endpoints[0].node_hints, ["edge-1"]);
+    assert!(slice.endpoints[1].zone_hints.is_empty() && slice.endpoints[1].node_hints.is_empty());
+    let mut api = api_service();
+    api.spec.as_mut().unwrap().load_balancer_source_ranges =
+        Some(vec!["203.0.113.0/24".into(), " 10.0.0.0/8".into()]);
+    let s: Service = via_json(&api);
+    assert_eq!(
+        s.spec.load_balancer_source_ranges,
+        ["203.0.113.0/24", " 10.0.0.0/8"],
+        "kept as written: the translation trims and parses"
+    );
+}

@@ -5,3 +5,4 @@ pub mod health_ports;
 pub mod network_policies;
 pub mod nodes;
 pub mod services;
+pub mod sloppy;

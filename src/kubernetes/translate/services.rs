@@ -3,33 +3,39 @@
 //! kube-proxy's reading of the API (`pkg/proxy` in kubernetes/kubernetes):
 //!
 //! - **Skipped**: headless services (no cluster IP), `ExternalName` services, and services
-//!   labelled `service.kubernetes.io/service-proxy-name` (another proxy owns them). SCTP
-//!   ports are skipped too (edgenetd balances TCP and UDP).
+//!   labelled `service.kubernetes.io/service-proxy-name` (another proxy owns them) or
+//!   `service.kubernetes.io/headless`; EndpointSlices with either label are not read (kube-
+//!   proxy's informers select neither). TCP, UDP and SCTP ports are proxied.
+//! - **Addresses** parse as kube-proxy's `netutils.ParseIPSloppy` parses them (IPv4 octets
+//!   with leading zeros are decimal; [`super::sloppy`]).
 //! - **Dual-stack as two halves**: each cluster IP's family is one independent half; a
 //!   family without a cluster IP is not served at all (kube-proxy's per-family proxiers do
-//!   the same), and each half takes only the addresses and endpoints of its family.
+//!   the same), and each half takes only the addresses, endpoints and source ranges of its
+//!   family.
 //! - **Addresses** of one service port, each an entry: the cluster IP (port), every
 //!   `externalIPs` address (port), every load balancer ingress IP (port; not those with
 //!   `ipMode: Proxy`, where the load balancer proxies and nodes must not capture the
-//!   address), and with a `nodePort` every node address given by the caller (node port).
+//!   address), and with a `nodePort` every node address given by the caller (node port;
+//!   the caller applies `node_port_addresses`).
 //! - **Endpoints** join the service port by port name and protocol, from every
 //!   EndpointSlice labelled `kubernetes.io/service-name` with the service's name, of the
-//!   half's address type. Conditions as kube-proxy reads them: `ready` and `serving` default
-//!   to true, `terminating` to false. Ready endpoints take new connections; a terminating
-//!   endpoint while others are ready stays with weight 0 (draining: its connections, UDP
-//!   included, keep going, new ones go elsewhere); when none is ready, the serving and
-//!   terminating ones take the traffic (weight 1), so a rolling update of a one-replica
-//!   service is not a gap. Endpoints neither ready nor terminating are left out. An
-//!   endpoint that says ready and terminating at once (the EndpointSlice controller never
-//!   writes that) counts as terminating.
+//!   half's address type. Which of them an address uses is `topology`'s: kube-proxy's
+//!   `CategorizeEndpoints` (ready ones, narrowed by topology hints for the Cluster policy;
+//!   this node's for Local; serving-terminating ones when none is ready), plus edgenetd's
+//!   draining of terminating endpoints at weight 0.
 //! - **Traffic policies**: `internalTrafficPolicy: Local` restricts the cluster IP, and
 //!   `externalTrafficPolicy: Local` the external, load balancer and node port addresses, to
 //!   endpoints whose `nodeName` is this node. Such an address with endpoints elsewhere but
 //!   none here drops packets (kube-proxy does the same); an address with no endpoint at all
-//!   rejects them. External addresses with policy `Cluster` masquerade (the backend may be
-//!   on another node and must reply through this one); `Local` keeps the client's address.
-//!   Cluster IPs do not masquerade: their clients are pods and the node itself, whose replies
-//!   come back through this node's connection tracking anyway.
+//!   rejects them.
+//! - **Per address**, as kube-proxy's nftables proxier programs them: a cluster IP
+//!   masquerades off-cluster clients ([`Masquerade::OffCluster`]) and rejects its unserved
+//!   ports; an external address with policy `Cluster` masquerades everybody (the backend may
+//!   be on another node and must reply through this one); with `Local` it keeps the client's
+//!   address, and this node's own and its pods' connections go to the Cluster policy's
+//!   endpoints (`internal_backends`, kube-proxy's short-circuit). `loadBalancerSourceRanges`
+//!   (trimmed, parsed sloppily, invalid ones left out and reported) restrict the load
+//!   balancer ingress IPs only, as kube-proxy's firewall does.
 //! - **Session affinity**: `ClientIP` maps to the `sticky` affinity with
 //!   `sessionAffinityConfig.clientIP.timeoutSeconds` (default 10800; clamped to 1-86400, the
 //!   API server's bounds): like kube-proxy, a client keeps its endpoint while it opens new
@@ -42,9 +48,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
+use ipnet::IpNet;
+
+use self::topology::Endpoint;
+use super::sloppy;
 use crate::config::service::{self as model, Affinity, Backend, Masquerade, Protocol, WhenEmpty};
 use crate::kubernetes::objects::{self, EndpointSlice};
 use crate::kubernetes::order;
+
+mod topology;
 
 /// `sessionAffinity: ClientIP` as the sticky mode with its timeout; anything else: none.
 fn affinity(spec: &objects::ServiceSpec) -> Affinity {
@@ -68,6 +80,9 @@ fn affinity(spec: &objects::ServiceSpec) -> Affinity {
 
 /// Services with this label belong to another proxy (kube-proxy ignores them too).
 pub const SERVICE_PROXY_NAME_LABEL: &str = "service.kubernetes.io/service-proxy-name";
+/// Services (and EndpointSlices) with this label are not proxied: kube-proxy's informers
+/// select `!service.kubernetes.io/headless`.
+pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -76,6 +91,8 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub struct ThisNode<'a> {
     /// This node's Node name (endpoints with this `nodeName` are local).
     pub name: &'a str,
+    /// Its Node's `topology.kubernetes.io/zone` label, for zone hints.
+    pub zone: Option<&'a str>,
     /// The addresses NodePorts are served on.
     pub addresses: &'a [IpAddr],
 }
@@ -107,9 +124,13 @@ pub enum SkipReason {
     ExternalName,
     /// Labelled for another proxy (the label's value).
     OtherProxy(String),
+    /// Labelled `service.kubernetes.io/headless`: not proxied.
+    HeadlessLabel,
     /// An address that does not parse.
     BadAddress(String),
-    /// A protocol edgenetd does not balance (SCTP).
+    /// A `loadBalancerSourceRanges` entry that does not parse (the others still apply).
+    BadSourceRange(String),
+    /// A protocol neither kube-proxy nor edgenetd balances (not TCP, UDP or SCTP).
     UnsupportedProtocol(String),
     /// A port outside 1-65535.
     BadPort(i32),
@@ -123,7 +144,11 @@ impl fmt::Display for SkipReason {
             SkipReason::Headless => f.write_str("headless (no cluster IP)"),
             SkipReason::ExternalName => f.write_str("type ExternalName"),
             SkipReason::OtherProxy(p) => write!(f, "handled by service proxy `{p}`"),
+            SkipReason::HeadlessLabel => write!(f, "labelled {HEADLESS_LABEL}"),
             SkipReason::BadAddress(a) => write!(f, "invalid address `{a}`"),
+            SkipReason::BadSourceRange(r) => {
+                write!(f, "invalid loadBalancerSourceRanges entry `{r}`: ignored")
+            }
             SkipReason::UnsupportedProtocol(p) => write!(f, "protocol {p} is not balanced"),
             SkipReason::BadPort(p) => write!(f, "invalid port {p}"),
             SkipReason::TooManyBackends(n) => {
@@ -144,7 +169,13 @@ pub fn translate<'a>(
     node: ThisNode<'_>,
 ) -> Translated {
     let mut by_service: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
-    for slice in slices {
+    // kube-proxy's EndpointSlice informer leaves out the slices labelled as its Service
+    // informer leaves out Services.
+    let proxied = |s: &&EndpointSlice| {
+        !s.metadata.labels.contains_key(HEADLESS_LABEL)
+            && !s.metadata.labels.contains_key(SERVICE_PROXY_NAME_LABEL)
+    };
+    for slice in slices.into_iter().filter(proxied) {
         if let Some(svc) = slice.metadata.labels.get(SERVICE_NAME_LABEL) {
             by_service
                 .entry((slice.metadata.namespace.as_str(), svc.as_str()))
@@ -173,6 +204,9 @@ pub(crate) fn skip_reason(svc: &objects::Service) -> Option<SkipReason> {
     if let Some(proxy) = svc.metadata.labels.get(SERVICE_PROXY_NAME_LABEL) {
         return Some(SkipReason::OtherProxy(proxy.clone()));
     }
+    if svc.metadata.labels.contains_key(HEADLESS_LABEL) {
+        return Some(SkipReason::HeadlessLabel);
+    }
     if svc.spec.type_.as_deref() == Some("ExternalName") {
         return Some(SkipReason::ExternalName);
     }
@@ -194,7 +228,15 @@ fn one_service(
         return;
     }
     let cluster_ips = addresses(cluster_ips(svc), &object, out);
-    let external = addresses(external_addresses(svc), &object, out);
+    let others = Addresses {
+        external_ips: addresses(
+            svc.spec.external_ips.iter().map(String::as_str).collect(),
+            &object,
+            out,
+        ),
+        load_balancer_ips: addresses(load_balancer_ips(svc), &object, out),
+        source_ranges: source_ranges(svc, &object, out),
+    };
     for port in &svc.spec.ports {
         let name = entry_name(svc, port);
         let Some(protocol) = protocol(port.protocol.as_deref(), &name, out) else {
@@ -215,7 +257,7 @@ fn one_service(
             endpoint_name: port.name.as_deref().unwrap_or(""),
         };
         for &cluster_ip in &cluster_ips {
-            let half = Half::of(cluster_ip, &external, node.addresses);
+            let half = Half::of(cluster_ip, &others, node.addresses);
             entries(svc, slices, &port, &half, node, out);
         }
     }
@@ -231,21 +273,35 @@ fn cluster_ips(svc: &objects::Service) -> Vec<&str> {
     }
 }
 
-/// `externalIPs` and load balancer ingress IPs (not `ipMode: Proxy` ones).
-fn external_addresses(svc: &objects::Service) -> Vec<&str> {
-    let lb = svc
-        .status
+/// The load balancer ingress IPs (not `ipMode: Proxy` ones).
+fn load_balancer_ips(svc: &objects::Service) -> Vec<&str> {
+    svc.status
         .load_balancer
         .ingress
         .iter()
         .filter(|i| i.ip_mode.as_deref() != Some("Proxy"))
-        .filter_map(|i| i.ip.as_deref());
-    svc.spec
-        .external_ips
-        .iter()
-        .map(String::as_str)
-        .chain(lb)
+        .filter_map(|i| i.ip.as_deref())
+        .filter(|ip| !ip.is_empty())
         .collect()
+}
+
+/// `loadBalancerSourceRanges` as kube-proxy reads them: each trimmed and parsed sloppily,
+/// an invalid one reported and left out (the rest still apply), an empty one ignored.
+fn source_ranges(svc: &objects::Service, object: &str, out: &mut Translated) -> Vec<IpNet> {
+    let mut ranges = Vec::new();
+    for text in &svc.spec.load_balancer_source_ranges {
+        let text = text.trim();
+        match sloppy::parse_cidr(text) {
+            Some(net) if !ranges.contains(&net) => ranges.push(net),
+            Some(_) => {}
+            None if text.is_empty() => {}
+            None => out.skipped.push(Skipped {
+                object: object.to_string(),
+                reason: SkipReason::BadSourceRange(text.to_string()),
+            }),
+        }
+    }
+    ranges
 }
 
 /// Parses addresses; a bad one is reported and left out.
@@ -253,10 +309,10 @@ fn addresses(texts: Vec<&str>, object: &str, out: &mut Translated) -> Vec<IpAddr
     let mut seen = BTreeSet::new();
     let mut parsed = Vec::with_capacity(texts.len());
     for text in texts {
-        match text.parse::<IpAddr>() {
-            Ok(a) if seen.insert(a) => parsed.push(a),
-            Ok(_) => {}
-            Err(_) => out.skipped.push(Skipped {
+        match sloppy::parse_ip(text) {
+            Some(a) if seen.insert(a) => parsed.push(a),
+            Some(_) => {}
+            None => out.skipped.push(Skipped {
                 object: object.to_string(),
                 reason: SkipReason::BadAddress(text.to_string()),
             }),
@@ -282,6 +338,7 @@ fn protocol(text: Option<&str>, name: &str, out: &mut Translated) -> Option<Prot
     match text.unwrap_or("TCP") {
         "TCP" => Some(Protocol::Tcp),
         "UDP" => Some(Protocol::Udp),
+        "SCTP" => Some(Protocol::Sctp),
         other => {
             out.skipped.push(Skipped {
                 object: name.to_string(),
@@ -318,17 +375,39 @@ struct PortSpec<'a> {
 /// One family's half of a service: its cluster IP and the other addresses of that family.
 struct Half {
     cluster_ip: IpAddr,
-    external: Vec<IpAddr>,
+    external_ips: Vec<IpAddr>,
+    load_balancer_ips: Vec<IpAddr>,
     node: Vec<IpAddr>,
+    /// `loadBalancerSourceRanges` of this family (kube-proxy's per-family proxiers each take
+    /// their own).
+    source_ranges: Vec<IpNet>,
 }
 
 impl Half {
-    fn of(cluster_ip: IpAddr, external: &[IpAddr], node: &[IpAddr]) -> Half {
-        let same = |a: &&IpAddr| a.is_ipv4() == cluster_ip.is_ipv4();
+    fn of(cluster_ip: IpAddr, addresses: &Addresses, node: &[IpAddr]) -> Half {
+        let v4 = cluster_ip.is_ipv4();
+        let same = |a: &&IpAddr| a.is_ipv4() == v4;
         Half {
             cluster_ip,
-            external: external.iter().filter(same).copied().collect(),
+            external_ips: addresses
+                .external_ips
+                .iter()
+                .filter(same)
+                .copied()
+                .collect(),
+            load_balancer_ips: addresses
+                .load_balancer_ips
+                .iter()
+                .filter(same)
+                .copied()
+                .collect(),
             node: node.iter().filter(same).copied().collect(),
+            source_ranges: addresses
+                .source_ranges
+                .iter()
+                .filter(|n| matches!(n, IpNet::V4(_)) == v4)
+                .copied()
+                .collect(),
         }
     }
 
@@ -341,6 +420,13 @@ impl Half {
     }
 }
 
+/// A Service's addresses other than its cluster IPs, parsed, both families.
+struct Addresses {
+    external_ips: Vec<IpAddr>,
+    load_balancer_ips: Vec<IpAddr>,
+    source_ranges: Vec<IpNet>,
+}
+
 /// The entries of one port in one family.
 fn entries(
     svc: &objects::Service,
@@ -351,22 +437,14 @@ fn entries(
     out: &mut Translated,
 ) {
     let endpoints = endpoints(slices, port, half.address_type());
-    let local = |internal: bool| {
-        let policy = if internal {
-            &svc.spec.internal_traffic_policy
-        } else {
-            &svc.spec.external_traffic_policy
-        };
-        policy.as_deref() == Some("Local")
+    let here = topology::Here {
+        node: node.name,
+        zone: node.zone.filter(|z| !z.is_empty()),
     };
-    let affinity = affinity(&svc.spec);
-    let mut seen = BTreeSet::new();
-    let mut push = |address: IpAddr, number: u16, internal: bool| {
-        if !seen.insert((address, number)) {
-            return;
-        }
-        let local_only = local(internal);
-        let chosen = choose(&endpoints, local_only.then_some(node.name));
+    let local_policy = |policy: &Option<String>| policy.as_deref() == Some("Local");
+    let internal_local = local_policy(&svc.spec.internal_traffic_policy);
+    let external_local = local_policy(&svc.spec.external_traffic_policy);
+    let mut capped = |chosen: Vec<Backend>| {
         let (backends, dropped) = cap(chosen);
         if dropped > 0 {
             out.skipped.push(Skipped {
@@ -374,64 +452,81 @@ fn entries(
                 reason: SkipReason::TooManyBackends(dropped + model::MAX_BACKENDS),
             });
         }
-        // A Local address with usable endpoints on other nodes only drops; an address of a
-        // service with no usable endpoint anywhere rejects (kube-proxy's two verdicts).
-        let elsewhere = || !choose(&endpoints, None).is_empty();
-        let when_empty = if local_only && backends.is_empty() && elsewhere() {
+        backends
+    };
+    let cluster = capped(topology::cluster(&endpoints, here));
+    let local = capped(topology::local(&endpoints, here));
+    let any_usable = topology::any_usable(&endpoints);
+    // A Local address with usable endpoints on other nodes only drops; an address of a
+    // service with no usable endpoint anywhere rejects (kube-proxy's two verdicts).
+    let when_empty = |backends: &[Backend], local_only: bool| {
+        if local_only && backends.is_empty() && any_usable {
             WhenEmpty::Drop
         } else {
             WhenEmpty::Reject
+        }
+    };
+    let base = model::Service {
+        name: port.name.clone(),
+        address: half.cluster_ip,
+        port: port.port,
+        protocol: port.protocol,
+        backends: Vec::new(),
+        affinity: affinity(&svc.spec),
+        masquerade: Masquerade::Never,
+        source_ranges: Vec::new(),
+        internal_backends: None,
+        reject_unserved_ports: false,
+        when_empty: WhenEmpty::Reject,
+        fallback: None,
+        health: model::HealthCheck::default(),
+    };
+    let mut seen = BTreeSet::new();
+    let mut push = |entry: model::Service| {
+        if seen.insert((entry.address, entry.port)) {
+            out.services.push(entry);
+        }
+    };
+    // The cluster IP: pods keep their address, off-cluster clients are masqueraded
+    // (kube-proxy's `ip saddr != <cluster CIDR>` mark), and its unserved ports reject.
+    let backends = if internal_local { &local } else { &cluster };
+    push(model::Service {
+        backends: backends.clone(),
+        masquerade: Masquerade::OffCluster,
+        reject_unserved_ports: true,
+        when_empty: when_empty(backends, internal_local),
+        ..base.clone()
+    });
+    // External addresses: Cluster masquerades everybody (the backend may be on another
+    // node); Local keeps the client's address and sends this node's own and its pods'
+    // connections to every endpoint, as kube-proxy's short-circuit does.
+    let external = |address: IpAddr, number: u16, source_ranges: &[IpNet]| {
+        let (backends, masquerade, internal_backends) = if external_local {
+            (local.clone(), Masquerade::Never, Some(cluster.clone()))
+        } else {
+            (cluster.clone(), Masquerade::Always, None)
         };
-        out.services.push(model::Service {
-            name: port.name.clone(),
+        model::Service {
             address,
             port: number,
-            protocol: port.protocol,
+            when_empty: when_empty(&backends, external_local),
             backends,
-            affinity,
-            masquerade: if !internal && !local_only {
-                Masquerade::Always
-            } else {
-                Masquerade::Never
-            },
-            source_ranges: Vec::new(),
-            internal_backends: None,
-            reject_unserved_ports: false,
-            when_empty,
-            fallback: None,
-            health: model::HealthCheck::default(),
-        });
+            masquerade,
+            internal_backends,
+            source_ranges: source_ranges.to_vec(),
+            ..base.clone()
+        }
     };
-    push(half.cluster_ip, port.port, true);
-    for &address in &half.external {
-        push(address, port.port, false);
+    for &address in &half.external_ips {
+        push(external(address, port.port, &[]));
+    }
+    for &address in &half.load_balancer_ips {
+        push(external(address, port.port, &half.source_ranges));
     }
     if let Some(node_port) = port.node_port {
         for &address in &half.node {
-            push(address, node_port, false);
+            push(external(address, node_port, &[]));
         }
-    }
-}
-
-/// One endpoint of one service port, as kube-proxy reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Endpoint<'a> {
-    address: SocketAddr,
-    ready: bool,
-    serving: bool,
-    terminating: bool,
-    node_name: Option<&'a str>,
-}
-
-impl Endpoint<'_> {
-    /// Takes new connections: ready and not going away.
-    fn takes_new(&self) -> bool {
-        self.ready && !self.terminating
-    }
-
-    /// Rank when one address is in two slices: the more usable one wins.
-    fn rank(&self) -> u8 {
-        u8::from(self.takes_new()) * 2 + u8::from(self.serving && self.terminating)
     }
 }
 
@@ -447,7 +542,7 @@ fn endpoints<'a>(
             continue;
         };
         for ep in &slice.endpoints {
-            let Some(ip) = ep.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) else {
+            let Some(ip) = ep.addresses.first().and_then(|a| sloppy::parse_ip(a)) else {
                 continue;
             };
             let candidate = Endpoint {
@@ -456,9 +551,11 @@ fn endpoints<'a>(
                 serving: ep.conditions.is_serving(),
                 terminating: ep.conditions.is_terminating(),
                 node_name: ep.node_name.as_deref(),
+                zone_hints: &ep.zone_hints,
+                node_hints: &ep.node_hints,
             };
             match by_address.get(&candidate.address) {
-                Some(have) if have.rank() >= candidate.rank() => {}
+                Some(have) if rank(have) >= rank(&candidate) => {}
                 _ => {
                     by_address.insert(candidate.address, candidate);
                 }
@@ -466,6 +563,11 @@ fn endpoints<'a>(
         }
     }
     by_address.into_values().collect()
+}
+
+/// Rank when one address is in two slices: the more usable one wins.
+fn rank(e: &Endpoint<'_>) -> u8 {
+    u8::from(e.takes_new()) * 2 + u8::from(e.serving && e.terminating)
 }
 
 /// The slice's port number for `port`: same name, same protocol.
@@ -486,36 +588,7 @@ fn protocol_name(p: Protocol) -> &'static str {
     match p {
         Protocol::Tcp => "TCP",
         Protocol::Udp => "UDP",
-    }
-}
-
-/// The backends among `endpoints` (only those on node `local` when given): ready ones with
-/// weight 1 and terminating ones draining with weight 0; with none ready, the serving and
-/// terminating ones with weight 1.
-fn choose(endpoints: &[Endpoint<'_>], local: Option<&str>) -> Vec<Backend> {
-    let usable: Vec<&Endpoint<'_>> = endpoints
-        .iter()
-        .filter(|e| local.is_none() || e.node_name == local)
-        .collect();
-    let backend = |e: &&Endpoint<'_>, weight| Backend {
-        address: e.address,
-        weight,
-    };
-    if usable.iter().any(|e| e.takes_new()) {
-        usable
-            .iter()
-            .filter_map(|e| match (e.takes_new(), e.terminating) {
-                (true, _) => Some(backend(e, 1)),
-                (false, true) => Some(backend(e, 0)),
-                (false, false) => None,
-            })
-            .collect()
-    } else {
-        usable
-            .iter()
-            .filter(|e| e.serving && e.terminating)
-            .map(|e| backend(e, 1))
-            .collect()
+        Protocol::Sctp => "SCTP",
     }
 }
 
@@ -531,5 +604,8 @@ fn cap(mut backends: Vec<Backend>) -> (Vec<Backend>, usize) {
     (backends, dropped)
 }
 
+#[cfg(test)]
+#[path = "services/flow_tests.rs"]
+mod flow_tests;
 #[cfg(test)]
 mod tests;

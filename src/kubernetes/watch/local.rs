@@ -5,6 +5,11 @@
 //! gateway: the routes without a gateway (the prefix routes of the interfaces' addresses and
 //! any other on-link route), from `/proc/thread-self/net`, which shows this thread's network
 //! namespace. Default routes and loopback are not subnets anyone is connected to.
+//!
+//! The interfaces' own addresses (where `node_port_addresses = ["all"]` or prefixes serve
+//! NodePorts) come from the kernel's local routing table (`fib_trie`, IPv4) and `if_inet6`
+//! (IPv6, global scope only), loopback and link-local left out: kube-proxy's nftables mode
+//! never serves NodePorts on loopback either.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -26,6 +31,43 @@ pub fn connected_subnets() -> std::io::Result<Vec<IpNet>> {
     crate::kubernetes::order::sort(&mut out);
     out.dedup();
     Ok(out)
+}
+
+/// This thread's network namespace's interface addresses (not loopback, not link-local),
+/// sorted, each once.
+pub fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
+    let v4 = std::fs::read_to_string("/proc/thread-self/net/fib_trie")?;
+    let v6 = std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap_or_default();
+    let mut out: Vec<IpAddr> = local_v4(&v4).chain(local_v6(&v6)).collect();
+    crate::kubernetes::order::sort(&mut out);
+    out.dedup();
+    Ok(out)
+}
+
+/// `/proc/net/fib_trie`: a leaf line `|-- ADDR` followed by `/32 host LOCAL` is an address of
+/// this host.
+fn local_v4(text: &str) -> impl Iterator<Item = IpAddr> + '_ {
+    let mut leaf: Option<Ipv4Addr> = None;
+    text.lines().filter_map(move |line| {
+        let line = line.trim_start_matches([' ', '|', '+', '-']);
+        if let Ok(addr) = line.trim().parse::<Ipv4Addr>() {
+            leaf = Some(addr);
+            return None;
+        }
+        let local = line.trim().starts_with("/32 host LOCAL");
+        let addr = leaf.filter(|a| local && !a.is_loopback() && !a.is_link_local())?;
+        Some(IpAddr::V4(addr))
+    })
+}
+
+/// `/proc/net/if_inet6`: `address ifindex prefixlen scope flags name`; global scope only.
+fn local_v6(text: &str) -> impl Iterator<Item = IpAddr> + '_ {
+    text.lines().filter_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let addr = Ipv6Addr::from(u128::from_str_radix(f.first()?, 16).ok()?);
+        let scope = u8::from_str_radix(f.get(3)?, 16).ok()?;
+        (scope == 0 && !addr.is_loopback()).then_some(IpAddr::V6(addr))
+    })
 }
 
 /// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, the
@@ -78,5 +120,24 @@ mod tests {
             00000000000000000000000000000001 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000001 00000000 00000001       lo\n";
         let got: Vec<IpNet> = parse_v6(v6).collect();
         assert_eq!(got, ["fd00:1::/64".parse::<IpNet>().unwrap()]);
+    }
+
+    #[test]
+    fn interface_addresses_are_the_local_table_and_global_ipv6_without_loopback() {
+        let v4 = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n\
+            Local:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 127.0.0.1\n        /32 host LOCAL\n\
+            |-- 192.168.1.1\n        /32 host LOCAL\n     |-- 192.168.1.255\n        /32 link BROADCAST\n\
+            |-- 192.168.1.0\n        /24 link UNICAST\n     |-- 10.0.0.5\n        /32 host LOCAL\n";
+        let got: Vec<IpAddr> = local_v4(v4).collect();
+        let want: Vec<IpAddr> = ["192.168.1.1", "10.0.0.5"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(got, want);
+        let v6 = "00000000000000000000000000000001 01 80 10 80       lo\n\
+            fe800000000000000000000000000001 02 40 20 80     eth0\n\
+            20010db8000000000000000000000001 02 40 00 80     eth0\n";
+        let got: Vec<IpAddr> = local_v6(v6).collect();
+        assert_eq!(got, ["2001:db8::1".parse::<IpAddr>().unwrap()]);
     }
 }

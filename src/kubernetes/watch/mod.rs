@@ -3,7 +3,9 @@
 //! turns the stores into the composer's parts, paced so a burst of updates makes one.
 //!
 //! Which resources: the `services` feed watches Services (narrowed by `service_selector`),
-//! EndpointSlices (discovery.k8s.io/v1) and Nodes (this node's addresses for NodePorts); the
+//! EndpointSlices (discovery.k8s.io/v1), ServiceCIDRs (networking.k8s.io/v1, where the server
+//! serves them: a 404 is taken as none) and Nodes (this node's addresses for NodePorts, its
+//! zone, its pod CIDRs); the
 //! `routes` feed watches Nodes (narrowed by `node_selector`, on the server when no other feed
 //! needs every Node, else here); the `network_policies` feed watches NetworkPolicies
 //! (narrowed by `network_policy_selector`), every Pod (peers and named ports resolve through
@@ -31,7 +33,7 @@ use ipnet::IpNet;
 use serde::de::DeserializeOwned;
 
 use self::status::{Statuses, Watched};
-use crate::config::kubernetes::Feed;
+use crate::config::kubernetes::{Feed, NodePortAddresses};
 use crate::config::label_selector::LabelSelector;
 use crate::kubernetes::client::{Endpoint, HasMeta, Reflector, ReflectorConfig, Store};
 use crate::kubernetes::compose::{ClusterPart, Kind};
@@ -70,6 +72,12 @@ pub struct Settings {
     pub node_selector: Option<LabelSelector>,
     /// `network_policy_selector`.
     pub network_policy_selector: Option<LabelSelector>,
+    /// `service_cidrs` (joined with the cluster's ServiceCIDRs).
+    pub service_cidrs: Vec<IpNet>,
+    /// `cluster_cidrs`; `None` = this node's pod CIDRs.
+    pub cluster_cidrs: Option<Vec<IpNet>>,
+    /// `node_port_addresses`.
+    pub node_port_addresses: NodePortAddresses,
 }
 
 /// Runs one reflector until shutdown; boxed so reflectors of every object type go in one list.
@@ -83,6 +91,8 @@ struct Stores {
     services: Option<Store<objects::Service>>,
     /// EndpointSlices.
     endpointslices: Option<Store<objects::EndpointSlice>>,
+    /// ServiceCIDRs.
+    service_cidrs: Option<Store<objects::ServiceCidr>>,
     /// Nodes.
     nodes: Option<Store<objects::Node>>,
     /// NetworkPolicies.
@@ -130,6 +140,14 @@ impl Watcher {
                 "/apis/discovery.k8s.io/v1/endpointslices",
                 None,
             ));
+            // Served from Kubernetes 1.33 (beta and off by default before): a server without
+            // them has none, and the configured `service_cidrs` stand alone.
+            w.stores.service_cidrs = Some(w.watch_with(
+                "servicecidrs",
+                "/apis/networking.k8s.io/v1/servicecidrs",
+                None,
+                true,
+            ));
         }
         if feeds.contains(&Feed::Services) || feeds.contains(&Feed::Routes) {
             // With the services feed this node's own Node is needed whatever its labels; the
@@ -164,7 +182,22 @@ impl Watcher {
     where
         T: DeserializeOwned + HasMeta + Clone + Send + Sync + 'static,
     {
+        self.watch_with(kind, path, selector, false)
+    }
+
+    /// [`Watcher::watch`], for a resource the server may not serve when `absent_ok`.
+    fn watch_with<T>(
+        &mut self,
+        kind: &'static str,
+        path: &str,
+        selector: Option<&LabelSelector>,
+        absent_ok: bool,
+    ) -> Store<T>
+    where
+        T: DeserializeOwned + HasMeta + Clone + Send + Sync + 'static,
+    {
         let mut config = ReflectorConfig::new(&format!("{}{path}", self.settings.path_prefix));
+        config.absent_ok = absent_ok;
         config.label_selector = selector.map(|s| s.to_string()).filter(|s| !s.is_empty());
         config.idle_timeout = IDLE_TIMEOUT;
         let reflector: Reflector<T> =
@@ -204,23 +237,28 @@ impl Watcher {
     }
 
     /// Every part whose stores have all listed.
-    fn parts(&self, connected: &[IpNet]) -> Vec<ClusterPart> {
+    fn parts(&self, host: &Host) -> Vec<ClusterPart> {
         let s = &self.settings;
+        let connected = &host.connected;
         let listed_nodes = self.stores.nodes.as_ref().and_then(parts::listed);
         let mut out = Vec::new();
-        if let (Some(svcs), Some(slices), Some(nodes)) = (
+        if let (Some(svcs), Some(slices), Some(cidrs), Some(nodes)) = (
             self.stores.services.as_ref().and_then(parts::listed),
             self.stores.endpointslices.as_ref().and_then(parts::listed),
+            self.stores.service_cidrs.as_ref().and_then(parts::listed),
             listed_nodes.as_ref(),
         ) {
-            let addresses = parts::node_addresses(nodes, &s.node_name);
             out.push(parts::services_part(
                 &svcs,
                 &slices,
-                &s.node_name,
-                &addresses,
+                &cidrs,
+                nodes,
+                parts::Here {
+                    node_name: &s.node_name,
+                    settings: s,
+                    host_addresses: &host.addresses,
+                },
             ));
-            out.push(parts::health_ports_part(&svcs, &slices, &s.node_name));
         }
         if let (true, Some(nodes)) = (s.feeds.contains(&Feed::Routes), listed_nodes.as_ref()) {
             out.push(parts::routes_part(
@@ -280,7 +318,9 @@ impl Watcher {
         publish: &mut dyn FnMut(Vec<ClusterPart>),
     ) {
         let mut pacer = Pacer::new(QUIET, MAX_WAIT);
-        let mut connected = read_connected();
+        let wants_addresses = self.settings.feeds.contains(&Feed::Services)
+            && self.settings.node_port_addresses != NodePortAddresses::Primary;
+        let mut host = Host::read(wants_addresses);
         let mut next_tick = Instant::now() + TICK;
         loop {
             metrics::record(statuses);
@@ -304,21 +344,47 @@ impl Watcher {
             let ticked = now >= next_tick;
             if ticked {
                 next_tick = now + TICK;
-                let fresh = read_connected();
-                if fresh != connected {
-                    connected = fresh;
+                let fresh = Host::read(wants_addresses);
+                if fresh != host {
+                    host = fresh;
                     pacer.changed(now);
                 }
             }
             if pacer.is_due(now) {
                 pacer.composed();
-                publish(self.parts(&connected));
+                publish(self.parts(&host));
                 progress.beat();
             } else if ticked {
                 // No parts: the caller follows the watch's progress (a first list that
                 // failed changes no store, so nothing else would tell it).
                 publish(Vec::new());
             }
+        }
+    }
+}
+
+/// What the parts read of this host, read again at every tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Host {
+    /// The directly connected subnets (pod routes' gateways).
+    connected: Vec<IpNet>,
+    /// The interfaces' addresses (`node_port_addresses` other than `primary`).
+    addresses: Vec<std::net::IpAddr>,
+}
+
+impl Host {
+    /// Reads the subnets, and the addresses when `addresses` (only then are they used).
+    fn read(addresses: bool) -> Host {
+        Host {
+            connected: read_connected(),
+            addresses: if addresses {
+                local::interface_addresses().unwrap_or_else(|e| {
+                    log::warn!("kubernetes: cannot read the interfaces' addresses: {e}");
+                    Vec::new()
+                })
+            } else {
+                Vec::new()
+            },
         }
     }
 }

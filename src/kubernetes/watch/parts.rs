@@ -11,72 +11,141 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use log::debug;
 
+use super::Settings;
+use crate::config::kubernetes::NodePortAddresses;
 use crate::config::label_selector::LabelSelector;
+use crate::config::service::ServicesConfig;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;
 use crate::kubernetes::objects;
-use crate::kubernetes::translate::{health_ports, network_policies, nodes, services};
+use crate::kubernetes::translate::{health_ports, network_policies, nodes, services, sloppy};
 
-/// Node address types NodePorts are served on.
-const NODE_PORT_ADDRESS_TYPES: [&str; 2] = ["InternalIP", "ExternalIP"];
+/// The Node label that names its zone (topology-aware routing).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// The objects of one store, once it has listed; `None` before.
 pub fn listed<T: Clone>(store: &Store<T>) -> Option<Arc<BTreeMap<ObjectKey, T>>> {
     store.is_synced().then(|| store.snapshot())
 }
 
-/// This node's addresses NodePorts are served on: its Node's InternalIP and ExternalIP
-/// addresses, in the API's order, each once.
-pub fn node_addresses(nodes: &BTreeMap<ObjectKey, objects::Node>, node_name: &str) -> Vec<IpAddr> {
-    let Some(node) = nodes.get(&(String::new(), node_name.to_string())) else {
+/// This node's primary addresses, kube-proxy's node IPs (`GetNodeHostIPs`): the first of its
+/// Node's InternalIP then ExternalIP addresses, and the first of those of the other family.
+pub fn primary_addresses(node: Option<&objects::Node>) -> Vec<IpAddr> {
+    let Some(node) = node else {
         return Vec::new();
     };
-    let mut out: Vec<IpAddr> = Vec::new();
-    for a in &node.status.addresses {
-        if !NODE_PORT_ADDRESS_TYPES.contains(&a.type_.as_str()) {
-            continue;
-        }
-        if let Ok(ip) = a.address.trim().parse::<IpAddr>() {
-            if !out.contains(&ip) {
-                out.push(ip);
-            }
-        }
-    }
+    let of = |kind: &'static str| {
+        node.status
+            .addresses
+            .iter()
+            .filter(move |a| a.type_ == kind)
+            .filter_map(|a| sloppy::parse_ip(a.address.trim()))
+    };
+    let all: Vec<IpAddr> = of("InternalIP").chain(of("ExternalIP")).collect();
+    let Some(&first) = all.first() else {
+        return Vec::new();
+    };
+    let mut out = vec![first];
+    out.extend(all.iter().find(|a| a.is_ipv4() != first.is_ipv4()));
     out
 }
 
-/// Every service entry the cluster's Services and EndpointSlices make on this node.
+/// The addresses NodePorts are served on, as `node_port_addresses` says: the primary
+/// addresses, every interface address of this host, or those within the prefixes.
+pub fn node_port_addresses(
+    node: Option<&objects::Node>,
+    mode: &NodePortAddresses,
+    host_addresses: &[IpAddr],
+) -> Vec<IpAddr> {
+    match mode {
+        NodePortAddresses::Primary => primary_addresses(node),
+        NodePortAddresses::All => host_addresses.to_vec(),
+        NodePortAddresses::Cidrs(nets) => host_addresses
+            .iter()
+            .filter(|a| nets.iter().any(|n| n.contains(*a)))
+            .copied()
+            .collect(),
+    }
+}
+
+/// This node's pod CIDRs (`spec.podCIDRs`, else `spec.podCIDR`): kube-proxy's
+/// `--detect-local-mode=NodeCIDR`.
+pub fn pod_cidrs(node: Option<&objects::Node>) -> Vec<IpNet> {
+    let Some(node) = node else {
+        return Vec::new();
+    };
+    let stated = if node.spec.pod_cidrs.is_empty() {
+        node.spec.pod_cidr.iter().collect::<Vec<_>>()
+    } else {
+        node.spec.pod_cidrs.iter().collect()
+    };
+    stated
+        .into_iter()
+        .filter_map(|c| sloppy::parse_cidr(c.trim()))
+        .collect()
+}
+
+/// Who and where the services part is made for.
+pub struct Here<'a> {
+    /// This node's Node name.
+    pub node_name: &'a str,
+    /// The watcher's settings (`service_cidrs`, `cluster_cidrs`, `node_port_addresses`).
+    pub settings: &'a Settings,
+    /// This host's interface addresses (read only when `node_port_addresses` needs them).
+    pub host_addresses: &'a [IpAddr],
+}
+
+/// Every service entry the cluster's Services and EndpointSlices make on this node, with
+/// the cluster IP ranges, the local-traffic detector's pod prefixes and the health-check
+/// node ports with this node's counts.
 pub fn services_part(
     svcs: &BTreeMap<ObjectKey, objects::Service>,
     slices: &BTreeMap<ObjectKey, objects::EndpointSlice>,
-    node_name: &str,
-    node_addresses: &[IpAddr],
+    cidrs: &BTreeMap<ObjectKey, objects::ServiceCidr>,
+    nodes: &BTreeMap<ObjectKey, objects::Node>,
+    here: Here<'_>,
 ) -> ClusterPart {
+    let me = nodes.get(&(String::new(), here.node_name.to_string()));
+    let addresses =
+        node_port_addresses(me, &here.settings.node_port_addresses, here.host_addresses);
+    let zone = me
+        .and_then(|n| n.metadata.labels.get(ZONE_LABEL))
+        .map(String::as_str);
     let t = services::translate(
         svcs.values(),
         slices.values(),
         services::ThisNode {
-            name: node_name,
-            addresses: node_addresses,
+            name: here.node_name,
+            zone,
+            addresses: &addresses,
         },
     );
     for s in &t.skipped {
         debug!("kubernetes service {}: skipped: {}", s.object, s.reason);
     }
-    ClusterPart::Services(t.services)
-}
-
-/// The health-check node ports of the cluster's Services, with this node's counts.
-pub fn health_ports_part(
-    svcs: &BTreeMap<ObjectKey, objects::Service>,
-    slices: &BTreeMap<ObjectKey, objects::EndpointSlice>,
-    node_name: &str,
-) -> ClusterPart {
-    ClusterPart::HealthCheckPorts(health_ports::translate(
-        svcs.values(),
-        slices.values(),
-        node_name,
-    ))
+    let mut service_cidrs = here.settings.service_cidrs.clone();
+    for cidr in cidrs.values() {
+        for text in &cidr.cidrs {
+            match sloppy::parse_cidr(text.trim()) {
+                Some(net) => service_cidrs.push(net),
+                None => debug!(
+                    "kubernetes servicecidr {}: invalid prefix `{text}`: ignored",
+                    cidr.metadata.name
+                ),
+            }
+        }
+    }
+    let cluster_cidrs = here
+        .settings
+        .cluster_cidrs
+        .clone()
+        .unwrap_or_else(|| pod_cidrs(me));
+    ClusterPart::Services(ServicesConfig {
+        services: t.services,
+        service_cidrs,
+        cluster_cidrs,
+        health_check_ports: health_ports::translate(svcs.values(), slices.values(), here.node_name),
+    })
 }
 
 /// The pod routes to every other selected Node.
@@ -155,24 +224,63 @@ mod tests {
         ((String::new(), n.metadata.name.clone()), n)
     }
 
+    fn ips(v: &[&str]) -> Vec<IpAddr> {
+        v.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
+    /// kube-proxy's `--nodeport-addresses`: `primary` is the node IPs (one per family, as
+    /// `GetNodeHostIPs` picks them), `all` every local address, prefixes the local
+    /// addresses within them.
     #[test]
-    fn node_ports_are_served_on_this_nodes_internal_and_external_addresses() {
-        let nodes: BTreeMap<_, _> = [
-            node(
-                r#"{"metadata":{"name":"me"},"status":{"addresses":[
-                {"type":"Hostname","address":"me"},{"type":"InternalIP","address":"10.0.0.5"},
-                {"type":"ExternalIP","address":"203.0.113.5"},{"type":"InternalIP","address":"10.0.0.5"}]}}"#,
-            ),
-            node(
-                r#"{"metadata":{"name":"other"},"status":{"addresses":[
-                {"type":"InternalIP","address":"10.0.0.6"}]}}"#,
-            ),
-        ]
-        .into_iter()
-        .collect();
-        let want: Vec<IpAddr> = vec!["10.0.0.5".parse().unwrap(), "203.0.113.5".parse().unwrap()];
-        assert_eq!(node_addresses(&nodes, "me"), want);
-        assert!(node_addresses(&nodes, "absent").is_empty());
+    fn node_port_addresses_primary_all_and_prefixes() {
+        let (_, me) = node(
+            r#"{"metadata":{"name":"me"},"status":{"addresses":[
+            {"type":"Hostname","address":"me"},{"type":"ExternalIP","address":"203.0.113.5"},
+            {"type":"InternalIP","address":"10.0.0.5"},{"type":"InternalIP","address":"10.0.0.6"},
+            {"type":"ExternalIP","address":"2001:db8::5"},{"type":"InternalIP","address":"010.0.0.7"}]}}"#,
+        );
+        let host = ips(&["10.0.0.5", "192.168.7.1", "2001:db8::5", "fd00::1"]);
+        let primary = node_port_addresses(Some(&me), &NodePortAddresses::Primary, &host);
+        assert_eq!(
+            primary,
+            ips(&["10.0.0.5", "2001:db8::5"]),
+            "the first InternalIP, then the first address of the other family"
+        );
+        assert!(node_port_addresses(None, &NodePortAddresses::Primary, &host).is_empty());
+        assert_eq!(
+            node_port_addresses(Some(&me), &NodePortAddresses::All, &host),
+            host
+        );
+        let cidrs = NodePortAddresses::Cidrs(vec![
+            "192.168.0.0/16".parse().unwrap(),
+            "fd00::/8".parse().unwrap(),
+        ]);
+        assert_eq!(
+            node_port_addresses(Some(&me), &cidrs, &host),
+            ips(&["192.168.7.1", "fd00::1"])
+        );
+        let (_, external_only) = node(
+            r#"{"metadata":{"name":"x"},"status":{"addresses":[{"type":"ExternalIP","address":"203.0.113.9"}]}}"#,
+        );
+        assert_eq!(
+            primary_addresses(Some(&external_only)),
+            ips(&["203.0.113.9"])
+        );
+    }
+
+    #[test]
+    fn the_local_traffic_detector_defaults_to_this_nodes_pod_cidrs() {
+        let (_, both) = node(
+            r#"{"metadata":{"name":"me"},"spec":{"podCIDR":"10.42.1.0/24","podCIDRs":["10.42.1.0/24","fd42:1::/64"]}}"#,
+        );
+        let (_, old) = node(r#"{"metadata":{"name":"me"},"spec":{"podCIDR":"10.42.2.0/24"}}"#);
+        let nets = |v: &[&str]| -> Vec<IpNet> { v.iter().map(|n| n.parse().unwrap()).collect() };
+        assert_eq!(
+            pod_cidrs(Some(&both)),
+            nets(&["10.42.1.0/24", "fd42:1::/64"])
+        );
+        assert_eq!(pod_cidrs(Some(&old)), nets(&["10.42.2.0/24"]));
+        assert!(pod_cidrs(None).is_empty());
     }
 
     #[test]

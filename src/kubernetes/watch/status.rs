@@ -59,7 +59,8 @@ impl Statuses {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KindBody {
-    /// `listing`, `watching`, `backing off` or `reconnecting`.
+    /// `listing`, `watching`, `backing off`, `reconnecting`, or `absent` (the server does
+    /// not serve the resource, or not to us: taken as none).
     pub state: &'static str,
     /// A complete list was stored once (the store holds the cluster's state from then on).
     pub synced: bool,
@@ -73,6 +74,9 @@ pub struct KindBody {
 
 /// What a kind is doing, in words.
 pub fn state(s: &WatchStatus) -> &'static str {
+    if s.absent {
+        return "absent";
+    }
     match (s.connected, s.last_error.is_some(), s.synced) {
         (true, _, _) => "watching",
         (false, true, _) => "backing off",
@@ -118,5 +122,8 @@ mod tests {
         assert_eq!(state(&s), "reconnecting");
         s.last_error = Some("connection refused".into());
         assert_eq!(state(&s), "backing off");
+        s.last_error = None;
+        s.absent = true;
+        assert_eq!(state(&s), "absent");
     }
 }

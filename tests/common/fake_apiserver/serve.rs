@@ -110,6 +110,15 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
         _ => {}
     }
     let target = match parse_target(&path, query.clone()) {
+        Ok(t) if shared.lock().absent.contains(&t.resource) => {
+            log(404);
+            return status(
+                &mut stream,
+                404,
+                "the server could not find the requested resource",
+                None,
+            );
+        }
         Ok(t) => t,
         Err((code, msg)) => {
             log(code);

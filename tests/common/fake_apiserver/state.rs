@@ -2,7 +2,7 @@
 //! bounded history of changes (older watches get 410), the faults waiting to be served, and
 //! the log of every request.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -120,6 +120,9 @@ pub struct State {
     pub snapshots: HashMap<u64, (u64, Vec<Value>)>,
     /// The next snapshot id.
     pub next_snapshot: u64,
+    /// Resources this server does not serve (every request for them is a 404), as an older
+    /// API server lacks a newer kind.
+    pub absent: BTreeSet<String>,
 }
 
 impl State {

@@ -117,6 +117,7 @@ fn run(services: &[objects::Service], slices: &[objects::EndpointSlice]) -> Tran
         slices,
         ThisNode {
             name: "edge-1",
+            zone: None,
             addresses: &addresses,
         },
     )
@@ -133,20 +134,34 @@ fn show(t: &Translated) -> Vec<String> {
                 .map(|b| format!("{}*{}", b.address, b.weight))
                 .collect();
             let mut flags = Vec::new();
-            if s.masquerade != Masquerade::Never {
-                flags.push("masquerade");
+            match s.masquerade {
+                Masquerade::Always => flags.push("masquerade".to_string()),
+                Masquerade::OffCluster => flags.push("off-cluster".to_string()),
+                Masquerade::Never => {}
             }
-            let sticky;
             match s.affinity {
-                Affinity::SourceIp => flags.push("source-ip"),
+                Affinity::SourceIp => flags.push("source-ip".to_string()),
                 Affinity::Sticky { timeout } => {
-                    sticky = format!("sticky {}s", timeout.as_secs());
-                    flags.push(&sticky);
+                    flags.push(format!("sticky {}s", timeout.as_secs()));
                 }
                 Affinity::None => {}
             }
             if s.when_empty == WhenEmpty::Drop {
-                flags.push("drop");
+                flags.push("drop".to_string());
+            }
+            if s.reject_unserved_ports {
+                flags.push("cluster-ip".to_string());
+            }
+            if !s.source_ranges.is_empty() {
+                let ranges: Vec<String> = s.source_ranges.iter().map(|n| n.to_string()).collect();
+                flags.push(format!("from {}", ranges.join("+")));
+            }
+            if let Some(internal) = &s.internal_backends {
+                let all: Vec<String> = internal
+                    .iter()
+                    .map(|b| format!("{}*{}", b.address, b.weight))
+                    .collect();
+                flags.push(format!("internal [{}]", all.join(" ")));
             }
             format!(
                 "{} {vip}/{} [{}] {}",
@@ -175,7 +190,9 @@ fn a_cluster_ip_service_balances_to_its_ready_endpoints() {
     );
     assert_eq!(
         show(&t),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1]"]
+        [
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] off-cluster,cluster-ip"
+        ]
     );
     assert!(t.skipped.is_empty(), "{:?}", t.skipped);
     let s = &t.services[0];
@@ -205,7 +222,7 @@ fn conditions_ready_endpoints_serve_terminating_ones_drain_and_take_over_when_no
     assert_eq!(
         show(&run(&[service("shop", "web", |_| {})], &[mixed])),
         [
-            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.1:8080*1 10.1.0.2:8080*0 10.1.0.4:8080*0 10.1.0.5:8080*0]"
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.1:8080*1 10.1.0.2:8080*0 10.1.0.4:8080*0 10.1.0.5:8080*0] off-cluster,cluster-ip"
         ],
         "ready serves; terminating drains; not ready and not terminating is out"
     );
@@ -222,7 +239,7 @@ fn conditions_ready_endpoints_serve_terminating_ones_drain_and_take_over_when_no
     );
     assert_eq!(
         show(&run(&[service("shop", "web", |_| {})], &[none_ready])),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.2:8080*1]"],
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.2:8080*1] off-cluster,cluster-ip"],
         "with none ready, serving and terminating ones take the traffic"
     );
 }
@@ -253,7 +270,7 @@ fn an_address_in_two_slices_counts_once_the_more_usable_wins() {
     );
     assert_eq!(
         show(&t),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.9:8080*1]"]
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.9:8080*1] off-cluster,cluster-ip"]
     );
 }
 
@@ -303,7 +320,7 @@ fn external_addresses_load_balancer_ips_and_node_ports_follow_the_external_polic
     assert_eq!(
         show(&run(&[exposed("Cluster", "Cluster")], &[two_nodes()])),
         [
-            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1]",
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] off-cluster,cluster-ip",
             "k8s:shop/web:http 192.0.2.7:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] masquerade",
             "k8s:shop/web:http 198.51.100.1:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] masquerade",
             "k8s:shop/web:http 192.168.1.1:30080/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] masquerade",
@@ -313,12 +330,12 @@ fn external_addresses_load_balancer_ips_and_node_ports_follow_the_external_polic
     assert_eq!(
         show(&run(&[exposed("Local", "Cluster")], &[two_nodes()])),
         [
-            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1]",
-            "k8s:shop/web:http 192.0.2.7:80/tcp [10.1.0.5:8080*1]",
-            "k8s:shop/web:http 198.51.100.1:80/tcp [10.1.0.5:8080*1]",
-            "k8s:shop/web:http 192.168.1.1:30080/tcp [10.1.0.5:8080*1]",
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] off-cluster,cluster-ip",
+            "k8s:shop/web:http 192.0.2.7:80/tcp [10.1.0.5:8080*1] internal [10.1.0.5:8080*1 10.1.1.5:8080*1]",
+            "k8s:shop/web:http 198.51.100.1:80/tcp [10.1.0.5:8080*1] internal [10.1.0.5:8080*1 10.1.1.5:8080*1]",
+            "k8s:shop/web:http 192.168.1.1:30080/tcp [10.1.0.5:8080*1] internal [10.1.0.5:8080*1 10.1.1.5:8080*1]",
         ],
-        "Local: this node's endpoints only, client address kept"
+        "Local: this node's endpoints only, client address kept; this node and its pods reach every endpoint"
     );
 }
 
@@ -336,16 +353,16 @@ fn internal_policy_local_restricts_the_cluster_ip_and_drops_without_a_local_endp
     });
     assert_eq!(
         show(&run(std::slice::from_ref(&internal_local), &[two_nodes()])),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1]"]
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1] off-cluster,cluster-ip"]
     );
     assert_eq!(
         show(&run(std::slice::from_ref(&internal_local), &[only_remote])),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [] drop"],
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [] off-cluster,drop,cluster-ip"],
         "endpoints elsewhere but none here: drop, like kube-proxy"
     );
     assert_eq!(
         show(&run(&[internal_local], &[])),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp []"],
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [] off-cluster,cluster-ip"],
         "no endpoint at all: reject"
     );
 }
@@ -369,7 +386,7 @@ fn local_policy_falls_back_to_local_serving_terminating_endpoints() {
     );
     assert_eq!(
         show(&t),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1]"]
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1] off-cluster,cluster-ip"]
     );
 }
 
@@ -396,10 +413,10 @@ fn dual_stack_services_are_two_independent_halves() {
     assert_eq!(
         show(&run(&[dual], &slices)),
         [
-            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1]",
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] off-cluster,cluster-ip",
             "k8s:shop/web:http 192.0.2.7:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] masquerade",
             "k8s:shop/web:http 192.168.1.1:30080/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] masquerade",
-            "k8s:shop/web:http [fd00::10]:80/tcp [[fd10::5]:8080*1]",
+            "k8s:shop/web:http [fd00::10]:80/tcp [[fd10::5]:8080*1] off-cluster,cluster-ip",
             "k8s:shop/web:http [2001:db8:7::7]:80/tcp [[fd10::5]:8080*1] masquerade",
             "k8s:shop/web:http [2001:db8::1]:30080/tcp [[fd10::5]:8080*1] masquerade",
         ]
@@ -409,13 +426,15 @@ fn dual_stack_services_are_two_independent_halves() {
     });
     assert_eq!(
         show(&run(&[single], &slices)),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1]"],
+        [
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] off-cluster,cluster-ip"
+        ],
         "a family without a cluster IP is not served, its addresses and endpoints neither"
     );
 }
 
 #[test]
-fn headless_external_name_other_proxy_and_sctp_are_skipped() {
+fn headless_external_name_other_proxy_and_headless_label_are_skipped_sctp_is_proxied() {
     let services = [
         service("a", "headless", |s| {
             spec(s).cluster_ip = Some("None".into());
@@ -434,6 +453,9 @@ fn headless_external_name_other_proxy_and_sctp_are_skipped() {
                 "other-proxy".into(),
             )]))
         }),
+        service("e", "labelled", |s| {
+            s.metadata.labels = Some(BTreeMap::from([(HEADLESS_LABEL.into(), String::new())]))
+        }),
         service("d", "signal", |s| {
             spec(s).ports = Some(vec![
                 port("sig", "SCTP", 3868, None),
@@ -442,7 +464,13 @@ fn headless_external_name_other_proxy_and_sctp_are_skipped() {
         }),
     ];
     let t = run(&services, &[]);
-    assert_eq!(show(&t), ["k8s:d/signal:53 10.96.0.10:53/udp []"]);
+    assert_eq!(
+        show(&t),
+        [
+            "k8s:d/signal:sig 10.96.0.10:3868/sctp [] off-cluster,cluster-ip",
+            "k8s:d/signal:53 10.96.0.10:53/udp [] off-cluster,cluster-ip",
+        ]
+    );
     let skipped: Vec<String> = t
         .skipped
         .iter()
@@ -454,7 +482,7 @@ fn headless_external_name_other_proxy_and_sctp_are_skipped() {
             "a/headless: headless (no cluster IP)",
             "b/alias: type ExternalName",
             "c/mesh: handled by service proxy `other-proxy`",
-            "k8s:d/signal:sig: protocol SCTP is not balanced",
+            "e/labelled: labelled service.kubernetes.io/headless",
         ]
     );
 }
@@ -486,9 +514,9 @@ fn named_ports_join_slices_by_name_and_protocol() {
     assert_eq!(
         show(&t),
         [
-            "k8s:net/dns:dns 10.96.0.10:53/udp [10.1.0.53:5353*1]",
-            "k8s:net/dns:dns-tcp 10.96.0.10:53/tcp [10.1.0.53:5354*1]",
-            "k8s:net/dns:metrics 10.96.0.10:9153/tcp []",
+            "k8s:net/dns:dns 10.96.0.10:53/udp [10.1.0.53:5353*1] off-cluster,cluster-ip",
+            "k8s:net/dns:dns-tcp 10.96.0.10:53/tcp [10.1.0.53:5354*1] off-cluster,cluster-ip",
+            "k8s:net/dns:metrics 10.96.0.10:9153/tcp [] off-cluster,cluster-ip",
         ],
         "a slice port of the same name but another protocol does not join"
     );
@@ -515,7 +543,10 @@ fn slices_of_other_services_and_namespaces_are_not_joined() {
             ),
         ],
     );
-    assert_eq!(show(&t), ["k8s:shop/web:http 10.96.0.10:80/tcp []"]);
+    assert_eq!(
+        show(&t),
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [] off-cluster,cluster-ip"]
+    );
 }
 
 #[test]
@@ -533,7 +564,9 @@ fn client_ip_affinity_maps_to_sticky_with_its_timeout() {
     );
     assert_eq!(
         show(&t),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] sticky 600s"]
+        [
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] off-cluster,sticky 600s,cluster-ip"
+        ]
     );
 }
 
@@ -547,7 +580,9 @@ fn client_ip_affinity_without_a_timeout_remembers_clients_for_three_hours() {
     );
     assert_eq!(
         show(&t),
-        ["k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] sticky 10800s"]
+        [
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1] off-cluster,sticky 10800s,cluster-ip"
+        ]
     );
 }
 
@@ -566,7 +601,7 @@ fn client_ip_affinity_timeouts_outside_the_api_bounds_are_clamped() {
             &[two_nodes()],
         );
         assert!(
-            show(&t)[0].ends_with(&format!("sticky {want}s")),
+            show(&t)[0].ends_with(&format!("sticky {want}s,cluster-ip")),
             "{given}: {:?}",
             show(&t)
         );
@@ -581,7 +616,11 @@ fn session_affinity_none_stays_none() {
         })],
         &[two_nodes()],
     );
-    assert!(show(&t)[0].ends_with("8080*1]"), "{:?}", show(&t));
+    assert!(
+        show(&t)[0].ends_with("8080*1] off-cluster,cluster-ip"),
+        "{:?}",
+        show(&t)
+    );
 }
 
 /// The entries pass what TOML services must: same-family backends, each once, ports set.
@@ -626,10 +665,190 @@ fn unusable_endpoints_everywhere_reject_rather_than_drop() {
     assert_eq!(
         show(&t),
         [
-            "k8s:shop/web:http 10.96.0.10:80/tcp []",
-            "k8s:shop/web:http 192.0.2.7:80/tcp []",
-            "k8s:shop/web:http 198.51.100.1:80/tcp []",
-            "k8s:shop/web:http 192.168.1.1:30080/tcp []",
+            "k8s:shop/web:http 10.96.0.10:80/tcp [] off-cluster,cluster-ip",
+            "k8s:shop/web:http 192.0.2.7:80/tcp [] internal []",
+            "k8s:shop/web:http 198.51.100.1:80/tcp [] internal []",
+            "k8s:shop/web:http 192.168.1.1:30080/tcp [] internal []",
         ]
+    );
+}
+
+/// kube-proxy's firewall (`loadBalancerSourceRanges`) covers the load balancer ingress IPs
+/// only: not the cluster IP, the external IPs or the node ports. Entries are trimmed and
+/// parsed sloppily, each family's half takes its own, and an invalid one is left out with
+/// the rest kept (kube-proxy's `MapCIDRsByIPFamily`; it never reads the cloud providers'
+/// `service.beta.kubernetes.io/load-balancer-source-ranges` annotation).
+#[test]
+fn load_balancer_source_ranges_apply_to_the_load_balancer_ips_only() {
+    let mut svc = exposed("Cluster", "Cluster");
+    svc.spec.load_balancer_source_ranges = vec![
+        " 203.0.113.0/24 ".into(),
+        "010.0.0.0/8".into(),
+        "192.168.1.7/24".into(),
+        "2001:db8::/32".into(),
+        "not-a-prefix".into(),
+        "".into(),
+    ];
+    svc.metadata.annotations.insert(
+        "service.beta.kubernetes.io/load-balancer-source-ranges".into(),
+        "198.18.0.0/15".into(),
+    );
+    let t = run(&[svc], &[two_nodes()]);
+    let ranges: Vec<(String, Vec<String>)> = t
+        .services
+        .iter()
+        .map(|s| {
+            (
+                s.address.to_string(),
+                s.source_ranges.iter().map(|n| n.to_string()).collect(),
+            )
+        })
+        .collect();
+    let none = Vec::<String>::new();
+    assert_eq!(
+        ranges,
+        [
+            ("10.96.0.10".to_string(), none.clone()),
+            ("192.0.2.7".to_string(), none.clone()),
+            (
+                "198.51.100.1".to_string(),
+                vec![
+                    "203.0.113.0/24".to_string(),
+                    "10.0.0.0/8".to_string(),
+                    "192.168.1.0/24".to_string()
+                ]
+            ),
+            ("192.168.1.1".to_string(), none),
+        ]
+    );
+    let skipped: Vec<String> = t.skipped.iter().map(|s| s.reason.to_string()).collect();
+    assert_eq!(
+        skipped,
+        ["invalid loadBalancerSourceRanges entry `not-a-prefix`: ignored"]
+    );
+}
+
+/// kube-proxy reads every address with `netutils.ParseIPSloppy`: IPv4 octets with leading
+/// zeros are decimal (the API server accepted them before Kubernetes 1.22).
+#[test]
+fn addresses_with_leading_zeros_read_as_kube_proxys_sloppy_parser_reads_them() {
+    let svc = service("shop", "old", |s| {
+        let spec = spec(s);
+        spec.cluster_ip = Some("172.30.0.041".into());
+        spec.cluster_ips = Some(vec!["172.30.0.041".into()]);
+        spec.external_ips = Some(vec!["192.000.002.007".into()]);
+    });
+    let endpoints = slice(
+        "shop",
+        "old",
+        "IPv4",
+        &[("http", "TCP", 8080)],
+        vec![ready("10.001.000.005", "edge-1")],
+    );
+    assert_eq!(
+        show(&run(&[svc], &[endpoints])),
+        [
+            "k8s:shop/old:http 172.30.0.41:80/tcp [10.1.0.5:8080*1] off-cluster,cluster-ip",
+            "k8s:shop/old:http 192.0.2.7:80/tcp [10.1.0.5:8080*1] masquerade",
+        ]
+    );
+}
+
+#[test]
+fn sctp_ports_join_sctp_endpoint_ports() {
+    let svc = service("tel", "diameter", |s| {
+        spec(s).ports = Some(vec![port("diameter", "SCTP", 3868, None)]);
+    });
+    let endpoints = slice(
+        "tel",
+        "diameter",
+        "IPv4",
+        &[("diameter", "SCTP", 3868), ("diameter", "TCP", 3869)],
+        vec![ready("10.1.0.5", "edge-1")],
+    );
+    assert_eq!(
+        show(&run(&[svc], &[endpoints])),
+        ["k8s:tel/diameter:diameter 10.96.0.10:3868/sctp [10.1.0.5:3868*1] off-cluster,cluster-ip"]
+    );
+}
+
+#[test]
+fn endpointslices_labelled_headless_or_for_another_proxy_are_not_joined() {
+    let mut headless = two_nodes();
+    headless
+        .metadata
+        .labels
+        .insert(HEADLESS_LABEL.into(), String::new());
+    let mut other = slice(
+        "shop",
+        "web",
+        "IPv4",
+        &[("http", "TCP", 8080)],
+        vec![ready("10.1.2.5", "edge-1")],
+    );
+    other.metadata.name = "web-other".into();
+    other
+        .metadata
+        .labels
+        .insert(SERVICE_PROXY_NAME_LABEL.into(), "other".into());
+    assert_eq!(
+        show(&run(&[service("shop", "web", |_| {})], &[headless, other])),
+        ["k8s:shop/web:http 10.96.0.10:80/tcp [] off-cluster,cluster-ip"]
+    );
+}
+
+/// Topology-aware routing end to end: the hints as the API writes them, this node's zone,
+/// and the Cluster policy's addresses (cluster IP, and the Local short-circuit's
+/// `internal_backends`) narrowed; Local backends are not.
+#[test]
+fn zone_hints_narrow_the_cluster_endpoints_to_this_nodes_zone() {
+    let hinted = |address: &str, node: &str, zone: &str| discovery::Endpoint {
+        hints: Some(discovery::EndpointHints {
+            for_zones: Some(vec![discovery::ForZone { name: zone.into() }]),
+            ..Default::default()
+        }),
+        ..ready(address, node)
+    };
+    let slices = [slice(
+        "shop",
+        "web",
+        "IPv4",
+        &[("http", "TCP", 8080)],
+        vec![
+            hinted("10.1.0.5", "edge-1", "zone-b"),
+            hinted("10.1.1.5", "edge-2", "zone-a"),
+            hinted("10.1.2.5", "edge-3", "zone-b"),
+        ],
+    )];
+    let addresses: Vec<IpAddr> = vec!["192.168.1.1".parse().unwrap()];
+    let translated = |zone: Option<&str>| {
+        show(&translate(
+            &[exposed("Local", "Cluster")],
+            &slices,
+            ThisNode {
+                name: "edge-1",
+                zone,
+                addresses: &addresses,
+            },
+        ))
+    };
+    assert_eq!(
+        translated(Some("zone-a")),
+        [
+            "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.1.5:8080*1] off-cluster,cluster-ip",
+            "k8s:shop/web:http 192.0.2.7:80/tcp [10.1.0.5:8080*1] internal [10.1.1.5:8080*1]",
+            "k8s:shop/web:http 198.51.100.1:80/tcp [10.1.0.5:8080*1] internal [10.1.1.5:8080*1]",
+            "k8s:shop/web:http 192.168.1.1:30080/tcp [10.1.0.5:8080*1] internal [10.1.1.5:8080*1]",
+        ]
+    );
+    assert_eq!(
+        translated(Some("zone-c"))[0],
+        "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1 10.1.2.5:8080*1] off-cluster,cluster-ip",
+        "no endpoint for this zone: the hints are ignored"
+    );
+    assert_eq!(
+        translated(None)[0],
+        "k8s:shop/web:http 10.96.0.10:80/tcp [10.1.0.5:8080*1 10.1.1.5:8080*1 10.1.2.5:8080*1] off-cluster,cluster-ip",
+        "a node without a zone label uses every endpoint"
     );
 }
