@@ -27,7 +27,7 @@ use super::model::{self, Model, VipKey};
 use super::observe::{self, Recorders};
 use super::plan::{Delta, Mirror, ServiceChange};
 
-/// Tag of messages that belong to no single service (table structure, masquerade).
+/// Tag of messages that belong to no single service (table structure, shared elements).
 pub(super) const TAG_SHARED: u32 = u32::MAX - 1;
 
 /// Kernel-side state of the controller: the socket, the mirror and what we last saw.
@@ -387,8 +387,8 @@ fn summarize(delta: &Delta) -> String {
 
 fn groups_of(delta: &Delta) -> Vec<ServiceChange> {
     let mut v = delta.services.clone();
-    if !delta.masquerade.adds.is_empty() || !delta.masquerade.deletes.is_empty() {
-        v.push(delta.masquerade.clone());
+    if !delta.shared.adds.is_empty() || !delta.shared.deletes.is_empty() {
+        v.push(delta.shared.clone());
     }
     v
 }
