@@ -53,7 +53,7 @@ netns_test! {
         assert_eq!(second.controller.last_writes(), 0);
         assert_eq!(elements("backends4"), 16);
         assert_eq!(elements("backends6"), 16);
-        assert_eq!(elements("masquerade6"), 1);
+        assert_eq!(elements("masqvips6"), 1, "the masquerading address, once");
     }
 }
 

@@ -9,7 +9,7 @@ use super::plan::{Delta, Mirror};
 
 fn model_of(toml: &str) -> Model {
     let state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));
-    model::build(&state.services.services)
+    model::build(&state.services)
 }
 
 fn show_value(v: &Value) -> String {
@@ -40,7 +40,7 @@ fn show(set: SetId, e: &Element) -> String {
 /// The delta as lines: `- set { key }` and `+ set { key : data }`.
 fn lines(d: &Delta) -> Vec<String> {
     let mut out = Vec::new();
-    for c in d.services.iter().chain(std::iter::once(&d.masquerade)) {
+    for c in d.services.iter().chain(std::iter::once(&d.shared)) {
         if !c.summary.is_empty() {
             out.push(c.summary.clone());
         }
@@ -79,8 +79,14 @@ fn a_new_service_is_one_verdict_and_its_slots() {
             5 + i % 2
         ));
     }
+    want.extend([
+        "~ shared: +3 -0 address elements; cluster [] service []".to_string(),
+        "+ hairpin4 { 10.0.1.5 . 10.0.1.5 }".to_string(),
+        "+ hairpin4 { 10.0.1.6 . 10.0.1.6 }".to_string(),
+        "+ owned4 { 10.96.0.10 }".to_string(),
+    ]);
     assert_eq!(lines(&d), want);
-    assert_eq!(d.writes(), 17);
+    assert_eq!(d.writes(), 20);
 }
 
 #[test]
@@ -108,6 +114,11 @@ fn replacing_one_backend_touches_only_its_slots() {
             "+ backends4 {{ 10.96.0.53 . udp . 53 . {i} : 10.0.2.7 . 53 }}"
         ));
     }
+    want.extend([
+        "~ shared: +1 -1 address elements; cluster [] service []".to_string(),
+        "- hairpin4 { 10.0.2.6 . 10.0.2.6 }".to_string(),
+        "+ hairpin4 { 10.0.2.7 . 10.0.2.7 }".to_string(),
+    ]);
     assert_eq!(lines(&d), want);
     assert_eq!(
         d.udp_drained
@@ -132,9 +143,15 @@ fn removing_every_backend_switches_to_the_empty_verdict() {
         l.iter().filter(|x| x.starts_with("- backends4")).count(),
         16
     );
+    assert_eq!(l[18], "+ services4 { 10.96.0.10 . tcp . 80 : drop }");
     assert_eq!(
-        l.last().unwrap(),
-        "+ services4 { 10.96.0.10 . tcp . 80 : drop }"
+        l[19..],
+        [
+            "~ shared: +0 -2 address elements; cluster [] service []",
+            "- hairpin4 { 10.0.1.5 . 10.0.1.5 }",
+            "- hairpin4 { 10.0.1.6 . 10.0.1.6 }"
+        ],
+        "the address stays owned"
     );
     assert!(d.udp_drained.is_empty(), "TCP drains on its own");
 }
@@ -151,16 +168,20 @@ fn a_removed_service_deletes_all_its_elements_and_nothing_else() {
         "- service v6 [fd96::1]:443/tcp (was source-ip over 16 slots: [fd01::5]:443×16)"
     );
     assert_eq!(l[1], "- services6 { fd96::1 . tcp . 443 }");
-    assert_eq!(l.len(), 2 + 16);
+    assert_eq!(l.len(), 2 + 16 + 3);
     assert!(
-        l[2..]
+        l[2..18]
             .iter()
             .all(|x| x.starts_with("- backends6 { fd96::1 . tcp . 443 . "))
+    );
+    assert_eq!(
+        l[19..],
+        ["- hairpin6 { fd01::5 . fd01::5 }", "- owned6 { fd96::1 }"]
     );
 }
 
 #[test]
-fn shared_masquerade_elements_are_reference_counted() {
+fn elements_shared_by_the_entries_of_one_address_are_reference_counted() {
     let svc = |name: &str, port: u16| {
         format!(
             "[[service]]\nname = \"{name}\"\naddress = \"10.96.0.1\"\nport = {port}\nbackends = [\"10.0.1.5:8080\"]\nmasquerade = true\n"
@@ -170,20 +191,32 @@ fn shared_masquerade_elements_are_reference_counted() {
     let one = model_of(&svc("a", 80));
     let none = model_of("");
     let d = Mirror::default().diff(&both);
+    let l = lines(&d);
     assert_eq!(
-        lines(&d).last().unwrap(),
-        "+ masquerade4 { 10.0.1.5 . tcp . 8080 }"
+        l[l.len() - 2..],
+        [
+            "+ hairpin4 { 10.0.1.5 . 10.0.1.5 }".to_string(),
+            "+ owned4 { 10.96.0.1 }".to_string()
+        ],
+        "{l:#?}"
     );
-    assert_eq!(d.masquerade.adds.len(), 1, "one element for two services");
+    assert_eq!(d.shared.adds.len(), 2, "one of each for two services");
+    // Masquerade is the address's own element, one per entry: nothing shared.
+    assert!(l.contains(&"+ masqvips4 { 10.96.0.1 . tcp . 80 }".to_string()));
+    assert!(l.contains(&"+ masqvips4 { 10.96.0.1 . tcp . 81 }".to_string()));
     let m = mirror(&both);
     let d = m.diff(&one);
-    assert!(d.masquerade.adds.is_empty() && d.masquerade.deletes.is_empty());
+    assert!(d.shared.adds.is_empty() && d.shared.deletes.is_empty());
     let mut m2 = m.clone();
     m2.commit(one.clone(), &d);
     let d = m2.diff(&none);
+    let l = lines(&d);
     assert_eq!(
-        lines(&d).last().unwrap(),
-        "- masquerade4 { 10.0.1.5 . tcp . 8080 }"
+        l[l.len() - 2..],
+        [
+            "- hairpin4 { 10.0.1.5 . 10.0.1.5 }".to_string(),
+            "- owned4 { 10.96.0.1 }".to_string()
+        ]
     );
 }
 
@@ -204,7 +237,7 @@ backends = ["10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"]
         lines(&d)[1],
         "+ services4 { 10.96.0.12 . tcp . 80 : goto source64_4 }"
     );
-    assert_eq!(d.writes(), 65);
+    assert_eq!(d.writes(), 65 + 3 + 1, "and a hairpin element per backend, the address");
 }
 
 // ------------------------------------------------------------------ sticky affinity
@@ -235,7 +268,7 @@ fn a_sticky_service_dispatches_to_the_sticky_chain_and_names_its_recorder() {
         l[2],
         "+ stickyvips4 { 10.96.0.10 . tcp . 80 : goto sticky_rec_30s_4 }"
     );
-    assert_eq!(d.writes(), 18);
+    assert_eq!(d.writes(), 18 + 3);
     assert!(d.sticky_lost.is_empty());
 }
 
@@ -402,12 +435,13 @@ mod verify_tests {
     #[test]
     fn an_empty_kernel_misses_everything_and_counts_drift_only_when_believed_installed() {
         let m = two();
-        let empty = vec![Vec::new(); 6];
+        let empty = vec![Vec::new(); SetId::ALL.len()];
         let f = verify(&empty, &m, None);
-        assert_eq!(f.missing.len(), 1 + 16 + 1 + 16 + 1);
+        // Verdict and slots of each, dns's masquerade; the two addresses, three hairpins.
+        assert_eq!(f.missing.len(), 1 + 16 + 1 + 16 + 1 + 2 + 3);
         assert_eq!(f.drift, 0, "nothing was believed installed");
         let f = verify(&empty, &m, Some(&mirror(&m)));
-        assert_eq!(f.drift, 35);
+        assert_eq!(f.drift, 40);
     }
 
     #[test]
@@ -452,7 +486,8 @@ mod verify_tests {
             WEB.replace("10.0.1.6:8080", "10.0.1.9:8080")
         ));
         let f = verify(&kernel_of(&before), &after, Some(&mirror(&before)));
-        assert_eq!((f.strays.len(), f.missing.len(), f.drift), (8, 8, 0));
+        // Eight slots and the old backend's hairpin element each way.
+        assert_eq!((f.strays.len(), f.missing.len(), f.drift), (9, 9, 0));
     }
 
     #[test]
