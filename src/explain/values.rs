@@ -58,11 +58,9 @@ pub fn load(
             Some(Value::Concat(out))
         }
         Expr::Bitwise { input, mask, xor } => match load(input, pkt, local)? {
-            Some(Value::Ipv4(a)) => Some(Value::ip(IpAddr::from(bitwise::<4>(
-                a.octets(),
-                mask,
-                xor,
-            )))),
+            Some(Value::Ipv4(a)) => {
+                Some(Value::ip(IpAddr::from(bitwise::<4>(a.octets(), mask, xor))))
+            }
             Some(Value::Ipv6(a)) => Some(Value::ip(IpAddr::from(bitwise::<16>(
                 a.octets(),
                 mask,

@@ -194,11 +194,9 @@ impl SetId {
                 vec![addr, InetProto, InetService, Mark],
                 Some(vec![addr, InetService]),
             ),
-            MasqVips4 | MasqVips6 | OffCluster4 | OffCluster6 | Shortcut4 | Shortcut6
-            | Fenced4 | Fenced6 => (vip, None),
-            Ranges4 | Ranges6 | Hosts4 | Hosts6 => {
-                (vec![addr, addr, InetProto, InetService], None)
-            }
+            MasqVips4 | MasqVips6 | OffCluster4 | OffCluster6 | Shortcut4 | Shortcut6 | Fenced4
+            | Fenced6 => (vip, None),
+            Ranges4 | Ranges6 | Hosts4 | Hosts6 => (vec![addr, addr, InetProto, InetService], None),
             Hairpin4 | Hairpin6 => (vec![addr, addr], None),
             Unserved4 | Unserved6 | Owned4 | Owned6 | Cluster4 | Cluster6 | ServiceCidrs4
             | ServiceCidrs6 => (vec![addr], None),
@@ -656,8 +654,7 @@ pub fn skeleton(table: &str, recorders: &BTreeSet<(u32, bool)>) -> Table {
         for internal in [false, true] {
             for selection in SELECTIONS {
                 for k in SLOT_CLASSES {
-                    t.rules
-                        .extend(dispatch_rules(v4, selection, k, internal));
+                    t.rules.extend(dispatch_rules(v4, selection, k, internal));
                 }
             }
         }
@@ -1120,7 +1117,12 @@ pub struct KeyParts {
 /// the backends maps) into its fields. `None` for other sets and when the bytes do not have
 /// the set's layout (address, protocol and port each padded to 4 bytes, then the slot).
 pub fn key_parts(set: SetId, key: &[u8]) -> Option<KeyParts> {
-    if set.role() != SetRole::Entry || matches!(set, SetId::Ranges4 | SetId::Ranges6 | SetId::Hosts4 | SetId::Hosts6) {
+    if set.role() != SetRole::Entry
+        || matches!(
+            set,
+            SetId::Ranges4 | SetId::Ranges6 | SetId::Hosts4 | SetId::Hosts6
+        )
+    {
         return None;
     }
     let alen = if set.is_v4() { 4 } else { 16 };
@@ -1170,7 +1172,11 @@ pub fn decode_key(set: SetId, key: &[u8]) -> Option<Element> {
             DataType::Mark => Value::Mark(u32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
             _ => return None,
         });
-        at += if types.len() > 1 { len.div_ceil(4) * 4 } else { len };
+        at += if types.len() > 1 {
+            len.div_ceil(4) * 4
+        } else {
+            len
+        };
     }
     let value = if parts.len() == 1 {
         parts.pop()?

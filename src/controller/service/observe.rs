@@ -252,7 +252,10 @@ fn interval_element(v4: bool, iv: &Interval) -> Option<Element> {
         }
         None => ip(&vec![0xff; iv.0.len()])?,
     };
-    Some(Element::key(ElemKey::Range(Value::ip(start), Value::ip(last))))
+    Some(Element::key(ElemKey::Range(
+        Value::ip(start),
+        Value::ip(last),
+    )))
 }
 
 /// Checks kernel elements, fed one at a time, against the desired model.
@@ -296,9 +299,7 @@ impl<'a> Verifier<'a> {
                 self.seen_slots.retain(|k, _| k.addr.is_ipv4() != v4);
             }
             SetRole::Entry => self.seen.retain(|(_, s, _)| *s != set),
-            SetRole::Shared => self
-                .seen_shared
-                .retain(|m| m.element().0 != set),
+            SetRole::Shared => self.seen_shared.retain(|m| m.element().0 != set),
             SetRole::Global => {
                 self.prefixes.remove(&set);
             }
@@ -326,8 +327,8 @@ impl<'a> Verifier<'a> {
                     self.seen_shared.insert(m);
                 }
                 m => {
-                    let drift = believed
-                        .is_some_and(|b| m.is_none_or(|m| !b.shared_refs.contains_key(&m)));
+                    let drift =
+                        believed.is_some_and(|b| m.is_none_or(|m| !b.shared_refs.contains_key(&m)));
                     self.stray(set, info, drift);
                 }
             },
@@ -407,9 +408,7 @@ impl<'a> Verifier<'a> {
         for m in self.want_shared.keys() {
             if !self.seen_shared.contains(m) {
                 f.missing.push(m.element());
-                f.drift += self
-                    .believed
-                    .is_some_and(|b| b.shared_refs.contains_key(m)) as u64;
+                f.drift += self.believed.is_some_and(|b| b.shared_refs.contains_key(m)) as u64;
             }
         }
         for (cluster, set) in [

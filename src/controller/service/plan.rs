@@ -292,8 +292,12 @@ impl Delta {
         };
         // The entry's own elements: verdicts, sticky recorder, masquerade path, short-circuit,
         // fence. A changed value is a delete and an add of its key.
-        let old_els = old.map(|o| layout::entry_elements(k, o)).unwrap_or_default();
-        let new_els = new.map(|n| layout::entry_elements(k, n)).unwrap_or_default();
+        let old_els = old
+            .map(|o| layout::entry_elements(k, o))
+            .unwrap_or_default();
+        let new_els = new
+            .map(|n| layout::entry_elements(k, n))
+            .unwrap_or_default();
         for o in &old_els {
             if !new_els.iter().any(|n| n == o) {
                 c.deletes.push(key_only(o));

@@ -237,7 +237,11 @@ backends = ["10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"]
         lines(&d)[1],
         "+ services4 { 10.96.0.12 . tcp . 80 : goto source64_4 }"
     );
-    assert_eq!(d.writes(), 65 + 3 + 1, "and a hairpin element per backend, the address");
+    assert_eq!(
+        d.writes(),
+        65 + 3 + 1,
+        "and a hairpin element per backend, the address"
+    );
 }
 
 // ------------------------------------------------------------------ sticky affinity

@@ -606,7 +606,11 @@ pub fn render_expr(out: &mut String, e: &Expr) {
 
 /// Bytes as a constant of `like`'s type: an address for an address field, else hex.
 fn render_bytes_as(out: &mut String, like: &Expr, bytes: &[u8]) {
-    match (like.byte_len(), <[u8; 4]>::try_from(bytes), <[u8; 16]>::try_from(bytes)) {
+    match (
+        like.byte_len(),
+        <[u8; 4]>::try_from(bytes),
+        <[u8; 16]>::try_from(bytes),
+    ) {
         (4, Ok(b), _) if matches!(like, Expr::Payload(_)) => {
             let _ = write!(out, "{}", std::net::Ipv4Addr::from(b));
         }
