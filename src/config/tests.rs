@@ -582,8 +582,15 @@ fn source_ranges_take_prefixes_of_either_family_each_once() {
         .map(|n| n.to_string())
         .collect();
     assert_eq!(got, ["192.0.2.0/24", "2001:db8::/32", "198.51.100.7/32"]);
-    let none = load_str(&[("edgenetd.toml", &svc("[\"0.0.0.0/0\"]").replace("source_ranges = [\"0.0.0.0/0\"]\n", ""))]).unwrap();
-    assert!(none.services.services[0].source_ranges.is_empty(), "absent: everybody");
+    let none = load_str(&[(
+        "edgenetd.toml",
+        &svc("[\"0.0.0.0/0\"]").replace("source_ranges = [\"0.0.0.0/0\"]\n", ""),
+    )])
+    .unwrap();
+    assert!(
+        none.services.services[0].source_ranges.is_empty(),
+        "absent: everybody"
+    );
     let e = errors(&[(
         "edgenetd.toml",
         &svc(r#"["192.0.2.1/24", "nope", "2001:db8::/32", "2001:db8::/32"]"#),

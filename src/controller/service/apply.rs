@@ -247,10 +247,11 @@ impl Kernel {
         self.add_recorders(&want)?;
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
-        let found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
+        let mut found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
             .map_err(|e| nft_err("list elements", e))?;
         drift += found.drift;
         let changes = (found.strays.len() + found.missing.len()) as u64;
+        let udp_gone = std::mem::take(&mut found.udp_gone);
         let mut groups: BTreeMap<Option<VipKey>, ServiceChange> = BTreeMap::new();
         for (set, el) in found.strays {
             let key = vip_of(set, &el);
@@ -270,6 +271,10 @@ impl Kernel {
         if drift > 0 {
             metrics::counter!("edgenetd_service_drift_repairs_total").increment(drift);
         }
+        // Found in the kernel, not in the mirror (a restart, a failed sync, a change while
+        // no one watched): a UDP backend's conntrack entries go with its last slot all the
+        // same.
+        self.conntrack_flush(&udp_gone);
         if !failures.is_empty() {
             return joined(failures).into_result(report);
         }

@@ -127,6 +127,19 @@ pub struct Findings {
     /// Differences in services (and shared elements) the mirror says were committed as
     /// they are still desired: changed behind our back.
     pub drift: u64,
+    /// UDP backends the kernel still has slots for that their service no longer has: their
+    /// conntrack entries must go, as after an incremental sync (UDP has no close).
+    pub udp_gone: Vec<(VipKey, SocketAddr)>,
+}
+
+/// The backend of map data `d` (address, then the port padded to 4 bytes).
+fn backend_of(d: &[u8]) -> Option<SocketAddr> {
+    let (ip, rest): (IpAddr, &[u8]) = match d.len() {
+        8 => (IpAddr::from(<[u8; 4]>::try_from(&d[..4]).ok()?), &d[4..]),
+        20 => (IpAddr::from(<[u8; 16]>::try_from(&d[..16]).ok()?), &d[16..]),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, u16::from_be_bytes([rest[0], rest[1]])))
 }
 
 /// The service (and slot) of a key of a set keyed by entry, read straight from the bytes.
@@ -272,6 +285,7 @@ pub struct Verifier<'a> {
     seen_shared: BTreeSet<Shared>,
     /// The interval sets' elements as listed: (key, interval end).
     prefixes: BTreeMap<SetId, Vec<(Vec<u8>, bool)>>,
+    udp_gone: BTreeSet<(VipKey, SocketAddr)>,
 }
 
 impl<'a> Verifier<'a> {
@@ -287,6 +301,7 @@ impl<'a> Verifier<'a> {
             want_shared: shared_refs(desired),
             seen_shared: BTreeSet::new(),
             prefixes: BTreeMap::new(),
+            udp_gone: BTreeSet::new(),
         }
     }
 
@@ -349,6 +364,15 @@ impl<'a> Verifier<'a> {
                     // service does not have counts here.
                     let drift = want.is_none() && unchanged(believed, &k, entry);
                     self.stray(set, info, drift);
+                    let gone =
+                        info.data.as_deref().and_then(backend_of).filter(|b| {
+                            entry.is_none_or(|e| e.backends().binary_search(b).is_err())
+                        });
+                    if let Some(b) = gone
+                        && k.proto == crate::config::service::Protocol::Udp
+                    {
+                        self.udp_gone.insert((k, b));
+                    }
                 }
             }
             SetRole::Entry => {
@@ -384,7 +408,10 @@ impl<'a> Verifier<'a> {
 
     /// What to delete and add, and the drift.
     pub fn finish(self) -> Findings {
-        let mut f = Findings::default();
+        let mut f = Findings {
+            udp_gone: self.udp_gone.into_iter().collect(),
+            ..Findings::default()
+        };
         for (s, el, drift) in self.strays {
             f.strays.push((s, el));
             f.drift += drift as u64;

@@ -28,8 +28,12 @@ fn show_value(v: &Value) -> String {
 }
 
 fn show(set: SetId, e: &Element) -> String {
-    let ElemKey::Value(k) = &e.key else {
-        panic!("unexpected key")
+    let k = match &e.key {
+        ElemKey::Value(k) => k,
+        ElemKey::Prefix(n) => return format!("{} {n}", set.name()),
+        ElemKey::Range(a, b) => {
+            return format!("{} {}-{}", set.name(), show_value(a), show_value(b));
+        }
     };
     match &e.data {
         Some(d) => format!("{} {{ {} : {} }}", set.name(), show_value(k), show_value(d)),
@@ -404,6 +408,226 @@ fn remembered_clients_are_read_from_the_sticky_map_bytes() {
     assert!(remembered(false, &key, &data).is_none());
 }
 
+// ------------------------------------------------------------------ paths (issue 20)
+
+fn model_with(toml: &str, edit: impl FnOnce(&mut crate::config::service::ServicesConfig)) -> Model {
+    let mut state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));
+    edit(&mut state.services);
+    model::build(&state.services)
+}
+
+/// A Kubernetes Service port's entries: cluster IP 10.96.0.10:80 (off-cluster masquerade)
+/// and node port 192.168.1.1:30080 (masquerade), one name, one backend.
+fn one_port() -> Model {
+    let toml = format!(
+        "{WEB}[[service]]\nname = \"np\"\naddress = \"192.168.1.1\"\nport = 30080\nbackends = [\"10.0.1.5:8080\"]\n"
+    )
+    .replace(", \"10.0.1.6:8080\"", "");
+    model_with(&toml, |c| {
+        use crate::config::service::Masquerade;
+        c.cluster_cidrs = vec!["10.0.0.0/16".parse().unwrap()];
+        for s in &mut c.services {
+            s.name = "k8s:ns/web:80".into();
+            s.masquerade = if s.port == 80 {
+                Masquerade::OffCluster
+            } else {
+                Masquerade::Always
+            };
+        }
+    })
+}
+
+#[test]
+fn masquerade_is_an_element_of_the_address_not_of_its_backend() {
+    let d = Mirror::default().diff(&one_port());
+    let l = lines(&d);
+    assert!(
+        l.contains(&"+ offcluster4 { 10.96.0.10 . tcp . 80 }".to_string()),
+        "{l:#?}"
+    );
+    assert!(
+        l.contains(&"+ masqvips4 { 192.168.1.1 . tcp . 30080 }".to_string()),
+        "{l:#?}"
+    );
+    assert!(
+        !l.iter().any(|x| x.contains("masqvips4 { 10.96.0.10")),
+        "{l:#?}"
+    );
+    // One hairpin element for the backend both addresses share, one owned per address.
+    assert_eq!(l.iter().filter(|x| x.starts_with("+ hairpin4")).count(), 1);
+    assert_eq!(l.iter().filter(|x| x.starts_with("+ owned4")).count(), 2);
+    assert!(l.contains(&"+ cluster4 10.0.0.0/16".to_string()), "{l:#?}");
+    // Both entries of the one name are planned.
+    assert_eq!(d.services.len(), 2);
+    assert!(d.services.iter().all(|c| c.name == "k8s:ns/web:80"));
+}
+
+#[test]
+fn off_cluster_masquerade_without_cluster_prefixes_masquerades_nobody() {
+    let m = model_with(WEB, |c| {
+        c.services[0].masquerade = crate::config::service::Masquerade::OffCluster;
+        // A prefix of the other family is no detector for this one.
+        c.cluster_cidrs = vec!["fd00::/8".parse().unwrap()];
+    });
+    let l = lines(&Mirror::default().diff(&m));
+    assert!(
+        !l.iter()
+            .any(|x| x.contains("offcluster4") || x.contains("masqvips4")),
+        "{l:#?}"
+    );
+}
+
+#[test]
+fn internal_backends_are_a_second_verdict_and_slots_from_65536() {
+    let m = model_with(&WEB.replace(", \"10.0.1.6:8080\"", ""), |c| {
+        let s = &mut c.services[0];
+        s.internal_backends = Some(vec![
+            crate::config::service::Backend {
+                address: "10.0.1.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+            crate::config::service::Backend {
+                address: "10.0.2.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+        ]);
+        s.backends.clear();
+        s.when_empty = crate::config::service::WhenEmpty::Drop;
+    });
+    let d = Mirror::default().diff(&m);
+    let l = lines(&d);
+    assert_eq!(
+        l[1], "+ services4 { 10.96.0.10 . tcp . 80 : drop }",
+        "{l:#?}"
+    );
+    assert_eq!(l[2], "+ shortcut4 { 10.96.0.10 . tcp . 80 }");
+    assert_eq!(
+        l[3],
+        "+ internal4 { 10.96.0.10 . tcp . 80 : goto irandom16_4 }"
+    );
+    assert_eq!(
+        l[4],
+        "+ backends4 { 10.96.0.10 . tcp . 80 . 65536 : 10.0.1.5 . 8080 }"
+    );
+    assert_eq!(
+        l.iter().filter(|x| x.starts_with("+ backends4")).count(),
+        16
+    );
+    // Gaining a local endpoint touches the external verdict and slots only.
+    let local = model_with(&WEB.replace(", \"10.0.1.6:8080\"", ""), |c| {
+        let s = &mut c.services[0];
+        s.internal_backends = Some(vec![
+            crate::config::service::Backend {
+                address: "10.0.1.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+            crate::config::service::Backend {
+                address: "10.0.2.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+        ]);
+        s.when_empty = crate::config::service::WhenEmpty::Drop;
+    });
+    let d = mirror(&m).diff(&local);
+    let l = lines(&d);
+    assert_eq!(l[1], "- services4 { 10.96.0.10 . tcp . 80 }", "{l:#?}");
+    assert_eq!(
+        l[2],
+        "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }"
+    );
+    assert_eq!(l.len(), 3 + 16, "{l:#?}");
+    assert!(
+        l[3..]
+            .iter()
+            .all(|x| x.starts_with("+ backends4 { 10.96.0.10 . tcp . 80 . "))
+    );
+}
+
+#[test]
+fn source_ranges_are_a_fence_and_one_element_per_prefix() {
+    let m = model_with(WEB, |c| {
+        c.services[0].source_ranges = [
+            "192.0.2.0/24",
+            "198.51.100.7/32",
+            "2001:db8::/32",
+            "192.0.2.128/25",
+        ]
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    });
+    let l = lines(&Mirror::default().diff(&m));
+    assert_eq!(
+        l[1..4],
+        [
+            "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }".to_string(),
+            "+ fenced4 { 10.96.0.10 . tcp . 80 }".to_string(),
+            // The /24's network with its marker bit (the first host bit) set; the /25 inside it
+            // and the IPv6 prefix are gone; the host as it is.
+            "+ ranges4 { 192.0.2.128 . 10.96.0.10 . tcp . 80 }".to_string(),
+        ],
+        "{l:#?}"
+    );
+    assert_eq!(l[4], "+ hosts4 { 198.51.100.7 . 10.96.0.10 . tcp . 80 }");
+}
+
+#[test]
+fn unserved_ports_and_owned_addresses_are_counted_per_address() {
+    let two_ports = format!(
+        "{WEB}[[service]]\nname = \"web-alt\"\naddress = \"10.96.0.10\"\nport = 8080\nbackends = [\"10.0.1.5:8080\"]\n"
+    );
+    let cfg = |c: &mut crate::config::service::ServicesConfig| {
+        c.service_cidrs = vec![
+            "10.96.0.0/12".parse().unwrap(),
+            "10.96.0.0/16".parse().unwrap(),
+        ];
+        for s in &mut c.services {
+            s.reject_unserved_ports = true;
+        }
+    };
+    let both = model_with(&two_ports, cfg);
+    assert_eq!(
+        both.service_cidrs.len(),
+        1,
+        "a prefix inside another is dropped"
+    );
+    let l = lines(&Mirror::default().diff(&both));
+    assert_eq!(
+        l.iter()
+            .filter(|x| x.starts_with("+ unserved4 { 10.96.0.10 }"))
+            .count(),
+        1,
+        "{l:#?}"
+    );
+    assert_eq!(
+        l.iter()
+            .filter(|x| x.starts_with("+ owned4 { 10.96.0.10 }"))
+            .count(),
+        1
+    );
+    assert!(
+        l.contains(&"+ servicecidrs4 10.96.0.0/12".to_string()),
+        "{l:#?}"
+    );
+    // One of the two ports goes: the address stays unserved-checked and owned.
+    let one = model_with(WEB, cfg);
+    let d = mirror(&both).diff(&one);
+    assert!(
+        d.shared.adds.is_empty() && d.shared.deletes.is_empty(),
+        "{:#?}",
+        lines(&d)
+    );
+    // The last one goes: both go, and the service CIDR stays.
+    let d = mirror(&one).diff(&model_with("", cfg));
+    let l = lines(&d);
+    assert!(
+        l.contains(&"- unserved4 { 10.96.0.10 }".to_string()),
+        "{l:#?}"
+    );
+    assert!(l.contains(&"- owned4 { 10.96.0.10 }".to_string()), "{l:#?}");
+    assert!(!l.iter().any(|x| x.contains("servicecidrs4")), "{l:#?}");
+}
+
 // ------------------------------------------------------------------ full compare (verify)
 
 mod verify_tests {
@@ -507,5 +731,93 @@ mod verify_tests {
         v.restart(SetId::Backends4);
         let f = v.finish();
         assert_eq!(f.missing.len(), 32, "every IPv4 slot must be seen again");
+    }
+
+    /// Every kind of element: per-path masquerade, short-circuit, fence, shared, prefixes.
+    fn everything() -> Model {
+        model_with(
+            &format!(
+                "{WEB}[[service]]\nname = \"dns\"\naddress = \"fd96::53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"[fd01::5]:53\"]\n"
+            ),
+            |c| {
+                use crate::config::service::{Backend, Masquerade};
+                c.cluster_cidrs =
+                    vec!["10.0.0.0/16".parse().unwrap(), "fd00::/12".parse().unwrap()];
+                c.service_cidrs = vec![
+                    "10.96.0.0/16".parse().unwrap(),
+                    "fd96::/64".parse().unwrap(),
+                ];
+                let web = &mut c.services[0];
+                web.masquerade = Masquerade::OffCluster;
+                web.reject_unserved_ports = true;
+                web.source_ranges = vec![
+                    "192.0.2.0/24".parse().unwrap(),
+                    "192.0.2.9/32".parse().unwrap(),
+                ];
+                let dns = &mut c.services[1];
+                dns.internal_backends = Some(vec![Backend {
+                    address: "[fd02::5]:53".parse().unwrap(),
+                    weight: 1,
+                }]);
+                dns.masquerade = Masquerade::Always;
+            },
+        )
+    }
+
+    #[test]
+    fn every_set_of_an_exact_kernel_is_recognized() {
+        let m = everything();
+        let f = verify(&kernel_of(&m), &m, Some(&mirror(&m)));
+        assert!(f.strays.is_empty() && f.missing.is_empty(), "{f:#?}");
+        assert_eq!(f.drift, 0);
+    }
+
+    #[test]
+    fn a_hand_edited_prefix_set_and_a_lost_shared_element_are_repaired_as_drift() {
+        let m = everything();
+        let mut kernel = kernel_of(&m);
+        kernel[SetId::ServiceCidrs4.index()] = kernel_of(&model_with("", |c| {
+            c.service_cidrs = vec!["10.97.0.0/16".parse().unwrap()];
+        }))[SetId::ServiceCidrs4.index()]
+        .clone();
+        kernel[SetId::Hairpin6.index()].clear();
+        kernel[SetId::Internal6.index()].clear();
+        let f = verify(&kernel, &m, Some(&mirror(&m)));
+        let l: Vec<String> = f
+            .strays
+            .iter()
+            .map(|(s, e)| format!("- {}", show(*s, e)))
+            .chain(f.missing.iter().map(|(s, e)| format!("+ {}", show(*s, e))))
+            .collect();
+        assert_eq!(
+            l,
+            [
+                "- servicecidrs4 10.97.0.0-10.97.255.255",
+                "+ internal6 { fd96::53 . udp . 53 : goto irandom16_6 }",
+                "+ hairpin6 { fd01::5 . fd01::5 }",
+                "+ hairpin6 { fd02::5 . fd02::5 }",
+                "+ servicecidrs4 10.96.0.0/16",
+            ]
+        );
+        assert_eq!(f.drift, 4);
+    }
+
+    #[test]
+    fn a_udp_backend_the_kernel_still_has_is_flushed_after_a_full_compare() {
+        let m = everything();
+        let gone = model_with(
+            "[[service]]\nname = \"dns\"\naddress = \"fd96::53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"[fd01::7]:53\"]\n",
+            |_| {},
+        );
+        // The kernel has m's slots; the desired dns service moved to another backend.
+        let f = verify(&kernel_of(&m), &gone, None);
+        let flushed: Vec<String> = f.udp_gone.iter().map(|(k, b)| format!("{k} {b}")).collect();
+        assert_eq!(
+            flushed,
+            [
+                "[fd96::53]:53/udp [fd01::5]:53",
+                "[fd96::53]:53/udp [fd02::5]:53"
+            ]
+        );
     }
 }
