@@ -230,7 +230,7 @@ fn action(s: &Service, backends: &[Backend], up: &dyn Fn(&Service, SocketAddr) -
             .collect();
         slots::spread(&live)
     };
-    let action = if slots.is_empty() {
+    if slots.is_empty() {
         match (s.fallback, s.when_empty) {
             // The sorry server is dealt at random, never remembered: a sticky client must
             // not stay on it once a backend is back.
@@ -249,8 +249,7 @@ fn action(s: &Service, backends: &[Backend], up: &dyn Fn(&Service, SocketAddr) -
             selection: selection(s.affinity),
             slots,
         }
-    };
-    action
+    }
 }
 
 fn selection(a: Affinity) -> Selection {
@@ -278,12 +277,25 @@ pub fn build(services: &ServicesConfig) -> Model {
     build_with(services, &|_, _| true)
 }
 
+/// The model of services alone (no cluster or service prefixes), every backend up.
+pub fn build_list(services: &[Service]) -> Model {
+    build_parts(services, &[], &[], &|_, _| true)
+}
+
 /// The model of a whole config; backends for which `up` says false get no slots.
 pub fn build_with(cfg: &ServicesConfig, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Model {
+    build_parts(&cfg.services, &cfg.cluster_cidrs, &cfg.service_cidrs, up)
+}
+
+fn build_parts(
+    services: &[Service],
+    cluster_cidrs: &[IpNet],
+    service_cidrs: &[IpNet],
+    up: &dyn Fn(&Service, SocketAddr) -> bool,
+) -> Model {
     use crate::dataplane::nft::encode::normalize_prefixes;
-    let cluster_cidrs = normalize_prefixes(cfg.cluster_cidrs.iter().copied());
-    let entries = cfg
-        .services
+    let cluster_cidrs = normalize_prefixes(cluster_cidrs.iter().copied());
+    let entries = services
         .iter()
         .map(|s| {
             (
@@ -298,7 +310,7 @@ pub fn build_with(cfg: &ServicesConfig, up: &dyn Fn(&Service, SocketAddr) -> boo
         .collect();
     Model {
         entries,
-        service_cidrs: normalize_prefixes(cfg.service_cidrs.iter().copied()),
+        service_cidrs: normalize_prefixes(service_cidrs.iter().copied()),
         cluster_cidrs,
     }
 }
