@@ -317,3 +317,18 @@ netns_test! {
         assert!(!t.ask("router", "10.96.1.2", 80).starts_with("FAIL"));
     }
 }
+
+netns_test! {
+    fn a_udp_client_keeping_its_port_leaves_a_backend_removed_while_the_controller_was_down() {
+        let mut t = Lab::new();
+        let svc = |b: &str| {
+            format!("[[service]]\nname = \"dns\"\naddress = \"10.96.0.53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"{b}\"]\n")
+        };
+        t.sync(&svc("10.0.1.2:8080"), |_| {});
+        assert_eq!(t.udp("cl", "10.96.0.53", 53, 6000), "b1 192.168.10.2");
+        // A restart: the new process knows nothing of b1 and finds its slots in the kernel.
+        t.ctrl = Driver::service();
+        t.sync(&svc("10.0.2.2:8080"), |_| {});
+        assert_eq!(t.udp("cl", "10.96.0.53", 53, 6000), "b2 192.168.10.2", "the flow to b1 was deleted");
+    }
+}

@@ -34,11 +34,10 @@ pub(super) fn vip_of(set: SetId, el: &Element) -> Option<VipKey> {
         Value::Ipv6(a) => (*a).into(),
         _ => return None,
     };
-    let proto = match parts.get(1)? {
-        Value::Proto(6) => Protocol::Tcp,
-        Value::Proto(17) => Protocol::Udp,
-        _ => return None,
+    let Value::Proto(number) = parts.get(1)? else {
+        return None;
     };
+    let proto = Protocol::ALL.into_iter().find(|p| p.number() == *number)?;
     let Value::Port(port) = parts.get(2)? else {
         return None;
     };

@@ -40,10 +40,8 @@ fn extra(with: &Recorders, without: &Recorders) -> (Vec<Chain>, Vec<Rule>) {
 
 /// True when `r` names a live backend of its service, which is still sticky.
 fn still_valid(desired: &Model, r: &Remembered) -> bool {
-    let proto = match r.proto {
-        6 => Protocol::Tcp,
-        17 => Protocol::Udp,
-        _ => return false,
+    let Some(proto) = Protocol::ALL.into_iter().find(|p| p.number() == r.proto) else {
+        return false;
     };
     let key = VipKey {
         addr: r.vip,
