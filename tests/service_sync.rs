@@ -284,3 +284,18 @@ netns_test! {
         assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
     }
 }
+
+netns_test! {
+    fn plan_shows_the_per_path_parts() {
+        let text = smol::block_on(service::plan(&everything())).unwrap();
+        for want in [
+            "+ service web 10.96.0.10:80/tcp: random over 16 slots: 10.0.1.2:8080×8 10.0.2.2:8080×8, masquerade off-cluster sources, sources {192.0.2.0/24} and this node, other ports rejected",
+            "+ service dns [fd96::53]:53/udp: random over 16 slots: [fd01::2]:53×16; cluster and this node: random over 16 slots: [fd02::2]:53×16, masquerade",
+            "elements = { 10.0.0.0/16 }",
+            "elements = { 10.96.0.0/16 }",
+            "192.0.2.128 . 10.96.0.10 . tcp . 80",
+        ] {
+            assert!(text.contains(want), "missing `{want}` in:\n{text}");
+        }
+    }
+}
