@@ -4,7 +4,8 @@
 //! errors of the next), then validated into [`ServicesConfig`]: plain Rust types, no TOML
 //! inside. Checked here, each at its `file:line:col`: addresses and ports, a backend of the
 //! other family than its VIP, a backend listed twice, two services on the same
-//! address:port:protocol, duplicate names, health-check settings.
+//! address:port:protocol, duplicate names, source ranges (prefixes of either family, each
+//! once), health-check settings.
 //!
 //! `[service.health]` configures backend health checks (run by the service controller, see
 //! `controller::service::health`).
