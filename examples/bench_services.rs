@@ -174,7 +174,7 @@ fn main() {
     for &n in &sizes {
         let svcs = services(n);
         let start = Instant::now();
-        let model = model::build(&svcs);
+        let model = model::build_list(&svcs);
         let build_time = start.elapsed();
         // The controller's cold sync.
         let mut kernel = Kernel::open(
@@ -202,7 +202,7 @@ fn main() {
         for round in 0..11 {
             let config = if round % 2 == 0 { &changed } else { &svcs };
             let start = Instant::now();
-            let m = model::build(config);
+            let m = model::build_list(config);
             let r = kernel.sync(m, period, Instant::now()).expect("one change");
             times.push(start.elapsed());
             one_writes = kernel.last_writes;
@@ -216,14 +216,14 @@ fn main() {
         let mut noop_writes = 0;
         for _ in 0..11 {
             let start = Instant::now();
-            let m = model::build(&changed);
+            let m = model::build_list(&changed);
             kernel.sync(m, period, Instant::now()).expect("no-op");
             times.push(start.elapsed());
             noop_writes += kernel.last_writes;
         }
         times.sort();
         let noop = times[times.len() / 2];
-        let changed_model = model::build(&changed);
+        let changed_model = model::build_list(&changed);
         // Periodic full compare (dump and diff, nothing to repair); peak RSS reset first so
         // its own peak shows.
         let _ = std::fs::write("/proc/self/clear_refs", "5");

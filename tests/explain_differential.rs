@@ -5,7 +5,7 @@
 //! backends, sets (one dynamic), port ranges, ICMP and ICMPv6 types, zones, masquerade, IPv6,
 //! a route rule and blackhole/unreachable routes; a marking rule whose fwmark route rule
 //! steers to a second uplink that SNATs to a fixed address; destination addresses with an
-//! IPv6 suffix, source ports, a tcp+udp rule, a port-forward range limited to one source). A seeded generator makes a few hundred packets; for
+//! IPv6 suffix, source ports, a tcp+udp rule, a port-forward range limited to one source, a service fenced by source ranges). A seeded generator makes a few hundred packets; for
 //! each, `explain` predicts the verdict and, when it is accepted, the address and port it
 //! arrives at and the source address it arrives with. A real packet is then sent (one
 //! prober per sending host, all cases in parallel) to receivers on every address that
@@ -164,9 +164,12 @@ const DIRECTED_FIRST: [(&str, &str, &str, &str, u16); 7] = [
     ("lan", "tcp", "10.0.0.2", "192.0.2.1", 8050),
 ];
 /// ... and after them (source ports above that rule's).
-const DIRECTED_LAST: [(&str, &str, &str, &str, u16); 2] = [
+const DIRECTED_LAST: [(&str, &str, &str, &str, u16); 4] = [
     ("wan", "tcp", "192.0.2.2", "192.0.2.1", 7000),
     ("wan", "udp", "192.0.2.2", "192.0.2.1", 7000),
+    // The fenced service: a source in its ranges and one outside.
+    ("lan", "udp", "10.0.0.2", "198.51.100.10", 9999),
+    ("lan", "udp", "10.0.0.10", "198.51.100.10", 9999),
 ];
 
 fn directed(

@@ -287,6 +287,10 @@ fn bench_services(n: usize) -> String {
             i % 5 == 0,
             if i % 7 == 0 { "drop" } else { "reject" },
         );
+        // Source ranges of both families, hosts and prefixes (the fence's elements).
+        if i % 11 == 4 {
+            c.push_str("source_ranges = [\"192.0.2.0/24\", \"198.51.100.9\", \"2001:db8::/32\", \"2001:db8:1::7\"]\n");
+        }
     }
     c
 }

@@ -293,7 +293,7 @@ netns_test! {
         );
         // One timeout left: its chain goes, the other service's clients stay remembered.
         let r = t.sync(&a);
-        assert_eq!(r.changes, 18, "only the removed service's 16 slots, verdict and recorder: {r:?}");
+        assert_eq!(r.changes, 19, "only the removed service's 16 slots, verdict, recorder and its address's `owned` element: {r:?}");
         let chains = sh("nft list table inet edgenetd-service");
         assert!(!chains.contains("chain sticky_rec_10800s_4 "), "{chains}");
         assert!(sticky_map(true).contains("192.168.10.100 . 10.96.0.10"));

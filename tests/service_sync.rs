@@ -53,7 +53,7 @@ netns_test! {
         assert_eq!(second.controller.last_writes(), 0);
         assert_eq!(elements("backends4"), 16);
         assert_eq!(elements("backends6"), 16);
-        assert_eq!(elements("masquerade6"), 1);
+        assert_eq!(elements("masqvips6"), 1, "the masquerading address, once");
     }
 }
 
@@ -224,5 +224,78 @@ netns_test! {
         assert_eq!(watch_threads(), 1, "a clone keeps the watch alive");
         drop(clone);
         wait_for_watch_threads(0);
+    }
+}
+
+/// `CONFIG` with every per-path part: cluster and service prefixes, off-cluster masquerade,
+/// internal backends, source ranges, unserved ports.
+fn everything() -> edgenetd::config::DesiredState {
+    use edgenetd::config::service::{Backend, Masquerade};
+    let mut d = load(CONFIG);
+    let c = &mut d.services;
+    c.cluster_cidrs = vec!["10.0.0.0/16".parse().unwrap(), "fd00::/12".parse().unwrap()];
+    c.service_cidrs = vec![
+        "10.96.0.0/16".parse().unwrap(),
+        "fd96::/64".parse().unwrap(),
+    ];
+    let web = &mut c.services[0];
+    web.masquerade = Masquerade::OffCluster;
+    web.reject_unserved_ports = true;
+    web.source_ranges = vec![
+        "192.0.2.0/24".parse().unwrap(),
+        "2001:db8::7/128".parse().unwrap(),
+    ];
+    c.services[1].internal_backends = Some(vec![Backend {
+        address: "[fd02::2]:53".parse().unwrap(),
+        weight: 1,
+    }]);
+    d
+}
+
+netns_test! {
+    fn a_restart_adopts_every_per_path_set_and_hand_edits_of_them_are_repaired() {
+        let d = everything();
+        let mut first = Driver::service();
+        first.sync_state(&d).unwrap();
+        drop(first);
+        let mut c = Driver::service();
+        let r = c.sync_state(&d).unwrap();
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        assert_eq!(c.controller.last_writes(), 0);
+        for (set, n) in [("offcluster4", 1), ("unserved4", 1), ("owned4", 1), ("owned6", 1), ("fenced4", 1),
+                         ("ranges4", 1), ("internal6", 1), ("shortcut6", 1), ("hairpin6", 2), ("masqvips6", 1)] {
+            assert_eq!(elements(set), n, "{set}");
+        }
+        let cluster = sh("nft list set inet edgenetd-service cluster4");
+        assert!(cluster.contains("10.0.0.0/16"), "{cluster}");
+        // Shared, per-entry and prefix elements changed by hand.
+        sh("nft delete element inet edgenetd-service hairpin6 '{ fd02::2 . fd02::2 }'");
+        sh("nft delete element inet edgenetd-service offcluster4 '{ 10.96.0.10 . tcp . 80 }'");
+        sh("nft add element inet edgenetd-service servicecidrs4 '{ 10.97.0.0/16 }'");
+        sh("nft add element inet edgenetd-service owned4 '{ 10.96.0.77 }'");
+        let r = c.sync_state(&d).unwrap();
+        assert_eq!(r.drift_repairs, 4, "{r:?}");
+        assert_eq!(elements("hairpin6"), 2);
+        assert_eq!(elements("offcluster4"), 1);
+        assert_eq!(elements("owned4"), 1);
+        let cidrs = sh("nft list set inet edgenetd-service servicecidrs4");
+        assert!(cidrs.contains("10.96.0.0/16") && !cidrs.contains("10.97.0.0"), "{cidrs}");
+        let r = c.sync_state(&d).unwrap();
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+    }
+}
+
+netns_test! {
+    fn plan_shows_the_per_path_parts() {
+        let text = smol::block_on(service::plan(&everything())).unwrap();
+        for want in [
+            "+ service web 10.96.0.10:80/tcp: random over 16 slots: 10.0.1.2:8080×8 10.0.2.2:8080×8, masquerade off-cluster sources, sources {192.0.2.0/24} and this node, other ports rejected",
+            "+ service dns [fd96::53]:53/udp: random over 16 slots: [fd01::2]:53×16; cluster and this node: random over 16 slots: [fd02::2]:53×16, masquerade",
+            "elements = { 10.0.0.0/16 }",
+            "elements = { 10.96.0.0/16 }",
+            "192.0.2.128 . 10.96.0.10 . tcp . 80",
+        ] {
+            assert!(text.contains(want), "missing `{want}` in:\n{text}");
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! errors of the next), then validated into [`ServicesConfig`]: plain Rust types, no TOML
 //! inside. Checked here, each at its `file:line:col`: addresses and ports, a backend of the
 //! other family than its VIP, a backend listed twice, two services on the same
-//! address:port:protocol, duplicate names, health-check settings.
+//! address:port:protocol, duplicate names, source ranges (prefixes of either family, each
+//! once), health-check settings.
 //!
 //! `[service.health]` configures backend health checks (run by the service controller, see
 //! `controller::service::health`).
@@ -21,7 +22,7 @@ use toml::Spanned;
 use super::diag::Diagnostics;
 use super::doc::Doc;
 use super::duration::parse_duration;
-use super::net::parse_addr;
+use super::net::{parse_addr, parse_prefix};
 use super::nul::no_nul;
 
 /// Most backends one service may have (its slots are spread over at most 1024 map entries).
@@ -310,6 +311,7 @@ struct RawService {
     affinity: Option<Spanned<String>>,
     affinity_timeout: Option<Spanned<String>>,
     masquerade: Option<bool>,
+    source_ranges: Option<Spanned<Vec<Spanned<String>>>>,
     when_empty: Option<Spanned<String>>,
     fallback: Option<Spanned<String>>,
     health: Option<RawHealth>,
@@ -430,6 +432,11 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         diags,
     );
     let backends = backends(&raw.backends, address, diags);
+    let source_ranges = raw
+        .source_ranges
+        .as_ref()
+        .map(|r| source_ranges(r, diags))
+        .unwrap_or_default();
     let fallback = raw
         .fallback
         .as_ref()
@@ -468,13 +475,46 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         } else {
             Masquerade::Never
         },
-        source_ranges: Vec::new(),
+        source_ranges,
         internal_backends: None,
         reject_unserved_ports: false,
         when_empty,
         fallback,
         health,
     })
+}
+
+/// `source_ranges`: prefixes (or bare addresses) of either family, each once; an empty list
+/// is an error (leaving the key out admits everybody, an empty list would read as nobody).
+fn source_ranges(raw: &Spanned<Vec<Spanned<String>>>, diags: &mut Diagnostics) -> Vec<IpNet> {
+    if raw.get_ref().is_empty() {
+        diags.error(
+            raw.span(),
+            "empty source_ranges: leave the key out to admit every source",
+        );
+    }
+    let mut seen: BTreeMap<IpNet, Range<usize>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for r in raw.get_ref() {
+        no_nul(r, "source range", diags);
+        match parse_prefix(r.get_ref()) {
+            Ok(net) => {
+                if let Some(first) = seen.get(&net) {
+                    diags.error_also(
+                        r.span(),
+                        format!("source range {net} is listed twice"),
+                        first.clone(),
+                        "first listed here",
+                    );
+                    continue;
+                }
+                seen.insert(net, r.span());
+                out.push(net);
+            }
+            Err(e) => diags.error(r.span(), e),
+        }
+    }
+    out
 }
 
 /// `fallback`: one `addr:port` of the VIP's family.

@@ -588,3 +588,49 @@ table = 7
         assert!(e.contains(want), "missing `{want}` in:\n{e}");
     }
 }
+
+#[test]
+fn source_ranges_take_prefixes_of_either_family_each_once() {
+    let svc = |ranges: &str| {
+        format!(
+            "[[service]]\nname = \"lb\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.5:8080\"]\nsource_ranges = {ranges}\n"
+        )
+    };
+    let s = load_str(&[(
+        "edgenetd.toml",
+        &svc(r#"["192.0.2.0/24", "2001:db8::/32", "198.51.100.7"]"#),
+    )])
+    .unwrap();
+    let got: Vec<String> = s.services.services[0]
+        .source_ranges
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(got, ["192.0.2.0/24", "2001:db8::/32", "198.51.100.7/32"]);
+    let none = load_str(&[(
+        "edgenetd.toml",
+        &svc("[\"0.0.0.0/0\"]").replace("source_ranges = [\"0.0.0.0/0\"]\n", ""),
+    )])
+    .unwrap();
+    assert!(
+        none.services.services[0].source_ranges.is_empty(),
+        "absent: everybody"
+    );
+    let e = errors(&[(
+        "edgenetd.toml",
+        &svc(r#"["192.0.2.1/24", "nope", "2001:db8::/32", "2001:db8::/32"]"#),
+    )]);
+    for want in [
+        "edgenetd.toml:6:18: error: invalid prefix `192.0.2.1/24`: host bits are set; did you mean \"192.0.2.0/24\"?",
+        "edgenetd.toml:6:34: error: invalid prefix `nope`",
+        "edgenetd.toml:6:59: error: source range 2001:db8::/32 is listed twice",
+        "edgenetd.toml:6:42: note: first listed here",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+    let e = errors(&[("edgenetd.toml", &svc("[]"))]);
+    assert!(
+        e.contains("edgenetd.toml:6:17: error: empty source_ranges: leave the key out to admit every source"),
+        "{e}"
+    );
+}

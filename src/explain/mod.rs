@@ -57,7 +57,7 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
     }
     if desired.controller("service").enabled {
         // Health is unknown offline: every backend counts as up.
-        let model = model::build(&desired.services.services);
+        let model = model::build(&desired.services);
         out.push(elements::full_table(
             &desired.daemon.service_table(),
             &model,

@@ -57,10 +57,32 @@ pub fn load(
             }
             Some(Value::Concat(out))
         }
+        Expr::Bitwise { input, mask, xor } => match load(input, pkt, local)? {
+            Some(Value::Ipv4(a)) => {
+                Some(Value::ip(IpAddr::from(bitwise::<4>(a.octets(), mask, xor))))
+            }
+            Some(Value::Ipv6(a)) => Some(Value::ip(IpAddr::from(bitwise::<16>(
+                a.octets(),
+                mask,
+                xor,
+            )))),
+            None => None,
+            Some(v) => {
+                return Err(ExplainError::Unsupported(format!("a bitwise of {v:?}")));
+            }
+        },
         // numgen/jhash have no single value: the NAT map statement that uses them reports
         // each slot's share instead (see `eval`).
         other => return Err(ExplainError::Unsupported(format!("expression {other:?}"))),
     })
+}
+
+/// `(bytes & mask) ^ xor`, as the kernel's bitwise expression (missing bytes count as 0).
+fn bitwise<const N: usize>(mut bytes: [u8; N], mask: &[u8], xor: &[u8]) -> [u8; N] {
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (*b & mask.get(i).copied().unwrap_or(0)) ^ xor.get(i).copied().unwrap_or(0);
+    }
+    bytes
 }
 
 #[allow(unreachable_patterns)] // see `load`

@@ -27,7 +27,7 @@ use super::model::{self, Model, VipKey};
 use super::observe::{self, Recorders};
 use super::plan::{Delta, Mirror, ServiceChange};
 
-/// Tag of messages that belong to no single service (table structure, masquerade).
+/// Tag of messages that belong to no single service (table structure, shared elements).
 pub(super) const TAG_SHARED: u32 = u32::MAX - 1;
 
 /// Kernel-side state of the controller: the socket, the mirror and what we last saw.
@@ -247,10 +247,11 @@ impl Kernel {
         self.add_recorders(&want)?;
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
-        let found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
+        let mut found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
             .map_err(|e| nft_err("list elements", e))?;
         drift += found.drift;
         let changes = (found.strays.len() + found.missing.len()) as u64;
+        let udp_gone = std::mem::take(&mut found.udp_gone);
         let mut groups: BTreeMap<Option<VipKey>, ServiceChange> = BTreeMap::new();
         for (set, el) in found.strays {
             let key = vip_of(set, &el);
@@ -270,6 +271,10 @@ impl Kernel {
         if drift > 0 {
             metrics::counter!("edgenetd_service_drift_repairs_total").increment(drift);
         }
+        // Found in the kernel, not in the mirror (a restart, a failed sync, a change while
+        // no one watched): a UDP backend's conntrack entries go with its last slot all the
+        // same.
+        self.conntrack_flush(&udp_gone);
         if !failures.is_empty() {
             return joined(failures).into_result(report);
         }
@@ -387,8 +392,8 @@ fn summarize(delta: &Delta) -> String {
 
 fn groups_of(delta: &Delta) -> Vec<ServiceChange> {
     let mut v = delta.services.clone();
-    if !delta.masquerade.adds.is_empty() || !delta.masquerade.deletes.is_empty() {
-        v.push(delta.masquerade.clone());
+    if !delta.shared.adds.is_empty() || !delta.shared.deletes.is_empty() {
+        v.push(delta.shared.clone());
     }
     v
 }

@@ -8,26 +8,36 @@ use crate::dataplane::nft::{Batch, Op, TableRef, render};
 
 use super::layout::{self, SetId};
 use super::model::{Model, VipKey};
-use super::plan::{ServiceChange, masq_refs};
+use super::plan::{ServiceChange, all_slots, shared_refs};
 
+/// The entry an element belongs to; `None` for shared and prefix elements.
 pub(super) fn vip_of(set: SetId, el: &Element) -> Option<VipKey> {
     use crate::config::service::Protocol;
     use crate::dataplane::nft::ir::{ElemKey, Value};
-    if matches!(set, SetId::Masquerade4 | SetId::Masquerade6) {
+    if set.role() != layout::SetRole::Entry {
         return None;
     }
     let ElemKey::Value(Value::Concat(parts)) = &el.key else {
         return None;
+    };
+    // `ranges` and `hosts` keys start with the source, then the entry's address.
+    let parts = if matches!(
+        set,
+        SetId::Ranges4 | SetId::Ranges6 | SetId::Hosts4 | SetId::Hosts6
+    ) {
+        &parts[1..]
+    } else {
+        &parts[..]
     };
     let addr = match parts.first()? {
         Value::Ipv4(a) => (*a).into(),
         Value::Ipv6(a) => (*a).into(),
         _ => return None,
     };
-    let proto = match parts.get(1)? {
-        Value::Proto(n) => Protocol::from_number(*n)?,
-        _ => return None,
+    let Value::Proto(number) = parts.get(1)? else {
+        return None;
     };
+    let proto = Protocol::from_number(*number)?;
     let Value::Port(port) = parts.get(2)? else {
         return None;
     };
@@ -50,7 +60,7 @@ pub(super) fn group<'a>(
                 .get(&k)
                 .map(|e| e.name.clone())
                 .unwrap_or_else(|| "(removed)".into()),
-            None => "masquerade".into(),
+            None => "shared".into(),
         },
         ..Default::default()
     })
@@ -58,21 +68,25 @@ pub(super) fn group<'a>(
 
 /// Every element of `model`, set by set, in model order.
 pub(super) fn each_element(model: &Model, mut f: impl FnMut(SetId, Element)) {
-    for (k, e) in model {
-        let (s, el) = layout::service_element(k, e);
-        f(s, el);
-        if let Some((s, el)) = layout::sticky_vip_element(k, e) {
+    for (k, e) in model.iter() {
+        for (s, el) in layout::entry_elements(k, e) {
             f(s, el);
         }
-        if let super::model::Action::Balance { slots, .. } = &e.action {
-            for (i, b) in slots.iter().enumerate() {
-                let (s, el) = layout::slot_element(k, i as u32, *b);
-                f(s, el);
-            }
+        for (slot, b) in all_slots(e) {
+            let (s, el) = layout::slot_element(k, slot, b);
+            f(s, el);
         }
     }
-    for m in masq_refs(model).keys() {
-        let (s, el) = layout::masquerade_element(m);
+    for m in shared_refs(model).keys() {
+        let (s, el) = m.element();
+        f(s, el);
+    }
+    for n in &model.cluster_cidrs {
+        let (s, el) = layout::cidr_element(true, *n);
+        f(s, el);
+    }
+    for n in &model.service_cidrs {
+        let (s, el) = layout::cidr_element(false, *n);
         f(s, el);
     }
 }

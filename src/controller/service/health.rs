@@ -106,7 +106,10 @@ impl HealthChecks {
         }
         let mut probes = lock(&self.probes);
         probes.retain(|k, _| wanted.contains_key(k));
-        for (k, names) in wanted {
+        for (k, mut names) in wanted {
+            // The entries of one Kubernetes Service port share a name: one label each.
+            names.sort();
+            names.dedup();
             let state = match probes.get(&k) {
                 Some(p) => p.state.clone(),
                 None => {
@@ -181,7 +184,9 @@ impl HealthChecks {
                 };
                 list.push(b.address.to_string());
             }
-            board.insert(s.name.clone(), (up, down));
+            // Entries sharing a name (one Service port's addresses) share their backends:
+            // the board lists them once.
+            board.entry(s.name.clone()).or_insert((up, down));
         }
         lock(&BOARD).services = board;
     }

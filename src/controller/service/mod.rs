@@ -150,7 +150,7 @@ impl Controller for ServiceController {
         let period = desired.controller("service").period;
         self.health.reconcile(&desired.services.services);
         let health = &self.health;
-        let model = model::build_with(&desired.services.services, &|s, b| health.is_up(s, b));
+        let model = model::build_with(&desired.services, &|s, b| health.is_up(s, b));
         health.publish(&desired.services.services);
         let desired_counts = counts(&model);
         progress.beat();

@@ -4,7 +4,11 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::config::service::{Affinity, Protocol, Service, WhenEmpty};
+use ipnet::IpNet;
+
+use crate::config::service::{
+    Affinity, Backend, Masquerade, Protocol, Service, ServicesConfig, WhenEmpty,
+};
 
 use super::slots;
 
@@ -69,68 +73,170 @@ pub enum Action {
     Drop,
 }
 
+/// Whose connections to an entry's address are masqueraded, as the kernel decides it (the
+/// config's [`Masquerade`] resolved against the cluster's prefixes of the address's family).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum MasqPath {
+    /// Nobody's (hairpin connections aside).
+    #[default]
+    Never,
+    /// Everybody's.
+    Always,
+    /// Sources outside the cluster's prefixes of the address's family.
+    OffCluster,
+}
+
 /// One service as the dataplane sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Entry {
-    /// The service's name (for reports).
+    /// The service's name (for reports). Not unique: the entries of one Kubernetes Service
+    /// port share it.
     pub name: String,
-    /// What new connections get.
+    /// What new connections get (every client, or with `internal` the clients that are
+    /// neither in the cluster's prefixes nor this node).
     pub action: Action,
-    /// SNAT to the router for connections to this service's backends.
-    pub masquerade: bool,
+    /// What connections from the cluster's prefixes and from this node get (kube-proxy's
+    /// short-circuit of `externalTrafficPolicy: Local` addresses); `None`: `action` for all.
+    pub internal: Option<Action>,
+    /// Whose connections are masqueraded.
+    pub masquerade: MasqPath,
+    /// Packets to this address at a port/protocol no entry serves are rejected.
+    pub reject_unserved_ports: bool,
+    /// `Some`: only these sources (of the address's family; maybe none) and this node reach
+    /// the entry.
+    pub source_ranges: Option<Vec<IpNet>>,
 }
 
 impl Entry {
     /// The remembering timeout (seconds) of a balanced sticky service.
     pub fn sticky_timeout(&self) -> Option<u32> {
-        match &self.action {
-            Action::Balance { selection, .. } => selection.sticky_timeout(),
-            _ => None,
-        }
+        std::iter::once(&self.action)
+            .chain(&self.internal)
+            .find_map(|a| match a {
+                Action::Balance { selection, .. } => selection.sticky_timeout(),
+                _ => None,
+            })
     }
 
-    /// The backends of this entry's slots, each once, sorted.
+    /// The backends of this entry's slots (the internal ones included), each once, sorted.
     pub fn backends(&self) -> Vec<SocketAddr> {
-        match &self.action {
-            Action::Balance { slots, .. } => {
-                let mut v = slots.clone();
-                v.sort();
-                v.dedup();
-                v
-            }
-            _ => Vec::new(),
+        let mut v: Vec<SocketAddr> = slots_of(&self.action).to_vec();
+        if let Some(i) = &self.internal {
+            v.extend_from_slice(slots_of(i));
+        }
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+/// The slots of an action (none unless it balances).
+pub fn slots_of(a: &Action) -> &[SocketAddr] {
+    match a {
+        Action::Balance { slots, .. } => slots,
+        _ => &[],
+    }
+}
+
+/// Every service's entry, ordered by key (the order of plans and batches), and the cluster's
+/// prefixes the table's rules test sources and destinations against.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Model {
+    /// The entries.
+    pub entries: BTreeMap<VipKey, Entry>,
+    /// The cluster's pod prefixes (normalized: sorted, none inside another).
+    pub cluster_cidrs: Vec<IpNet>,
+    /// The prefixes cluster IPs come from (normalized).
+    pub service_cidrs: Vec<IpNet>,
+}
+
+impl Model {
+    /// No entries and no prefixes.
+    pub fn new() -> Model {
+        Model::default()
+    }
+}
+
+impl std::ops::Deref for Model {
+    type Target = BTreeMap<VipKey, Entry>;
+    fn deref(&self) -> &Self::Target {
+        &self.entries
+    }
+}
+
+impl std::ops::DerefMut for Model {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.entries
+    }
+}
+
+impl FromIterator<(VipKey, Entry)> for Model {
+    fn from_iter<I: IntoIterator<Item = (VipKey, Entry)>>(iter: I) -> Model {
+        Model {
+            entries: iter.into_iter().collect(),
+            ..Model::default()
         }
     }
 }
 
-/// Every service's entry, ordered by key (the order of plans and batches).
-pub type Model = BTreeMap<VipKey, Entry>;
-
-/// The entry of one validated service, every backend up.
+/// The entry of one validated service, every backend up, without cluster prefixes.
 pub fn entry(s: &Service) -> Entry {
-    entry_with(s, &|_, _| true)
+    entry_with(s, &[], &|_, _| true)
 }
 
 /// The entry of one validated service; backends for which `up` says false get no slots.
-pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Entry {
-    let slots = if s.backends.iter().all(|b| up(s, b.address)) {
-        slots::spread(&s.backends)
+/// `cluster_cidrs` are the cluster's pod prefixes (for [`Masquerade::OffCluster`]).
+pub fn entry_with(
+    s: &Service,
+    cluster_cidrs: &[IpNet],
+    up: &dyn Fn(&Service, SocketAddr) -> bool,
+) -> Entry {
+    let v4 = s.address.is_ipv4();
+    let detector = cluster_cidrs.iter().any(|n| n.addr().is_ipv4() == v4);
+    let masquerade = match s.masquerade {
+        Masquerade::Never => MasqPath::Never,
+        Masquerade::Always => MasqPath::Always,
+        // Without a prefix of the family there is no local-traffic detector: nobody.
+        Masquerade::OffCluster if detector => MasqPath::OffCluster,
+        Masquerade::OffCluster => MasqPath::Never,
+    };
+    Entry {
+        name: s.name.clone(),
+        action: action(s, &s.backends, up),
+        internal: s.internal_backends.as_ref().map(|b| action(s, b, up)),
+        masquerade,
+        reject_unserved_ports: s.reject_unserved_ports,
+        source_ranges: (!s.source_ranges.is_empty()).then(|| {
+            crate::dataplane::nft::encode::normalize_prefixes(
+                s.source_ranges
+                    .iter()
+                    .copied()
+                    .filter(|n| n.addr().is_ipv4() == v4),
+            )
+        }),
+    }
+}
+
+/// What new connections get from `backends` (the service's, or its internal ones): each set
+/// is empty on its own, and `when_empty`/`fallback` apply to it alone.
+fn action(s: &Service, backends: &[Backend], up: &dyn Fn(&Service, SocketAddr) -> bool) -> Action {
+    let slots = if backends.iter().all(|b| up(s, b.address)) {
+        slots::spread(backends)
     } else {
-        let live: Vec<_> = s
-            .backends
+        let live: Vec<_> = backends
             .iter()
             .filter(|b| up(s, b.address))
             .copied()
             .collect();
         slots::spread(&live)
     };
-    let action = if slots.is_empty() {
+    if slots.is_empty() {
         match (s.fallback, s.when_empty) {
             // The sorry server is dealt at random, never remembered: a sticky client must
             // not stay on it once a backend is back.
             (Some(sorry), _) => Action::Balance {
                 selection: Selection::Random,
-                slots: slots::spread(&[crate::config::service::Backend {
+                slots: slots::spread(&[Backend {
                     address: sorry,
                     weight: 1,
                 }]),
@@ -143,11 +249,6 @@ pub fn entry_with(s: &Service, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Ent
             selection: selection(s.affinity),
             slots,
         }
-    };
-    Entry {
-        name: s.name.clone(),
-        action,
-        masquerade: s.masquerade == crate::config::service::Masquerade::Always,
     }
 }
 
@@ -172,13 +273,29 @@ pub fn recorders(model: &Model) -> std::collections::BTreeSet<(u32, bool)> {
 }
 
 /// The model of a whole config, every backend up (validation guarantees unique keys).
-pub fn build(services: &[Service]) -> Model {
+pub fn build(services: &ServicesConfig) -> Model {
     build_with(services, &|_, _| true)
 }
 
+/// The model of services alone (no cluster or service prefixes), every backend up.
+pub fn build_list(services: &[Service]) -> Model {
+    build_parts(services, &[], &[], &|_, _| true)
+}
+
 /// The model of a whole config; backends for which `up` says false get no slots.
-pub fn build_with(services: &[Service], up: &dyn Fn(&Service, SocketAddr) -> bool) -> Model {
-    services
+pub fn build_with(cfg: &ServicesConfig, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Model {
+    build_parts(&cfg.services, &cfg.cluster_cidrs, &cfg.service_cidrs, up)
+}
+
+fn build_parts(
+    services: &[Service],
+    cluster_cidrs: &[IpNet],
+    service_cidrs: &[IpNet],
+    up: &dyn Fn(&Service, SocketAddr) -> bool,
+) -> Model {
+    use crate::dataplane::nft::encode::normalize_prefixes;
+    let cluster_cidrs = normalize_prefixes(cluster_cidrs.iter().copied());
+    let entries = services
         .iter()
         .map(|s| {
             (
@@ -187,8 +304,13 @@ pub fn build_with(services: &[Service], up: &dyn Fn(&Service, SocketAddr) -> boo
                     proto: s.protocol,
                     port: s.port,
                 },
-                entry_with(s, up),
+                entry_with(s, &cluster_cidrs, up),
             )
         })
-        .collect()
+        .collect();
+    Model {
+        entries,
+        service_cidrs: normalize_prefixes(service_cidrs.iter().copied()),
+        cluster_cidrs,
+    }
 }

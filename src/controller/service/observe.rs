@@ -7,18 +7,20 @@
 //! Each kernel element is decoded back into its service (and slot), and its value compared
 //! with what the model says. What does not match is a stray (deleted by key); whatever the
 //! model has that no kernel element matched is missing (added). What differs for a service
-//! whose entry the mirror also holds unchanged is drift.
+//! whose entry the mirror also holds unchanged is drift. Every set of the layout is covered:
+//! the entries' own elements, the shared (reference-counted) ones, and the prefixes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
+use crate::dataplane::nft::encode::{element_keys, encode};
 use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
 use crate::dataplane::nft::{ElemInfo, NftError};
 
 use super::Kernel;
-use super::layout::{self, MasqKey, SetId};
-use super::model::{Action, Entry, Model, VipKey};
-use super::plan::{Mirror, masq_refs};
+use super::layout::{self, SetId, SetRole, Shared};
+use super::model::{Model, VipKey};
+use super::plan::{Mirror, all_slots, shared_refs};
 
 /// The (timeout, family) pairs of recorder chains.
 pub(super) type Recorders = std::collections::BTreeSet<(u32, bool)>;
@@ -122,25 +124,35 @@ pub struct Findings {
     pub strays: Vec<(SetId, Element)>,
     /// Elements to add.
     pub missing: Vec<(SetId, Element)>,
-    /// Differences in services (and masquerade elements) the mirror says were committed as
+    /// Differences in services (and shared elements) the mirror says were committed as
     /// they are still desired: changed behind our back.
     pub drift: u64,
+    /// UDP backends the kernel still has slots for that their service no longer has: their
+    /// conntrack entries must go, as after an incremental sync (UDP has no close).
+    pub udp_gone: Vec<(VipKey, SocketAddr)>,
 }
 
-#[derive(Default)]
-struct Seen {
-    verdict: bool,
-    sticky: bool,
-    slots: Vec<bool>,
+/// The backend of map data `d` (address, then the port padded to 4 bytes).
+fn backend_of(d: &[u8]) -> Option<SocketAddr> {
+    let (ip, rest): (IpAddr, &[u8]) = match d.len() {
+        8 => (IpAddr::from(<[u8; 4]>::try_from(&d[..4]).ok()?), &d[4..]),
+        20 => (IpAddr::from(<[u8; 16]>::try_from(&d[..16]).ok()?), &d[16..]),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, u16::from_be_bytes([rest[0], rest[1]])))
 }
 
-/// The service (and slot) of a `services` or `backends` key, read straight from the bytes.
+/// The service (and slot) of a key of a set keyed by entry, read straight from the bytes.
 fn decode_vip(set: SetId, key: &[u8]) -> Option<(VipKey, Option<u32>)> {
     use crate::config::service::Protocol;
-    if matches!(set, SetId::Masquerade4 | SetId::Masquerade6) {
-        return None;
-    }
-    let k = layout::key_parts(set, key)?;
+    let k = match set {
+        SetId::Ranges4 | SetId::Ranges6 | SetId::Hosts4 | SetId::Hosts6 => {
+            // The source first, then the entry's address . protocol . port.
+            let alen = if set.is_v4() { 4 } else { 16 };
+            layout::key_parts(SetId::Services4.of_family(set.is_v4()), key.get(alen..)?)?
+        }
+        _ => layout::key_parts(set, key)?,
+    };
     let proto = Protocol::from_number(k.proto)?;
     let vip = VipKey {
         addr: k.addr,
@@ -182,8 +194,81 @@ fn verdict_matches(info: &ElemInfo, want: &Verdict) -> bool {
     }
 }
 
-fn unchanged(believed: Option<&Mirror>, k: &VipKey, e: Option<&Entry>) -> bool {
+/// True when kernel element `info` is `want` (key and value).
+fn element_matches(info: &ElemInfo, want: &Element) -> bool {
+    let ElemKey::Value(k) = &want.key else {
+        return false;
+    };
+    if encode(k).ok().as_deref() != Some(&info.key[..]) {
+        return false;
+    }
+    match &want.data {
+        None => true,
+        Some(Value::Verdict(v)) => verdict_matches(info, v),
+        Some(_) => false,
+    }
+}
+
+fn unchanged(believed: Option<&Mirror>, k: &VipKey, e: Option<&super::model::Entry>) -> bool {
     believed.is_some_and(|m| m.model.get(k) == e)
+}
+
+/// A kernel interval as (start, end) keys, the end exclusive (`None`: to the top).
+type Interval = (Vec<u8>, Option<Vec<u8>>);
+
+/// The intervals of an interval set's elements (start and end elements, in any order).
+fn intervals(elems: &[(Vec<u8>, bool)]) -> Vec<Interval> {
+    let mut v: Vec<&(Vec<u8>, bool)> = elems.iter().collect();
+    // At one key an interval's end comes before the next one's start.
+    v.sort_by(|a, b| (&a.0, !a.1).cmp(&(&b.0, !b.1)));
+    let mut out = Vec::new();
+    let mut open: Option<Vec<u8>> = None;
+    for (key, end) in v {
+        match (end, open.take()) {
+            (true, Some(start)) => out.push((start, Some(key.clone()))),
+            (true, None) => {}
+            (false, Some(start)) => {
+                out.push((start, None));
+                open = Some(key.clone());
+            }
+            (false, None) => open = Some(key.clone()),
+        }
+    }
+    if let Some(start) = open {
+        out.push((start, None));
+    }
+    out
+}
+
+/// The element that deletes kernel interval `iv` of a family.
+fn interval_element(v4: bool, iv: &Interval) -> Option<Element> {
+    let ip = |b: &[u8]| -> Option<IpAddr> {
+        Some(if v4 {
+            IpAddr::from(<[u8; 4]>::try_from(b).ok()?)
+        } else {
+            IpAddr::from(<[u8; 16]>::try_from(b).ok()?)
+        })
+    };
+    let start = ip(&iv.0)?;
+    let last = match &iv.1 {
+        Some(end) => {
+            // The end key is exclusive: the last address is one below it.
+            let mut b = end.clone();
+            for byte in b.iter_mut().rev() {
+                let (v, borrow) = byte.overflowing_sub(1);
+                *byte = v;
+                if !borrow {
+                    break;
+                }
+            }
+            ip(&b)?
+        }
+        None => ip(&vec![0xff; iv.0.len()])?,
+    };
+    Some(Element::key(ElemKey::Range(
+        Value::ip(start),
+        Value::ip(last),
+    )))
 }
 
 /// Checks kernel elements, fed one at a time, against the desired model.
@@ -192,9 +277,15 @@ pub struct Verifier<'a> {
     believed: Option<&'a Mirror>,
     /// Strays with whether each counts as drift.
     strays: Vec<(SetId, Element, bool)>,
-    seen: HashMap<VipKey, Seen>,
-    want_masq: BTreeMap<MasqKey, u32>,
-    seen_masq: BTreeMap<MasqKey, bool>,
+    /// Entries' own elements seen: (entry, set, index in `entry_elements`).
+    seen: HashSet<(VipKey, SetId, usize)>,
+    /// Slots seen per entry.
+    seen_slots: HashMap<VipKey, BTreeSet<u32>>,
+    want_shared: BTreeMap<Shared, u32>,
+    seen_shared: BTreeSet<Shared>,
+    /// The interval sets' elements as listed: (key, interval end).
+    prefixes: BTreeMap<SetId, Vec<(Vec<u8>, bool)>>,
+    udp_gone: BTreeSet<(VipKey, SocketAddr)>,
 }
 
 impl<'a> Verifier<'a> {
@@ -205,9 +296,12 @@ impl<'a> Verifier<'a> {
             desired,
             believed,
             strays: Vec::new(),
-            seen: HashMap::new(),
-            want_masq: masq_refs(desired),
-            seen_masq: BTreeMap::new(),
+            seen: HashSet::new(),
+            seen_slots: HashMap::new(),
+            want_shared: shared_refs(desired),
+            seen_shared: BTreeSet::new(),
+            prefixes: BTreeMap::new(),
+            udp_gone: BTreeSet::new(),
         }
     }
 
@@ -215,30 +309,14 @@ impl<'a> Verifier<'a> {
     pub fn restart(&mut self, set: SetId) {
         self.strays.retain(|(s, _, _)| *s != set);
         let v4 = set.is_v4();
-        match set {
-            SetId::Services4 | SetId::Services6 => {
-                for (k, s) in self.seen.iter_mut() {
-                    if k.addr.is_ipv4() == v4 {
-                        s.verdict = false;
-                    }
-                }
+        match set.role() {
+            SetRole::Entry if matches!(set, SetId::Backends4 | SetId::Backends6) => {
+                self.seen_slots.retain(|k, _| k.addr.is_ipv4() != v4);
             }
-            SetId::Backends4 | SetId::Backends6 => {
-                for (k, s) in self.seen.iter_mut() {
-                    if k.addr.is_ipv4() == v4 {
-                        s.slots.clear();
-                    }
-                }
-            }
-            SetId::Masquerade4 | SetId::Masquerade6 => {
-                self.seen_masq.retain(|m, _| m.backend.is_ipv4() != v4);
-            }
-            SetId::StickyVips4 | SetId::StickyVips6 => {
-                for (k, s) in self.seen.iter_mut() {
-                    if k.addr.is_ipv4() == v4 {
-                        s.sticky = false;
-                    }
-                }
+            SetRole::Entry => self.seen.retain(|(_, s, _)| *s != set),
+            SetRole::Shared => self.seen_shared.retain(|m| m.element().0 != set),
+            SetRole::Global => {
+                self.prefixes.remove(&set);
             }
         }
     }
@@ -252,95 +330,77 @@ impl<'a> Verifier<'a> {
     /// Checks one kernel element of `set`.
     pub fn feed(&mut self, set: SetId, info: &ElemInfo) {
         let believed = self.believed;
-        match set {
-            SetId::Masquerade4 | SetId::Masquerade6 => {
-                let Some(el) = layout::decode_key(set, &info.key) else {
-                    return;
-                };
-                let ElemKey::Value(Value::Concat(p)) = &el.key else {
-                    return;
-                };
-                let (ip, proto, port) = match (&p[0], &p[1], &p[2]) {
-                    (Value::Ipv4(a), Value::Proto(pr), Value::Port(po)) => {
-                        (IpAddr::from(*a), *pr, *po)
-                    }
-                    (Value::Ipv6(a), Value::Proto(pr), Value::Port(po)) => {
-                        (IpAddr::from(*a), *pr, *po)
-                    }
-                    _ => return,
-                };
-                let m = MasqKey {
-                    backend: SocketAddr::new(ip, port),
-                    proto,
-                };
-                if self.want_masq.contains_key(&m) {
-                    self.seen_masq.insert(m, true);
-                } else {
-                    let drift = believed.is_some_and(|b| !b.masq_refs.contains_key(&m));
+        match set.role() {
+            SetRole::Global => {
+                self.prefixes
+                    .entry(set)
+                    .or_default()
+                    .push((info.key.clone(), info.interval_end));
+            }
+            SetRole::Shared => match Shared::decode(set, &info.key) {
+                Some(m) if self.want_shared.contains_key(&m) => {
+                    self.seen_shared.insert(m);
+                }
+                m => {
+                    let drift =
+                        believed.is_some_and(|b| m.is_none_or(|m| !b.shared_refs.contains_key(&m)));
                     self.stray(set, info, drift);
                 }
-            }
-            SetId::Services4 | SetId::Services6 => {
-                let Some((k, _)) = decode_vip(set, &info.key) else {
-                    return;
-                };
-                let entry = self.desired.get(&k);
-                match entry {
-                    Some(e) if verdict_matches(info, &layout::verdict(&k, e)) => {
-                        self.seen.entry(k).or_default().verdict = true;
-                    }
-                    _ => {
-                        // A changed verdict counts once, as missing, in `finish`.
-                        let drift = entry.is_none() && unchanged(believed, &k, entry);
-                        self.stray(set, info, drift);
-                    }
-                }
-            }
-            SetId::StickyVips4 | SetId::StickyVips6 => {
-                let Some((k, _)) = decode_vip(set, &info.key) else {
-                    return;
-                };
-                let entry = self.desired.get(&k);
-                let want = entry.and_then(|e| layout::sticky_vip_element(&k, e));
-                match want.as_ref().and_then(|(_, el)| el.data.as_ref()) {
-                    Some(Value::Verdict(v)) if verdict_matches(info, v) => {
-                        self.seen.entry(k).or_default().sticky = true;
-                    }
-                    _ => {
-                        // A changed recorder counts once, as missing, in `finish`.
-                        let drift = want.is_none() && unchanged(believed, &k, entry);
-                        self.stray(set, info, drift);
-                    }
-                }
-            }
-            SetId::Backends4 | SetId::Backends6 => {
+            },
+            SetRole::Entry if matches!(set, SetId::Backends4 | SetId::Backends6) => {
                 let Some((k, Some(slot))) = decode_vip(set, &info.key) else {
                     return;
                 };
                 let entry = self.desired.get(&k);
-                let ok = match entry.map(|e| &e.action) {
-                    Some(Action::Balance { slots, .. }) => {
-                        slots.get(slot as usize).is_some_and(|b| {
-                            info.data.as_deref().is_some_and(|d| backend_matches(d, b))
-                        })
-                    }
-                    _ => false,
-                };
+                let slots = entry.map(all_slots).unwrap_or_default();
+                let want = slots.iter().find(|(s, _)| *s == slot);
+                let ok = want.is_some_and(|(_, b)| {
+                    info.data.as_deref().is_some_and(|d| backend_matches(d, b))
+                });
                 if ok {
-                    let s = self.seen.entry(k).or_default();
-                    if s.slots.len() <= slot as usize {
-                        s.slots.resize(slot as usize + 1, false);
-                    }
-                    s.slots[slot as usize] = true;
+                    self.seen_slots.entry(k).or_default().insert(slot);
                 } else {
                     // A changed value counts once, as missing, in `finish`; a slot the
                     // service does not have counts here.
-                    let beyond = match entry.map(|e| &e.action) {
-                        Some(Action::Balance { slots, .. }) => slot as usize >= slots.len(),
-                        _ => true,
-                    };
-                    let drift = beyond && unchanged(believed, &k, entry);
+                    let drift = want.is_none() && unchanged(believed, &k, entry);
                     self.stray(set, info, drift);
+                    let gone =
+                        info.data.as_deref().and_then(backend_of).filter(|b| {
+                            entry.is_none_or(|e| e.backends().binary_search(b).is_err())
+                        });
+                    if let Some(b) = gone
+                        && k.proto == crate::config::service::Protocol::Udp
+                    {
+                        self.udp_gone.insert((k, b));
+                    }
+                }
+            }
+            SetRole::Entry => {
+                let Some((k, _)) = decode_vip(set, &info.key) else {
+                    self.stray(set, info, believed.is_some());
+                    return;
+                };
+                let entry = self.desired.get(&k);
+                let els = entry
+                    .map(|e| layout::entry_elements(&k, e))
+                    .unwrap_or_default();
+                let found = els
+                    .iter()
+                    .position(|(s, el)| *s == set && element_matches(info, el));
+                match found {
+                    Some(i) => {
+                        self.seen.insert((k, set, i));
+                    }
+                    None => {
+                        // A changed value counts once, as missing, in `finish`.
+                        let same_key = els.iter().any(|(s, el)| {
+                            *s == set
+                                && matches!(&el.key, ElemKey::Value(v)
+                                    if encode(v).ok().as_deref() == Some(&info.key[..]))
+                        });
+                        let drift = !same_key && unchanged(believed, &k, entry);
+                        self.stray(set, info, drift);
+                    }
                 }
             }
         }
@@ -348,38 +408,86 @@ impl<'a> Verifier<'a> {
 
     /// What to delete and add, and the drift.
     pub fn finish(self) -> Findings {
-        let mut f = Findings::default();
+        let mut f = Findings {
+            udp_gone: self.udp_gone.into_iter().collect(),
+            ..Findings::default()
+        };
         for (s, el, drift) in self.strays {
             f.strays.push((s, el));
             f.drift += drift as u64;
         }
-        for (k, e) in self.desired {
-            let s = self.seen.get(k);
+        for (k, e) in self.desired.iter() {
             let drift = unchanged(self.believed, k, Some(e));
-            if !s.is_some_and(|s| s.verdict) {
-                f.missing.push(layout::service_element(k, e));
-                f.drift += drift as u64;
+            for (i, (set, el)) in layout::entry_elements(k, e).into_iter().enumerate() {
+                if !self.seen.contains(&(*k, set, i)) {
+                    f.missing.push((set, el));
+                    f.drift += drift as u64;
+                }
             }
-            if let Some(el) = layout::sticky_vip_element(k, e)
-                && !s.is_some_and(|s| s.sticky)
-            {
-                f.missing.push(el);
-                f.drift += drift as u64;
-            }
-            if let Action::Balance { slots, .. } = &e.action {
-                for (i, b) in slots.iter().enumerate() {
-                    if !s.is_some_and(|s| s.slots.get(i).copied().unwrap_or(false)) {
-                        f.missing.push(layout::slot_element(k, i as u32, *b));
-                        f.drift += drift as u64;
-                    }
+            let seen = self.seen_slots.get(k);
+            for (slot, b) in all_slots(e) {
+                if !seen.is_some_and(|s| s.contains(&slot)) {
+                    f.missing.push(layout::slot_element(k, slot, b));
+                    f.drift += drift as u64;
                 }
             }
         }
-        for m in self.want_masq.keys() {
-            if !self.seen_masq.contains_key(m) {
-                f.missing.push(layout::masquerade_element(m));
-                f.drift += self.believed.is_some_and(|b| b.masq_refs.contains_key(m)) as u64;
+        for m in self.want_shared.keys() {
+            if !self.seen_shared.contains(m) {
+                f.missing.push(m.element());
+                f.drift += self.believed.is_some_and(|b| b.shared_refs.contains_key(m)) as u64;
             }
+        }
+        for (cluster, set) in [
+            (true, SetId::Cluster4),
+            (true, SetId::Cluster6),
+            (false, SetId::ServiceCidrs4),
+            (false, SetId::ServiceCidrs6),
+        ] {
+            let v4 = set.is_v4();
+            let want: Vec<ipnet::IpNet> = if cluster {
+                &self.desired.cluster_cidrs
+            } else {
+                &self.desired.service_cidrs
+            }
+            .iter()
+            .filter(|n| n.addr().is_ipv4() == v4)
+            .copied()
+            .collect();
+            let mut want_keys = Vec::new();
+            for n in &want {
+                if let Ok(keys) = element_keys(&ElemKey::Prefix(*n), true) {
+                    want_keys.extend(keys.into_iter().map(|k| (k.key, k.interval_end)));
+                }
+            }
+            let have = self.prefixes.get(&set).cloned().unwrap_or_default();
+            if intervals(&have) == intervals(&want_keys) {
+                continue;
+            }
+            // Replaced as a whole: a few elements, and an interval set's elements are not
+            // worth matching one by one.
+            for iv in intervals(&have) {
+                if let Some(el) = interval_element(v4, &iv) {
+                    f.strays.push((set, el));
+                }
+            }
+            for n in want {
+                f.missing.push(layout::cidr_element(cluster, n));
+            }
+            let believed = self.believed.is_some_and(|b| {
+                let old = if cluster {
+                    &b.model.cluster_cidrs
+                } else {
+                    &b.model.service_cidrs
+                };
+                let new = if cluster {
+                    &self.desired.cluster_cidrs
+                } else {
+                    &self.desired.service_cidrs
+                };
+                old == new
+            });
+            f.drift += believed as u64;
         }
         f
     }

@@ -2,16 +2,21 @@
 //! element deletes and adds that touch only the services that changed.
 //!
 //! Pure and deterministic: services in key order, slots in slot order, deletes before adds
-//! of the same key. Shared `masquerade` elements are reference-counted over services.
+//! of the same key. Elements shared by the entries of one address or backend (hairpin,
+//! unserved, owned) are reference-counted over entries; the cluster and service prefixes
+//! are diffed as lists. Nothing here keys by name: the entries of one Kubernetes Service
+//! port share one.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use crate::config::service::Protocol;
-use crate::dataplane::nft::ir::Element;
+use ipnet::IpNet;
 
-use super::layout::{self, MasqKey, SetId};
-use super::model::{Action, Entry, Model, Selection, VipKey};
+use crate::config::service::Protocol;
+use crate::dataplane::nft::ir::{ElemKey, Element};
+
+use super::layout::{self, INTERNAL_SLOT_BASE, SetId, Shared};
+use super::model::{Action, Entry, MasqPath, Model, Selection, VipKey, slots_of};
 
 /// One service's element changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,10 +38,10 @@ pub struct ServiceChange {
 pub struct Delta {
     /// Per changed service, in key order.
     pub services: Vec<ServiceChange>,
-    /// Shared `masquerade` elements whose reference count crossed zero.
-    pub masquerade: ServiceChange,
+    /// Shared elements whose reference count crossed zero, and changed prefixes.
+    pub shared: ServiceChange,
     /// Reference count changes to apply to the mirror after a commit.
-    pub masq_refs: BTreeMap<MasqKey, i64>,
+    pub shared_refs: BTreeMap<Shared, i64>,
     /// UDP backends that lost every slot of a service (their conntrack entries must go).
     pub udp_drained: Vec<(VipKey, SocketAddr)>,
     /// Backends a sticky service stopped using (removed, drained, down, or the service is no
@@ -49,7 +54,7 @@ impl Delta {
     pub fn writes(&self) -> usize {
         self.services
             .iter()
-            .chain(std::iter::once(&self.masquerade))
+            .chain(std::iter::once(&self.shared))
             .map(|c| c.deletes.len() + c.adds.len())
             .sum()
     }
@@ -63,46 +68,44 @@ impl Delta {
 /// What is committed in the kernel (as far as this process knows).
 #[derive(Debug, Clone, Default)]
 pub struct Mirror {
-    /// Committed services.
+    /// Committed services and prefixes.
     pub model: Model,
-    /// How many committed masquerading services use each `masquerade` element.
-    pub masq_refs: BTreeMap<MasqKey, u32>,
+    /// How many committed entries use each shared element.
+    pub shared_refs: BTreeMap<Shared, u32>,
 }
 
-fn masq_keys(key: &VipKey, e: &Entry) -> Vec<MasqKey> {
-    if !e.masquerade {
-        return Vec::new();
-    }
-    e.backends()
-        .into_iter()
-        .map(|backend| MasqKey {
-            backend,
-            proto: key.proto.number(),
-        })
-        .collect()
-}
-
-/// Reference counts of `masquerade` elements for a whole model.
-pub fn masq_refs(model: &Model) -> BTreeMap<MasqKey, u32> {
+/// Reference counts of the shared elements of a whole model.
+pub fn shared_refs(model: &Model) -> BTreeMap<Shared, u32> {
     let mut refs = BTreeMap::new();
-    for (k, e) in model {
-        for m in masq_keys(k, e) {
+    for (k, e) in model.iter() {
+        for m in layout::shared_keys(k, e) {
             *refs.entry(m).or_insert(0) += 1;
         }
     }
     refs
 }
 
-fn slots(e: &Entry) -> &[SocketAddr] {
-    match &e.action {
-        Action::Balance { slots, .. } => slots,
-        _ => &[],
+/// The `backends` slots of an entry: (slot number, backend), the internal ones from
+/// [`INTERNAL_SLOT_BASE`].
+pub fn all_slots(e: &Entry) -> Vec<(u32, SocketAddr)> {
+    let mut v: Vec<(u32, SocketAddr)> = slots_of(&e.action)
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (i as u32, *b))
+        .collect();
+    if let Some(internal) = &e.internal {
+        v.extend(
+            slots_of(internal)
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (INTERNAL_SLOT_BASE + i as u32, *b)),
+        );
     }
+    v
 }
 
-/// What a service's entry does, as `plan` prints it.
-pub(super) fn describe(e: &Entry) -> String {
-    let mut s = match &e.action {
+fn describe_action(a: &Action) -> String {
+    match a {
         Action::Balance { selection, slots } => {
             let mut counts: BTreeMap<SocketAddr, usize> = BTreeMap::new();
             for b in slots {
@@ -118,9 +121,26 @@ pub(super) fn describe(e: &Entry) -> String {
         }
         Action::Reject => "no backend: reject".into(),
         Action::Drop => "no backend: drop".into(),
-    };
-    if e.masquerade {
-        s.push_str(", masquerade");
+    }
+}
+
+/// What a service's entry does, as `plan` prints it.
+pub(super) fn describe(e: &Entry) -> String {
+    let mut s = describe_action(&e.action);
+    if let Some(i) = &e.internal {
+        s.push_str(&format!("; cluster and this node: {}", describe_action(i)));
+    }
+    match e.masquerade {
+        MasqPath::Never => {}
+        MasqPath::Always => s.push_str(", masquerade"),
+        MasqPath::OffCluster => s.push_str(", masquerade off-cluster sources"),
+    }
+    if let Some(r) = &e.source_ranges {
+        let list: Vec<String> = r.iter().map(|n| n.to_string()).collect();
+        s.push_str(&format!(", sources {{{}}} and this node", list.join(", ")));
+    }
+    if e.reject_unserved_ports {
+        s.push_str(", other ports rejected");
     }
     s
 }
@@ -129,7 +149,7 @@ impl Mirror {
     /// The mirror of a committed model.
     pub fn of(model: Model) -> Mirror {
         Mirror {
-            masq_refs: masq_refs(&model),
+            shared_refs: shared_refs(&model),
             model,
         }
     }
@@ -164,21 +184,38 @@ impl Mirror {
                 }
             }
         }
-        for (m, d) in &delta.masq_refs {
-            let before = self.masq_refs.get(m).copied().unwrap_or(0) as i64;
+        let (mut added, mut removed) = (0, 0);
+        for (m, d) in &delta.shared_refs {
+            let before = self.shared_refs.get(m).copied().unwrap_or(0) as i64;
             let after = before + d;
             if before == 0 && after > 0 {
-                delta.masquerade.adds.push(layout::masquerade_element(m));
+                delta.shared.adds.push(m.element());
+                added += 1;
             } else if before > 0 && after <= 0 {
-                delta.masquerade.deletes.push(layout::masquerade_element(m));
+                delta.shared.deletes.push(m.element());
+                removed += 1;
             }
         }
-        if !delta.masquerade.adds.is_empty() || !delta.masquerade.deletes.is_empty() {
-            delta.masquerade.name = "masquerade".into();
-            delta.masquerade.summary = format!(
-                "~ masquerade: +{} -{} backends",
-                delta.masquerade.adds.len(),
-                delta.masquerade.deletes.len()
+        for (cluster, old, new) in [
+            (true, &self.model.cluster_cidrs, &desired.cluster_cidrs),
+            (false, &self.model.service_cidrs, &desired.service_cidrs),
+        ] {
+            prefix_change(&mut delta.shared, cluster, old, new);
+        }
+        if !delta.shared.adds.is_empty() || !delta.shared.deletes.is_empty() {
+            delta.shared.name = "shared".into();
+            delta.shared.summary = format!(
+                "~ shared: +{added} -{removed} address elements; cluster {:?} service {:?}",
+                desired
+                    .cluster_cidrs
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>(),
+                desired
+                    .service_cidrs
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
             );
         }
         delta
@@ -186,38 +223,41 @@ impl Mirror {
 
     /// Records a committed delta: the mirror becomes `desired`.
     pub fn commit(&mut self, desired: Model, delta: &Delta) {
-        for (m, d) in &delta.masq_refs {
-            let n = self.masq_refs.get(m).copied().unwrap_or(0) as i64 + d;
+        for (m, d) in &delta.shared_refs {
+            let n = self.shared_refs.get(m).copied().unwrap_or(0) as i64 + d;
             if n > 0 {
-                self.masq_refs.insert(*m, n as u32);
+                self.shared_refs.insert(*m, n as u32);
             } else {
-                self.masq_refs.remove(m);
+                self.shared_refs.remove(m);
             }
         }
         self.model = desired;
     }
 }
 
+/// The prefix elements that turn `old` into `new` (both normalized: none inside another, so
+/// each is one kernel interval).
+fn prefix_change(c: &mut ServiceChange, cluster: bool, old: &[IpNet], new: &[IpNet]) {
+    for n in old.iter().filter(|n| !new.contains(n)) {
+        c.deletes.push(layout::cidr_element(cluster, *n));
+    }
+    for n in new.iter().filter(|n| !old.contains(n)) {
+        c.adds.push(layout::cidr_element(cluster, *n));
+    }
+}
+
+fn same_key(a: &(SetId, Element), b: &(SetId, Element)) -> bool {
+    a.0 == b.0 && a.1.key == b.1.key
+}
+
+fn key_only(el: &(SetId, Element)) -> (SetId, Element) {
+    (el.0, Element::key(el.1.key.clone()))
+}
+
 impl Delta {
-    /// A sticky service's recorder element, and the backends whose remembered clients must
-    /// be forgotten: those it had while sticky and no longer has as a sticky service.
-    fn sticky_change(
-        &mut self,
-        c: &mut ServiceChange,
-        k: &VipKey,
-        old: Option<&Entry>,
-        new: Option<&Entry>,
-    ) {
-        let old_sticky = old.and_then(|o| layout::sticky_vip_element(k, o));
-        let new_sticky = new.and_then(|n| layout::sticky_vip_element(k, n));
-        if old_sticky != new_sticky {
-            if old_sticky.is_some() {
-                c.deletes.push(layout::sticky_vip_key(k));
-            }
-            if let Some(el) = new_sticky {
-                c.adds.push(el);
-            }
-        }
+    /// The backends whose remembered clients must be forgotten: those a sticky service had
+    /// and no longer has as a sticky service.
+    fn sticky_change(&mut self, k: &VipKey, old: Option<&Entry>, new: Option<&Entry>) {
         if let Some(o) = old.filter(|o| o.sticky_timeout().is_some()) {
             let keep = new
                 .filter(|n| n.sticky_timeout().is_some())
@@ -250,43 +290,64 @@ impl Delta {
             }
             (None, None) => String::new(),
         };
-        // The verdict element.
-        let old_verdict = old.map(|o| layout::verdict(k, o));
-        let new_verdict = new.map(|n| layout::verdict(k, n));
-        if old_verdict != new_verdict {
-            if old.is_some() {
-                c.deletes.push(layout::service_key(k));
-            }
-            if let Some(n) = new {
-                c.adds.push(layout::service_element(k, n));
+        // The entry's own elements: verdicts, sticky recorder, masquerade path, short-circuit,
+        // fence. A changed value is a delete and an add of its key.
+        let old_els = old
+            .map(|o| layout::entry_elements(k, o))
+            .unwrap_or_default();
+        let new_els = new
+            .map(|n| layout::entry_elements(k, n))
+            .unwrap_or_default();
+        for o in &old_els {
+            if !new_els.iter().any(|n| n == o) {
+                c.deletes.push(key_only(o));
             }
         }
-        self.sticky_change(&mut c, k, old, new);
-        // The slots.
-        let (os, ns) = (old.map(slots).unwrap_or(&[]), new.map(slots).unwrap_or(&[]));
-        for i in 0..os.len().max(ns.len()) {
-            match (os.get(i), ns.get(i)) {
-                (Some(a), Some(b)) if a == b => {}
-                (a, b) => {
-                    if a.is_some() {
-                        c.deletes.push(layout::slot_key(k, i as u32));
+        for n in &new_els {
+            if !old_els.iter().any(|o| o == n) {
+                c.adds.push(n.clone());
+            }
+        }
+        debug_assert!(
+            c.adds
+                .iter()
+                .all(|a| !old_els.iter().any(|o| same_key(o, a) && o != a)
+                    || c.deletes.iter().any(|d| same_key(d, a)))
+        );
+        self.sticky_change(k, old, new);
+        // The slots (the service's, then the internal ones).
+        let os = old.map(all_slots).unwrap_or_default();
+        let ns = new.map(all_slots).unwrap_or_default();
+        let (mut i, mut j) = (0, 0);
+        while i < os.len() || j < ns.len() {
+            match (os.get(i), ns.get(j)) {
+                (Some(a), Some(b)) if a.0 == b.0 => {
+                    if a.1 != b.1 {
+                        c.deletes.push(layout::slot_key(k, a.0));
+                        c.adds.push(layout::slot_element(k, b.0, b.1));
                     }
-                    if let Some(b) = b {
-                        c.adds.push(layout::slot_element(k, i as u32, *b));
-                    }
+                    i += 1;
+                    j += 1;
                 }
+                (Some(a), b) if b.is_none_or(|b| a.0 < b.0) => {
+                    c.deletes.push(layout::slot_key(k, a.0));
+                    i += 1;
+                }
+                (_, Some(b)) => {
+                    c.adds.push(layout::slot_element(k, b.0, b.1));
+                    j += 1;
+                }
+                (Some(_), None) | (None, None) => unreachable!(),
             }
         }
-        // Shared masquerade elements and UDP conntrack cleanup.
-        let old_masq = old.map(|o| masq_keys(k, o)).unwrap_or_default();
-        let new_masq = new.map(|n| masq_keys(k, n)).unwrap_or_default();
-        for m in &old_masq {
-            *self.masq_refs.entry(*m).or_insert(0) -= 1;
+        // Shared elements and UDP conntrack cleanup.
+        for m in old.map(|o| layout::shared_keys(k, o)).unwrap_or_default() {
+            *self.shared_refs.entry(m).or_insert(0) -= 1;
         }
-        for m in &new_masq {
-            *self.masq_refs.entry(*m).or_insert(0) += 1;
+        for m in new.map(|n| layout::shared_keys(k, n)).unwrap_or_default() {
+            *self.shared_refs.entry(m).or_insert(0) += 1;
         }
-        self.masq_refs.retain(|_, d| *d != 0);
+        self.shared_refs.retain(|_, d| *d != 0);
         if k.proto == Protocol::Udp {
             let keep = new.map(|n| n.backends()).unwrap_or_default();
             for b in old.map(|o| o.backends()).unwrap_or_default() {
@@ -299,4 +360,14 @@ impl Delta {
             self.services.push(c);
         }
     }
+}
+
+/// The element of a prefix, for callers outside the plan (the full compare's repairs).
+pub fn prefix_element(cluster: bool, net: IpNet) -> (SetId, Element) {
+    layout::cidr_element(cluster, net)
+}
+
+/// True when `el` is a prefix element (an interval set's).
+pub fn is_prefix(el: &Element) -> bool {
+    matches!(el.key, ElemKey::Prefix(_) | ElemKey::Range(..))
 }

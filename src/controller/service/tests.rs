@@ -9,7 +9,7 @@ use super::plan::{Delta, Mirror};
 
 fn model_of(toml: &str) -> Model {
     let state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));
-    model::build(&state.services.services)
+    model::build(&state.services)
 }
 
 fn show_value(v: &Value) -> String {
@@ -28,8 +28,12 @@ fn show_value(v: &Value) -> String {
 }
 
 fn show(set: SetId, e: &Element) -> String {
-    let ElemKey::Value(k) = &e.key else {
-        panic!("unexpected key")
+    let k = match &e.key {
+        ElemKey::Value(k) => k,
+        ElemKey::Prefix(n) => return format!("{} {n}", set.name()),
+        ElemKey::Range(a, b) => {
+            return format!("{} {}-{}", set.name(), show_value(a), show_value(b));
+        }
     };
     match &e.data {
         Some(d) => format!("{} {{ {} : {} }}", set.name(), show_value(k), show_value(d)),
@@ -40,7 +44,7 @@ fn show(set: SetId, e: &Element) -> String {
 /// The delta as lines: `- set { key }` and `+ set { key : data }`.
 fn lines(d: &Delta) -> Vec<String> {
     let mut out = Vec::new();
-    for c in d.services.iter().chain(std::iter::once(&d.masquerade)) {
+    for c in d.services.iter().chain(std::iter::once(&d.shared)) {
         if !c.summary.is_empty() {
             out.push(c.summary.clone());
         }
@@ -79,8 +83,14 @@ fn a_new_service_is_one_verdict_and_its_slots() {
             5 + i % 2
         ));
     }
+    want.extend([
+        "~ shared: +3 -0 address elements; cluster [] service []".to_string(),
+        "+ hairpin4 { 10.0.1.5 . 10.0.1.5 }".to_string(),
+        "+ hairpin4 { 10.0.1.6 . 10.0.1.6 }".to_string(),
+        "+ owned4 { 10.96.0.10 }".to_string(),
+    ]);
     assert_eq!(lines(&d), want);
-    assert_eq!(d.writes(), 17);
+    assert_eq!(d.writes(), 20);
 }
 
 #[test]
@@ -108,6 +118,11 @@ fn replacing_one_backend_touches_only_its_slots() {
             "+ backends4 {{ 10.96.0.53 . udp . 53 . {i} : 10.0.2.7 . 53 }}"
         ));
     }
+    want.extend([
+        "~ shared: +1 -1 address elements; cluster [] service []".to_string(),
+        "- hairpin4 { 10.0.2.6 . 10.0.2.6 }".to_string(),
+        "+ hairpin4 { 10.0.2.7 . 10.0.2.7 }".to_string(),
+    ]);
     assert_eq!(lines(&d), want);
     assert_eq!(
         d.udp_drained
@@ -132,9 +147,15 @@ fn removing_every_backend_switches_to_the_empty_verdict() {
         l.iter().filter(|x| x.starts_with("- backends4")).count(),
         16
     );
+    assert_eq!(l[18], "+ services4 { 10.96.0.10 . tcp . 80 : drop }");
     assert_eq!(
-        l.last().unwrap(),
-        "+ services4 { 10.96.0.10 . tcp . 80 : drop }"
+        l[19..],
+        [
+            "~ shared: +0 -2 address elements; cluster [] service []",
+            "- hairpin4 { 10.0.1.5 . 10.0.1.5 }",
+            "- hairpin4 { 10.0.1.6 . 10.0.1.6 }"
+        ],
+        "the address stays owned"
     );
     assert!(d.udp_drained.is_empty(), "TCP drains on its own");
 }
@@ -151,16 +172,20 @@ fn a_removed_service_deletes_all_its_elements_and_nothing_else() {
         "- service v6 [fd96::1]:443/tcp (was source-ip over 16 slots: [fd01::5]:443×16)"
     );
     assert_eq!(l[1], "- services6 { fd96::1 . tcp . 443 }");
-    assert_eq!(l.len(), 2 + 16);
+    assert_eq!(l.len(), 2 + 16 + 3);
     assert!(
-        l[2..]
+        l[2..18]
             .iter()
             .all(|x| x.starts_with("- backends6 { fd96::1 . tcp . 443 . "))
+    );
+    assert_eq!(
+        l[19..],
+        ["- hairpin6 { fd01::5 . fd01::5 }", "- owned6 { fd96::1 }"]
     );
 }
 
 #[test]
-fn shared_masquerade_elements_are_reference_counted() {
+fn elements_shared_by_the_entries_of_one_address_are_reference_counted() {
     let svc = |name: &str, port: u16| {
         format!(
             "[[service]]\nname = \"{name}\"\naddress = \"10.96.0.1\"\nport = {port}\nbackends = [\"10.0.1.5:8080\"]\nmasquerade = true\n"
@@ -170,20 +195,32 @@ fn shared_masquerade_elements_are_reference_counted() {
     let one = model_of(&svc("a", 80));
     let none = model_of("");
     let d = Mirror::default().diff(&both);
+    let l = lines(&d);
     assert_eq!(
-        lines(&d).last().unwrap(),
-        "+ masquerade4 { 10.0.1.5 . tcp . 8080 }"
+        l[l.len() - 2..],
+        [
+            "+ hairpin4 { 10.0.1.5 . 10.0.1.5 }".to_string(),
+            "+ owned4 { 10.96.0.1 }".to_string()
+        ],
+        "{l:#?}"
     );
-    assert_eq!(d.masquerade.adds.len(), 1, "one element for two services");
+    assert_eq!(d.shared.adds.len(), 2, "one of each for two services");
+    // Masquerade is the address's own element, one per entry: nothing shared.
+    assert!(l.contains(&"+ masqvips4 { 10.96.0.1 . tcp . 80 }".to_string()));
+    assert!(l.contains(&"+ masqvips4 { 10.96.0.1 . tcp . 81 }".to_string()));
     let m = mirror(&both);
     let d = m.diff(&one);
-    assert!(d.masquerade.adds.is_empty() && d.masquerade.deletes.is_empty());
+    assert!(d.shared.adds.is_empty() && d.shared.deletes.is_empty());
     let mut m2 = m.clone();
     m2.commit(one.clone(), &d);
     let d = m2.diff(&none);
+    let l = lines(&d);
     assert_eq!(
-        lines(&d).last().unwrap(),
-        "- masquerade4 { 10.0.1.5 . tcp . 8080 }"
+        l[l.len() - 2..],
+        [
+            "- hairpin4 { 10.0.1.5 . 10.0.1.5 }".to_string(),
+            "- owned4 { 10.96.0.1 }".to_string()
+        ]
     );
 }
 
@@ -204,7 +241,11 @@ backends = ["10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"]
         lines(&d)[1],
         "+ services4 { 10.96.0.12 . tcp . 80 : goto source64_4 }"
     );
-    assert_eq!(d.writes(), 65);
+    assert_eq!(
+        d.writes(),
+        65 + 3 + 1,
+        "and a hairpin element per backend, the address"
+    );
 }
 
 // ------------------------------------------------------------------ sticky affinity
@@ -235,7 +276,7 @@ fn a_sticky_service_dispatches_to_the_sticky_chain_and_names_its_recorder() {
         l[2],
         "+ stickyvips4 { 10.96.0.10 . tcp . 80 : goto sticky_rec_30s_4 }"
     );
-    assert_eq!(d.writes(), 18);
+    assert_eq!(d.writes(), 18 + 3);
     assert!(d.sticky_lost.is_empty());
 }
 
@@ -367,6 +408,226 @@ fn remembered_clients_are_read_from_the_sticky_map_bytes() {
     assert!(remembered(false, &key, &data).is_none());
 }
 
+// ------------------------------------------------------------------ paths (issue 20)
+
+fn model_with(toml: &str, edit: impl FnOnce(&mut crate::config::service::ServicesConfig)) -> Model {
+    let mut state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));
+    edit(&mut state.services);
+    model::build(&state.services)
+}
+
+/// A Kubernetes Service port's entries: cluster IP 10.96.0.10:80 (off-cluster masquerade)
+/// and node port 192.168.1.1:30080 (masquerade), one name, one backend.
+fn one_port() -> Model {
+    let toml = format!(
+        "{WEB}[[service]]\nname = \"np\"\naddress = \"192.168.1.1\"\nport = 30080\nbackends = [\"10.0.1.5:8080\"]\n"
+    )
+    .replace(", \"10.0.1.6:8080\"", "");
+    model_with(&toml, |c| {
+        use crate::config::service::Masquerade;
+        c.cluster_cidrs = vec!["10.0.0.0/16".parse().unwrap()];
+        for s in &mut c.services {
+            s.name = "k8s:ns/web:80".into();
+            s.masquerade = if s.port == 80 {
+                Masquerade::OffCluster
+            } else {
+                Masquerade::Always
+            };
+        }
+    })
+}
+
+#[test]
+fn masquerade_is_an_element_of_the_address_not_of_its_backend() {
+    let d = Mirror::default().diff(&one_port());
+    let l = lines(&d);
+    assert!(
+        l.contains(&"+ offcluster4 { 10.96.0.10 . tcp . 80 }".to_string()),
+        "{l:#?}"
+    );
+    assert!(
+        l.contains(&"+ masqvips4 { 192.168.1.1 . tcp . 30080 }".to_string()),
+        "{l:#?}"
+    );
+    assert!(
+        !l.iter().any(|x| x.contains("masqvips4 { 10.96.0.10")),
+        "{l:#?}"
+    );
+    // One hairpin element for the backend both addresses share, one owned per address.
+    assert_eq!(l.iter().filter(|x| x.starts_with("+ hairpin4")).count(), 1);
+    assert_eq!(l.iter().filter(|x| x.starts_with("+ owned4")).count(), 2);
+    assert!(l.contains(&"+ cluster4 10.0.0.0/16".to_string()), "{l:#?}");
+    // Both entries of the one name are planned.
+    assert_eq!(d.services.len(), 2);
+    assert!(d.services.iter().all(|c| c.name == "k8s:ns/web:80"));
+}
+
+#[test]
+fn off_cluster_masquerade_without_cluster_prefixes_masquerades_nobody() {
+    let m = model_with(WEB, |c| {
+        c.services[0].masquerade = crate::config::service::Masquerade::OffCluster;
+        // A prefix of the other family is no detector for this one.
+        c.cluster_cidrs = vec!["fd00::/8".parse().unwrap()];
+    });
+    let l = lines(&Mirror::default().diff(&m));
+    assert!(
+        !l.iter()
+            .any(|x| x.contains("offcluster4") || x.contains("masqvips4")),
+        "{l:#?}"
+    );
+}
+
+#[test]
+fn internal_backends_are_a_second_verdict_and_slots_from_65536() {
+    let m = model_with(&WEB.replace(", \"10.0.1.6:8080\"", ""), |c| {
+        let s = &mut c.services[0];
+        s.internal_backends = Some(vec![
+            crate::config::service::Backend {
+                address: "10.0.1.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+            crate::config::service::Backend {
+                address: "10.0.2.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+        ]);
+        s.backends.clear();
+        s.when_empty = crate::config::service::WhenEmpty::Drop;
+    });
+    let d = Mirror::default().diff(&m);
+    let l = lines(&d);
+    assert_eq!(
+        l[1], "+ services4 { 10.96.0.10 . tcp . 80 : drop }",
+        "{l:#?}"
+    );
+    assert_eq!(l[2], "+ shortcut4 { 10.96.0.10 . tcp . 80 }");
+    assert_eq!(
+        l[3],
+        "+ internal4 { 10.96.0.10 . tcp . 80 : goto irandom16_4 }"
+    );
+    assert_eq!(
+        l[4],
+        "+ backends4 { 10.96.0.10 . tcp . 80 . 65536 : 10.0.1.5 . 8080 }"
+    );
+    assert_eq!(
+        l.iter().filter(|x| x.starts_with("+ backends4")).count(),
+        16
+    );
+    // Gaining a local endpoint touches the external verdict and slots only.
+    let local = model_with(&WEB.replace(", \"10.0.1.6:8080\"", ""), |c| {
+        let s = &mut c.services[0];
+        s.internal_backends = Some(vec![
+            crate::config::service::Backend {
+                address: "10.0.1.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+            crate::config::service::Backend {
+                address: "10.0.2.5:8080".parse().unwrap(),
+                weight: 1,
+            },
+        ]);
+        s.when_empty = crate::config::service::WhenEmpty::Drop;
+    });
+    let d = mirror(&m).diff(&local);
+    let l = lines(&d);
+    assert_eq!(l[1], "- services4 { 10.96.0.10 . tcp . 80 }", "{l:#?}");
+    assert_eq!(
+        l[2],
+        "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }"
+    );
+    assert_eq!(l.len(), 3 + 16, "{l:#?}");
+    assert!(
+        l[3..]
+            .iter()
+            .all(|x| x.starts_with("+ backends4 { 10.96.0.10 . tcp . 80 . "))
+    );
+}
+
+#[test]
+fn source_ranges_are_a_fence_and_one_element_per_prefix() {
+    let m = model_with(WEB, |c| {
+        c.services[0].source_ranges = [
+            "192.0.2.0/24",
+            "198.51.100.7/32",
+            "2001:db8::/32",
+            "192.0.2.128/25",
+        ]
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    });
+    let l = lines(&Mirror::default().diff(&m));
+    assert_eq!(
+        l[1..4],
+        [
+            "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }".to_string(),
+            "+ fenced4 { 10.96.0.10 . tcp . 80 }".to_string(),
+            // The /24's network with its marker bit (the first host bit) set; the /25 inside it
+            // and the IPv6 prefix are gone; the host as it is.
+            "+ ranges4 { 192.0.2.128 . 10.96.0.10 . tcp . 80 }".to_string(),
+        ],
+        "{l:#?}"
+    );
+    assert_eq!(l[4], "+ hosts4 { 198.51.100.7 . 10.96.0.10 . tcp . 80 }");
+}
+
+#[test]
+fn unserved_ports_and_owned_addresses_are_counted_per_address() {
+    let two_ports = format!(
+        "{WEB}[[service]]\nname = \"web-alt\"\naddress = \"10.96.0.10\"\nport = 8080\nbackends = [\"10.0.1.5:8080\"]\n"
+    );
+    let cfg = |c: &mut crate::config::service::ServicesConfig| {
+        c.service_cidrs = vec![
+            "10.96.0.0/12".parse().unwrap(),
+            "10.96.0.0/16".parse().unwrap(),
+        ];
+        for s in &mut c.services {
+            s.reject_unserved_ports = true;
+        }
+    };
+    let both = model_with(&two_ports, cfg);
+    assert_eq!(
+        both.service_cidrs.len(),
+        1,
+        "a prefix inside another is dropped"
+    );
+    let l = lines(&Mirror::default().diff(&both));
+    assert_eq!(
+        l.iter()
+            .filter(|x| x.starts_with("+ unserved4 { 10.96.0.10 }"))
+            .count(),
+        1,
+        "{l:#?}"
+    );
+    assert_eq!(
+        l.iter()
+            .filter(|x| x.starts_with("+ owned4 { 10.96.0.10 }"))
+            .count(),
+        1
+    );
+    assert!(
+        l.contains(&"+ servicecidrs4 10.96.0.0/12".to_string()),
+        "{l:#?}"
+    );
+    // One of the two ports goes: the address stays unserved-checked and owned.
+    let one = model_with(WEB, cfg);
+    let d = mirror(&both).diff(&one);
+    assert!(
+        d.shared.adds.is_empty() && d.shared.deletes.is_empty(),
+        "{:#?}",
+        lines(&d)
+    );
+    // The last one goes: both go, and the service CIDR stays.
+    let d = mirror(&one).diff(&model_with("", cfg));
+    let l = lines(&d);
+    assert!(
+        l.contains(&"- unserved4 { 10.96.0.10 }".to_string()),
+        "{l:#?}"
+    );
+    assert!(l.contains(&"- owned4 { 10.96.0.10 }".to_string()), "{l:#?}");
+    assert!(!l.iter().any(|x| x.contains("servicecidrs4")), "{l:#?}");
+}
+
 // ------------------------------------------------------------------ full compare (verify)
 
 mod verify_tests {
@@ -402,12 +663,13 @@ mod verify_tests {
     #[test]
     fn an_empty_kernel_misses_everything_and_counts_drift_only_when_believed_installed() {
         let m = two();
-        let empty = vec![Vec::new(); 6];
+        let empty = vec![Vec::new(); SetId::ALL.len()];
         let f = verify(&empty, &m, None);
-        assert_eq!(f.missing.len(), 1 + 16 + 1 + 16 + 1);
+        // Verdict and slots of each, dns's masquerade; the two addresses, three hairpins.
+        assert_eq!(f.missing.len(), 1 + 16 + 1 + 16 + 1 + 2 + 3);
         assert_eq!(f.drift, 0, "nothing was believed installed");
         let f = verify(&empty, &m, Some(&mirror(&m)));
-        assert_eq!(f.drift, 35);
+        assert_eq!(f.drift, 40);
     }
 
     #[test]
@@ -452,7 +714,8 @@ mod verify_tests {
             WEB.replace("10.0.1.6:8080", "10.0.1.9:8080")
         ));
         let f = verify(&kernel_of(&before), &after, Some(&mirror(&before)));
-        assert_eq!((f.strays.len(), f.missing.len(), f.drift), (8, 8, 0));
+        // Eight slots and the old backend's hairpin element each way.
+        assert_eq!((f.strays.len(), f.missing.len(), f.drift), (9, 9, 0));
     }
 
     #[test]
@@ -468,5 +731,93 @@ mod verify_tests {
         v.restart(SetId::Backends4);
         let f = v.finish();
         assert_eq!(f.missing.len(), 32, "every IPv4 slot must be seen again");
+    }
+
+    /// Every kind of element: per-path masquerade, short-circuit, fence, shared, prefixes.
+    fn everything() -> Model {
+        model_with(
+            &format!(
+                "{WEB}[[service]]\nname = \"dns\"\naddress = \"fd96::53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"[fd01::5]:53\"]\n"
+            ),
+            |c| {
+                use crate::config::service::{Backend, Masquerade};
+                c.cluster_cidrs =
+                    vec!["10.0.0.0/16".parse().unwrap(), "fd00::/12".parse().unwrap()];
+                c.service_cidrs = vec![
+                    "10.96.0.0/16".parse().unwrap(),
+                    "fd96::/64".parse().unwrap(),
+                ];
+                let web = &mut c.services[0];
+                web.masquerade = Masquerade::OffCluster;
+                web.reject_unserved_ports = true;
+                web.source_ranges = vec![
+                    "192.0.2.0/24".parse().unwrap(),
+                    "192.0.2.9/32".parse().unwrap(),
+                ];
+                let dns = &mut c.services[1];
+                dns.internal_backends = Some(vec![Backend {
+                    address: "[fd02::5]:53".parse().unwrap(),
+                    weight: 1,
+                }]);
+                dns.masquerade = Masquerade::Always;
+            },
+        )
+    }
+
+    #[test]
+    fn every_set_of_an_exact_kernel_is_recognized() {
+        let m = everything();
+        let f = verify(&kernel_of(&m), &m, Some(&mirror(&m)));
+        assert!(f.strays.is_empty() && f.missing.is_empty(), "{f:#?}");
+        assert_eq!(f.drift, 0);
+    }
+
+    #[test]
+    fn a_hand_edited_prefix_set_and_a_lost_shared_element_are_repaired_as_drift() {
+        let m = everything();
+        let mut kernel = kernel_of(&m);
+        kernel[SetId::ServiceCidrs4.index()] = kernel_of(&model_with("", |c| {
+            c.service_cidrs = vec!["10.97.0.0/16".parse().unwrap()];
+        }))[SetId::ServiceCidrs4.index()]
+        .clone();
+        kernel[SetId::Hairpin6.index()].clear();
+        kernel[SetId::Internal6.index()].clear();
+        let f = verify(&kernel, &m, Some(&mirror(&m)));
+        let l: Vec<String> = f
+            .strays
+            .iter()
+            .map(|(s, e)| format!("- {}", show(*s, e)))
+            .chain(f.missing.iter().map(|(s, e)| format!("+ {}", show(*s, e))))
+            .collect();
+        assert_eq!(
+            l,
+            [
+                "- servicecidrs4 10.97.0.0-10.97.255.255",
+                "+ internal6 { fd96::53 . udp . 53 : goto irandom16_6 }",
+                "+ hairpin6 { fd01::5 . fd01::5 }",
+                "+ hairpin6 { fd02::5 . fd02::5 }",
+                "+ servicecidrs4 10.96.0.0/16",
+            ]
+        );
+        assert_eq!(f.drift, 4);
+    }
+
+    #[test]
+    fn a_udp_backend_the_kernel_still_has_is_flushed_after_a_full_compare() {
+        let m = everything();
+        let gone = model_with(
+            "[[service]]\nname = \"dns\"\naddress = \"fd96::53\"\nport = 53\nprotocol = \"udp\"\nbackends = [\"[fd01::7]:53\"]\n",
+            |_| {},
+        );
+        // The kernel has m's slots; the desired dns service moved to another backend.
+        let f = verify(&kernel_of(&m), &gone, None);
+        let flushed: Vec<String> = f.udp_gone.iter().map(|(k, b)| format!("{k} {b}")).collect();
+        assert_eq!(
+            flushed,
+            [
+                "[fd96::53]:53/udp [fd01::5]:53",
+                "[fd96::53]:53/udp [fd02::5]:53"
+            ]
+        );
     }
 }

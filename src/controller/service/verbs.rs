@@ -17,7 +17,7 @@ use super::{ServiceError, table_ref};
 /// (every service's elements included). Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
     let table = table_ref(&desired.daemon);
-    let model = model::build(&desired.services.services);
+    let model = model::build(&desired.services);
     let mut nft = Nft::open()?;
     smol::unblock(move || plan_blocking(&mut nft, &table, &model))
         .await
@@ -77,7 +77,7 @@ pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result
                     e.name,
                     describe(e)
                 ),
-                (None, _) => format!("~ masquerade: delete {del}, add {add} elements"),
+                (None, _) => format!("~ shared and prefix elements: delete {del}, add {add}"),
             });
         }
     }

@@ -357,6 +357,10 @@ pub const TCP_SYN: u8 = 0x02;
 /// The conntrack mark bit edgenetd sets on the connections it DNATs (port forwards, service
 /// VIPs), so its forward chain can admit exactly those and not DNAT done by other tables.
 pub const OWN_DNAT_MARK: u32 = 0x8000_0000;
+/// The conntrack mark bit the service table sets, before DNAT, on the connections whose path
+/// (the address they were sent to, the client, the hook) asks for masquerade; postrouting
+/// masquerades the DNATed connections that carry it.
+pub const SERVICE_MASQ_MARK: u32 = 0x4000_0000;
 
 /// A set element key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -553,6 +557,17 @@ pub enum Expr {
     },
     /// `a . b . c`.
     Concat(Vec<Expr>),
+    /// `(<input> & <mask>) ^ <xor>`: the kernel's bitwise expression (nft writes it `<input>
+    /// & <mask> | <xor>` when the xor bits are outside the mask). `mask` and `xor` have the
+    /// input's length.
+    Bitwise {
+        /// What is masked (a header field).
+        input: Box<Expr>,
+        /// The bits kept.
+        mask: Vec<u8>,
+        /// Flipped afterwards.
+        xor: Vec<u8>,
+    },
 }
 
 impl Expr {
@@ -571,6 +586,7 @@ impl Expr {
             Expr::CtOriginal(CtOrigKey::Ip6Daddr) => 16,
             Expr::CtOriginal(CtOrigKey::ProtoDst) => 2,
             Expr::Concat(parts) => parts.iter().map(|p| p.byte_len().div_ceil(4) * 4).sum(),
+            Expr::Bitwise { input, .. } => input.byte_len(),
         }
     }
 }

@@ -40,7 +40,7 @@ fn field_deps(e: &Expr, out: &mut Vec<(MetaKey, u8)>) {
             }
             Field::ThDport | Field::ThSport => {}
         },
-        Expr::Jhash { input, .. } => field_deps(input, out),
+        Expr::Jhash { input, .. } | Expr::Bitwise { input, .. } => field_deps(input, out),
         Expr::Concat(parts) => parts.iter().for_each(|p| field_deps(p, out)),
         _ => {}
     }
@@ -211,6 +211,18 @@ fn load(e: &Expr, reg: u32, scratch: u32, raw: &mut ffi::Rule) -> Result<(), Com
                 load(p, r, scratch, raw)?;
                 r += p.byte_len().div_ceil(4);
             }
+        }
+        Expr::Bitwise { input, mask, xor } => {
+            let len = input.byte_len() as usize;
+            if mask.len() != len || xor.len() != len {
+                return Err(CompileError::Invalid(format!(
+                    "a bitwise mask and xor of {} and {} bytes on a {len}-byte value",
+                    mask.len(),
+                    xor.len()
+                )));
+            }
+            load(input, reg, scratch, raw)?;
+            raw.add_expr(expr::bitwise(reg, reg, mask, xor)?);
         }
     }
     Ok(())

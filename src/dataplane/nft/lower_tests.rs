@@ -152,3 +152,61 @@ fn map_update_and_dynamic_maps_render_as_nft_writes_them() {
         "{text}"
     );
 }
+
+/// The fence's key: the source masked with its marker bit set, then the address, in the
+/// registers after it.
+fn masked_key(mask: Vec<u8>, xor: Vec<u8>) -> Stmt {
+    Stmt::Lookup {
+        left: Expr::Concat(vec![
+            Expr::Bitwise {
+                input: Box::new(Expr::Payload(Field::IpSaddr)),
+                mask,
+                xor,
+            },
+            Expr::Payload(Field::IpDaddr),
+        ]),
+        set: SetRef::Named("ranges4".into()),
+        negate: false,
+    }
+}
+
+#[test]
+fn a_bitwise_key_part_masks_and_flips_its_own_register_only() {
+    let e = lowered(vec![masked_key(vec![255, 255, 255, 0], vec![0, 0, 0, 128])]);
+    // The nfproto dependency, the source into reg 8, the bitwise on reg 8 alone, the
+    // address into reg 9, the lookup of both.
+    assert_eq!(
+        e,
+        [
+            "load nfproto => reg 1 ",
+            "eq reg 1 0x00000002 ",
+            "load 4b @ network header + 12 => reg 8 ",
+            "reg 8 = ( reg 8 & 0x00ffffff ) ^ 0x80000000 ",
+            "load 4b @ network header + 16 => reg 9 ",
+            "reg 8 set ranges4 ",
+        ]
+    );
+    let Stmt::Lookup { left, .. } = masked_key(vec![255, 255, 255, 0], vec![0, 0, 0, 128]) else {
+        unreachable!()
+    };
+    let mut text = String::new();
+    super::super::render::render_expr(&mut text, &left);
+    assert_eq!(text, "(ip saddr & 255.255.255.0 | 0.0.0.128) . ip daddr");
+}
+
+#[test]
+fn a_bitwise_of_the_wrong_length_is_refused() {
+    let mut raw = ffi::Rule::new();
+    let err = compile_rule(
+        Family::Inet,
+        &Rule::new("c", vec![masked_key(vec![255; 16], vec![0; 4])]),
+        &mut raw,
+        &mut || 1,
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("16 and 4 bytes on a 4-byte value"),
+        "{err}"
+    );
+}

@@ -589,6 +589,40 @@ pub fn render_expr(out: &mut String, e: &Expr) {
                 render_expr(out, p);
             }
         }
+        Expr::Bitwise { input, mask, xor } => {
+            // Parenthesized, so it stays one operand inside a concatenation.
+            out.push('(');
+            render_expr(out, input);
+            out.push_str(" & ");
+            render_bytes_as(out, input, mask);
+            if xor.iter().any(|b| *b != 0) {
+                out.push_str(" | ");
+                render_bytes_as(out, input, xor);
+            }
+            out.push(')');
+        }
+    }
+}
+
+/// Bytes as a constant of `like`'s type: an address for an address field, else hex.
+fn render_bytes_as(out: &mut String, like: &Expr, bytes: &[u8]) {
+    match (
+        like.byte_len(),
+        <[u8; 4]>::try_from(bytes),
+        <[u8; 16]>::try_from(bytes),
+    ) {
+        (4, Ok(b), _) if matches!(like, Expr::Payload(_)) => {
+            let _ = write!(out, "{}", std::net::Ipv4Addr::from(b));
+        }
+        (16, _, Ok(b)) => {
+            let _ = write!(out, "{}", std::net::Ipv6Addr::from(b));
+        }
+        _ => {
+            out.push_str("0x");
+            for b in bytes {
+                let _ = write!(out, "{b:02x}");
+            }
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 # Family 6 listens on :: (IPv4 clients show as ::ffff:a.b.c.d). Every connection or datagram is
 # answered with a first line: NAME, or without a name the client's address as the server saw
 # it. A TCP connection then echoes what it receives (prefixed with "NAME:" when named), and
-# answers "peer?\n" with the client's address. Reports on stdout: "listening" once bound, then
+# answers "peer?\n" with the client's address (a UDP "peer?\n" datagram gets "NAME ADDR"). Reports on stdout: "listening" once bound, then
 # "conn ADDR" per accepted connection and "dgram ADDR" per datagram.
 import socket, sys, threading
 
@@ -49,7 +49,11 @@ def serve_udp(s):
     while True:
         d, a = s.recvfrom(4096)
         report('dgram', a[0])
-        s.sendto(first_line(a), a)
+        if d == b'peer?\n':
+            # The name and the client's address as the server saw it, on one line.
+            s.sendto(((name or a[0]) + ' ' + a[0] + '\n').encode(), a)
+        else:
+            s.sendto(first_line(a), a)
 
 
 loops = []
