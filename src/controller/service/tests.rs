@@ -358,9 +358,14 @@ fn the_skeleton_grows_with_distinct_timeouts_not_with_services() {
     );
     let plain = skeleton("t", &Default::default());
     let sticky = skeleton("t", &recorders);
-    // Two base chains (prerouting, output) and one chain per (timeout, family).
+    // Two base chains (prerouting, output) and one chain per (timeout, family); a rule per
+    // protocol in each base chain per family, and in each recorder chain.
+    let protocols = crate::config::service::Protocol::ALL.len();
     assert_eq!(sticky.chains.len(), plain.chains.len() + 2 + 3);
-    assert_eq!(sticky.rules.len(), plain.rules.len() + 2 * 4 + 3 * 2);
+    assert_eq!(
+        sticky.rules.len(),
+        plain.rules.len() + 2 * 2 * protocols + 3 * protocols
+    );
     assert!(
         !plain
             .chains
