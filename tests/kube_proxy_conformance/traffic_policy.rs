@@ -571,8 +571,9 @@ netns_test! {
         lab.start(UPSTREAM_KEYS);
         report.note_start(&lab);
         flow::run(&lab, &mut report, "TestInternalExternalMasquerade/base", "base", MASQUERADE_BASE);
-        // Without a local-traffic detector: the daemon without `cluster_cidrs`.
-        lab.start(&[(Key::ServiceCidrs, UPSTREAM_KEYS[1].1)]);
+        // Without a local-traffic detector: `cluster_cidrs = []` (left out, the detector
+        // would default to this node's pod CIDRs, kube-proxy's NodeCIDR mode).
+        lab.start(&[(Key::ClusterCidrs, "[]"), (Key::ServiceCidrs, UPSTREAM_KEYS[1].1)]);
         let rows: Vec<Flow> = MASQUERADE_BASE.iter().map(no_detector).collect();
         flow::run(&lab, &mut report, "TestInternalExternalMasquerade/no LocalTrafficDetector", "no detector", &rows);
         report.finish(&lab);

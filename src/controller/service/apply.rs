@@ -109,7 +109,7 @@ impl Kernel {
             .nft
             .generation()
             .map_err(|e| nft_err("nftables generation", e))?;
-        if desired.is_empty() {
+        if desired.needs_no_table() {
             return self.ensure_absent(generation);
         }
         // The generation moves with every commit; only one by another process (not this
@@ -181,7 +181,8 @@ impl Kernel {
         joined(failures).into_result(report)
     }
 
-    /// No services: no table at all (no NAT hooks registered for nothing).
+    /// No services and no service CIDRs: no table at all (no NAT hooks registered for
+    /// nothing).
     fn ensure_absent(&mut self, generation: u32) -> Result<SyncReport, SyncError> {
         if self.absent_at == Some(generation) {
             return Ok(SyncReport {

@@ -155,6 +155,13 @@ impl Model {
     pub fn new() -> Model {
         Model::default()
     }
+
+    /// True when the kernel needs no service table at all: no entries, and no service CIDR
+    /// whose unowned addresses must be dropped (a cluster whose last Service went away
+    /// still keeps its cluster IP range from leaking out of the node).
+    pub fn needs_no_table(&self) -> bool {
+        self.entries.is_empty() && self.service_cidrs.is_empty()
+    }
 }
 
 impl std::ops::Deref for Model {

@@ -40,12 +40,12 @@ use super::observe;
 pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
     let mut out = String::new();
     let exists = nft.table_exists(table)?;
-    if desired.is_empty() && !exists {
+    if desired.needs_no_table() && !exists {
         // No services and no table: nothing to say (and no layout to show).
         return Ok(out);
     }
     let mut lines: Vec<String> = Vec::new();
-    if desired.is_empty() {
+    if desired.needs_no_table() {
         if exists {
             lines.push(format!("- table inet {} (no services)", table.name));
         }
@@ -93,7 +93,7 @@ pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result
     for l in lines {
         let _ = writeln!(out, "#   {l}");
     }
-    if desired.is_empty() {
+    if desired.needs_no_table() {
         out.push_str(&render::render_plan_removal(table.family, &table.name));
     } else {
         out.push_str("# the table after the sync (services are elements of its maps):\n");
