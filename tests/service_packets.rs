@@ -210,10 +210,11 @@ port = 80
 backends = []
 when_empty = "drop"
 "#);
-        let start = Instant::now();
+        // "refused" is a reset received before the client's timeout, so it was refused at
+        // once; a wall-clock bound here would time the Python client's start on a loaded
+        // machine, not the kernel.
         let h = t.hits("tcp", "10.96.0.13", 80, 1);
         assert_eq!(h.get("refused"), Some(&1), "{h:?}");
-        assert!(start.elapsed() < Duration::from_secs(1), "refused at once");
         let h = t.hits("tcp", "10.96.0.14", 80, 1);
         assert_eq!(h.get("timeout"), Some(&1), "{h:?}");
     }
