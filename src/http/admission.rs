@@ -5,11 +5,15 @@
 //! head phase for long are slow or idle clients: evicting the oldest of them is what keeps
 //! caps from ever locking a probe out, while a connection already being answered is never
 //! cut. Counting is O(1) per accept and a source's entry goes as soon as its count is zero.
+//! An evicted connection loses its slot, not its socket: it is held until its head deadline
+//! (`held`), so an eviction never tells a client to reconnect sooner than it would have.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv6Addr};
 
 use async_channel::{Receiver, Sender};
+
+use super::held::{self, Held};
 
 /// The caps one server applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +77,8 @@ pub struct Admission {
     per_source: HashMap<IpAddr, usize>,
     /// Open connections from untrusted sources.
     untrusted: usize,
+    /// Evicted connections, not closed yet (see `held`).
+    pub held: Held,
 }
 
 impl Admission {
@@ -84,6 +90,7 @@ impl Admission {
             conns: BTreeMap::new(),
             per_source: HashMap::new(),
             untrusted: 0,
+            held: Held::new(held::cap()),
         }
     }
 

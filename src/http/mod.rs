@@ -23,6 +23,7 @@
 mod admission;
 mod connection;
 pub mod health_ports;
+mod held;
 pub mod request;
 mod response;
 mod server;

@@ -60,6 +60,7 @@ pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String>
             );
             ex.spawn(ports).detach();
             let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
+            ex.spawn(super::held::reap(Rc::clone(&table))).detach();
             smol::block_on(ex.run(accept_loop(Rc::clone(&ex), listener, state, table)));
         })
         .map(|_| ())
@@ -126,6 +127,12 @@ pub(crate) async fn accept_loop<S: Site>(
     let forbidden = Rc::new(Cell::new(0usize));
     let mut streak = 0;
     loop {
+        // Every held socket is young and the queue is full: wait rather than close one
+        // sooner than `held::MIN_LIFE` after its client connected.
+        let wait = table.borrow().held.accept_after();
+        if let Some(at) = wait.filter(|at| *at > std::time::Instant::now()) {
+            smol::Timer::at(at).await;
+        }
         let accepted = listener.next().await;
         streak += 1;
         if streak >= ACCEPTS_PER_YIELD {
