@@ -46,6 +46,9 @@ macro_rules! report {
     }};
 }
 
+#[path = "http_hostile/idle_flood.rs"]
+mod idle_flood;
+
 fn config() -> String {
     format!(
         "[daemon]\nlisten = \"{LISTEN}\"\n[controller.policy]\nenabled = false\n\
