@@ -107,6 +107,7 @@ impl Held {
     }
 
     /// Sockets held now.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.queue.len()
     }
