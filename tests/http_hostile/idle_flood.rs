@@ -171,6 +171,11 @@ fn idle_flood_in_a_namespace() {
         tables.contains("edgenetd-service"),
         "the service table (with its NAT hooks, so conntrack is active): {tables}"
     );
+    let table = sh("nft list table inet edgenetd-service");
+    assert!(
+        table.contains("oifname \"lo\"") && table.contains("notrack"),
+        "the loopback exemption of the daemon's port: {table}"
+    );
     conntrack_is_active();
     let stop = Arc::new(AtomicBool::new(false));
     let flood = idle_flood(Arc::clone(&stop));
