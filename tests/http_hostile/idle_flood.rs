@@ -52,7 +52,9 @@ fn config() -> String {
 /// The loopback address of source `i` (127/8 is all on `lo`: nothing to add, and loopback
 /// sources are trusted, so the flood competes with the probes for the same slots).
 fn source(i: usize) -> SocketAddr {
-    format!("127.0.1.{}:{PORT}", i % SOURCES + 1).parse().unwrap()
+    format!("127.0.1.{}:{PORT}", i % SOURCES + 1)
+        .parse()
+        .unwrap()
 }
 
 /// Connects to the daemon from `addr` (the destination is the source, as the address is ours).
@@ -66,7 +68,8 @@ fn connect(addr: &SocketAddr) -> Option<TcpStream> {
 fn is_closed(s: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
     match s.read(&mut byte) {
-        Ok(_) => true,
+        // EOF; or bytes, which the daemon never sends before a request: gone either way.
+        Ok(0 | 1..) => true,
         Err(e) => e.kind() != ErrorKind::WouldBlock,
     }
 }
@@ -108,7 +111,9 @@ fn probe() -> Result<Duration, String> {
     let t = Instant::now();
     let addr: SocketAddr = format!("127.0.0.1:{PORT}").parse().unwrap();
     let mut s = TcpStream::connect_timeout(&addr, PROBE_DEADLINE).map_err(|e| e.to_string())?;
-    let left = PROBE_DEADLINE.saturating_sub(t.elapsed()).max(Duration::from_millis(1));
+    let left = PROBE_DEADLINE
+        .saturating_sub(t.elapsed())
+        .max(Duration::from_millis(1));
     s.set_read_timeout(Some(left)).unwrap();
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .map_err(|e| e.to_string())?;
@@ -154,7 +159,10 @@ fn idle_floods_do_not_multiply_into_connection_churn() {
         idle_flood_in_a_namespace,
     );
     if !in_child {
-        print!("{}", std::fs::read_to_string(figures_path()).unwrap_or_default());
+        print!(
+            "{}",
+            std::fs::read_to_string(figures_path()).unwrap_or_default()
+        );
     }
 }
 
@@ -227,5 +235,8 @@ fn idle_flood_in_a_namespace() {
     let run = crate::common::bin::edgenetd(&["cleanup", "--config", cfg.to_str().unwrap()]);
     assert!(run.ok(), "{}", run.stderr);
     let left = sh("nft list ruleset");
-    assert!(!left.contains("notrack"), "cleanup left the exemption: {left}");
+    assert!(
+        !left.contains("notrack"),
+        "cleanup left the exemption: {left}"
+    );
 }
