@@ -150,6 +150,9 @@ fn conntrack_is_active() {
 
 #[test]
 fn idle_floods_do_not_multiply_into_connection_churn() {
+    let _one = super::ONE_FLOOD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let in_child = crate::common::netns::in_child();
     if !in_child {
         let _ = std::fs::remove_file(figures_path());
@@ -172,7 +175,7 @@ fn idle_flood_in_a_namespace() {
         listen: "0.0.0.0:9750",
         ..Options::default()
     };
-    let d = Daemon::start_with("idle-flood", &config(), opts);
+    let mut d = Daemon::start_with("idle-flood", &config(), opts);
     d.wait_ready();
     let tables = sh("nft list tables");
     assert!(
@@ -230,13 +233,14 @@ fn idle_flood_in_a_namespace() {
         "conntrack entries of the daemon's port on loopback: {peak_ct}"
     );
     let cfg = d.dir().join("edgenetd.toml");
-    drop(d);
+    d.stop();
     // The exemption lives in the service table, so `cleanup` takes it with the table.
     let run = crate::common::bin::edgenetd(&["cleanup", "--config", cfg.to_str().unwrap()]);
-    assert!(run.ok(), "{}", run.stderr);
+    assert!(run.ok(), "cleanup: {} {}", run.stdout, run.stderr);
     let left = sh("nft list ruleset");
     assert!(
         !left.contains("notrack"),
         "cleanup left the exemption: {left}"
     );
+    drop(d);
 }

@@ -159,10 +159,19 @@ fn a_probe_not_read_yet_is_not_evicted_by_a_burst_from_busier_sources() {
     // read; evicting the oldest connection of any source took a probe that had just been
     // accepted once 256 more came in behind it.
     let mut a = Admission::new(LIMITS);
-    let mut flood: Vec<Ticket> = (0..255).filter_map(|i| a.admit(v4(i % 100), true)).collect();
+    let mut flood: Vec<Ticket> = (0..255)
+        .filter_map(|i| a.admit(v4(i % 100), true))
+        .collect();
     let probe = a.admit(v4(5000), true).expect("a slot for the probe");
     flood.extend((0..2000).filter_map(|i| a.admit(v4(i % 100), true)));
-    assert_eq!(flood.len(), 2255, "every flood connection got a slot by eviction");
-    assert!(!probe.evicted.is_closed(), "the probe's source holds one slot");
+    assert_eq!(
+        flood.len(),
+        2255,
+        "every flood connection got a slot by eviction"
+    );
+    assert!(
+        !probe.evicted.is_closed(),
+        "the probe's source holds one slot"
+    );
     assert_eq!(a.open(), LIMITS.max_connections);
 }
