@@ -4,8 +4,9 @@
 //! request head and for writing the answer, and a size cap on the head (`connection`), so a
 //! slowloris client is dropped and a 1 MB header is answered 431 after 16 KiB, never buffered
 //! whole. Slots are handed out by `admission`: per-source and global caps, a reserve for
-//! loopback and `metrics_allow` sources, and eviction of the oldest connection still sending
-//! its head when full. Sources outside `metrics_allow` are told 403 without taking a slot.
+//! loopback and `metrics_allow` sources, and eviction of a connection still sending its head
+//! when full (held open until its head deadline, see `held`; the accept loop waits when the
+//! held queue is full of young sockets). Sources outside `metrics_allow` are told 403 without taking a slot.
 //!
 //! Each answer carries `Connection: close`: scrapes and probes are seconds apart, so
 //! keep-alive would only keep idle sockets around on a small board.
