@@ -6,7 +6,8 @@
 //! whole. Slots are handed out by `admission`: per-source and global caps, a reserve for
 //! loopback and `metrics_allow` sources, and eviction of a connection still sending its head
 //! when full (held open until its head deadline, see `held`; the accept loop waits when the
-//! held queue is full of young sockets). Sources outside `metrics_allow` are told 403 without taking a slot.
+//! held queue is full of young sockets). Sources outside `metrics_allow` are told 403
+//! without taking a slot.
 //!
 //! Each answer carries `Connection: close`: scrapes and probes are seconds apart, so
 //! keep-alive would only keep idle sockets around on a small board.
