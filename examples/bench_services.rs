@@ -251,7 +251,7 @@ fn main() {
             Some(t)
         };
         // Our layout as text.
-        let text = render_text(&full_table(&table.name, &model));
+        let text = render_text(&full_table(&table.name, &model, None));
         let ours_text = nft_f(&text, &dir.join("bench-edgenetd.nft").to_string_lossy());
         delete_table("inet", &table.name);
         let ratio = kube

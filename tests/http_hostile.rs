@@ -46,6 +46,9 @@ macro_rules! report {
     }};
 }
 
+#[path = "http_hostile/idle_flood.rs"]
+mod idle_flood;
+
 fn config() -> String {
     format!(
         "[daemon]\nlisten = \"{LISTEN}\"\n[controller.policy]\nenabled = false\n\
@@ -282,8 +285,15 @@ fn settles(pid: u32, idle: (u64, usize)) -> (u64, usize) {
     }
 }
 
+/// The tests of this file flood a daemon each and measure its probes' latencies: one at a
+/// time, so that two cores are not shared by two floods.
+static ONE_FLOOD_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn hostile_clients_do_not_slow_the_health_probe_or_leak_memory_and_fds() {
+    let _one = ONE_FLOOD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let name = "hostile_clients_do_not_slow_the_health_probe_or_leak_memory_and_fds";
     if !common::netns::in_child() {
         let _ = std::fs::remove_file(figures_path());

@@ -268,6 +268,15 @@ impl Run<'_> {
                 });
                 true
             }
+            Stmt::Notrack => {
+                // Nothing later in `explain` depends on tracking but NAT, and the service
+                // table exempts only connections no service translates.
+                trace.steps.push(format!(
+                    "{}: notrack: this connection is not tracked (no conntrack entry)",
+                    rule.chain
+                ));
+                true
+            }
             Stmt::FlowOffload(flowtable) => {
                 // No verdict: the packet goes on through the chain; later packets of the
                 // connection skip the forward path, decided as this one was.

@@ -58,9 +58,11 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
     if desired.controller("service").enabled {
         // Health is unknown offline: every backend counts as up.
         let model = model::build(&desired.services);
+        let local = crate::controller::service::local::of(desired.daemon.listen, &model);
         out.push(elements::full_table(
             &desired.daemon.service_table(),
             &model,
+            local,
         ));
     }
     out

@@ -2,14 +2,18 @@
 //! eviction of the oldest connection still sending its head when the caps are reached.
 //!
 //! A health probe sends its whole request in one packet, so the connections that sit in the
-//! head phase for long are slow or idle clients: evicting the oldest of them is what keeps
-//! caps from ever locking a probe out, while a connection already being answered is never
-//! cut. Counting is O(1) per accept and a source's entry goes as soon as its count is zero.
+//! head phase for long are slow or idle clients: evicting the oldest of them (of the source
+//! holding the most slots) is what keeps caps from ever locking a probe out, while a
+//! connection already being answered is never cut. Counting is O(1) per accept and a source's entry goes as soon as its count is zero.
+//! An evicted connection loses its slot, not its socket: it is held until its head deadline
+//! (`held`), so an eviction never tells a client to reconnect sooner than it would have.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv6Addr};
 
 use async_channel::{Receiver, Sender};
+
+use super::held::{self, Held};
 
 /// The caps one server applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +77,8 @@ pub struct Admission {
     per_source: HashMap<IpAddr, usize>,
     /// Open connections from untrusted sources.
     untrusted: usize,
+    /// Evicted connections, not closed yet (see `held`).
+    pub held: Held,
 }
 
 impl Admission {
@@ -84,6 +90,7 @@ impl Admission {
             conns: BTreeMap::new(),
             per_source: HashMap::new(),
             untrusted: 0,
+            held: Held::new(held::cap()),
         }
     }
 
@@ -152,13 +159,23 @@ impl Admission {
         self.per_source.len()
     }
 
-    /// Evicts the oldest connection in its head phase that `which` selects; false if none.
+    /// Evicts a connection in its head phase that `which` selects, from the source that holds
+    /// the most slots, its oldest; false if none. A lone probe's source holds one slot, so in
+    /// a burst that arrives faster than heads are read, the victims are the flood's: the
+    /// probe's connection is taken only once every source is down to one.
     fn evict_oldest(&mut self, which: impl Fn(&Conn) -> bool) -> bool {
-        let victim = self
-            .conns
-            .iter()
-            .find(|(_, c)| c.reading_head && which(c))
-            .map(|(id, _)| *id);
+        let mut victim: Option<(usize, u64)> = None;
+        for (id, c) in &self.conns {
+            if !(c.reading_head && which(c)) {
+                continue;
+            }
+            let held = self.per_source.get(&c.source).copied().unwrap_or(0);
+            // Ids grow with age, so the first of the largest count is its source's oldest.
+            if victim.is_none_or(|(most, _)| held > most) {
+                victim = Some((held, *id));
+            }
+        }
+        let victim = victim.map(|(_, id)| id);
         match victim {
             Some(id) => {
                 log::debug!("http: caps reached; evicting the oldest slow connection");

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::net::{IpAddr, TcpStream};
 use std::rc::Rc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt, future};
 use smol::Async;
@@ -28,8 +28,10 @@ pub const MAX_HEAD: usize = 16 * 1024;
 enum HeadError {
     /// The head is there but unacceptable: answer with its status.
     Rejected(Rejection),
-    /// The client went away, timed out or was evicted: nothing to answer.
+    /// The client went away or timed out: nothing to answer.
     Gone,
+    /// The accept loop gave the slot to another connection: the socket is held, not closed.
+    Evicted,
 }
 
 /// A slot in the admission table, freed when the connection's task ends however it ends.
@@ -54,13 +56,14 @@ pub async fn serve_admitted(
     table: Rc<RefCell<Admission>>,
     ticket: Ticket,
 ) {
+    let opened = Instant::now();
     let slot = Slot {
         table,
         id: ticket.id,
     };
     let evicted = async {
         let _ = ticket.evicted.recv().await;
-        Err(HeadError::Gone)
+        Err(HeadError::Evicted)
     };
     let head = future::or(within(HEAD_DEADLINE, read_head(&mut stream)), evicted).await;
     slot.table.borrow_mut().answering(slot.id);
@@ -68,13 +71,22 @@ pub async fn serve_admitted(
         Ok(head) => (site.answer(&head.method, &head.path, ip), head.method),
         Err(HeadError::Rejected(why)) => (rejection(why), Method::Get),
         Err(HeadError::Gone) => return,
+        Err(HeadError::Evicted) => {
+            // Closing would tell the client to come back at once (see `held`).
+            if let Ok(stream) = stream.into_inner() {
+                slot.table.borrow_mut().held.hold(stream, opened);
+            }
+            return;
+        }
     };
     write_reply(&mut stream, &reply, method).await;
 }
 
 /// Serves a source outside `metrics_allow`: its head under a short deadline, then 403.
 pub async fn serve_forbidden(mut stream: Async<TcpStream>) {
-    if let Err(HeadError::Gone) = within(FORBIDDEN_DEADLINE, read_head(&mut stream)).await {
+    if let Err(HeadError::Gone | HeadError::Evicted) =
+        within(FORBIDDEN_DEADLINE, read_head(&mut stream)).await
+    {
         return;
     }
     write_reply(&mut stream, &Reply::text(403, "forbidden\n"), Method::Get).await;

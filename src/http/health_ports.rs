@@ -196,6 +196,7 @@ pub(crate) async fn serve(
     health: Arc<Health>,
 ) {
     let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
+    ex.spawn(super::held::reap(Rc::clone(&table))).detach();
     let mut open: BTreeMap<u16, Open> = BTreeMap::new();
     // Ports whose bind failed, and for which Service: logged once until it works or goes.
     let mut failing: BTreeMap<u16, String> = BTreeMap::new();

@@ -10,8 +10,9 @@
 //!
 //! Robustness (see `server`): one thread of its own runs a small async server; every
 //! connection is a task with a hard deadline for its request head and a size cap, slots are
-//! handed out per source with a reserve for trusted sources and eviction of the oldest slow
-//! head when full, so a slow or malicious client (slowloris, a 1 MB header, garbage bytes)
+//! handed out per source with a reserve for trusted sources and eviction of a slow head when
+//! full (its socket held until its deadline, `held`, so evictions never invite a reconnect),
+//! so a slow or malicious client (slowloris, a 1 MB header, garbage bytes)
 //! only ever costs its own task and a few KiB, and never delays the answers to others.
 //!
 //! Why not tiny_http (the crate first chosen): it reads each request on a pool thread with no
@@ -23,6 +24,7 @@
 mod admission;
 mod connection;
 pub mod health_ports;
+mod held;
 pub mod request;
 mod response;
 mod server;

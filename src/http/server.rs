@@ -4,8 +4,10 @@
 //! request head and for writing the answer, and a size cap on the head (`connection`), so a
 //! slowloris client is dropped and a 1 MB header is answered 431 after 16 KiB, never buffered
 //! whole. Slots are handed out by `admission`: per-source and global caps, a reserve for
-//! loopback and `metrics_allow` sources, and eviction of the oldest connection still sending
-//! its head when full. Sources outside `metrics_allow` are told 403 without taking a slot.
+//! loopback and `metrics_allow` sources, and eviction of a connection still sending its head
+//! when full (held open until its head deadline, see `held`; the accept loop waits when the
+//! held queue is full of young sockets). Sources outside `metrics_allow` are told 403
+//! without taking a slot.
 //!
 //! Each answer carries `Connection: close`: scrapes and probes are seconds apart, so
 //! keep-alive would only keep idle sockets around on a small board.
@@ -60,6 +62,7 @@ pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String>
             );
             ex.spawn(ports).detach();
             let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
+            ex.spawn(super::held::reap(Rc::clone(&table))).detach();
             smol::block_on(ex.run(accept_loop(Rc::clone(&ex), listener, state, table)));
         })
         .map(|_| ())
@@ -126,6 +129,12 @@ pub(crate) async fn accept_loop<S: Site>(
     let forbidden = Rc::new(Cell::new(0usize));
     let mut streak = 0;
     loop {
+        // Every held socket is young and the queue is full: wait rather than close one
+        // sooner than `held::MIN_LIFE` after its client connected.
+        let wait = table.borrow().held.accept_after();
+        if let Some(at) = wait.filter(|at| *at > std::time::Instant::now()) {
+            smol::Timer::at(at).await;
+        }
         let accepted = listener.next().await;
         streak += 1;
         if streak >= ACCEPTS_PER_YIELD {

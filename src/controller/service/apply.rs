@@ -50,6 +50,8 @@ pub struct Kernel {
     pub(super) recorders: Option<Recorders>,
     /// Kernel messages written by the last sync.
     pub last_writes: u64,
+    /// The loopback exemption of the daemon's listener the table carries (see `local`).
+    pub local: Option<super::local::Local>,
 }
 
 /// Gives memory freed after a large batch or dump back to the system (glibc keeps it
@@ -81,7 +83,14 @@ impl Kernel {
             absent_at: None,
             recorders: None,
             last_writes: 0,
+            local: None,
         })
+    }
+
+    /// The same, with the loopback exemption `local` in its table.
+    pub fn with_local(mut self, local: Option<super::local::Local>) -> Kernel {
+        self.local = local;
+        self
     }
 
     /// What this process committed, if known.
@@ -345,7 +354,7 @@ impl Kernel {
     /// A batch that replaces the table with the bare skeleton (no service elements yet) and
     /// the recorder chains of `recorders`.
     fn skeleton_batch(&self, recorders: &Recorders) -> Result<Batch, SyncError> {
-        let skeleton = layout::skeleton(&self.table.name, recorders);
+        let skeleton = layout::skeleton_with(&self.table.name, recorders, self.local);
         let mut batch = Batch::new();
         batch.tag(TAG_SHARED);
         batch

@@ -121,9 +121,10 @@ pub(super) fn stream_elements(
     Ok(count)
 }
 
-/// The skeleton with every desired element (the text a cold install is equivalent to).
-pub fn full_table(name: &str, model: &Model) -> Table {
-    let mut t = layout::skeleton(name, &super::model::recorders(model));
+/// The skeleton with every desired element and the loopback exemption `local` (the text a
+/// cold install is equivalent to).
+pub fn full_table(name: &str, model: &Model, local: Option<super::local::Local>) -> Table {
+    let mut t = layout::skeleton_with(name, &super::model::recorders(model), local);
     each_element(model, |s, el| t.sets[s.index()].elements.push(el));
     t
 }

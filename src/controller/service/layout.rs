@@ -573,6 +573,19 @@ fn vmap(set: SetId, v4: bool) -> Stmt {
     }
 }
 
+/// [`skeleton`] with the loopback exemption of the daemon's listener (`super::local`).
+pub fn skeleton_with(
+    table: &str,
+    recorders: &BTreeSet<(u32, bool)>,
+    local: Option<super::local::Local>,
+) -> Table {
+    let mut t = skeleton(table, recorders);
+    let (chains, rules) = super::local::objects(local);
+    t.chains.extend(chains);
+    t.rules.extend(rules);
+    t
+}
+
 /// The whole table without elements: sets, chains and rules, plus the recorder chains of
 /// the (timeout, family) pairs in `recorders`. Constant in size but for one chain per
 /// distinct sticky timeout and family.

@@ -29,6 +29,7 @@ pub mod apply;
 pub mod elements;
 pub mod health;
 pub mod layout;
+pub mod local;
 pub mod model;
 pub mod observe;
 pub mod plan;
@@ -153,15 +154,18 @@ impl Controller for ServiceController {
         let model = model::build_with(&desired.services, &|s, b| health.is_up(s, b));
         health.publish(&desired.services.services);
         let desired_counts = counts(&model);
+        let exempt = local::of(desired.daemon.listen, &model);
         progress.beat();
         let mut kernel = match self.kernel.take() {
-            Some(k) if k.table == table => k,
+            Some(k) if k.table == table && k.local == exempt => k,
             other => {
-                // First sync, or the table prefix changed: start over (the old table stays
-                // for `cleanup`, as after a stop).
+                // First sync, the table prefix changed, or the loopback exemption of the
+                // daemon's listener came or went: start over (the full compare replaces a
+                // table of another shape; an old table's prefix stays for `cleanup`).
                 drop(other);
                 Kernel::open(table, self.watch.clone(), self.invalidation.clone())
                     .map_err(|e| SyncError::whole("nftables socket", e))?
+                    .with_local(exempt)
             }
         };
         let (kernel, result) = smol::unblock(move || {

@@ -51,7 +51,7 @@ impl Kernel {
             .iter()
             .filter_map(|c| layout::parse_recorder_chain(c))
             .collect();
-        let skeleton = layout::skeleton(&self.table.name, &recorders);
+        let skeleton = layout::skeleton_with(&self.table.name, &recorders, self.local);
         let sets = self.nft.list_sets(&self.table)?;
         let mut want_sets: Vec<SetShape> = skeleton
             .sets

@@ -644,7 +644,7 @@ mod verify_tests {
 
     /// The kernel form of every element of `m`, set by set.
     fn kernel_of(m: &Model) -> Vec<Vec<ElemInfo>> {
-        let t = full_table("t", m);
+        let t = full_table("t", m, None);
         t.sets
             .iter()
             .map(|s| raw_elements(s, &s.elements).unwrap())

@@ -19,7 +19,8 @@ pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
     let table = table_ref(&desired.daemon);
     let model = model::build(&desired.services);
     let mut nft = Nft::open()?;
-    smol::unblock(move || plan_blocking(&mut nft, &table, &model))
+    let local = super::local::of(desired.daemon.listen, &model);
+    smol::unblock(move || plan_blocking(&mut nft, &table, &model, local))
         .await
         .map_err(ServiceError::from)
 }
@@ -37,7 +38,13 @@ use super::observe;
 /// `plan`: the service changes against the running kernel as `#` lines, then the table as the
 /// sync would leave it between the plan markers (loadable with `nft -f`), so the whole part
 /// loads with `nft -f` too.
-pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result<String, NftError> {
+/// `local`: the loopback exemption of the daemon's listener the table gets.
+pub fn plan_blocking(
+    nft: &mut Nft,
+    table: &TableRef,
+    desired: &Model,
+    local: Option<super::local::Local>,
+) -> Result<String, NftError> {
     let mut out = String::new();
     let exists = nft.table_exists(table)?;
     if desired.needs_no_table() && !exists {
@@ -100,6 +107,7 @@ pub fn plan_blocking(nft: &mut Nft, table: &TableRef, desired: &Model) -> Result
         out.push_str(&render::render_plan_block(&full_table(
             &table.name,
             desired,
+            local,
         )));
     }
     Ok(out)

@@ -231,6 +231,11 @@ pub(crate) fn masquerade() -> Expr<kind::Masq> {
     Expr::new()
 }
 
+/// `notrack`.
+pub(crate) fn notrack() -> Expr<kind::Notrack> {
+    Expr::new()
+}
+
 /// `nat <snat|dnat> <family> addr_min reg <a> [proto_min reg <p>]` (type 0 = snat, 1 = dnat;
 /// family 2 = ipv4, 10 = ipv6). The kernel derives the range flags from the registers given.
 pub(crate) fn nat(

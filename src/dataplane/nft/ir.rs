@@ -745,6 +745,9 @@ pub enum Stmt {
     Reject(Reject),
     /// `masquerade`.
     Masquerade,
+    /// `notrack`: the packet's connection is not tracked (in a chain of priority `raw`, which
+    /// runs before conntrack; later packets need their own `notrack`).
+    Notrack,
     /// `snat|dnat ip|ip6 to <addr>[:<port>]`.
     Nat {
         /// SNAT or DNAT.

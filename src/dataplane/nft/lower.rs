@@ -360,6 +360,7 @@ impl RuleCx<'_> {
             }
             Stmt::Reject(r) => self.raw.add_expr(reject_expr(*r)),
             Stmt::Masquerade => self.raw.add_expr(expr::masquerade()),
+            Stmt::Notrack => self.raw.add_expr(expr::notrack()),
             Stmt::Nat { kind, addr, port } => self.nat(*kind, addr, *port)?,
             Stmt::NatMap {
                 kind,

@@ -70,10 +70,15 @@ fn slow_clients_from_ten_addresses_do_not_lock_out_a_probe_from_an_eleventh() {
         before + 1,
         "the first probe evicted a slow client; the next ones reused the freed slot"
     );
-    assert!(
-        slow[..after].iter().all(|t| t.evicted.is_closed()),
-        "the oldest first"
-    );
+    // Victims come from the sources holding the most slots, each source's oldest first.
+    assert_eq!(slow.len(), 10 * LIMITS.max_per_source);
+    for (source, conns) in slow.chunks(LIMITS.max_per_source).enumerate() {
+        let lost = conns.iter().filter(|t| t.evicted.is_closed()).count();
+        assert!(
+            conns[..lost].iter().all(|t| t.evicted.is_closed()),
+            "source {source}: the oldest first"
+        );
+    }
 }
 
 #[test]
@@ -146,4 +151,27 @@ fn a_connection_being_answered_is_never_evicted() {
     a.release(answering.id);
     a.release(probe.id);
     assert_eq!((a.open(), a.sources_tracked()), (0, 0));
+}
+
+#[test]
+fn a_probe_not_read_yet_is_not_evicted_by_a_burst_from_busier_sources() {
+    // Issue 21, item 11: 2,000 idle clients from 100 sources arrive faster than heads are
+    // read; evicting the oldest connection of any source took a probe that had just been
+    // accepted once 256 more came in behind it.
+    let mut a = Admission::new(LIMITS);
+    let mut flood: Vec<Ticket> = (0..255)
+        .filter_map(|i| a.admit(v4(i % 100), true))
+        .collect();
+    let probe = a.admit(v4(5000), true).expect("a slot for the probe");
+    flood.extend((0..2000).filter_map(|i| a.admit(v4(i % 100), true)));
+    assert_eq!(
+        flood.len(),
+        2255,
+        "every flood connection got a slot by eviction"
+    );
+    assert!(
+        !probe.evicted.is_closed(),
+        "the probe's source holds one slot"
+    );
+    assert_eq!(a.open(), LIMITS.max_connections);
 }

@@ -307,3 +307,35 @@ fn a_port_that_cannot_be_bound_is_skipped_and_the_others_serve() {
         get(busy).is_some_and(|(s, _)| s == 200)
     });
 }
+
+#[test]
+fn an_idle_flood_on_a_health_port_evicts_without_closing() {
+    // Issue 21, item 11, on the health-check node ports: a closed idle client comes back at
+    // once, so an eviction must not close it before its head deadline.
+    let (_clock, health, _h) = health();
+    let ports = Arc::new(HealthPorts::default());
+    run(Arc::clone(&ports), health);
+    let p = free_port();
+    ports.set([port("ns1/svc1", p, 1)]);
+    wait_for("the port to answer", || {
+        get(p).is_some_and(|(s, _)| s == 200)
+    });
+    let mut idle: Vec<TcpStream> = (0..LIMITS.max_per_source + 1)
+        .map(|_| TcpStream::connect((Ipv4Addr::LOCALHOST, p)).unwrap())
+        .collect();
+    // The last one took the first one's slot (one source, at its cap).
+    wait_for("a probe behind them to be answered", || {
+        get(p).is_some_and(|(s, _)| s == 200)
+    });
+    let first = &mut idle[0];
+    first
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let read = first.read(&mut byte);
+    assert!(
+        read.as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "the evicted connection was closed (or answered): {read:?}"
+    );
+}
