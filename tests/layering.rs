@@ -106,6 +106,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::doc", "config::diag"),
     ("config::doc", "config::dual_forward"),
     ("config::split", "config::doc"),
+    ("config::text", "config::limits"),
     ("config::load", "config::diag"),
     ("config::load", "config::doc"),
     ("config::load", "config::dual_forward"),

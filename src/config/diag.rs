@@ -3,11 +3,28 @@
 //! Validation never stops at the first problem: syntax errors of every file, unknown keys of
 //! every section and every semantic problem are collected, then rendered together as
 //! `file:line:col: message`, the offending line and a caret, like a compiler would.
+//!
+//! What is quoted is bounded, whatever the input: a long line is cut to a window around the
+//! column (a one-line 52 MB file once put its whole line in the log), and a message that
+//! quotes a long value is cut too.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::ops::Range;
 
 use super::source_map::SourceMap;
+
+/// The most characters of a line a diagnostic quotes; a longer line is cut around the column.
+pub const QUOTE_CHARS: usize = 100;
+
+/// Of a cut line, how many characters are shown before the column.
+const QUOTE_BEFORE: usize = 40;
+
+/// The longest message shown whole, in bytes.
+pub const MESSAGE_BYTES: usize = 1000;
+
+/// Marks where a quoted line or a message was cut.
+const CUT: char = '…';
 
 /// One problem found while loading the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +122,7 @@ fn render_one(
     msg: &str,
     kind: &str,
 ) {
+    let msg = shorten(msg);
     let Some(loc) = span.and_then(|s| sources.locate(s)) else {
         let _ = writeln!(out, "{kind}: {msg}");
         return;
@@ -117,21 +135,87 @@ fn render_one(
         loc.line,
         loc.column
     );
+    // A file that was not read (over a size limit) has no line to quote.
+    if sources
+        .file_at(span.start)
+        .is_some_and(|f| f.text.is_empty())
+    {
+        return;
+    }
     let gutter = loc.line.to_string().len();
     let width = sources
         .snippet(span)
         .lines()
         .next()
-        .map_or(1, |l| l.chars().count().max(1));
+        .map_or(1, |l| l.chars().take(QUOTE_CHARS + 1).count().max(1));
+    let quote = Quote::of(loc.line_text, loc.column, width);
     let _ = writeln!(out, "{:gutter$} |", "");
-    let _ = writeln!(out, "{} | {}", loc.line, loc.line_text);
+    let _ = writeln!(out, "{} | {}", loc.line, quote.text);
     let _ = writeln!(
         out,
         "{:gutter$} | {}{}",
         "",
-        " ".repeat(loc.column - 1),
-        "^".repeat(width)
+        " ".repeat(quote.caret),
+        "^".repeat(quote.width)
     );
+}
+
+/// `msg`, cut after [`MESSAGE_BYTES`] bytes, saying how much was left out.
+fn shorten(msg: &str) -> Cow<'_, str> {
+    if msg.len() <= MESSAGE_BYTES {
+        return Cow::Borrowed(msg);
+    }
+    let mut end = MESSAGE_BYTES;
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!(
+        "{}{CUT} ({} more bytes)",
+        &msg[..end],
+        msg.len() - end
+    ))
+}
+
+/// The part of a line a diagnostic shows, and where its caret goes.
+#[derive(Debug, PartialEq, Eq)]
+struct Quote {
+    /// The line, or a window of at most [`QUOTE_CHARS`] characters of it marked with [`CUT`]
+    /// where it was cut.
+    text: String,
+    /// Characters of `text` before the caret.
+    caret: usize,
+    /// Carets to draw (at least one, at most to the end of `text` and one past it).
+    width: usize,
+}
+
+impl Quote {
+    /// The window of `line` around 1-based `column`, `width` characters marked.
+    fn of(line: &str, column: usize, width: usize) -> Quote {
+        let at = column.saturating_sub(1);
+        // Counting stops past the window: a 50 MB line is not walked to its end for this.
+        let needed = at.saturating_add(QUOTE_CHARS + 1);
+        let total = line.chars().take(needed).count();
+        let (text, caret, shown) = if total <= QUOTE_CHARS {
+            (line.to_string(), at, total)
+        } else {
+            let start = at.saturating_sub(QUOTE_BEFORE);
+            let rest = line.chars().skip(start);
+            let mut text = String::new();
+            if start > 0 {
+                text.push(CUT);
+            }
+            let window: String = rest.clone().take(QUOTE_CHARS).collect();
+            let shown = window.chars().count();
+            text.push_str(&window);
+            if rest.clone().nth(QUOTE_CHARS).is_some() {
+                text.push(CUT);
+            }
+            let lead = usize::from(start > 0);
+            (text, at - start + lead, shown + lead)
+        };
+        let width = width.min((shown + 1).saturating_sub(caret)).max(1);
+        Quote { text, caret, width }
+    }
 }
 
 /// A failed load: every diagnostic, rendered against the files that were read.
@@ -157,9 +241,9 @@ impl ConfigError {
                     l.path.display(),
                     l.line,
                     l.column,
-                    d.message
+                    shorten(&d.message)
                 ),
-                None => d.message.clone(),
+                None => shorten(&d.message).into_owned(),
             })
             .unwrap_or_default();
         ConfigError {
@@ -173,5 +257,69 @@ impl ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.rendered.trim_end())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_line_is_quoted_whole() {
+        let q = Quote::of("listen = \"nowhere\"", 10, 9);
+        assert_eq!(
+            (q.text.as_str(), q.caret, q.width),
+            ("listen = \"nowhere\"", 9, 9)
+        );
+        // At the end of the line (a missing value): one caret past the text.
+        let q = Quote::of("k =", 4, 1);
+        assert_eq!((q.caret, q.width), (3, 1));
+    }
+
+    #[test]
+    fn a_long_line_is_cut_to_a_window_around_the_column() {
+        let line = format!("k = [{}\"x\"]", "1,".repeat(1_000_000));
+        let column = line.len() - 3;
+        let q = Quote::of(&line, column, 3);
+        assert!(
+            q.text.starts_with(CUT) && !q.text.ends_with(CUT),
+            "{}",
+            q.text
+        );
+        assert!(q.text.chars().count() <= QUOTE_CHARS + 2, "{}", q.text);
+        let marked: String = q.text.chars().skip(q.caret).take(q.width).collect();
+        assert_eq!(marked, "\"x\"");
+        // Near the start: cut at the end only; in the middle: both ends.
+        let q = Quote::of(&line, 5, 1);
+        assert!(
+            q.text.starts_with("k = [1,1") && q.text.ends_with(CUT),
+            "{}",
+            q.text
+        );
+        assert_eq!(q.text.chars().nth(q.caret), Some('['));
+        let q = Quote::of(&line, 1_000_000, 1_000_000);
+        assert!(
+            q.text.starts_with(CUT) && q.text.ends_with(CUT),
+            "{}",
+            q.text
+        );
+        assert_eq!(q.caret, QUOTE_BEFORE + 1);
+        assert_eq!(
+            q.caret + q.width,
+            q.text.chars().count(),
+            "carets end with the text"
+        );
+    }
+
+    #[test]
+    fn a_long_message_is_cut_saying_how_much_is_left_out() {
+        let msg = format!("invalid name \"{}\"", "é".repeat(2000));
+        let short = shorten(&msg);
+        assert!(short.len() < MESSAGE_BYTES + 40, "{short}");
+        assert!(
+            short.ends_with(&format!("{CUT} ({} more bytes)", msg.len() - MESSAGE_BYTES)),
+            "{short}"
+        );
+        assert_eq!(shorten("short"), "short");
     }
 }
