@@ -9,7 +9,7 @@
 //!
 //! The limits sit well above real configs: the route benchmark's 100,000 `[[route]]` entries
 //! are 5.0 MB (6.3 MB as `/32` routes with `via` and `dev`), and the deepest place edgenetd
-//! reads is about 6 levels down. docs/operations.md states them ("Limits of a config").
+//! reads is 5 levels down. docs/operations.md states them ("Limits of a config").
 
 /// The largest config file read, in bytes: 16 MiB, about 260,000 `[[route]]` entries.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;

@@ -108,3 +108,47 @@ fn a_file_nested_past_the_depth_limit_is_not_parsed_and_the_others_are() {
         e.rendered
     );
 }
+
+/// The limits are stated in docs/operations.md, the README and the man page: they must say
+/// what the code enforces.
+#[test]
+fn the_docs_state_the_limits_the_code_enforces() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+    let ops = read("docs/operations.md").replace('\n', " ");
+    for want in [
+        format!(
+            "| one config file | {} MiB ({} bytes)",
+            MAX_FILE_BYTES >> 20,
+            group(MAX_FILE_BYTES)
+        ),
+        format!(
+            "| {} MiB ({} bytes)",
+            MAX_TOTAL_BYTES >> 20,
+            group(MAX_TOTAL_BYTES)
+        ),
+        format!("| nesting | {MAX_DEPTH} levels"),
+        format!("longer than {} characters", super::diag::QUOTE_CHARS),
+        format!(
+            "longer than {} bytes",
+            group(super::diag::MESSAGE_BYTES as u64)
+        ),
+    ] {
+        assert!(
+            ops.contains(&want),
+            "docs/operations.md does not say {want:?}"
+        );
+    }
+    let short = format!(
+        "over {} MiB, the files of one load over {} MiB together, or nesting deeper than",
+        MAX_FILE_BYTES >> 20,
+        MAX_TOTAL_BYTES >> 20
+    );
+    let man = read("packaging/man/edgenetd.8").replace('\n', " ");
+    let readme = read("README.md").replace("\n  ", " ");
+    for (name, text) in [("man page", &man), ("README", &readme)] {
+        assert!(text.contains(&short), "the {name} does not say {short:?}");
+        let depth = format!("deeper than {MAX_DEPTH} levels");
+        assert!(text.contains(&depth), "the {name} does not say {depth:?}");
+    }
+}
