@@ -285,6 +285,10 @@ fn check_and_apply_locate_bytes_that_are_not_utf8() {
 /// Runs `edgenetd args`, stdout and stderr to files in `dir`: (exit code, stderr, peak RSS in
 /// KiB, wall time). The peak is the child's own (`wait4`), not that of every child this test
 /// process ran.
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child is waited for by wait4, which also gives its own peak RSS"
+)]
 fn run_measured(dir: &ScratchDir, args: &[&str]) -> (i32, String, u64, std::time::Duration) {
     let err_path = dir.join("stderr");
     let start = std::time::Instant::now();

@@ -118,7 +118,7 @@ netns_test! {
         wait_until("the old config's controller still syncs", WAIT, || {
             d.metric("edgenetd_controller_syncs_total", &[("controller", "old")]).unwrap_or(0.0) > synced
         });
-        let status = d.messages().into_iter().filter(|m| m.contains("STATUS=")).last().unwrap_or_default();
-        assert!(status.len() < 2000, "{} bytes of STATUS", status.len());
+        let status = d.messages().into_iter().rev().find(|m| m.contains("STATUS=")).unwrap_or_default();
+        assert!(status.contains("over the limit") && status.len() < 2000, "{} bytes of STATUS: {status:.2000}", status.len());
     }
 }

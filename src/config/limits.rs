@@ -123,19 +123,13 @@ impl Scan {
                     continue;
                 }
                 b'"' | b'\'' => {
-                    if self.in_key {
-                        if self.segment_start() {
-                            return Some(i);
-                        }
+                    if self.in_key && self.segment_start() {
+                        return Some(i);
                     }
                     i = skip_string(b, i);
                     continue;
                 }
-                b'\n' => {
-                    if self.frames.is_empty() {
-                        self.line_start();
-                    }
-                }
+                b'\n' if self.frames.is_empty() => self.line_start(),
                 b'[' if self.in_key && self.frames.is_empty() && !self.segment => {
                     // A table header: its segments, up to `]` (`]]`).
                     let (end, segments) = header(b, i);
@@ -363,8 +357,8 @@ via = "192.0.2.1"
         // Header and key and value add up.
         let mixed = format!(
             "[{}]\n{} = [[1]]\n",
-            vec!["a"; 10].join("."),
-            vec!["b"; 21].join(".")
+            ["a"; 10].join("."),
+            ["b"; 21].join(".")
         );
         assert!(too_deep(&mixed).is_some());
         // An unclosed string or a stray bracket does not make the scan panic.
