@@ -110,6 +110,14 @@ netns_test! {
         assert_eq!(d.metric("edgenetd_config_last_reload_successful", &[]), Some(0.0));
         let log = d.log();
         assert!(log.contains("over the limit of 16,777,216 bytes (16 MiB) for one config file"), "{log}");
+        // The daemon's own peak, since it started: the file was never held in memory.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+        let peak_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM");
+        assert!(peak_kib < 64 * 1024, "the daemon peaked at {peak_kib} KiB (limit 64 MiB)");
         assert!(log.len() < 20_000, "{} bytes of log", log.len());
         // The old config is in force: its controller still syncs.
         let body = d.get("/healthz").1;
