@@ -23,6 +23,14 @@ const QUOTE_BEFORE: usize = 40;
 /// The longest message shown whole, in bytes.
 pub const MESSAGE_BYTES: usize = 1000;
 
+/// The most problems rendered: each is located by a walk of its file, and 50,000 syntax
+/// errors (a 100 KB file of `x` lines) took 99 s and 5 MB to render in full.
+pub const MAX_RENDERED: usize = 100;
+
+/// The most problems kept; the rest are counted. A 16 MiB file of one-character lines has 8
+/// million syntax errors, and each kept costs about 150 bytes.
+pub const MAX_KEPT: usize = 1000;
+
 /// Marks where a quoted line or a message was cut.
 const CUT: char = '…';
 
@@ -37,16 +45,28 @@ pub struct Diagnostic {
     pub related: Option<(Range<usize>, String)>,
 }
 
-/// The problems of one load, in the order they were found.
+/// The problems of one load, in the order they were found: the first [`MAX_KEPT`], and how
+/// many more.
 #[derive(Debug, Clone, Default)]
 pub struct Diagnostics {
     items: Vec<Diagnostic>,
+    /// Problems recorded after the first [`MAX_KEPT`]: counted, not kept.
+    dropped: usize,
 }
 
 impl Diagnostics {
+    /// Keeps `d` if there is room, else counts it.
+    fn push(&mut self, d: Diagnostic) {
+        if self.items.len() < MAX_KEPT {
+            self.items.push(d);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
     /// Records a problem at a place.
     pub fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
-        self.items.push(Diagnostic {
+        self.push(Diagnostic {
             span: Some(span),
             message: message.into(),
             related: None,
@@ -61,7 +81,7 @@ impl Diagnostics {
         related: Range<usize>,
         note: impl Into<String>,
     ) {
-        self.items.push(Diagnostic {
+        self.push(Diagnostic {
             span: Some(span),
             message: message.into(),
             related: Some((related, note.into())),
@@ -70,7 +90,7 @@ impl Diagnostics {
 
     /// Records a problem that has no place in a file (e.g. a file that cannot be read).
     pub fn error_nowhere(&mut self, message: impl Into<String>) {
-        self.items.push(Diagnostic {
+        self.push(Diagnostic {
             span: None,
             message: message.into(),
             related: None,
@@ -79,37 +99,48 @@ impl Diagnostics {
 
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len() == 0
     }
 
-    /// The number of problems.
+    /// The number of problems (kept or only counted).
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.items.len() + self.dropped
     }
 
     /// Forgets the problems recorded after the first `len`.
     pub fn truncate(&mut self, len: usize) {
         self.items.truncate(len);
+        self.dropped = len.saturating_sub(self.items.len()).min(self.dropped);
     }
 
     /// Moves every problem of `other` to the end of this list.
     pub fn append(&mut self, other: &mut Diagnostics) {
-        self.items.append(&mut other.items);
+        for d in other.items.drain(..) {
+            self.push(d);
+        }
+        self.dropped += std::mem::take(&mut other.dropped);
     }
 
-    /// Every problem recorded.
+    /// The problems kept (the first [`MAX_KEPT`]; [`Diagnostics::len`] counts them all).
     pub fn items(&self) -> &[Diagnostic] {
         &self.items
     }
 
-    /// Renders every problem with its place, line and caret.
+    /// Renders the first [`MAX_RENDERED`] problems with their place, line and caret, and how
+    /// many more there are.
     pub fn render(&self, sources: &SourceMap) -> String {
         let mut out = String::new();
-        for d in &self.items {
+        for d in self.items.iter().take(MAX_RENDERED) {
             render_one(&mut out, sources, d.span.as_ref(), &d.message, "error");
             if let Some((span, note)) = &d.related {
                 render_one(&mut out, sources, Some(span), note, "note");
             }
+        }
+        if let Some(more) = self.len().checked_sub(MAX_RENDERED).filter(|n| *n > 0) {
+            let _ = writeln!(
+                out,
+                "error: {more} more problem(s) not shown (the first {MAX_RENDERED} are)"
+            );
         }
         out
     }
@@ -309,6 +340,63 @@ mod tests {
             q.text.chars().count(),
             "carets end with the text"
         );
+    }
+
+    #[test]
+    fn bug_50000_syntax_errors_render_the_first_hundred_and_a_count() {
+        let text = "x\n".repeat(50_000);
+        let mut sources = SourceMap::default();
+        sources.add("e.toml".into(), text);
+        let mut diags = Diagnostics::default();
+        for line in 0..50_000 {
+            diags.error(2 * line..2 * line + 1, "invalid TOML: expected `=`");
+        }
+        let started = std::time::Instant::now();
+        let e = ConfigError::new(&diags, &sources);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(e.count, 50_000);
+        assert_eq!(
+            e.rendered.matches(": error: invalid TOML").count(),
+            MAX_RENDERED
+        );
+        assert!(e.rendered.contains("e.toml:100:1: error"), "{}", e.rendered);
+        assert!(!e.rendered.contains("e.toml:101:1"), "{}", e.rendered);
+        assert!(
+            e.rendered
+                .ends_with("error: 49900 more problem(s) not shown (the first 100 are)\n"),
+            "{}",
+            &e.rendered[e.rendered.len() - 200..]
+        );
+    }
+
+    #[test]
+    fn problems_past_the_kept_ones_are_counted_and_rolled_back_by_count() {
+        let mut diags = Diagnostics::default();
+        for i in 0..MAX_KEPT + 10 {
+            diags.error(i..i + 1, "x");
+        }
+        assert_eq!(
+            (diags.len(), diags.items().len()),
+            (MAX_KEPT + 10, MAX_KEPT)
+        );
+        diags.truncate(MAX_KEPT + 4);
+        assert_eq!(diags.len(), MAX_KEPT + 4);
+        diags.truncate(MAX_KEPT - 1);
+        assert_eq!(
+            (diags.len(), diags.items().len()),
+            (MAX_KEPT - 1, MAX_KEPT - 1)
+        );
+        let mut other = Diagnostics::default();
+        for i in 0..5 {
+            other.error(i..i + 1, "y");
+        }
+        diags.append(&mut other);
+        assert_eq!((diags.len(), diags.items().len()), (MAX_KEPT + 4, MAX_KEPT));
+        assert!(other.is_empty() && other.len() == 0);
     }
 
     #[test]
