@@ -396,7 +396,7 @@ mod tests {
         }
         diags.append(&mut other);
         assert_eq!((diags.len(), diags.items().len()), (MAX_KEPT + 4, MAX_KEPT));
-        assert!(other.is_empty() && other.len() == 0);
+        assert_eq!((other.len(), other.items().len()), (0, 0));
     }
 
     #[test]
