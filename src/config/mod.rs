@@ -2,7 +2,8 @@
 //!
 //! Parse into raw serde types, then validate into rich ones. The steps:
 //! 1. [`load`] reads the main file and `conf.d/*.toml` beside it, in name order, into a
-//!    [`SourceMap`] (one global span space for all files).
+//!    [`SourceMap`] (one global span space for all files). A file over its size budget is
+//!    refused unread, and one nested deeper than [`limits::MAX_DEPTH`] unparsed (`limits`).
 //! 2. `load` parses each file (toml's recoverable parser, or block by block for a file that
 //!    ends with a long run of `[[route]]` entries) and merges them into a [`Doc`]: tables merge
 //!    key by key, `[[arrays]]` append, a key set in two files is an error naming both places.
