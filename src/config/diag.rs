@@ -45,7 +45,7 @@ pub struct Diagnostic {
     pub related: Option<(Range<usize>, String)>,
 }
 
-/// The problems of one load, in the order they were found: the first [`MAX_KEPT`], and how
+/// The problems of one load, in the order they were found: the first `MAX_KEPT` (1,000), and how
 /// many more.
 #[derive(Debug, Clone, Default)]
 pub struct Diagnostics {
@@ -121,12 +121,12 @@ impl Diagnostics {
         self.dropped += std::mem::take(&mut other.dropped);
     }
 
-    /// The problems kept (the first [`MAX_KEPT`]; [`Diagnostics::len`] counts them all).
+    /// The problems kept (the first `MAX_KEPT`; [`Diagnostics::len`] counts them all).
     pub fn items(&self) -> &[Diagnostic] {
         &self.items
     }
 
-    /// Renders the first [`MAX_RENDERED`] problems with their place, line and caret, and how
+    /// Renders the first `MAX_RENDERED` (100) problems with their place, line and caret, and how
     /// many more there are.
     pub fn render(&self, sources: &SourceMap) -> String {
         let mut out = String::new();
