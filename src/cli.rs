@@ -455,6 +455,11 @@ fn apply(cli: &Cli) -> Exit {
             );
             return Exit::Failure;
         }
+        config::text::FileText::TooLarge { size, at_least } => {
+            let why = config::limits::size_message(size, at_least, 0);
+            eprintln!("edgenetd: {}: {why}; nothing was sent", new.display());
+            return Exit::Failure;
+        }
         config::text::FileText::Unreadable(why) => {
             eprintln!("edgenetd: {}: {why}", new.display());
             return Exit::Failure;

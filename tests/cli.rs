@@ -281,3 +281,113 @@ fn check_and_apply_locate_bytes_that_are_not_utf8() {
         "{err}"
     );
 }
+
+/// Runs `edgenetd args`, stdout and stderr to files in `dir`: (exit code, stderr, peak RSS in
+/// KiB, wall time). The peak is the child's own (`wait4`), not that of every child this test
+/// process ran.
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child is waited for by wait4, which also gives its own peak RSS"
+)]
+fn run_measured(dir: &ScratchDir, args: &[&str]) -> (i32, String, u64, std::time::Duration) {
+    let err_path = dir.join("stderr");
+    let start = std::time::Instant::now();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_edgenetd"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(dir.join("stdout")).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .expect("run edgenetd");
+    let mut status = 0;
+    // SAFETY: zeroed is a valid `rusage` (plain integers).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our own child, not yet waited for; both pointers are to live locals.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let elapsed = start.elapsed();
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let err = std::fs::read_to_string(err_path).unwrap();
+    (code, err, usage.ru_maxrss as u64, elapsed)
+}
+
+/// Bug: a config file that is one 52 MB line (`k = [1,1,…]`) took `check` to 3.9 GB and
+/// 9.5 s (`ExecReload=` runs it in the unit's cgroup), and the rejection printed the line.
+#[test]
+fn bug_a_52_mb_config_line_is_refused_quickly_with_bounded_memory() {
+    let dir = ScratchDir::new("cli-52mb");
+    let mut line = String::with_capacity(52 << 20);
+    line.push_str("k = [");
+    while line.len() < 52_000_000 {
+        line.push_str("1,");
+    }
+    line.push_str("1]\n");
+    std::fs::write(dir.config(), &line).unwrap();
+    drop(line);
+    let main = dir.config().display().to_string();
+    let (code, err, peak_kib, took) = run_measured(&dir, &["check", "--config", &main]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        peak_kib < 64 * 1024,
+        "check peaked at {peak_kib} KiB (limit 64 MiB); took {took:?}"
+    );
+    assert!(took < std::time::Duration::from_secs(3), "took {took:?}");
+    let want = format!(
+        "{main}:1:1: error: the file is 52,000,004 bytes, over the limit of 16,777,216 bytes (16 MiB) for one config file by 35,222,788 bytes"
+    );
+    assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    assert!(err.len() < 1000, "{} bytes of stderr", err.len());
+}
+
+/// Bug: a 100,000-deep nesting was handed to the parser, whose error quoted the whole line
+/// (1.2 MB in the log).
+#[test]
+fn bug_a_100000_deep_nesting_is_refused_with_a_short_message() {
+    let n = 100_000;
+    let deep = format!("k = {}{}\n", "[".repeat(n), "]".repeat(n));
+    let dir = ScratchDir::with_files("cli-deep", &[("edgenetd.toml", &deep)]);
+    let main = dir.config().display().to_string();
+    let (code, _, err) = edgenetd(&["check", "--config", &main]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{main}:1:36: error: nested more than 32 deep (tables, dotted keys, arrays and inline tables counted together)"
+        )),
+        "{err}"
+    );
+    assert!(err.len() < 1000, "{} bytes of stderr:\n{err}", err.len());
+}
+
+/// Bug: every diagnostic quoted its whole line, however long; now a window around the column.
+#[test]
+fn bug_a_diagnostic_on_a_long_line_quotes_a_window_around_the_column() {
+    let pad = " ".repeat(20_000);
+    let text =
+        format!("daemon = {{ listen = \"127.0.0.1:9750\",{pad}route_protocol = 300,{pad}}}\n");
+    let dir = ScratchDir::with_files("cli-long-line", &[("edgenetd.toml", &text)]);
+    let main = dir.config().display().to_string();
+    let (code, _, err) = edgenetd(&["check", "--config", &main]);
+    assert_eq!(code, 1, "{err}");
+    let column = text.find("300").unwrap() + 1;
+    assert!(err.contains(&format!("{main}:1:{column}: error")), "{err}");
+    let quoted = err
+        .lines()
+        .find(|l| l.starts_with("1 | "))
+        .unwrap_or_else(|| panic!("no quoted line in\n{err}"));
+    assert!(
+        quoted.starts_with("1 | …") && quoted.ends_with('…'),
+        "{quoted:?}"
+    );
+    assert!(quoted.chars().count() < 120, "{quoted:?}");
+    // The caret is under the value, in the window.
+    let carets = err.lines().find(|l| l.contains('^')).unwrap();
+    let at = carets.find('^').unwrap();
+    let window: Vec<char> = quoted.chars().collect();
+    let under: String = window[at..at + 3].iter().collect();
+    assert_eq!(under, "300", "{quoted}\n{carets}");
+    assert!(err.len() < 1000, "{} bytes of stderr", err.len());
+}

@@ -89,3 +89,44 @@ netns_test! {
         assert!(d.log().contains(&want), "missing {want:?} in\n{}", d.log());
     }
 }
+
+#[cfg(feature = "fault-injection")]
+netns_test! {
+    /// Bug: a reload of a config that is one 52 MB line parsed it (3.9 GB) and logged the whole
+    /// line. It is refused by its size, in a short message, and the old config stays in force.
+    fn bug_a_reload_of_a_52_mb_config_line_is_refused_and_the_old_config_stays() {
+        let old = format!("{GOOD}\n[[test_controller]]\nname = \"old\"\nbehaviour = \"succeed\"\nperiod = \"200ms\"\n");
+        let d = Daemon::start("reload-52mb", &old);
+        d.wait_notify(0, Duration::from_secs(5), |m| m.contains("READY=1")).expect("READY=1");
+        let mut line = String::with_capacity(52 << 20);
+        line.push_str("k = [");
+        while line.len() < 52_000_000 {
+            line.push_str("1,");
+        }
+        line.push_str("1]\n");
+        d.reload(&line);
+        drop(line);
+        wait_metric(&d, "edgenetd_config_reload_failures_total", 1.0, WAIT);
+        assert_eq!(d.metric("edgenetd_config_last_reload_successful", &[]), Some(0.0));
+        let log = d.log();
+        assert!(log.contains("over the limit of 16,777,216 bytes (16 MiB) for one config file"), "{log}");
+        // The daemon's own peak, since it started: the file was never held in memory.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+        let peak_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM");
+        assert!(peak_kib < 64 * 1024, "the daemon peaked at {peak_kib} KiB (limit 64 MiB)");
+        assert!(log.len() < 20_000, "{} bytes of log", log.len());
+        // The old config is in force: its controller still syncs.
+        let body = d.get("/healthz").1;
+        assert!(body.contains("\"old\""), "{body}");
+        let synced = d.metric("edgenetd_controller_syncs_total", &[("controller", "old")]).unwrap_or(0.0);
+        wait_until("the old config's controller still syncs", WAIT, || {
+            d.metric("edgenetd_controller_syncs_total", &[("controller", "old")]).unwrap_or(0.0) > synced
+        });
+        let status = d.messages().into_iter().rev().find(|m| m.contains("STATUS=")).unwrap_or_default();
+        assert!(status.contains("over the limit") && status.len() < 2000, "{} bytes of STATUS: {status:.2000}", status.len());
+    }
+}

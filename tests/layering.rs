@@ -106,6 +106,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::doc", "config::diag"),
     ("config::doc", "config::dual_forward"),
     ("config::split", "config::doc"),
+    ("config::text", "config::limits"),
+    ("config::limits_tests", "config::limits"),
+    ("config::limits_tests", "config::diag"),
+    // `super::load` there is the function `config::load`, read here as the module.
+    ("config::limits_tests", "config::load"),
     ("config::load", "config::diag"),
     ("config::load", "config::doc"),
     ("config::load", "config::dual_forward"),

@@ -2,7 +2,8 @@
 //!
 //! Parse into raw serde types, then validate into rich ones. The steps:
 //! 1. [`load`] reads the main file and `conf.d/*.toml` beside it, in name order, into a
-//!    [`SourceMap`] (one global span space for all files).
+//!    [`SourceMap`] (one global span space for all files). A file over its size budget is
+//!    refused unread, and one nested deeper than [`limits::MAX_DEPTH`] unparsed (`limits`).
 //! 2. `load` parses each file (toml's recoverable parser, or block by block for a file that
 //!    ends with a long run of `[[route]]` entries) and merges them into a [`Doc`]: tables merge
 //!    key by key, `[[arrays]]` append, a key set in two files is an error naming both places.
@@ -24,6 +25,7 @@ mod dual_forward;
 mod duration;
 pub mod kubernetes;
 pub mod label_selector;
+pub mod limits;
 mod load;
 mod net;
 mod nul;
@@ -140,15 +142,28 @@ fn load_files(main: &Path, replace: Option<(&Path, String)>) -> Result<DesiredSt
     // Files that are only there to locate a problem (not text): never parsed.
     let mut unparsed = Vec::new();
     let mut replace = replace;
+    // Bytes of the files read so far, against `limits::MAX_TOTAL_BYTES`.
+    let mut total = 0u64;
     for (i, path) in files.iter().enumerate() {
-        if i == 0
-            && let Some((shown_as, text)) = replace.take()
-        {
-            sources.add(shown_as.to_path_buf(), text);
-            continue;
-        }
-        match text::read(path) {
+        let budget = limits::budget(total);
+        let read = match replace.take().filter(|_| i == 0) {
+            Some((shown_as, text)) => {
+                let size = text.len() as u64;
+                if size > budget {
+                    let base = sources.add(shown_as.to_path_buf(), String::new());
+                    diags.error(base..base, limits::size_message(size, false, total));
+                    unparsed.push(base);
+                } else {
+                    total += size;
+                    sources.add(shown_as.to_path_buf(), text);
+                }
+                continue;
+            }
+            None => text::read_at_most(path, budget),
+        };
+        match read {
             text::FileText::Text(text) => {
+                total += text.len() as u64;
                 sources.add(path.clone(), text);
             }
             text::FileText::NotUtf8 { shown, at, byte } => {
@@ -158,6 +173,12 @@ fn load_files(main: &Path, replace: Option<(&Path, String)>) -> Result<DesiredSt
                     start..start + char::REPLACEMENT_CHARACTER.len_utf8(),
                     format!("not UTF-8 text: invalid byte at offset {byte}"),
                 );
+                unparsed.push(base);
+            }
+            text::FileText::TooLarge { size, at_least } => {
+                // Placed at 1:1 of a file with no text: nothing of it is kept to quote.
+                let base = sources.add(path.clone(), String::new());
+                diags.error(base..base, limits::size_message(size, at_least, total));
                 unparsed.push(base);
             }
             text::FileText::Unreadable(why) => {
@@ -207,6 +228,12 @@ fn validate_sources(
         .iter()
         .filter(|f| !unparsed.contains(&f.base))
     {
+        // Before toml's parser, whose recursion has a cost of its own per level.
+        if let Some(at) = limits::too_deep(&file.text) {
+            let start = file.base + at;
+            diags.error(start..start + 1, limits::depth_message());
+            continue;
+        }
         load::merge_file(
             &mut doc,
             &mut routes,
@@ -247,6 +274,8 @@ fn validate_sources(
 pub mod differential;
 #[cfg(test)]
 mod kubernetes_tests;
+#[cfg(test)]
+mod limits_tests;
 #[cfg(test)]
 mod load_tests;
 #[cfg(test)]

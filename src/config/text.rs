@@ -1,10 +1,12 @@
 //! Reading one config file as text, and saying precisely why a file is not: a conf.d entry
 //! that is a dangling symlink or a symlink loop names the link, and bytes that are not UTF-8
 //! are located (line, column, byte offset) rather than reported as "stream did not contain
-//! valid UTF-8".
+//! valid UTF-8". A file over its size budget is not read at all (see `limits`).
 
-use std::io;
+use std::io::{self, Read as _};
 use std::path::Path;
+
+use super::limits;
 
 /// How many bytes of the offending line after the first invalid byte are shown.
 const SHOWN_AFTER: usize = 40;
@@ -25,14 +27,29 @@ pub enum FileText {
         /// The first invalid byte's offset in the file.
         byte: usize,
     },
+    /// The file is larger than it may be: nothing of it was kept.
+    TooLarge {
+        /// Its size in bytes, from its metadata, or the bytes read before the read stopped.
+        size: u64,
+        /// The file grew while it was read: `size` is a lower bound.
+        at_least: bool,
+    },
     /// The file cannot be read (the message names why).
     Unreadable(String),
 }
 
-/// Reads `path`.
+/// Reads `path`, at most [`limits::MAX_FILE_BYTES`] of it.
 pub fn read(path: &Path) -> FileText {
-    match std::fs::read(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
+    read_at_most(path, limits::MAX_FILE_BYTES)
+}
+
+/// Reads `path` if it has at most `budget` bytes: its size is checked before it is read, and
+/// the read stops one byte past the budget (a file that grows while it is read, or a device
+/// whose metadata says 0).
+pub fn read_at_most(path: &Path, budget: u64) -> FileText {
+    match read_bytes(path, budget) {
+        Ok(Err(too_large)) => too_large,
+        Ok(Ok(bytes)) => match String::from_utf8(bytes) {
             Ok(text) => FileText::Text(text),
             Err(e) => {
                 let byte = e.utf8_error().valid_up_to();
@@ -42,6 +59,27 @@ pub fn read(path: &Path) -> FileText {
         },
         Err(e) => FileText::Unreadable(unreadable(path, &e)),
     }
+}
+
+/// The bytes of `path`, or [`FileText::TooLarge`].
+fn read_bytes(path: &Path, budget: u64) -> io::Result<Result<Vec<u8>, FileText>> {
+    let file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    if size > budget {
+        return Ok(Err(FileText::TooLarge {
+            size,
+            at_least: false,
+        }));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(budget + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > budget {
+        return Ok(Err(FileText::TooLarge {
+            size: bytes.len() as u64,
+            at_least: true,
+        }));
+    }
+    Ok(Ok(bytes))
 }
 
 /// Why `path` cannot be read, naming a symlink that does not resolve as one.
@@ -83,6 +121,29 @@ fn locate_invalid(bytes: &[u8], valid: usize) -> (String, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_over_its_budget_is_refused_by_its_size_and_not_kept() {
+        let path = std::env::temp_dir().join(format!("edgenetd-text-{}.toml", std::process::id()));
+        std::fs::write(&path, "k = 1\n").unwrap();
+        assert_eq!(read_at_most(&path, 6), FileText::Text("k = 1\n".into()));
+        assert_eq!(
+            read_at_most(&path, 5),
+            FileText::TooLarge {
+                size: 6,
+                at_least: false
+            }
+        );
+        std::fs::remove_file(&path).unwrap();
+        // Its metadata says 0 bytes: the read itself stops past the budget.
+        assert_eq!(
+            read_at_most(Path::new("/proc/self/status"), 10),
+            FileText::TooLarge {
+                size: 11,
+                at_least: true
+            }
+        );
+    }
 
     #[test]
     fn the_first_invalid_byte_is_located_and_its_line_cut_short() {

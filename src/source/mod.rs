@@ -173,12 +173,26 @@ pub fn content_hash(main: &Path) -> ContentHash {
     let mut hasher = DefaultHasher::new();
     for path in config::config_files(main) {
         path.hash(&mut hasher);
-        match std::fs::read(&path) {
-            Ok(bytes) => bytes.hash(&mut hasher),
-            Err(e) => e.kind().hash(&mut hasher),
+        if let Err(e) = hash_file(&path, &mut hasher) {
+            e.kind().hash(&mut hasher);
         }
     }
     ContentHash(hasher.finish())
+}
+
+/// Hashes a file's bytes a block at a time: a file far over the size limit (which the load
+/// refuses unread) is not held in memory for this either.
+fn hash_file(path: &Path, hasher: &mut DefaultHasher) -> std::io::Result<()> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut block = [0u8; 16 << 10];
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 {
+            return Ok(());
+        }
+        hasher.write(&block[..n]);
+    }
 }
 
 /// What one load of the config files produced.

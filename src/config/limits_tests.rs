@@ -1,0 +1,154 @@
+//! The size and depth limits, through `load` (files on disk) and `load_str`.
+
+use std::io::Write as _;
+
+use super::limits::{MAX_DEPTH, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+use super::{load, load_str};
+
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgenetd-limits-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("conf.d")).unwrap();
+    dir
+}
+
+/// A valid config file of exactly `size` bytes (one long comment).
+fn write_comment_file(path: &std::path::Path, size: u64) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let body = vec![b'x'; size as usize - 3];
+    f.write_all(b"# ").unwrap();
+    f.write_all(&body).unwrap();
+    f.write_all(b"\n").unwrap();
+}
+
+#[test]
+fn a_file_over_the_size_limit_is_refused_unread_saying_by_how_much() {
+    let dir = scratch("file");
+    let main = dir.join("edgenetd.toml");
+    // Sparse: its size is in the metadata, not on the disk; it must not be read.
+    std::fs::File::create(&main)
+        .unwrap()
+        .set_len(MAX_FILE_BYTES + 5)
+        .unwrap();
+    let e = load(&main).unwrap_err();
+    let want = format!(
+        "{}:1:1: error: the file is 16,777,221 bytes, over the limit of 16,777,216 bytes (16 MiB) for one config file by 5 bytes; it was not read",
+        main.display()
+    );
+    assert!(e.rendered.starts_with(&want), "{}", e.rendered);
+    assert_eq!(e.count, 1, "{}", e.rendered);
+    // Nothing of it to quote.
+    assert_eq!(e.rendered.lines().count(), 1, "{}", e.rendered);
+    // At the limit, it is read (and is a valid file).
+    write_comment_file(&main, MAX_FILE_BYTES);
+    load(&main).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn conf_d_fragments_that_add_up_past_the_total_limit_are_refused() {
+    let dir = scratch("total");
+    let main = dir.join("edgenetd.toml");
+    let part = MAX_TOTAL_BYTES / 3;
+    write_comment_file(&main, part);
+    write_comment_file(&dir.join("conf.d/10-a.toml"), part);
+    write_comment_file(&dir.join("conf.d/20-b.toml"), part);
+    load(&main).expect("three thirds of the total are within it");
+    let over = dir.join("conf.d/30-c.toml");
+    write_comment_file(&over, 10);
+    let e = load(&main).unwrap_err();
+    let read = 3 * part;
+    let want = format!(
+        "{}:1:1: error: the file is 10 bytes; with the {} bytes of the files before it, over the limit of 33,554,432 bytes (32 MiB) for all config files of one load by {} bytes",
+        over.display(),
+        group(read),
+        read + 10 - MAX_TOTAL_BYTES
+    );
+    assert!(e.rendered.starts_with(&want), "{}", e.rendered);
+    assert_eq!(e.count, 1, "{}", e.rendered);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn a_file_nested_past_the_depth_limit_is_not_parsed_and_the_others_are() {
+    let n = 100_000;
+    let deep = format!("k = {}{}\n", "[".repeat(n), "]".repeat(n));
+    let e = load_str(&[
+        ("edgenetd.toml", "[daemon]\nroute_protocol = 300\n"),
+        ("conf.d/10-deep.toml", &deep),
+    ])
+    .unwrap_err();
+    assert_eq!(e.count, 2, "{}", e.rendered);
+    assert!(
+        e.rendered.contains("edgenetd.toml:2:18: error"),
+        "{}",
+        e.rendered
+    );
+    let want = format!(
+        "conf.d/10-deep.toml:1:{}: error: nested more than {MAX_DEPTH} deep",
+        4 + MAX_DEPTH
+    );
+    assert!(e.rendered.contains(&want), "{}", e.rendered);
+    assert!(
+        e.rendered.len() < 1500,
+        "{} bytes:\n{}",
+        e.rendered.len(),
+        e.rendered
+    );
+}
+
+/// The limits are stated in docs/operations.md, the README and the man page: they must say
+/// what the code enforces.
+#[test]
+fn the_docs_state_the_limits_the_code_enforces() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+    let ops = read("docs/operations.md").replace('\n', " ");
+    for want in [
+        format!(
+            "| one config file | {} MiB ({} bytes)",
+            MAX_FILE_BYTES >> 20,
+            group(MAX_FILE_BYTES)
+        ),
+        format!(
+            "| {} MiB ({} bytes)",
+            MAX_TOTAL_BYTES >> 20,
+            group(MAX_TOTAL_BYTES)
+        ),
+        format!("| nesting | {MAX_DEPTH} levels"),
+        format!("longer than {} characters", super::diag::QUOTE_CHARS),
+        format!(
+            "longer than {} bytes",
+            group(super::diag::MESSAGE_BYTES as u64)
+        ),
+    ] {
+        assert!(
+            ops.contains(&want),
+            "docs/operations.md does not say {want:?}"
+        );
+    }
+    let short = format!(
+        "over {} MiB, the files of one load over {} MiB together, or nesting deeper than",
+        MAX_FILE_BYTES >> 20,
+        MAX_TOTAL_BYTES >> 20
+    );
+    let man = read("packaging/man/edgenetd.8").replace('\n', " ");
+    let readme = read("README.md").replace("\n  ", " ");
+    for (name, text) in [("man page", &man), ("README", &readme)] {
+        assert!(text.contains(&short), "the {name} does not say {short:?}");
+        let depth = format!("deeper than {MAX_DEPTH} levels");
+        assert!(text.contains(&depth), "the {name} does not say {depth:?}");
+    }
+}
