@@ -244,7 +244,7 @@ netns_test! {
 }
 
 netns_test! {
-    fn source_ranges_admit_their_sources_and_the_node_only() {
+    fn source_ranges_admit_their_sources_only_the_nodes_own_connections_included() {
         let mut t = Lab::new();
         t.net.host("cl").sh("ip addr add 192.168.10.3/24 dev eth0");
         let svc = "[[service]]\nname = \"lb\"\naddress = \"10.96.1.1\"\nport = 80\nbackends = [\"10.0.1.2:8080\"]\n";
@@ -259,16 +259,19 @@ netns_test! {
         let from3 = t.client("cl", "tcp 10.96.1.1 80 --peer --src 192.168.10.3");
         assert_eq!(from3, "FAIL:timeout", "192.168.10.3 is outside the ranges");
         assert_eq!(t.ask("b3", "10.96.1.1", 80), "FAIL:timeout");
-        // The node itself (its source is its outside address, towards the default route).
-        assert_eq!(t.ask("router", "10.96.1.1", 80), "b1 192.168.10.1");
-        // Ranges change as elements: a /23 around both client addresses, nothing else.
+        // The node itself is fenced like any client (as kube-proxy's firewall check at the
+        // output hook): its source, its outside address towards the default route, is in
+        // no range.
+        assert_eq!(t.ask("router", "10.96.1.1", 80), "FAIL:timeout");
+        // Ranges change as elements: a /23 around both client addresses and the router's.
         t.sync(svc, ranges(&["192.168.10.0/23"]));
         assert_eq!(t.client("cl", "tcp 10.96.1.1 80 --peer --src 192.168.10.3"), "b1 192.168.10.3");
+        assert_eq!(t.ask("router", "10.96.1.1", 80), "b1 192.168.10.1");
         assert_eq!(t.ask("b2", "10.96.1.1", 80), "FAIL:timeout");
         // Only ranges of the other family: no source of this one is admitted.
         t.sync(svc, ranges(&["2001:db8::/32"]));
         assert_eq!(t.ask("cl", "10.96.1.1", 80), "FAIL:timeout");
-        assert_eq!(t.ask("router", "10.96.1.1", 80), "b1 192.168.10.1");
+        assert_eq!(t.ask("router", "10.96.1.1", 80), "FAIL:timeout");
         // No ranges: everybody.
         t.sync(svc, ranges(&[]));
         assert_eq!(t.ask("b3", "10.96.1.1", 80), "b1 10.0.3.2");

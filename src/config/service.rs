@@ -280,7 +280,8 @@ pub struct Service {
     /// Whose connections are SNATed to the router so replies return through it; decided
     /// per address (the VIP a connection was sent to), never per backend.
     pub masquerade: Masquerade,
-    /// Only clients in these prefixes, and this node itself, reach the service; others are
+    /// Only clients in these prefixes reach the service, this node's own connections
+    /// included (admitted only when a range holds their source address); others are
     /// dropped. Empty: everybody (kube-proxy's `loadBalancerSourceRanges`).
     pub source_ranges: Vec<IpNet>,
     /// kube-proxy's short-circuit of `externalTrafficPolicy: Local` addresses: connections

@@ -265,6 +265,17 @@ const OVERALL: &[Flow] = &[
         "DROP",
         false,
     ),
+    // Upstream's ruleset fences the output hook too (`filter-output-pre-dnat ct state new
+    // jump firewall-check`) and svc5's one range holds no node address (no allowFromNode):
+    // the node's own connection to the LB IP is dropped like any outside source's.
+    flow(
+        "svc5: node to LB IP (no range holds the node)",
+        NODE_IP,
+        "5.6.7.8",
+        80,
+        "DROP",
+        false,
+    ),
     flow(
         "svc5: external to NodePort (no firewall on node ports)",
         EXTERNAL_CLIENT_BLOCKED,

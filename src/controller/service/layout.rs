@@ -14,6 +14,7 @@
 //!   ip saddr @cluster4 <vip> vmap @internal4        short-circuit: pods to internal backends
 //!   jump services
 //! output (nat, dstnat):
+//!   <vip> @fenced4 jump fence4                      source ranges, for this node's own too
 //!   <vip> @shortcut4 ct mark set ct mark | MASQ     short-circuit: this node, masqueraded
 //!   <vip> vmap @internal4
 //!   jump services
@@ -594,15 +595,20 @@ pub fn skeleton(table: &str, recorders: &BTreeSet<(u32, bool)>) -> Table {
     t.sets = SetId::ALL.iter().map(|s| s.definition()).collect();
     t.sets.extend([sticky_map(true), sticky_map(false)]);
     t.chains = skeleton_chains();
-    for v4 in [true, false] {
-        t.rules.push(rule(
-            "prerouting",
-            vec![
-                in_set(vip_concat(v4), SetId::Fenced4, v4, false),
-                Stmt::Verdict(Verdict::Jump(fence_chain(v4).into())),
-            ],
-            &format!("fenced{}: source ranges", fam(v4)),
-        ));
+    // The router's own connections are fenced too, before their short-circuit (kube-proxy's
+    // firewall check runs at the output hook as well): the translation admits them by
+    // putting the router's addresses in the ranges where kube-proxy would.
+    for hook in ["prerouting", "output"] {
+        for v4 in [true, false] {
+            t.rules.push(rule(
+                hook,
+                vec![
+                    in_set(vip_concat(v4), SetId::Fenced4, v4, false),
+                    Stmt::Verdict(Verdict::Jump(fence_chain(v4).into())),
+                ],
+                &format!("fenced{}: source ranges", fam(v4)),
+            ));
+        }
     }
     for v4 in [true, false] {
         t.rules.push(rule(
@@ -950,8 +956,8 @@ fn unserved_rules() -> Vec<Rule> {
 
 /// The fence chains: a source in one of the entry's ranges returns (and goes on to the
 /// short-circuit and the services), any other is dropped. Only connections to a fenced
-/// entry (`fenced4`) come here, from prerouting: this node's own connections (output) are
-/// never fenced. One rule for hosts and one per prefix length shorter than a host's (the
+/// entry (`fenced4`) come here, from prerouting and from output (this node's own
+/// connections are admitted only by a range that holds their source). One rule for hosts and one per prefix length shorter than a host's (the
 /// source masked to it, its marker bit set, looked up in `ranges`): constant, and only the
 /// first packet of a connection to a fenced address pays for them.
 fn fence_rules() -> Vec<Rule> {

@@ -387,7 +387,7 @@ impl Half {
     fn of(cluster_ip: IpAddr, addresses: &Addresses, node: &[IpAddr]) -> Half {
         let v4 = cluster_ip.is_ipv4();
         let same = |a: &&IpAddr| a.is_ipv4() == v4;
-        Half {
+        let mut half = Half {
             cluster_ip,
             external_ips: addresses
                 .external_ips
@@ -408,6 +408,29 @@ impl Half {
                 .filter(|n| matches!(n, IpNet::V4(_)) == v4)
                 .copied()
                 .collect(),
+        };
+        half.admit_this_node();
+        half
+    }
+
+    /// kube-proxy's `allowFromNode`: when a range holds one of this node's addresses, the
+    /// node may reach its load balancer IPs, also from those addresses themselves (a node
+    /// that holds a load balancer IP locally connects from it). Otherwise the node is
+    /// fenced like any other client.
+    fn admit_this_node(&mut self) {
+        let ranges = &self.source_ranges;
+        if !self
+            .node
+            .iter()
+            .any(|a| ranges.iter().any(|n| n.contains(a)))
+        {
+            return;
+        }
+        for &ip in &self.load_balancer_ips {
+            let host = IpNet::from(ip);
+            if !self.source_ranges.iter().any(|n| n.contains(&ip)) {
+                self.source_ranges.push(host);
+            }
         }
     }
 

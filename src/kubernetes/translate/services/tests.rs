@@ -715,7 +715,10 @@ fn load_balancer_source_ranges_apply_to_the_load_balancer_ips_only() {
                 vec![
                     "203.0.113.0/24".to_string(),
                     "10.0.0.0/8".to_string(),
-                    "192.168.1.0/24".to_string()
+                    "192.168.1.0/24".to_string(),
+                    // 192.168.1.0/24 holds this node's 192.168.1.1: kube-proxy's
+                    // allowFromNode admits the load balancer IP as a source too.
+                    "198.51.100.1/32".to_string(),
                 ]
             ),
             ("192.168.1.1".to_string(), none),
@@ -725,6 +728,37 @@ fn load_balancer_source_ranges_apply_to_the_load_balancer_ips_only() {
     assert_eq!(
         skipped,
         ["invalid loadBalancerSourceRanges entry `not-a-prefix`: ignored"]
+    );
+}
+
+/// kube-proxy's `allowFromNode`: only when a range holds one of this node's addresses may
+/// the node (and the load balancer IP, as a source) pass the firewall; otherwise the node is
+/// fenced like any client, and nothing is added to the ranges.
+#[test]
+fn load_balancer_source_ranges_admit_this_node_only_when_a_range_holds_it() {
+    let ranges_of = |ranges: &[&str]| {
+        let mut svc = exposed("Cluster", "Cluster");
+        svc.spec.load_balancer_source_ranges = ranges.iter().map(|r| r.to_string()).collect();
+        let t = run(&[svc], &[two_nodes()]);
+        let lb = t
+            .services
+            .iter()
+            .find(|s| s.address.to_string() == "198.51.100.1")
+            .expect("the load balancer entry");
+        lb.source_ranges
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ranges_of(&["203.0.113.0/24"]), ["203.0.113.0/24"]);
+    assert_eq!(
+        ranges_of(&["203.0.113.0/24", "192.168.0.0/16"]),
+        ["203.0.113.0/24", "192.168.0.0/16", "198.51.100.1/32"]
+    );
+    assert_eq!(
+        ranges_of(&["192.168.0.0/16", "198.51.0.0/16"]),
+        ["192.168.0.0/16", "198.51.0.0/16"],
+        "a range already holding the load balancer IP"
     );
 }
 
