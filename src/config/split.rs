@@ -55,6 +55,14 @@ pub fn parse<'a, S: ElementSink>(
     let mut i = 0;
     while i < heads.len() {
         let start = heads[i];
+        let end = heads.get(i + 1).copied().unwrap_or(text.len());
+        // A plain block is read by the sink itself (no tree); its header is `[[key]]`.
+        if let Some(header) = sink.push_text(&text[start..end], base + start) {
+            let key_span = header.start + 2..header.end - 2;
+            first.get_or_insert((key_span, header));
+            i += 1;
+            continue;
+        }
         let (next, key_span, element) = block_from(text, &heads, i, key)?;
         let element = shift_value(element, base + start);
         first.get_or_insert((shift(key_span, base + start), element.span()));

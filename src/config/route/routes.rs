@@ -11,6 +11,7 @@ use toml::Spanned;
 use super::super::diag::Diagnostics;
 use super::super::doc::{ElementSink, Value, de_owned};
 use super::super::net::parse_prefix;
+use super::fast;
 use super::model::{NextHopConfig, Route, RouteKind, TABLE_MAIN};
 use super::raw::{RawNextHop, RawRoute};
 use super::values::{ifname, number, route_addr, table};
@@ -47,18 +48,15 @@ impl ElementSink for RouteList {
 
     fn push(&mut self, element: Value<'_>) {
         let span = element.span();
-        let Some(raw) = de_owned::<RawRoute>(element, &mut self.diags) else {
-            return;
-        };
-        let errors_before = self.diags.len();
-        let track = raw.track.clone();
-        let route = validate_route(raw, span.clone(), &mut self.diags);
-        if let Some(route) = route.filter(|_| self.diags.len() == errors_before)
-            && self.add(route, span)
-            && let Some(track) = track
-        {
-            self.tracks.push((self.routes.len() - 1, track));
+        if let Some(raw) = de_owned::<RawRoute>(element, &mut self.diags) {
+            self.take(raw, span);
         }
+    }
+
+    fn push_text(&mut self, text: &str, base: usize) -> Option<Range<usize>> {
+        let (raw, header) = fast::read(text, base)?;
+        self.take(raw, header.clone());
+        Some(header)
     }
 
     fn mark(&self) -> (usize, usize) {
@@ -76,6 +74,19 @@ impl ElementSink for RouteList {
 }
 
 impl RouteList {
+    /// Validates one raw route (`span`: its element's) and keeps it when valid and new.
+    fn take(&mut self, raw: RawRoute, span: Range<usize>) {
+        let errors_before = self.diags.len();
+        let track = raw.track.clone();
+        let route = validate_route(raw, span.clone(), &mut self.diags);
+        if let Some(route) = route.filter(|_| self.diags.len() == errors_before)
+            && self.add(route, span)
+            && let Some(track) = track
+        {
+            self.tracks.push((self.routes.len() - 1, track));
+        }
+    }
+
     /// Keeps a valid route unless one with the same identity came first; true when kept.
     fn add(&mut self, route: Route, span: Range<usize>) -> bool {
         let key = key(&route);
