@@ -206,9 +206,12 @@ pub fn plan_routes<'a>(desired: &'a [RouteSpec], installed: &'a [RouteSpec]) -> 
             }
         }
     }
-    let mut upserts = Vec::new();
+    let mut upserts = Vec::with_capacity(desired.len().saturating_sub(installed.len()));
     let mut duplicates = 0;
-    let mut added: FastSet<RouteKey> = FastSet::default();
+    let mut added: FastSet<RouteKey> = FastSet::with_capacity_and_hasher(
+        desired.len().saturating_sub(installed.len()),
+        Default::default(),
+    );
     for route in desired {
         let key = route.key();
         match by_key.get_mut(&key) {

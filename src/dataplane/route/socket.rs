@@ -258,9 +258,10 @@ impl RouteSocket {
         links: &Links,
         progress: &mut dyn FnMut(usize),
     ) -> WriteOutcome {
+        let mut devices = wire::Devices::new(links);
         self.pipeline(
             writes.len(),
-            |i, buf, seq| wire::route_write(buf, &writes[i], links, seq),
+            |i, buf, seq| wire::route_write(buf, &writes[i], &mut devices, seq),
             progress,
         )
         .await
@@ -345,7 +346,11 @@ impl Writer {
     /// Sends the chunk in `out` (`n` requests numbered from `first`, the last one asking for
     /// an ack) and reads answers until that ack: the errors, by position in the chunk. An
     /// error here (the send failed, or an answer was lost) is every request's.
-    async fn exchange(&mut self, first: u32, n: usize) -> Result<Vec<(usize, RouteError)>, RouteError> {
+    async fn exchange(
+        &mut self,
+        first: u32,
+        n: usize,
+    ) -> Result<Vec<(usize, RouteError)>, RouteError> {
         let Writer {
             socket,
             out,

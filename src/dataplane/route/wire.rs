@@ -12,7 +12,9 @@
 
 use std::net::IpAddr;
 
-use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage};
+use rtnetlink::packet_core::{
+    NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
+};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use super::RouteError;
@@ -41,10 +43,10 @@ pub const HEADER_LEN: usize = 16;
 /// Appends the request for one route write (sequence number `seq`, no ack asked: the
 /// kernel answers a request without `NLM_F_ACK` only when it fails); the devices are
 /// resolved through `links`.
-pub fn route_write(
+pub fn route_write<'a>(
     buf: &mut Vec<u8>,
-    write: &RouteWrite<'_>,
-    links: &Links,
+    write: &RouteWrite<'a>,
+    links: &mut Devices<'a>,
     seq: u32,
 ) -> Result<(), RouteError> {
     let (spec, kind, flags) = match *write {
@@ -54,10 +56,8 @@ pub fn route_write(
     };
     if !plain(spec) {
         let body = match *write {
-            RouteWrite::Delete(spec) => {
-                RouteNetlinkMessage::DelRoute(route_delete_message(spec))
-            }
-            _ => RouteNetlinkMessage::NewRoute(route_add_message(spec, links)?),
+            RouteWrite::Delete(spec) => RouteNetlinkMessage::DelRoute(route_delete_message(spec)),
+            _ => RouteNetlinkMessage::NewRoute(route_add_message(spec, links.links)?),
         };
         serialize(buf, body, flags, seq);
         return Ok(());
@@ -71,6 +71,7 @@ pub fn route_write(
         _ => None,
     };
     let start = buf.len();
+    buf.reserve(96);
     // Header, its length patched at the end.
     put_u32(buf, 0);
     put_u16(buf, kind);
@@ -87,7 +88,11 @@ pub fn route_write(
         } else {
             RT_SCOPE_UNIVERSE
         };
-        let onlink = if forwards && spec.onlink { RTM_F_ONLINK } else { 0 };
+        let onlink = if forwards && spec.onlink {
+            RTM_F_ONLINK
+        } else {
+            0
+        };
         (scope, type_byte(spec.kind), onlink)
     };
     buf.extend_from_slice(&[
@@ -98,7 +103,11 @@ pub fn route_write(
         spec.dst.prefix_len(),
         0,
         0,
-        if spec.table < 256 { spec.table as u8 } else { 0 },
+        if spec.table < 256 {
+            spec.table as u8
+        } else {
+            0
+        },
         spec.protocol,
         scope,
         rtm_type,
@@ -122,6 +131,32 @@ pub fn route_write(
     let len = (buf.len() - start) as u32;
     buf[start..start + 4].copy_from_slice(&len.to_ne_bytes());
     Ok(())
+}
+
+/// The links, with the last device looked up remembered: the routes of a config mostly
+/// share one or two devices, and a name lookup hashes the name.
+pub struct Devices<'a> {
+    links: &'a Links,
+    last: Option<(&'a str, u32)>,
+}
+
+impl<'a> Devices<'a> {
+    /// Looks devices up in `links`.
+    pub fn new(links: &'a Links) -> Devices<'a> {
+        Devices { links, last: None }
+    }
+
+    /// The index of device `name`.
+    pub fn index(&mut self, name: &'a str) -> Option<u32> {
+        if let Some((last, index)) = self.last
+            && last == name
+        {
+            return Some(index);
+        }
+        let index = self.links.index(name)?;
+        self.last = Some((name, index));
+        Some(index)
+    }
 }
 
 /// Appends the request for one rule write (serialized by the library; rules are few).
@@ -169,20 +204,28 @@ fn serialize(buf: &mut Vec<u8>, body: RouteNetlinkMessage, flags: u16, seq: u32)
     buf.resize(buf.len().div_ceil(4) * 4, 0);
 }
 
+// Inlined: the crate is built for size, and these run a few times per route.
+#[inline(always)]
 fn put_u16(buf: &mut Vec<u8>, v: u16) {
     buf.extend_from_slice(&v.to_ne_bytes());
 }
 
+// Inlined: the crate is built for size, and these run a few times per route.
+#[inline(always)]
 fn put_u32(buf: &mut Vec<u8>, v: u32) {
     buf.extend_from_slice(&v.to_ne_bytes());
 }
 
+// Inlined: the crate is built for size, and these run a few times per route.
+#[inline(always)]
 fn put_attr_u32(buf: &mut Vec<u8>, kind: u16, v: u32) {
     put_u16(buf, 8);
     put_u16(buf, kind);
     put_u32(buf, v);
 }
 
+// Inlined: the crate is built for size, and these run a few times per route.
+#[inline(always)]
 fn put_addr(buf: &mut Vec<u8>, kind: u16, addr: IpAddr) {
     match addr {
         IpAddr::V4(a) => {
@@ -310,26 +353,41 @@ mod tests {
             },
         ];
         for spec in &specs {
+            let l = links();
             for write in [
                 RouteWrite::Add(spec),
                 RouteWrite::Replace(spec),
                 RouteWrite::Delete(spec),
             ] {
                 let mut ours = Vec::new();
-                route_write(&mut ours, &write, &links(), 77).unwrap();
+                route_write(&mut ours, &write, &mut Devices::new(&l), 77).unwrap();
                 assert_eq!(ours, library(&write, 77), "{write:?}");
             }
         }
+        let l = links();
         let missing = RouteSpec {
             dev: Some("eth9".into()),
             ..base("10.0.0.0/8")
         };
         assert_eq!(
-            route_write(&mut Vec::new(), &RouteWrite::Add(&missing), &links(), 1),
+            route_write(
+                &mut Vec::new(),
+                &RouteWrite::Add(&missing),
+                &mut Devices::new(&l),
+                1
+            ),
             Err(RouteError::NoSuchDevice("eth9".into()))
         );
         // A delete names no device, so a missing one does not matter.
-        assert!(route_write(&mut Vec::new(), &RouteWrite::Delete(&missing), &links(), 1).is_ok());
+        assert!(
+            route_write(
+                &mut Vec::new(),
+                &RouteWrite::Delete(&missing),
+                &mut Devices::new(&l),
+                1
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -350,7 +408,10 @@ mod tests {
         assert_eq!(
             answers(&datagram),
             [
-                Answer { seq: 5, error: None },
+                Answer {
+                    seq: 5,
+                    error: None
+                },
                 Answer {
                     seq: 6,
                     error: Some(RouteError::Kernel {
