@@ -11,7 +11,9 @@
 //! `ip monitor route` saw: both must be 0); a one-route change with 100k installed vs
 //! `ip route replace`; `edgenetd check` of the 100k-route TOML; the real daemon from start to
 //! `READY=1` with those routes in its config vs `ip -batch` from a text file; and peak RSS
-//! (VmHWM) of the daemon and of this process. A summary of the ratios of both shapes ends it.
+//! (VmHWM) of the daemon and of this process. The cold syncs and the start to `READY=1` also
+//! show CPU time (user + system) against `ip`'s: on a shared machine, wall time mostly
+//! measures the other load. A summary of the ratios of both shapes ends it.
 //!
 //! Run: `scripts/bench-routes.sh` (builds in release mode and runs this as root).
 
@@ -131,6 +133,7 @@ struct Ratios {
     cold: f64,
     change: f64,
     ready: f64,
+    ready_cpu: f64,
     check: Duration,
 }
 
@@ -200,6 +203,9 @@ fn main() {
             &format!("start to READY=1, {N} routes vs ip -batch"),
             &|r| format!("{:.2}x", r.ready),
         );
+        line("  the same in CPU time (user + system)", &|r| {
+            format!("{:.2}x", r.ready_cpu)
+        });
     }
 }
 
@@ -211,26 +217,30 @@ fn bench_shape(shape: Shape, daemon: Option<&str>) -> Ratios {
         "{:<44} {:>12} {:>12} {:>8}",
         "", "edgenetd", "ip -batch", "ratio"
     );
-    let mut ip_n = Duration::ZERO;
+    let mut ip_n = (Duration::ZERO, Duration::ZERO);
     for n in [10_000, N] {
-        let ip = median((0..LONG_RUNS).map(|_| time_ip_batch(shape, n)).collect());
+        let ip = medians((0..LONG_RUNS).map(|_| time_ip_batch(shape, n)).collect());
         ip_n = ip;
         let desired = shape.desired(n, None);
-        let ours = median(
+        let ours = medians(
             (0..LONG_RUNS)
                 .map(|_| {
                     let mut c = RouteController::new(trigger().0);
+                    let cpu = cpu_self();
                     let (t, report) = timed(|| smol::block_on(c.sync(&desired, &NoProgress)));
+                    let cpu = cpu_self() - cpu;
                     let report = report.expect("cold sync");
                     assert_eq!(installed(), n, "every route installed");
                     assert_eq!(report.changes as usize, n);
                     drop(c);
                     sh("ip route flush proto 190");
-                    t
+                    (t, cpu)
                 })
                 .collect(),
         );
-        row(&format!("cold sync, {n} routes"), ours, Some(ip));
+        row(&format!("cold sync, {n} routes"), ours.0, Some(ip.0));
+        row("  CPU time (user + system)", ours.1, Some(ip.1));
+        let (ours, ip) = (ours.0, ip.0);
         if n == N {
             ratios.cold = ip.as_secs_f64() / ours.as_secs_f64();
             // The last run's routes again, by a controller that just installed them.
@@ -241,9 +251,10 @@ fn bench_shape(shape: Shape, daemon: Option<&str>) -> Ratios {
         sh("ip route flush proto 190");
     }
     if let Some(bin) = daemon {
-        let (check, ready) = daemon_ready(shape, bin, N, ip_n);
+        let (check, ready, ready_cpu) = daemon_ready(shape, bin, N, ip_n);
         ratios.check = check;
         ratios.ready = ready;
+        ratios.ready_cpu = ready_cpu;
     }
     ratios
 }
@@ -355,6 +366,12 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
+/// The medians of (wall time, CPU time) pairs, each on its own.
+fn medians(pairs: Vec<(Duration, Duration)>) -> (Duration, Duration) {
+    let (wall, cpu) = pairs.into_iter().unzip();
+    (median(wall), median(cpu))
+}
+
 /// One line: what, edgenetd's time, the other tool's time and the ratio.
 fn row(what: &str, ours: Duration, theirs: Option<Duration>) {
     match theirs {
@@ -370,8 +387,14 @@ fn row(what: &str, ours: Duration, theirs: Option<Duration>) {
 
 /// Times `edgenetd check` of a config of `n` routes, then starts the daemon on it and times
 /// it to `READY=1` (which follows every controller's first sync), against `ip -batch`
-/// installing the same routes from text. Returns the check's time and the ratio.
-fn daemon_ready(shape: Shape, bin: &str, n: usize, ip_batch: Duration) -> (Duration, f64) {
+/// installing the same routes from text. Returns the check's time and the ratios (wall time,
+/// CPU time).
+fn daemon_ready(
+    shape: Shape,
+    bin: &str,
+    n: usize,
+    ip_batch: (Duration, Duration),
+) -> (Duration, f64, f64) {
     sh("ip route flush proto 190");
     let dir = std::env::temp_dir().join(format!("edgenetd-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -402,16 +425,17 @@ fn daemon_ready(shape: Shape, bin: &str, n: usize, ip_batch: Duration) -> (Durat
             .collect(),
     );
     let mut rss = (String::new(), String::new());
-    let ready = median(
+    let ready = medians(
         (0..LONG_RUNS)
             .map(|_| {
                 sh("ip route flush proto 190");
                 let (t, pid, child) = start_to_ready(bin, &dir, &path);
+                let cpu = cpu_of(&pid);
                 assert_eq!(installed(), n, "every route installed at READY=1");
                 std::thread::sleep(Duration::from_millis(300));
                 rss = (status_kb(&pid, "VmHWM"), status_kb(&pid, "VmRSS"));
                 stop(child);
-                t
+                (t, cpu)
             })
             .collect(),
     );
@@ -420,9 +444,10 @@ fn daemon_ready(shape: Shape, bin: &str, n: usize, ip_batch: Duration) -> (Durat
     row(&format!("edgenetd check, {n} routes (TOML)"), check, None);
     row(
         &format!("daemon: start to READY=1, {n} routes (TOML)"),
-        ready,
-        Some(ip_batch),
+        ready.0,
+        Some(ip_batch.0),
     );
+    row("  CPU time (user + system)", ready.1, Some(ip_batch.1));
     println!(
         "{:<44} {:>12}",
         format!("daemon peak RSS, {n} routes (VmHWM)"),
@@ -430,7 +455,12 @@ fn daemon_ready(shape: Shape, bin: &str, n: usize, ip_batch: Duration) -> (Durat
     );
     println!("{:<44} {:>12}", "daemon RSS after the sync (VmRSS)", rss.1);
     let _ = std::fs::remove_dir_all(&dir);
-    (check, ip_batch.as_secs_f64() / ready.as_secs_f64())
+    let ratio = |theirs: Duration, ours: Duration| theirs.as_secs_f64() / ours.as_secs_f64();
+    (
+        check,
+        ratio(ip_batch.0, ready.0),
+        ratio(ip_batch.1, ready.1),
+    )
 }
 
 /// Starts the daemon on `config` and waits for its `READY=1`: the time, its pid and the child.
@@ -470,18 +500,56 @@ fn stop(mut child: std::process::Child) {
 
 /// `ip -batch` adding `n` routes of `shape` from a text file (the file written beforehand,
 /// not timed); the routes are flushed afterwards.
-fn time_ip_batch(shape: Shape, n: usize) -> Duration {
+fn time_ip_batch(shape: Shape, n: usize) -> (Duration, Duration) {
     let path = std::env::temp_dir().join(format!("edgenetd-bench-{}.batch", std::process::id()));
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
     for i in 0..n {
         writeln!(f, "route add {}", shape.ip_args(i, 2)).unwrap();
     }
     drop(f);
+    let cpu = cpu_children();
     let (t, _) = timed(|| sh(&format!("ip -batch {}", path.display())));
+    let cpu = cpu_children() - cpu;
     assert_eq!(installed(), n);
     let _ = std::fs::remove_file(path);
     sh("ip route flush proto 190");
-    t
+    (t, cpu)
+}
+
+/// CPU time (user + system) of `who` (`RUSAGE_SELF`: every thread of this process;
+/// `RUSAGE_CHILDREN`: the children waited for).
+fn rusage(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn cpu_self() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
+fn cpu_children() -> Duration {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
+/// CPU time (user + system) process `pid` used so far.
+fn cpu_of(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start after its ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_nanos(ticks * 1_000_000_000 / hz)
 }
 
 fn installed() -> usize {
