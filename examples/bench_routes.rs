@@ -519,8 +519,9 @@ fn time_ip_batch(shape: Shape, n: usize) -> (Duration, Duration) {
 /// CPU time (user + system) of `who` (`RUSAGE_SELF`: every thread of this process;
 /// `RUSAGE_CHILDREN`: the children waited for).
 fn rusage(who: libc::c_int) -> Duration {
-    // SAFETY: getrusage fills the struct it is given.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given.
     unsafe { libc::getrusage(who, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
