@@ -29,6 +29,15 @@ pub trait ElementSink {
     /// Takes one element, in document order.
     fn push(&mut self, element: Value<'_>);
 
+    /// Takes the element of one `[[key]]` block (`text`, at global offset `base`) straight
+    /// from its text, when the sink can read it without the TOML parser exactly as the parse
+    /// would give it; returns the span of its header then. `None`: the block is parsed and
+    /// given to [`ElementSink::push`] (the default: every block is parsed).
+    fn push_text(&mut self, text: &str, base: usize) -> Option<Range<usize>> {
+        let _ = (text, base);
+        None
+    }
+
     /// The current position.
     fn mark(&self) -> Self::Mark;
 

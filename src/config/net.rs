@@ -8,7 +8,10 @@ use ipnet::IpNet;
 /// Parses `"10.0.0.0/8"`, `"2001:db8::/32"`, or a bare address (a host prefix: /32 or /128).
 /// Host bits set under the mask are an error that suggests the network address.
 pub fn parse_prefix(text: &str) -> Result<IpNet, String> {
-    if let Ok(addr) = text.parse::<IpAddr>() {
+    // An address never holds a '/': a prefix is not parsed twice.
+    if !text.contains('/')
+        && let Ok(addr) = text.parse::<IpAddr>()
+    {
         return Ok(IpNet::from(addr));
     }
     let net: IpNet = text.parse().map_err(|_| {

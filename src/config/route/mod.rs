@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use super::diag::Diagnostics;
 use super::doc::{Doc, ElementSink};
 
+mod fast;
 mod model;
 mod raw;
 mod routes;

@@ -2,6 +2,7 @@
 //! against the routes before it (a route defined twice names both places).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::ops::Range;
 
@@ -11,12 +12,46 @@ use toml::Spanned;
 use super::super::diag::Diagnostics;
 use super::super::doc::{ElementSink, Value, de_owned};
 use super::super::net::parse_prefix;
+use super::fast;
 use super::model::{NextHopConfig, Route, RouteKind, TABLE_MAIN};
 use super::raw::{RawNextHop, RawRoute};
 use super::values::{ifname, number, route_addr, table};
 
 /// What identifies a route to the kernel: table, destination and metric.
 type RouteKey = (u32, IpNet, u32);
+
+/// The hasher of the duplicate-route index: SipHash was a tenth of reading a 100,000-route
+/// file, and the keys come from the operator's own files (no attacker picks them).
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 fn key(route: &Route) -> RouteKey {
     (route.table, route.to, route.effective_metric())
@@ -29,7 +64,7 @@ pub struct RouteList {
     /// The routes that passed, first definition of each.
     pub(super) routes: Vec<Route>,
     /// Where each route of `routes` was defined.
-    seen: HashMap<RouteKey, Range<usize>>,
+    seen: HashMap<RouteKey, Range<usize>, BuildHasherDefault<KeyHasher>>,
     /// The problems of the entries so far.
     pub(super) diags: Diagnostics,
     /// The `track` of each route that names one (its index in `routes`), checked against the
@@ -47,18 +82,15 @@ impl ElementSink for RouteList {
 
     fn push(&mut self, element: Value<'_>) {
         let span = element.span();
-        let Some(raw) = de_owned::<RawRoute>(element, &mut self.diags) else {
-            return;
-        };
-        let errors_before = self.diags.len();
-        let track = raw.track.clone();
-        let route = validate_route(raw, span.clone(), &mut self.diags);
-        if let Some(route) = route.filter(|_| self.diags.len() == errors_before)
-            && self.add(route, span)
-            && let Some(track) = track
-        {
-            self.tracks.push((self.routes.len() - 1, track));
+        if let Some(raw) = de_owned::<RawRoute>(element, &mut self.diags) {
+            self.take(raw, span);
         }
+    }
+
+    fn push_text(&mut self, text: &str, base: usize) -> Option<Range<usize>> {
+        let (raw, header) = fast::read(text, base)?;
+        self.take(raw, header.clone());
+        Some(header)
     }
 
     fn mark(&self) -> (usize, usize) {
@@ -76,6 +108,19 @@ impl ElementSink for RouteList {
 }
 
 impl RouteList {
+    /// Validates one raw route (`span`: its element's) and keeps it when valid and new.
+    fn take(&mut self, raw: RawRoute, span: Range<usize>) {
+        let errors_before = self.diags.len();
+        let track = raw.track.clone();
+        let route = validate_route(raw, span.clone(), &mut self.diags);
+        if let Some(route) = route.filter(|_| self.diags.len() == errors_before)
+            && self.add(route, span)
+            && let Some(track) = track
+        {
+            self.tracks.push((self.routes.len() - 1, track));
+        }
+    }
+
     /// Keeps a valid route unless one with the same identity came first; true when kept.
     fn add(&mut self, route: Route, span: Range<usize>) -> bool {
         let key = key(&route);

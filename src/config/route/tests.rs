@@ -445,3 +445,70 @@ fn two_tracks_sharing_a_table_or_mark_is_an_error() {
     ));
     assert!(e.contains("with track `a`"), "{e}");
 }
+
+/// The plain-block reader (`fast.rs`) against toml's parser: values, places of every message
+/// and every fallback, in files of routes long enough to take the loader's fast path.
+#[test]
+fn plain_route_blocks_read_without_the_parser_give_what_the_parser_gives() {
+    // Everything the loader gives for one file: the validated state or the rendered errors.
+    let load = |file: &str, min_blocks| match super::super::load_str_split(
+        &[("f.toml", file)],
+        min_blocks,
+    ) {
+        Ok(state) => format!("{state:#?}"),
+        Err(e) => e.rendered,
+    };
+    let same = |file: &str| assert_eq!(load(file, 1), load(file, usize::MAX), "{file}");
+    let blocks = [
+        // Plain: read without the parser.
+        "[[route]]\nto = \"10.1.0.0/16\"\nvia = \"192.0.2.1\"\ndev = \"eth0\"\n",
+        "[[route]]   # c\n\tto='10.2.0.0/16'  # c\n\n# c\ntype = \"blackhole\"\n",
+        "[[route]]\nto = \"10.3.0.0/16\"\nmetric = +7\ntable = 100\nmtu = 1400\nonlink = false\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.4.0.0/16\"\ntable = \"main\"\nsrc = \"192.0.2.9\"\nvia = \"192.0.2.1\"\nonlink = true\n",
+        "[[route]]\r\nto = \"10.5.0.0/16\"\r\nvia = \"192.0.2.1\"\r\n",
+        "[[route]]\nto=\"10.6.0.0/16\"#c\nvia=\"192.0.2.1\"",
+        // Plain but invalid: each message at its value.
+        "[[route]]\nto = \"10.7.0.1/16\"\nvia = \"192.0.2.1\"\n",
+        "[[route]]\nto = \"10.8.0.0/16\"\nvia = \"2001:db8::1\"\n",
+        "[[route]]\nto = \"10.9.0.0/16\"\ndev = \"a/b\"\nmetric = -1\nmtu = 9\n",
+        "[[route]]\nto = \"10.10.0.0/16\"\ntable = \"nope\"\n",
+        "[[route]]\nto = \"10.11.0.0/16\"\ntable = 0\nonlink = true\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.12.0.0/16\"\ntype = \"blackhole\"\nvia = \"192.0.2.1\"\n",
+        "[[route]]\nto = \"10.13.0.0/16\"\ntype = \"bogus\"\ntrack = \"t\"\n",
+        "[[route]]\nto = \"10.1.0.0/16\"\ndev = \"again\"\n",
+        "[[route]]\nto = \"10.14.0.0/16\"\n",
+        "[[route]]\nto = \"\"\nvia = \"\"\n",
+        "[[route]]\nto = \"10.15.0.0/16\"\nmetric = 9223372036854775807\ndev = \"x\"\n",
+        // Not plain: left to the parser (its messages, its values).
+        "[[route]]\nto = \"10.16.0.0/16\"\ndev = \"e\\u0074h0\"\n",
+        "[[route]]\nto = \"10.17.0.0/16\"\nmetric = 1_000\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.18.0.0/16\"\nmetric = 010\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.19.0.0/16\"\nmetric = 0x10\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.20.0.0/16\"\nmetric = 99999999999999999999\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.21.0.0/16\"\nmetric = \"5\"\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.22.0.0/16\"\ndev = \"x\"\ndev = \"y\"\n",
+        "[[route]]\nto = \"10.23.0.0/16\"\ndve = \"x\"\n",
+        "[[route]]\nvia = \"192.0.2.1\"\n",
+        "[[route]]\nto = \"10.24.0.0/16\"\nonlink = True\n",
+        "[[route]]\nto = \"10.25.0.0/16\" x\n",
+        "[[route]]\nto = \"10.26.0.0/16\"\nvia.x = \"192.0.2.1\"\n",
+        "[[route]]\n\"to\" = \"10.27.0.0/16\"\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.28.0.0/16\"\ndev = \"a\u{1}b\"\n",
+        "[[route]]\nto = \"10.29.0.0/16\"\rdev = \"x\"\n",
+        "[[route]]\nto = \"10.30.0.0/16\"\nnexthops = [{ via = \"192.0.2.1\" }]\n",
+        "[[route]]\nto = \"10.31.0.0/16\"\nmetric = 1.5\ndev = \"x\"\n",
+        "[[route]]\nto = \"10.32.0.0/16\"\ndev = \"x\"\nmtu = inf\n",
+        "[[route]]\nto = \"\"\"10.33.0.0/16\"\"\"\ndev = \"x\"\n",
+        "[[route]]\nto = '10.34.0.0/16'''\ndev = \"x\"\n",
+    ];
+    for (i, block) in blocks.iter().enumerate() {
+        assert_eq!(super::fast::read(block, 0).is_some(), i < 17, "{block:?}");
+        // Alone after 70 plain routes, and at the head of them.
+        let plain: String = (0..70)
+            .map(|i| format!("[[route]]\nto = \"10.200.{i}.0/24\"\nvia = \"192.0.2.1\"\n"))
+            .collect();
+        for file in [format!("{plain}{block}"), format!("{block}\n{plain}")] {
+            same(&file);
+        }
+    }
+}

@@ -69,13 +69,14 @@ pub(super) fn ifname(raw: &Spanned<String>, diags: &mut Diagnostics) -> Option<S
         return None;
     }
     let name = raw.get_ref();
-    let ok = !name.is_empty()
-        && name.len() <= 15
-        && name != "."
-        && name != ".."
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c.is_whitespace());
+    // Names are ASCII almost always: checked by byte, the char walk only for the others.
+    let bad = |c: char| c == '/' || c == ':' || c.is_whitespace();
+    let clean = if name.is_ascii() {
+        !name.bytes().any(|b| bad(char::from(b)))
+    } else {
+        !name.chars().any(bad)
+    };
+    let ok = !name.is_empty() && name.len() <= 15 && name != "." && name != ".." && clean;
     if ok {
         Some(name.clone())
     } else {

@@ -12,6 +12,7 @@ pub mod message;
 pub mod monitor;
 pub mod socket;
 pub mod spec;
+pub mod wire;
 
 pub use link_table::{LinkInfo, LinkKind, LinkTable};
 pub use message::Links;

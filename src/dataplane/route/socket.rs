@@ -1,50 +1,51 @@
-//! One rtnetlink connection (netlink-proto on smol, as rtnetlink uses it) for dumps and
-//! pipelined writes.
+//! One rtnetlink connection (netlink-proto on smol, as rtnetlink uses it) for dumps, and one
+//! raw netlink socket for pipelined writes.
 //!
 //! Why not one `rtnetlink` request future per route: each would cost a `sendto`, a `recvfrom`
 //! and a round trip through the executor, exactly the ping-pong `ip -batch` does. Instead,
 //! writes go out in *chunks*: up to [`CHUNK`] requests (at most [`DATAGRAM_BYTES`]) encoded
-//! into one datagram (the kernel processes every message of a datagram in order and answers
-//! each), with up to [`WINDOW`] chunks in flight before the oldest chunk's answers are awaited. Every request asks for an
-//! ack, and since the kernel answers in order, the i-th answer of a chunk belongs to its i-th
-//! request: every ack or error maps back to its route. The in-flight bound keeps the acks of
-//! all outstanding requests inside the socket's receive buffer (enlarged at open), because the
-//! kernel drops an ack that does not fit.
+//! straight into one datagram (see [`super::wire`]); the kernel processes every message of a
+//! datagram in order, inside the `send` call. Only the last request of a chunk asks for an
+//! ack: the kernel answers a request without `NLM_F_ACK` only when it fails, so a chunk of
+//! 256 routes that all succeed costs one `send` and one `recv`, and the ack of the last one
+//! says every earlier answer has arrived. Each answer carries its request's sequence number,
+//! so every error maps back to its write. One chunk is in flight at a time, so its answers
+//! (at most one per request) always fit the socket's receive buffer (enlarged at open);
+//! an answer lost anyway fails the chunk's writes as unanswered.
 
-use std::collections::VecDeque;
 use std::num::NonZeroI32;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 
 use futures_lite::StreamExt;
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE,
-    NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP, NLM_F_REQUEST, NetlinkMessage,
+    NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use rtnetlink::proto::ConnectionHandle;
-use rtnetlink::sys::{AsyncSocket, SocketAddr, protocols::NETLINK_ROUTE};
+use rtnetlink::sys::{AsyncSocket, Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
 use super::datagram::WholeDatagramSocket;
 
 use super::RouteError;
 use super::message::{
-    Links, route_add_message, route_delete_message, route_dump_message, route_from_message,
-    rule_dump_message, rule_from_message, rule_message,
+    Links, route_dump_message, route_from_message, rule_dump_message, rule_from_message,
 };
 use super::spec::{Family, RouteSpec, RuleSpec};
+use super::wire;
 
 /// Requests encoded into one datagram.
 pub const CHUNK: usize = 256;
 /// Bytes of requests in one datagram at most (well under the default socket send buffer,
 /// whatever the size of each route).
 pub const DATAGRAM_BYTES: usize = 64 << 10;
-/// Chunks in flight before the oldest one's answers are awaited.
-pub const WINDOW: usize = 4;
-/// Receive buffer asked for (SO_RCVBUFFORCE, root only): room for every ack in flight.
+/// Receive buffer asked for (SO_RCVBUFFORCE, root only): room for a dump's replies, and for
+/// an answer to every request of a chunk.
 const RCVBUF: usize = 8 << 20;
-/// A generous estimate of the receive-buffer space one ack takes (skb overhead included);
-/// without the forced buffer (not root) chunks shrink so acks still fit.
+/// A generous estimate of the receive-buffer space one answer takes (skb overhead included);
+/// without the forced buffer (not root) chunks shrink so answers still fit.
 const ACK_TRUESIZE: usize = 1024;
 
 /// One write to the kernel.
@@ -90,48 +91,59 @@ pub struct WriteOutcome {
 
 /// A connection to the kernel's routing netlink.
 ///
-/// The connection task runs on smol's executor; dropping the `RouteSocket` ends it.
+/// The connection task runs on smol's executor; dropping the last clone of the
+/// `RouteSocket` ends it.
 #[derive(Debug, Clone)]
 pub struct RouteSocket {
     handle: ConnectionHandle<RouteNetlinkMessage>,
+    writer: Arc<smol::lock::Mutex<Writer>>,
     port: u32,
     chunk: usize,
 }
 
+/// The write socket and its buffers (one pipeline at a time).
+#[derive(Debug)]
+struct Writer {
+    socket: smol::Async<Socket>,
+    /// The next sequence number.
+    seq: u32,
+    /// The chunk being sent.
+    out: Vec<u8>,
+    /// One received datagram.
+    answer: Vec<u8>,
+}
+
 impl RouteSocket {
-    /// Opens the socket (on the calling thread, so it lives in the caller's network namespace)
-    /// with strict checking (kernel-side dump filters), capped acks with extended error
-    /// messages, and a receive buffer large enough for a window of acks.
+    /// Opens the sockets (on the calling thread, so they live in the caller's network
+    /// namespace): the dump connection with strict checking (kernel-side dump filters), the
+    /// write socket with capped acks and extended error messages, each with a receive buffer
+    /// large enough for what it waits for.
     pub fn open() -> Result<RouteSocket, RouteError> {
-        let (mut conn, handle, _unsolicited) = rtnetlink::proto::new_connection_with_socket::<
-            RouteNetlinkMessage,
-            WholeDatagramSocket,
-        >(NETLINK_ROUTE)
-        .map_err(RouteError::from)?;
-        conn.set_forward_ack(true);
-        // A dump is complete only when its Done arrives; a connection that ends first (e.g.
-        // the kernel refused the request) must not look like an empty dump.
-        conn.set_forward_done(true);
-        let socket = conn.socket_mut().socket_mut();
-        // Each option is an optimisation, not a requirement (an emulator such as qemu-user
-        // may refuse one): without strict checking the kernel ignores the dump filter and
-        // `dump_routes` filters by protocol itself; without capped acks the echoed request is
-        // longer; without extended acks errors carry only their errno.
-        let _ = socket.set_netlink_get_strict_chk(true);
+        let handle = connect()?;
+        let mut socket = Socket::new(NETLINK_ROUTE).map_err(RouteError::from)?;
+        // Optimisations, not requirements (an emulator such as qemu-user may refuse one):
+        // without capped acks the echoed request is longer; without extended acks errors
+        // carry only their errno.
         let _ = socket.set_cap_ack(true);
         let _ = socket.set_ext_ack(true);
         let addr = socket.bind_auto().map_err(RouteError::from)?;
         let rcvbuf = force_rcvbuf(socket.as_fd(), RCVBUF);
-        smol::spawn(conn).detach();
+        let socket = smol::Async::new(socket).map_err(RouteError::from)?;
         Ok(RouteSocket {
             handle,
+            writer: Arc::new(smol::lock::Mutex::new(Writer {
+                socket,
+                seq: 1,
+                out: Vec::with_capacity(DATAGRAM_BYTES + 4096),
+                answer: Vec::with_capacity(64 << 10),
+            })),
             port: addr.port_number(),
-            chunk: (rcvbuf / ACK_TRUESIZE / WINDOW).clamp(8, CHUNK),
+            chunk: (rcvbuf / ACK_TRUESIZE).clamp(8, CHUNK),
         })
     }
 
-    /// The socket's netlink port id: kernel notifications about changes this socket made carry
-    /// it, so a monitor can tell edgenetd's own writes from somebody else's.
+    /// The write socket's netlink port id: kernel notifications about changes this socket
+    /// made carry it, so a monitor can tell edgenetd's own writes from somebody else's.
     pub fn port(&self) -> u32 {
         self.port
     }
@@ -141,28 +153,9 @@ impl RouteSocket {
     pub(super) async fn dump(
         &self,
         body: RouteNetlinkMessage,
-        mut each: impl FnMut(RouteNetlinkMessage),
+        each: impl FnMut(RouteNetlinkMessage),
     ) -> Result<(), RouteError> {
-        let mut req = NetlinkMessage::from(body);
-        req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-        let mut stream = self
-            .handle
-            .request(req, SocketAddr::new(0, 0))
-            .map_err(|_| RouteError::Closed)?;
-        while let Some(msg) = stream.next().await {
-            match msg.payload {
-                NetlinkPayload::InnerMessage(inner) => each(inner),
-                NetlinkPayload::Done(_) => return Ok(()),
-                NetlinkPayload::Error(e) => {
-                    if let Some(code) = e.code {
-                        return Err(kernel_error(code, &e.header, msg.header.flags));
-                    }
-                }
-                NetlinkPayload::Overrun(_) => return Err(RouteError::Overrun),
-                _ => {}
-            }
-        }
-        Err(RouteError::Closed)
+        dump(&self.handle, body, each).await
     }
 
     /// Every interface by name and index.
@@ -242,14 +235,11 @@ impl RouteSocket {
     /// which does not translate rule messages) refuses the request at send time, which ends
     /// the connection it was sent on; the route connection must survive that.
     pub async fn dump_rules(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
-        RouteSocket::open()?.dump_rules_here(protocol).await
-    }
-
-    async fn dump_rules_here(&self, protocol: u8) -> Result<Vec<RuleSpec>, RouteError> {
+        let handle = connect()?;
         let mut out = Vec::new();
         for family in [Family::Ipv4, Family::Ipv6] {
             let request = RouteNetlinkMessage::GetRule(rule_dump_message(family));
-            self.dump(request, |msg| {
+            dump(&handle, request, |msg| {
                 if let RouteNetlinkMessage::NewRule(rule) = msg {
                     out.extend(rule_from_message(&rule).filter(|r| r.protocol == protocol));
                 }
@@ -268,42 +258,20 @@ impl RouteSocket {
         links: &Links,
         progress: &mut dyn FnMut(usize),
     ) -> WriteOutcome {
-        let build =
-            |w: &RouteWrite<'_>| -> Result<NetlinkMessage<RouteNetlinkMessage>, RouteError> {
-                let (body, flags) = match *w {
-                    RouteWrite::Add(spec) => (
-                        RouteNetlinkMessage::NewRoute(route_add_message(spec, links)?),
-                        NLM_F_CREATE | NLM_F_EXCL,
-                    ),
-                    RouteWrite::Replace(spec) => (
-                        RouteNetlinkMessage::NewRoute(route_add_message(spec, links)?),
-                        NLM_F_CREATE | NLM_F_REPLACE,
-                    ),
-                    RouteWrite::Delete(spec) => {
-                        (RouteNetlinkMessage::DelRoute(route_delete_message(spec)), 0)
-                    }
-                };
-                let mut msg = NetlinkMessage::from(body);
-                msg.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-                Ok(msg)
-            };
-        self.pipeline(writes.len(), |i| build(&writes[i]), progress)
-            .await
+        let mut devices = wire::Devices::new(links);
+        self.pipeline(
+            writes.len(),
+            |i, buf, seq| wire::route_write(buf, &writes[i], &mut devices, seq),
+            progress,
+        )
+        .await
     }
 
     /// Sends every rule write, pipelined like [`RouteSocket::write_routes`].
     pub async fn write_rules(&self, writes: &[RuleWrite<'_>]) -> WriteOutcome {
-        let build = |i: usize| -> Result<NetlinkMessage<RouteNetlinkMessage>, RouteError> {
-            let (body, flags) = match writes[i] {
-                RuleWrite::Add(spec) => (
-                    RouteNetlinkMessage::NewRule(rule_message(spec)),
-                    NLM_F_CREATE | NLM_F_EXCL,
-                ),
-                RuleWrite::Delete(spec) => (RouteNetlinkMessage::DelRule(rule_message(spec)), 0),
-            };
-            let mut msg = NetlinkMessage::from(body);
-            msg.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-            Ok(msg)
+        let build = |i: usize, buf: &mut Vec<u8>, seq| {
+            wire::rule_write(buf, &writes[i], seq);
+            Ok(())
         };
         self.pipeline(writes.len(), build, &mut |_| {}).await
     }
@@ -311,74 +279,60 @@ impl RouteSocket {
     async fn pipeline(
         &self,
         count: usize,
-        mut build: impl FnMut(usize) -> Result<NetlinkMessage<RouteNetlinkMessage>, RouteError>,
+        mut build: impl FnMut(usize, &mut Vec<u8>, u32) -> Result<(), RouteError>,
         progress: &mut dyn FnMut(usize),
     ) -> WriteOutcome {
         let mut outcome = WriteOutcome::default();
-        let mut in_flight = VecDeque::with_capacity(WINDOW);
+        if count == 0 {
+            return outcome;
+        }
+        let mut writer = self.writer.lock().await;
+        let writer = &mut *writer;
         let mut next = 0;
         let mut answered = 0;
-        while next < count || !in_flight.is_empty() {
-            // Fill the window.
-            while next < count && in_flight.len() < WINDOW {
-                let mut indices = Vec::with_capacity(self.chunk);
-                let mut messages = Vec::with_capacity(self.chunk);
-                let mut bytes = 0;
-                while next < count && messages.len() < self.chunk && bytes < DATAGRAM_BYTES {
-                    match build(next) {
-                        Ok(msg) => {
-                            bytes += msg.buffer_len();
-                            indices.push(next);
-                            messages.push(msg);
-                        }
-                        Err(error) => outcome.failures.push(WriteFailure { index: next, error }),
+        let mut indices = Vec::with_capacity(self.chunk);
+        while next < count {
+            writer.out.clear();
+            indices.clear();
+            let first = writer.seq;
+            let mut last = 0;
+            while next < count && indices.len() < self.chunk && writer.out.len() < DATAGRAM_BYTES {
+                let start = writer.out.len();
+                let seq = first.wrapping_add(indices.len() as u32);
+                match build(next, &mut writer.out, seq) {
+                    Ok(()) => {
+                        last = start;
+                        indices.push(next);
                     }
-                    next += 1;
-                }
-                if messages.is_empty() {
-                    continue;
-                }
-                outcome.sent += messages.len();
-                match self.handle.request_batch(messages, SocketAddr::new(0, 0)) {
-                    Ok(stream) => in_flight.push_back((indices, stream)),
-                    Err(_) => {
-                        outcome
-                            .failures
-                            .extend(indices.into_iter().map(|index| WriteFailure {
-                                index,
-                                error: RouteError::Closed,
-                            }))
+                    Err(error) => {
+                        writer.out.truncate(start);
+                        outcome.failures.push(WriteFailure { index: next, error });
                     }
                 }
+                next += 1;
             }
-            // Collect the oldest chunk's answers: one per request, in request order.
-            let Some((indices, mut stream)) = in_flight.pop_front() else {
+            if indices.is_empty() {
                 continue;
-            };
-            let mut got = 0;
-            while got < indices.len() {
-                let Some(msg) = stream.next().await else {
-                    break;
-                };
-                match msg.payload {
-                    NetlinkPayload::Error(e) => {
-                        if let Some(code) = e.code {
-                            outcome.failures.push(WriteFailure {
-                                index: indices[got],
-                                error: kernel_error(code, &e.header, msg.header.flags),
-                            });
-                        }
-                        got += 1;
-                    }
-                    NetlinkPayload::Overrun(_) => break,
-                    _ => {}
-                }
             }
-            for &index in &indices[got..] {
-                outcome.failures.push(WriteFailure {
-                    index,
-                    error: RouteError::NoAnswer,
-                });
+            writer.seq = first.wrapping_add(indices.len() as u32);
+            // The last request asks for the ack that closes the chunk.
+            let flags = &mut writer.out[last + 6..last + 8];
+            let asked = u16::from_ne_bytes([flags[0], flags[1]]) | NLM_F_ACK;
+            flags.copy_from_slice(&asked.to_ne_bytes());
+            outcome.sent += indices.len();
+            match writer.exchange(first, indices.len()).await {
+                Ok(errors) => outcome
+                    .failures
+                    .extend(errors.into_iter().map(|(k, error)| WriteFailure {
+                        index: indices[k],
+                        error,
+                    })),
+                Err(error) => outcome
+                    .failures
+                    .extend(indices.iter().map(|&index| WriteFailure {
+                        index,
+                        error: error.clone(),
+                    })),
             }
             answered += indices.len();
             progress(answered);
@@ -388,10 +342,111 @@ impl RouteSocket {
     }
 }
 
+impl Writer {
+    /// Sends the chunk in `out` (`n` requests numbered from `first`, the last one asking for
+    /// an ack) and reads answers until that ack: the errors, by position in the chunk. An
+    /// error here (the send failed, or an answer was lost) is every request's.
+    async fn exchange(
+        &mut self,
+        first: u32,
+        n: usize,
+    ) -> Result<Vec<(usize, RouteError)>, RouteError> {
+        let Writer {
+            socket,
+            out,
+            answer,
+            ..
+        } = self;
+        // Linux takes a netlink datagram whole or not at all (see `datagram`: qemu-user may
+        // report a short count for a whole send).
+        socket
+            .write_with(|s| s.send(out, 0))
+            .await
+            .map_err(RouteError::from)?;
+        let last = first.wrapping_add(n as u32 - 1);
+        let mut errors = Vec::new();
+        loop {
+            answer.clear();
+            match socket.read_with(|s| s.recv(answer, 0)).await {
+                Ok(_) => {}
+                // The receive buffer overflowed: some answer is gone.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    return Err(RouteError::NoAnswer);
+                }
+                Err(e) => return Err(RouteError::from(e)),
+            }
+            for a in wire::answers(answer) {
+                let k = a.seq.wrapping_sub(first) as usize;
+                // An answer to an earlier chunk whose wait was cancelled.
+                if k >= n {
+                    continue;
+                }
+                if let Some(error) = a.error {
+                    errors.push((k, error));
+                }
+                if a.seq == last {
+                    return Ok(errors);
+                }
+            }
+        }
+    }
+}
+
+/// Opens a dump connection (strict checking on, so the kernel filters route dumps) and runs
+/// its task on smol's executor.
+fn connect() -> Result<ConnectionHandle<RouteNetlinkMessage>, RouteError> {
+    let (mut conn, handle, _unsolicited) = rtnetlink::proto::new_connection_with_socket::<
+        RouteNetlinkMessage,
+        WholeDatagramSocket,
+    >(NETLINK_ROUTE)
+    .map_err(RouteError::from)?;
+    conn.set_forward_ack(true);
+    // A dump is complete only when its Done arrives; a connection that ends first (e.g.
+    // the kernel refused the request) must not look like an empty dump.
+    conn.set_forward_done(true);
+    let socket = conn.socket_mut().socket_mut();
+    // Without strict checking the kernel ignores the dump filter and `dump_routes` filters
+    // by protocol itself; without extended acks errors carry only their errno.
+    let _ = socket.set_netlink_get_strict_chk(true);
+    let _ = socket.set_cap_ack(true);
+    let _ = socket.set_ext_ack(true);
+    socket.bind_auto().map_err(RouteError::from)?;
+    force_rcvbuf(socket.as_fd(), RCVBUF);
+    smol::spawn(conn).detach();
+    Ok(handle)
+}
+
+/// Runs one dump on `handle`, handing each message to `each` as it arrives.
+async fn dump(
+    handle: &ConnectionHandle<RouteNetlinkMessage>,
+    body: RouteNetlinkMessage,
+    mut each: impl FnMut(RouteNetlinkMessage),
+) -> Result<(), RouteError> {
+    let mut req = NetlinkMessage::from(body);
+    req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let mut stream = handle
+        .request(req, SocketAddr::new(0, 0))
+        .map_err(|_| RouteError::Closed)?;
+    while let Some(msg) = stream.next().await {
+        match msg.payload {
+            NetlinkPayload::InnerMessage(inner) => each(inner),
+            NetlinkPayload::Done(_) => return Ok(()),
+            NetlinkPayload::Error(e) => {
+                if let Some(code) = e.code {
+                    return Err(kernel_error(code, &e.header, msg.header.flags));
+                }
+            }
+            NetlinkPayload::Overrun(_) => return Err(RouteError::Overrun),
+            _ => {}
+        }
+    }
+    Err(RouteError::Closed)
+}
+
 /// Turns a netlink error into a [`RouteError`], with the extended-ack message when present.
 /// The echoed request is its 16-byte header when capped (`NETLINK_CAP_ACK`), else the whole
 /// request (its length is in its header); the TLVs follow it.
-fn kernel_error(code: NonZeroI32, echoed: &[u8], flags: u16) -> RouteError {
+pub(super) fn kernel_error(code: NonZeroI32, echoed: &[u8], flags: u16) -> RouteError {
     let errno = -code.get();
     let mut message = None;
     let request_len = if flags & NLM_F_CAPPED != 0 || echoed.len() < 4 {
