@@ -164,7 +164,7 @@ impl Controller for ServiceController {
                     .map_err(|e| SyncError::whole("nftables socket", e))?
             }
         };
-        let (kernel, result) = smol::unblock(move || {
+        let (kernel, result) = crate::sync::unblock(move || {
             let r = kernel.sync(model, period, Instant::now());
             (kernel, r)
         })
