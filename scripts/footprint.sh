@@ -157,6 +157,8 @@ if ready:
     print(f"ready_ms {' '.join(f'{m:.1f}' for m in ready)}")
     print(f"ready_median_ms {statistics.median(ready):.1f}")
 print(f"rss_bytes {status(p.pid, 'VmRSS') * 1024}")
+print(f"rss_anon_bytes {status(p.pid, 'RssAnon') * 1024}")
+print(f"rss_file_bytes {status(p.pid, 'RssFile') * 1024}")
 print(f"hwm_bytes {status(p.pid, 'VmHWM') * 1024}")
 print(f"threads {status(p.pid, 'Threads')}")
 print(f"idle_cpu_ms {(c1 - c0) * 1000 / hz:.0f}")
@@ -194,9 +196,11 @@ row "aarch64 release binary ($arm_stripped)" "$arm_size B ($(mb "$arm_size"))" "
 row "x86_64 release binary" "$x86_size B ($(mb "$x86_size"))" "-" ""
 judge "rss" "$rss" "$budget_rss"
 row "idle RSS, x86_64" "$(mib "$rss")" "$(mib "$budget_rss")" "$verdict"
+row "  anonymous / file-backed (binary, libraries)" "$(mib "$(get rss_anon_bytes)") / $(mib "$(get rss_file_bytes)")" "" ""
 row "peak RSS (VmHWM), x86_64" "$(mib "$(get hwm_bytes)")" "-" ""
 judge "rss_kubernetes" "$rss_k8s" "$budget_rss_k8s"
 row "idle RSS, x86_64, --features kubernetes" "$(mib "$rss_k8s")" "$(mib "$budget_rss_k8s")" "$verdict"
+row "  anonymous / file-backed (binary, libraries)" "$(mib "$(get rss_anon_bytes "$result_k8s")") / $(mib "$(get rss_file_bytes "$result_k8s")")" "" ""
 row "peak RSS (VmHWM), --features kubernetes" "$(mib "$(get hwm_bytes "$result_k8s")")" "-" ""
 row "start to READY=1, x86_64, median of 5 cold" "$(get ready_median_ms) ms" "100 ms" \
   "$(awk -v m="$(get ready_median_ms)" 'BEGIN { print (m <= 100 ? "ok" : "over (timing: not enforced)") }')"
