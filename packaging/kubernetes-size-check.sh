@@ -9,6 +9,8 @@
 #     3,300,000 bytes; printed beside the default build's size;
 #   - the default aarch64 binary holds no trace of the feature's TLS stack (no "rustls" string).
 # EDGENETD_NO_BUILD=1 checks the feature binary already in target/kubernetes.
+# EDGENETD_KUBERNETES_SIZE_BUDGET=BYTES replaces the 3,300,000-byte budget for one run (how the
+# size check is shown to fail: a budget below the binary's size must exit 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +19,7 @@ target=aarch64-unknown-linux-gnu
 default_bin=target/$target/release/edgenetd
 feature_dir=target/kubernetes
 feature_bin=$feature_dir/$target/release/edgenetd
-budget=3300000
+budget=${EDGENETD_KUBERNETES_SIZE_BUDGET:-3300000}
 
 [ -x "$default_bin" ] || fail "$default_bin missing (build the default aarch64 binary first)"
 
@@ -51,7 +53,7 @@ default_size=$(stat -c %s "$default_bin")
 mb() { awk -v b="$1" 'BEGIN { printf "%.2f MB", b / 1000000 }'; }
 printf '  %-44s %-26s %-10s %s\n' "figure" "measured" "budget" ""
 printf '  %-44s %-26s %-10s %s\n' "aarch64 release, default (stripped)" "$default_size B ($(mb "$default_size"))" "2.5 MB" ""
-printf '  %-44s %-26s %-10s %s\n' "aarch64 release, --features kubernetes" "$size B ($(mb "$size"))" "3.3 MB" \
+printf '  %-44s %-26s %-10s %s\n' "aarch64 release, --features kubernetes" "$size B ($(mb "$size"))" "$(mb "$budget")" \
   "$([ "$size" -le "$budget" ] && echo ok || echo "OVER BUDGET")"
 printf '  %-44s %-26s\n' "  the feature adds" "$((size - default_size)) B ($(mb $((size - default_size))))"
 # Link-time optimisation drops code nothing calls: a feature build whose daemon does not start

@@ -137,6 +137,43 @@ impl TriggerRx {
     }
 }
 
+/// Runs blocking work (a netlink round trip, an nftables commit) off the executor: on a
+/// thread of its own that ends with the work, so an idle daemon keeps no pool thread.
+/// (smol's blocking pool keeps every thread it ever started, each waking every 500 ms.)
+/// A panic in `work` resumes on the awaiting task; if no thread can be started, the work
+/// runs on the caller's thread.
+pub async fn unblock<T, F>(work: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+    use std::sync::{Arc, Mutex};
+    // The work is handed over through a slot so that a failed spawn gives it back.
+    let slot = Arc::new(Mutex::new(Some(work)));
+    let (tx, rx) = async_channel::bounded(1);
+    let theirs = Arc::clone(&slot);
+    let spawned = std::thread::Builder::new()
+        .name("unblock".into())
+        .spawn(move || {
+            let work = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(work) = work {
+                let _ = tx.send_blocking(catch_unwind(AssertUnwindSafe(work)));
+            }
+        });
+    if spawned.is_err() {
+        let work = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(work) = work {
+            return work();
+        }
+    }
+    match rx.recv().await {
+        Ok(Ok(value)) => value,
+        Ok(Err(panic)) => resume_unwind(panic),
+        Err(_) => unreachable!("the unblock thread ends only after sending"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +197,20 @@ mod tests {
         assert_eq!(e.to_string(), "2 objects failed: a: x; b: y");
         let ok = SyncError::default().into_result(SyncReport::default());
         assert_eq!(ok, Ok(SyncReport::default()));
+    }
+
+    #[test]
+    fn unblock_returns_the_work_s_value_from_another_thread() {
+        let caller = std::thread::current().id();
+        let (value, worker) = smol::block_on(unblock(|| (6 * 7, std::thread::current().id())));
+        assert_eq!(value, 42);
+        assert_ne!(worker, caller);
+    }
+
+    #[test]
+    fn unblock_resumes_a_panic_on_the_awaiting_task() {
+        let r = std::panic::catch_unwind(|| smol::block_on(unblock(|| panic!("boom"))));
+        let panic = r.expect_err("the panic reaches the caller");
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"boom"));
     }
 }

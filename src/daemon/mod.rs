@@ -80,6 +80,7 @@ pub struct RunOptions {
 
 /// Runs the daemon until SIGTERM/SIGINT.
 pub fn run(opts: RunOptions) -> ExitCode {
+    crate::sys::single_malloc_arena();
     match start(&opts) {
         Ok(started) => match serve(&opts, started) {
             Ok(()) => {

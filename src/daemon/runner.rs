@@ -71,6 +71,9 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
         if let Some(done) = &inputs.sync_done {
             done.fire();
         }
+        // A sync's buffers (kernel dumps, batches) are freed by now: hand their pages back,
+        // so the idle daemon holds what it keeps, not its last sync's peak.
+        crate::sys::trim_heap();
         wake = next_wake(&inputs, settings.period).await;
     }
 }

@@ -1,4 +1,9 @@
-//! SIGHUP, SIGTERM and SIGINT, delivered to the executor through a channel.
+//! SIGHUP, SIGTERM and SIGINT, read by the executor itself.
+//!
+//! The handlers write to a pipe the reactor already polls (async-signal), so a signal costs
+//! no thread of its own and no wake-up while none arrives.
+
+use futures_lite::StreamExt;
 
 /// What a signal asks of the daemon.
 pub enum Signal {
@@ -8,37 +13,25 @@ pub enum Signal {
     Stop(&'static str),
 }
 
-/// The signals, read on a thread of their own and handed over in order.
-pub struct Signals(async_channel::Receiver<Signal>);
+/// The signals, handed over in order.
+pub struct Signals(async_signal::Signals);
 
 impl Signals {
     /// Installs the handlers; from now on these signals no longer kill the process.
     pub fn install() -> std::io::Result<Signals> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
-        let (tx, rx) = async_channel::unbounded();
-        std::thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || {
-                for sig in signals.forever() {
-                    let s = match sig {
-                        SIGHUP => Signal::Reload,
-                        SIGTERM => Signal::Stop("SIGTERM"),
-                        _ => Signal::Stop("SIGINT"),
-                    };
-                    if tx.send_blocking(s).is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok(Signals(rx))
+        use async_signal::Signal::{Hup, Int, Term};
+        async_signal::Signals::new([Hup, Term, Int]).map(Signals)
     }
 
-    /// The next signal; a stop if the signal thread is gone.
+    /// The next signal; a stop if the signal pipe failed.
     pub async fn next(&self) -> Signal {
-        self.0
-            .recv()
-            .await
-            .unwrap_or(Signal::Stop("signal thread ended"))
+        use async_signal::Signal::{Hup, Term};
+        let mut signals = &self.0;
+        match signals.next().await {
+            Some(Ok(Hup)) => Signal::Reload,
+            Some(Ok(Term)) => Signal::Stop("SIGTERM"),
+            Some(Ok(_)) => Signal::Stop("SIGINT"),
+            Some(Err(_)) | None => Signal::Stop("signal pipe failed"),
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::spawner::Spawner;
 use crate::controller::route::RouteController;
-use crate::sync::{Trigger, TriggerRx};
+use crate::sync::{Trigger, TriggerRx, trigger};
 use crate::track::supervisor::{self, Supervisor};
 use crate::track::{self, Board};
 
@@ -18,11 +18,14 @@ pub fn start_route(spawner: &mut Spawner<'_, '_>, kernel_events: Trigger, kernel
         .sections
         .add("tracks", Box::new(move || supervisor::healthz(&for_http)));
     let snapshots = spawner.snapshots.clone();
+    let (changed_tx, changed) = trigger();
+    snapshots.observe(Box::new(move |_| changed_tx.fire()));
     let sup = Supervisor {
         board: board.clone(),
         route_loop: kernel_events.clone(),
         health: spawner.health.clone(),
         current: Box::new(move || snapshots.current()),
+        changed,
         shutdown: spawner.shutdown.clone(),
     };
     spawner.ex.spawn(supervisor::run(sup)).detach();

@@ -1,9 +1,12 @@
 //! Keeps one prober per configured track, and holds the probers to the heartbeat contract.
 //!
 //! The probers run on an executor of their own, polled inside the daemon's: a track added,
-//! changed or removed by a reload starts, restarts or stops its prober within a second, and
-//! an unchanged one keeps its state. Every second the supervisor beats the `track` entry of
-//! the health registry, but only while every prober finished a probe within its window: a
+//! changed or removed by a reload starts, restarts or stops its prober as soon as the new
+//! snapshot is published, and an unchanged one keeps its state. Once a track was configured,
+//! every second the supervisor beats the `track` entry of the health registry (with no track
+//! ever configured it has nothing to beat and sleeps until the next snapshot, so an idle
+//! router without `[[track]]` pays no wake-up for it), but only while every prober finished
+//! a probe within its window: a
 //! wedged prober (a probe that never returns, a stalled executor) stops the beats, so the
 //! entry goes stale like a wedged controller's, /healthz says `live: false` and names the
 //! track under `tracks`, and the systemd watchdog is no longer fed.
@@ -13,6 +16,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_lite::future;
 use log::{info, warn};
 use serde_json::{Value, json};
 
@@ -22,7 +26,7 @@ use crate::config::DesiredState;
 use crate::config::route::Track;
 use crate::health::{Health, HealthHandle};
 use crate::shutdown::{Shutdown, unless_shutdown};
-use crate::sync::Trigger;
+use crate::sync::{Trigger, TriggerRx};
 
 /// The name of the probers' entry in the health registry (and /healthz `controllers`).
 pub const HEALTH_NAME: &str = "track";
@@ -35,8 +39,10 @@ pub struct Supervisor {
     pub route_loop: Trigger,
     /// Where the `track` entry is registered (once a track is configured).
     pub health: Arc<Health>,
-    /// The current desired state, read every second.
+    /// The current desired state, read every second and after every new snapshot.
     pub current: Box<dyn Fn() -> Arc<DesiredState>>,
+    /// Fired when a new snapshot is published.
+    pub changed: TriggerRx,
     /// Closed when the daemon stops.
     pub shutdown: Shutdown,
 }
@@ -70,7 +76,19 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
             }
             wedged_before = wedged;
         }
-        let tick = smol::Timer::after(Duration::from_secs(1));
+        let beating = handle.is_some();
+        let tick = future::or(
+            async {
+                let _ = sup.changed.recv().await;
+            },
+            async {
+                if beating {
+                    smol::Timer::after(Duration::from_secs(1)).await;
+                } else {
+                    future::pending::<()>().await;
+                }
+            },
+        );
         if unless_shutdown(&sup.shutdown, tick).await.is_none() {
             return;
         }

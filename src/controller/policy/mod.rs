@@ -156,7 +156,7 @@ impl Controller for PolicyController {
             watch: self.watch.clone(),
         };
         let rules = program.as_ref().map_or(0, |p| p.rule_count());
-        let (kernel, result) = smol::unblock(move || {
+        let (kernel, result) = crate::sync::unblock(move || {
             let r = kernel.sync(&table, program, period);
             (kernel, r)
         })

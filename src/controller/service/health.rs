@@ -35,6 +35,10 @@ pub const PROBE_GRACE: Duration = Duration::from_secs(5);
 pub const WATCH_WINDOW: Duration = Duration::from_secs(10);
 /// How often the watch looks at the probes.
 const WATCH_TICK: Duration = Duration::from_secs(1);
+/// How often it beats while there is no probe: often enough for [`WATCH_WINDOW`], and no
+/// longer than [`PROBE_GRACE`], so a probe started meanwhile cannot be late before the watch
+/// is back to [`WATCH_TICK`] (an idle router without health checks wakes for it rarely).
+const IDLE_TICK: Duration = PROBE_GRACE;
 
 /// One probed backend with its check settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -82,7 +86,8 @@ impl HealthChecks {
         }
     }
 
-    /// Starts the watch: `heartbeat` beats every second while every probe is on time.
+    /// Starts the watch: `heartbeat` beats every second while every probe is on time (every
+    /// [`IDLE_TICK`] while there is none).
     pub fn watch(&mut self, heartbeat: Arc<dyn Progress + Send + Sync>) {
         let probes = self.probes.clone();
         self.watch = Some(smol::spawn(watch(probes, heartbeat)));
@@ -244,7 +249,8 @@ async fn watch(probes: Probes, heartbeat: Arc<dyn Progress + Send + Sync>) {
         }
         was_late = !late.is_empty();
         lock(&BOARD).late = late;
-        smol::Timer::after(WATCH_TICK).await;
+        let idle = lock(&probes).is_empty();
+        smol::Timer::after(if idle { IDLE_TICK } else { WATCH_TICK }).await;
     }
 }
 

@@ -168,7 +168,7 @@ impl Controller for ServiceController {
                     .with_local(exempt)
             }
         };
-        let (kernel, result) = smol::unblock(move || {
+        let (kernel, result) = crate::sync::unblock(move || {
             let r = kernel.sync(model, period, Instant::now());
             (kernel, r)
         })
