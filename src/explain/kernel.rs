@@ -167,3 +167,77 @@ pub fn resolve(
         Source::Kernel { netns },
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given() -> Addresses {
+        Addresses {
+            entries: vec![("wan".into(), "192.0.2.1/24".parse().unwrap())],
+        }
+    }
+
+    #[test]
+    fn addresses_given_or_offline_never_read_the_kernel() {
+        let (a, s) = resolve(&Wanted::Given, given(), "no-such-if").unwrap();
+        assert_eq!((a.entries.len(), s), (1, Source::Given));
+        let (a, s) = resolve(&Wanted::Offline, given(), "no-such-if").unwrap();
+        assert_eq!((a.entries.len(), s), (0, Source::Offline));
+    }
+
+    #[test]
+    fn the_report_says_where_the_addresses_came_from() {
+        let ns = Source::Kernel {
+            netns: Some("r1".into()),
+        };
+        assert_eq!(ns.line(), "addresses: from the kernel (netns r1)");
+        let j = ns.json(&given());
+        assert_eq!(
+            j,
+            json!({"from": "kernel", "netns": "r1", "entries": ["wan=192.0.2.1/24"], "why": null})
+        );
+        let here = Source::NotHere {
+            iface: "wan".into(),
+        };
+        assert_eq!(here.json(&Addresses::default())["from"], "none");
+        assert!(
+            here.json(&Addresses::default())["why"]
+                .as_str()
+                .unwrap()
+                .starts_with("no interface wan here"),
+        );
+    }
+
+    #[test]
+    fn netns_excludes_the_pure_modes() {
+        let args = |extra: &[&str]| {
+            ["--in", "x", "--from", "10.0.0.2", "--to", "10.0.0.1"]
+                .iter()
+                .chain(["--proto", "icmp"].iter())
+                .chain(extra)
+                .map(|s| s.to_string())
+                .collect::<Vec<String>>()
+        };
+        let q = crate::explain::query::parse(&args(&[]), "c").unwrap();
+        assert_eq!(q.wanted, Wanted::Kernel { netns: None });
+        let q = crate::explain::query::parse(&args(&["--netns", "r1"]), "c").unwrap();
+        assert_eq!(
+            q.wanted,
+            Wanted::Kernel {
+                netns: Some("r1".into())
+            }
+        );
+        let q = crate::explain::query::parse(&args(&["--offline"]), "c").unwrap();
+        assert_eq!(q.wanted, Wanted::Offline);
+        for bad in [
+            &["--netns", "r1", "--offline"][..],
+            &["--addresses", "x=10.0.0.1/24", "--netns", "r1"],
+        ] {
+            assert!(
+                crate::explain::query::parse(&args(bad), "c").is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}
