@@ -56,7 +56,8 @@ USAGE:
     edgenetd status  [--url URL]
     edgenetd explain [--config PATH] --in IFACE --from ADDR [--sport N] --to ADDR
                      [--dport N] --proto tcp|udp|icmp|icmpv6 [--state new|established]
-                     [--icmp-type N] [--mark N] [--addresses IFACE=ADDR/LEN,...] [--json]
+                     [--icmp-type N] [--mark N] [--json]
+                     [--netns NAME | --addresses IFACE=ADDR/LEN,... | --offline]
     edgenetd apply   --config NEW [--confirm DURATION] [--target CONFIG] [--netns NAME]
                      [--control-socket PATH]
     edgenetd confirm [--target CONFIG] [--netns NAME] [--control-socket PATH]
@@ -69,8 +70,9 @@ VERBS:
     cleanup   remove exactly what edgenetd owns (its nftables tables, routes and rules
               carrying its route protocol)
     status    show a running daemon's health (reads URL/healthz)
-    explain   which rule decides a packet, offline: its DNAT, route, deciding rule (or
-              default), SNAT and verdict, from the rules edgenetd would program
+    explain   which rule decides a packet: its DNAT, route, deciding rule (or default),
+              SNAT and verdict, from the rules edgenetd would program; the router's own
+              addresses are read from the kernel where the packet's interface exists
     apply     hand NEW to the running daemon: validated like a reload (with conf.d; every
               problem listed, nothing changed), the changes printed, then put in place of
               the main config and applied; with --confirm it is rolled back unless
@@ -83,7 +85,8 @@ OPTIONS:
                        [default: /etc/edgenetd/edgenetd.toml]
     --netns NAME       program the kernel inside `ip netns` NAME; HTTP stays where edgenetd
                        was started (demos, tests, routers that live in a namespace);
-                       (apply, confirm) the daemon run with this --netns
+                       (apply, confirm) the daemon run with this --netns;
+                       (explain) read the router's addresses there
     --target CONFIG    (apply, confirm) the daemon run with --config CONFIG: its control
                        socket, and any other daemon refuses before changing anything
                        [default: /etc/edgenetd/edgenetd.toml]
@@ -109,7 +112,8 @@ EXPLAIN OPTIONS:
     --icmp-type N      ICMP or ICMPv6 type, a number or a name [default: echo request]
     --mark N           the packet's firewall mark (for route rules' fwmark) [default: 0]
     --addresses LIST   the router's addresses, IFACE=ADDR/LEN,...: its own addresses and
-                       connected routes (none without it)
+                       connected routes, instead of the kernel's
+    --offline          no address is the router's own; the kernel is not read (a laptop)
     --json             one JSON object with verdict, rule, dnat, snat, route
 
 EXIT CODES:

@@ -358,6 +358,23 @@ fn usage_mistakes_exit_2_and_say_what_is_wrong() {
             ],
             "no ports",
         ),
+        (
+            vec![
+                "explain",
+                "--in",
+                "x",
+                "--from",
+                "10.0.0.2",
+                "--to",
+                "10.0.0.1",
+                "--proto",
+                "icmp",
+                "--netns",
+                "r1",
+                "--offline",
+            ],
+            "--netns reads the addresses from the kernel",
+        ),
     ] {
         let run = edgenetd(&args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
@@ -701,4 +718,117 @@ to = "wan"
     // Another port: no helper.
     let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", "192.0.2.2", 22, &[]);
     assert!(!steps(&j).contains("helper"), "{j}");
+}
+
+/// `edgenetd explain` under `config` with `args` as given (no `--addresses` added): the
+/// outcome, for its text or its JSON.
+fn explain_as_given(config: &str, args: &[&str]) -> (String, String) {
+    let dir = ScratchDir::with_files("explain", &[("edgenetd.toml", config)]);
+    let cfg = dir.config();
+    let mut all = vec!["explain", "--config", cfg.to_str().unwrap()];
+    all.extend(args);
+    let run = edgenetd(&all);
+    assert_eq!(run.code, 0, "edgenetd {all:?}: {}", run.stderr);
+    (run.stdout, run.stderr)
+}
+
+fn json_of(text: &str) -> Json {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+const TELNET_TO_THE_ROUTER: [&str; 10] = [
+    "--in",
+    "veth-wan",
+    "--from",
+    "192.0.2.2",
+    "--to",
+    "192.0.2.1",
+    "--proto",
+    "tcp",
+    "--dport",
+    "23",
+];
+
+// Issue 21 item 5: without `--addresses` the router's own address was "no route" and the
+// answer `reject` by routing; on the router its addresses are the kernel's.
+netns_test! {
+    fn explain_on_the_router_takes_its_own_addresses_from_the_kernel() {
+        let _t = common::topology::Topology::with_veth("veth-wan", "veth-wanp", &["192.0.2.1/24"]);
+        let mut args = TELNET_TO_THE_ROUTER.to_vec();
+        let (text, _) = explain_as_given(CONFIG, &args);
+        assert!(text.starts_with("addresses: from the kernel\n"), "{text}");
+        args.push("--json");
+        let j = json_of(&explain_as_given(CONFIG, &args).0);
+        assert_eq!(
+            (j["verdict"].as_str(), j["rule"].as_str(), j["route"]["decision"].as_str()),
+            (Some("reject"), Some("telnet-reject"), Some("local")),
+            "{j}"
+        );
+        assert_eq!(j["addresses"]["from"], "kernel", "{j}");
+        assert!(j["addresses"]["netns"].is_null(), "{j}");
+        let entries = j["addresses"]["entries"].as_array().unwrap();
+        assert!(entries.iter().any(|e| e == "veth-wan=192.0.2.1/24"), "{j}");
+
+        // `--offline` keeps the pure answer: no address is the router's own.
+        args.push("--offline");
+        let j = json_of(&explain_as_given(CONFIG, &args).0);
+        assert_eq!(j["addresses"]["from"], "offline", "{j}");
+        assert_ne!(j["route"]["decision"], "local", "{j}");
+        assert_ne!(j["rule"], "telnet-reject", "{j}");
+        let (text, stderr) = explain_as_given(CONFIG, &TELNET_TO_THE_ROUTER[..].iter().copied().chain(["--offline"]).collect::<Vec<_>>());
+        assert!(text.starts_with("addresses: none (--offline)\n"), "{text}");
+        assert!(stderr.contains("no address counts as the router's own"), "{stderr}");
+
+        // `--addresses` replaces the kernel's.
+        let mut given = TELNET_TO_THE_ROUTER.to_vec();
+        given.extend(["--json", "--addresses", "veth-wan=192.0.2.9/24"]);
+        let j = json_of(&explain_as_given(CONFIG, &given).0);
+        assert_eq!(j["addresses"]["from"], "given", "{j}");
+        assert_eq!(j["addresses"]["entries"], serde_json::json!(["veth-wan=192.0.2.9/24"]));
+        assert_ne!(j["route"]["decision"], "local", "{j}");
+    }
+}
+
+netns_test! {
+    fn explain_with_netns_reads_that_namespaces_addresses() {
+        let mut t = common::topology::Topology::new();
+        let host = t.add_host(
+            "r1",
+            common::topology::Link {
+                router_if: "veth-r1",
+                router_addrs: &["10.9.0.2/24"],
+                host_if: "veth-wan",
+                host_addrs: &["192.0.2.1/24"],
+                host_routes: &[],
+            },
+        );
+        let ns = host.netns().unwrap().to_string();
+        let mut args = TELNET_TO_THE_ROUTER.to_vec();
+        args.extend(["--netns", &ns]);
+        let (text, _) = explain_as_given(CONFIG, &args);
+        assert!(
+            text.starts_with(&format!("addresses: from the kernel (netns {ns})\n")),
+            "{text}"
+        );
+        args.push("--json");
+        let j = json_of(&explain_as_given(CONFIG, &args).0);
+        assert_eq!(
+            (j["addresses"]["from"].as_str(), j["addresses"]["netns"].as_str()),
+            (Some("kernel"), Some(ns.as_str())),
+            "{j}"
+        );
+        assert_eq!((j["rule"].as_str(), j["route"]["decision"].as_str()), (Some("telnet-reject"), Some("local")), "{j}");
+        // The test's own namespace has no veth-wan: without --netns it is not the router.
+        let j = json_of(&explain_as_given(CONFIG, &[&TELNET_TO_THE_ROUTER[..], &["--json"]].concat()).0);
+        assert_eq!(j["addresses"]["from"], "none", "{j}");
+        assert!(j["addresses"]["why"].as_str().unwrap().contains("no interface veth-wan here"), "{j}");
+        // A namespace that does not exist is an error, not a silent offline answer.
+        let dir = ScratchDir::with_files("explain", &[("edgenetd.toml", CONFIG)]);
+        let cfg = dir.config();
+        let mut bad = vec!["explain", "--config", cfg.to_str().unwrap(), "--netns", "en-no-such-ns"];
+        bad.extend(TELNET_TO_THE_ROUTER);
+        let run = edgenetd(&bad);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(run.stderr.contains("en-no-such-ns"), "{}", run.stderr);
+    }
 }

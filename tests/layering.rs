@@ -32,6 +32,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("explain", "controller"),
     ("explain", "dataplane"),
     ("explain", "names"),
+    // `explain --netns`: its reading thread enters the namespace.
+    ("explain", "sys"),
     // Orchestration of `edgenetd run`: everything below it.
     ("daemon", "clock"),
     ("daemon", "config"),

@@ -1,4 +1,5 @@
-//! `edgenetd explain`: which rule decides a packet, offline.
+//! `edgenetd explain`: which rule decides a packet, from the config (and, on the router, the
+//! kernel's addresses).
 //!
 //! The config is turned into the very nftables IR the controllers program (the policy
 //! table from `controller::policy::program`, the service table from
@@ -10,10 +11,12 @@
 //! - [`query`]: the command line -> the packet;
 //! - [`walk`]: the hooks in order; [`eval`] (and [`natmap`]): one chain's rules;
 //!   [`values`]: expressions and comparisons; [`route`]: the routing decision;
-//! - [`report`]: text and `--json`.
+//! - [`report`]: text and `--json`;
+//! - [`kernel`]: the router's own addresses, from the kernel where its interfaces exist.
 
 pub mod error;
 pub mod eval;
+pub mod kernel;
 mod natmap;
 pub mod packet;
 pub mod query;
@@ -119,7 +122,7 @@ pub fn explain(desired: &DesiredState, q: &query::Query) -> Result<Explanation, 
 /// `edgenetd explain` with the arguments after the verb. Exit 0 with an answer, 1 when the
 /// config does not load or cannot be evaluated, 2 on a usage error.
 pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
-    let q = match query::parse(args, default_config) {
+    let mut q = match query::parse(args, default_config) {
         Ok(q) => q,
         Err(e) => {
             eprintln!("edgenetd explain: {e}\n\n{usage}");
@@ -133,17 +136,29 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let given = std::mem::take(&mut q.addresses);
+    let source = match kernel::resolve(&q.wanted, given, &q.packet.iif) {
+        Ok((addrs, source)) => {
+            q.addresses = addrs;
+            source
+        }
+        Err(e) => {
+            eprintln!("edgenetd explain: the router's addresses: {e}");
+            return ExitCode::from(1);
+        }
+    };
     match explain(&desired, &q) {
         Ok(e) if q.json => {
-            println!("{}", report::json(&e));
+            let mut j = report::json(&e);
+            j["addresses"] = source.json(&q.addresses);
+            println!("{j}");
             ExitCode::SUCCESS
         }
         Ok(e) => {
             if q.addresses.entries.is_empty() {
-                eprintln!(
-                    "edgenetd explain: no --addresses: no address counts as the router's own"
-                );
+                eprintln!("edgenetd explain: no address counts as the router's own");
             }
+            println!("{}", source.line());
             print!("{}", report::human(&e, &q.packet));
             ExitCode::SUCCESS
         }

@@ -7,6 +7,7 @@ use ipnet::IpNet;
 
 use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
 
+use super::kernel::Wanted;
 use super::packet::{Packet, Proto};
 use super::route::Addresses;
 
@@ -20,8 +21,11 @@ pub struct Query {
     pub config: PathBuf,
     /// The packet as it arrives.
     pub packet: Packet,
-    /// `--addresses`.
+    /// `--addresses` (empty without it).
     pub addresses: Addresses,
+    /// Where the router's addresses are to come from: the kernel unless `--addresses` or
+    /// `--offline`.
+    pub wanted: Wanted,
     /// `--json`.
     pub json: bool,
 }
@@ -86,6 +90,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
     let mut config = PathBuf::from(default_config);
     let mut addrs = Addresses::default();
     let mut json = false;
+    let (mut given, mut offline, mut netns) = (false, false, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -108,7 +113,12 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
             "--proto" => raw.proto = Some(proto(&value()?)?),
             "--icmp-type" => raw.icmp_type = Some(value()?),
             "--mark" => raw.mark = number(flag, &value()?)?,
-            "--addresses" => addrs = addresses(&value()?)?,
+            "--addresses" => {
+                addrs = addresses(&value()?)?;
+                given = true;
+            }
+            "--offline" => offline = true,
+            "--netns" => netns = Some(value()?),
             "--json" => json = true,
             "--state" => {
                 raw.established = match value()?.as_str() {
@@ -120,10 +130,22 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
             other => return Err(format!("unexpected argument `{other}`")),
         }
     }
+    let wanted = match (given, offline, netns) {
+        (true, _, Some(_)) | (_, true, Some(_)) => {
+            return Err(
+                "--netns reads the addresses from the kernel: not with --addresses or --offline"
+                    .into(),
+            );
+        }
+        (true, _, None) => Wanted::Given,
+        (false, true, None) => Wanted::Offline,
+        (false, false, netns) => Wanted::Kernel { netns },
+    };
     Ok(Query {
         config,
         packet: packet(raw)?,
         addresses: addrs,
+        wanted,
         json,
     })
 }

@@ -3,7 +3,7 @@
 //! main, default — included), the first whose selectors match picks a table, the longest
 //! prefix (then the lowest metric) in that table wins; `throw` goes on with the next rule.
 //!
-//! The router's own addresses are not in the config: they come from `--addresses` (each
+//! The router's own addresses are not in the config: they come from the kernel or `--addresses` (each
 //! `IFACE=ADDR/LEN` is a local address and a connected route to its prefix on IFACE).
 //! Tracked routes are taken as up.
 

@@ -49,6 +49,11 @@ impl Host {
         host
     }
 
+    /// Its `ip netns` name (`None` for the router, the test's own namespace).
+    pub fn netns(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     /// The role it was created with.
     pub fn role(&self) -> &str {
         &self.role

@@ -180,6 +180,13 @@ impl RouteSocket {
     /// Every address of every interface: (interface index, address), the local address of
     /// point-to-point links (PPP), not their peer's.
     pub async fn addresses(&self) -> Result<Vec<(u32, std::net::IpAddr)>, RouteError> {
+        let nets = self.address_networks().await?;
+        Ok(nets.into_iter().map(|(i, n)| (i, n.addr())).collect())
+    }
+
+    /// [`RouteSocket::addresses`] with each address's prefix length (`ip addr`'s
+    /// `ADDR/LEN`): what tells the connected route an address brings.
+    pub async fn address_networks(&self) -> Result<Vec<(u32, ipnet::IpNet)>, RouteError> {
         use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage};
         let mut out = Vec::new();
         self.dump(
@@ -194,8 +201,11 @@ impl RouteSocket {
                         AddressAttribute::Address(ip) => Some(*ip),
                         _ => None,
                     });
-                    if let Some(ip) = local.or(addr) {
-                        out.push((a.header.index, ip));
+                    let net = local
+                        .or(addr)
+                        .and_then(|ip| ipnet::IpNet::new(ip, a.header.prefix_len).ok());
+                    if let Some(net) = net {
+                        out.push((a.header.index, net));
                     }
                 }
             },

@@ -18,6 +18,8 @@
 //! watch read by the idle timeout, a back-off by its cap), so an API server that is down
 //! keeps the watcher beating and only a wedged thread stops it.
 
+#[cfg(test)]
+mod docs_tests;
 pub mod local;
 pub mod metrics;
 mod parts;
@@ -42,10 +44,8 @@ use crate::kubernetes::pace::Pacer;
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Progress, Trigger, TriggerRx, trigger};
 
-/// The quiet gap that ends a burst of updates.
-pub const QUIET: Duration = Duration::from_millis(200);
-/// The longest an update waits for its burst to end.
-pub const MAX_WAIT: Duration = Duration::from_secs(1);
+// The pacing figures live with the pacer, so its tests pin what the daemon runs.
+pub use crate::kubernetes::pace::{MAX_WAIT, QUIET};
 /// How often the interfaces' subnets are read again and the metrics refreshed.
 const TICK: Duration = Duration::from_secs(5);
 /// The longest a watch may go without a line (a real API server sends a bookmark about
@@ -317,7 +317,7 @@ impl Watcher {
         statuses: &Statuses,
         publish: &mut dyn FnMut(Vec<ClusterPart>),
     ) {
-        let mut pacer = Pacer::new(QUIET, MAX_WAIT);
+        let mut pacer = Pacer::default();
         let wants_addresses = self.settings.feeds.contains(&Feed::Services)
             && self.settings.node_port_addresses != NodePortAddresses::Primary;
         let mut host = Host::read(wants_addresses);
