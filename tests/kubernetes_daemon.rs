@@ -709,3 +709,33 @@ netns_test! {
         assert!(table.contains("192.168.10.1 . tcp . 30080"), "{table}");
     }
 }
+
+netns_test! {
+    /// The bug: a Service with `clusterIP: "not-an-ip"` was skipped with no metric, nothing
+    /// in /healthz and only a debug line. Now: one info line, one count, listed in /healthz,
+    /// however many composes follow while it stays broken.
+    fn skips_nobody_can_see_are_logged_counted_and_listed_once() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        lab.fake.apply("services", service("broken", "not-an-ip", 80));
+        let d = lab.daemon("k8s-skips", "");
+        lab.wait_served_by(&["b1"], 10);
+        let count = || {
+            d.metric("edgenetd_kubernetes_skipped_total", &[("kind", "services"), ("reason", "bad_address")])
+        };
+        wait_until("the skip counted", STEP, || count() == Some(1.0));
+        // More composes while the Service stays broken.
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.2.2")]));
+        lab.wait_served_by(&["b2"], 10);
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.3.2")]));
+        lab.wait_served_by(&["b3"], 10);
+        assert_eq!(count(), Some(1.0), "counted once while it lasts");
+        let v = healthz(&d);
+        let skipped = &v["kubernetes"]["skipped"];
+        assert_eq!(skipped["active"], 1, "{v}");
+        assert_eq!(skipped["recent"][0]["object"], "default/broken", "{v}");
+        assert_eq!(skipped["recent"][0]["reason"], "bad_address", "{v}");
+        let lines = d.log().lines().filter(|l| l.contains("default/broken: skipped")).count();
+        assert_eq!(lines, 1, "logged once at the default level:\n{}", d.log());
+    }
+}
