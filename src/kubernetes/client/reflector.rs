@@ -5,11 +5,15 @@
 //!   last resourceVersion seen (events and bookmarks): no relist, so an API server restart
 //!   costs one request per kind, not a full list.
 //! - 410 Gone (as the HTTP status, or as an ERROR event inside a 200 watch) means the
-//!   resourceVersion left the server's history: list again. The new list is built aside and
+//!   resourceVersion left the server's history: list again, after the back-off like any
+//!   failure (client-go waits at least 0.8 s too). The new list is built aside and
 //!   replaces the store only when its last page is in, so readers never see objects vanish
 //!   and come back.
 //! - 429 and 504 wait for `Retry-After` (capped); every other failure backs off
-//!   exponentially with jitter.
+//!   exponentially with jitter. Only a watch that delivers an event or a bookmark ends the
+//!   back-off: a list that succeeds does not, or a server whose every watch answers 410
+//!   would get a list and a watch per round trip (a relist storm). The first failure of a
+//!   run is warned; the rest of it is logged at debug, and its end at info.
 //! - A watch that delivers nothing, not even a bookmark, for longer than `idle_timeout` is
 //!   taken for dead and reopened (resuming).
 //! - A resource the server may not serve (`absent_ok`, e.g. ServiceCIDRs before Kubernetes
@@ -319,16 +323,26 @@ impl Core {
 
     /// Records a failure and decides the next phase and the wait before it.
     fn after_failure(&mut self, e: Error) -> Option<Duration> {
-        log::warn!("kubernetes {}: {e}", self.config.path);
+        if self.backoff.failures() == 0 {
+            log::warn!("kubernetes {}: {e}", self.config.path);
+        } else {
+            // The same run of failures (an outage, a 410 storm): warned once at its start.
+            log::debug!(
+                "kubernetes {}: {e} (failure {} in a row)",
+                self.config.path,
+                self.backoff.failures() + 1
+            );
+        }
         self.status.update(|s| {
             s.last_error = Some(e.to_string());
             *s.errors_by_code.entry(e.label()).or_default() += 1;
         });
         if e.is_gone() {
-            // The history no longer holds our version: relist at once (the store stays).
+            // The history no longer holds our version: relist (the store stays), backed off
+            // so that a server answering 410 to every watch is not hammered.
             self.phase = Phase::List;
             self.status.update(|s| s.relists_gone += 1);
-            return None;
+            return Some(self.backoff.next_delay());
         }
         match e {
             Error::Status {
@@ -400,9 +414,13 @@ impl Core {
             s.resource_version = rv.clone();
             s.last_error = None;
         });
-        log::info!("kubernetes {}: listed {count} at {rv}", self.config.path);
+        if self.backoff.failures() == 0 {
+            log::info!("kubernetes {}: listed {count} at {rv}", self.config.path);
+        } else {
+            log::debug!("kubernetes {}: listed {count} at {rv}", self.config.path);
+        }
         self.changed.fire();
-        self.backoff.reset();
+        // No back-off reset here: only a watch that delivers proves the server healthy.
         self.phase = Phase::Watch(rv);
         Ok(())
     }
@@ -431,7 +449,7 @@ impl Core {
         while let Some(line) = body.next_line(self.config.max_line_bytes).await? {
             let line = sink.line(&line)?;
             self.apply(line)?;
-            self.backoff.reset();
+            self.healthy();
             lines += 1;
             progress.beat();
         }
@@ -439,7 +457,21 @@ impl Core {
         if lines == 0 && opened.elapsed() < QUICK_WATCH_END {
             return Err(Error::Protocol("the watch ended at once, empty".into()));
         }
+        // A quiet watch the server ended in its time is healthy too.
+        self.healthy();
         Ok(())
+    }
+
+    /// The watch delivered: the run of failures (if any) is over, and the back-off with it.
+    fn healthy(&mut self) {
+        if self.backoff.failures() > 1 {
+            log::info!(
+                "kubernetes {}: watching again after {} failures in a row",
+                self.config.path,
+                self.backoff.failures()
+            );
+        }
+        self.backoff.reset();
     }
 
     /// Counts one watch line and remembers its resourceVersion (the sink applied its object).
