@@ -873,3 +873,27 @@ fn a_410_relist_storm_is_backed_off() {
     assert!(r.store.status().relists_gone >= 2);
     assert_eq!(names(&r.store), BTreeSet::from(["a/one".to_string()]));
 }
+
+/// The bug: one huge object in a list page (a 100,000-endpoint EndpointSlice) was parsed
+/// into a value tree of many times its size. Now an item over the one-object cap (the watch
+/// line cap) is refused unparsed, counted, and the rest of the list is taken.
+#[test]
+fn one_huge_object_in_a_list_page_is_refused_and_counted_the_rest_is_taken() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("default", "a", 80));
+    let mut big = svc("default", "big", 80);
+    big["metadata"]["labels"]["filler"] = Value::String("x".repeat(8192));
+    fake.apply("services", big);
+    fake.apply("services", svc("default", "c", 80));
+    let mut c = config();
+    c.page_size = 10;
+    c.max_line_bytes = 4096;
+    let r = run(&fake, c);
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(
+        names(&r.store),
+        BTreeSet::from(["default/a".to_string(), "default/c".to_string()])
+    );
+    assert_eq!(r.store.status().refused_too_large, 1);
+    assert_eq!(r.store.status().last_error, None);
+}

@@ -739,3 +739,39 @@ netns_test! {
         assert_eq!(lines, 1, "logged once at the default level:\n{}", d.log());
     }
 }
+
+netns_test! {
+    /// The bug: one EndpointSlice with 100,000 endpoints (about 20 MB) in a list page took the
+    /// daemon to ~300 MiB (an OOM kill under `MemoryMax=128M`, and the same list again at
+    /// restart). Now it is refused unparsed and counted, the rest is served, and the daemon
+    /// stays under 64 MiB.
+    fn one_huge_endpointslice_does_not_take_the_daemon_over_64_mib() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        lab.fake.apply("services", service("huge", "10.96.7.7", 80));
+        let endpoints: Vec<serde_json::Value> = (0..100_000u32)
+            .map(|i| ready(&format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)))
+            .collect();
+        lab.fake.apply("endpointslices", slice("huge", &endpoints));
+        drop(endpoints);
+        let d = lab.daemon("k8s-huge-slice", "");
+        lab.wait_served_by(&["b1"], 10);
+        assert_eq!(
+            d.metric("edgenetd_kubernetes_objects_refused_total", &[("kind", "endpointslices"), ("reason", "too_large")]),
+            Some(1.0)
+        );
+        assert!(d.log().contains("default/huge-1 is "), "the refusal names the object:\n{}", d.log());
+        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {status}"))
+        };
+        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        eprintln!("a 100,000-endpoint slice: peak {peak} KiB, now {now} KiB");
+        assert!(peak < 64 * 1024, "peak {peak} KiB");
+        assert!(now < 48 * 1024, "held after the list {now} KiB");
+    }
+}

@@ -33,12 +33,16 @@ use super::backoff::Backoff;
 use super::endpoint::Endpoint;
 use super::error::Error;
 use super::http::{Body, Conn};
-use super::meta::{HasMeta, ListMeta, Status, WatchEvent, read_page};
+use super::meta::{HasMeta, ListMeta, Refused, Status, WatchEvent, read_page};
 use super::store::{ObjectKey, StatusCell, Store, key_of};
 use crate::sync::{Progress, Trigger};
 
 /// A watch that ends sooner than this without one line is taken as a failure (backed off).
 const QUICK_WATCH_END: Duration = Duration::from_secs(1);
+
+/// A list with a page larger than this hands the freed memory back to the system once done
+/// (the allocator keeps freed memory for reuse: a spike would otherwise stay resident).
+const GIVE_BACK_AFTER: usize = 4 << 20;
 
 /// What to list and watch, and the bounds.
 #[derive(Debug, Clone)]
@@ -57,7 +61,7 @@ pub struct ReflectorConfig {
     pub idle_timeout: Duration,
     /// The largest list page body.
     pub max_page_bytes: usize,
-    /// The longest watch event line.
+    /// The longest watch event line, and the largest list item: one object's size cap.
     pub max_line_bytes: usize,
     /// The first back-off after a failure.
     pub backoff_initial: Duration,
@@ -164,8 +168,9 @@ where
 trait Sink {
     /// A list starts: forget any partial one.
     fn begin_list(&mut self);
-    /// Decodes one list page into the list being built; returns the page's list metadata.
-    fn page(&mut self, body: &[u8]) -> Result<ListMeta, Error>;
+    /// Decodes one list page into the list being built, refusing items over `max_item`
+    /// bytes; returns the page's list metadata.
+    fn page(&mut self, body: &[u8], max_item: usize) -> Result<ListMeta, Error>;
     /// The list is complete: it replaces the store. Returns its size.
     fn end_list(&mut self) -> usize;
     /// Decodes one watch line and applies an object event to the store.
@@ -215,9 +220,9 @@ where
         self.pending.clear();
     }
 
-    fn page(&mut self, body: &[u8]) -> Result<ListMeta, Error> {
+    fn page(&mut self, body: &[u8], max_item: usize) -> Result<ListMeta, Error> {
         let pending = &mut self.pending;
-        Ok(read_page(body, &mut |item| {
+        Ok(read_page(body, max_item, &mut |item| {
             let obj = T::deserialize(item)?;
             pending.insert(key_of(&obj), obj);
             Ok(())
@@ -354,6 +359,24 @@ impl Core {
         }
     }
 
+    /// Counts and warns the list items refused for their size (the rest of the list is
+    /// taken: one oversized object must not hold back every other).
+    fn refuse(&mut self, refused: &[Refused]) {
+        for r in refused {
+            log::warn!(
+                "kubernetes {}: {} is {} bytes, over the {} bytes one object may take: refused (left out)",
+                self.config.path,
+                r.object,
+                r.bytes,
+                self.config.max_line_bytes
+            );
+        }
+        if !refused.is_empty() {
+            self.status
+                .update(|s| s.refused_too_large += refused.len() as u64);
+        }
+    }
+
     /// The query string's common part.
     fn query(&self, mut q: String) -> String {
         if let Some(sel) = &self.config.label_selector {
@@ -388,6 +411,7 @@ impl Core {
     async fn list(&mut self, sink: &mut dyn Sink, progress: &dyn Progress) -> Result<(), Error> {
         sink.begin_list();
         let mut token: Option<String> = None;
+        let mut largest = 0;
         let rv = loop {
             let mut q = format!("limit={}", self.config.page_size);
             if let Some(t) = &token {
@@ -398,8 +422,10 @@ impl Core {
             let body = Body::new(&mut conn, &head)
                 .read_all(self.config.max_page_bytes, "list page")
                 .await?;
-            let meta = sink.page(&body)?;
+            let meta = sink.page(&body, self.config.max_line_bytes)?;
+            largest = largest.max(body.len());
             drop(body);
+            self.refuse(&meta.refused);
             progress.beat();
             if meta.continue_token.is_empty() {
                 break meta.resource_version;
@@ -407,6 +433,9 @@ impl Core {
             token = Some(meta.continue_token);
         };
         let count = sink.end_list();
+        if largest > GIVE_BACK_AFTER {
+            crate::sys::trim_heap();
+        }
         self.status.update(|s| {
             s.synced = true;
             s.absent = false;
