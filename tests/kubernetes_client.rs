@@ -835,3 +835,64 @@ fn an_absent_resource_is_an_empty_list_rechecked_later() {
         assert!(!r.store.status().absent);
     }
 }
+
+/// The bug: an API server whose history keeps answering 410 got 64-98 lists and watches per
+/// second per kind, because a successful list reset the back-off and a 410 relisted at once.
+/// Now every relist waits the back-off, which keeps growing while the storm lasts.
+#[test]
+fn a_410_relist_storm_is_backed_off() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("a", "one", 80));
+    for _ in 0..200 {
+        fake.inject(On::Watch, Fault::WatchGoneEvent);
+    }
+    let mut c = config();
+    c.backoff_initial = Duration::from_millis(100);
+    c.backoff_max = Duration::from_secs(5);
+    let r = run(&fake, c);
+    wait_until("synced", WAIT, || r.store.is_synced());
+    std::thread::sleep(Duration::from_millis(2000));
+    let l = lists(&fake);
+    // 100 ms, 200 ms, 400 ms, 800 ms (+ up to half as jitter) fit at most 5 lists in 2 s;
+    // without a back-off it was well over a hundred.
+    assert!(
+        (2..=5).contains(&l.len()),
+        "{} lists in 2 s of 410s",
+        l.len()
+    );
+    let gaps: Vec<Duration> = l.windows(2).map(|p| p[1].at - p[0].at).collect();
+    assert!(
+        gaps.iter().all(|g| *g >= Duration::from_millis(100)),
+        "relisted sooner than the first back-off: {gaps:?}"
+    );
+    assert!(
+        gaps.windows(2).all(|g| g[1] > g[0]),
+        "the back-off grows while the storm lasts: {gaps:?}"
+    );
+    assert!(r.store.status().relists_gone >= 2);
+    assert_eq!(names(&r.store), BTreeSet::from(["a/one".to_string()]));
+}
+
+/// The bug: one huge object in a list page (a 100,000-endpoint EndpointSlice) was parsed
+/// into a value tree of many times its size. Now an item over the one-object cap (the watch
+/// line cap) is refused unparsed, counted, and the rest of the list is taken.
+#[test]
+fn one_huge_object_in_a_list_page_is_refused_and_counted_the_rest_is_taken() {
+    let fake = FakeApiServer::start();
+    fake.apply("services", svc("default", "a", 80));
+    let mut big = svc("default", "big", 80);
+    big["metadata"]["labels"]["filler"] = Value::String("x".repeat(8192));
+    fake.apply("services", big);
+    fake.apply("services", svc("default", "c", 80));
+    let mut c = config();
+    c.page_size = 10;
+    c.max_line_bytes = 4096;
+    let r = run(&fake, c);
+    wait_until("synced", WAIT, || r.store.is_synced());
+    assert_eq!(
+        names(&r.store),
+        BTreeSet::from(["default/a".to_string(), "default/c".to_string()])
+    );
+    assert_eq!(r.store.status().refused_too_large, 1);
+    assert_eq!(r.store.status().last_error, None);
+}

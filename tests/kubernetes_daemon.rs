@@ -709,3 +709,69 @@ netns_test! {
         assert!(table.contains("192.168.10.1 . tcp . 30080"), "{table}");
     }
 }
+
+netns_test! {
+    /// The bug: a Service with `clusterIP: "not-an-ip"` was skipped with no metric, nothing
+    /// in /healthz and only a debug line. Now: one info line, one count, listed in /healthz,
+    /// however many composes follow while it stays broken.
+    fn skips_nobody_can_see_are_logged_counted_and_listed_once() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        lab.fake.apply("services", service("broken", "not-an-ip", 80));
+        let d = lab.daemon("k8s-skips", "");
+        lab.wait_served_by(&["b1"], 10);
+        let count = || {
+            d.metric("edgenetd_kubernetes_skipped_total", &[("kind", "services"), ("reason", "bad_address")])
+        };
+        wait_until("the skip counted", STEP, || count() == Some(1.0));
+        // More composes while the Service stays broken.
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.2.2")]));
+        lab.wait_served_by(&["b2"], 10);
+        lab.fake.apply("endpointslices", slice("web", &[ready("10.0.3.2")]));
+        lab.wait_served_by(&["b3"], 10);
+        assert_eq!(count(), Some(1.0), "counted once while it lasts");
+        let v = healthz(&d);
+        let skipped = &v["kubernetes"]["skipped"];
+        assert_eq!(skipped["active"], 1, "{v}");
+        assert_eq!(skipped["recent"][0]["object"], "default/broken", "{v}");
+        assert_eq!(skipped["recent"][0]["reason"], "bad_address", "{v}");
+        let lines = d.log().lines().filter(|l| l.contains("default/broken: skipped")).count();
+        assert_eq!(lines, 1, "logged once at the default level:\n{}", d.log());
+    }
+}
+
+netns_test! {
+    /// The bug: one EndpointSlice with 100,000 endpoints (about 20 MB) in a list page took the
+    /// daemon to ~300 MiB (an OOM kill under `MemoryMax=128M`, and the same list again at
+    /// restart). Now it is refused unparsed and counted, the rest is served, and the daemon
+    /// stays under 64 MiB.
+    fn one_huge_endpointslice_does_not_take_the_daemon_over_64_mib() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        lab.fake.apply("services", service("huge", "10.96.7.7", 80));
+        let endpoints: Vec<serde_json::Value> = (0..100_000u32)
+            .map(|i| ready(&format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)))
+            .collect();
+        lab.fake.apply("endpointslices", slice("huge", &endpoints));
+        drop(endpoints);
+        let d = lab.daemon("k8s-huge-slice", "");
+        lab.wait_served_by(&["b1"], 10);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {status}"))
+        };
+        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        eprintln!("a 100,000-endpoint slice: peak {peak} KiB, now {now} KiB");
+        assert!(peak < 64 * 1024, "peak {peak} KiB");
+        assert!(now < 48 * 1024, "held after the list {now} KiB");
+        assert_eq!(
+            d.metric("edgenetd_kubernetes_objects_refused_total", &[("kind", "endpointslices"), ("reason", "too_large")]),
+            Some(1.0)
+        );
+        assert!(d.log().contains("default/huge-1 is "), "the refusal names the object:\n{}", d.log());
+    }
+}

@@ -45,6 +45,11 @@ impl Backoff {
         self.failures = 0;
     }
 
+    /// Failures since the last reset: 0 while healthy, more during an outage or a storm.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
     /// A number in [0, 1).
     fn random(&mut self) -> f64 {
         self.seed ^= self.seed << 13;

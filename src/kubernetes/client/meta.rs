@@ -92,6 +92,54 @@ pub struct ListMeta {
     /// Token for the next page; empty on the last page.
     #[serde(rename = "continue")]
     pub continue_token: String,
+    /// Items of the page refused for their size (never parsed): who, and how big.
+    #[serde(skip)]
+    pub refused: Vec<Refused>,
+}
+
+/// A list item over the size cap of one object, refused without being parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// `<namespace>/<name>` (or the name), as far as it could be read.
+    pub object: String,
+    /// Its size in the page, in bytes.
+    pub bytes: usize,
+}
+
+/// Just the name of an object, read while everything else is skipped.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NameOnly {
+    /// Its metadata.
+    metadata: NameMeta,
+}
+
+/// The naming part of `metadata`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NameMeta {
+    /// The namespace, empty for cluster-scoped objects.
+    namespace: String,
+    /// The name.
+    name: String,
+}
+
+impl Refused {
+    /// The refusal of the item `raw`.
+    fn of(raw: &str) -> Refused {
+        let m = serde_json::from_str::<NameOnly>(raw)
+            .unwrap_or_default()
+            .metadata;
+        let object = if m.namespace.is_empty() {
+            m.name
+        } else {
+            format!("{}/{}", m.namespace, m.name)
+        };
+        Refused {
+            object,
+            bytes: raw.len(),
+        }
+    }
 }
 
 /// A page of a list (`GET /api/v1/services?limit=…&continue=…`). The items are read one by
@@ -120,15 +168,24 @@ where
 }
 
 /// Reads a list page without decoding its items: each is handed, parsed, to `item` (one at a
-/// time: a page never exists as a whole in memory); returns the list's metadata. Not generic,
-/// so one copy of the page reader serves every kind (the typed part is `item`).
+/// time: a page never exists as a whole in memory); returns the list's metadata. An item
+/// longer than `max_item` bytes is refused unparsed (listed in [`ListMeta::refused`]): its
+/// value tree would take several times its size, and a watch refuses such an object too.
+/// Not generic, so one copy of the page reader serves every kind (the typed part is `item`).
 pub fn read_page(
     body: &[u8],
+    max_item: usize,
     item: &mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
 ) -> Result<ListMeta, serde_json::Error> {
+    let mut refused = Vec::new();
     let mut de = serde_json::Deserializer::from_slice(body);
-    let meta = de.deserialize_map(PageVisitor { item })?;
+    let mut meta = de.deserialize_map(PageVisitor {
+        item,
+        max_item,
+        refused: &mut refused,
+    })?;
     de.end()?;
+    meta.refused = refused;
     Ok(meta)
 }
 
@@ -136,6 +193,10 @@ pub fn read_page(
 struct PageVisitor<'a> {
     /// Takes each item.
     item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+    /// The longest item parsed.
+    max_item: usize,
+    /// The items refused.
+    refused: &'a mut Vec<Refused>,
 }
 
 impl<'de> Visitor<'de> for PageVisitor<'_> {
@@ -154,10 +215,13 @@ impl<'de> Visitor<'de> for PageVisitor<'_> {
                     meta = ListMeta {
                         resource_version: f.str("resourceVersion").map_err(A::Error::custom)?,
                         continue_token: f.str("continue").map_err(A::Error::custom)?,
+                        refused: Vec::new(),
                     };
                 }
                 "items" => map.next_value_seed(Items {
                     item: &mut *self.item,
+                    max_item: self.max_item,
+                    refused: &mut *self.refused,
                 })?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -172,6 +236,10 @@ impl<'de> Visitor<'de> for PageVisitor<'_> {
 struct Items<'a> {
     /// Takes each item.
     item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
+    /// The longest item parsed.
+    max_item: usize,
+    /// The items refused.
+    refused: &'a mut Vec<Refused>,
 }
 
 impl<'de> DeserializeSeed<'de> for Items<'_> {
@@ -194,7 +262,14 @@ impl<'de> Visitor<'de> for Items<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(v) = seq.next_element::<Value>()? {
+        // Each item is first only delimited (borrowed from the page, no copy), so its size
+        // is known before anything is built from it.
+        while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
+            if raw.get().len() > self.max_item {
+                self.refused.push(Refused::of(raw.get()));
+                continue;
+            }
+            let v: Value = serde_json::from_str(raw.get()).map_err(A::Error::custom)?;
             (self.item)(v).map_err(A::Error::custom)?;
         }
         Ok(())

@@ -5,11 +5,15 @@
 //!   last resourceVersion seen (events and bookmarks): no relist, so an API server restart
 //!   costs one request per kind, not a full list.
 //! - 410 Gone (as the HTTP status, or as an ERROR event inside a 200 watch) means the
-//!   resourceVersion left the server's history: list again. The new list is built aside and
+//!   resourceVersion left the server's history: list again, after the back-off like any
+//!   failure (client-go waits at least 0.8 s too). The new list is built aside and
 //!   replaces the store only when its last page is in, so readers never see objects vanish
 //!   and come back.
 //! - 429 and 504 wait for `Retry-After` (capped); every other failure backs off
-//!   exponentially with jitter.
+//!   exponentially with jitter. Only a watch that delivers an event or a bookmark ends the
+//!   back-off: a list that succeeds does not, or a server whose every watch answers 410
+//!   would get a list and a watch per round trip (a relist storm). The first failure of a
+//!   run is warned; the rest of it is logged at debug, and its end at info.
 //! - A watch that delivers nothing, not even a bookmark, for longer than `idle_timeout` is
 //!   taken for dead and reopened (resuming).
 //! - A resource the server may not serve (`absent_ok`, e.g. ServiceCIDRs before Kubernetes
@@ -29,12 +33,16 @@ use super::backoff::Backoff;
 use super::endpoint::Endpoint;
 use super::error::Error;
 use super::http::{Body, Conn};
-use super::meta::{HasMeta, ListMeta, Status, WatchEvent, read_page};
+use super::meta::{HasMeta, ListMeta, Refused, Status, WatchEvent, read_page};
 use super::store::{ObjectKey, StatusCell, Store, key_of};
 use crate::sync::{Progress, Trigger};
 
 /// A watch that ends sooner than this without one line is taken as a failure (backed off).
 const QUICK_WATCH_END: Duration = Duration::from_secs(1);
+
+/// A list with a page larger than this hands the freed memory back to the system once done
+/// (the allocator keeps freed memory for reuse: a spike would otherwise stay resident).
+const GIVE_BACK_AFTER: usize = 4 << 20;
 
 /// What to list and watch, and the bounds.
 #[derive(Debug, Clone)]
@@ -53,7 +61,7 @@ pub struct ReflectorConfig {
     pub idle_timeout: Duration,
     /// The largest list page body.
     pub max_page_bytes: usize,
-    /// The longest watch event line.
+    /// The longest watch event line, and the largest list item: one object's size cap.
     pub max_line_bytes: usize,
     /// The first back-off after a failure.
     pub backoff_initial: Duration,
@@ -160,8 +168,9 @@ where
 trait Sink {
     /// A list starts: forget any partial one.
     fn begin_list(&mut self);
-    /// Decodes one list page into the list being built; returns the page's list metadata.
-    fn page(&mut self, body: &[u8]) -> Result<ListMeta, Error>;
+    /// Decodes one list page into the list being built, refusing items over `max_item`
+    /// bytes; returns the page's list metadata.
+    fn page(&mut self, body: &[u8], max_item: usize) -> Result<ListMeta, Error>;
     /// The list is complete: it replaces the store. Returns its size.
     fn end_list(&mut self) -> usize;
     /// Decodes one watch line and applies an object event to the store.
@@ -211,9 +220,9 @@ where
         self.pending.clear();
     }
 
-    fn page(&mut self, body: &[u8]) -> Result<ListMeta, Error> {
+    fn page(&mut self, body: &[u8], max_item: usize) -> Result<ListMeta, Error> {
         let pending = &mut self.pending;
-        Ok(read_page(body, &mut |item| {
+        Ok(read_page(body, max_item, &mut |item| {
             let obj = T::deserialize(item)?;
             pending.insert(key_of(&obj), obj);
             Ok(())
@@ -319,16 +328,26 @@ impl Core {
 
     /// Records a failure and decides the next phase and the wait before it.
     fn after_failure(&mut self, e: Error) -> Option<Duration> {
-        log::warn!("kubernetes {}: {e}", self.config.path);
+        if self.backoff.failures() == 0 {
+            log::warn!("kubernetes {}: {e}", self.config.path);
+        } else {
+            // The same run of failures (an outage, a 410 storm): warned once at its start.
+            log::debug!(
+                "kubernetes {}: {e} (failure {} in a row)",
+                self.config.path,
+                self.backoff.failures() + 1
+            );
+        }
         self.status.update(|s| {
             s.last_error = Some(e.to_string());
             *s.errors_by_code.entry(e.label()).or_default() += 1;
         });
         if e.is_gone() {
-            // The history no longer holds our version: relist at once (the store stays).
+            // The history no longer holds our version: relist (the store stays), backed off
+            // so that a server answering 410 to every watch is not hammered.
             self.phase = Phase::List;
             self.status.update(|s| s.relists_gone += 1);
-            return None;
+            return Some(self.backoff.next_delay());
         }
         match e {
             Error::Status {
@@ -337,6 +356,24 @@ impl Core {
                 ..
             } => Some(after.min(self.config.max_retry_after)),
             _ => Some(self.backoff.next_delay()),
+        }
+    }
+
+    /// Counts and warns the list items refused for their size (the rest of the list is
+    /// taken: one oversized object must not hold back every other).
+    fn refuse(&mut self, refused: &[Refused]) {
+        for r in refused {
+            log::warn!(
+                "kubernetes {}: {} is {} bytes, over the {} bytes one object may take: refused (left out)",
+                self.config.path,
+                r.object,
+                r.bytes,
+                self.config.max_line_bytes
+            );
+        }
+        if !refused.is_empty() {
+            self.status
+                .update(|s| s.refused_too_large += refused.len() as u64);
         }
     }
 
@@ -374,6 +411,7 @@ impl Core {
     async fn list(&mut self, sink: &mut dyn Sink, progress: &dyn Progress) -> Result<(), Error> {
         sink.begin_list();
         let mut token: Option<String> = None;
+        let mut largest = 0;
         let rv = loop {
             let mut q = format!("limit={}", self.config.page_size);
             if let Some(t) = &token {
@@ -384,8 +422,10 @@ impl Core {
             let body = Body::new(&mut conn, &head)
                 .read_all(self.config.max_page_bytes, "list page")
                 .await?;
-            let meta = sink.page(&body)?;
+            let meta = sink.page(&body, self.config.max_line_bytes)?;
+            largest = largest.max(body.len());
             drop(body);
+            self.refuse(&meta.refused);
             progress.beat();
             if meta.continue_token.is_empty() {
                 break meta.resource_version;
@@ -393,6 +433,9 @@ impl Core {
             token = Some(meta.continue_token);
         };
         let count = sink.end_list();
+        if largest > GIVE_BACK_AFTER {
+            crate::sys::trim_heap();
+        }
         self.status.update(|s| {
             s.synced = true;
             s.absent = false;
@@ -400,9 +443,13 @@ impl Core {
             s.resource_version = rv.clone();
             s.last_error = None;
         });
-        log::info!("kubernetes {}: listed {count} at {rv}", self.config.path);
+        if self.backoff.failures() == 0 {
+            log::info!("kubernetes {}: listed {count} at {rv}", self.config.path);
+        } else {
+            log::debug!("kubernetes {}: listed {count} at {rv}", self.config.path);
+        }
         self.changed.fire();
-        self.backoff.reset();
+        // No back-off reset here: only a watch that delivers proves the server healthy.
         self.phase = Phase::Watch(rv);
         Ok(())
     }
@@ -431,7 +478,7 @@ impl Core {
         while let Some(line) = body.next_line(self.config.max_line_bytes).await? {
             let line = sink.line(&line)?;
             self.apply(line)?;
-            self.backoff.reset();
+            self.healthy();
             lines += 1;
             progress.beat();
         }
@@ -439,7 +486,21 @@ impl Core {
         if lines == 0 && opened.elapsed() < QUICK_WATCH_END {
             return Err(Error::Protocol("the watch ended at once, empty".into()));
         }
+        // A quiet watch the server ended in its time is healthy too.
+        self.healthy();
         Ok(())
+    }
+
+    /// The watch delivered: the run of failures (if any) is over, and the back-off with it.
+    fn healthy(&mut self) {
+        if self.backoff.failures() > 1 {
+            log::info!(
+                "kubernetes {}: watching again after {} failures in a row",
+                self.config.path,
+                self.backoff.failures()
+            );
+        }
+        self.backoff.reset();
     }
 
     /// Counts one watch line and remembers its resourceVersion (the sink applied its object).

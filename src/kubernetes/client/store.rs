@@ -38,6 +38,8 @@ pub struct WatchStatus {
     pub events: u64,
     /// Watch lines received, by type (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR`).
     pub events_by_type: BTreeMap<&'static str, u64>,
+    /// List items refused for their size (over the one-object cap).
+    pub refused_too_large: u64,
     /// Failed requests and streams, by HTTP status code or, without one, by
     /// [`super::Error::label`] (`io`, `idle`, ...).
     pub errors_by_code: BTreeMap<String, u64>,

@@ -60,6 +60,18 @@ pub enum SkipReason {
     ClaimedBy(String),
 }
 
+impl SkipReason {
+    /// The `reason` label of `edgenetd_kubernetes_skipped_total`: one word per variant.
+    pub fn label(&self) -> &'static str {
+        match self {
+            SkipReason::BadCidr => "bad_cidr",
+            SkipReason::NoInternalIp => "no_internal_ip",
+            SkipReason::NotConnected(_) => "not_connected",
+            SkipReason::ClaimedBy(_) => "claimed",
+        }
+    }
+}
+
 /// A pod CIDR that is not routed, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skip {

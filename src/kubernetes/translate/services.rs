@@ -138,6 +138,34 @@ pub enum SkipReason {
     TooManyBackends(usize),
 }
 
+impl SkipReason {
+    /// The `reason` label of `edgenetd_kubernetes_skipped_total`: one word per variant.
+    pub fn label(&self) -> &'static str {
+        match self {
+            SkipReason::Headless => "headless",
+            SkipReason::ExternalName => "external_name",
+            SkipReason::OtherProxy(_) => "other_proxy",
+            SkipReason::HeadlessLabel => "headless_label",
+            SkipReason::BadAddress(_) => "bad_address",
+            SkipReason::BadSourceRange(_) => "bad_source_range",
+            SkipReason::UnsupportedProtocol(_) => "unsupported_protocol",
+            SkipReason::BadPort(_) => "bad_port",
+            SkipReason::TooManyBackends(_) => "too_many_backends",
+        }
+    }
+
+    /// Left out by design (DNS-only, or another proxy's), not because something is wrong.
+    pub fn expected(&self) -> bool {
+        matches!(
+            self,
+            SkipReason::Headless
+                | SkipReason::ExternalName
+                | SkipReason::OtherProxy(_)
+                | SkipReason::HeadlessLabel
+        )
+    }
+}
+
 impl fmt::Display for SkipReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -16,6 +16,10 @@ pub const RELISTS: &str = "edgenetd_kubernetes_relists_total";
 pub const REQUEST_ERRORS: &str = "edgenetd_kubernetes_request_errors_total";
 /// Objects in the kind's store.
 pub const OBJECTS: &str = "edgenetd_kubernetes_objects";
+/// Objects (or parts) left out by the translation, by kind and reason.
+pub const SKIPPED: &str = "edgenetd_kubernetes_skipped_total";
+/// List items refused for their size, by kind and reason.
+pub const REFUSED: &str = "edgenetd_kubernetes_objects_refused_total";
 /// Writes of the cluster-state cache that failed.
 pub const CACHE_WRITE_FAILURES: &str = "edgenetd_kubernetes_cache_write_failures_total";
 
@@ -50,10 +54,21 @@ pub fn describe() {
         "Writes of the cluster-state cache that failed (the daemon keeps running; a restart during an API outage would then use an older cache or none)."
     );
     metrics::counter!(CACHE_WRITE_FAILURES).absolute(0);
+    metrics::describe_counter!(
+        REFUSED,
+        "Objects refused without being read, by API resource and reason (too_large: a list item over the 4 MiB one object may take; left out of the store)."
+    );
+    metrics::describe_counter!(
+        SKIPPED,
+        "Objects or parts of them left out by the translation, by API resource and reason (counted once when they appear, again only if they come back after being gone)."
+    );
 }
 
 /// Sets every series from the stores now.
 pub fn record(statuses: &Statuses) {
+    for ((kind, reason), n) in statuses.1.counts() {
+        metrics::counter!(SKIPPED, "kind" => kind, "reason" => reason).absolute(n);
+    }
     for w in statuses.0.iter() {
         let (s, objects) = w.probe();
         let kind = w.kind;
@@ -61,6 +76,8 @@ pub fn record(statuses: &Statuses) {
         metrics::gauge!(SYNCED, "kind" => kind).set(f64::from(u8::from(s.synced)));
         metrics::gauge!(OBJECTS, "kind" => kind).set(objects as f64);
         metrics::counter!(RELISTS, "kind" => kind, "reason" => "gone").absolute(s.relists_gone);
+        metrics::counter!(REFUSED, "kind" => kind, "reason" => "too_large")
+            .absolute(s.refused_too_large);
         for t in EVENT_TYPES {
             let n = s.events_by_type.get(t).copied().unwrap_or(0);
             metrics::counter!(EVENTS, "kind" => kind, "type" => t).absolute(n);

@@ -23,6 +23,7 @@ mod docs_tests;
 pub mod local;
 pub mod metrics;
 mod parts;
+pub mod skips;
 pub mod status;
 
 use std::collections::BTreeSet;
@@ -34,6 +35,7 @@ use futures_lite::FutureExt;
 use ipnet::IpNet;
 use serde::de::DeserializeOwned;
 
+use self::skips::Skips;
 use self::status::{Statuses, Watched};
 use crate::config::kubernetes::{Feed, NodePortAddresses};
 use crate::config::label_selector::LabelSelector;
@@ -113,6 +115,8 @@ pub struct Watcher {
     stores: Stores,
     /// Every watched kind (for /healthz and metrics).
     watched: Vec<Watched>,
+    /// What the translation left out (for the log, /healthz and metrics).
+    skips: Skips,
     /// Fired by every reflector when its store changed.
     changed: Trigger,
     /// The other end.
@@ -128,6 +132,7 @@ impl Watcher {
             runners: Vec::new(),
             stores: Stores::default(),
             watched: Vec::new(),
+            skips: Skips::default(),
             changed,
             changed_rx,
         };
@@ -233,7 +238,10 @@ impl Watcher {
 
     /// Takes the watched kinds' status handles (call once, before [`Watcher::run`]).
     pub fn statuses(&mut self) -> Statuses {
-        Statuses(std::sync::Arc::new(std::mem::take(&mut self.watched)))
+        Statuses(
+            std::sync::Arc::new(std::mem::take(&mut self.watched)),
+            self.skips.clone(),
+        )
     }
 
     /// Every part whose stores have all listed.
@@ -257,6 +265,7 @@ impl Watcher {
                     node_name: &s.node_name,
                     settings: s,
                     host_addresses: &host.addresses,
+                    skips: &self.skips,
                 },
             ));
         }
@@ -266,6 +275,7 @@ impl Watcher {
                 s.node_selector.as_ref(),
                 &s.node_name,
                 connected,
+                &self.skips,
             ));
         }
         if let (Some(policies), Some(pods), Some(namespaces)) = (
@@ -281,6 +291,7 @@ impl Watcher {
                 &pods,
                 &namespaces,
                 &s.node_name,
+                &self.skips,
             ));
         }
         out

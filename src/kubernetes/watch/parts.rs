@@ -9,9 +9,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use log::debug;
 
 use super::Settings;
+use super::skips::{Skip, Skips};
 use crate::config::kubernetes::NodePortAddresses;
 use crate::config::label_selector::LabelSelector;
 use crate::config::service::ServicesConfig;
@@ -93,6 +93,8 @@ pub struct Here<'a> {
     pub settings: &'a Settings,
     /// This host's interface addresses (read only when `node_port_addresses` needs them).
     pub host_addresses: &'a [IpAddr],
+    /// Where the objects left out are reported.
+    pub skips: &'a Skips,
 }
 
 /// Every service entry the cluster's Services and EndpointSlices make on this node, with
@@ -120,21 +122,31 @@ pub fn services_part(
             addresses: &addresses,
         },
     );
-    for s in &t.skipped {
-        debug!("kubernetes service {}: skipped: {}", s.object, s.reason);
-    }
+    here.skips.report(
+        "services",
+        t.skipped.iter().map(|s| Skip {
+            object: s.object.clone(),
+            reason: s.reason.label(),
+            detail: s.reason.to_string(),
+            expected: s.reason.expected(),
+        }),
+    );
     let mut service_cidrs = here.settings.service_cidrs.clone();
+    let mut bad_cidrs = Vec::new();
     for cidr in cidrs.values() {
         for text in &cidr.cidrs {
             match sloppy::parse_cidr(text.trim()) {
                 Some(net) => service_cidrs.push(net),
-                None => debug!(
-                    "kubernetes servicecidr {}: invalid prefix `{text}`: ignored",
-                    cidr.metadata.name
-                ),
+                None => bad_cidrs.push(Skip {
+                    object: cidr.metadata.name.clone(),
+                    reason: "bad_cidr",
+                    detail: format!("invalid prefix `{text}`: ignored"),
+                    expected: false,
+                }),
             }
         }
     }
+    here.skips.report("servicecidrs", bad_cidrs);
     let cluster_cidrs = here
         .settings
         .cluster_cidrs
@@ -154,6 +166,7 @@ pub fn routes_part(
     selector: Option<&LabelSelector>,
     node_name: &str,
     connected: &[IpNet],
+    skips: &Skips,
 ) -> ClusterPart {
     let nodes: Vec<nodes::Node> = all
         .values()
@@ -167,12 +180,15 @@ pub fn routes_part(
             connected,
         },
     );
-    for s in &t.skipped {
-        debug!(
-            "kubernetes node {}: pod CIDR {} not routed: {:?}",
-            s.node, s.cidr, s.reason
-        );
-    }
+    skips.report(
+        "nodes",
+        t.skipped.iter().map(|s| Skip {
+            object: s.node.clone(),
+            reason: s.reason.label(),
+            detail: format!("pod CIDR {} not routed: {:?}", s.cidr, s.reason),
+            expected: false,
+        }),
+    );
     ClusterPart::Routes(t.routes)
 }
 
@@ -182,6 +198,7 @@ pub fn network_policies_part(
     pods: &BTreeMap<ObjectKey, objects::Pod>,
     namespaces: &BTreeMap<ObjectKey, objects::Namespace>,
     node_name: &str,
+    skips: &Skips,
 ) -> ClusterPart {
     let (isolation, skipped) = network_policies::translate(
         policies.values(),
@@ -189,9 +206,15 @@ pub fn network_policies_part(
         namespaces.values(),
         node_name,
     );
-    for s in &skipped {
-        debug!("kubernetes network policy: {s}");
-    }
+    skips.report(
+        "networkpolicies",
+        skipped.iter().map(|s| Skip {
+            object: s.policy.clone(),
+            reason: "unsupported",
+            detail: s.reason.clone(),
+            expected: false,
+        }),
+    );
     ClusterPart::NetworkPolicies(isolation)
 }
 
@@ -302,10 +325,10 @@ mod tests {
             ClusterPart::Routes(r) => r.iter().map(|r| r.to.to_string()).collect::<Vec<_>>(),
             other => panic!("{other:?}"),
         };
-        let all = routes_part(&nodes, None, "me", &connected);
+        let all = routes_part(&nodes, None, "me", &connected, &Skips::default());
         assert_eq!(to(&all), ["10.244.1.0/24", "10.244.2.0/24"]);
         let sel = LabelSelector::parse("zone=y").unwrap();
-        let some = routes_part(&nodes, Some(&sel), "me", &connected);
+        let some = routes_part(&nodes, Some(&sel), "me", &connected, &Skips::default());
         assert_eq!(to(&some), ["10.244.2.0/24"]);
     }
 }

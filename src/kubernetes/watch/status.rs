@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::skips::Skips;
 use crate::kubernetes::client::{HasMeta, Store, WatchStatus};
 
 /// Reads one kind's watch state and object count.
@@ -35,7 +36,7 @@ impl Watched {
 
 /// Every watched kind; cheap to clone, shared by the watcher thread and the HTTP server.
 #[derive(Clone, Default)]
-pub struct Statuses(pub Arc<Vec<Watched>>);
+pub struct Statuses(pub Arc<Vec<Watched>>, pub Skips);
 
 impl Statuses {
     /// Why the cluster state is not complete yet, once every kind has made its first
@@ -103,7 +104,7 @@ impl Statuses {
                 (w.kind, body)
             })
             .collect();
-        serde_json::json!({ "kinds": kinds })
+        serde_json::json!({ "kinds": kinds, "skipped": self.1.healthz() })
     }
 }
 
