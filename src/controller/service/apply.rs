@@ -54,12 +54,6 @@ pub struct Kernel {
     pub local: Option<super::local::Local>,
 }
 
-/// Gives memory freed after a large batch or dump back to the system (glibc keeps it
-/// otherwise; a router's RSS should reflect what the daemon holds, not its peak).
-fn trim_heap() {
-    crate::sys::trim_heap();
-}
-
 pub(super) fn nft_err(what: &str, e: NftError) -> SyncError {
     SyncError::whole(what, e)
 }
@@ -301,7 +295,6 @@ impl Kernel {
             ),
         };
         self.cache.store_verified(Mirror::of(desired), true, now);
-        trim_heap();
         Ok(report)
     }
 
@@ -320,7 +313,6 @@ impl Kernel {
             Err(e) => return Err(nft_err("install service table", e)),
         };
         self.after_install(desired, commit.generation)?;
-        trim_heap();
         if drift > 0 {
             metrics::counter!("edgenetd_service_drift_repairs_total").increment(drift);
         }
