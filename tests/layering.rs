@@ -95,7 +95,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config", "names"),
     ("dataplane", "names"),
     // `sys`: the few libc calls outside the nftables FFI that need `unsafe` (a leaf).
-    ("controller", "sys"),
     ("daemon", "sys"),
     // The reflector hands a big list's freed memory back (`trim_heap`).
     ("kubernetes", "sys"),
