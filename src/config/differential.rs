@@ -5,6 +5,7 @@
 
 use super::diag::Diagnostics;
 use super::doc::{Doc, ElementSink, Value};
+use super::limits::ParseBudget;
 use super::load::{SINK_KEY, merge_file};
 use super::source_map::SourceMap;
 use super::{load_str_split, split};
@@ -48,6 +49,7 @@ pub fn observe(files: &[&str], min_blocks: usize) -> String {
             &file.text,
             file.base,
             min_blocks,
+            &mut ParseBudget::default(),
             &mut diags,
         );
     }
@@ -74,7 +76,17 @@ pub fn observe(files: &[&str], min_blocks: usize) -> String {
 fn fast_files(files: &[&str]) -> usize {
     files
         .iter()
-        .filter(|t| split::parse(t, 0, SINK_KEY, 1, &mut Recorder::default()).is_some())
+        .filter(|t| {
+            split::parse(
+                t,
+                0,
+                SINK_KEY,
+                1,
+                &mut ParseBudget::default(),
+                &mut Recorder::default(),
+            )
+            .is_some()
+        })
         .count()
 }
 

@@ -21,6 +21,135 @@ pub const MAX_TOTAL_BYTES: u64 = 32 << 20;
 /// tables, counted together. Below toml's own limit (80 of each), so this message comes first.
 pub const MAX_DEPTH: usize = 32;
 
+/// The most weight one load hands to toml's parser whole (see [`weigh`]: a table 10, an array
+/// 3, a key 2, an array element 1). toml's tree holds roughly 120–170 bytes per unit at the
+/// parse's peak (measured on dense arrays, `[[x]]` tables, inline tables, long tables of keys),
+/// so this keeps one load near 80 MiB, under the unit's `MemoryMax=128M`. The `[[route]]`
+/// entries of a file's tail are read one at a time and not weighed.
+pub const MAX_PARSE_WEIGHT: usize = 500_000;
+
+/// What one table costs toml (a map of its own, ~1.4 KiB), in units of [`MAX_PARSE_WEIGHT`].
+pub const TABLE_WEIGHT: usize = 10;
+/// What one array costs (~440 bytes).
+pub const ARRAY_WEIGHT: usize = 3;
+/// What one `key = value` costs (the key and its value in a map).
+pub const KEY_WEIGHT: usize = 2;
+/// What one more array element costs.
+pub const ELEMENT_WEIGHT: usize = 1;
+
+/// One load's allowance of weight parsed whole, charged file by file (and, on the fast path,
+/// the head), before each is parsed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ParseBudget {
+    /// Weight charged so far in this load.
+    used: usize,
+}
+
+impl ParseBudget {
+    /// Charges the weight of `text` when it fits; otherwise charges nothing and returns the
+    /// offset in `text` where the allowance runs out.
+    pub fn charge(&mut self, text: &str) -> Result<(), usize> {
+        self.used += self.fits(text)?;
+        Ok(())
+    }
+
+    /// Whether `text`, parsed and dropped again (one `[[route]]` block), fits beside what is
+    /// charged: its weight, or the offset where the allowance runs out.
+    pub fn fits(&self, text: &str) -> Result<usize, usize> {
+        weigh(text, MAX_PARSE_WEIGHT - self.used)
+    }
+
+    /// Weight charged so far.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+}
+
+/// Why a text is not parsed: at its offset the weight parsed whole in this load passes
+/// [`MAX_PARSE_WEIGHT`], `before` of it in the texts before it.
+pub fn weight_message(before: usize) -> String {
+    format!(
+        "more than {} of weight for toml to parse whole in one load (a table weighs {TABLE_WEIGHT}, an array {ARRAY_WEIGHT}, a key {KEY_WEIGHT}, an array element {ELEMENT_WEIGHT}){}; the file was not parsed (see \"Limits of a config\" in docs/operations.md: `[[route]]` entries at the end of a file are not weighed)",
+        grouped(MAX_PARSE_WEIGHT as u64),
+        if before > 0 {
+            format!(", {} of it in the files before", grouped(before as u64))
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The weight of `text` for toml's parser: each table (a header, `{`) [`TABLE_WEIGHT`], each
+/// array [`ARRAY_WEIGHT`], each `=` [`KEY_WEIGHT`], each `,` [`ELEMENT_WEIGHT`] (a trailing
+/// comma counts once too often, which errs on the safe side); strings and comments weigh
+/// nothing more. `Err` with the offset where the weight passes `allowed`.
+///
+/// Not a parser: like [`too_deep`] it knows strings, comments and headers well enough; on text
+/// that is not TOML it may be off, and the parser then reports that text.
+pub fn weigh(text: &str, allowed: usize) -> Result<usize, usize> {
+    let b = text.as_bytes();
+    let mut weight = 0;
+    // Open arrays and inline tables: a `[` inside one, or after `=`, is an array.
+    let mut open = 0usize;
+    let mut line_start = true;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let add = match c {
+            b'#' => {
+                i = skip_line(b, i);
+                continue;
+            }
+            b'"' | b'\'' => {
+                line_start = false;
+                i = skip_string(b, i);
+                continue;
+            }
+            b'\n' => {
+                line_start = open == 0;
+                i += 1;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                i += 1;
+                continue;
+            }
+            b'[' if line_start => {
+                // A table header (`[[key]]` too): one table, past its closing bracket(s).
+                line_start = false;
+                if weight + TABLE_WEIGHT > allowed {
+                    return Err(i);
+                }
+                weight += TABLE_WEIGHT;
+                i = header(b, i).0;
+                continue;
+            }
+            b'[' => {
+                open += 1;
+                ARRAY_WEIGHT
+            }
+            b'{' => {
+                open += 1;
+                TABLE_WEIGHT
+            }
+            b']' | b'}' => {
+                open = open.saturating_sub(1);
+                0
+            }
+            b'=' => KEY_WEIGHT,
+            b',' => ELEMENT_WEIGHT,
+            _ => 0,
+        };
+        line_start = false;
+        if weight + add > allowed {
+            return Err(i);
+        }
+        weight += add;
+        i += 1;
+    }
+    Ok(weight)
+}
+
 /// Why a file is not read: it is `size` bytes (`at_least`: or more, as it grew while it was
 /// read), over [`MAX_FILE_BYTES`] alone or over [`MAX_TOTAL_BYTES`] with the `before` bytes of
 /// the files read before it.
@@ -299,6 +428,45 @@ mod tests {
 
     fn depth_ok(text: &str) -> bool {
         too_deep(text).is_none()
+    }
+
+    #[test]
+    fn strings_comments_and_headers_weigh_what_toml_builds_of_them() {
+        // A header is one table, whatever its brackets and dots; strings and comments add
+        // nothing, whatever they hold.
+        assert_eq!(weigh("[a.\"b[,]\".c]\n", usize::MAX), Ok(TABLE_WEIGHT));
+        assert_eq!(weigh("[[route]]\n", usize::MAX), Ok(TABLE_WEIGHT));
+        assert_eq!(
+            weigh("k = \"[{,=}]\" # [{,=}]\n", usize::MAX),
+            Ok(KEY_WEIGHT)
+        );
+        assert_eq!(
+            weigh("k = '''\n[x]\n,,,\n'''\n", usize::MAX),
+            Ok(KEY_WEIGHT)
+        );
+        // An array opened on one line and continued on the next: its `[` are arrays.
+        assert_eq!(
+            weigh("k = [\n  [1, 2],\n  [3],\n]\n", usize::MAX),
+            Ok(KEY_WEIGHT + 3 * ARRAY_WEIGHT + 3 * ELEMENT_WEIGHT)
+        );
+        assert_eq!(
+            weigh("k = { a = 1, b = [] }\n", usize::MAX),
+            Ok(3 * KEY_WEIGHT + TABLE_WEIGHT + ELEMENT_WEIGHT + ARRAY_WEIGHT)
+        );
+    }
+
+    #[test]
+    fn the_weight_stops_where_it_passes_the_allowance() {
+        let text = "a = 1\nb = 2\nc = 3\n";
+        assert_eq!(weigh(text, 6), Ok(6));
+        assert_eq!(weigh(text, 5), Err(text.rfind('=').unwrap()));
+        let mut budget = ParseBudget::default();
+        budget.charge(text).unwrap();
+        assert_eq!(budget.used(), 6);
+        // A refused text charges nothing.
+        let big = "k = 1\n".repeat(MAX_PARSE_WEIGHT / KEY_WEIGHT);
+        assert!(budget.charge(&big).is_err());
+        assert_eq!(budget.used(), 6);
     }
 
     #[test]

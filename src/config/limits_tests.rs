@@ -2,7 +2,7 @@
 
 use std::io::Write as _;
 
-use super::limits::{MAX_DEPTH, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+use super::limits::{MAX_DEPTH, MAX_FILE_BYTES, MAX_PARSE_WEIGHT, MAX_TOTAL_BYTES};
 use super::{load, load_str};
 
 fn scratch(tag: &str) -> std::path::PathBuf {
@@ -128,6 +128,17 @@ fn the_docs_state_the_limits_the_code_enforces() {
             group(MAX_TOTAL_BYTES)
         ),
         format!("| nesting | {MAX_DEPTH} levels"),
+        format!(
+            "| weight parsed whole, one load | {} (",
+            group(MAX_PARSE_WEIGHT as u64)
+        ),
+        format!(
+            "a table weighs {}, an array {}, a key {}, an array element {}",
+            super::limits::TABLE_WEIGHT,
+            super::limits::ARRAY_WEIGHT,
+            super::limits::KEY_WEIGHT,
+            super::limits::ELEMENT_WEIGHT
+        ),
         format!("longer than {} characters", super::diag::QUOTE_CHARS),
         format!(
             "longer than {} bytes",
@@ -150,5 +161,108 @@ fn the_docs_state_the_limits_the_code_enforces() {
         assert!(text.contains(&short), "the {name} does not say {short:?}");
         let depth = format!("deeper than {MAX_DEPTH} levels");
         assert!(text.contains(&depth), "the {name} does not say {depth:?}");
+        let weight = format!("more than {} of weight", group(MAX_PARSE_WEIGHT as u64));
+        assert!(text.contains(&weight), "the {name} does not say {weight:?}");
     }
+}
+
+/// `k = [1,1,…]` with `n` elements: weighs `n + 4` (the key 2, the array 3, `n - 1` commas).
+fn dense(n: usize) -> String {
+    let mut text = String::with_capacity(2 * n + 8);
+    text.push_str("k = [");
+    for i in 0..n {
+        text.push_str(if i == 0 { "1" } else { ",1" });
+    }
+    text.push_str("]\n");
+    text
+}
+
+/// The 1-based column of the comma of `dense` where an allowance of `allowed` runs out: comma
+/// `j` brings the weight to `5 + j` and sits at column `5 + 2j`.
+fn dense_column_past(allowed: usize) -> usize {
+    let j = allowed - 5 + 1;
+    5 + 2 * j
+}
+
+/// A 52 MB line took `check` to 3.9 GB; under the size limit a 16 MiB one still took
+/// 1.2 GiB, as toml's tree holds ~150 bytes per element.
+#[test]
+fn a_dense_file_under_the_size_limit_is_refused_before_toml_builds_its_tree() {
+    let over = dense(MAX_PARSE_WEIGHT);
+    let e = load_str(&[
+        ("edgenetd.toml", "[daemon]\n"),
+        ("conf.d/60-big.toml", &over),
+    ])
+    .unwrap_err();
+    assert_eq!(e.count, 1, "{}", e.rendered);
+    let col = dense_column_past(MAX_PARSE_WEIGHT - super::limits::TABLE_WEIGHT);
+    let want = format!(
+        "conf.d/60-big.toml:1:{col}: error: more than {} of weight for toml to parse whole in one load",
+        group(MAX_PARSE_WEIGHT as u64)
+    );
+    assert!(e.rendered.contains(&want), "{}", e.rendered);
+    assert!(
+        e.rendered.contains(", 10 of it in the files before;"),
+        "{}",
+        e.rendered
+    );
+    assert!(e.rendered.len() < 1500, "{}", e.rendered.len());
+    // Exactly at the limit it is parsed: an unknown section, not a limit.
+    let at = dense(MAX_PARSE_WEIGHT - 4);
+    let e = load_str(&[("edgenetd.toml", &at)]).unwrap_err();
+    assert!(e.rendered.contains("unknown section `k`"), "{}", e.rendered);
+    assert!(!e.rendered.contains("of weight"), "{}", e.rendered);
+}
+
+/// Tables weigh what they cost: 50,000 `[[x]]` tables of one key took 73 MiB, as much as
+/// 500,000 array elements, and are refused like them.
+#[test]
+fn many_small_tables_weigh_like_the_memory_they_take() {
+    let n = MAX_PARSE_WEIGHT / (super::limits::TABLE_WEIGHT + super::limits::KEY_WEIGHT) + 1;
+    let text = "[[x]]\na = 1\n".repeat(n);
+    let e = load_str(&[("edgenetd.toml", &text)]).unwrap_err();
+    assert!(e.rendered.contains("of weight for toml"), "{}", e.rendered);
+    let fewer = "[[x]]\na = 1\n".repeat(n - 1);
+    let e = load_str(&[("edgenetd.toml", &fewer)]).unwrap_err();
+    assert!(!e.rendered.contains("of weight"), "{}", e.rendered);
+}
+
+#[test]
+fn weight_parsed_whole_adds_up_over_the_files_of_one_load() {
+    let half = dense(MAX_PARSE_WEIGHT / 2);
+    let e = load_str(&[
+        ("edgenetd.toml", "[daemon]\n"),
+        ("conf.d/10-a.toml", &half),
+        ("conf.d/20-b.toml", &half.replace("k =", "j =")),
+    ])
+    .unwrap_err();
+    // `[daemon]` weighs 10, 10-a.toml half + 4.
+    let before = 10 + MAX_PARSE_WEIGHT / 2 + 4;
+    let want = format!(
+        "conf.d/20-b.toml:1:{}: error: more than {} of weight for toml to parse whole in one load (a table weighs 10, an array 3, a key 2, an array element 1), {} of it in the files before;",
+        dense_column_past(MAX_PARSE_WEIGHT - before),
+        group(MAX_PARSE_WEIGHT as u64),
+        group(before as u64),
+    );
+    assert!(e.rendered.contains(&want), "{}", e.rendered);
+}
+
+/// The fast path's `[[route]]` entries are not weighed: 40,000 of them weigh 560,000.
+#[test]
+fn route_entries_at_the_end_of_a_file_are_not_weighed() {
+    let n = 40_000;
+    let mut text = String::from("[daemon]\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "[[route]]\nto = \"10.{}.{}.0/24\"\nvia = \"192.0.2.1\"\n",
+            i >> 8,
+            i & 255
+        ));
+    }
+    let state = load_str(&[("edgenetd.toml", &text)]).unwrap();
+    assert_eq!(state.routing.routes.len(), n);
+    // The same routes before another section are parsed whole: over the limit.
+    text.push_str("[policy]\n");
+    let e = load_str(&[("edgenetd.toml", &text)]).unwrap_err();
+    assert!(e.rendered.contains("of weight for toml"), "{}", e.rendered);
 }

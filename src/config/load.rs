@@ -16,6 +16,7 @@ use toml::de::DeTable;
 use super::diag::Diagnostics;
 use super::doc::{Doc, ElementSink, shift, shift_table, take_elements};
 use super::dual_forward;
+use super::limits::{self, ParseBudget};
 use super::split;
 
 /// The array of tables handed to the sink instead of the document.
@@ -30,18 +31,23 @@ pub fn merge_file<'a, S: ElementSink>(
     text: &'a str,
     base: usize,
     min_blocks: usize,
+    budget: &mut ParseBudget,
     diags: &mut Diagnostics,
 ) {
     let appends = doc.appends_to(SINK_KEY);
     if appends {
         let mark = sink.mark();
-        if let Some(table) = split::parse(text, base, SINK_KEY, min_blocks, sink) {
+        let before = *budget;
+        if let Some(table) = split::parse(text, base, SINK_KEY, min_blocks, budget, sink) {
             doc.merge(table, diags);
             return;
         }
         sink.rollback(mark);
+        *budget = before;
     }
-    let mut table = parse_whole(text, base, diags);
+    let Some(mut table) = parse_whole(text, base, budget, diags) else {
+        return;
+    };
     if appends {
         take_elements(&mut table, SINK_KEY, sink);
     }
@@ -49,7 +55,18 @@ pub fn merge_file<'a, S: ElementSink>(
 }
 
 /// Parses a whole file; syntax errors go to `diags`, what parsed is kept (global spans).
-fn parse_whole<'a>(text: &'a str, base: usize, diags: &mut Diagnostics) -> DeTable<'a> {
+/// `None` (and a problem) when its weight does not fit in what is left of `budget`.
+fn parse_whole<'a>(
+    text: &'a str,
+    base: usize,
+    budget: &mut ParseBudget,
+    diags: &mut Diagnostics,
+) -> Option<DeTable<'a>> {
+    let before = budget.used();
+    if let Err(at) = budget.charge(text) {
+        diags.error(base + at..base + at + 1, limits::weight_message(before));
+        return None;
+    }
     let (table, errors) = DeTable::parse_recoverable(text);
     let table = table.into_inner();
     for e in errors {
@@ -68,5 +85,5 @@ fn parse_whole<'a>(text: &'a str, base: usize, diags: &mut Diagnostics) -> DeTab
             None => diags.error(shift(span, base), format!("invalid TOML: {message}")),
         }
     }
-    shift_table(table, base)
+    Some(shift_table(table, base))
 }

@@ -3,6 +3,7 @@
 //! `cargo test` (`fuzz/` runs the same check under cargo-fuzz).
 
 use super::differential::{Recorder, observe, same};
+use super::limits::ParseBudget;
 use super::load::SINK_KEY;
 use super::split;
 
@@ -209,7 +210,17 @@ fn a_big_route_file_takes_the_fast_path_with_the_default_threshold() {
         ));
     }
     let mut sink = Recorder::default();
-    assert!(split::parse(&text, 0, SINK_KEY, split::MIN_BLOCKS, &mut sink).is_some());
+    assert!(
+        split::parse(
+            &text,
+            0,
+            SINK_KEY,
+            split::MIN_BLOCKS,
+            &mut ParseBudget::default(),
+            &mut sink
+        )
+        .is_some()
+    );
     assert_eq!(sink.0.len(), 300);
     assert_eq!(
         observe(&[&text], split::MIN_BLOCKS),

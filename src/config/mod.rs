@@ -223,6 +223,7 @@ fn validate_sources(
 ) -> DesiredState {
     let mut doc = Doc::default();
     let mut routes = route::RouteList::default();
+    let mut budget = limits::ParseBudget::default();
     for file in sources
         .files()
         .iter()
@@ -240,6 +241,7 @@ fn validate_sources(
             &file.text,
             file.base,
             min_blocks,
+            &mut budget,
             diags,
         );
     }

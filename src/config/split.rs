@@ -23,6 +23,7 @@ use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
 use super::doc::{ElementSink, Value, shift, shift_table, shift_value, take_elements};
+use super::limits::ParseBudget;
 
 /// Files whose tail has fewer `[[key]]` blocks than this are parsed whole.
 pub const MIN_BLOCKS: usize = 64;
@@ -36,6 +37,7 @@ pub fn parse<'a, S: ElementSink>(
     base: usize,
     key: &str,
     min_blocks: usize,
+    budget: &mut ParseBudget,
     sink: &mut S,
 ) -> Option<DeTable<'a>> {
     let heads = tail_headers(text, key);
@@ -43,6 +45,8 @@ pub fn parse<'a, S: ElementSink>(
         return None;
     }
     let head = &text[..heads[0]];
+    // Over the allowance: the whole-file parse refuses it with the problem's place.
+    budget.charge(head).ok()?;
     let (table, errors) = DeTable::parse_recoverable(head);
     let table = table.into_inner();
     if !errors.is_empty() || !appendable(&table, key, head) {
@@ -63,6 +67,9 @@ pub fn parse<'a, S: ElementSink>(
             i += 1;
             continue;
         }
+        // A block's tree lives until the sink has read it, so it only has to fit beside what
+        // is charged (a block that swallows the next headers is a multi-line string's cut).
+        budget.fits(&text[start..end]).ok()?;
         let (next, key_span, element) = block_from(text, &heads, i, key)?;
         let element = shift_value(element, base + start);
         first.get_or_insert((shift(key_span, base + start), element.span()));
