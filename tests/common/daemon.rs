@@ -183,9 +183,10 @@ impl Daemon {
         })
     }
 
-    /// Waits (5 s at most) for the first `READY=1`; its index.
+    /// Waits (20 s at most: a loaded 2-core builder, a debug build reading a 20 MB list) for
+    /// the first `READY=1`; its index.
     pub fn wait_ready(&self) -> usize {
-        self.wait_notify(0, Duration::from_secs(5), |m| {
+        self.wait_notify(0, Duration::from_secs(20), |m| {
             m.lines().any(|l| l == "READY=1")
         })
         .unwrap_or_else(|| panic!("no READY=1: {:?}\n{}", self.messages(), self.log()))
