@@ -23,7 +23,7 @@
 #   /usr/lib/tmpfiles.d/edgenetd.conf            /run/edgenetd: control socket, kubernetes cache
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
 #   /etc/edgenetd/conf.d/                       merged after the main file, in name order
-#   /usr/share/doc/edgenetd/                    README.md, operations.md, copyright, changelog.Debian.gz,
+#   /usr/share/doc/edgenetd/                    README.md, operations.md, UPGRADING.md, copyright, changelog.Debian.gz,
 #                                               examples/edgenetd.toml (a complete router),
 #                                               examples/prometheus-alerts.yml
 #   /usr/share/lintian/overrides/edgenetd
@@ -126,6 +126,7 @@ package() {
   install -m 0644 packaging/edgenetd.toml "$stage/etc/edgenetd/edgenetd.toml"
   install -m 0644 README.md "$stage/usr/share/doc/edgenetd/README.md"
   install -m 0644 docs/operations.md "$stage/usr/share/doc/edgenetd/operations.md"
+  install -m 0644 UPGRADING.md "$stage/usr/share/doc/edgenetd/UPGRADING.md"
   install -m 0644 packaging/debian/copyright "$stage/usr/share/doc/edgenetd/copyright"
   install -m 0644 config/edgenetd.toml "$stage/usr/share/doc/edgenetd/examples/edgenetd.toml"
   # The alert rules published in operations.md, as a file to drop into Prometheus.
