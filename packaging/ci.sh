@@ -73,7 +73,8 @@ for arch in amd64 arm64; do
   contents=$(dpkg-deb --contents "$deb")
   for path in ./usr/bin/edgenetd ./lib/systemd/system/edgenetd.service ./etc/edgenetd/edgenetd.toml \
               ./etc/edgenetd/conf.d/ ./usr/share/doc/edgenetd/copyright \
-              ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/examples/edgenetd.toml \
+              ./usr/share/doc/edgenetd/operations.md ./usr/share/doc/edgenetd/UPGRADING.md \
+              ./usr/share/doc/edgenetd/examples/edgenetd.toml \
               ./usr/share/doc/edgenetd/examples/prometheus-alerts.yml \
               ./usr/share/doc/edgenetd/examples/grafana-dashboard.json \
               ./usr/share/doc/edgenetd/changelog.Debian.gz ./usr/share/man/man8/edgenetd.8.gz \
