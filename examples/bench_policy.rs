@@ -5,7 +5,7 @@
 //! no-op resync (time and kernel writes), a one-element set change, and a resync after a
 //! foreign commit (drift check without drift).
 //!
-//! Run with `scripts/bench_policy.sh` (builds in release mode and runs under `unshare --net`).
+//! Run with `scripts/bench-policy.sh` (builds in release mode and runs under `unshare --net`).
 
 use std::fmt::Write;
 use std::process::Command;
@@ -105,7 +105,7 @@ fn main() {
     if String::from_utf8_lossy(&links.stdout).lines().count() > 1
         && std::env::var_os("EDGENETD_BENCH_ANY_NETNS").is_none()
     {
-        eprintln!("refusing to run outside a fresh network namespace: use scripts/bench_policy.sh");
+        eprintln!("refusing to run outside a fresh network namespace: use scripts/bench-policy.sh");
         std::process::exit(2);
     }
     let text = config(None);

@@ -8,7 +8,7 @@
 //! bench; every child is killed at the end of its scenario, and every client has a timeout.
 //! Prints one row per scenario, both servers side by side.
 //!
-//! Run: `scripts/vs-tiny-http.sh` (release build, the profile edgenetd ships with:
+//! Run: `scripts/bench-tiny-http.sh` (release build, the profile edgenetd ships with:
 //! `panic = "abort"`).
 
 use std::io::{Read, Write};

@@ -7,7 +7,7 @@
 #   EDGENETD_DEB_REVISION=2 packaging/...   # Debian revision <version>-2 (default 1): a rebuild
 #                                           # that upgrades an installed <version>-1 (CI's conffile test)
 #
-# Runs as root on Debian 12 (amd64); installs what it needs (see cross-build-aarch64.sh for
+# Runs as root on Debian 12 (amd64); installs what it needs (see scripts/arm64/cross-build.sh for
 # arm64). The packages are assembled by hand and built with `dpkg-deb --root-owner-group`
 # (no debhelper or cargo-deb to install): the release binary (default features only — never
 # `fault-injection`), the systemd unit, the default config as a conffile, docs, and the
@@ -77,7 +77,7 @@ build() {
       source scripts/install-deps.sh
       nice -n 10 cargo build --release --locked ;;
     arm64)
-      packaging/cross-build-aarch64.sh ;;
+      scripts/arm64/cross-build.sh ;;
   esac
 }
 

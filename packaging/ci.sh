@@ -6,20 +6,20 @@
 #      that the man page is packaging/man/edgenetd.8 and formats without warnings;
 #   2b. runs lintian on both packages: any error (E:) or warning (W:) fails (tags that do not
 #      apply are overridden with a reason in packaging/debian/lintian-overrides);
-#   2c. the conffile upgrade test (packaging/conffile-upgrade-check.sh, in a throwaway overlay
+#   2c. the conffile upgrade test (packaging/check-conffile-upgrade.sh, in a throwaway overlay
 #      root): an edited /etc/edgenetd/edgenetd.toml survives dpkg -i of <version>-2 over -1;
 #   3. installs the amd64 package with dpkg -i: the unit is enabled, not started; the default
 #      conffile passes `edgenetd check`; `systemd-analyze verify` passes on the installed unit;
 #      `systemd-analyze security --offline=yes` gives an exposure of 2.0 or lower;
 #   4. runs the installed binary the way the unit does (unprivileged uid, CAP_NET_ADMIN only)
 #      under strace in a network namespace, and checks every system call it made is allowed
-#      by the unit's SystemCallFilter (packaging/sandbox-check.sh);
+#      by the unit's SystemCallFilter (packaging/check-sandbox.sh);
 #   5. checks the Prometheus alert rules of docs/operations.md with promtool (check + unit tests);
-#   5b. runs the aarch64 smoke test under qemu-user (packaging/smoke-aarch64.sh);
+#   5b. runs the aarch64 smoke test under qemu-user (scripts/arm64/smoke-qemu-user.sh);
 #   5c. runs the aarch64 binary on a real arm64 kernel with every controller of the example config
-#      (packaging/smoke-arm64vm.sh; needs the project's arm64vm tool, see there), and the
-#      flow offload packet test there (scripts/test_flow_offload_arm64vm.sh);
-#   6. the footprint against the budgets (scripts/footprint.sh, after building the x86_64
+#      (scripts/arm64/smoke-vm.sh; needs the project's arm64vm tool, see there), and the
+#      flow offload packet test there (scripts/arm64/test-vm-flow-offload.sh);
+#   6. the footprint against the budgets (scripts/check-footprint.sh, after building the x86_64
 #      `kubernetes` feature binary it also measures): fails on any figure over budget (binary
 #      size, idle RSS of both builds, idle wake-ups, threads);
 #   6b. the `kubernetes` feature: its dependencies (no aws-lc, tokio or hyper; the default build's
@@ -119,7 +119,7 @@ for deb in "$deb_amd64" "$deb_arm64"; do
 done
 
 section "conffile upgrade (throwaway root): an edit survives dpkg -i of a newer version"
-packaging/conffile-upgrade-check.sh "$deb_amd64" "$deb_amd64_rev2"
+packaging/check-conffile-upgrade.sh "$deb_amd64" "$deb_amd64_rev2"
 
 section "install the amd64 package"
 dpkg --purge edgenetd >/dev/null 2>&1 || true
@@ -157,20 +157,20 @@ awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }' || fail "exposure $exposure > 
 echo "exposure $exposure <= 2.0: ok"
 
 section "sandbox: unprivileged uid, CAP_NET_ADMIN only, system calls within the filter"
-packaging/sandbox-check.sh /usr/bin/edgenetd
+packaging/check-sandbox.sh /usr/bin/edgenetd
 
 section "Prometheus alert rules in docs/operations.md"
 packaging/prometheus/check-alerts.sh
 
 section "aarch64 smoke test (qemu-user)"
-packaging/smoke-aarch64.sh
+scripts/arm64/smoke-qemu-user.sh
 
 section "aarch64 on a real arm64 kernel (qemu-system, every controller of the example config)"
 vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 if [ -x "$vm" ]; then
-  ARM64VM=$vm packaging/smoke-arm64vm.sh "$deb_arm64"
+  ARM64VM=$vm scripts/arm64/smoke-vm.sh "$deb_arm64"
   section "flow offload on a real arm64 kernel (qemu-system, ~100 s)"
-  ARM64VM=$vm scripts/test_flow_offload_arm64vm.sh "$deb_arm64"
+  ARM64VM=$vm scripts/arm64/test-vm-flow-offload.sh "$deb_arm64"
 else
   echo "NOT RUN: the arm64vm tool is not at $vm (set ARM64VM=/path/to/arm64vm.sh)"
 fi
@@ -179,10 +179,10 @@ section "footprint"
 CARGO_TARGET_DIR=target/kubernetes nice -n 10 cargo build --release --locked --quiet --features kubernetes
 # Over budget fails CI, but only after the checks below (and the purge) have run too.
 footprint_over=
-scripts/footprint.sh --no-build || footprint_over=1
+scripts/check-footprint.sh --no-build || footprint_over=1
 
 section "kubernetes feature: dependencies, aarch64 size (budget 3.3 MB)"
-packaging/kubernetes-size-check.sh
+packaging/check-kubernetes-size.sh
 
 section "purge"
 dpkg --purge edgenetd
@@ -193,5 +193,5 @@ echo "purged"
 
 if grep -q edgenetd <<< "$(nft list tables 2>/dev/null)"; then fail "an edgenetd table exists in the host namespace"; fi
 [ -z "$(ip route show proto 190 table all 2>/dev/null)" ] || fail "routes with protocol 190 in the host namespace"
-[ -z "$footprint_over" ] || fail "a footprint figure is over its budget (scripts/footprint.sh above)"
+[ -z "$footprint_over" ] || fail "a footprint figure is over its budget (scripts/check-footprint.sh above)"
 echo; echo "edge CI: ok"

@@ -46,7 +46,7 @@ try=$work/try.toml
 } > "$try"
 
 # The router's links, as the example config expects them, all inside the namespace.
-source scripts/example-netns.sh
+source scripts/lib/example-netns.sh
 example_netns_create "$ns"
 
 "$bin" check --config "$config"

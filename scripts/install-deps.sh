@@ -6,8 +6,8 @@
 # fake Kubernetes API server speaks the real protocol; python3-pyftpdlib is the FTP server of
 # the conntrack helper tests; iputils-ping resolves the service tests' IPv6 neighbours before
 # their first connection). `--fuzz` adds a minimal nightly
-# toolchain and cargo-fuzz (scripts/fuzz.sh); both steps are quick when already present.
-# `--nspawn` adds what scripts/systemd-nspawn-test.sh needs (mmdebstrap builds a Debian 12
+# toolchain and cargo-fuzz (scripts/test-fuzz.sh); both steps are quick when already present.
+# `--nspawn` adds what scripts/test-systemd.sh needs (mmdebstrap builds a Debian 12
 # root, systemd-nspawn boots it with systemd as PID 1). Flags combine: `--test --nspawn`.
 set -euo pipefail
 

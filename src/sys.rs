@@ -147,7 +147,7 @@ pub fn trim_heap() {
 /// Makes every thread allocate from one malloc arena. glibc gives each thread that allocates
 /// an arena of its own (up to eight per core), and each keeps its freed pages; the daemon's
 /// few threads hardly contend, so one arena is the smaller resident set (measured by
-/// `scripts/footprint.sh`). Call it before any thread is started.
+/// `scripts/check-footprint.sh`). Call it before any thread is started.
 pub fn single_malloc_arena() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets an allocator parameter; no pointer is involved.

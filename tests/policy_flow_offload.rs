@@ -1,7 +1,7 @@
 //! `flow_offload`: the keys, the planned flowtable and offload rule, and what a kernel
 //! without flowtables does with them: the rest of the firewall is programmed and the refused
 //! flowtable is a failure of the sync (metrics, /healthz). The offload itself is proven with
-//! packets on a kernel that has flowtables: scripts/test_flow_offload_arm64vm.sh.
+//! packets on a kernel that has flowtables: scripts/arm64/test-vm-flow-offload.sh.
 
 mod common;
 

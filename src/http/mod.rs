@@ -19,7 +19,7 @@
 //! deadline and no size cap, spawns a thread per busy connection (and aborts when it cannot),
 //! unwraps `try_clone` on accepted sockets (aborts when out of fds), ends its accept loop on
 //! the first accept error, and can queue a probe behind busy threads. Measured side by side by
-//! `examples/vs_tiny_http.rs` (`scripts/vs-tiny-http.sh`; figures in the README).
+//! `examples/vs_tiny_http.rs` (`scripts/bench-tiny-http.sh`; figures in the README).
 
 mod admission;
 mod connection;

@@ -3,9 +3,9 @@
 # kernel under qemu-system-aarch64), all inside a network namespace of the guest:
 # routes of several kinds and rules installed, an owned route deleted by hand comes back and
 # is counted, `cleanup` (daemon stopped) removes exactly what is owned.
-# Usage: scripts/arm64-route-smoke.sh [path/to/aarch64/edgenetd]   (default: cross-builds it)
+# Usage: scripts/arm64/test-vm-routes.sh [path/to/aarch64/edgenetd]   (default: cross-builds it)
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VM=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 BIN=${1:-}
 if [ -z "$BIN" ]; then

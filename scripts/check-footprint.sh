@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Footprint of edgenetd against the edge budgets, measured, not asserted on timing:
 #
-#   scripts/footprint.sh [--no-build]
+#   scripts/check-footprint.sh [--no-build]
 #
 #   size     stripped aarch64 release binary (default features)     budget 2.5 MB (2,500,000 bytes)
 #   rss      idle resident memory, example config, all controllers   ceiling 7 MiB (goal 5.5 MiB)
@@ -26,7 +26,7 @@
 # Each budget can be lowered (or raised) for one run, which is how each check is shown to
 # fail: FOOTPRINT_BUDGET_SIZE (bytes), FOOTPRINT_BUDGET_RSS and FOOTPRINT_BUDGET_RSS_KUBERNETES
 # (bytes), FOOTPRINT_BUDGET_WAKEUPS (per second, decimals allowed), FOOTPRINT_BUDGET_THREADS.
-#   FOOTPRINT_BUDGET_THREADS=3 scripts/footprint.sh --no-build   # -> threads OVER BUDGET, exit 1
+#   FOOTPRINT_BUDGET_THREADS=3 scripts/check-footprint.sh --no-build   # -> threads OVER BUDGET, exit 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +44,7 @@ if [ -n "$build" ]; then
   source scripts/install-deps.sh
   nice -n 10 cargo build --release --locked --quiet
   CARGO_TARGET_DIR=target/kubernetes nice -n 10 cargo build --release --locked --quiet --features kubernetes
-  packaging/cross-build-aarch64.sh >/dev/null
+  scripts/arm64/cross-build.sh >/dev/null
 fi
 [ "$(id -u)" = 0 ] || { echo "footprint: needs root (network namespace)" >&2; exit 1; }
 for b in "$x86" "$k8s" "$arm"; do
@@ -78,7 +78,7 @@ arm_stripped=$(file -b "$arm" | grep -o 'not stripped\|stripped' | head -n1)
 ns="edgenetd-footprint-$$"
 cleanup() { ip netns del "$ns" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
-source scripts/example-netns.sh
+source scripts/lib/example-netns.sh
 example_netns_create "$ns"
 # Fresh links are not idle: IPv6 duplicate address detection ends ~2 s after link-up, and
 # router solicitation (3 solicitations 4 s apart, after up to 1 s) ends with a link event

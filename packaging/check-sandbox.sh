@@ -16,7 +16,7 @@
 # The workload: start, first syncs, three failing uplink probes (tcp, dns, icmp), /healthz + /metrics, SIGHUP reload,
 # apply + rollback, periodic resyncs (periods shortened to 1 s), SIGTERM.
 #
-#   packaging/sandbox-check.sh [BINARY] [CONFIG]     (default target/release/edgenetd,
+#   packaging/check-sandbox.sh [BINARY] [CONFIG]     (default target/release/edgenetd,
 #                                                     config/edgenetd.toml)
 # Needs root, strace, setpriv (util-linux), systemd (systemd-analyze), python3, curl.
 set -euo pipefail
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 bin=$(realpath "${1:-target/release/edgenetd}")
 config_src=${2:-${SANDBOX_CONFIG:-config/edgenetd.toml}}
 unit=systemd/edgenetd.service
-fail() { echo "sandbox-check: FAIL: $*" >&2; [ -n "${work:-}" ] && tail -n 30 "$work/daemon.log" >&2; exit 1; }
+fail() { echo "check-sandbox: FAIL: $*" >&2; [ -n "${work:-}" ] && tail -n 30 "$work/daemon.log" >&2; exit 1; }
 
 ns="edgenetd-sandbox-$$"
 work=$(mktemp -d /tmp/edgenetd-sandbox.XXXXXX)
@@ -39,7 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-source scripts/example-netns.sh
+source scripts/lib/example-netns.sh
 example_netns_create "$ns"
 
 mkdir -p "$work/etc/conf.d"
@@ -69,7 +69,7 @@ chown 65534:65534 "$work/state"
 chmod 0700 "$work/state"
 
 # systemd's notify socket, writable by the daemon's uid as systemd's is.
-python3 packaging/smoke/notify-listener.py "$work/notify.sock" > "$work/notify.log" 2>/dev/null &
+python3 scripts/lib/notify-listener.py "$work/notify.sock" > "$work/notify.log" 2>/dev/null &
 listener=$!
 for _ in $(seq 50); do [ -S "$work/notify.sock" ] && break; sleep 0.1; done
 chmod 0777 "$work/notify.sock"
@@ -116,7 +116,7 @@ until in_ns curl -s http://127.0.0.1:9750/metrics | grep -q '^edgenetd_config_ro
   sleep 0.3
 done
 cmp -s "$work/etc/edgenetd.toml" "$work/original.toml" || fail "the rollback did not restore the main file"
-echo "sandbox-check: apply --confirm 2s through the control socket, unconfirmed: rolled back, main file restored"
+echo "check-sandbox: apply --confirm 2s through the control socket, unconfirmed: rolled back, main file restored"
 grep -q "READY=1" "$work/notify.log" && grep -q "WATCHDOG=1" "$work/notify.log" \
   || fail "no READY=1/WATCHDOG=1 from the unprivileged daemon: $(cat "$work/notify.log")"
 in_ns curl -s http://127.0.0.1:9750/healthz > "$work/healthz.json"
@@ -129,7 +129,7 @@ for name, c in h["controllers"].items():
     # The probers' entries (uplink tracks, service health checks) are not sync loops: they
     # count their start only.
     assert c["syncs"] >= 2 or name in ("track", "service-health"), f"{name}: only {c['syncs']} syncs"
-print("sandbox-check: as uid 65534 with CAP_NET_ADMIN only: live, ready, every controller synced "
+print("check-sandbox: as uid 65534 with CAP_NET_ADMIN only: live, ready, every controller synced "
       + ", ".join(f"{n} x{c['syncs']}" for n, c in sorted(h["controllers"].items())) + ", 0 failures")
 PY
 kill -TERM "$daemon"
@@ -206,25 +206,25 @@ for line in open(trace):
         writes.add(path.group(1) if path else line.strip())
 
 if not started:
-    sys.exit("sandbox-check: FAIL: the daemon's execve not found in the trace")
+    sys.exit("check-sandbox: FAIL: the daemon's execve not found in the trace")
 bad = sorted(n for n in used if n not in allowed and n != "exit")
-print(f"sandbox-check: {len(used)} distinct system calls: {' '.join(sorted(used))}")
-print(f"sandbox-check: socket families: {' '.join(sorted(sockets))}")
+print(f"check-sandbox: {len(used)} distinct system calls: {' '.join(sorted(used))}")
+print(f"check-sandbox: socket families: {' '.join(sorted(sockets))}")
 ok = True
 if bad:
     ok = False
-    print(f"sandbox-check: FAIL: not allowed by the unit's SystemCallFilter: {' '.join(bad)}")
+    print(f"check-sandbox: FAIL: not allowed by the unit's SystemCallFilter: {' '.join(bad)}")
 if sockets - families:
     ok = False
-    print(f"sandbox-check: FAIL: families outside RestrictAddressFamilies: {' '.join(sorted(sockets - families))}")
+    print(f"check-sandbox: FAIL: families outside RestrictAddressFamilies: {' '.join(sorted(sockets - families))}")
 # Where the unit lets it write: the state directory, and the temporary file beside the main
 # config file that the atomic rename of apply and rollback puts in place.
 allowed_writes = (f"{work}/state/", f"{work}/etc/.edgenetd.toml.edgenetd-new")
 writes = {w for w in writes if w not in ("/dev/null",) and not w.startswith(allowed_writes)}
 if writes:
     ok = False
-    print(f"sandbox-check: FAIL: files opened for writing: {' '.join(sorted(writes))}")
+    print(f"check-sandbox: FAIL: files opened for writing: {' '.join(sorted(writes))}")
 if not ok:
     sys.exit(1)
-print("sandbox-check: ok: every system call allowed, every socket family allowed, nothing written outside the state directory and the config file's rename")
+print("check-sandbox: ok: every system call allowed, every socket family allowed, nothing written outside the state directory and the config file's rename")
 PY

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The packaged unit under a real systemd (PID 1 of a systemd-nspawn container), in CI.
 #
-#   scripts/systemd-nspawn-test.sh [DEB] [FAULT_INJECTION_BINARY]
+#   scripts/test-systemd.sh [DEB] [FAULT_INJECTION_BINARY]
 #     DEB: default target/debian/edgenetd_<version>-1_amd64.deb (packaging/ci.sh builds it)
 #     FAULT_INJECTION_BINARY: default target/debug/edgenetd built with --features fault-injection
 #
@@ -33,7 +33,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
-[ "$(id -u)" = 0 ] || { echo "systemd-nspawn-test.sh must run as root" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "test-systemd.sh must run as root" >&2; exit 1; }
 
 section() { echo; echo "=== nspawn: $*"; }
 fail() {

@@ -4,9 +4,9 @@
 # running edgenetd, two backends with python3 TCP/UDP servers. Checks: TCP balanced over both
 # backends, UDP answered, source-ip affinity, reject without backends, the table deleted by
 # hand restored and counted, `cleanup` removes the table.
-# Usage: scripts/arm64-service-smoke.sh [path/to/aarch64/edgenetd]   (default: cross-builds it)
+# Usage: scripts/arm64/test-vm-services.sh [path/to/aarch64/edgenetd]   (default: cross-builds it)
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VM=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 BIN=${1:-}
 if [ -z "$BIN" ]; then

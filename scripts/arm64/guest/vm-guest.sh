@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs inside the arm64 guest of packaging/smoke-arm64vm.sh (cwd /mnt/in: edgenetd, edgenetd.toml,
+# Runs inside the arm64 guest of scripts/arm64/smoke-vm.sh (cwd /mnt/in: edgenetd, edgenetd.toml,
 # notify-listener.py). A network namespace with the example's links, the daemon with every
 # controller its config enables, a notify socket and WATCHDOG_USEC; checks what the config asks
 # for is in the kernel, then prints the daemon's idle RSS on aarch64.

@@ -10,17 +10,17 @@
 #   4. after a route change, an offloaded UDP flow's new packets take the new path;
 #   5. after the wan link goes down, the offloaded TCP flow is gone (no stale [OFFLOAD]).
 #
-#   scripts/test_flow_offload_arm64vm.sh [BINARY|ARM64_DEB]
+#   scripts/arm64/test-vm-flow-offload.sh [BINARY|ARM64_DEB]
 #       default: target/aarch64-unknown-linux-gnu/release/edgenetd, cross-built first when
-#       missing (packaging/cross-build-aarch64.sh); given the arm64 .deb, its packaged
+#       missing (scripts/arm64/cross-build.sh); given the arm64 .deb, its packaged
 #       /usr/bin/edgenetd. About 100 s once the binary and the guest image exist.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 bin=${1:-target/aarch64-unknown-linux-gnu/release/edgenetd}
 vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 [ -x "$vm" ] || vm=/work/shared/tools/arm64vm/arm64vm.sh
-[ -x "$vm" ] || { echo "test_flow_offload_arm64vm: the arm64vm tool is not at $vm (set ARM64VM)" >&2; exit 3; }
+[ -x "$vm" ] || { echo "test-vm-flow-offload: the arm64vm tool is not at $vm (set ARM64VM)" >&2; exit 3; }
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 case $bin in
@@ -30,11 +30,11 @@ case $bin in
     ;;
   *)
     if [ ! -x "$bin" ]; then
-      nice -n 10 packaging/cross-build-aarch64.sh
+      nice -n 10 scripts/arm64/cross-build.sh
     fi
     ;;
 esac
-file -b "$bin" | grep -q "ARM aarch64" || { echo "test_flow_offload_arm64vm: $bin is not an aarch64 binary" >&2; exit 1; }
+file -b "$bin" | grep -q "ARM aarch64" || { echo "test-vm-flow-offload: $bin is not an aarch64 binary" >&2; exit 1; }
 
 cp "$bin" "$stage/edgenetd"
 rm -rf "$stage/deb"
@@ -224,5 +224,5 @@ start=$(date +%s)
 # The guest's /bin/sh is busybox, whose built-in `ip` lacks netns: use bash as sh there.
 rc=0
 "$vm" --pkgs conntrack --timeout 600 "$stage"/* -- 'ln -sf /bin/bash /bin/sh; bash guest.sh' || rc=$?
-echo "test_flow_offload_arm64vm: $(( $(date +%s) - start )) s, exit $rc"
+echo "test-vm-flow-offload: $(( $(date +%s) - start )) s, exit $rc"
 exit $rc

@@ -5,9 +5,9 @@
 # every churn. Everything runs in a throwaway network namespace (unshare) and a temporary
 # directory; it stops by itself and prints a figures block. Exit 1 on any invariant violation.
 #
-#   scripts/soak.sh                    # short mode: ~3 minutes (CI)
-#   scripts/soak.sh --long             # long mode: 30 minutes
-#   scripts/soak.sh --minutes 120      # any length
+#   scripts/test-soak.sh                    # short mode: ~3 minutes (CI)
+#   scripts/test-soak.sh --long             # long mode: 30 minutes
+#   scripts/test-soak.sh --minutes 120      # any length
 #   options: --seed N (replay a run), --bin PATH (default: target/release/edgenetd, built if absent),
 #            --sabotage (freezes the daemon over one quiet period: the run must report violations)
 set -euo pipefail
@@ -40,7 +40,7 @@ echo "soak: $((seconds / 60)) min, seed $seed, binary $bin, work dir $work"
 # The driver, the daemon and every object live in this namespace; it goes away with them.
 # The hard timeout bounds a hung run (the driver's own end comes long before it).
 timeout --kill-after=10 $((seconds + 120)) \
-  unshare --net python3 scripts/soak.py --binary "$(realpath "$bin")" --seconds "$seconds" \
+  unshare --net python3 scripts/lib/soak.py --binary "$(realpath "$bin")" --seconds "$seconds" \
     --seed "$seed" --workdir "$work" "${extra[@]}" || {
   rc=$?
   echo "soak: FAILED (exit $rc); the daemon's log:" >&2

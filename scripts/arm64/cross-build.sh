@@ -4,16 +4,16 @@
 # libnftnl/libmnl (multiarch), and the Rust target. Idempotent: a second run only rebuilds
 # what changed.
 #
-#   packaging/cross-build-aarch64.sh            # -> target/aarch64-unknown-linux-gnu/release/edgenetd
+#   scripts/arm64/cross-build.sh            # -> target/aarch64-unknown-linux-gnu/release/edgenetd
 #   EDGENETD_SKIP_DEPS=1 packaging/...          # do not touch apt/rustup (already installed)
-#   CARGO_TARGET_DIR=target/kubernetes packaging/cross-build-aarch64.sh --features kubernetes
+#   CARGO_TARGET_DIR=target/kubernetes scripts/arm64/cross-build.sh --features kubernetes
 #                                               # extra arguments go to cargo build; a target
 #                                               # dir of its own keeps the default binary
 #
 # The binary links dynamically against glibc, libnftnl11 and libmnl0 of the target, exactly
 # what the arm64 .deb declares (Debian ships no static libmnl).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 target=aarch64-unknown-linux-gnu
 

@@ -2,7 +2,7 @@
 # Conffile upgrade test: an administrator's edit of /etc/edgenetd/edgenetd.toml survives
 # `dpkg -i` of a newer package, as dpkg's conffile rules promise.
 #
-#   packaging/conffile-upgrade-check.sh OLD.deb NEW.deb     # NEW's version above OLD's (amd64)
+#   packaging/check-conffile-upgrade.sh OLD.deb NEW.deb     # NEW's version above OLD's (amd64)
 #
 # Everything happens in a throwaway root: a private mount namespace with an overlay of the
 # host's root file system whose writes go to a tmpfs, /run replaced by an empty tmpfs (no
@@ -20,7 +20,7 @@
 # edited file; purge removes /etc/edgenetd.
 set -euo pipefail
 
-fail() { echo "conffile-upgrade-check: FAIL: $*" >&2; exit 1; }
+fail() { echo "check-conffile-upgrade: FAIL: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || fail "must run as root"
 [ $# = 2 ] || { echo "usage: $0 OLD.deb NEW.deb" >&2; exit 2; }
@@ -67,8 +67,8 @@ chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninte
   sh -eu <<'STEPS' || fail "see above"
 conf=/etc/edgenetd/edgenetd.toml
 edit='# local edit: the administrator'"'"'s'
-step() { echo "conffile-upgrade-check: $*"; }
-bad() { echo "conffile-upgrade-check: FAIL: $*" >&2; exit 1; }
+step() { echo "check-conffile-upgrade: $*"; }
+bad() { echo "check-conffile-upgrade: FAIL: $*" >&2; exit 1; }
 installed() { dpkg-query -W -f='${Version} ${Status}' edgenetd; }
 leftovers() { ls /etc/edgenetd/ | grep '\.dpkg-' || true; }
 

@@ -4,7 +4,7 @@
 # copies them into the guest and runs them there (each test in its own network namespace).
 # The daemon-level test (which needs the edgenetd binary at its build path) is skipped.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
 [ -x "$vm" ] || vm=/work/shared/tools/arm64vm/arm64vm.sh
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc

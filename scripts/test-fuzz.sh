@@ -8,8 +8,8 @@
 # with RUSTC_BOOTSTRAP=1 on stable: the sanitizer flags are only tested on nightly, and
 # rustup fetches a minimal nightly in under a minute.
 #
-#   scripts/fuzz.sh                 every target, 60 s each
-#   FUZZ_SECONDS=600 scripts/fuzz.sh http_head route_dump
+#   scripts/test-fuzz.sh                 every target, 60 s each
+#   FUZZ_SECONDS=600 scripts/test-fuzz.sh http_head route_dump
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh --fuzz

@@ -2,47 +2,47 @@
 # aarch64 smoke test: runs the cross-built binary under qemu-aarch64-static (no binfmt needed)
 # inside a throwaway network namespace, never touching the host's network.
 #
-#   packaging/smoke-aarch64.sh [BINARY]     (default target/aarch64-unknown-linux-gnu/release/edgenetd,
-#                                            built by packaging/cross-build-aarch64.sh)
+#   scripts/arm64/smoke-qemu-user.sh [BINARY]     (default target/aarch64-unknown-linux-gnu/release/edgenetd,
+#                                            built by scripts/arm64/cross-build.sh)
 #
 # 1. `--version`, and `check` on the example config (config/edgenetd.toml).
-# 2. `run` with the route controller only (packaging/smoke/route.toml; qemu-user refuses
+# 2. `run` with the route controller only (scripts/arm64/guest/route.toml; qemu-user refuses
 #    NETLINK_NETFILTER sockets, so the nftables controllers are disabled there and tested
-#    natively or in tools/arm64vm), with NOTIFY_SOCKET bound by packaging/smoke/notify-listener.py
+#    natively or in tools/arm64vm), with NOTIFY_SOCKET bound by scripts/lib/notify-listener.py
 #    and WATCHDOG_USEC=2 s:
 #      READY=1 and WATCHDOG=1 arrive; /healthz answers 200 with every controller live;
 #      the routes are in the namespace with protocol 190 (ip rules: qemu-user cannot carry
-#      RTM_*RULE messages, see packaging/smoke/route.toml);
+#      RTM_*RULE messages, see scripts/arm64/guest/route.toml);
 #      a conf.d file added + SIGHUP installs its route (RELOADING=1, READY=1 again);
 #      a route deleted behind the daemon's back comes back (drift repair);
 #      SIGTERM sends STOPPING=1 and the process exits 0; the routes stay.
 # Needs root, iproute2, python3, curl, qemu-user-static and the arm64 glibc/libnftnl/libmnl
 # (multiarch, installed by the cross-build script).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 bin=${1:-target/aarch64-unknown-linux-gnu/release/edgenetd}
-config_src=${SMOKE_CONFIG:-packaging/smoke/route.toml}
+config_src=${SMOKE_CONFIG:-scripts/arm64/guest/route.toml}
 example=${SMOKE_EXAMPLE_CONFIG:-config/edgenetd.toml}
 # QEMU= (empty) runs BINARY natively: the same checks for an x86_64 build (debugging this script).
 qemu=${QEMU-qemu-aarch64-static}
 timeout_s=${SMOKE_TIMEOUT:-60}
 
-fail() { echo "smoke-aarch64: FAIL: $*" >&2; dump; exit 1; }
-step() { echo "smoke-aarch64: $*"; }
+fail() { echo "smoke-qemu-user: FAIL: $*" >&2; dump; exit 1; }
+step() { echo "smoke-qemu-user: $*"; }
 dump() {
   [ -n "${work:-}" ] || return 0
   echo "--- daemon log (last 40 lines)" >&2; tail -n 40 "$work/daemon.log" >&2 2>/dev/null || true
   echo "--- notify messages" >&2; cat "$work/notify.log" >&2 2>/dev/null || true
 }
 
-[ -f "$bin" ] || { echo "smoke-aarch64: $bin missing: run packaging/cross-build-aarch64.sh" >&2; exit 1; }
+[ -f "$bin" ] || { echo "smoke-qemu-user: $bin missing: run scripts/arm64/cross-build.sh" >&2; exit 1; }
 if [ -n "$qemu" ]; then
-  command -v "$qemu" >/dev/null || { echo "smoke-aarch64: $qemu not found (apt-get install qemu-user-static)" >&2; exit 1; }
-  file -b "$bin" | grep -q "ARM aarch64" || { echo "smoke-aarch64: $bin is not an aarch64 ELF: $(file -b "$bin")" >&2; exit 1; }
+  command -v "$qemu" >/dev/null || { echo "smoke-qemu-user: $qemu not found (apt-get install qemu-user-static)" >&2; exit 1; }
+  file -b "$bin" | grep -q "ARM aarch64" || { echo "smoke-qemu-user: $bin is not an aarch64 ELF: $(file -b "$bin")" >&2; exit 1; }
 fi
 arch=$(file -b "$bin" | grep -q "ARM aarch64" && echo aarch64 || uname -m)
-[ "$(id -u)" = 0 ] || { echo "smoke-aarch64: needs root (network namespace)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "smoke-qemu-user: needs root (network namespace)" >&2; exit 1; }
 
 ns="edgenetd-smoke-$$"
 work=$(mktemp -d /tmp/edgenetd-smoke.XXXXXX)
@@ -74,7 +74,7 @@ $qemu "$bin" check --config "$example" || fail "check rejected $example"
 step "check $example: ok"
 
 # The example's links: br-lan (LAN bridge) and eth0 (uplink, a veth).
-source scripts/example-netns.sh
+source scripts/lib/example-netns.sh
 example_netns_create "$ns"
 
 mkdir -p "$work/etc/conf.d"
@@ -82,7 +82,7 @@ cp "$config_src" "$work/etc/edgenetd.toml"
 config="$work/etc/edgenetd.toml"
 has_routes=$(grep -c '^\[\[route\]\]' "$config" || true)
 
-python3 packaging/smoke/notify-listener.py "$work/notify.sock" > "$work/notify.log" 2> "$work/listener.err" &
+python3 scripts/lib/notify-listener.py "$work/notify.sock" > "$work/notify.log" 2> "$work/listener.err" &
 listener=$!
 wait_for "notify socket" 10 test -S "$work/notify.sock"
 
@@ -151,4 +151,4 @@ if [ "$has_routes" -gt 0 ]; then
   grep -q default <<< "$(in_ns ip route show proto 190)" || fail "routes removed on stop (they must stay)"
 fi
 : "$pid_done"
-echo "smoke-aarch64: ok"
+echo "smoke-qemu-user: ok"

@@ -42,7 +42,7 @@ if strings "$default_bin" | grep -qi rustls; then
 fi
 
 if [ -z "${EDGENETD_NO_BUILD:-}" ]; then
-  CARGO_TARGET_DIR=$feature_dir EDGENETD_SKIP_DEPS=1 packaging/cross-build-aarch64.sh --features kubernetes >/dev/null
+  CARGO_TARGET_DIR=$feature_dir EDGENETD_SKIP_DEPS=1 scripts/arm64/cross-build.sh --features kubernetes >/dev/null
 fi
 [ -x "$feature_bin" ] || fail "$feature_bin missing"
 info=$(file -b "$feature_bin")

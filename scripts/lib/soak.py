@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Churn soak driver for edgenetd (scripts/soak.sh runs it inside a fresh network namespace).
+"""Churn soak driver for edgenetd (scripts/test-soak.sh runs it inside a fresh network namespace).
 
 Rounds of churn then quiet. During churn: random valid config changes (routes, route rules,
 sets, policy rules, zones, services, backends; services live in a conf.d file), invalid
@@ -730,7 +730,7 @@ class Soak:
         print(f"metrics               reload failures {reload_fail:.0f}, drift repairs {drift:.0f}")
         print(f"RSS KiB first/last/max {rss[0]}/{rss[-1]}/{max(rss)}")
         print(f"open fds first/last/max {fds[0]}/{fds[-1]}/{max(fds)}")
-        print("MemoryMax/TasksMax    not exercised here (no systemd); see scripts/systemd-nspawn-test.sh")
+        print("MemoryMax/TasksMax    not exercised here (no systemd); see scripts/test-systemd.sh")
         print("================================")
         for v in self.violations:
             print(f"violation: {v}")
