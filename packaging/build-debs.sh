@@ -18,7 +18,7 @@
 #
 # Layout:
 #   /usr/bin/edgenetd
-#   /usr/share/man/man8/edgenetd.8.gz            packaging/man/edgenetd.8 (tests/man_page.rs keeps it in line with --help)
+#   /usr/share/man/man8/edgenetd.8.gz            packaging/man/edgenetd.8 (tests/repo/man_page.rs keeps it in line with --help)
 #   /lib/systemd/system/edgenetd.service
 #   /usr/lib/tmpfiles.d/edgenetd.conf            /run/edgenetd: control socket, kubernetes cache
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing

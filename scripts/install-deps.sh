@@ -2,7 +2,7 @@
 # Installs what building and testing edgenetd needs on a fresh Debian machine (as root).
 # Idempotent: packages already present are left alone. `--test` adds what only the tests need
 # (prometheus brings promtool, which checks the /metrics output; groff-base formats the man
-# page in tests/man_page.rs; python3-kubernetes, the official client, checks that the tests'
+# page in tests/repo/man_page.rs; python3-kubernetes, the official client, checks that the tests'
 # fake Kubernetes API server speaks the real protocol; python3-pyftpdlib is the FTP server of
 # the conntrack helper tests; iputils-ping resolves the service tests' IPv6 neighbours before
 # their first connection). `--fuzz` adds a minimal nightly

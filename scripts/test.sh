@@ -28,8 +28,8 @@ cargo test --features kubernetes --test kubernetes_client
 cargo test --features kubernetes --test pod_policy_packets
 cargo test --features kubernetes,fault-injection --test kubernetes_daemon
 cargo test --features kubernetes,fault-injection --test kubernetes_health_ports
-cargo test --features kubernetes --test cli
-cargo test --features kubernetes --test deploy_manifests
+# The CLI, the manifests and the docs as the feature build has them.
+cargo test --features kubernetes --test repo
 # kube-proxy's own packet-flow tables and e2e cases, ported (tables in
 # target/tmp/kube_proxy_conformance/*.txt; docs/kubernetes.md, "Conformance").
 cargo test --features kubernetes --test kube_proxy_conformance

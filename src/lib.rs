@@ -3,7 +3,7 @@
 //!
 //! # Module map
 //!
-//! Imports point one way (`tests/layering.rs` holds the allowed edges and fails on any
+//! Imports point one way (`tests/repo/layering.rs` holds the allowed edges and fails on any
 //! other, and on any cycle). From the bottom up:
 //!
 //! - Leaves: [`sync`] (the sync vocabulary: [`sync::SyncReport`], [`sync::SyncError`],

@@ -11,7 +11,7 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export PKG_CONFIG_ALLOW_CROSS=1
 export PKG_CONFIG_LIBDIR_aarch64_unknown_linux_gnu=/usr/lib/aarch64-linux-gnu/pkgconfig
 out=$(nice -n 10 cargo test --no-run --target aarch64-unknown-linux-gnu --features fault-injection \
-  --test nft_dataplane --test policy_packets --test policy_fault --message-format=json 2>/dev/null |
+  --test dataplane --test policy --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
@@ -25,5 +25,5 @@ while read -r name exe; do
 done <<<"$out"
 # The guest's /bin/sh is busybox, whose built-in `ip` lacks netns: use bash as sh there.
 "$vm" --timeout 1200 "$dir" -- "ln -sf /bin/bash /bin/sh; cd $(basename "$dir"); uname -m -r;
-  ./nft_dataplane --test-threads=1 && ./policy_packets --test-threads=1 &&
-  ./policy_fault --test-threads=1 --skip the_daemon_stays"
+  ./dataplane --test-threads=1 nft:: && ./policy --test-threads=1 packets:: &&
+  ./policy --test-threads=1 fault:: --skip the_daemon_stays"

@@ -1,0 +1,23 @@
+//! The policy controller: config, plan, the kernel program, and real packets through it.
+//!
+//! One test binary per area (each linking the crate once); a module per concept.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod adopt;
+mod cli;
+mod config;
+mod dynamic_sets;
+mod fault;
+mod flow_offload;
+mod helpers_packets;
+mod match_config;
+mod match_packets;
+mod match_plan;
+mod nat_packets;
+mod packets;
+mod plan;
+mod service;
+mod sets_helpers_config;
+mod zone_packets;

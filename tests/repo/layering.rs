@@ -1,0 +1,673 @@
+//! Imports point one way: every module-to-module reference in `src/` must be an edge of
+//! [`ALLOWED`], the edges in use must form no cycle, and every edge of [`ALLOWED`] must be in
+//! use (so the table stays the true picture of the code, not a list of what once was).
+//!
+//! What counts as a reference: a path through `crate::`, `super::`, `self::`, a child
+//! module's name, or (in `main.rs`) `edgenetd::`, in code and in `use` trees (comments do not
+//! count). Each reference is resolved to the module it names. Two granularities are checked:
+//! - top level (`config`, `daemon`, `sync`, ...): every reference between two of them;
+//! - inside each module of [`FINE`]: references between its children (`config::diag` ->
+//!   `config::source_map`). References between a module and its own parent (the `mod.rs`
+//!   facade that declares and re-exports the children) are not edges at this level.
+//!
+//! To change the layering, edit [`ALLOWED`]; keep it a DAG (the test checks that too).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The edges allowed: (from, to). Top-level modules first, then the finer ones.
+const ALLOWED: &[(&str, &str)] = &[
+    // The binary.
+    ("main", "cli"),
+    // The verbs.
+    ("cli", "config"),
+    // `apply` and `confirm` talk to the daemon through the control socket.
+    ("cli", "control"),
+    ("cli", "daemon"),
+    ("cli", "logging"),
+    ("cli", "status"),
+    // `explain`: the controllers' nftables IR, built from the config, run by an interpreter.
+    ("cli", "explain"),
+    ("explain", "config"),
+    ("explain", "controller"),
+    ("explain", "dataplane"),
+    ("explain", "names"),
+    // `explain --netns`: its reading thread enters the namespace.
+    ("explain", "sys"),
+    // Orchestration of `edgenetd run`: everything below it.
+    ("daemon", "clock"),
+    ("daemon", "config"),
+    // The daemon serves the control socket and supplies what apply and confirm do.
+    ("daemon", "control"),
+    ("daemon", "controller"),
+    // The daemon creates the one nftables generation watch the nft controllers share.
+    ("daemon", "dataplane"),
+    ("daemon", "health"),
+    ("daemon", "http"),
+    // The Kubernetes source's wiring (feature `kubernetes`).
+    ("daemon", "kubernetes"),
+    ("daemon", "metrics"),
+    ("daemon", "shutdown"),
+    ("daemon", "source"),
+    ("daemon", "sync"),
+    ("daemon", "systemd"),
+    // Presentation: HTTP endpoints and systemd notifications read the registries.
+    ("http", "clock"),
+    ("http", "health"),
+    ("http", "metrics"),
+    ("http", "sys"),
+    ("systemd", "clock"),
+    ("systemd", "health"),
+    ("systemd", "shutdown"),
+    ("systemd", "sync"),
+    // Recording: metrics reads health (derived gauges) and writes outcomes into it; health
+    // knows nothing of metrics.
+    ("metrics", "clock"),
+    ("metrics", "health"),
+    ("metrics", "sync"),
+    ("health", "clock"),
+    ("health", "sync"),
+    // The Kubernetes source (feature `kubernetes`): its reflectors fire sync triggers.
+    ("kubernetes", "sync"),
+    // Its watcher thread stops with the daemon.
+    ("kubernetes", "shutdown"),
+    // Config files in, "loaded" or "rejected" out.
+    ("source", "config"),
+    ("source", "shutdown"),
+    ("source", "sync"),
+    // The controllers: desired state in, kernel changes out through the dataplane.
+    ("controller", "config"),
+    ("controller", "dataplane"),
+    ("controller", "sync"),
+    // WAN failover: the route controller reads the track probers' board.
+    ("controller", "track"),
+    // The track probers: `[[track]]` in, up/down on their board out; the supervisor reports
+    // to the health registry and stops with the daemon.
+    ("track", "clock"),
+    ("track", "config"),
+    ("track", "health"),
+    ("track", "shutdown"),
+    ("track", "sync"),
+    ("daemon", "track"),
+    // The Kubernetes source (feature `kubernetes`): cluster objects -> the config's model.
+    ("kubernetes", "config"),
+    // The shared names (zones, families, ...) sit below both config and dataplane.
+    ("config", "names"),
+    ("dataplane", "names"),
+    // `sys`: the few libc calls outside the nftables FFI that need `unsafe` (a leaf).
+    ("daemon", "sys"),
+    // The reflector hands a big list's freed memory back (`trim_heap`).
+    ("kubernetes", "sys"),
+    // The control socket: peer credentials and the admin group's id; it stops with the daemon.
+    ("control", "sys"),
+    ("control", "shutdown"),
+    ("dataplane", "sys"),
+    // Inside config: source_map (files, offsets) <- diag (problems, rendered with their
+    // lines) <- split and doc (parsing) <- the sections' validators.
+    ("config::diag", "config::source_map"),
+    ("config::nul", "config::diag"),
+    ("config::doc", "config::diag"),
+    ("config::doc", "config::dual_forward"),
+    ("config::split", "config::doc"),
+    ("config::text", "config::limits"),
+    ("config::limits_tests", "config::limits"),
+    ("config::limits_tests", "config::diag"),
+    // `super::load` there is the function `config::load`, read here as the module.
+    ("config::limits_tests", "config::load"),
+    ("config::load", "config::diag"),
+    ("config::load", "config::doc"),
+    ("config::load", "config::dual_forward"),
+    ("config::load", "config::split"),
+    // What toml may parse whole is weighed first (`limits::ParseBudget`).
+    ("config::load", "config::limits"),
+    ("config::split", "config::limits"),
+    ("config::differential", "config::limits"),
+    ("config::load_tests", "config::limits"),
+    ("config::differential", "config::diag"),
+    ("config::differential", "config::doc"),
+    ("config::differential", "config::load"),
+    ("config::differential", "config::source_map"),
+    ("config::differential", "config::split"),
+    ("config::load_tests", "config::differential"),
+    ("config::load_tests", "config::load"),
+    ("config::load_tests", "config::split"),
+    ("config::daemon", "config::diag"),
+    ("config::daemon", "config::doc"),
+    ("config::daemon", "config::duration"),
+    ("config::daemon", "config::net"),
+    ("config::policy", "config::diag"),
+    ("config::policy", "config::doc"),
+    ("config::policy", "config::net"),
+    ("config::policy", "config::nul"),
+    ("config::policy", "config::duration"),
+    ("config::route", "config::diag"),
+    ("config::route", "config::duration"),
+    ("config::route", "config::doc"),
+    ("config::route", "config::net"),
+    ("config::route", "config::nul"),
+    ("config::service", "config::diag"),
+    ("config::service", "config::doc"),
+    ("config::service", "config::duration"),
+    ("config::service", "config::net"),
+    ("config::service", "config::nul"),
+    // `[kubernetes]`: its label selectors are their own grammar, below it.
+    ("config::kubernetes", "config::diag"),
+    ("config::kubernetes", "config::doc"),
+    ("config::kubernetes", "config::label_selector"),
+    ("config::kubernetes", "config::net"),
+    ("config::kubernetes", "config::nul"),
+    ("config::kubernetes_tests", "config::kubernetes"),
+    ("config::test_controller", "config::daemon"),
+    ("config::test_controller", "config::diag"),
+    ("config::test_controller", "config::doc"),
+    ("config::test_controller", "config::duration"),
+    ("config::tests", "config::service"),
+    // Inside nftables: ir and error at the bottom; encode and expr; compile (rules into
+    // expressions); batch (messages); socket (talking to the kernel); dump and monitor
+    // (reading it back); render (nft syntax) beside them.
+    // ffi: every libnftnl call, behind owners and borrowed views; knows only the errors.
+    ("dataplane::nft::ffi", "dataplane::nft::error"),
+    ("dataplane::nft::table_ref", "dataplane::nft::ir"),
+    ("dataplane::nft::expr", "dataplane::nft::error"),
+    ("dataplane::nft::expr", "dataplane::nft::ffi"),
+    ("dataplane::nft::compile", "dataplane::nft::ffi"),
+    ("dataplane::nft::compile", "dataplane::nft::table_ref"),
+    ("dataplane::nft::lower", "dataplane::nft::compile"),
+    ("dataplane::nft::lower", "dataplane::nft::encode"),
+    ("dataplane::nft::lower", "dataplane::nft::error"),
+    ("dataplane::nft::lower", "dataplane::nft::expr"),
+    ("dataplane::nft::lower", "dataplane::nft::ffi"),
+    ("dataplane::nft::lower", "dataplane::nft::ir"),
+    ("dataplane::nft::batch", "dataplane::nft::ffi"),
+    ("dataplane::nft::batch", "dataplane::nft::lower"),
+    ("dataplane::nft::batch", "dataplane::nft::table_ref"),
+    ("dataplane::nft::socket", "dataplane::nft::ffi"),
+    ("dataplane::nft::dump", "dataplane::nft::ffi"),
+    ("dataplane::nft::dump", "dataplane::nft::table_ref"),
+    ("dataplane::nft::svc_elements", "dataplane::nft::ffi"),
+    ("dataplane::nft::svc_elements", "dataplane::nft::table_ref"),
+    ("dataplane::nft::encode", "dataplane::nft::error"),
+    ("dataplane::nft::encode", "dataplane::nft::ir"),
+    ("dataplane::nft::render", "dataplane::nft::ir"),
+    ("dataplane::nft::compile", "dataplane::nft::encode"),
+    ("dataplane::nft::compile", "dataplane::nft::error"),
+    ("dataplane::nft::compile", "dataplane::nft::expr"),
+    ("dataplane::nft::compile", "dataplane::nft::ir"),
+    ("dataplane::nft::batch", "dataplane::nft::compile"),
+    ("dataplane::nft::batch", "dataplane::nft::encode"),
+    ("dataplane::nft::batch", "dataplane::nft::error"),
+    ("dataplane::nft::batch", "dataplane::nft::ir"),
+    ("dataplane::nft::socket", "dataplane::nft::batch"),
+    ("dataplane::nft::socket", "dataplane::nft::error"),
+    ("dataplane::nft::monitor", "dataplane::nft::socket"),
+    ("dataplane::nft::dump", "dataplane::nft::compile"),
+    ("dataplane::nft::dump", "dataplane::nft::error"),
+    ("dataplane::nft::dump", "dataplane::nft::ir"),
+    ("dataplane::nft::dump", "dataplane::nft::socket"),
+    ("dataplane::nft::svc_elements", "dataplane::nft::compile"),
+    ("dataplane::nft::svc_elements", "dataplane::nft::dump"),
+    ("dataplane::nft::table_tag", "dataplane::nft::compile"),
+    ("dataplane::nft::table_tag", "dataplane::nft::dump"),
+    ("dataplane::nft::table_tag", "dataplane::nft::error"),
+    ("dataplane::nft::table_tag", "dataplane::nft::ffi"),
+    ("dataplane::nft::table_tag", "dataplane::nft::socket"),
+    ("dataplane::nft::table_tag", "dataplane::nft::table_ref"),
+    ("dataplane::nft::svc_elements", "dataplane::nft::error"),
+    ("dataplane::nft::svc_elements", "dataplane::nft::socket"),
+    ("dataplane::nft::dump_objects", "dataplane::nft::compile"),
+    ("dataplane::nft::dump_objects", "dataplane::nft::dump"),
+    ("dataplane::nft::dump_objects", "dataplane::nft::error"),
+    ("dataplane::nft::dump_objects", "dataplane::nft::ffi"),
+    ("dataplane::nft::dump_objects", "dataplane::nft::ir"),
+    ("dataplane::nft::dump_objects", "dataplane::nft::socket"),
+    ("dataplane::nft::dump_objects", "dataplane::nft::table_ref"),
+    ("dataplane::nft::kept", "dataplane::nft::batch"),
+    ("dataplane::nft::kept", "dataplane::nft::compile"),
+    ("dataplane::nft::kept", "dataplane::nft::dump"),
+    ("dataplane::nft::kept", "dataplane::nft::encode"),
+    ("dataplane::nft::kept", "dataplane::nft::error"),
+    ("dataplane::nft::kept", "dataplane::nft::ffi"),
+    ("dataplane::nft::kept", "dataplane::nft::ir"),
+    ("dataplane::nft::kept", "dataplane::nft::socket"),
+    ("dataplane::nft::kept", "dataplane::nft::svc_elements"),
+    ("dataplane::nft::kept", "dataplane::nft::table_ref"),
+    // Inside the daemon.
+    ("daemon::kubernetes", "daemon::snapshots"),
+    ("daemon::registry", "daemon::spawner"),
+    ("daemon::registry", "daemon::tracks"),
+    ("daemon::reload", "daemon::snapshots"),
+    // Apply with automatic rollback: the shared confirm state (the reloader refuses while
+    // a confirm is pending), the plan shown before applying, the sink it publishes to.
+    ("daemon::reload", "daemon::confirm_state"),
+    ("daemon::confirm", "daemon::confirm_state"),
+    ("daemon::confirm", "daemon::plan"),
+    ("daemon::confirm", "daemon::snapshots"),
+    ("daemon::plan", "daemon::registry"),
+    ("daemon::runner", "daemon::observed"),
+    ("daemon::runner", "daemon::snapshots"),
+    ("daemon::spawner", "daemon::runner"),
+    ("daemon::spawner", "daemon::snapshots"),
+    ("daemon::tracks", "daemon::spawner"),
+];
+
+/// Modules whose children are checked against each other too.
+const FINE: &[&str] = &["config", "daemon", "dataplane", "dataplane::nft"];
+
+/// One reference: where it is, and the two modules it joins at one granularity.
+#[derive(Debug, Clone)]
+struct Edge {
+    from: String,
+    to: String,
+    at: String,
+}
+
+#[test]
+fn every_import_follows_an_allowed_edge_and_the_graph_has_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = rust_files(&src);
+    let modules = module_set(&src, &files);
+    let mut edges = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let module = file_module(&src, file);
+        for (line, target) in references(&module, &text, &modules) {
+            let at = format!("{}:{line}", file.strip_prefix(&src).unwrap().display());
+            edges.extend(edges_of(&module, &target, &at));
+        }
+    }
+    let allowed: BTreeSet<(&str, &str)> = ALLOWED.iter().copied().collect();
+    let mut problems = Vec::new();
+    let mut used = BTreeSet::new();
+    for e in &edges {
+        let key = (e.from.as_str(), e.to.as_str());
+        used.insert((e.from.clone(), e.to.clone()));
+        if !allowed.contains(&key) {
+            problems.push(format!("{} -> {} ({})", e.from, e.to, e.at));
+        }
+    }
+    for (from, to) in ALLOWED {
+        if !used.contains(&(from.to_string(), to.to_string())) {
+            problems.push(format!(
+                "{from} -> {to} is in ALLOWED but no code uses it: delete it from ALLOWED"
+            ));
+        }
+    }
+    if let Some(cycle) = find_cycle(&used) {
+        problems.push(format!("cycle: {}", cycle.join(" -> ")));
+    }
+    let table: BTreeSet<(String, String)> = ALLOWED
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    if let Some(cycle) = find_cycle(&table) {
+        problems.push(format!("ALLOWED has a cycle: {}", cycle.join(" -> ")));
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(
+        problems.is_empty(),
+        "layering violations (edit ALLOWED in tests/repo/layering.rs only if the new edge keeps \
+         the graph a DAG):\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// The checker itself: resolution of each kind of path, and cycle finding.
+#[test]
+fn references_resolve_every_kind_of_path() {
+    let modules: BTreeSet<String> = [
+        "config",
+        "config::diag",
+        "config::policy",
+        "config::policy::rules",
+        "daemon",
+        "sync",
+        "metrics",
+        "metrics::tests",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let text = "\
+use super::super::diag::Diagnostics;
+use crate::{sync::{self, Trigger}, metrics};
+// use crate::daemon; (a comment)
+fn f() { crate::daemon::run(); let s = \"crate::daemon\"; }
+";
+    let refs: Vec<(usize, String)> = references("config::policy::rules", text, &modules);
+    let targets: Vec<&str> = refs.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        targets,
+        ["config::diag", "sync", "sync", "metrics", "daemon"],
+        "{refs:?}"
+    );
+    // A use tree over several lines counts, at its first line.
+    let text = "use crate::{\n    daemon,\n    metrics::{self},\n};\nfn g() {}\n";
+    let refs = references("config", text, &modules);
+    assert_eq!(refs, [(1, "daemon".into()), (1, "metrics".into())]);
+    let text = "use diag::Diagnostics;\nmod tests {\n    use super::*;\n}\n";
+    let refs = references("config", text, &modules);
+    assert_eq!(refs, [(1, "config::diag".into()), (3, "config".into())]);
+    let edges = edges_of("config::policy::rules", "config::diag", "x");
+    let pairs: Vec<(&str, &str)> = edges
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
+    assert_eq!(pairs, [("config::policy", "config::diag")]);
+    let cyclic: BTreeSet<(String, String)> = [("a", "b"), ("b", "c"), ("c", "a")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(find_cycle(&cyclic).unwrap().len(), 4);
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `src/a/b.rs` and `src/a/b/mod.rs` -> `a::b`; `src/lib.rs` -> ``; `src/main.rs` -> `main`.
+fn file_module(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// Every module: one per file, plus the inline `mod NAME {` blocks at the start of a line.
+fn module_set(src: &Path, files: &[PathBuf]) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    for file in files {
+        let module = file_module(src, file);
+        let text = std::fs::read_to_string(file).unwrap();
+        for line in text.lines() {
+            if let Some(name) = inline_module(line) {
+                set.insert(join(&module, name));
+            }
+        }
+        set.insert(module);
+    }
+    set
+}
+
+/// `mod tests {` (rustfmt puts an inline module's braces at the start of a line).
+fn inline_module(line: &str) -> Option<&str> {
+    let rest = line
+        .strip_prefix("pub mod ")
+        .or_else(|| line.strip_prefix("mod "))?;
+    rest.strip_suffix(" {")
+}
+
+fn join(a: &str, b: &str) -> String {
+    if a.is_empty() {
+        b.to_string()
+    } else {
+        format!("{a}::{b}")
+    }
+}
+
+fn parent(module: &str) -> &str {
+    module.rsplit_once("::").map_or("", |(p, _)| p)
+}
+
+/// The modules `text` (the file of `module`) refers to, with line numbers, in order.
+fn references(module: &str, text: &str, modules: &BTreeSet<String>) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut current = module.to_string();
+    // A `use` tree spread over several lines is read as one line, at its first line's number.
+    let mut pending_use: Option<(usize, String)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        if let Some(name) = inline_module(raw) {
+            current = join(module, name);
+        } else if raw == "}" {
+            current = module.to_string();
+        }
+        let stripped = strip_strings_and_comments(raw);
+        let (at, line) = match pending_use.take() {
+            Some((at, mut joined)) => {
+                joined.push(' ');
+                joined.push_str(stripped.trim());
+                (at, joined)
+            }
+            None => (i + 1, stripped),
+        };
+        if starts_use(&line) && !line.contains(';') {
+            pending_use = Some((at, line));
+            continue;
+        }
+        for path in paths(&line) {
+            if let Some(target) = resolve(&current, &path, modules) {
+                out.push((at, target));
+            }
+        }
+    }
+    out
+}
+
+/// True for the start of a `use` item (`use`, `pub use`, `pub(crate) use`).
+fn starts_use(line: &str) -> bool {
+    let t = line.trim_start();
+    let t = t
+        .strip_prefix("pub(crate) ")
+        .or_else(|| t.strip_prefix("pub "))
+        .unwrap_or(t);
+    t.starts_with("use ")
+}
+
+/// The line without `// comments` and with string literals emptied.
+fn strip_strings_and_comments(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => {
+                    in_string = false;
+                    out.push('"');
+                }
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push('"');
+        } else if c == '/' && chars.peek() == Some(&'/') {
+            break;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every path in a line, use trees expanded: `crate::{a::{self, b}, c}` -> `crate::a`,
+/// `crate::a::b`, `crate::c`. Paths are segment lists.
+fn paths(line: &str) -> Vec<Vec<String>> {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_word = is_ident(chars[i])
+            && (i == 0 || !(is_ident(chars[i - 1]) || chars[i - 1] == ':' || chars[i - 1] == '$'));
+        if starts_word {
+            let (end, found) = parse_tree(&chars, i, Vec::new());
+            out.extend(found.into_iter().filter(|p| p.len() > 1));
+            i = end.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Parses `seg::seg::{tree, tree}` from `i`; returns where it ended and the full paths.
+fn parse_tree(chars: &[char], mut i: usize, prefix: Vec<String>) -> (usize, Vec<Vec<String>>) {
+    let mut path = prefix;
+    loop {
+        while i < chars.len() && chars[i] == ' ' {
+            i += 1;
+        }
+        if i < chars.len() && chars[i] == '{' {
+            let mut out = Vec::new();
+            i += 1;
+            loop {
+                while i < chars.len() && (chars[i] == ' ' || chars[i] == ',') {
+                    i += 1;
+                }
+                if i >= chars.len() || chars[i] == '}' {
+                    return (i + 1, out);
+                }
+                let (end, found) = parse_tree(chars, i, path.clone());
+                out.extend(found);
+                i = end.max(i + 1);
+                while i < chars.len() && chars[i] != ',' && chars[i] != '}' {
+                    i += 1;
+                }
+            }
+        }
+        let start = i;
+        while i < chars.len() && (is_ident(chars[i]) || chars[i] == '*') {
+            i += 1;
+        }
+        if i == start {
+            return (i, vec![path]);
+        }
+        let seg: String = chars[start..i].iter().collect();
+        if seg != "self" || path.is_empty() {
+            path.push(seg);
+        }
+        if chars.get(i) == Some(&':') && chars.get(i + 1) == Some(&':') {
+            i += 2;
+        } else {
+            return (i, vec![path]);
+        }
+    }
+}
+
+/// The module a path from `module` names (the longest known module prefix), if any.
+fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<String> {
+    let (mut base, rest): (String, &[String]) = match path[0].as_str() {
+        "crate" => (String::new(), &path[1..]),
+        "edgenetd" if module == "main" => (String::new(), &path[1..]),
+        "self" => (module.to_string(), &path[1..]),
+        "super" => {
+            let mut base = module;
+            let mut n = 0;
+            while path.get(n).is_some_and(|s| s == "super") {
+                base = parent(base);
+                n += 1;
+            }
+            (base.to_string(), &path[n..])
+        }
+        child if modules.contains(&join(module, child)) => (module.to_string(), path),
+        _ => return None,
+    };
+    for seg in rest {
+        let next = join(&base, seg);
+        if !modules.contains(&next) {
+            break;
+        }
+        base = next;
+    }
+    (!base.is_empty()).then_some(base)
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap()
+}
+
+/// The edges one reference makes: between top-level modules, and between children of each
+/// module in [`FINE`].
+fn edges_of(from: &str, to: &str, at: &str) -> Vec<Edge> {
+    let mut out = Vec::new();
+    let edge = |from: &str, to: &str| Edge {
+        from: from.to_string(),
+        to: to.to_string(),
+        at: at.to_string(),
+    };
+    if top(from) != top(to) {
+        out.push(edge(top(from), top(to)));
+    }
+    for fine in FINE {
+        let child = |m: &str| -> Option<String> {
+            let rest = m.strip_prefix(fine)?.strip_prefix("::")?;
+            Some(join(fine, rest.split("::").next().unwrap()))
+        };
+        if let (Some(a), Some(b)) = (child(from), child(to)) {
+            if a != b {
+                out.push(edge(&a, &b));
+            }
+        }
+    }
+    out
+}
+
+/// A cycle in `edges`, as the list of modules around it (first repeated last), if any.
+fn find_cycle(edges: &BTreeSet<(String, String)>) -> Option<Vec<String>> {
+    let mut graph: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (a, b) in edges {
+        graph.entry(a).or_default().push(b);
+    }
+    // 0 = unvisited, 1 = on the stack, 2 = done.
+    let mut state: BTreeMap<&str, u8> = BTreeMap::new();
+    fn visit<'a>(
+        node: &'a str,
+        graph: &BTreeMap<&'a str, Vec<&'a str>>,
+        state: &mut BTreeMap<&'a str, u8>,
+        stack: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        state.insert(node, 1);
+        stack.push(node);
+        for &next in graph.get(node).into_iter().flatten() {
+            match state.get(next).copied().unwrap_or(0) {
+                1 => {
+                    let from = stack.iter().position(|n| *n == next).unwrap();
+                    let mut cycle: Vec<String> =
+                        stack[from..].iter().map(|s| s.to_string()).collect();
+                    cycle.push(next.to_string());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(next, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(node, 2);
+        None
+    }
+    let nodes: Vec<&str> = graph.keys().copied().collect();
+    for node in nodes {
+        if state.get(node).copied().unwrap_or(0) == 0 {
+            let mut stack = Vec::new();
+            if let Some(c) = visit(node, &graph, &mut state, &mut stack) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
