@@ -23,14 +23,13 @@ if cargo tree -e normal --features kubernetes | grep -E "aws-lc|tokio|hyper"; th
   echo "error: the kubernetes feature pulls in aws-lc, tokio or hyper" >&2
   exit 1
 fi
-cargo test --features kubernetes --lib kubernetes
-cargo test --features kubernetes --test kubernetes_client
-cargo test --features kubernetes --test pod_policy_packets
-cargo test --features kubernetes,fault-injection --test kubernetes_daemon
-cargo test --features kubernetes,fault-injection --test kubernetes_health_ports
+# One feature set for all of them, so the crate is built once more, not once per step.
+k8s=kubernetes,fault-injection
+cargo test --features $k8s --lib kubernetes
+cargo test --features $k8s --test kubernetes
 # The CLI, the manifests and the docs as the feature build has them.
-cargo test --features kubernetes --test repo
+cargo test --features $k8s --test repo
 # kube-proxy's own packet-flow tables and e2e cases, ported (tables in
 # target/tmp/kube_proxy_conformance/*.txt; docs/kubernetes.md, "Conformance").
-cargo test --features kubernetes --test kube_proxy_conformance
+cargo test --features $k8s --test kube_proxy_conformance
 echo "edgenetd: all tests passed"

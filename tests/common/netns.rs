@@ -22,14 +22,19 @@ macro_rules! netns_test {
         #[test]
         $(#[$meta])*
         fn $name() {
-            let module = module_path!();
-            let test_path = match module.split_once("::") {
-                Some((_, rest)) => format!("{rest}::{}", stringify!($name)),
-                None => stringify!($name).to_string(),
-            };
+            let test_path = $crate::common::netns::test_path(module_path!(), stringify!($name));
             $crate::common::netns::run_isolated(&test_path, || $body);
         }
     };
+}
+
+/// The name libtest knows the test `name` of `module` (a `module_path!()`) by: the module path
+/// without the crate's name, then the test's.
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, rest)) => format!("{rest}::{name}"),
+        None => name.to_string(),
+    }
 }
 
 /// True when this process is the re-executed child, already inside its own namespace.

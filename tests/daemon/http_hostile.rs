@@ -294,11 +294,14 @@ fn hostile_clients_do_not_slow_the_health_probe_or_leak_memory_and_fds() {
     let _one = ONE_FLOOD_AT_A_TIME
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    let name = "hostile_clients_do_not_slow_the_health_probe_or_leak_memory_and_fds";
+    let name = common::netns::test_path(
+        module_path!(),
+        "hostile_clients_do_not_slow_the_health_probe_or_leak_memory_and_fds",
+    );
     if !common::netns::in_child() {
         let _ = std::fs::remove_file(figures_path());
     }
-    common::netns::run_isolated(name, hostile_clients);
+    common::netns::run_isolated(&name, hostile_clients);
     if !common::netns::in_child() {
         print!(
             "{}",

@@ -157,10 +157,11 @@ fn idle_floods_do_not_multiply_into_connection_churn() {
     if !in_child {
         let _ = std::fs::remove_file(figures_path());
     }
-    crate::common::netns::run_isolated(
-        "idle_flood::idle_floods_do_not_multiply_into_connection_churn",
-        idle_flood_in_a_namespace,
+    let name = crate::common::netns::test_path(
+        module_path!(),
+        "idle_floods_do_not_multiply_into_connection_churn",
     );
+    crate::common::netns::run_isolated(&name, idle_flood_in_a_namespace);
     if !in_child {
         print!(
             "{}",

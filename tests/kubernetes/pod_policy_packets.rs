@@ -7,7 +7,8 @@
 //! its own /24 behind the node; clients `front` 10.2.1.2 (a pod of `shop`, team=front, on
 //! another node) and `back` 10.2.2.2 (a pod of `ops`, team=back).
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use edgenetd::config::DesiredState;
 use edgenetd::config::pod_policy::PodPolicies;

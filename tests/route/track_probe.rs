@@ -2,7 +2,8 @@
 //! "far" host holds 198.18.0.1, reachable only through table 500, which only packets marked
 //! 0x77 look up; so a probe that succeeds has really carried the track's mark.
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use std::time::Duration;
 

@@ -3,7 +3,8 @@
 //! listens on 127.0.0.1 inside the test's namespace (where the daemon, started without
 //! `--netns`, both programs the kernel and connects to the API).
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -3,7 +3,8 @@
 //! the same addresses (198.18.0.10 serves, 198.18.0.53 is the probe target), so which way a
 //! connection left shows in whose server answered and which address it saw.
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,8 @@
 //! and the probes come from the client host `cl` in a namespace of its own, over its veth,
 //! to the router's 192.168.10.1, as a load balancer's would.
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use std::time::Duration;
 

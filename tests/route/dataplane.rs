@@ -2,7 +2,8 @@
 //! what it writes is what `ip -j route`/`ip -j rule` show, what it dumps is what it wrote,
 //! foreign routes are never touched, and one bad route never stops the others.
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use common::routes::{ip_json, owned_routes, routes_except};
 use common::shell::sh;

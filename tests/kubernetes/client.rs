@@ -2,7 +2,7 @@
 //! resuming without a relist, 410 Gone, Retry-After, hung connections, chunk-split lines,
 //! credentials.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

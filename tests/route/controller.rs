@@ -2,7 +2,8 @@
 //! a no-op resync writes nothing, whether it dumps the kernel or trusts its last sync, and a
 //! one-route change writes one route.
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};

@@ -2,7 +2,8 @@
 //! drift repair through kernel events, a route on a late device, a failing route among good
 //! ones, and removal on reload.
 
-mod common;
+use crate::common;
+use crate::netns_test;
 
 use std::time::Duration;
 

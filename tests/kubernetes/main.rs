@@ -1,0 +1,11 @@
+//! The Kubernetes source (feature `kubernetes`): the client against the fake API server, the daemon fed by it, health-check node ports, NetworkPolicies with real packets.
+//!
+//! One test binary per area (each linking the crate once); a module per concept.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod client;
+mod daemon;
+mod health_ports;
+mod pod_policy_packets;
