@@ -775,3 +775,36 @@ netns_test! {
         assert!(d.log().contains("default/huge-1 is "), "the refusal names the object:\n{}", d.log());
     }
 }
+
+netns_test! {
+    /// The figure of the list path for ordinary objects: 5,000 EndpointSlices of 100
+    /// endpoints each (no Service selects them, so only the reflector and its store hold
+    /// them: the figure is the list's, not the dataplane's). Prints the daemon's peak and
+    /// resident memory; the ceiling is the one docs/kubernetes.md quotes.
+    fn a_list_of_5000_slices_of_100_endpoints_stays_under_its_memory_ceiling() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        for s in 0..5_000u32 {
+            let endpoints: Vec<serde_json::Value> = (0..100u32)
+                .map(|i| ready(&format!("10.{}.{}.{}", 100 + s / 2560, (s / 10) % 256, (s % 10) * 25 + i / 4)))
+                .collect();
+            lab.fake.apply("endpointslices", slice(&format!("bulk-{s}"), &endpoints));
+        }
+        let d = lab.daemon("k8s-bulk-slices", "");
+        lab.wait_served_by(&["b1"], 10);
+        wait_until("every slice listed", STEP, || {
+            d.metric("edgenetd_kubernetes_objects", &[("kind", "endpointslices")]) == Some(5_001.0)
+        });
+        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {status}"))
+        };
+        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        eprintln!("5,000 slices of 100 endpoints: peak {peak} KiB, now {now} KiB");
+        assert!(peak < 256 * 1024, "peak {peak} KiB");
+    }
+}
