@@ -832,7 +832,11 @@ netns_test! {
                 .collect();
             lab.fake.apply("endpointslices", slice(&format!("bulk-{s}"), &endpoints));
         }
-        let d = lab.daemon("k8s-bulk-slices", "");
+        // A debug build on a loaded builder takes longer than `Lab::daemon`'s 5 s to list
+        // half a million endpoints.
+        let d = Daemon::start("k8s-bulk-slices", &lab.config(""));
+        d.wait_notify(0, Duration::from_secs(300), |m| m.lines().any(|l| l == "READY=1"))
+            .unwrap_or_else(|| panic!("no READY=1:\n{}", d.log()));
         lab.wait_served_by(&["b1"], 10);
         wait_until("every slice listed", STEP, || {
             d.metric("edgenetd_kubernetes_objects", &[("kind", "endpointslices")]) == Some(5_001.0)
