@@ -937,10 +937,17 @@ fn one_huge_object_in_a_watch_is_refused_and_counted_the_watch_goes_on() {
     };
     fake.apply("services", huge("big"));
     fake.apply("services", huge("grows"));
-    wait_until("both refused", WAIT, || r.store.status().refused_too_large == 2);
-    assert!(r.store.get("default", "grows").is_none(), "the older version is left out");
+    wait_until("both refused", WAIT, || {
+        r.store.status().refused_too_large == 2
+    });
+    assert!(
+        r.store.get("default", "grows").is_none(),
+        "the older version is left out"
+    );
     fake.apply("services", svc("default", "after", 81));
-    wait_until("the watch went on", WAIT, || r.store.get("default", "after").is_some());
+    wait_until("the watch went on", WAIT, || {
+        r.store.get("default", "after").is_some()
+    });
     assert_eq!(r.store.status().last_error, None);
     assert!(r.store.get("default", "big").is_none());
     assert!(r.store.get("default", "a").is_some());
@@ -950,6 +957,8 @@ fn one_huge_object_in_a_watch_is_refused_and_counted_the_watch_goes_on() {
     fake.drop_connections();
     wait_watch(&fake, 2);
     fake.apply("services", svc("default", "later", 82));
-    wait_until("resumed", WAIT, || r.store.get("default", "later").is_some());
+    wait_until("resumed", WAIT, || {
+        r.store.get("default", "later").is_some()
+    });
     assert_eq!(r.store.status().refused_too_large, 2);
 }

@@ -851,6 +851,7 @@ netns_test! {
         };
         let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
         eprintln!("5,000 slices of 100 endpoints: peak {peak} KiB, now {now} KiB");
-        assert!(peak < 256 * 1024, "peak {peak} KiB");
+        // 161 MiB here; 198 MiB while every item was parsed into a value tree first.
+        assert!(peak < 180 * 1024, "peak {peak} KiB");
     }
 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edgenetd::kubernetes::cache::Cache;
-use edgenetd::kubernetes::client::{Auth, Endpoint, Reflector, ReflectorConfig};
-use edgenetd::kubernetes::compose::{ClusterPart, Composer};
 use edgenetd::kubernetes::client::json::Decode;
 use edgenetd::kubernetes::client::meta::read_page;
+use edgenetd::kubernetes::client::{Auth, Endpoint, Reflector, ReflectorConfig};
+use edgenetd::kubernetes::compose::{ClusterPart, Composer};
 use edgenetd::kubernetes::objects::{EndpointSlice, Service, WatchEvent};
 use edgenetd::kubernetes::translate::services::{ThisNode, Translated, translate};
 use edgenetd::sync::{NoProgress, trigger};

@@ -354,7 +354,8 @@ impl<T: Decode> WatchEvent<T> {
     /// longer than `max_object` bytes is [`WatchEvent::Refused`].
     pub fn from_line(line: &[u8], max_object: usize) -> json::Result<WatchEvent<T>> {
         let (kind, object) = split_event(line)?;
-        let typed = |object: &[u8]| json::from_slice::<T>(object).map_err(|e| format!("object.{e}"));
+        let typed =
+            |object: &[u8]| json::from_slice::<T>(object).map_err(|e| format!("object.{e}"));
         let kind = match kind.as_str() {
             "ADDED" => "ADDED",
             "MODIFIED" => "MODIFIED",
@@ -382,7 +383,8 @@ mod tests {
     #[test]
     fn watch_lines_decode_every_type() {
         let line = br#"{"type":"ADDED","object":{"metadata":{"namespace":"a","name":"b","resourceVersion":"7"}}}"#;
-        let WatchEvent::Added(w) = WatchEvent::<Wrapper>::from_line(line, usize::MAX).unwrap() else {
+        let WatchEvent::Added(w) = WatchEvent::<Wrapper>::from_line(line, usize::MAX).unwrap()
+        else {
             panic!("not added")
         };
         assert_eq!(w.metadata.resource_version, "7");
@@ -417,7 +419,10 @@ mod tests {
             panic!("not refused: {e:?}")
         };
         assert_eq!(kind, "MODIFIED");
-        assert_eq!((r.object().as_str(), r.resource_version.as_str()), ("a/b", "9"));
+        assert_eq!(
+            (r.object().as_str(), r.resource_version.as_str()),
+            ("a/b", "9")
+        );
         assert!(r.bytes > 200, "{r:?}");
         // Bookmarks and errors are never refused (they hold no object to leave out).
         let bookmark = format!(
@@ -445,7 +450,10 @@ mod tests {
             Wrapper::decode(r).map(drop)
         })
         .unwrap_err();
-        assert_eq!(err, "items[0].metadata.name: expected a string, found a number");
+        assert_eq!(
+            err,
+            "items[0].metadata.name: expected a string, found a number"
+        );
     }
 
     #[test]

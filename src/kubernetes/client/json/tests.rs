@@ -63,7 +63,10 @@ fn missing_and_null_fields_read_as_defaults_and_wrong_types_name_the_field() {
     assert!(from_slice::<Sample>(b"[1]").is_err());
     // An object may be null (all defaults); a repeated field reads as its last value.
     assert_eq!(from_slice::<Sample>(b" null ").unwrap().a, "");
-    assert_eq!(from_slice::<Sample>(br#"{"n": 1, "n": 2}"#).unwrap().n, Some(2));
+    assert_eq!(
+        from_slice::<Sample>(br#"{"n": 1, "n": 2}"#).unwrap().n,
+        Some(2)
+    );
 }
 
 #[test]
@@ -77,23 +80,50 @@ fn strings_unescape_and_join_surrogate_pairs() {
         b"\"a\x01\"",
         b"\"\xff\"",
     ] {
-        assert!(Reader::new(bad).str().is_err(), "{}", String::from_utf8_lossy(bad));
+        assert!(
+            Reader::new(bad).str().is_err(),
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
     }
 }
 
 #[test]
 fn skipping_checks_the_grammar_and_bounds_the_depth() {
-    for good in [&br#"{"a": [1, -2.5e3, true, false, null, "x\"y", {}]}"#[..], b"[]", b"0"] {
+    for good in [
+        &br#"{"a": [1, -2.5e3, true, false, null, "x\"y", {}]}"#[..],
+        b"[]",
+        b"0",
+    ] {
         let mut r = Reader::new(good);
         r.skip().unwrap();
         r.end().unwrap();
     }
-    for bad in [&b"{\"a\" 1}"[..], b"[1 2]", b"01", b"1.", b"-", b"tru", b"{\"a\":1,}", b"[", b"}"] {
+    for bad in [
+        &b"{\"a\" 1}"[..],
+        b"[1 2]",
+        b"01",
+        b"1.",
+        b"-",
+        b"tru",
+        b"{\"a\":1,}",
+        b"[",
+        b"}",
+    ] {
         let mut r = Reader::new(bad);
-        assert!(r.skip().and_then(|()| r.end()).is_err(), "{}", String::from_utf8_lossy(bad));
+        assert!(
+            r.skip().and_then(|()| r.end()).is_err(),
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
     }
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-    assert!(Reader::new(deep.as_bytes()).skip().unwrap_err().contains("nested too deep"));
+    assert!(
+        Reader::new(deep.as_bytes())
+            .skip()
+            .unwrap_err()
+            .contains("nested too deep")
+    );
     let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
     Reader::new(ok.as_bytes()).skip().unwrap();
 }
