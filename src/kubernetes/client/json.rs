@@ -35,6 +35,14 @@ pub fn from_slice<T: Decode>(text: &[u8]) -> Result<T> {
     Ok(v)
 }
 
+/// [`from_slice`] for the text of the field `key` of an enclosing object, read apart: its
+/// errors name the field as if it were read in place.
+pub fn from_field<T: Decode>(text: &[u8], key: &str) -> Result<T> {
+    let mut r = Reader::new(text);
+    let v = T::decode(&mut r).and_then(|v| r.end().map(|()| v));
+    v.map_err(|e| shown(under(format_args!(".{key}"), e)))
+}
+
 /// An error as shown, for a reader's caller: without the leading dot of a field path.
 pub fn shown(e: String) -> String {
     match e.strip_prefix('.') {
@@ -274,7 +282,19 @@ impl<'a> Reader<'a> {
                     self.pos += 1;
                     return Ok(());
                 }
-                Some(b'\\') => self.pos += 2,
+                Some(b'\\') => {
+                    self.pos += 1;
+                    match self.text.get(self.pos) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            self.pos += 1
+                        }
+                        Some(b'u') => {
+                            self.pos += 1;
+                            self.hex4()?;
+                        }
+                        _ => return Err(self.syntax("invalid escape")),
+                    }
+                }
                 Some(&b) if b < 0x20 => return Err(self.syntax("control character in a string")),
                 Some(_) => self.pos += 1,
             }

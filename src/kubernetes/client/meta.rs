@@ -354,20 +354,18 @@ impl<T: Decode> WatchEvent<T> {
     /// longer than `max_object` bytes is [`WatchEvent::Refused`].
     pub fn from_line(line: &[u8], max_object: usize) -> json::Result<WatchEvent<T>> {
         let (kind, object) = split_event(line)?;
-        let typed =
-            |object: &[u8]| json::from_slice::<T>(object).map_err(|e| format!("object.{e}"));
         let kind = match kind.as_str() {
             "ADDED" => "ADDED",
             "MODIFIED" => "MODIFIED",
             "DELETED" => "DELETED",
-            "BOOKMARK" => return Ok(WatchEvent::Bookmark(json::from_slice(object)?)),
-            "ERROR" => return Ok(WatchEvent::Error(json::from_slice(object)?)),
+            "BOOKMARK" => return Ok(WatchEvent::Bookmark(json::from_field(object, "object")?)),
+            "ERROR" => return Ok(WatchEvent::Error(json::from_field(object, "object")?)),
             other => return Err(format!("unknown watch event type {other:?}")),
         };
         if object.len() > max_object {
             return Ok(WatchEvent::Refused(kind, Refused::of(object)));
         }
-        let object = typed(object)?;
+        let object = json::from_field::<T>(object, "object")?;
         Ok(match kind {
             "ADDED" => WatchEvent::Added(object),
             "MODIFIED" => WatchEvent::Modified(object),

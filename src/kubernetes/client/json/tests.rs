@@ -145,3 +145,37 @@ fn raw_returns_a_values_text_and_leaves_the_reader_after_it() {
     assert_eq!(raw, br#"{"big": [1, 2]}"#);
     assert_eq!(y, Some(3));
 }
+
+/// The reader accepts exactly what serde_json accepts: every one-byte change of a few
+/// documents (a byte dropped, or replaced by one of JSON's significant characters) is checked
+/// against serde_json's verdict.
+#[test]
+fn the_grammar_agrees_with_serde_json_on_every_one_byte_change() {
+    let docs: [&[u8]; 3] = [
+        br#"{"a": [1, -2.5e+3, true, false, null], "b\"\u00e9": {"c": "x\ny", "d": []}}"#,
+        br#"[0, 10, -0.5E-2, "\/\b\f\r\t", {"": {}}]"#,
+        b" \t\r\n{\"k\" : \"v\" } ",
+    ];
+    let replacements = b"{}[]:,\"\\ 0-.eEuntfl1x";
+    let mut checked = 0;
+    for doc in docs {
+        for at in 0..doc.len() {
+            let mut variants = vec![[&doc[..at], &doc[at + 1..]].concat()];
+            for &b in replacements {
+                let mut v = doc.to_vec();
+                v[at] = b;
+                variants.push(v);
+            }
+            for v in variants {
+                let ours = {
+                    let mut r = Reader::new(&v);
+                    r.skip().and_then(|()| r.end()).is_ok()
+                };
+                let theirs = serde_json::from_slice::<serde::de::IgnoredAny>(&v).is_ok();
+                assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(&v));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 2000, "{checked}");
+}
