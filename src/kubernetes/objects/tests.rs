@@ -473,7 +473,10 @@ fn a_wrong_type_deep_in_an_object_names_its_path() {
         "endpoints[1].addresses[0]: expected a string, found a number"
     );
     let err = json::from_slice::<Service>(br#"{"spec":{"ports":[{"port":"http"}]}}"#).unwrap_err();
-    assert_eq!(err, "spec.ports[0].port: expected an integer, found a string");
+    assert_eq!(
+        err,
+        "spec.ports[0].port: expected an integer, found a string"
+    );
     let err =
         json::from_slice::<NetworkPolicy>(br#"{"spec":{"ingress":[{"ports":[{"port":true}]}]}}"#)
             .unwrap_err();
@@ -483,7 +486,10 @@ fn a_wrong_type_deep_in_an_object_names_its_path() {
     );
     let line = br#"{"type":"ADDED","object":{"metadata":{"labels":{"a":1}}}}"#;
     let err = WatchEvent::<Pod>::from_line(line, usize::MAX).unwrap_err();
-    assert_eq!(err, "object.metadata.labels.a: expected a string, found a number");
+    assert_eq!(
+        err,
+        "object.metadata.labels.a: expected a string, found a number"
+    );
     let line = br#"{"type":"MODIFIED","object":[]}"#;
     let err = WatchEvent::<Pod>::from_line(line, usize::MAX).unwrap_err();
     assert_eq!(err, "object: expected an object, found a list");
