@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edgenetd::kubernetes::cache::Cache;
+use edgenetd::kubernetes::client::json::Decode;
+use edgenetd::kubernetes::client::meta::read_page;
 use edgenetd::kubernetes::client::{Auth, Endpoint, Reflector, ReflectorConfig};
 use edgenetd::kubernetes::compose::{ClusterPart, Composer};
-use edgenetd::kubernetes::objects::{EndpointSlice, List, Service, WatchEvent};
+use edgenetd::kubernetes::objects::{EndpointSlice, Service, WatchEvent};
 use edgenetd::kubernetes::translate::services::{ThisNode, Translated, translate};
 use edgenetd::sync::{NoProgress, trigger};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::common::fake_apiserver::FakeApiServer;
@@ -47,12 +48,15 @@ fn pages(objects: &[(&str, Value)], resource: &str, kind: &str) -> Vec<Vec<u8>> 
         .collect()
 }
 
-/// Decodes every page.
-fn decode<T: DeserializeOwned>(pages: &[Vec<u8>]) -> Vec<T> {
+/// Decodes every page, item by item, as the reflector does.
+fn decode<T: Decode>(pages: &[Vec<u8>]) -> Vec<T> {
     let mut out = Vec::new();
     for p in pages {
-        let page: List<T> = serde_json::from_slice(p).unwrap();
-        out.extend(page.items);
+        read_page(p, usize::MAX, &mut |item| {
+            out.push(T::decode(item)?);
+            Ok(())
+        })
+        .unwrap();
     }
     out
 }
@@ -141,7 +145,7 @@ fn one_change(
         let line = json!({"type": "MODIFIED", "object": data::slice(0, &moved)}).to_string();
         let t = Instant::now();
         let WatchEvent::Modified(slice) =
-            serde_json::from_str::<WatchEvent<EndpointSlice>>(&line).unwrap()
+            WatchEvent::<EndpointSlice>::from_line(line.as_bytes(), usize::MAX).unwrap()
         else {
             panic!("not MODIFIED");
         };

@@ -1,5 +1,5 @@
 //! The Kubernetes API objects edgenetd reads, as lean structs: only the fields it uses, read
-//! field by field out of each parsed object (`decode`), everything else dropped with it (a big
+//! field by field straight out of each object's text (`decode`), everything else skipped (a big
 //! list is kept in a fraction of the memory the full types would take). Field names follow the
 //! API's JSON exactly.
 //!
@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::client::meta::deserialize_with_fields;
+use super::client::meta::deserialize_by_decode;
 pub use super::client::meta::{
     Bookmark, HasMeta, KEPT_ANNOTATION_PREFIX, List, ListMeta, ObjectMeta, Status, WatchEvent,
 };
@@ -36,7 +36,7 @@ has_meta!(
     Namespace,
     ServiceCidr
 );
-deserialize_with_fields!(
+deserialize_by_decode!(
     Service,
     EndpointSlice,
     Node,

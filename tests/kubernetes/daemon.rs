@@ -776,3 +776,83 @@ netns_test! {
         assert!(d.log().contains("default/huge-1 is "), "the refusal names the object:\n{}", d.log());
     }
 }
+
+netns_test! {
+    /// The bug: a 100,000-endpoint EndpointSlice arriving by watch (a 20 MB line, over the
+    /// 4 MiB one-object cap) failed the watch of every EndpointSlice, and again at each resume
+    /// (the same event came back): no endpoint change was seen after it. Now it is refused,
+    /// counted and logged once, the watch goes on with the next change, and the daemon stays
+    /// under 64 MiB.
+    fn one_huge_endpointslice_by_watch_is_refused_once_and_the_watch_goes_on() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        lab.fake.apply("services", service("huge", "10.96.7.7", 80));
+        let d = lab.daemon("k8s-huge-watch", "");
+        lab.wait_served_by(&["b1"], 10);
+        let endpoints: Vec<serde_json::Value> = (0..100_000u32)
+            .map(|i| ready(&format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)))
+            .collect();
+        lab.fake.apply("endpointslices", slice("huge", &endpoints));
+        drop(endpoints);
+        let refused = || {
+            d.metric("edgenetd_kubernetes_objects_refused_total", &[("kind", "endpointslices"), ("reason", "too_large")])
+        };
+        wait_until("the huge slice refused", STEP, || refused() == Some(1.0));
+        lab.web(&[ready("10.0.2.2")]);
+        lab.wait_served_by(&["b2"], 10);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {status}"))
+        };
+        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        eprintln!("a 100,000-endpoint slice by watch: peak {peak} KiB, now {now} KiB");
+        assert!(peak < 64 * 1024, "peak {peak} KiB");
+        assert!(now < 48 * 1024, "held after the line {now} KiB");
+        assert_eq!(refused(), Some(1.0), "counted once");
+        let warned = d.log().lines().filter(|l| l.contains("default/huge-1 is ")).count();
+        assert_eq!(warned, 1, "named and logged once:\n{}", d.log());
+        assert!(!d.log().contains("watch line longer"), "the watch did not fail:\n{}", d.log());
+    }
+}
+
+netns_test! {
+    /// The figure of the list path for ordinary objects: 5,000 EndpointSlices of 100
+    /// endpoints each (no Service selects them, so only the reflector and its store hold
+    /// them: the figure is the list's, not the dataplane's). Prints the daemon's peak and
+    /// resident memory; the ceiling is the one docs/kubernetes.md quotes.
+    fn a_list_of_5000_slices_of_100_endpoints_stays_under_its_memory_ceiling() {
+        let lab = Lab::new();
+        lab.web(&[ready("10.0.1.2")]);
+        for s in 0..5_000u32 {
+            let endpoints: Vec<serde_json::Value> = (0..100u32)
+                .map(|i| ready(&format!("10.{}.{}.{}", 100 + s / 2560, (s / 10) % 256, (s % 10) * 25 + i / 4)))
+                .collect();
+            lab.fake.apply("endpointslices", slice(&format!("bulk-{s}"), &endpoints));
+        }
+        // A debug build on a loaded builder takes longer than `Lab::daemon`'s 5 s to list
+        // half a million endpoints.
+        let d = Daemon::start("k8s-bulk-slices", &lab.config(""));
+        d.wait_notify(0, Duration::from_secs(300), |m| m.lines().any(|l| l == "READY=1"))
+            .unwrap_or_else(|| panic!("no READY=1:\n{}", d.log()));
+        lab.wait_served_by(&["b1"], 10);
+        wait_until("every slice listed", STEP, || {
+            d.metric("edgenetd_kubernetes_objects", &[("kind", "endpointslices")]) == Some(5_001.0)
+        });
+        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {status}"))
+        };
+        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        eprintln!("5,000 slices of 100 endpoints: peak {peak} KiB, now {now} KiB");
+        // 161 MiB here; 198 MiB while every item was parsed into a value tree first.
+        assert!(peak < 180 * 1024, "peak {peak} KiB");
+    }
+}

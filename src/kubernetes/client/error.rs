@@ -36,9 +36,10 @@ pub enum Error {
         /// The server's `Retry-After`, if any.
         retry_after: Option<Duration>,
     },
-    /// A body or a watch line was not the JSON expected.
+    /// A body or a watch line was not the JSON expected (the field's path and what was
+    /// wrong).
     #[error("decode: {0}")]
-    Decode(#[from] serde_json::Error),
+    Decode(String),
 }
 
 impl Error {

@@ -332,7 +332,14 @@ impl<'c> Body<'c> {
         loop {
             if let Some(i) = self.line[scanned..].iter().position(|&b| b == b'\n') {
                 let end = scanned + i;
-                let mut line: Vec<u8> = self.line.drain(..=end).collect();
+                // A line that is most of the buffer takes the buffer, and only what follows
+                // it is copied: a line of many megabytes is never held twice.
+                let mut line = if 2 * (end + 1) >= self.line.len() {
+                    let rest = self.line.split_off(end + 1);
+                    std::mem::replace(&mut self.line, rest)
+                } else {
+                    self.line.drain(..=end).collect()
+                };
                 line.pop();
                 if line.iter().all(u8::is_ascii_whitespace) {
                     scanned = 0;

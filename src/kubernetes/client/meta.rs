@@ -9,38 +9,41 @@
 //! - Annotations are dropped except kube-router's (`kube-router.io/…`), which the route
 //!   translation reads; `kubectl apply` stores whole objects in an annotation, which is the
 //!   largest thing a lean object avoids keeping (it lives only while its object is read).
-//! - Objects are read field by field out of a parsed value ([`super::json`]), not by derived
-//!   decoders.
+//! - Objects are read field by field straight out of the text ([`super::json`]), not by
+//!   derived decoders and never through a value tree.
 
 use std::collections::BTreeMap;
 
-use std::fmt;
-
 use serde::Deserialize;
-use serde::de::{
-    self, DeserializeOwned, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess,
-    SeqAccess, Visitor,
-};
-use serde_json::Value;
+use serde::de::{Deserializer, Error as _};
 
-use super::json::{self, Fields};
+use super::json::{self, Decode, Reader};
 
 /// Annotations with this prefix are kept; all others are dropped while reading.
 pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
 
-/// `Deserialize` for types read field by field (through [`json::decode`]).
-macro_rules! deserialize_with_fields {
+/// serde's `Deserialize` for types that [`Decode`]: the object's text is taken whole and read
+/// field by field. A convenience for tests and tools (`serde_json::from_value`); the reflector
+/// reads pages and watch lines with [`read_page`] and [`WatchEvent::from_line`], which build
+/// nothing but the lean structs.
+macro_rules! deserialize_by_decode {
     ($($t:ty),*) => {$(
         impl<'de> serde::Deserialize<'de> for $t {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                crate::kubernetes::client::json::decode(d, <$t>::from_fields)
+                crate::kubernetes::client::meta::by_decode(d)
             }
         }
     )*};
 }
-pub(crate) use deserialize_with_fields;
+pub(crate) use deserialize_by_decode;
 
-deserialize_with_fields!(ObjectMeta, Status, Bookmark);
+deserialize_by_decode!(ObjectMeta, Status, Bookmark);
+
+/// The body of every [`deserialize_by_decode`] impl.
+pub fn by_decode<'de, D: Deserializer<'de>, T: Decode>(d: D) -> Result<T, D::Error> {
+    let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+    json::from_slice(raw.get().as_bytes()).map_err(D::Error::custom)
+}
 
 /// `metadata` of an object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,16 +61,23 @@ pub struct ObjectMeta {
     pub annotations: BTreeMap<String, String>,
 }
 
-impl ObjectMeta {
-    /// Reads `metadata`.
-    pub fn from_fields(mut f: Fields) -> json::Result<ObjectMeta> {
-        Ok(ObjectMeta {
-            name: f.str("name")?,
-            namespace: f.str("namespace")?,
-            resource_version: f.str("resourceVersion")?,
-            labels: f.string_map("labels", |_| true)?,
-            annotations: f.string_map("annotations", |k| k.starts_with(KEPT_ANNOTATION_PREFIX))?,
-        })
+impl Decode for ObjectMeta {
+    fn decode(r: &mut Reader<'_>) -> json::Result<ObjectMeta> {
+        let mut m = ObjectMeta::default();
+        r.object(&mut |r, key| {
+            match key {
+                "name" => m.name = r.str()?,
+                "namespace" => m.namespace = r.str()?,
+                "resourceVersion" => m.resource_version = r.str()?,
+                "labels" => m.labels = r.string_map(|_| true)?,
+                "annotations" => {
+                    m.annotations = r.string_map(|k| k.starts_with(KEPT_ANNOTATION_PREFIX))?
+                }
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(m)
     }
 }
 
@@ -84,202 +94,158 @@ impl HasMeta for ObjectMeta {
 }
 
 /// `metadata` of a list: where the list stands and how to fetch the next page.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListMeta {
     /// The version the whole list is consistent at; the watch starts from it.
     pub resource_version: String,
     /// Token for the next page; empty on the last page.
-    #[serde(rename = "continue")]
     pub continue_token: String,
     /// Items of the page refused for their size (never parsed): who, and how big.
-    #[serde(skip)]
     pub refused: Vec<Refused>,
 }
 
-/// A list item over the size cap of one object, refused without being parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl Decode for ListMeta {
+    fn decode(r: &mut Reader<'_>) -> json::Result<ListMeta> {
+        let mut m = ListMeta::default();
+        r.object(&mut |r, key| {
+            match key {
+                "resourceVersion" => m.resource_version = r.str()?,
+                "continue" => m.continue_token = r.str()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(m)
+    }
+}
+
+/// An object over the size cap of one object (a list item or a watch event's), refused
+/// without being decoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Refused {
-    /// `<namespace>/<name>` (or the name), as far as it could be read.
-    pub object: String,
-    /// Its size in the page, in bytes.
+    /// Its namespace, as far as it could be read (empty for cluster-scoped kinds).
+    pub namespace: String,
+    /// Its name, as far as it could be read.
+    pub name: String,
+    /// Its resourceVersion, as far as it could be read (a watch resumes after it).
+    pub resource_version: String,
+    /// Its size, in bytes.
     pub bytes: usize,
 }
 
-/// Just the name of an object, read while everything else is skipped.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct NameOnly {
-    /// Its metadata.
-    metadata: NameMeta,
-}
-
-/// The naming part of `metadata`.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct NameMeta {
-    /// The namespace, empty for cluster-scoped objects.
-    namespace: String,
-    /// The name.
-    name: String,
-}
-
 impl Refused {
-    /// The refusal of the item `raw`.
-    fn of(raw: &str) -> Refused {
-        let m = serde_json::from_str::<NameOnly>(raw)
-            .unwrap_or_default()
-            .metadata;
-        let object = if m.namespace.is_empty() {
-            m.name
-        } else {
-            format!("{}/{}", m.namespace, m.name)
-        };
-        Refused {
-            object,
+    /// The refusal of the object whose text is `raw`: only its name and version are read
+    /// (everything else skipped, nothing built), and as much as is there before an error.
+    pub fn of(raw: &[u8]) -> Refused {
+        let mut r = Refused {
             bytes: raw.len(),
+            ..Refused::default()
+        };
+        let _ = Reader::new(raw).object(&mut |rd, key| match key {
+            "metadata" => rd.object(&mut |rd, key| {
+                match key {
+                    "namespace" => r.namespace = rd.str()?,
+                    "name" => r.name = rd.str()?,
+                    "resourceVersion" => r.resource_version = rd.str()?,
+                    _ => rd.skip()?,
+                }
+                Ok(())
+            }),
+            _ => rd.skip(),
+        });
+        r
+    }
+
+    /// `<namespace>/<name>`, or the name alone for a cluster-scoped object.
+    pub fn object(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
         }
     }
 }
 
-/// A page of a list (`GET /api/v1/services?limit=…&continue=…`). The items are read one by
-/// one, each object parsed and reduced before the next.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", bound(deserialize = "T: Deserialize<'de>"))]
+/// A page of a list (`GET /api/v1/services?limit=…&continue=…`), whole. The reflector reads
+/// pages with [`read_page`] instead, item by item; this is for tests and tools.
+#[derive(Debug, Clone, PartialEq)]
 pub struct List<T> {
     /// `ServiceList`, `EndpointSliceList`, …
-    #[serde(default)]
     pub kind: String,
     /// Version and continue token.
-    #[serde(default)]
     pub metadata: ListMeta,
     /// The objects of this page.
-    #[serde(default = "Vec::new", deserialize_with = "null_is_empty")]
     pub items: Vec<T>,
 }
 
-/// `items: null` reads as no items.
-fn null_is_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+impl<T: Decode> Decode for List<T> {
+    fn decode(r: &mut Reader<'_>) -> json::Result<List<T>> {
+        let mut kind = String::new();
+        let mut items = Vec::new();
+        let metadata = read_page_with(r, usize::MAX, &mut kind, &mut |r| {
+            items.push(T::decode(r)?);
+            Ok(())
+        })?;
+        Ok(List {
+            kind,
+            metadata,
+            items,
+        })
+    }
 }
 
-/// Reads a list page without decoding its items: each is handed, parsed, to `item` (one at a
-/// time: a page never exists as a whole in memory); returns the list's metadata. An item
-/// longer than `max_item` bytes is refused unparsed (listed in [`ListMeta::refused`]): its
-/// value tree would take several times its size, and a watch refuses such an object too.
-/// Not generic, so one copy of the page reader serves every kind (the typed part is `item`).
+impl<'de, T: Decode> Deserialize<'de> for List<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        by_decode(d)
+    }
+}
+
+/// Reads a list page item by item: each item is handed to `item` as a reader at its start
+/// (decoded straight into the lean struct, never as a whole tree: a page never exists as
+/// objects in memory, only its text); returns the list's metadata. An item longer than
+/// `max_item` bytes is refused undecoded (listed in [`ListMeta::refused`]), as a watch refuses
+/// such an object too. Not generic, so one copy of the page reader serves every kind (the
+/// typed part is `item`).
 pub fn read_page(
     body: &[u8],
     max_item: usize,
-    item: &mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
-) -> Result<ListMeta, serde_json::Error> {
-    let mut refused = Vec::new();
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let mut meta = de.deserialize_map(PageVisitor {
-        item,
-        max_item,
-        refused: &mut refused,
-    })?;
-    de.end()?;
-    meta.refused = refused;
+    item: &mut dyn FnMut(&mut Reader<'_>) -> json::Result<()>,
+) -> json::Result<ListMeta> {
+    let mut r = Reader::new(body);
+    let meta = read_page_with(&mut r, max_item, &mut String::new(), item).map_err(json::shown)?;
+    r.end()?;
     Ok(meta)
 }
 
-/// The visitor of [`read_page`]: `metadata` read, `items` handed over, the rest skipped.
-struct PageVisitor<'a> {
-    /// Takes each item.
-    item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
-    /// The longest item parsed.
+/// [`read_page`] on a reader, also noting the list's `kind`.
+fn read_page_with(
+    r: &mut Reader<'_>,
     max_item: usize,
-    /// The items refused.
-    refused: &'a mut Vec<Refused>,
-}
-
-impl<'de> Visitor<'de> for PageVisitor<'_> {
-    type Value = ListMeta;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
-        let mut meta = ListMeta::default();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "metadata" => {
-                    let mut f = Fields::new(map.next_value()?).map_err(A::Error::custom)?;
-                    meta = ListMeta {
-                        resource_version: f.str("resourceVersion").map_err(A::Error::custom)?,
-                        continue_token: f.str("continue").map_err(A::Error::custom)?,
-                        refused: Vec::new(),
-                    };
+    kind: &mut String,
+    item: &mut dyn FnMut(&mut Reader<'_>) -> json::Result<()>,
+) -> json::Result<ListMeta> {
+    let mut meta = ListMeta::default();
+    let mut refused = Vec::new();
+    r.object(&mut |r, key| {
+        match key {
+            "kind" => *kind = r.str()?,
+            "metadata" => meta = ListMeta::decode(r)?,
+            "items" => r.elements(&mut |r| {
+                // Each item is first only delimited (its text is not copied), so its size is
+                // known before anything is built from it.
+                let raw = r.raw()?;
+                if raw.len() > max_item {
+                    refused.push(Refused::of(raw));
+                    return Ok(());
                 }
-                "items" => map.next_value_seed(Items {
-                    item: &mut *self.item,
-                    max_item: self.max_item,
-                    refused: &mut *self.refused,
-                })?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(meta)
-    }
-}
-
-/// A page's `items` (`null` = none), each handed over.
-struct Items<'a> {
-    /// Takes each item.
-    item: &'a mut dyn FnMut(Value) -> Result<(), serde_json::Error>,
-    /// The longest item parsed.
-    max_item: usize,
-    /// The items refused.
-    refused: &'a mut Vec<Refused>,
-}
-
-impl<'de> DeserializeSeed<'de> for Items<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Items<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of items or null")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        // Each item is first only delimited (borrowed from the page, no copy), so its size
-        // is known before anything is built from it.
-        while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
-            if raw.get().len() > self.max_item {
-                self.refused.push(Refused::of(raw.get()));
-                continue;
-            }
-            let v: Value = serde_json::from_str(raw.get()).map_err(A::Error::custom)?;
-            (self.item)(v).map_err(A::Error::custom)?;
+                item(&mut Reader::new(raw))
+            })?,
+            _ => r.skip()?,
         }
         Ok(())
-    }
-}
-
-/// A watch line's `type` and `object` (not generic: one copy serves every kind).
-#[inline(never)]
-fn parse_event(line: &[u8]) -> Result<(String, Value), serde_json::Error> {
-    split_event(serde_json::from_slice(line)?)
+    })?;
+    meta.refused = refused;
+    Ok(meta)
 }
 
 /// A `metav1.Status`: the body of an API error and of a watch's ERROR event.
@@ -295,16 +261,23 @@ pub struct Status {
     pub code: u16,
 }
 
-impl Status {
-    /// Reads a `Status`.
-    pub fn from_fields(mut f: Fields) -> json::Result<Status> {
-        let code = f.opt_int("code")?.unwrap_or(0);
-        Ok(Status {
-            status: f.str("status")?,
-            message: f.str("message")?,
-            reason: f.str("reason")?,
-            code: u16::try_from(code).map_err(|_| format!("code: {code} out of range"))?,
-        })
+impl Decode for Status {
+    fn decode(r: &mut Reader<'_>) -> json::Result<Status> {
+        let mut s = Status::default();
+        r.object(&mut |r, key| {
+            match key {
+                "status" => s.status = r.str()?,
+                "message" => s.message = r.str()?,
+                "reason" => s.reason = r.str()?,
+                "code" => {
+                    let code = r.opt_int()?.unwrap_or(0);
+                    s.code = u16::try_from(code).map_err(|_| format!("{code} out of range"))?;
+                }
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(s)
     }
 }
 
@@ -315,17 +288,22 @@ pub struct Bookmark {
     pub metadata: ObjectMeta,
 }
 
-impl Bookmark {
-    /// Reads a bookmark's object.
-    pub fn from_fields(mut f: Fields) -> json::Result<Bookmark> {
-        Ok(Bookmark {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-        })
+impl Decode for Bookmark {
+    fn decode(r: &mut Reader<'_>) -> json::Result<Bookmark> {
+        let mut b = Bookmark::default();
+        r.object(&mut |r, key| match key {
+            "metadata" => {
+                b.metadata = ObjectMeta::decode(r)?;
+                Ok(())
+            }
+            _ => r.skip(),
+        })?;
+        Ok(b)
     }
 }
 
-/// One line of a watch stream: `{"type": …, "object": …}`, in either order (the line is
-/// parsed whole, then its object read as its type says).
+/// One line of a watch stream: `{"type": …, "object": …}`, in either order (the object is
+/// first only delimited, then read as the type says).
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent<T> {
     /// A new object (or one that began to match the selector).
@@ -338,51 +316,60 @@ pub enum WatchEvent<T> {
     Bookmark(Bookmark),
     /// The watch failed; a `code` of 410 means the version is gone from the server's history.
     Error(Status),
+    /// An ADDED, MODIFIED or DELETED object over the size cap of one object, refused
+    /// undecoded (only its name and version were read).
+    Refused(&'static str, Refused),
 }
 
-impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
+impl<'de, T: Decode> Deserialize<'de> for WatchEvent<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let (kind, object) = split_event(Value::deserialize(d)?).map_err(D::Error::custom)?;
-        WatchEvent::of(&kind, object).map_err(D::Error::custom)
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        WatchEvent::from_line(raw.get().as_bytes(), usize::MAX).map_err(D::Error::custom)
     }
 }
 
-/// A watch line's `type` and `object`.
-fn split_event(line: Value) -> Result<(String, Value), serde_json::Error> {
-    let mut f = Fields::new(line).map_err(serde_json::Error::custom)?;
-    let kind = f.str("type").map_err(serde_json::Error::custom)?;
-    let object = f
-        .take("object")
-        .ok_or_else(|| serde_json::Error::missing_field("object"))?;
-    Ok((kind, object))
+/// A watch line's `type` and the text of its `object` (not generic: one copy serves every
+/// kind).
+#[inline(never)]
+fn split_event(line: &[u8]) -> json::Result<(String, &[u8])> {
+    let mut kind = String::new();
+    let mut object = None;
+    let mut r = Reader::new(line);
+    r.object(&mut |r, key| {
+        match key {
+            "type" => kind = r.str()?,
+            "object" => object = Some(r.raw()?),
+            _ => r.skip()?,
+        }
+        Ok(())
+    })
+    .map_err(json::shown)?;
+    r.end()?;
+    Ok((kind, object.ok_or("missing field `object`")?))
 }
 
-impl<T: DeserializeOwned> WatchEvent<T> {
-    /// Decodes one watch line; the untyped work (parsing the line, finding `type` and
-    /// `object`) is done once for every kind, the typed part reads only the object.
-    pub fn from_line(line: &[u8]) -> Result<WatchEvent<T>, serde_json::Error> {
-        let (kind, object) = parse_event(line)?;
-        WatchEvent::of(&kind, object)
-    }
-
-    /// The event of type `kind` about `object`.
-    fn of(kind: &str, object: Value) -> Result<WatchEvent<T>, serde_json::Error> {
-        let fields = |object| Fields::new(object).map_err(serde_json::Error::custom);
+impl<T: Decode> WatchEvent<T> {
+    /// Decodes one watch line; the untyped work (delimiting the line's parts) is done once
+    /// for every kind, the typed part reads only the object. An object event whose object is
+    /// longer than `max_object` bytes is [`WatchEvent::Refused`].
+    pub fn from_line(line: &[u8], max_object: usize) -> json::Result<WatchEvent<T>> {
+        let (kind, object) = split_event(line)?;
+        let kind = match kind.as_str() {
+            "ADDED" => "ADDED",
+            "MODIFIED" => "MODIFIED",
+            "DELETED" => "DELETED",
+            "BOOKMARK" => return Ok(WatchEvent::Bookmark(json::from_field(object, "object")?)),
+            "ERROR" => return Ok(WatchEvent::Error(json::from_field(object, "object")?)),
+            other => return Err(format!("unknown watch event type {other:?}")),
+        };
+        if object.len() > max_object {
+            return Ok(WatchEvent::Refused(kind, Refused::of(object)));
+        }
+        let object = json::from_field::<T>(object, "object")?;
         Ok(match kind {
-            "ADDED" => WatchEvent::Added(T::deserialize(object)?),
-            "MODIFIED" => WatchEvent::Modified(T::deserialize(object)?),
-            "DELETED" => WatchEvent::Deleted(T::deserialize(object)?),
-            "BOOKMARK" => WatchEvent::Bookmark(
-                Bookmark::from_fields(fields(object)?).map_err(serde_json::Error::custom)?,
-            ),
-            "ERROR" => WatchEvent::Error(
-                Status::from_fields(fields(object)?).map_err(serde_json::Error::custom)?,
-            ),
-            other => {
-                return Err(serde_json::Error::custom(format!(
-                    "unknown watch event type {other:?}"
-                )));
-            }
+            "ADDED" => WatchEvent::Added(object),
+            "MODIFIED" => WatchEvent::Modified(object),
+            _ => WatchEvent::Deleted(object),
         })
     }
 }
@@ -393,16 +380,12 @@ mod tests {
 
     #[test]
     fn watch_lines_decode_every_type() {
-        let e: WatchEvent<ObjectMeta> = serde_json::from_str::<WatchEvent<Wrapper>>(
-            r#"{"type":"ADDED","object":{"metadata":{"namespace":"a","name":"b","resourceVersion":"7"}}}"#,
-        )
-        .map(|e| match e {
-            WatchEvent::Added(w) => WatchEvent::Added(w.metadata),
-            _ => panic!("not added"),
-        })
-        .unwrap();
-        let WatchEvent::Added(meta) = e else { panic!() };
-        assert_eq!(meta.resource_version, "7");
+        let line = br#"{"type":"ADDED","object":{"metadata":{"namespace":"a","name":"b","resourceVersion":"7"}}}"#;
+        let WatchEvent::Added(w) = WatchEvent::<Wrapper>::from_line(line, usize::MAX).unwrap()
+        else {
+            panic!("not added")
+        };
+        assert_eq!(w.metadata.resource_version, "7");
         let e: WatchEvent<Wrapper> = serde_json::from_str(
             r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}"#,
         )
@@ -421,6 +404,56 @@ mod tests {
         assert_eq!(list.metadata.continue_token, "x");
     }
 
+    /// The bug: a watch line holding one huge object failed the whole watch. The object is
+    /// now refused undecoded, named, with the version the watch resumes after.
+    #[test]
+    fn a_watch_object_over_the_cap_is_refused_with_its_name_and_version() {
+        let filler = "x".repeat(200);
+        let line = format!(
+            r#"{{"object":{{"spec":{{"f":"{filler}"}},"metadata":{{"namespace":"a","name":"b","resourceVersion":"9"}}}},"type":"MODIFIED"}}"#
+        );
+        let e = WatchEvent::<Wrapper>::from_line(line.as_bytes(), 100).unwrap();
+        let WatchEvent::Refused(kind, r) = e else {
+            panic!("not refused: {e:?}")
+        };
+        assert_eq!(kind, "MODIFIED");
+        assert_eq!(
+            (r.object().as_str(), r.resource_version.as_str()),
+            ("a/b", "9")
+        );
+        assert!(r.bytes > 200, "{r:?}");
+        // Bookmarks and errors are never refused (they hold no object to leave out).
+        let bookmark = format!(
+            r#"{{"type":"BOOKMARK","object":{{"metadata":{{"resourceVersion":"12","annotations":{{"x":"{filler}"}}}}}}}}"#
+        );
+        let e = WatchEvent::<Wrapper>::from_line(bookmark.as_bytes(), 100).unwrap();
+        assert!(matches!(e, WatchEvent::Bookmark(_)), "{e:?}");
+    }
+
+    #[test]
+    fn list_pages_are_read_item_by_item_and_big_items_refused() {
+        let page = br#"{"kind":"X","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"big","namespace":"n"},"f":"0123456789012345678901234567890123456789"},{"metadata":{"name":"c"}}],"metadata":{"resourceVersion":"5","continue":"t"}}"#;
+        let mut names = Vec::new();
+        let meta = read_page(page, 40, &mut |r| {
+            names.push(Wrapper::decode(r)?.metadata.name);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(meta.resource_version, "5");
+        assert_eq!(meta.continue_token, "t");
+        assert_eq!(meta.refused.len(), 1);
+        assert_eq!(meta.refused[0].object(), "n/big");
+        let err = read_page(br#"{"items":[{"metadata":{"name":7}}]}"#, 100, &mut |r| {
+            Wrapper::decode(r).map(drop)
+        })
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "items[0].metadata.name: expected a string, found a number"
+        );
+    }
+
     #[test]
     fn null_labels_and_foreign_annotations_read_as_empty() {
         let m: ObjectMeta = serde_json::from_str(
@@ -437,9 +470,23 @@ mod tests {
     }
 
     /// An object with only metadata.
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug)]
     struct Wrapper {
         /// Its metadata.
         metadata: ObjectMeta,
+    }
+
+    impl Decode for Wrapper {
+        fn decode(r: &mut Reader<'_>) -> json::Result<Wrapper> {
+            let mut metadata = ObjectMeta::default();
+            r.object(&mut |r, key| match key {
+                "metadata" => {
+                    metadata = ObjectMeta::decode(r)?;
+                    Ok(())
+                }
+                _ => r.skip(),
+            })?;
+            Ok(Wrapper { metadata })
+        }
     }
 }

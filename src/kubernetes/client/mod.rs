@@ -5,7 +5,8 @@
 //! - [`http`]: one request on one connection: the head parsed with `httparse`, bodies framed by
 //!   Content-Length or chunked transfer encoding, every size bounded and every read bounded in
 //!   time, so a broken or hung server can neither exhaust memory nor wedge the caller.
-//! - [`json`]: objects read field by field out of parsed JSON (no derived decoders).
+//! - [`json`]: objects read field by field straight out of the JSON text (no derived
+//!   decoders, no value tree).
 //! - [`meta`]: the generic shapes: `metadata` (namespace, name, `resourceVersion`, labels),
 //!   list pages, watch events and `Status`; the object structs embed and re-export them.
 //! - [`reflector`]: client-go's reflector: paged list, then watch from the list's

@@ -27,12 +27,12 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures_lite::FutureExt;
-use serde::de::DeserializeOwned;
 
 use super::backoff::Backoff;
 use super::endpoint::Endpoint;
 use super::error::Error;
 use super::http::{Body, Conn};
+use super::json::{self, Decode};
 use super::meta::{HasMeta, ListMeta, Refused, Status, WatchEvent, read_page};
 use super::store::{ObjectKey, StatusCell, Store, key_of};
 use crate::sync::{Progress, Trigger};
@@ -59,9 +59,11 @@ pub struct ReflectorConfig {
     /// The longest silence tolerated from a watch (the API server sends a bookmark about every
     /// minute), and the bound on connecting and on each read.
     pub idle_timeout: Duration,
-    /// The largest list page body.
+    /// The largest list page body, and the longest watch line read at all (a longer line
+    /// fails the watch: it is not even read to be named).
     pub max_page_bytes: usize,
-    /// The longest watch event line, and the largest list item: one object's size cap.
+    /// One object's size cap: a list item or a watch event's object over it is refused
+    /// undecoded (named, counted and left out; the rest of the list, or the watch, goes on).
     pub max_line_bytes: usize,
     /// The first back-off after a failure.
     pub backoff_initial: Duration,
@@ -119,7 +121,7 @@ pub struct Reflector<T> {
 
 impl<T> Reflector<T>
 where
-    T: DeserializeOwned + HasMeta + Clone,
+    T: Decode + HasMeta + Clone,
 {
     /// A reflector that has not listed yet.
     pub fn new(endpoint: Endpoint, config: ReflectorConfig, changed: Trigger) -> Reflector<T> {
@@ -173,8 +175,9 @@ trait Sink {
     fn page(&mut self, body: &[u8], max_item: usize) -> Result<ListMeta, Error>;
     /// The list is complete: it replaces the store. Returns its size.
     fn end_list(&mut self) -> usize;
-    /// Decodes one watch line and applies an object event to the store.
-    fn line(&mut self, line: &[u8]) -> Result<Line, Error>;
+    /// Decodes one watch line and applies an object event to the store; an object over
+    /// `max_object` bytes is refused undecoded (and left out of the store).
+    fn line(&mut self, line: &[u8], max_object: usize) -> Result<Line, Error>;
 }
 
 /// One watch line, as far as the untyped side needs it.
@@ -190,13 +193,22 @@ enum Line {
     Bookmark(String),
     /// An ERROR event.
     Error(Status),
+    /// An object over the size cap, refused undecoded and left out of the store.
+    Refused {
+        /// `ADDED`, `MODIFIED` or `DELETED`.
+        kind: &'static str,
+        /// Who, and how big.
+        refused: Refused,
+        /// An older version was in the store and was removed.
+        removed: bool,
+    },
 }
 
 impl Line {
     /// The event type, for the per-type counts.
     fn kind(&self) -> &'static str {
         match self {
-            Line::Object { kind, .. } => kind,
+            Line::Object { kind, .. } | Line::Refused { kind, .. } => kind,
             Line::Bookmark(_) => "BOOKMARK",
             Line::Error(_) => "ERROR",
         }
@@ -214,7 +226,7 @@ struct Kept<T> {
 
 impl<T> Sink for Kept<T>
 where
-    T: DeserializeOwned + HasMeta + Clone,
+    T: Decode + HasMeta + Clone,
 {
     fn begin_list(&mut self) {
         self.pending.clear();
@@ -222,11 +234,12 @@ where
 
     fn page(&mut self, body: &[u8], max_item: usize) -> Result<ListMeta, Error> {
         let pending = &mut self.pending;
-        Ok(read_page(body, max_item, &mut |item| {
-            let obj = T::deserialize(item)?;
+        read_page(body, max_item, &mut |item| {
+            let obj = T::decode(item)?;
             pending.insert(key_of(&obj), obj);
             Ok(())
-        })?)
+        })
+        .map_err(Error::Decode)
     }
 
     fn end_list(&mut self) -> usize {
@@ -236,13 +249,28 @@ where
         count
     }
 
-    fn line(&mut self, line: &[u8]) -> Result<Line, Error> {
-        let (kind, obj, present) = match WatchEvent::<T>::from_line(line)? {
+    fn line(&mut self, line: &[u8], max_object: usize) -> Result<Line, Error> {
+        let event = WatchEvent::<T>::from_line(line, max_object).map_err(Error::Decode)?;
+        let (kind, obj, present) = match event {
             WatchEvent::Added(o) => ("ADDED", o, true),
             WatchEvent::Modified(o) => ("MODIFIED", o, true),
             WatchEvent::Deleted(o) => ("DELETED", o, false),
             WatchEvent::Bookmark(b) => return Ok(Line::Bookmark(b.metadata.resource_version)),
             WatchEvent::Error(status) => return Ok(Line::Error(status)),
+            WatchEvent::Refused(kind, refused) => {
+                // Left out, as a list leaves it out: an older, smaller version must not
+                // stay served as if it were current.
+                let key = (refused.namespace.clone(), refused.name.clone());
+                let removed = self.store.snapshot().contains_key(&key);
+                if removed {
+                    self.store.apply(key, None);
+                }
+                return Ok(Line::Refused {
+                    kind,
+                    refused,
+                    removed,
+                });
+            }
         };
         let rv = obj.metadata().resource_version.clone();
         self.store.apply(key_of(&obj), present.then_some(obj));
@@ -359,14 +387,15 @@ impl Core {
         }
     }
 
-    /// Counts and warns the list items refused for their size (the rest of the list is
-    /// taken: one oversized object must not hold back every other).
+    /// Counts and warns the objects refused for their size, list items or watch events (the
+    /// rest of the list, or the watch, is taken: one oversized object must not hold back
+    /// every other).
     fn refuse(&mut self, refused: &[Refused]) {
         for r in refused {
             log::warn!(
                 "kubernetes {}: {} is {} bytes, over the {} bytes one object may take: refused (left out)",
                 self.config.path,
-                r.object,
+                r.object(),
                 r.bytes,
                 self.config.max_line_bytes
             );
@@ -396,7 +425,7 @@ impl Core {
                 .await;
             let status: Status = body
                 .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
+                .and_then(|b| json::from_slice(&b).ok())
                 .unwrap_or_default();
             return Err(Error::Status {
                 code: head.code,
@@ -475,9 +504,17 @@ impl Core {
         });
         let mut body = Body::new(&mut conn, &head);
         let mut lines = 0u64;
-        while let Some(line) = body.next_line(self.config.max_line_bytes).await? {
-            let line = sink.line(&line)?;
-            self.apply(line)?;
+        // Lines are read up to the page cap, so that one over the object cap can be named and
+        // refused like a list item instead of failing the watch (and every watch after it:
+        // the same event comes again on each resume).
+        while let Some(line) = body.next_line(self.config.max_page_bytes).await? {
+            let big = line.len() > GIVE_BACK_AFTER;
+            let decoded = sink.line(&line, self.config.max_line_bytes);
+            drop(line);
+            if big {
+                crate::sys::trim_heap();
+            }
+            self.apply(decoded?)?;
             self.healthy();
             lines += 1;
             progress.beat();
@@ -527,6 +564,19 @@ impl Core {
                     self.resume_from(rv);
                 }
                 self.changed.fire();
+            }
+            Line::Refused {
+                refused, removed, ..
+            } => {
+                self.refuse(std::slice::from_ref(&refused));
+                // Resumed after, so that a reconnect does not bring it (and its warning)
+                // again.
+                if !refused.resource_version.is_empty() {
+                    self.resume_from(refused.resource_version);
+                }
+                if removed {
+                    self.changed.fire();
+                }
             }
         }
         Ok(())

@@ -1,278 +1,262 @@
-//! Each object read out of its parsed JSON, field by field (the conventions: `client::json`).
-
-use serde_json::Value;
+//! Each object read field by field straight out of its JSON text (the conventions:
+//! `client::json`): a field the struct does not keep is skipped, never built.
 
 use super::*;
-use crate::kubernetes::client::json::{self, Fields};
+use crate::kubernetes::client::json::{self, Decode, Reader};
 
-impl Service {
-    /// Reads a Service.
-    pub fn from_fields(mut f: Fields) -> json::Result<Service> {
-        Ok(Service {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-            spec: f.with("spec", ServiceSpec::from_fields)?,
-            status: ServiceStatus {
-                load_balancer: LoadBalancerStatus {
-                    ingress: f
-                        .obj("status")?
-                        .obj("loadBalancer")?
-                        .objects("ingress", LoadBalancerIngress::from_fields)?,
-                },
-            },
-        })
+/// `Decode` for a struct whose fields are read by the match arms given: `key => place =
+/// reader call`; every other key is skipped.
+macro_rules! decode_fields {
+    ($t:ty, |$r:ident, $v:ident| { $($key:literal => $body:expr,)* }) => {
+        impl Decode for $t {
+            fn decode($r: &mut Reader<'_>) -> json::Result<$t> {
+                let mut $v = <$t>::default();
+                $r.object(&mut |$r, key| {
+                    match key {
+                        $($key => $body,)*
+                        _ => $r.skip()?,
+                    }
+                    Ok(())
+                })?;
+                Ok($v)
+            }
+        }
+    };
+}
+
+decode_fields!(Service, |r, s| {
+    "metadata" => s.metadata = ObjectMeta::decode(r)?,
+    "spec" => s.spec = ServiceSpec::decode(r)?,
+    "status" => s.status = ServiceStatus::decode(r)?,
+});
+
+decode_fields!(ServiceSpec, |r, s| {
+    "type" => s.type_ = r.opt_str()?,
+    "clusterIP" => s.cluster_ip = r.opt_str()?,
+    "clusterIPs" => s.cluster_ips = r.strings()?,
+    "externalIPs" => s.external_ips = r.strings()?,
+    "ports" => s.ports = r.objects()?,
+    "sessionAffinity" => s.session_affinity = r.opt_str()?,
+    "sessionAffinityConfig" => s.session_affinity_config = opt_object(r)?,
+    "externalTrafficPolicy" => s.external_traffic_policy = r.opt_str()?,
+    "internalTrafficPolicy" => s.internal_traffic_policy = r.opt_str()?,
+    "healthCheckNodePort" => s.health_check_node_port = r.opt_i32()?,
+    "loadBalancerSourceRanges" => s.load_balancer_source_ranges = r.strings()?,
+});
+
+decode_fields!(SessionAffinityConfig, |r, c| {
+    "clientIP" => c.client_ip = opt_object(r)?,
+});
+
+decode_fields!(ClientIpConfig, |r, c| {
+    "timeoutSeconds" => c.timeout_seconds = r.opt_int()?,
+});
+
+decode_fields!(ServicePort, |r, p| {
+    "name" => p.name = r.opt_str()?,
+    "protocol" => p.protocol = r.opt_str()?,
+    "port" => p.port = r.i32()?,
+    "nodePort" => p.node_port = r.opt_i32()?,
+});
+
+decode_fields!(ServiceStatus, |r, s| {
+    "loadBalancer" => s.load_balancer = LoadBalancerStatus::decode(r)?,
+});
+
+decode_fields!(LoadBalancerStatus, |r, s| {
+    "ingress" => s.ingress = r.objects()?,
+});
+
+decode_fields!(LoadBalancerIngress, |r, i| {
+    "ip" => i.ip = r.opt_str()?,
+    "ipMode" => i.ip_mode = r.opt_str()?,
+});
+
+decode_fields!(EndpointSlice, |r, s| {
+    "metadata" => s.metadata = ObjectMeta::decode(r)?,
+    "addressType" => s.address_type = r.str()?,
+    "endpoints" => s.endpoints = r.objects()?,
+    "ports" => s.ports = r.objects()?,
+});
+
+decode_fields!(Endpoint, |r, e| {
+    "addresses" => e.addresses = r.strings()?,
+    "conditions" => e.conditions = EndpointConditions::decode(r)?,
+    "nodeName" => e.node_name = r.opt_str()?,
+    "hints" => r.object(&mut |r, key| {
+        match key {
+            "forZones" => e.zone_hints = r.list(name)?,
+            "forNodes" => e.node_hints = r.list(name)?,
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?,
+});
+
+/// A hint's `name` (`{"name": …}`).
+fn name(r: &mut Reader<'_>) -> json::Result<String> {
+    let mut name = String::new();
+    r.object(&mut |r, key| match key {
+        "name" => {
+            name = r.str()?;
+            Ok(())
+        }
+        _ => r.skip(),
+    })?;
+    Ok(name)
+}
+
+/// An object field that stays `None` when `null` (present, even empty, is `Some`).
+fn opt_object<T: Decode>(r: &mut Reader<'_>) -> json::Result<Option<T>> {
+    if r.null()? {
+        return Ok(None);
+    }
+    T::decode(r).map(Some)
+}
+
+decode_fields!(EndpointConditions, |r, c| {
+    "ready" => c.ready = r.opt_bool()?,
+    "serving" => c.serving = r.opt_bool()?,
+    "terminating" => c.terminating = r.opt_bool()?,
+});
+
+decode_fields!(EndpointPort, |r, p| {
+    "name" => p.name = r.opt_str()?,
+    "protocol" => p.protocol = r.opt_str()?,
+    "port" => p.port = r.opt_i32()?,
+});
+
+decode_fields!(Node, |r, n| {
+    "metadata" => n.metadata = ObjectMeta::decode(r)?,
+    "spec" => n.spec = NodeSpec::decode(r)?,
+    "status" => n.status = NodeStatus::decode(r)?,
+});
+
+decode_fields!(NodeSpec, |r, s| {
+    "podCIDR" => s.pod_cidr = r.opt_str()?,
+    "podCIDRs" => s.pod_cidrs = r.strings()?,
+});
+
+decode_fields!(NodeStatus, |r, s| {
+    "addresses" => s.addresses = r.objects()?,
+});
+
+decode_fields!(NodeAddress, |r, a| {
+    "type" => a.type_ = r.str()?,
+    "address" => a.address = r.str()?,
+});
+
+decode_fields!(ServiceCidr, |r, c| {
+    "metadata" => c.metadata = ObjectMeta::decode(r)?,
+    "spec" => r.object(&mut |r, key| {
+        match key {
+            "cidrs" => c.cidrs = r.strings()?,
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?,
+});
+
+decode_fields!(NetworkPolicy, |r, p| {
+    "metadata" => p.metadata = ObjectMeta::decode(r)?,
+    "spec" => p.spec = NetworkPolicySpec::decode(r)?,
+});
+
+decode_fields!(NetworkPolicySpec, |r, s| {
+    "podSelector" => s.pod_selector = LabelSelector::decode(r)?,
+    "policyTypes" => s.policy_types = r.opt_strings()?,
+    "ingress" => s.ingress = r.objects()?,
+    "egress" => s.egress = r.objects()?,
+});
+
+decode_fields!(NetworkPolicyIngressRule, |r, rule| {
+    "from" => rule.from = r.objects()?,
+    "ports" => rule.ports = r.objects()?,
+});
+
+decode_fields!(NetworkPolicyEgressRule, |r, rule| {
+    "to" => rule.to = r.objects()?,
+    "ports" => rule.ports = r.objects()?,
+});
+
+decode_fields!(NetworkPolicyPeer, |r, p| {
+    "podSelector" => p.pod_selector = opt_object(r)?,
+    "namespaceSelector" => p.namespace_selector = opt_object(r)?,
+    "ipBlock" => p.ip_block = opt_object(r)?,
+});
+
+decode_fields!(IpBlock, |r, b| {
+    "cidr" => b.cidr = r.str()?,
+    "except" => b.except = r.strings()?,
+});
+
+decode_fields!(NetworkPolicyPort, |r, p| {
+    "protocol" => p.protocol = r.opt_str()?,
+    "port" => p.port = int_or_string(r)?,
+    "endPort" => p.end_port = r.opt_i32()?,
+});
+
+/// A policy port: a number or a named container port; `None` for `null`.
+fn int_or_string(r: &mut Reader<'_>) -> json::Result<Option<IntOrString>> {
+    if r.at_string() {
+        return Ok(r.opt_str()?.map(IntOrString::String));
+    }
+    match r.opt_int() {
+        Ok(n) => n
+            .map(|n| {
+                i32::try_from(n)
+                    .map(IntOrString::Int)
+                    .map_err(|_| format!("{n} is not a port"))
+            })
+            .transpose(),
+        Err(e) if e.starts_with("expected") => Err("expected a number or a name".into()),
+        Err(e) => Err(e),
     }
 }
 
-impl ServiceSpec {
-    /// Reads `Service.spec`.
-    fn from_fields(mut f: Fields) -> json::Result<ServiceSpec> {
-        let timeout_seconds = match f.opt_obj("sessionAffinityConfig")? {
-            None => None,
-            Some(mut config) => Some(SessionAffinityConfig {
-                client_ip: match config.opt_obj("clientIP")? {
-                    None => None,
-                    Some(mut ip) => Some(ClientIpConfig {
-                        timeout_seconds: ip.opt_int("timeoutSeconds")?,
-                    }),
-                },
-            }),
-        };
-        Ok(ServiceSpec {
-            type_: f.opt_str("type")?,
-            cluster_ip: f.opt_str("clusterIP")?,
-            cluster_ips: f.strings("clusterIPs")?,
-            external_ips: f.strings("externalIPs")?,
-            ports: f.objects("ports", ServicePort::from_fields)?,
-            session_affinity: f.opt_str("sessionAffinity")?,
-            session_affinity_config: timeout_seconds,
-            external_traffic_policy: f.opt_str("externalTrafficPolicy")?,
-            internal_traffic_policy: f.opt_str("internalTrafficPolicy")?,
-            health_check_node_port: f.opt_i32("healthCheckNodePort")?,
-            load_balancer_source_ranges: f.strings("loadBalancerSourceRanges")?,
-        })
-    }
-}
+decode_fields!(LabelSelector, |r, s| {
+    "matchLabels" => s.match_labels = r.string_map(|_| true)?,
+    "matchExpressions" => s.match_expressions = r.objects()?,
+});
 
-impl ServicePort {
-    /// Reads a Service port.
-    fn from_fields(mut f: Fields) -> json::Result<ServicePort> {
-        Ok(ServicePort {
-            name: f.opt_str("name")?,
-            protocol: f.opt_str("protocol")?,
-            port: f.i32("port")?,
-            node_port: f.opt_i32("nodePort")?,
-        })
-    }
-}
+decode_fields!(LabelSelectorRequirement, |r, e| {
+    "key" => e.key = r.str()?,
+    "operator" => e.operator = r.str()?,
+    "values" => e.values = r.strings()?,
+});
 
-impl LoadBalancerIngress {
-    /// Reads a load balancer address.
-    fn from_fields(mut f: Fields) -> json::Result<LoadBalancerIngress> {
-        Ok(LoadBalancerIngress {
-            ip: f.opt_str("ip")?,
-            ip_mode: f.opt_str("ipMode")?,
-        })
-    }
-}
+decode_fields!(Pod, |r, p| {
+    "metadata" => p.metadata = ObjectMeta::decode(r)?,
+    "spec" => p.spec = PodSpec::decode(r)?,
+    "status" => p.status = PodStatus::decode(r)?,
+});
 
-impl EndpointSlice {
-    /// Reads an EndpointSlice.
-    pub fn from_fields(mut f: Fields) -> json::Result<EndpointSlice> {
-        Ok(EndpointSlice {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-            address_type: f.str("addressType")?,
-            endpoints: f.objects("endpoints", Endpoint::from_fields)?,
-            ports: f.objects("ports", EndpointPort::from_fields)?,
-        })
-    }
-}
+decode_fields!(PodSpec, |r, s| {
+    "nodeName" => s.node_name = r.opt_str()?,
+    "hostNetwork" => s.host_network = r.opt_bool()?.unwrap_or(false),
+    "containers" => s.containers = r.objects()?,
+});
 
-impl Endpoint {
-    /// Reads an endpoint of a slice.
-    fn from_fields(mut f: Fields) -> json::Result<Endpoint> {
-        let mut c = f.obj("conditions")?;
-        let mut hints = f.obj("hints")?;
-        let name = |mut h: Fields| h.str("name");
-        Ok(Endpoint {
-            zone_hints: hints.objects("forZones", name)?,
-            node_hints: hints.objects("forNodes", name)?,
-            addresses: f.strings("addresses")?,
-            conditions: EndpointConditions {
-                ready: c.opt_bool("ready")?,
-                serving: c.opt_bool("serving")?,
-                terminating: c.opt_bool("terminating")?,
-            },
-            node_name: f.opt_str("nodeName")?,
-        })
-    }
-}
+decode_fields!(Container, |r, c| {
+    "ports" => c.ports = r.objects()?,
+});
 
-impl EndpointPort {
-    /// Reads a port of a slice.
-    fn from_fields(mut f: Fields) -> json::Result<EndpointPort> {
-        Ok(EndpointPort {
-            name: f.opt_str("name")?,
-            protocol: f.opt_str("protocol")?,
-            port: f.opt_i32("port")?,
-        })
-    }
-}
+decode_fields!(ContainerPort, |r, p| {
+    "name" => p.name = r.opt_str()?,
+    "containerPort" => p.container_port = r.i32()?,
+    "protocol" => p.protocol = r.opt_str()?,
+});
 
-impl Node {
-    /// Reads a Node.
-    pub fn from_fields(mut f: Fields) -> json::Result<Node> {
-        let mut spec = f.obj("spec")?;
-        Ok(Node {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-            spec: NodeSpec {
-                pod_cidr: spec.opt_str("podCIDR")?,
-                pod_cidrs: spec.strings("podCIDRs")?,
-            },
-            status: NodeStatus {
-                addresses: f
-                    .obj("status")?
-                    .objects("addresses", NodeAddress::from_fields)?,
-            },
-        })
-    }
-}
+decode_fields!(PodStatus, |r, s| {
+    "phase" => s.phase = r.opt_str()?,
+    "podIPs" => s.pod_ips = r.objects()?,
+    "podIP" => s.pod_ip = r.opt_str()?,
+});
 
-impl NodeAddress {
-    /// Reads an address of a Node.
-    fn from_fields(mut f: Fields) -> json::Result<NodeAddress> {
-        Ok(NodeAddress {
-            type_: f.str("type")?,
-            address: f.str("address")?,
-        })
-    }
-}
+decode_fields!(PodIp, |r, ip| {
+    "ip" => ip.ip = r.str()?,
+});
 
-impl ServiceCidr {
-    /// Reads a ServiceCIDR.
-    pub fn from_fields(mut f: Fields) -> json::Result<ServiceCidr> {
-        Ok(ServiceCidr {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-            cidrs: f.obj("spec")?.strings("cidrs")?,
-        })
-    }
-}
-
-impl NetworkPolicy {
-    /// Reads a NetworkPolicy.
-    pub fn from_fields(mut f: Fields) -> json::Result<NetworkPolicy> {
-        let mut spec = f.obj("spec")?;
-        let policy_types = spec.opt_strings("policyTypes")?;
-        Ok(NetworkPolicy {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-            spec: NetworkPolicySpec {
-                pod_selector: spec.with("podSelector", LabelSelector::from_fields)?,
-                policy_types,
-                ingress: spec.objects("ingress", |mut r| {
-                    Ok(NetworkPolicyIngressRule {
-                        from: r.objects("from", NetworkPolicyPeer::from_fields)?,
-                        ports: r.objects("ports", NetworkPolicyPort::from_fields)?,
-                    })
-                })?,
-                egress: spec.objects("egress", |mut r| {
-                    Ok(NetworkPolicyEgressRule {
-                        to: r.objects("to", NetworkPolicyPeer::from_fields)?,
-                        ports: r.objects("ports", NetworkPolicyPort::from_fields)?,
-                    })
-                })?,
-            },
-        })
-    }
-}
-
-impl NetworkPolicyPeer {
-    /// Reads a policy peer.
-    fn from_fields(mut f: Fields) -> json::Result<NetworkPolicyPeer> {
-        Ok(NetworkPolicyPeer {
-            pod_selector: f.opt_with("podSelector", LabelSelector::from_fields)?,
-            namespace_selector: f.opt_with("namespaceSelector", LabelSelector::from_fields)?,
-            ip_block: f.opt_with("ipBlock", |mut b| {
-                Ok(IpBlock {
-                    cidr: b.str("cidr")?,
-                    except: b.strings("except")?,
-                })
-            })?,
-        })
-    }
-}
-
-impl NetworkPolicyPort {
-    /// Reads a port of a policy rule.
-    fn from_fields(mut f: Fields) -> json::Result<NetworkPolicyPort> {
-        let port = match f.take("port") {
-            None => None,
-            Some(Value::String(name)) => Some(IntOrString::String(name)),
-            Some(Value::Number(n)) => Some(IntOrString::Int(
-                n.as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(|| format!("port: {n} is not a port"))?,
-            )),
-            Some(_) => return Err("port: expected a number or a name".into()),
-        };
-        Ok(NetworkPolicyPort {
-            protocol: f.opt_str("protocol")?,
-            port,
-            end_port: f.opt_i32("endPort")?,
-        })
-    }
-}
-
-impl LabelSelector {
-    /// Reads a label selector.
-    fn from_fields(mut f: Fields) -> json::Result<LabelSelector> {
-        Ok(LabelSelector {
-            match_labels: f.string_map("matchLabels", |_| true)?,
-            match_expressions: f.objects("matchExpressions", |mut e| {
-                Ok(LabelSelectorRequirement {
-                    key: e.str("key")?,
-                    operator: e.str("operator")?,
-                    values: e.strings("values")?,
-                })
-            })?,
-        })
-    }
-}
-
-impl Pod {
-    /// Reads a Pod.
-    pub fn from_fields(mut f: Fields) -> json::Result<Pod> {
-        let mut spec = f.obj("spec")?;
-        let mut status = f.obj("status")?;
-        Ok(Pod {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-            spec: PodSpec {
-                node_name: spec.opt_str("nodeName")?,
-                host_network: spec.opt_bool("hostNetwork")?.unwrap_or(false),
-                containers: spec.objects("containers", |mut c| {
-                    Ok(Container {
-                        ports: c.objects("ports", |mut p| {
-                            Ok(ContainerPort {
-                                name: p.opt_str("name")?,
-                                container_port: p.i32("containerPort")?,
-                                protocol: p.opt_str("protocol")?,
-                            })
-                        })?,
-                    })
-                })?,
-            },
-            status: PodStatus {
-                phase: status.opt_str("phase")?,
-                pod_ips: status.objects("podIPs", |mut ip| Ok(PodIp { ip: ip.str("ip")? }))?,
-                pod_ip: status.opt_str("podIP")?,
-            },
-        })
-    }
-}
-
-impl Namespace {
-    /// Reads a Namespace.
-    pub fn from_fields(mut f: Fields) -> json::Result<Namespace> {
-        Ok(Namespace {
-            metadata: f.with("metadata", ObjectMeta::from_fields)?,
-        })
-    }
-}
+decode_fields!(Namespace, |r, n| {
+    "metadata" => n.metadata = ObjectMeta::decode(r)?,
+});

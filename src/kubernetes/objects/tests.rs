@@ -458,3 +458,39 @@ fn a_service_cidr_keeps_its_prefixes_and_endpoints_their_hints() {
         "kept as written: the translation trims and parses"
     );
 }
+
+/// A field of the wrong type fails the object with the field's whole path, as read straight
+/// out of the text (no value tree in between).
+#[test]
+fn a_wrong_type_deep_in_an_object_names_its_path() {
+    use crate::kubernetes::client::json;
+    let err = json::from_slice::<EndpointSlice>(
+        br#"{"metadata":{"name":"s"},"endpoints":[{"addresses":["10.0.0.1"]},{"addresses":[7]}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        "endpoints[1].addresses[0]: expected a string, found a number"
+    );
+    let err = json::from_slice::<Service>(br#"{"spec":{"ports":[{"port":"http"}]}}"#).unwrap_err();
+    assert_eq!(
+        err,
+        "spec.ports[0].port: expected an integer, found a string"
+    );
+    let err =
+        json::from_slice::<NetworkPolicy>(br#"{"spec":{"ingress":[{"ports":[{"port":true}]}]}}"#)
+            .unwrap_err();
+    assert_eq!(
+        err,
+        "spec.ingress[0].ports[0].port: expected a number or a name"
+    );
+    let line = br#"{"type":"ADDED","object":{"metadata":{"labels":{"a":1}}}}"#;
+    let err = WatchEvent::<Pod>::from_line(line, usize::MAX).unwrap_err();
+    assert_eq!(
+        err,
+        "object.metadata.labels.a: expected a string, found a number"
+    );
+    let line = br#"{"type":"MODIFIED","object":[]}"#;
+    let err = WatchEvent::<Pod>::from_line(line, usize::MAX).unwrap_err();
+    assert_eq!(err, "object: expected an object, found a list");
+}

@@ -33,12 +33,12 @@ use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
 use ipnet::IpNet;
-use serde::de::DeserializeOwned;
 
 use self::skips::Skips;
 use self::status::{Statuses, Watched};
 use crate::config::kubernetes::{Feed, NodePortAddresses};
 use crate::config::label_selector::LabelSelector;
+use crate::kubernetes::client::json::Decode;
 use crate::kubernetes::client::{Endpoint, HasMeta, Reflector, ReflectorConfig, Store};
 use crate::kubernetes::compose::{ClusterPart, Kind};
 use crate::kubernetes::objects;
@@ -185,7 +185,7 @@ impl Watcher {
         selector: Option<&LabelSelector>,
     ) -> Store<T>
     where
-        T: DeserializeOwned + HasMeta + Clone + Send + Sync + 'static,
+        T: Decode + HasMeta + Clone + Send + Sync + 'static,
     {
         self.watch_with(kind, path, selector, false)
     }
@@ -199,7 +199,7 @@ impl Watcher {
         absent_ok: bool,
     ) -> Store<T>
     where
-        T: DeserializeOwned + HasMeta + Clone + Send + Sync + 'static,
+        T: Decode + HasMeta + Clone + Send + Sync + 'static,
     {
         let mut config = ReflectorConfig::new(&format!("{}{path}", self.settings.path_prefix));
         config.absent_ok = absent_ok;
