@@ -566,8 +566,15 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     (start.elapsed(), out)
 }
 
+/// Milliseconds, with three decimals below one (a sync that plans one change with a trusted
+/// cache takes a tenth of one).
 fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 1.0 {
+        format!("{ms:.3} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
 }
 
 fn status_kb(pid: &str, key: &str) -> String {

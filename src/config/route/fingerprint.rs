@@ -205,9 +205,8 @@ impl Mix {
     #[inline(always)]
     fn net(&mut self, net: &IpNet) {
         match net {
-            IpNet::V4(n) => {
-                self.add((4 << 40) | (u64::from(n.prefix_len()) << 32) | u64::from(n.addr().to_bits()))
-            }
+            IpNet::V4(n) => self
+                .add((4 << 40) | (u64::from(n.prefix_len()) << 32) | u64::from(n.addr().to_bits())),
             IpNet::V6(n) => {
                 let bits = n.addr().to_bits();
                 self.add((6 << 40) | (u64::from(n.prefix_len()) << 32));
@@ -291,22 +290,76 @@ mod tests {
             route("10.0.0.0/25"),
             route("2001:db8::/64"),
             route("2001:db8::/65"),
-            Route { via: None, ..base.clone() },
-            Route { via: Some("192.0.2.2".parse().unwrap()), ..base.clone() },
-            Route { src: Some("192.0.2.1".parse().unwrap()), ..base.clone() },
-            Route { dev: Some("eth0".into()), ..base.clone() },
-            Route { dev: Some("eth1".into()), ..base.clone() },
-            Route { dev: Some(String::new()), ..base.clone() },
-            Route { dev: Some("a-long-ifname15".into()), ..base.clone() },
-            Route { metric: Some(0), ..base.clone() },
-            Route { metric: Some(1), ..base.clone() },
-            Route { table: 100, ..base.clone() },
-            Route { kind: RouteKind::Blackhole, ..base.clone() },
-            Route { onlink: true, ..base.clone() },
-            Route { mtu: Some(1400), ..base.clone() },
-            Route { via: None, nexthops: vec![hop.clone()], ..base.clone() },
-            Route { via: None, nexthops: vec![NextHopConfig { weight: 2, ..hop.clone() }], ..base.clone() },
-            Route { via: None, nexthops: vec![hop.clone(), hop.clone()], ..base.clone() },
+            Route {
+                via: None,
+                ..base.clone()
+            },
+            Route {
+                via: Some("192.0.2.2".parse().unwrap()),
+                ..base.clone()
+            },
+            Route {
+                src: Some("192.0.2.1".parse().unwrap()),
+                ..base.clone()
+            },
+            Route {
+                dev: Some("eth0".into()),
+                ..base.clone()
+            },
+            Route {
+                dev: Some("eth1".into()),
+                ..base.clone()
+            },
+            Route {
+                dev: Some(String::new()),
+                ..base.clone()
+            },
+            Route {
+                dev: Some("a-long-ifname15".into()),
+                ..base.clone()
+            },
+            Route {
+                metric: Some(0),
+                ..base.clone()
+            },
+            Route {
+                metric: Some(1),
+                ..base.clone()
+            },
+            Route {
+                table: 100,
+                ..base.clone()
+            },
+            Route {
+                kind: RouteKind::Blackhole,
+                ..base.clone()
+            },
+            Route {
+                onlink: true,
+                ..base.clone()
+            },
+            Route {
+                mtu: Some(1400),
+                ..base.clone()
+            },
+            Route {
+                via: None,
+                nexthops: vec![hop.clone()],
+                ..base.clone()
+            },
+            Route {
+                via: None,
+                nexthops: vec![NextHopConfig {
+                    weight: 2,
+                    ..hop.clone()
+                }],
+                ..base.clone()
+            },
+            Route {
+                via: None,
+                nexthops: vec![hop.clone(), hop.clone()],
+                ..base.clone()
+            },
         ];
         for (i, a) in variants.iter().enumerate() {
             assert_eq!(fingerprint(a), fingerprint(&a.clone()), "deterministic");

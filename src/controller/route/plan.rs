@@ -656,7 +656,12 @@ mod tests {
 
     /// [`changed_routes`] of two plain lists (their fingerprints taken here).
     fn changed(before: &[Route], after: &[Route]) -> Option<Changed> {
-        changed_routes(&before.to_vec().into(), &mut None, &after.to_vec().into(), 190)
+        changed_routes(
+            &before.to_vec().into(),
+            &mut None,
+            &after.to_vec().into(),
+            190,
+        )
     }
 
     /// The incremental plan's lines, checked against the plan of everything.
@@ -685,10 +690,7 @@ mod tests {
         let before = hundred();
         let mut after = before.clone();
         after[42].via = Some("192.0.2.9".parse().unwrap());
-        assert_eq!(
-            changed(&before, &after).unwrap().positions,
-            [42]
-        );
+        assert_eq!(changed(&before, &after).unwrap().positions, [42]);
         assert_eq!(
             incremental_lines(&before, &after).unwrap(),
             [
@@ -711,11 +713,14 @@ mod tests {
             .collect()
     }
 
+    /// A change made to the route at a position.
+    type Edit = (usize, fn(&mut Route));
+
     #[test]
     fn a_one_route_difference_plans_exactly_one_write() {
         let before = hosts();
         // Each attribute of a route, at the ends of the list and of a block of fingerprints.
-        let edits: [(usize, fn(&mut Route)); 6] = [
+        let edits: [Edit; 6] = [
             (0, |r| r.via = Some("192.0.2.9".parse().unwrap())),
             (255, |r| r.dev = Some("eth1".into())),
             (256, |r| r.mtu = Some(1400)),
@@ -730,7 +735,10 @@ mod tests {
             assert_eq!(changed.positions, [at]);
             let plan = Plan::new(&changed.after, &changed.before, &[], &[]);
             assert_eq!(plan.len(), 1, "{:?}", plan.lines());
-            assert!(matches!(plan.route_upserts[..], [RouteChange::Replace { .. }]));
+            assert!(matches!(
+                plan.route_upserts[..],
+                [RouteChange::Replace { .. }]
+            ));
             assert_eq!(incremental_lines(&before, &after).unwrap().len(), 1);
         }
     }

@@ -11,9 +11,7 @@ use std::collections::BTreeSet;
 
 use ipnet::IpNet;
 
-use crate::config::route::{
-    Route, RouteKind, RouteRule, Routes, RoutingConfig, RuleFamily, Track,
-};
+use crate::config::route::{Route, RouteKind, RouteRule, Routes, RoutingConfig, RuleFamily, Track};
 
 /// The routes and rules to install given which tracks are down.
 #[derive(Debug)]
