@@ -17,14 +17,24 @@
 
 use std::net::IpAddr;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
 use super::model::{NextHopConfig, Route};
 
-/// Routes in order, each with its fingerprint ([`fingerprint`]).
+/// Routes in order, each with its fingerprint ([`fingerprint`]). Cloning is cheap: clones
+/// share the routes until one of them changes (copy on write), so what keeps the routes of a
+/// sync (the route controller's snapshot) shares the config's list instead of copying it.
 #[derive(Clone, Default)]
 pub struct Routes {
+    /// The routes and their fingerprints, shared by clones.
+    inner: Arc<Inner>,
+}
+
+/// What [`Routes`] shares.
+#[derive(Clone, Default)]
+struct Inner {
     /// The routes.
     list: Vec<Route>,
     /// `fingerprint(&list[i])` at `i`.
@@ -39,12 +49,17 @@ impl Routes {
 
     /// The routes, in order.
     pub fn as_slice(&self) -> &[Route] {
-        &self.list
+        &self.inner.list
     }
 
     /// The fingerprint of each route, in the same order.
     pub fn fingerprints(&self) -> &[u64] {
-        &self.prints
+        &self.inner.prints
+    }
+
+    /// True when `other` is a clone of these routes not changed since (no route compared).
+    pub fn shares(&self, other: &Routes) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Changes the routes through a guard that takes every fingerprint again when dropped
@@ -55,35 +70,40 @@ impl Routes {
 
     /// Puts `route` at `index` (which must exist).
     pub fn set(&mut self, index: usize, route: Route) {
-        self.prints[index] = fingerprint(&route);
-        self.list[index] = route;
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.prints[index] = fingerprint(&route);
+        inner.list[index] = route;
     }
 
     /// Keeps the first `len` routes.
     pub fn truncate(&mut self, len: usize) {
-        self.list.truncate(len);
-        self.prints.truncate(len);
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.list.truncate(len);
+        inner.prints.truncate(len);
     }
 
     /// Appends a route.
     pub fn push(&mut self, route: Route) {
-        self.prints.push(fingerprint(&route));
-        self.list.push(route);
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.prints.push(fingerprint(&route));
+        inner.list.push(route);
     }
 
     /// The routes `keep` says yes to, with their fingerprints (copied, not taken again).
     pub fn filtered(&self, mut keep: impl FnMut(&Route) -> bool) -> Routes {
-        let mut out = Routes {
-            list: Vec::with_capacity(self.list.len()),
-            prints: Vec::with_capacity(self.list.len()),
+        let mut out = Inner {
+            list: Vec::with_capacity(self.len()),
+            prints: Vec::with_capacity(self.len()),
         };
-        for (route, &print) in self.list.iter().zip(&self.prints) {
+        for (route, &print) in self.inner.list.iter().zip(&self.inner.prints) {
             if keep(route) {
                 out.list.push(route.clone());
                 out.prints.push(print);
             }
         }
-        out
+        Routes {
+            inner: Arc::new(out),
+        }
     }
 }
 
@@ -91,14 +111,16 @@ impl Deref for Routes {
     type Target = [Route];
 
     fn deref(&self) -> &[Route] {
-        &self.list
+        &self.inner.list
     }
 }
 
 impl From<Vec<Route>> for Routes {
     fn from(list: Vec<Route>) -> Routes {
         let prints = list.iter().map(fingerprint).collect();
-        Routes { list, prints }
+        Routes {
+            inner: Arc::new(Inner { list, prints }),
+        }
     }
 }
 
@@ -121,15 +143,16 @@ impl<'a> IntoIterator for &'a Routes {
     type IntoIter = std::slice::Iter<'a, Route>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.list.iter()
+        self.inner.list.iter()
     }
 }
 
-/// Equal routes in the same order (the fingerprints first: unequal lists mostly differ there,
-/// and they are 16 times smaller).
+/// Equal routes in the same order (shared ones without a look; then the fingerprints first:
+/// unequal lists mostly differ there, and they are 16 times smaller).
 impl PartialEq for Routes {
     fn eq(&self, other: &Routes) -> bool {
-        self.prints == other.prints && self.list == other.list
+        self.shares(other)
+            || (self.inner.prints == other.inner.prints && self.inner.list == other.inner.list)
     }
 }
 
@@ -137,7 +160,7 @@ impl Eq for Routes {}
 
 impl std::fmt::Debug for Routes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.list.fmt(f)
+        self.inner.list.fmt(f)
     }
 }
 
@@ -148,21 +171,21 @@ impl Deref for RoutesMut<'_> {
     type Target = Vec<Route>;
 
     fn deref(&self) -> &Vec<Route> {
-        &self.0.list
+        &self.0.inner.list
     }
 }
 
 impl DerefMut for RoutesMut<'_> {
     fn deref_mut(&mut self) -> &mut Vec<Route> {
-        &mut self.0.list
+        &mut Arc::make_mut(&mut self.0.inner).list
     }
 }
 
 impl Drop for RoutesMut<'_> {
     fn drop(&mut self) {
-        let routes = &mut *self.0;
-        routes.prints.clear();
-        routes.prints.extend(routes.list.iter().map(fingerprint));
+        let inner = Arc::make_mut(&mut self.0.inner);
+        inner.prints.clear();
+        inner.prints.extend(inner.list.iter().map(fingerprint));
     }
 }
 
@@ -385,5 +408,17 @@ mod tests {
         assert_eq!(kept.fingerprints(), fresh(&kept));
         routes.truncate(1);
         assert_eq!(routes.fingerprints(), fresh(&routes));
+    }
+
+    #[test]
+    fn a_clone_shares_the_routes_until_one_side_changes_them() {
+        let routes: Routes = (0..4).map(|i| route(&format!("10.0.{i}.0/24"))).collect();
+        let mut copy = routes.clone();
+        assert!(copy.shares(&routes));
+        copy.set(0, route("10.9.0.0/16"));
+        assert!(!copy.shares(&routes), "copied on write");
+        assert_eq!(routes[0], route("10.0.0.0/24"), "the original is unchanged");
+        assert_eq!(copy.fingerprints()[1..], routes.fingerprints()[1..]);
+        assert_ne!(copy.fingerprints()[0], routes.fingerprints()[0]);
     }
 }

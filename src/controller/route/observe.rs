@@ -57,7 +57,8 @@ pub struct Snapshot {
     /// The route protocol of that sync.
     pub protocol: u8,
     /// The configured routes of that sync, as configured (all installed unless in
-    /// `failed_routes`); compared by position with the next sync's.
+    /// `failed_routes`; shared with that sync's config, not a copy); compared by position
+    /// with the next sync's.
     pub routes: Routes,
     /// The hashed kernel key of each of `routes`, once a sync needed them (a change that
     /// moved a key), kept up to date from then on.
@@ -92,20 +93,13 @@ impl Snapshot {
             .collect()
     }
 
-    /// Brings `routes` to `now` given the positions that changed (ascending).
+    /// Takes `now` as the configured routes (shared with the config, not copied), given the
+    /// positions that changed since `routes` (ascending; the kept key prints follow them).
     pub fn update_routes(&mut self, now: &Routes, positions: &[usize]) {
         if let Some(prints) = &mut self.key_prints {
             prints.update(now, positions);
         }
-        self.routes.truncate(now.len());
-        for &i in positions {
-            let Some(route) = now.get(i) else { continue };
-            if i < self.routes.len() {
-                self.routes.set(i, route.clone());
-            } else {
-                self.routes.push(route.clone());
-            }
-        }
+        self.routes = now.clone();
     }
 }
 
