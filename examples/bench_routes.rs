@@ -13,7 +13,8 @@
 //! `READY=1` with those routes in its config vs `ip -batch` from a text file; and peak RSS
 //! (VmHWM) of the daemon and of this process. The cold syncs and the start to `READY=1` also
 //! show CPU time (user + system) against `ip`'s: on a shared machine, wall time mostly
-//! measures the other load. A summary of the ratios of both shapes ends it.
+//! measures the other load. A summary of the ratios of both shapes ends it, then the budget:
+//! the run fails when a one-route change was slower than `ip route replace`.
 //!
 //! Run: `scripts/bench-routes.sh` (builds in release mode and runs this as root).
 
@@ -207,6 +208,30 @@ fn main() {
             format!("{:.2}x", r.ready_cpu)
         });
     }
+    one_change_budget(&summary);
+}
+
+/// Fails the run (exit 1) when a one-route change was slower than `ip route replace` of the
+/// same route in any shape: the goal of issue 21. `EDGENETD_BENCH_MIN_CHANGE_RATIO` sets
+/// another bar (a high one shows the check failing).
+fn one_change_budget(summary: &[(Shape, Ratios)]) {
+    let min: f64 = std::env::var("EDGENETD_BENCH_MIN_CHANGE_RATIO")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1.0);
+    let slow: Vec<String> = summary
+        .iter()
+        .filter(|(_, r)| r.change < min)
+        .map(|(shape, r)| format!("{} {:.2}x", shape.name(), r.change))
+        .collect();
+    if !slow.is_empty() {
+        println!(
+            "FAIL: one-route change below {min:.2}x ip route replace: {}",
+            slow.join(", ")
+        );
+        std::process::exit(1);
+    }
+    println!("one-route change >= {min:.2}x ip route replace in every shape: ok");
 }
 
 fn bench_shape(shape: Shape, daemon: Option<&str>) -> Ratios {
@@ -566,8 +591,15 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     (start.elapsed(), out)
 }
 
+/// Milliseconds, with three decimals below one (a sync that plans one change with a trusted
+/// cache takes a tenth of one).
 fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 1.0 {
+        format!("{ms:.3} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
 }
 
 fn status_kb(pid: &str, key: &str) -> String {

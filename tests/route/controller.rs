@@ -16,7 +16,7 @@ use common::shell::sh;
 use common::topology::Topology;
 use common::wait::{wait_for, wait_until};
 use edgenetd::config::DesiredState;
-use edgenetd::config::route::{Route, RouteKind, RoutingConfig};
+use edgenetd::config::route::{Route, RouteKind, Routes, RoutingConfig};
 use edgenetd::controller::Controller;
 use edgenetd::controller::route::RouteController;
 use edgenetd::sync::{NoProgress, trigger};
@@ -166,7 +166,7 @@ netns_test! {
 fn ipv6_route_metric_0() -> DesiredState {
     DesiredState {
         routing: RoutingConfig {
-            routes: vec![Route {
+            routes: Routes::from(vec![Route {
                 to: "2001:db8:1::/48".parse().unwrap(),
                 via: Some("2001:db8:ff::2".parse().unwrap()),
                 dev: None,
@@ -177,7 +177,7 @@ fn ipv6_route_metric_0() -> DesiredState {
                 onlink: false,
                 mtu: None,
                 nexthops: Vec::new(),
-            }],
+            }]),
             rules: Vec::new(),
             ..Default::default()
         },
@@ -234,11 +234,13 @@ netns_test! {
         let mut controller = RouteController::new(trigger().0);
         smol::block_on(controller.sync(&state, &NoProgress)).expect("cold sync");
         // A changed metric (a new key), a removed route and an appended one.
-        state.routing.routes[10].metric = Some(7);
-        let removed = state.routing.routes.remove(20);
+        let mut routes = state.routing.routes.edit();
+        routes[10].metric = Some(7);
+        let removed = routes.remove(20);
         let mut added = removed.clone();
         added.to = "10.200.0.0/16".parse().unwrap();
-        state.routing.routes.push(added);
+        routes.push(added);
+        drop(routes);
         let report = smol::block_on(controller.sync(&state, &NoProgress)).expect("change");
         assert!(report.summary.contains("not dumped"), "{}", report.summary);
         assert_eq!(report.changes, 4, "{}", report.summary);

@@ -14,6 +14,7 @@ use super::diag::Diagnostics;
 use super::doc::{Doc, ElementSink};
 
 mod fast;
+mod fingerprint;
 mod model;
 mod raw;
 mod routes;
@@ -21,6 +22,7 @@ mod rules;
 mod track;
 mod values;
 
+pub use fingerprint::{Routes, RoutesMut, fingerprint};
 pub use model::*;
 pub use routes::RouteList;
 pub use track::{
@@ -52,7 +54,7 @@ pub fn validate(doc: &Doc<'_>, mut list: RouteList, diags: &mut Diagnostics) -> 
     let tracks = track::validate_tracks(doc.items("track", diags), diags);
     let tracked = tracked_routes(&list, &tracks, diags);
     RoutingConfig {
-        routes: list.routes,
+        routes: Routes::from(list.routes),
         rules,
         tracks,
         tracked,

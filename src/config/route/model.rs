@@ -6,14 +6,16 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use super::fingerprint::Routes;
+
 /// The main routing table's id.
 pub const TABLE_MAIN: u32 = 254;
 
 /// Validated routes and rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RoutingConfig {
-    /// Every `[[route]]`, in file order.
-    pub routes: Vec<Route>,
+    /// Every `[[route]]`, in file order, each with its fingerprint.
+    pub routes: Routes,
     /// Every `[[route_rule]]`, in file order.
     pub rules: Vec<RouteRule>,
     /// Every `[[track]]`, in file order.

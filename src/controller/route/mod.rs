@@ -39,7 +39,7 @@ use log::{info, warn};
 use metrics::{counter, describe_counter, describe_gauge, gauge};
 
 use crate::config::DesiredState;
-use crate::config::route::{Route, RouteRule, RoutingConfig};
+use crate::config::route::{RouteRule, Routes, RoutingConfig};
 use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
 use crate::dataplane::route::{RouteKey, RouteSocket, RuleSpec};
@@ -163,7 +163,7 @@ impl RouteController {
     /// snapshot (no dump), so its cost grows with the change, not with the routes installed.
     async fn sync_trusted(
         &mut self,
-        configured: &[Route],
+        configured: &Routes,
         configured_rules: &[RouteRule],
         socket: &RouteSocket,
         progress: &dyn Progress,
@@ -173,7 +173,12 @@ impl RouteController {
             .snapshot_mut()
             .expect("trusted implies a snapshot");
         let rules = model::rule_specs_of(configured_rules, snap.protocol);
-        let changed = plan::changed_routes(&snap.routes, configured, snap.protocol);
+        let changed = plan::changed_routes(
+            &snap.routes,
+            &mut snap.key_prints,
+            configured,
+            snap.protocol,
+        );
         let (after, before, positions) = match changed {
             Some(c) => (c.after, c.before, Some(c.positions)),
             None => (
@@ -189,7 +194,10 @@ impl RouteController {
         let report = outcome.report(configured.len(), rules.len(), 0, true);
         match positions {
             Some(p) => snap.update_routes(configured, &p),
-            None => snap.routes = configured.to_vec(),
+            None => {
+                snap.routes = configured.clone();
+                snap.key_prints = None;
+            }
         }
         snap.unique = unique;
         snap.rules = rules;
@@ -206,7 +214,7 @@ impl RouteController {
     async fn sync_verified(
         &mut self,
         desired: &DesiredState,
-        configured: (&[Route], &[RouteRule]),
+        configured: (&Routes, &[RouteRule]),
         socket: &RouteSocket,
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
@@ -244,8 +252,9 @@ impl RouteController {
         let report = outcome.report(routes.len(), rules.len(), drift, false);
         let unique = plan.duplicate_routes == 0;
         gauge!(ROUTES_INSTALLED).set(outcome.installed as f64);
-        // The specs and the dump go before the snapshot copies the config: at 100k routes each
-        // is ~12 MB, and the daemon's peak RSS is what a router must have.
+        // The specs and the dump go as soon as they are used: at 100k routes each is ~12 MB,
+        // and the daemon's peak RSS is what a router must have. The snapshot shares the
+        // config's routes (no copy).
         drop(plan);
         drop(routes);
         let Observed {
@@ -256,7 +265,8 @@ impl RouteController {
         drop(dumped);
         let snapshot = Snapshot {
             protocol,
-            routes: configured.0.to_vec(),
+            routes: configured.0.clone(),
+            key_prints: None,
             unique,
             rules,
             failed_routes: outcome.failed_routes,
@@ -297,7 +307,7 @@ impl Controller for RouteController {
         gauge!(ROUTES_DESIRED).set(desired.routing.routes.len() as f64);
         let down = self.board.down();
         let effective = tracks::effective(&desired.routing, &down);
-        let configured = (&effective.routes[..], &effective.rules[..]);
+        let configured = (&*effective.routes, &effective.rules[..]);
         let result = match self
             .cache
             .decide(Instant::now(), period, self.events.running())

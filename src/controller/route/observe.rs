@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use log::{debug, warn};
 
-use crate::config::route::Route;
+use crate::config::route::Routes;
 use crate::controller::cache::Invalidation;
 use crate::dataplane::route::{
     Links, RouteError, RouteKey, RouteMonitor, RouteSocket, RouteSpec, RuleSpec,
@@ -15,6 +15,7 @@ use crate::sync::Trigger;
 
 use super::hash::{FastMap, FastSet};
 use super::model::route_spec;
+use super::plan::KeyPrints;
 
 /// What one dump found.
 pub struct Observed {
@@ -56,8 +57,12 @@ pub struct Snapshot {
     /// The route protocol of that sync.
     pub protocol: u8,
     /// The configured routes of that sync, as configured (all installed unless in
-    /// `failed_routes`); compared by position with the next sync's.
-    pub routes: Vec<Route>,
+    /// `failed_routes`; shared with that sync's config, not a copy); compared by position
+    /// with the next sync's.
+    pub routes: Routes,
+    /// The hashed kernel key of each of `routes`, once a sync needed them (a change that
+    /// moved a key), kept up to date from then on.
+    pub key_prints: Option<KeyPrints>,
     /// True when every key of `routes` is unique (needed to plan only what changed).
     pub unique: bool,
     /// The desired rules of that sync (all installed unless in `failed_rules`).
@@ -88,16 +93,13 @@ impl Snapshot {
             .collect()
     }
 
-    /// Brings `routes` to `now` given the positions that changed (ascending).
-    pub fn update_routes(&mut self, now: &[Route], positions: &[usize]) {
-        self.routes.truncate(now.len());
-        for &i in positions {
-            match (self.routes.get_mut(i), now.get(i)) {
-                (Some(slot), Some(route)) => *slot = route.clone(),
-                (None, Some(route)) => self.routes.push(route.clone()),
-                _ => {}
-            }
+    /// Takes `now` as the configured routes (shared with the config, not copied), given the
+    /// positions that changed since `routes` (ascending; the kept key prints follow them).
+    pub fn update_routes(&mut self, now: &Routes, positions: &[usize]) {
+        if let Some(prints) = &mut self.key_prints {
+            prints.update(now, positions);
         }
+        self.routes = now.clone();
     }
 }
 

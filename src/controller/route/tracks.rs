@@ -11,13 +11,13 @@ use std::collections::BTreeSet;
 
 use ipnet::IpNet;
 
-use crate::config::route::{Route, RouteKind, RouteRule, RoutingConfig, RuleFamily, Track};
+use crate::config::route::{Route, RouteKind, RouteRule, Routes, RoutingConfig, RuleFamily, Track};
 
 /// The routes and rules to install given which tracks are down.
 #[derive(Debug)]
 pub struct Effective<'a> {
     /// The configured routes but those of down tracks, then each track's probe route.
-    pub routes: Cow<'a, [Route]>,
+    pub routes: Cow<'a, Routes>,
     /// The configured rules, then each track's probe rule.
     pub rules: Cow<'a, [RouteRule]>,
     /// The routes withdrawn, with their track.
@@ -34,14 +34,22 @@ pub fn effective<'a>(routing: &'a RoutingConfig, down: &BTreeSet<String>) -> Eff
             withdrawn: Vec::new(),
         };
     }
-    let mut withdrawn = Vec::new();
-    let mut routes: Vec<Route> = Vec::with_capacity(routing.routes.len() + routing.tracks.len());
-    for route in &routing.routes {
-        match routing.track_of(route) {
-            Some(track) if down.contains(track) => withdrawn.push((route, track)),
-            _ => routes.push(route.clone()),
-        }
-    }
+    let withdrawn: Vec<(&'a Route, &'a str)> = routing
+        .routes
+        .iter()
+        .filter_map(|route| match routing.track_of(route) {
+            Some(track) if down.contains(track) => Some((route, track)),
+            _ => None,
+        })
+        .collect();
+    // The fingerprints are copied with the routes kept, not taken again.
+    let mut routes = if withdrawn.is_empty() {
+        routing.routes.clone()
+    } else {
+        routing
+            .routes
+            .filtered(|route| !routing.track_of(route).is_some_and(|t| down.contains(t)))
+    };
     routes.extend(routing.tracks.iter().map(probe_route));
     let mut rules = routing.rules.clone();
     rules.extend(routing.tracks.iter().map(probe_rule));
