@@ -6,6 +6,9 @@
 //!   bitmap of them. Needs glibc 2.36 (Debian 12); the toolchain links x86_64 with rust-lld.
 //! - No DWARF unwind tables: the release profile aborts on panic and is stripped, so
 //!   nothing unwinds and a backtrace would have no names.
+//! - Code the idle daemon never runs (the Kubernetes client and its TLS,
+//!   `explain`) in one block after the rest (packaging/link/cold-text-last.ld), so that it
+//!   does not share the 64 KiB fault-around windows of the code that runs.
 //!
 //! Only `bin` targets of the release profile get them: tests and examples (the benchmarks)
 //! unwind, and keep the default link.
@@ -15,6 +18,7 @@ use std::env::var;
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=packaging/link/discard-unwind-tables.ld");
+    println!("cargo::rerun-if-changed=packaging/link/cold-text-last.ld");
     let is = |key: &str, value: &str| var(key).is_ok_and(|v| v == value);
     if !(is("PROFILE", "release")
         && is("CARGO_CFG_TARGET_ARCH", "x86_64")
@@ -28,6 +32,7 @@ fn main() {
         "-Wl,-z,pack-relative-relocs".to_string(),
         "-Wl,--no-eh-frame-hdr".to_string(),
         format!("-Wl,-T,{dir}/packaging/link/discard-unwind-tables.ld"),
+        format!("-Wl,-T,{dir}/packaging/link/cold-text-last.ld"),
     ] {
         println!("cargo::rustc-link-arg-bins={arg}");
     }
