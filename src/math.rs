@@ -11,9 +11,9 @@
 
 /// ln 2 split in two: the high part has 32 trailing zero bits, so `k * LN2_HI` is exact
 /// for every exponent `k` a double has.
-const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
+const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
 /// ln 2 minus [`LN2_HI`].
-const LN2_LO: f64 = 1.908_214_929_270_587_700_0e-10;
+const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
 /// 1 / ln 2.
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
 
@@ -176,7 +176,11 @@ mod tests {
         assert!(worst(log2, f64::log2, wide) <= 2);
         assert!(worst(log2, f64::log2, inputs(0.5, 2.0, 20_000)) <= 2);
         for k in -1074..1024 {
-            let bits = if k < -1022 { 1 << (k + 1074) } else { ((k + 1023) as u64) << 52 };
+            let bits = if k < -1022 {
+                1 << (k + 1074)
+            } else {
+                ((k + 1023) as u64) << 52
+            };
             assert_eq!(log2(f64::from_bits(bits)), f64::from(k), "2^{k}");
         }
     }

@@ -70,10 +70,7 @@ impl NfSocket {
     /// what it receives, so untouched pages stay unallocated); returns the bytes received,
     /// at the start of `buf`. A datagram longer than `buf` is an error (ENOSPC, as libmnl's
     /// receive reports it), never a silently cut message.
-    pub(crate) fn recv_uninit<'b>(
-        &self,
-        buf: &'b mut [MaybeUninit<u64>],
-    ) -> io::Result<&'b [u8]> {
+    pub(crate) fn recv_uninit<'b>(&self, buf: &'b mut [MaybeUninit<u64>]) -> io::Result<&'b [u8]> {
         let len = std::mem::size_of_val(buf);
         // SAFETY: the kernel writes at most `len` bytes at the start of `buf`, which is
         // valid for writes of `len` bytes; MSG_TRUNC only makes it return the datagram's
