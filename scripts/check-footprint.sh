@@ -4,9 +4,9 @@
 #   scripts/check-footprint.sh [--no-build]
 #
 #   size     stripped aarch64 release binary (default features)     budget 2.5 MB (2,500,000 bytes)
-#   rss      idle resident memory, example config, all controllers   ceiling 7 MiB (goal 5.5 MiB)
+#   rss      idle resident memory, example config, all controllers   ceiling 6 MiB (goal 5.5 MiB)
 #   rss k8s  the same, `--features kubernetes` build, the same config
-#            (no [kubernetes] section)                               ceiling 8 MiB (goal 6 MiB)
+#            (no [kubernetes] section)                               ceiling 6.5 MiB (goal 6 MiB)
 #   wakeups  context switches (voluntary + involuntary) of every thread
 #            over 10 s of idle, per second, each build               budget 5/s
 #   threads  threads of the idle daemon, each build                 budget 5
@@ -54,18 +54,16 @@ done
 over=0
 failed=()
 budget_size=${FOOTPRINT_BUDGET_SIZE:-2500000}
-# Idle RSS: the goals (5.5 MiB default build, 6 MiB kubernetes build) are not met yet (about
-# 6.2 and 7.1 MiB at ec8456e: most of it is the binary's and libraries' code pages, see
-# docs/operations.md "Footprint"). Until they are, CI enforces ceilings just above today's
-# figures, so a regression still fails, and prints the goal beside them;
-# FOOTPRINT_ENFORCE_RSS_GOALS=1 enforces the goals themselves.
+# Idle RSS: the goals are 5.5 MiB (default build) and 6 MiB (kubernetes build). The default
+# build meets its goal by a thin margin (5.4-5.6 MiB between runs: libc's resident pages
+# follow the page cache) and the kubernetes build does not yet (5.9-6.1 MiB), so CI enforces
+# ceilings half a MiB above the goals, which a regression still fails, and prints each goal
+# beside its ceiling; FOOTPRINT_ENFORCE_RSS_GOALS=1 enforces the goals themselves.
 goal_rss=$((11 * 512 * 1024))             # 5.5 MiB
 goal_rss_k8s=$((6 * 1024 * 1024))         # 6 MiB
-if [ "${FOOTPRINT_ENFORCE_RSS_GOALS:-0}" = 1 ]; then
+ceiling_rss=$((6 * 1024 * 1024)) ceiling_rss_k8s=$((13 * 512 * 1024))
+if [ -n "${FOOTPRINT_ENFORCE_RSS_GOALS:-}" ]; then
   ceiling_rss=$goal_rss ceiling_rss_k8s=$goal_rss_k8s
-else
-  ceiling_rss=$((7 * 1024 * 1024))        # 7 MiB
-  ceiling_rss_k8s=$((8 * 1024 * 1024))    # 8 MiB
 fi
 budget_rss=${FOOTPRINT_BUDGET_RSS:-$ceiling_rss}
 budget_rss_k8s=${FOOTPRINT_BUDGET_RSS_KUBERNETES:-$ceiling_rss_k8s}
@@ -199,7 +197,7 @@ judge() {
   fi
 }
 row() { printf '  %-44s %-26s %-22s %s\n' "$@"; }
-# Prints whether a figure meets its goal (a word only: the verdict is judge's).
+# Whether a figure meets its goal (a word only: the verdict is judge's).
 goal() { awk -v m="$1" -v g="$2" 'BEGIN { if (m > g) print ", over the goal" }'; }
 
 echo "edgenetd footprint ($(git describe --always --dirty 2>/dev/null || echo '?'), config $config)"

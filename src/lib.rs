@@ -8,7 +8,8 @@
 //!
 //! - Leaves: [`sync`] (the sync vocabulary: [`sync::SyncReport`], [`sync::SyncError`],
 //!   [`sync::Progress`], [`sync::Trigger`]), [`clock`], [`shutdown`], [`logging`],
-//!   [`status`].
+//!   [`status`], [`math`] (`exp`, `log`, `log1p`, `log2`, which the binary defines as its
+//!   C symbols so that it needs no libm).
 //! - [`config`]: TOML files -> one validated, immutable [`config::DesiredState`]; every
 //!   problem with file:line:col. Knows nothing of netlink.
 //! - [`dataplane`]: the only code that speaks netlink (nftables batches, rtnetlink).
@@ -61,6 +62,7 @@ pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod logging;
+pub mod math;
 pub mod metrics;
 pub mod names;
 pub mod shutdown;

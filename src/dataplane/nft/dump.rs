@@ -15,7 +15,7 @@ use super::error::{CompileError, NftError};
 use super::ffi::attr::{any_expr, chain, rule, set, table};
 use super::ffi::{self, NlMsg, Payload, Ref, kind};
 use super::ir::{Chain, Family};
-use super::socket::{Nft, RecvBuf};
+use super::socket::{Nft, RECV_WORDS};
 use super::table_ref::TableRef;
 
 /// A table as listed.
@@ -387,10 +387,8 @@ pub struct Listed {
 pub fn list_answer(bytes: &[u8], with_libnftnl: bool) -> Listed {
     // libnftnl reads headers in place: give it the aligned buffer the socket has, and at
     // most what one `recv` into it gives.
-    let mut recv = Box::new(RecvBuf([0; 64 * 1024]));
-    let len = bytes.len().min(recv.0.len());
-    recv.0[..len].copy_from_slice(&bytes[..len]);
-    let buf = &recv.0[..len];
+    let mut recv = Vec::with_capacity(RECV_WORDS);
+    let buf = ffi::aligned_copy(bytes, recv.spare_capacity_mut());
     let mut n = Listed::default();
     let mut off = 0;
     while let Some(m) = NlMsg::first(&buf[off..]) {

@@ -32,10 +32,9 @@ pub struct Commit {
     pub messages: usize,
 }
 
-/// Receive buffer: 8-byte aligned, so every message in it is 4-byte aligned as libnftnl's
-/// parsers need.
-#[repr(C, align(8))]
-pub(super) struct RecvBuf(pub(super) [u8; 64 * 1024]);
+/// Receive buffer size, in 8-byte words (8-byte aligned, so every message in it is 4-byte
+/// aligned as libnftnl's parsers need): 64 KiB, more than the kernel puts in one datagram.
+pub(super) const RECV_WORDS: usize = 64 * 1024 / 8;
 
 /// A netlink socket to nf_tables.
 pub struct Nft {
@@ -43,8 +42,6 @@ pub struct Nft {
     sock: NfSocket,
     /// Our netlink port id (replies to others are skipped).
     portid: u32,
-    /// Where replies are received.
-    buf: Box<RecvBuf>,
     /// Last probe/dump sequence number used.
     seq: u32,
     /// Send buffer size forced so far (0 = the default).
@@ -59,7 +56,6 @@ impl Nft {
         let nft = Nft {
             sock,
             portid,
-            buf: Box::new(RecvBuf([0; 64 * 1024])),
             seq: PROBE_SEQ_BASE,
             sndbuf: 0,
         };
@@ -171,13 +167,20 @@ impl Nft {
         seq: u32,
         f: &mut dyn FnMut(NlMsg<'_>) -> Result<(), NftError>,
     ) -> Result<(), NftError> {
+        // Allocated for this answer only, and never zeroed: the kernel writes what it sends,
+        // and only those pages become resident. A buffer kept (zeroed) per socket was 64 KiB
+        // of idle RSS for each of the three the daemon keeps open, most of them for the
+        // few bytes of a generation reply. Freed on return, the pages a dump touched go
+        // back with the heap trim after the sync.
+        let mut buf = Vec::with_capacity(RECV_WORDS);
         loop {
-            let n = self.sock.recv(&mut self.buf.0)?;
+            let bytes = self.sock.recv_uninit(buf.spare_capacity_mut())?;
+            let n = bytes.len();
             let mut off = 0usize;
             let mut done = false;
             let mut first_err = None;
             while off + HDR_LEN <= n {
-                let m = NlMsg::first(&self.buf.0[off..n])
+                let m = NlMsg::first(&bytes[off..n])
                     .ok_or_else(|| NftError::Malformed("truncated netlink message".into()))?;
                 if m.pid() == self.portid || m.pid() == 0 {
                     if let Err(e) = f(m)

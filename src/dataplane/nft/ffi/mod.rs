@@ -24,7 +24,7 @@ mod view;
 
 pub(crate) use batch_buf::BatchBuf;
 pub(crate) use msg::{Elems, Empty, NlMsg, Payload, Request, fits};
-pub(crate) use nf_socket::{NfSocket, parse_gen};
+pub(crate) use nf_socket::{NfSocket, aligned_copy, parse_gen};
 pub(crate) use object::{Obj, kind, with_cstr};
 #[cfg(test)]
 pub(crate) use udata::TABLE_TAG_MAX;
