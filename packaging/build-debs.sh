@@ -161,6 +161,11 @@ CHANGELOG
   # feature levels `nftnl-1-2-0`, `mnl-1-0-4`): raise what the symbols alone ask for.
   deps=$(raise_dep "$deps" libnftnl11 1.2.0)
   deps=$(raise_dep "$deps" libmnl0 1.0.4)
+  # Packed relative relocations (DT_RELR) need glibc 2.36; the binary says so with the
+  # version GLIBC_ABI_DT_RELR, which has no symbols, so dpkg-shlibdeps asks only for 2.34.
+  if readelf -V "$stage/usr/bin/edgenetd" | grep -q GLIBC_ABI_DT_RELR; then
+    deps=$(raise_dep "$deps" libc6 2.36)
+  fi
   rm -rf "$shl"
 
   local size

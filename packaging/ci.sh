@@ -70,6 +70,8 @@ for arch in amd64 arm64; do
   for lib in libc6 libnftnl11 libmnl0; do
     echo "$depends" | grep -q "\b$lib\b" || fail "$deb: Depends lacks $lib: $depends"
   done
+  # Both binaries are linked with packed relative relocations (DT_RELR): glibc 2.36.
+  echo "$depends" | grep -q "libc6 (>= 2.36)" || fail "$deb: Depends does not ask for glibc 2.36 (DT_RELR): $depends"
   contents=$(dpkg-deb --contents "$deb")
   for path in ./usr/bin/edgenetd ./lib/systemd/system/edgenetd.service ./etc/edgenetd/edgenetd.toml \
               ./etc/edgenetd/conf.d/ ./usr/share/doc/edgenetd/copyright \
