@@ -220,6 +220,19 @@ impl Daemon {
         self.child.id()
     }
 
+    /// The daemon's peak and current resident memory (`VmHWM`, `VmRSS`), in KiB.
+    pub fn memory_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {status}"))
+        };
+        (kib("VmHWM:"), kib("VmRSS:"))
+    }
+
     /// Sends a signal (`HUP`, `TERM`, ...) to the daemon.
     pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")

@@ -741,6 +741,22 @@ netns_test! {
     }
 }
 
+/// The slice `huge-1` of Service `huge`: 100,000 ready endpoints, about 20 MB of JSON (over
+/// the 4 MiB one-object cap).
+fn huge_slice() -> serde_json::Value {
+    let endpoints: Vec<serde_json::Value> = (0..100_000u32)
+        .map(|i| {
+            ready(&format!(
+                "10.{}.{}.{}",
+                100 + i / 65536,
+                (i / 256) % 256,
+                i % 256
+            ))
+        })
+        .collect();
+    slice("huge", &endpoints)
+}
+
 netns_test! {
     /// The bug: one EndpointSlice with 100,000 endpoints (about 20 MB) in a list page took the
     /// daemon to ~300 MiB (an OOM kill under `MemoryMax=128M`, and the same list again at
@@ -750,22 +766,10 @@ netns_test! {
         let lab = Lab::new();
         lab.web(&[ready("10.0.1.2")]);
         lab.fake.apply("services", service("huge", "10.96.7.7", 80));
-        let endpoints: Vec<serde_json::Value> = (0..100_000u32)
-            .map(|i| ready(&format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)))
-            .collect();
-        lab.fake.apply("endpointslices", slice("huge", &endpoints));
-        drop(endpoints);
+        lab.fake.apply("endpointslices", huge_slice());
         let d = lab.daemon("k8s-huge-slice", "");
         lab.wait_served_by(&["b1"], 10);
-        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
-        let kib = |key: &str| -> u64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-                .unwrap_or_else(|| panic!("{key} in {status}"))
-        };
-        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        let (peak, now) = d.memory_kib();
         eprintln!("a 100,000-endpoint slice: peak {peak} KiB, now {now} KiB");
         assert!(peak < 64 * 1024, "peak {peak} KiB");
         assert!(now < 48 * 1024, "held after the list {now} KiB");
@@ -789,26 +793,14 @@ netns_test! {
         lab.fake.apply("services", service("huge", "10.96.7.7", 80));
         let d = lab.daemon("k8s-huge-watch", "");
         lab.wait_served_by(&["b1"], 10);
-        let endpoints: Vec<serde_json::Value> = (0..100_000u32)
-            .map(|i| ready(&format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)))
-            .collect();
-        lab.fake.apply("endpointslices", slice("huge", &endpoints));
-        drop(endpoints);
+        lab.fake.apply("endpointslices", huge_slice());
         let refused = || {
             d.metric("edgenetd_kubernetes_objects_refused_total", &[("kind", "endpointslices"), ("reason", "too_large")])
         };
         wait_until("the huge slice refused", STEP, || refused() == Some(1.0));
         lab.web(&[ready("10.0.2.2")]);
         lab.wait_served_by(&["b2"], 10);
-        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
-        let kib = |key: &str| -> u64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-                .unwrap_or_else(|| panic!("{key} in {status}"))
-        };
-        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        let (peak, now) = d.memory_kib();
         eprintln!("a 100,000-endpoint slice by watch: peak {peak} KiB, now {now} KiB");
         assert!(peak < 64 * 1024, "peak {peak} KiB");
         assert!(now < 48 * 1024, "held after the line {now} KiB");
@@ -842,15 +834,7 @@ netns_test! {
         wait_until("every slice listed", STEP, || {
             d.metric("edgenetd_kubernetes_objects", &[("kind", "endpointslices")]) == Some(5_001.0)
         });
-        let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
-        let kib = |key: &str| -> u64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-                .unwrap_or_else(|| panic!("{key} in {status}"))
-        };
-        let (peak, now) = (kib("VmHWM:"), kib("VmRSS:"));
+        let (peak, now) = d.memory_kib();
         eprintln!("5,000 slices of 100 endpoints: peak {peak} KiB, now {now} KiB");
         // 161 MiB here; 198 MiB while every item was parsed into a value tree first.
         assert!(peak < 180 * 1024, "peak {peak} KiB");
