@@ -6,6 +6,8 @@ use crate::netns_test;
 
 use common::metrics::{parse, value};
 use common::shell::sh;
+use common::topology::{Link, Topology};
+use std::time::{Duration, Instant};
 
 netns_test! {
     fn runs_in_a_fresh_namespace_with_only_loopback() {
@@ -16,6 +18,40 @@ netns_test! {
         // Anything created here is gone with the namespace, never on the host.
         sh("nft add table inet edgenetd-harness-probe");
         assert!(sh("nft list tables").contains("edgenetd-harness-probe"));
+    }
+}
+
+netns_test! {
+    // CI: kube_proxy_conformance `e2e_dual_stack` saw its first forwarded IPv6 connections
+    // to the other node time out: the router's new link had only a tentative link-local
+    // address, and the kernel sends no neighbour solicitation for a forwarded packet until
+    // duplicate address detection is over (2 s). Addresses are added after the link, as the
+    // conformance lab adds them, so the topology's own neighbour warm-up does not help.
+    fn e2e_dual_stack_first_forwarded_ipv6_packet_over_new_links_is_not_held_by_dad() {
+        let mut net = Topology::new();
+        net.forwarding();
+        for (role, dev, n) in [("a", "ra", 1), ("b", "rb", 2)] {
+            net.add_host(
+                role,
+                Link {
+                    router_if: dev,
+                    router_addrs: &[],
+                    host_if: "eth0",
+                    host_addrs: &[],
+                    host_routes: &[],
+                },
+            );
+            sh(&format!("ip -6 addr add fd0{n}::1/64 dev {dev} nodad"));
+            net.host(role).sh(&format!(
+                "ip -6 addr add fd0{n}::2/64 dev eth0 nodad && ip -6 route add default via fd0{n}::1"
+            ));
+        }
+        common::links::wait_until_up(&["ra", "rb"]);
+        let started = Instant::now();
+        let (ok, out, _) = net.host("a").sh_status("ping -6 -c 1 -W 1 fd02::2");
+        let took = started.elapsed();
+        assert!(ok, "a's first ping to b, forwarded by the router, got no answer within 1 s: {out}");
+        assert!(took < Duration::from_millis(900), "the first forwarded ping took {took:?}");
     }
 }
 
