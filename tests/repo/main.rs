@@ -12,3 +12,4 @@ mod docs_figures;
 mod harness;
 mod layering;
 mod man_page;
+mod metrics_table;
