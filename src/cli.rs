@@ -14,6 +14,8 @@ use crate::control::protocol::{Request, Target};
 use crate::daemon::registry::{BUILTIN, BuiltinController, VerbFuture};
 use crate::{config, control, daemon, logging, status};
 
+pub mod flags;
+
 /// The main config file when `--config` is not given (the packaged daemon's).
 pub const DEFAULT_CONFIG: &str = instance::PACKAGED_CONFIG;
 /// The daemon's base URL when `--url` is not given.
@@ -43,8 +45,8 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// The usage text (`--help`, and after every usage error).
-pub const USAGE: &str = "\
+/// The usage text before the options: the synopsis and the verbs.
+const USAGE_HEAD: &str = "\
 edgenetd — firewall, service load-balancing and routes for edge routers, from TOML
 
 USAGE:
@@ -80,48 +82,25 @@ VERBS:
               prints the daemon it changed (pid, main config, netns)
     confirm   keep the configuration a running daemon waits to have confirmed
 
-OPTIONS:
-    --config PATH      main config file; conf.d/*.toml beside it is merged after it
-                       [default: /etc/edgenetd/edgenetd.toml]
-    --netns NAME       program the kernel inside `ip netns` NAME; HTTP stays where edgenetd
-                       was started (demos, tests, routers that live in a namespace);
-                       (apply, confirm) the daemon run with this --netns;
-                       (explain) read the router's addresses there
-    --target CONFIG    (apply, confirm) the daemon run with --config CONFIG: its control
-                       socket, and any other daemon refuses before changing anything
-                       [default: /etc/edgenetd/edgenetd.toml]
-    --log-level LEVEL  error, warn, info, debug, trace [default: info, or $EDGENETD_LOG]
-    --url URL          daemon base URL for status [default: http://127.0.0.1:9750]
-    --confirm DURATION (apply) roll back unless confirmed within DURATION (e.g. 30s, 5m)
-    --control-socket PATH
-                       the daemon's control socket; each daemon has its own, for
-                       --config /etc/edgenetd/edgenetd.toml without --netns
-                       [default: /run/edgenetd/control.sock], for any other
-                       /run/edgenetd-[NETNS-]STEM-HASH/control.sock (its log says which)
-    --state-dir PATH   (run) where the confirmed config is kept, the same way
-                       [default: /var/lib/edgenetd], or /var/lib/edgenetd-[NETNS-]STEM-HASH
+";
 
-EXPLAIN OPTIONS:
-    --in IFACE         the interface the packet arrives on
-    --from ADDR        its source address
-    --to ADDR          its destination address
-    --sport N          its source port (tcp, udp) [default: 40000]
-    --dport N          its destination port (tcp, udp)
-    --proto PROTO      tcp, udp, icmp or icmpv6
-    --state STATE      new (a connection's first packet) or established [default: new]
-    --icmp-type N      ICMP or ICMPv6 type, a number or a name [default: echo request]
-    --mark N           the packet's firewall mark (for route rules' fwmark) [default: 0]
-    --addresses LIST   the router's addresses, IFACE=ADDR/LEN,...: its own addresses and
-                       connected routes, instead of the kernel's
-    --offline          no address is the router's own; the kernel is not read (a laptop)
-    --json             one JSON object with verdict, rule, dnat, snat, route
-
+/// The usage text after the options.
+const USAGE_TAIL: &str = "\
 EXIT CODES:
     0  success
     1  invalid config, failed operation, or (status) a daemon that is not live
     2  usage error
     3  (status) no answer from the daemon; (apply, confirm) none on its control socket
 ";
+
+/// The usage text (`--help`, and after every usage error); the options from [`flags`].
+pub fn usage() -> String {
+    format!(
+        "{USAGE_HEAD}OPTIONS:\n{}\nEXPLAIN OPTIONS:\n{}\n{USAGE_TAIL}",
+        flags::help_section(flags::OPTIONS),
+        flags::help_section(flags::EXPLAIN_OPTIONS)
+    )
+}
 
 /// What `edgenetd` was asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,12 +291,12 @@ fn parse_confirm(text: &str) -> Result<Duration, String> {
 pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
     let args: Vec<String> = args.into_iter().collect();
     if args.first().map(String::as_str) == Some("explain") {
-        return crate::explain::main(&args[1..], DEFAULT_CONFIG, USAGE);
+        return crate::explain::main(&args[1..], DEFAULT_CONFIG, &usage());
     }
     let cli = match parse_args(args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("edgenetd: {e}\n\n{USAGE}");
+            eprintln!("edgenetd: {e}\n\n{}", usage());
             return Exit::Usage.into();
         }
     };
@@ -339,7 +318,7 @@ pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
     }
     match cli.verb {
         Verb::Help => {
-            print!("{USAGE}");
+            print!("{}", usage());
             Exit::Success.into()
         }
         Verb::Version => {
@@ -369,7 +348,10 @@ pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
         Verb::Cleanup => each_controller(Verb::Cleanup, &cli.config).into(),
         // Only as a later word (`edgenetd --log-level x explain`): its flags come after it.
         Verb::Explain => {
-            eprintln!("edgenetd: `explain` must be the first argument\n\n{USAGE}");
+            eprintln!(
+                "edgenetd: `explain` must be the first argument\n\n{}",
+                usage()
+            );
             Exit::Usage.into()
         }
     }
@@ -561,6 +543,44 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, String> {
         parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    /// A value each flag's parser accepts.
+    fn sample(flag: &flags::Flag) -> Option<&'static str> {
+        flag.value.map(|_| match flag.long {
+            "--confirm" => "30s",
+            "--from" | "--to" => "10.0.0.1",
+            "--sport" | "--dport" | "--mark" => "1",
+            "--proto" => "tcp",
+            "--state" => "new",
+            "--addresses" => "x=10.0.0.1/24",
+            _ => "x",
+        })
+    }
+
+    #[test]
+    fn every_flag_of_the_tables_is_one_its_parser_knows() {
+        let unknown = |e: &str| e.contains("unexpected argument");
+        for flag in flags::OPTIONS {
+            let verb = match flag.long {
+                "--confirm" | "--target" => "apply",
+                _ => "run",
+            };
+            let mut args = vec![verb, "--config", "c.toml", flag.long];
+            args.extend(sample(flag));
+            if let Err(e) = parse(&args) {
+                assert!(!unknown(&e), "{}: {e}", flag.long);
+            }
+        }
+        for flag in flags::EXPLAIN_OPTIONS {
+            let mut args = vec![flag.long.to_string()];
+            args.extend(sample(flag).map(str::to_string));
+            if let Err(e) = crate::explain::query::parse(&args, "c.toml") {
+                assert!(!unknown(&e), "{}: {e}", flag.long);
+            }
+        }
+        // The check can fail: a name no parser has.
+        assert!(parse(&["run", "--no-such-flag"]).is_err_and(|e| unknown(&e)));
     }
 
     #[test]

@@ -122,6 +122,31 @@ fn man_page_names_every_flag_of_help_and_no_other() {
     assert_eq!(options, flags(&help), "OPTIONS of edgenetd.8 vs --help");
 }
 
+/// The OPTIONS section of packaging/man/edgenetd.8, as committed.
+fn man_options_section(man: &str) -> &str {
+    let start = man.find(".SH OPTIONS\n").expect(".SH OPTIONS") + ".SH OPTIONS\n".len();
+    let len = man[start..].find(".SH ").expect("a section after OPTIONS");
+    &man[start..start + len]
+}
+
+/// A flag is defined once, in src/cli/flags.rs: the man page's OPTIONS are rendered from that
+/// table. `EDGENETD_BLESS=1 cargo test --test repo man_page` writes them into the page.
+#[test]
+fn man_page_options_are_rendered_from_the_flag_table() {
+    let man = man_source();
+    let rendered = edgenetd::cli::flags::man_options();
+    if std::env::var_os("EDGENETD_BLESS").is_some() {
+        let now = man.replacen(man_options_section(&man), &rendered, 1);
+        std::fs::write(man_page_path(), now).expect("write packaging/man/edgenetd.8");
+        return;
+    }
+    assert!(
+        man_options_section(&man) == rendered,
+        "packaging/man/edgenetd.8's OPTIONS are not src/cli/flags.rs's: run \
+         EDGENETD_BLESS=1 cargo test --test repo man_page, and review the diff"
+    );
+}
+
 #[test]
 fn man_page_states_the_defaults_of_help() {
     let help = help();
