@@ -6,6 +6,7 @@
 //! sync vocabulary (reports, errors, progress, triggers) lives in [`crate::sync`].
 
 pub mod cache;
+pub mod nft_core;
 pub mod route;
 
 use crate::config::DesiredState;

@@ -43,20 +43,17 @@ pub mod verbs;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{DaemonSettings, DesiredState};
+use crate::config::DesiredState;
 use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
-use crate::dataplane::nft::ir::Family;
-use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef};
+use crate::controller::nft_core::{NftCore, NftSession, OwnedTable};
+use crate::dataplane::nft::{GenerationWatch, NftError, TableRef};
 use crate::sync::{Progress, SyncError, SyncReport, Trigger};
 use observe::{Applied, Check};
 use plan::Step;
 use program::Program;
 
 pub use verbs::{PolicyCliError, cleanup, plan};
-
-/// How often the foreign-commit watch reads the ruleset generation.
-pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Counter of drift repairs.
 pub const DRIFT_METRIC: &str = "edgenetd_policy_drift_repairs_total";
@@ -82,14 +79,14 @@ pub struct PolicyController {
     /// The last config planned and its program.
     model: model::Model,
     /// The nftables socket, opened at the first sync (in the daemon's namespace).
-    nft: Option<Nft>,
+    nft: Option<NftSession>,
     /// The router's addresses (port-forward reflection is scoped to them), read when a port
     /// forward reflects.
     addresses: addresses::AddressWatch,
     /// What the last sync left installed, and whether to trust it.
     cache: KernelCache<Applied>,
-    /// This process's nftables commits, shared with the service controller.
-    watch: GenerationWatch,
+    /// The foreign-commit watch, shared with the service controller.
+    core: NftCore,
     /// Wakes the loop early (the watch's callback and the address monitor fire it).
     trigger: Trigger,
 }
@@ -97,29 +94,20 @@ pub struct PolicyController {
 impl PolicyController {
     /// A controller; `trigger` wakes its loop early. Call it on the thread (network
     /// namespace) the controller programs: it subscribes to `watch`, which invalidates the
-    /// cache and fires `trigger` within [`WATCH_INTERVAL`] whenever another process commits
+    /// cache and fires `trigger` within
+    /// [`WATCH_INTERVAL`](crate::controller::nft_core::WATCH_INTERVAL) whenever another process commits
     /// to nftables, so drift is repaired at once rather than at the next period.
     pub fn new(trigger: Trigger, watch: GenerationWatch) -> PolicyController {
-        let cache = KernelCache::new();
-        cache.invalidation().follow_foreign_commits(
-            "policy",
-            &watch,
-            WATCH_INTERVAL,
-            trigger.clone(),
-        );
+        let core = NftCore::new(OwnedTable::Policy, watch, trigger.clone());
         PolicyController {
             model: model::Model::default(),
             nft: None,
             addresses: addresses::AddressWatch::default(),
-            cache,
-            watch,
+            cache: core.cache(),
+            core,
             trigger,
         }
     }
-}
-
-fn table_ref(settings: &DaemonSettings) -> TableRef {
-    TableRef::new(Family::Inet, settings.policy_table())
 }
 
 impl Controller for PolicyController {
@@ -132,7 +120,7 @@ impl Controller for PolicyController {
         desired: &DesiredState,
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
-        let table = table_ref(&desired.daemon);
+        let table = OwnedTable::Policy.of(&desired.daemon);
         let period = desired.controller("policy").period;
         let addrs = if addresses::needed(desired.policy.as_ref()) {
             self.addresses.get(&self.trigger).await
@@ -150,10 +138,12 @@ impl Controller for PolicyController {
             // Opened here, on the daemon's thread, so it lives in the daemon's namespace.
             nft: match self.nft.take() {
                 Some(nft) => nft,
-                None => Nft::open().map_err(|e| SyncError::whole("nftables", e))?,
+                None => self
+                    .core
+                    .open()
+                    .map_err(|e| SyncError::whole("nftables", e))?,
             },
             cache: std::mem::take(&mut self.cache),
-            watch: self.watch.clone(),
         };
         let rules = program.as_ref().map_or(0, |p| p.rule_count());
         let (kernel, result) = crate::sync::unblock(move || {
@@ -184,11 +174,9 @@ fn record_metrics(result: &Result<SyncReport, SyncError>, rules: usize) {
 /// What one (blocking) sync works with.
 struct Kernel {
     /// The socket.
-    nft: Nft,
+    nft: NftSession,
     /// The controller's cache (moved in for the sync, moved back after).
     cache: KernelCache<Applied>,
-    /// Shared record of this process's commits.
-    watch: GenerationWatch,
 }
 
 impl Kernel {
@@ -224,7 +212,7 @@ impl Kernel {
             return Ok(());
         };
         if old.name != table.name {
-            apply::delete_table(&mut self.nft, &self.watch, &old)
+            apply::delete_table(&mut self.nft, &old)
                 .map_err(|e| SyncError::whole(format!("table {}", old.name), e))?;
             self.cache.forget();
         }
@@ -238,7 +226,7 @@ impl Kernel {
             return Ok(false);
         }
         let now = Instant::now();
-        match adopt::find(&mut self.nft, table, desired)
+        match adopt::find(self.nft.socket(), table, desired)
             .map_err(|e| SyncError::whole("nftables listing", e))?
         {
             adopt::Found::Adopted(applied) => {
@@ -251,7 +239,7 @@ impl Kernel {
 
     /// No `[policy]`: no table.
     fn delete_table(&mut self, table: &TableRef) -> Result<SyncReport, SyncError> {
-        let n = apply::delete_table(&mut self.nft, &self.watch, table)
+        let n = apply::delete_table(&mut self.nft, table)
             .map_err(|e| SyncError::whole(format!("table {}", table.name), e))?;
         self.cache.forget();
         Ok(SyncReport {
@@ -273,24 +261,29 @@ impl Kernel {
             .nft
             .generation()
             .map_err(|e| SyncError::whole("nftables", e))?;
-        let Some(a) = self.cache.snapshot_mut().filter(|a| a.failed.is_empty()) else {
+        let Some(a) = self.cache.snapshot().filter(|a| a.failed.is_empty()) else {
             return Ok(false);
         };
-        let foreign =
-            a.generation != generation && self.watch.foreign_between(a.generation, generation);
-        if !foreign {
-            a.generation = generation;
-        }
-        if foreign || a.check_pending {
+        let (seen, pending) = (a.generation, a.check_pending);
+        if pending {
             self.cache.invalidate();
         }
-        // The generation is read at every sync, so the event source never misses a commit.
-        if self.cache.decide(Instant::now(), period, true) == Decision::Trusted {
+        let check = self.nft.check(
+            &mut self.cache,
+            Some(seen),
+            generation,
+            Instant::now(),
+            period,
+        );
+        if !check.foreign {
+            self.cache.snapshot_mut().expect("checked above").generation = generation;
+        }
+        if check.decision == Decision::Trusted {
             return Ok(false);
         }
         let now = Instant::now();
         let a = self.cache.snapshot_mut().expect("checked above");
-        let check = observe::check_drift(&mut self.nft, a)
+        let check = observe::check_drift(self.nft.socket(), a)
             .map_err(|e| SyncError::whole("nftables listing", e))?;
         if check == Check::Drifted {
             return Ok(true);
@@ -320,7 +313,7 @@ impl Kernel {
         desired: &Arc<Program>,
     ) -> Result<SyncReport, SyncError> {
         let a = self.cache.snapshot_mut().expect("a delta needs a snapshot");
-        match apply::element_delta(&mut self.nft, &self.watch, a, desired) {
+        match apply::element_delta(&mut self.nft, a, desired) {
             Ok((changes, summary)) => Ok(SyncReport {
                 changes,
                 drift_repairs: 0,
@@ -342,14 +335,13 @@ impl Kernel {
         drifted: bool,
     ) -> Result<SyncReport, SyncError> {
         let written_at = Instant::now();
-        let (new, changes, failures) =
-            match apply::full_write(&mut self.nft, &self.watch, table, desired) {
-                Ok(done) => done,
-                Err(e) => {
-                    self.cache.forget();
-                    return Err(e);
-                }
-            };
+        let (new, changes, failures) = match apply::full_write(&mut self.nft, table, desired) {
+            Ok(done) => done,
+            Err(e) => {
+                self.cache.forget();
+                return Err(e);
+            }
+        };
         let summary = format!(
             "table written: {} rules, {} sets{}{}",
             desired.rule_count(),

@@ -1,6 +1,6 @@
 //! Apply: the only part of the service controller that writes to the kernel (with its batch
 //! writer, `write`, which isolates refused services). Every commit's generation is recorded
-//! in the shared [`GenerationWatch`].
+//! in the shared generation watch (see [`crate::controller::nft_core`]).
 //!
 //! A sync is incremental (the mirror's delta, one batch) unless the cache says a full compare
 //! is due (see [`crate::controller::cache`]): at startup, after a failed batch, when another
@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::controller::cache::{Decision, Invalidation, KernelCache};
-use crate::dataplane::nft::{Batch, Commit, GenerationWatch, Nft, NftError, Op, TableRef};
+use crate::controller::cache::{Decision, KernelCache};
+use crate::controller::nft_core::{NftCore, NftSession};
+use crate::dataplane::nft::{Batch, Commit, NftError, Op, TableRef};
 use crate::sync::{SyncError, SyncReport};
 
 use super::elements::{group, stream_elements, vip_of};
@@ -34,11 +35,9 @@ pub(super) const TAG_SHARED: u32 = u32::MAX - 1;
 pub struct Kernel {
     /// Our table.
     pub table: TableRef,
-    pub(super) nft: Nft,
+    pub(super) nft: NftSession,
     /// What this process committed (the mirror), and whether to trust it.
     cache: KernelCache<Mirror>,
-    /// This process's nftables commits, shared with the policy controller.
-    watch: GenerationWatch,
     /// Ruleset generation right after our last commit or check.
     generation: Option<u32>,
     /// Rule fingerprints of our skeleton as the kernel lists them after we installed it.
@@ -59,19 +58,13 @@ pub(super) fn nft_err(what: &str, e: NftError) -> SyncError {
 }
 
 impl Kernel {
-    /// Opens the socket (in the calling thread's network namespace); `watch` records this
-    /// process's commits (share the controllers' watch so they know each other's), and
-    /// `invalidation` is the flag the foreign-commit watch sets.
-    pub fn open(
-        table: TableRef,
-        watch: GenerationWatch,
-        invalidation: Invalidation,
-    ) -> Result<Kernel, NftError> {
+    /// Opens the socket (in the calling thread's network namespace) through `core`, whose
+    /// watch records this process's commits and invalidates the cache on another's.
+    pub fn open(table: TableRef, core: &NftCore) -> Result<Kernel, NftError> {
         Ok(Kernel {
             table,
-            nft: Nft::open()?,
-            cache: KernelCache::with_invalidation(invalidation),
-            watch,
+            nft: core.open()?,
+            cache: core.cache(),
             generation: None,
             fingerprints: None,
             absent_at: None,
@@ -94,8 +87,7 @@ impl Kernel {
 
     /// Executes `batch`, records its generation as this process's own, counts its messages.
     pub(super) fn commit(&mut self, batch: Batch) -> Result<Commit, NftError> {
-        let commit = self.nft.execute(batch)?;
-        self.watch.record_own(commit.generation);
+        let commit = self.nft.commit(batch)?;
         self.last_writes += commit.messages as u64;
         Ok(commit)
     }
@@ -115,17 +107,10 @@ impl Kernel {
         if desired.needs_no_table() {
             return self.ensure_absent(generation);
         }
-        // The generation moves with every commit; only one by another process (not this
-        // controller's, not the policy controller's) can have touched our table.
-        let foreign = match self.generation {
-            Some(g) => g != generation && self.watch.foreign_between(g, generation),
-            None => true,
-        };
-        if foreign {
-            self.cache.invalidate();
-        }
-        // The generation is read at every sync, so the event source never misses a commit.
-        match self.cache.decide(now, period, true) {
+        let check = self
+            .nft
+            .check(&mut self.cache, self.generation, generation, now, period);
+        match check.decision {
             Decision::Trusted if self.recorders.is_some() => self.sync_delta(desired),
             _ => self.full_sync(desired, now),
         }
@@ -197,6 +182,7 @@ impl Kernel {
         let mut changes = 0;
         if self
             .nft
+            .socket()
             .table_exists(&self.table)
             .map_err(|e| nft_err("list tables", e))?
         {
@@ -233,6 +219,7 @@ impl Kernel {
         let table = self.table.clone();
         let exists = self
             .nft
+            .socket()
             .table_exists(&table)
             .map_err(|e| nft_err("list tables", e))?;
         let structure = match exists {
@@ -251,7 +238,7 @@ impl Kernel {
         self.add_recorders(&want)?;
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
-        let mut found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
+        let mut found = observe::verify_kernel(self.nft.socket(), &table, &desired, known.as_ref())
             .map_err(|e| nft_err("list elements", e))?;
         drift += found.drift;
         let changes = (found.strays.len() + found.missing.len()) as u64;

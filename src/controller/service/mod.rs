@@ -40,14 +40,11 @@ pub mod verbs;
 
 use std::time::Instant;
 
-use crate::config::{DaemonSettings, DesiredState};
+use crate::config::DesiredState;
 use crate::controller::Controller;
-use crate::controller::cache::Invalidation;
-use crate::dataplane::nft::{GenerationWatch, NftError, TableRef, ir::Family};
+use crate::controller::nft_core::{NftCore, OwnedTable};
+use crate::dataplane::nft::{GenerationWatch, NftError};
 use crate::sync::{Progress, SyncError, SyncReport, Trigger};
-
-/// How often the foreign-commit watch reads the ruleset generation.
-pub const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub use apply::Kernel;
 pub use verbs::{cleanup, plan};
@@ -61,11 +58,6 @@ pub enum ServiceError {
     /// A blocking task could not run.
     #[error("{0}")]
     Other(String),
-}
-
-/// The table of this controller for `settings`.
-pub fn table_ref(settings: &DaemonSettings) -> TableRef {
-    TableRef::new(Family::Inet, settings.service_table())
 }
 
 /// Describes the service metrics and sets every series to 0 (called once at startup).
@@ -94,25 +86,23 @@ pub struct ServiceController {
     kernel: Option<Kernel>,
     /// Health checks of the backends that have them.
     health: health::HealthChecks,
-    /// This process's nftables commits, shared with the policy controller.
-    watch: GenerationWatch,
-    /// Invalidated by the watch on a foreign commit (handed to each kernel opened).
-    invalidation: Invalidation,
+    /// The foreign-commit watch, shared with the policy controller (its flag is handed to
+    /// each kernel opened).
+    core: NftCore,
 }
 
 impl ServiceController {
     /// A controller; the kernel socket is opened on the first sync (in the caller's netns).
     /// Call it on the thread (network namespace) the controller programs: it starts a watch
-    /// that fires `trigger` within [`WATCH_INTERVAL`] whenever another process commits to
-    /// nftables, so a table edited or deleted by hand is repaired at once, not at the period.
+    /// that fires `trigger` within
+    /// [`WATCH_INTERVAL`](crate::controller::nft_core::WATCH_INTERVAL) whenever another
+    /// process commits to nftables, so a table edited or deleted by hand is repaired at once,
+    /// not at the period.
     pub fn new(trigger: Trigger, watch: GenerationWatch) -> ServiceController {
-        let invalidation = Invalidation::default();
-        invalidation.follow_foreign_commits("service", &watch, WATCH_INTERVAL, trigger.clone());
         ServiceController {
             kernel: None,
+            core: NftCore::new(OwnedTable::Service, watch, trigger.clone()),
             health: health::HealthChecks::new(trigger),
-            watch,
-            invalidation,
         }
     }
 
@@ -147,7 +137,7 @@ impl Controller for ServiceController {
         desired: &DesiredState,
         progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
-        let table = table_ref(&desired.daemon);
+        let table = OwnedTable::Service.of(&desired.daemon);
         let period = desired.controller("service").period;
         self.health.reconcile(&desired.services.services);
         let health = &self.health;
@@ -163,7 +153,7 @@ impl Controller for ServiceController {
                 // daemon's listener came or went: start over (the full compare replaces a
                 // table of another shape; an old table's prefix stays for `cleanup`).
                 drop(other);
-                Kernel::open(table, self.watch.clone(), self.invalidation.clone())
+                Kernel::open(table, &self.core)
                     .map_err(|e| SyncError::whole("nftables socket", e))?
                     .with_local(exempt)
             }

@@ -150,7 +150,7 @@ impl Kernel {
     /// Keys of the remembered clients of one family that `desired` no longer backs.
     fn stale_clients(&mut self, v4: bool, desired: &Model) -> Result<Vec<Element>, NftError> {
         let stale = std::cell::RefCell::new(Vec::new());
-        self.nft.for_each_element(
+        self.nft.socket().for_each_element(
             &self.table,
             layout::sticky_map_name(v4),
             &mut |info| {
