@@ -8,11 +8,21 @@ use std::fmt::Write;
 use crate::config::{DaemonSettings, DesiredState};
 use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, render};
 
-use super::ServiceError;
 use super::elements::{full_table, vip_of};
 use super::model::{self, Model, VipKey};
 use super::plan::{Mirror, describe};
 use crate::controller::nft_core::OwnedTable;
+
+/// Errors of the one-shot verbs (`plan`, `cleanup`).
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Talking to nf_tables failed.
+    #[error(transparent)]
+    Nft(#[from] NftError),
+    /// A blocking task could not run.
+    #[error("{0}")]
+    Other(String),
+}
 
 /// `edgenetd plan`: what a sync would change, and the nft text of the table after the sync
 /// (every service's elements included). Writes nothing.
