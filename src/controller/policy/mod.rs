@@ -4,7 +4,8 @@
 //! Files (the same for every controller, in this order; see docs/architecture.md):
 //! - [`sync`]: the controller (constructor, one sync in named steps);
 //! - [`metrics`]: its metric names, descriptions and recording;
-//! - [`model`]: `[policy]` -> the program (memoized; built by [`program`]);
+//! - [`model`]: `[policy]` and the pod isolation -> the program the planner reads (pure;
+//!   memoized; built by [`program`]);
 //! - [`plan`]: installed snapshot + desired program -> the write to make (pure, unit-tested);
 //! - [`apply`]: the only part that writes to the kernel;
 //! - [`observe`]: the cache's snapshot and the drift check against the kernel's listing;

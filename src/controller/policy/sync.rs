@@ -20,7 +20,7 @@ use crate::sync::{Progress, SyncError, SyncReport, Trigger};
 /// The policy controller.
 pub struct PolicyController {
     /// The last config planned and its program.
-    model: model::Model,
+    memo: model::Memo,
     /// The nftables socket, opened at the first sync (in the daemon's namespace).
     nft: Option<NftSession>,
     /// The router's addresses (port-forward reflection is scoped to them), read when a port
@@ -43,7 +43,7 @@ impl PolicyController {
     pub fn new(trigger: Trigger, watch: GenerationWatch) -> PolicyController {
         let core = NftCore::new(OwnedTable::Policy, watch, trigger.clone());
         PolicyController {
-            model: model::Model::default(),
+            memo: model::Memo::default(),
             nft: None,
             addresses: addresses::AddressWatch::default(),
             cache: core.cache(),
@@ -70,7 +70,7 @@ impl Controller for PolicyController {
         } else {
             addresses::RouterAddresses::default()
         };
-        let program = self.model.program(
+        let program = self.memo.program(
             desired.policy.as_ref(),
             &desired.pod_policies,
             &table.name,
