@@ -6,6 +6,12 @@ pub const SERVICES: &str = "edgenetd_services";
 pub const BACKENDS: &str = "edgenetd_service_backends";
 /// Drift repairs.
 pub const DRIFT_REPAIRS: &str = "edgenetd_service_drift_repairs_total";
+/// 1 while a health-checked backend is up (labels `service`, `backend`; see `health`).
+pub const BACKEND_UP: &str = "edgenetd_backend_up";
+/// Failed health checks of a backend.
+pub const BACKEND_CHECK_FAILURES: &str = "edgenetd_backend_check_failures_total";
+/// Up/down transitions of a backend.
+pub const BACKEND_TRANSITIONS: &str = "edgenetd_backend_transitions_total";
 
 /// Describes the service metrics and sets every series to 0 (called once at startup).
 pub fn describe_metrics() {
@@ -18,7 +24,13 @@ pub fn describe_metrics() {
         DRIFT_REPAIRS,
         "Service table elements or structure found changed behind edgenetd's back and repaired"
     );
-    super::health::describe_metrics();
+    // Per backend: the health checks create each backend's series when it gets a probe.
+    metrics::describe_gauge!(
+        BACKEND_UP,
+        "1 while a checked backend is up, 0 while its health check holds it down"
+    );
+    metrics::describe_counter!(BACKEND_CHECK_FAILURES, "Failed health checks of a backend");
+    metrics::describe_counter!(BACKEND_TRANSITIONS, "Up/down transitions of a backend");
     metrics::gauge!(SERVICES).set(0.0);
     metrics::gauge!(BACKENDS).set(0.0);
     metrics::counter!(DRIFT_REPAIRS).absolute(0);
