@@ -91,6 +91,16 @@ impl NftCore {
         }
     }
 
+    /// A core that `watch` records commits in but never wakes (no watch thread): for a
+    /// benchmark or a tool that drives syncs itself. A sync still notices foreign commits
+    /// through the generation it reads.
+    pub fn unwatched(watch: GenerationWatch) -> NftCore {
+        NftCore {
+            watch,
+            invalidation: Invalidation::default(),
+        }
+    }
+
     /// An empty cache that the watch invalidates.
     pub fn cache<S>(&self) -> KernelCache<S> {
         KernelCache::with_invalidation(self.invalidation.clone())
@@ -114,7 +124,7 @@ pub struct NftSession {
 
 /// What [`NftSession::check`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Check {
+pub struct GenerationCheck {
     /// Another process committed since the generation the controller last saw.
     pub foreign: bool,
     /// Whether the sync may trust the cache.
@@ -161,7 +171,7 @@ impl NftSession {
         generation: u32,
         now: Instant,
         period: Duration,
-    ) -> Check {
+    ) -> GenerationCheck {
         let foreign = match seen {
             Some(g) => g != generation && self.watch.foreign_between(g, generation),
             None => true,
@@ -171,6 +181,6 @@ impl NftSession {
         }
         // The generation is read at every sync, so the event source never misses a commit.
         let decision = cache.decide(now, period, true);
-        Check { foreign, decision }
+        GenerationCheck { foreign, decision }
     }
 }

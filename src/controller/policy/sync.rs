@@ -183,9 +183,8 @@ impl Kernel {
         })
     }
 
-    /// Compares the table with the kernel unless the cache is trusted; true when it drifted.
-    /// Only another process's commit can have changed our table: this process's other
-    /// commits (e.g. the service controller's) never touch it.
+    /// Compares the table with the kernel unless the cache is trusted (see
+    /// [`NftSession::check`]; a deferred element check is due too); true when it drifted.
     fn verify(&mut self, period: Duration) -> Result<bool, SyncError> {
         let generation = self
             .nft
