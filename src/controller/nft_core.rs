@@ -22,7 +22,8 @@ use crate::sync::Trigger;
 ///
 /// One interval for both controllers: the watch polls once for the process at the shortest
 /// interval any subscriber asks for, so when the policy controller asked for 500 ms and the
-/// service controller for 1 s, the daemon polled every 500 ms anyway. Half a second bounds
+/// service controller for 1 s, the daemon polled every 500 ms anyway (every second only with
+/// the policy controller disabled). Half a second bounds
 /// how long a table deleted by hand stays missing, for one tiny netlink round trip, twice a
 /// second.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);

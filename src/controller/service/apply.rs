@@ -21,6 +21,7 @@ use super::sync::Kernel;
 /// Tag of messages that belong to no single service (table structure, shared elements).
 pub(super) const TAG_SHARED: u32 = u32::MAX - 1;
 
+/// A whole-sync failure of `what`.
 pub(super) fn nft_err(what: &str, e: NftError) -> SyncError {
     SyncError::whole(what, e)
 }
@@ -65,6 +66,7 @@ pub(super) fn joined(failures: Vec<(String, String)>) -> SyncError {
     err
 }
 
+/// The write groups of `delta`: one per changed service, then the shared elements if any.
 pub(super) fn groups_of(delta: &Delta) -> Vec<ServiceChange> {
     let mut v = delta.services.clone();
     if !delta.shared.adds.is_empty() || !delta.shared.deletes.is_empty() {
