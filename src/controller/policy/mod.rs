@@ -6,7 +6,7 @@
 //! - [`metrics`]: its metric names, descriptions and recording;
 //! - [`model`]: `[policy]` and the pod isolation -> the program the planner reads (pure;
 //!   memoized; built by [`program`]);
-//! - [`plan`]: installed snapshot + desired program -> the write to make (pure, unit-tested);
+//! - [`plan`](mod@plan): installed snapshot + desired program -> the write to make (pure, unit-tested);
 //! - [`apply`]: the only part that writes to the kernel;
 //! - [`observe`]: the cache's snapshot and the drift check against the kernel's listing;
 //! - [`adopt`]: at the first sync, trusting a table a full write left with the desired
@@ -24,8 +24,8 @@
 //! closed, and reported as the sync's failures while every other group stays programmed.
 //!
 //! The table is compared with the kernel (see [`crate::controller::cache`]) when another
-//! process committed to nftables (the shared [`GenerationWatch`] tells foreign commits from
-//! this process's own), and once per period.
+//! process committed to nftables (the shared generation watch tells foreign commits from this
+//! process's own, see [`crate::controller::nft_core`]), and once per period.
 //!
 //! Without a `[policy]` section and without pod isolation (`DesiredState::pod_policies`,
 //! from a cluster's NetworkPolicies) there is no table at all (an existing one is deleted).

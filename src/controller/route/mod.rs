@@ -5,7 +5,7 @@
 //! - [`sync`]: the controller (constructor, one sync in named steps);
 //! - [`metrics`]: its metric names and descriptions;
 //! - [`model`]: config -> route and rule specs, in the kernel's terms (pure);
-//! - [`plan`]: specs + installed state (dumped or cached) -> the writes (pure, unit-tested);
+//! - [`plan`](mod@plan): specs + installed state (dumped or cached) -> the writes (pure, unit-tested);
 //! - [`apply`]: the only part that writes to the kernel;
 //! - [`observe`]: dumping the kernel, the kernel-event monitor, the cache's snapshot;
 //! - [`verbs`]: the `plan` and `cleanup` CLI verbs.

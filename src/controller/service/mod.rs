@@ -7,7 +7,7 @@
 //!   repaired and counted in `edgenetd_service_drift_repairs_total`;
 //! - [`metrics`]: its metric names, descriptions and recording;
 //! - [`model`]: the validated services -> one entry per VIP (pure);
-//! - [`plan`]: the mirror (what this process last committed, the cache's snapshot) against
+//! - [`plan`](mod@plan): the mirror (what this process last committed, the cache's snapshot) against
 //!   the model -> element deletes/adds for the changed services only (pure, unit-tested);
 //! - [`apply`]: the only part that writes to the kernel: one batch, a service the kernel
 //!   refuses isolated (joined errors);
