@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use edgenetd::config::service::{Affinity, Backend, HealthCheck, Protocol, Service, WhenEmpty};
-use edgenetd::controller::cache::Invalidation;
+use edgenetd::controller::nft_core::NftCore;
 use edgenetd::controller::service::Kernel;
 use edgenetd::controller::service::elements::{full_table, render_text};
 use edgenetd::controller::service::model;
@@ -177,12 +177,8 @@ fn main() {
         let model = model::build_list(&svcs);
         let build_time = start.elapsed();
         // The controller's cold sync.
-        let mut kernel = Kernel::open(
-            table.clone(),
-            GenerationWatch::new(),
-            Invalidation::default(),
-        )
-        .expect("nft socket");
+        let mut kernel = Kernel::open(table.clone(), &NftCore::unwatched(GenerationWatch::new()))
+            .expect("nft socket");
         let start = Instant::now();
         let period = Duration::from_secs(3600);
         let r = kernel

@@ -17,9 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::dataplane::nft::GenerationWatch;
-use crate::sync::Trigger;
-
 /// A flag that says "the kernel may have changed behind the cache's back". Cheap to clone;
 /// event sources keep a clone and set it.
 #[derive(Debug, Clone, Default)]
@@ -34,29 +31,6 @@ impl Invalidation {
     /// Reads and clears the flag (an event after this call sets it again).
     fn take(&self) -> bool {
         self.0.swap(false, Ordering::SeqCst)
-    }
-
-    /// Follows `watch`: every commit to nftables by another process (noticed within
-    /// `interval`) invalidates this flag's cache and fires `wake`, so drift is repaired at
-    /// once rather than at the next period. Without a watch (its thread could not start), a
-    /// warning says drift is found at each period instead.
-    pub fn follow_foreign_commits(
-        &self,
-        controller: &str,
-        watch: &GenerationWatch,
-        interval: Duration,
-        wake: Trigger,
-    ) {
-        let flag = self.clone();
-        let on_foreign = move || {
-            flag.invalidate();
-            wake.fire();
-        };
-        if let Err(e) = watch.subscribe(interval, on_foreign) {
-            log::warn!(
-                "{controller}: no nftables commit watch ({e}); drift is found at each period"
-            );
-        }
     }
 }
 

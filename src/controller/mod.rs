@@ -4,8 +4,15 @@
 //! followed by *apply* (the only part that talks to the kernel, through `crate::dataplane`).
 //! The daemon's runner owns the loop; a controller only knows how to sync once. The shared
 //! sync vocabulary (reports, errors, progress, triggers) lives in [`crate::sync`].
+//!
+//! Every controller is a directory with the same files in the same roles (`sync.rs` the
+//! controller and its sync, `metrics.rs`, `model.rs`, `plan.rs`, `apply.rs`, `observe.rs`,
+//! `verbs.rs`; docs/architecture.md, "The controller shape"). What they share: [`cache`] (the
+//! belief about the kernel and when to trust it) and, for the two nftables controllers,
+//! [`nft_core`] (the owned tables, the socket, the foreign-commit check and watch).
 
 pub mod cache;
+pub mod nft_core;
 pub mod route;
 
 use crate::config::DesiredState;

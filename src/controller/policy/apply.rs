@@ -1,6 +1,7 @@
 //! Apply: the only part of the policy controller that writes to the kernel (blocking; run it
-//! in `smol::unblock`). Every commit's generation is recorded in the [`GenerationWatch`], so
-//! neither controller mistakes it for somebody else's.
+//! in `smol::unblock`). Every commit's generation is recorded in the shared
+//! [`GenerationWatch`](crate::dataplane::nft::GenerationWatch) (see
+//! [`crate::controller::nft_core`]), so neither controller mistakes it for somebody else's.
 //!
 //! - A full write replaces the table in one atomic batch. If the kernel refuses it, the
 //!   refused messages name their rule groups; the table is written again without them
@@ -12,10 +13,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::controller::nft_core::NftSession;
 use crate::dataplane::nft::ir::Table;
-use crate::dataplane::nft::{
-    Batch, Commit, GenerationWatch, Nft, NftError, Op, TAG_BATCH, TableRef,
-};
+use crate::dataplane::nft::{Batch, Nft, NftError, Op, TAG_BATCH, TableRef};
 use crate::sync::SyncError;
 
 use super::adopt::tag;
@@ -28,30 +28,22 @@ use super::program::Program;
 /// it, before it gives up for this sync.
 const MAX_RESTARTS: u32 = 5;
 
-/// Executes `batch` and records its generation as this process's own.
-fn commit(nft: &mut Nft, watch: &GenerationWatch, batch: Batch) -> Result<Commit, NftError> {
-    let commit = nft.execute(batch)?;
-    watch.record_own(commit.generation);
-    Ok(commit)
-}
-
 /// Deletes the table if it exists; returns the number of kernel writes.
-pub fn delete_table(nft: &mut Nft, watch: &GenerationWatch, t: &TableRef) -> Result<u64, NftError> {
-    if !nft.table_exists(t)? {
+pub fn delete_table(nft: &mut NftSession, t: &TableRef) -> Result<u64, NftError> {
+    if !nft.socket().table_exists(t)? {
         return Ok(0);
     }
     let mut batch = Batch::new();
     batch.table(t, Op::Add);
     batch.table(t, Op::Delete);
-    commit(nft, watch, batch)?;
+    nft.commit(batch)?;
     Ok(1)
 }
 
 /// Adds and deletes the elements that differ between the installed and the desired program
 /// (same structure); returns the kernel writes and a summary.
 pub fn element_delta(
-    nft: &mut Nft,
-    watch: &GenerationWatch,
+    nft: &mut NftSession,
     a: &mut Applied,
     desired: &Arc<Program>,
 ) -> Result<(u64, String), NftError> {
@@ -69,7 +61,7 @@ pub fn element_delta(
         added += delta.adds.len();
         deleted += delta.deletes.len();
     }
-    let done = commit(nft, watch, batch)?;
+    let done = nft.commit(batch)?;
     a.program = desired.clone();
     a.generation = done.generation;
     a.want_elements = None;
@@ -82,8 +74,7 @@ pub fn element_delta(
 /// Writes the whole table, leaving out groups the kernel refuses. Returns the new state, the
 /// number of kernel writes and the refused groups (as a not-yet-final SyncError).
 pub fn full_write(
-    nft: &mut Nft,
-    watch: &GenerationWatch,
+    nft: &mut NftSession,
     t: &TableRef,
     desired: &Arc<Program>,
 ) -> Result<(Applied, u64, SyncError), SyncError> {
@@ -92,20 +83,20 @@ pub fn full_write(
     let read_kept = |nft: &mut Nft| {
         kept::read(nft, t, desired).map_err(|e| SyncError::whole("nftables listing", e))
     };
-    let mut kept = read_kept(nft)?;
+    let mut kept = read_kept(nft.socket())?;
     let mut restarts = 0;
     loop {
         let Some(batch) = table_batch(desired, &kept, &mut failed, &mut failures)? else {
             continue;
         };
-        match commit(nft, watch, batch) {
+        match nft.commit(batch) {
             // Somebody committed after the dynamic sets were read: read them again.
             Err(e) if e.is_restart() && restarts < MAX_RESTARTS => {
                 restarts += 1;
-                kept = read_kept(nft)?;
+                kept = read_kept(nft.socket())?;
             }
             Ok(done) => {
-                let applied = after_full_write(nft, t, desired, failed, done.generation);
+                let applied = after_full_write(nft.socket(), t, desired, failed, done.generation);
                 return Ok((applied, done.messages as u64, failures));
             }
             Err(NftError::Rejected(refused)) => {

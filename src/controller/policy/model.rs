@@ -1,6 +1,8 @@
-//! Model: `[policy]` and the pod isolation -> the program (the table the policy controller installs), memoized so an
+//! Model: desired state -> the policy controller's model, the [`Program`] its planner reads
+//! (the table that enforces `[policy]` and the pod isolation, built by [`super::program`]).
+//! [`build`] is the pure function; [`Memo`] remembers its last inputs and result, so an
 //! unchanged config is not planned again and a change of set elements only rebuilds those
-//! sets. Pure; the program itself is built by [`super::program`].
+//! sets (the result is the same as [`build`]'s).
 
 use std::sync::Arc;
 
@@ -14,18 +16,29 @@ use super::program::{self, Program};
 /// addresses (port-forward reflection is scoped to them).
 type Inputs = (Option<PolicyConfig>, String, RouterAddresses);
 
-/// The last config planned and its program.
+/// The program for `config` and `pods` in table `table`, port forwards reflecting on the
+/// router's addresses `addrs` (`None` = neither a `[policy]` nor pod isolation: no table).
+pub fn build(
+    config: Option<&PolicyConfig>,
+    pods: &PodPolicies,
+    table: &str,
+    addrs: &RouterAddresses,
+) -> Option<Program> {
+    program::build_with_pods(config, pods, table, addrs)
+}
+
+/// The last inputs of [`build`] and its result.
 #[derive(Default)]
-pub struct Model {
+pub struct Memo {
     /// The inputs and the program of the last call; `None` before the first.
     last: Option<(Inputs, Option<Arc<Program>>)>,
     /// The pod isolation of the last call.
     last_pods: PodPolicies,
 }
 
-impl Model {
-    /// The program for `config` and `pods` in table `table` (`None` = neither a `[policy]`
-    /// nor pod isolation: no table). The same `Arc` as last time when nothing changed.
+impl Memo {
+    /// [`build`] of these inputs: the same `Arc` as last time when nothing changed, the
+    /// last program with the new elements when only set elements changed.
     pub fn program(
         &mut self,
         config: Option<&PolicyConfig>,
@@ -53,7 +66,7 @@ impl Model {
                 let new = config.expect("checked");
                 Some(Arc::new(program::with_set_elements(p, old, new)))
             }
-            _ => program::build_with_pods(config, pods, table, addrs).map(Arc::new),
+            _ => build(config, pods, table, addrs).map(Arc::new),
         };
         self.last = Some((
             (config.cloned(), table.to_string(), addrs.clone()),

@@ -1,5 +1,6 @@
-//! Plan, the pure half of the policy controller: `[policy]` -> the nftables table that
-//! enforces it, every kernel rule tagged with the *rule group* it belongs to.
+//! The program, the policy controller's model (see [`super::model`]): `[policy]` -> the
+//! nftables table that enforces it, every kernel rule tagged with the *rule group* it
+//! belongs to (pure).
 //!
 //! # Layout and order of evaluation (`table inet <prefix>-policy`)
 //!

@@ -11,11 +11,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::config::{DaemonSettings, DesiredState};
+use crate::controller::nft_core::{NftSession, OwnedTable};
 use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, render};
 
 use super::addresses::{self, RouterAddresses};
+use super::apply;
 use super::program::{self, Program, keeps_foreign_elements};
-use super::{apply, table_ref};
 
 /// Errors of `plan` and `cleanup`.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +31,7 @@ pub enum PolicyCliError {
 /// comment lines.
 /// Empty when there is no `[policy]` and no table. Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
-    let table = table_ref(&desired.daemon);
+    let table = OwnedTable::Policy.of(&desired.daemon);
     let addrs = router_addresses(desired).await;
     let program = program::build_with_pods(
         desired.policy.as_ref(),
@@ -78,11 +79,10 @@ async fn router_addresses(desired: &DesiredState) -> RouterAddresses {
 
 /// `edgenetd cleanup`: deletes the policy table (and nothing else).
 pub async fn cleanup(settings: &DaemonSettings) -> Result<String, PolicyCliError> {
-    let table = table_ref(settings);
-    let mut nft = Nft::open()?;
+    let table = OwnedTable::Policy.of(settings);
     // A one-shot process: its commit need not be told from anybody's.
-    let watch = GenerationWatch::new();
-    let n = smol::unblock(move || apply::delete_table(&mut nft, &watch, &table)).await?;
+    let mut nft = NftSession::open(GenerationWatch::new())?;
+    let n = smol::unblock(move || apply::delete_table(&mut nft, &table)).await?;
     Ok(if n > 0 {
         format!("policy: deleted table inet {}\n", settings.policy_table())
     } else {

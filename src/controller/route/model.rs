@@ -1,5 +1,6 @@
-//! Model: validated config -> the route controller's specs (pure; the only place that knows
-//! both vocabularies).
+//! Model: desired state -> the route controller's model, the route and rule specs its planner
+//! reads ([`route_specs`], [`rule_specs_of`]; pure; the only place that knows both
+//! vocabularies).
 //!
 //! Specs are in the kernel's terms, so the planner compares like with like: an IPv6 route
 //! configured with `metric = 0` is stored by the kernel as metric 1024 (`IP6_RT_PRIO_USER`),

@@ -1,351 +1,42 @@
-//! Apply: the only part of the service controller that writes to the kernel (with its batch
-//! writer, `write`, which isolates refused services). Every commit's generation is recorded
-//! in the shared [`GenerationWatch`].
-//!
-//! A sync is incremental (the mirror's delta, one batch) unless the cache says a full compare
-//! is due (see [`crate::controller::cache`]): at startup, after a failed batch, when another
-//! process committed to nftables since our last look, and once per period. The full compare
-//! checks the table's structure (sets, chains, rules by fingerprint) and streams every element
-//! through [`super::observe`]; a broken structure replaces the table in one atomic batch, stray
-//! or missing elements are fixed by delta. What differs from what this process had committed
-//! counts as drift.
+//! Apply: the only part of the service controller that writes to the kernel: every commit
+//! (its generation recorded in the shared generation watch, see
+//! [`crate::controller::nft_core`]), the table's skeleton, the batch writer (`write`, which
+//! isolates refused services), the recorder chains of sticky services (`recorders`), and the
+//! conntrack entries of drained UDP backends.
 
 mod recorders;
 mod write;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
-use crate::controller::cache::{Decision, Invalidation, KernelCache};
-use crate::dataplane::nft::{Batch, Commit, GenerationWatch, Nft, NftError, Op, TableRef};
-use crate::sync::{SyncError, SyncReport};
+use crate::dataplane::nft::{Batch, Commit, NftError};
+use crate::sync::SyncError;
 
-use super::elements::{group, stream_elements, vip_of};
 use super::layout;
-use super::model::{self, Model, VipKey};
-use super::observe::{self, Recorders};
-use super::plan::{Delta, Mirror, ServiceChange};
+use super::model::VipKey;
+use super::observe::Recorders;
+use super::plan::{Delta, ServiceChange};
+use super::sync::Kernel;
 
 /// Tag of messages that belong to no single service (table structure, shared elements).
 pub(super) const TAG_SHARED: u32 = u32::MAX - 1;
 
-/// Kernel-side state of the controller: the socket, the mirror and what we last saw.
-pub struct Kernel {
-    /// Our table.
-    pub table: TableRef,
-    pub(super) nft: Nft,
-    /// What this process committed (the mirror), and whether to trust it.
-    cache: KernelCache<Mirror>,
-    /// This process's nftables commits, shared with the policy controller.
-    watch: GenerationWatch,
-    /// Ruleset generation right after our last commit or check.
-    generation: Option<u32>,
-    /// Rule fingerprints of our skeleton as the kernel lists them after we installed it.
-    pub(super) fingerprints: Option<Vec<(String, String)>>,
-    /// Generation at which the table was last seen absent while no service was desired.
-    absent_at: Option<u32>,
-    /// The (timeout, family) pairs whose recorder chains the table has, when known (after
-    /// an install or a structure check).
-    pub(super) recorders: Option<Recorders>,
-    /// Kernel messages written by the last sync.
-    pub last_writes: u64,
-    /// The loopback exemption of the daemon's listener the table carries (see `local`).
-    pub local: Option<super::local::Local>,
-}
-
+/// A whole-sync failure of `what`.
 pub(super) fn nft_err(what: &str, e: NftError) -> SyncError {
     SyncError::whole(what, e)
 }
 
 impl Kernel {
-    /// Opens the socket (in the calling thread's network namespace); `watch` records this
-    /// process's commits (share the controllers' watch so they know each other's), and
-    /// `invalidation` is the flag the foreign-commit watch sets.
-    pub fn open(
-        table: TableRef,
-        watch: GenerationWatch,
-        invalidation: Invalidation,
-    ) -> Result<Kernel, NftError> {
-        Ok(Kernel {
-            table,
-            nft: Nft::open()?,
-            cache: KernelCache::with_invalidation(invalidation),
-            watch,
-            generation: None,
-            fingerprints: None,
-            absent_at: None,
-            recorders: None,
-            last_writes: 0,
-            local: None,
-        })
-    }
-
-    /// The same, with the loopback exemption `local` in its table.
-    pub fn with_local(mut self, local: Option<super::local::Local>) -> Kernel {
-        self.local = local;
-        self
-    }
-
-    /// What this process committed, if known.
-    pub fn mirror(&self) -> Option<&Mirror> {
-        self.cache.snapshot()
-    }
-
     /// Executes `batch`, records its generation as this process's own, counts its messages.
     pub(super) fn commit(&mut self, batch: Batch) -> Result<Commit, NftError> {
-        let commit = self.nft.execute(batch)?;
-        self.watch.record_own(commit.generation);
+        let commit = self.nft.commit(batch)?;
         self.last_writes += commit.messages as u64;
         Ok(commit)
     }
 
-    /// One sync against `desired` (blocking).
-    pub fn sync(
-        &mut self,
-        desired: Model,
-        period: Duration,
-        now: Instant,
-    ) -> Result<SyncReport, SyncError> {
-        self.last_writes = 0;
-        let generation = self
-            .nft
-            .generation()
-            .map_err(|e| nft_err("nftables generation", e))?;
-        if desired.needs_no_table() {
-            return self.ensure_absent(generation);
-        }
-        // The generation moves with every commit; only one by another process (not this
-        // controller's, not the policy controller's) can have touched our table.
-        let foreign = match self.generation {
-            Some(g) => g != generation && self.watch.foreign_between(g, generation),
-            None => true,
-        };
-        if foreign {
-            self.cache.invalidate();
-        }
-        // The generation is read at every sync, so the event source never misses a commit.
-        match self.cache.decide(now, period, true) {
-            Decision::Trusted if self.recorders.is_some() => self.sync_delta(desired),
-            _ => self.full_sync(desired, now),
-        }
-    }
-
-    /// An incremental sync: the mirror's delta, in one batch.
-    fn sync_delta(&mut self, desired: Model) -> Result<SyncReport, SyncError> {
-        let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
-        let delta = mirror.diff(&desired);
-        if delta.is_empty() {
-            mirror.model = desired;
-            return Ok(SyncReport {
-                changes: 0,
-                drift_repairs: 0,
-                summary: "no change".into(),
-            });
-        }
-        let report = SyncReport {
-            changes: delta.writes() as u64,
-            drift_repairs: 0,
-            summary: summarize(&delta),
-        };
-        let want = model::recorders(&desired);
-        if let Err(e) = self.add_recorders(&want) {
-            self.cache.forget();
-            return Err(e);
-        }
-        let (failures, commit) = match self.write(&groups_of(&delta)) {
-            Ok(x) => x,
-            Err(e) => {
-                // Whatever happened, the kernel is compared in full next time.
-                self.cache.forget();
-                return Err(e);
-            }
-        };
-        self.conntrack_flush(&delta.udp_drained);
-        if failures.is_empty() {
-            self.generation = commit;
-            let after =
-                self.drop_recorders(&want)
-                    .and_then(|()| match delta.sticky_lost.is_empty() {
-                        true => Ok(()),
-                        false => self.sweep_sticky(&desired),
-                    });
-            if let Err(e) = after {
-                self.cache.forget();
-                return Err(e);
-            }
-            let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
-            mirror.commit(desired, &delta);
-            return Ok(report);
-        }
-        // Some services were refused: what committed is not what the mirror can describe
-        // cheaply, so the next sync compares everything with the kernel.
-        self.cache.forget();
-        joined(failures).into_result(report)
-    }
-
-    /// No services and no service CIDRs: no table at all (no NAT hooks registered for
-    /// nothing).
-    fn ensure_absent(&mut self, generation: u32) -> Result<SyncReport, SyncError> {
-        if self.absent_at == Some(generation) {
-            return Ok(SyncReport {
-                changes: 0,
-                drift_repairs: 0,
-                summary: "no services".into(),
-            });
-        }
-        let mut changes = 0;
-        if self
-            .nft
-            .table_exists(&self.table)
-            .map_err(|e| nft_err("list tables", e))?
-        {
-            let mut batch = Batch::new();
-            batch.table(&self.table, Op::Delete);
-            self.commit(batch)
-                .map_err(|e| nft_err("delete service table", e))?;
-            changes = 1;
-        }
-        self.absent_at = Some(
-            self.nft
-                .generation()
-                .map_err(|e| nft_err("nftables generation", e))?,
-        );
-        // The next sync with services installs the table (a full sync).
-        self.cache.forget();
-        self.generation = None;
-        self.fingerprints = None;
-        self.recorders = None;
-        Ok(SyncReport {
-            changes,
-            drift_repairs: 0,
-            summary: if changes > 0 {
-                "no services: deleted the table".into()
-            } else {
-                "no services".into()
-            },
-        })
-    }
-
-    /// The full dump-and-diff (see the module docs).
-    fn full_sync(&mut self, desired: Model, now: Instant) -> Result<SyncReport, SyncError> {
-        let known = self.cache.take();
-        let table = self.table.clone();
-        let exists = self
-            .nft
-            .table_exists(&table)
-            .map_err(|e| nft_err("list tables", e))?;
-        let structure = match exists {
-            true => self.structure_ok().map_err(|e| nft_err("list table", e))?,
-            false => None,
-        };
-        let mut drift = 0u64;
-        let Some(have) = structure else {
-            if known.is_some() {
-                drift += 1;
-            }
-            return self.install(desired, drift);
-        };
-        self.recorders = Some(have);
-        let want = model::recorders(&desired);
-        self.add_recorders(&want)?;
-        // Structure intact: check every kernel element against the model; differences in
-        // services the mirror holds unchanged are drift.
-        let mut found = observe::verify_kernel(&mut self.nft, &table, &desired, known.as_ref())
-            .map_err(|e| nft_err("list elements", e))?;
-        drift += found.drift;
-        let changes = (found.strays.len() + found.missing.len()) as u64;
-        let udp_gone = std::mem::take(&mut found.udp_gone);
-        let mut groups: BTreeMap<Option<VipKey>, ServiceChange> = BTreeMap::new();
-        for (set, el) in found.strays {
-            let key = vip_of(set, &el);
-            group(&mut groups, key, &desired).deletes.push((set, el));
-        }
-        for (set, el) in found.missing {
-            let key = vip_of(set, &el);
-            group(&mut groups, key, &desired).adds.push((set, el));
-        }
-        let groups: Vec<ServiceChange> = groups.into_values().collect();
-        let (failures, commit) = self.write(&groups)?;
-        let report = SyncReport {
-            changes,
-            drift_repairs: drift,
-            summary: format!("full compare: {changes} element writes, {drift} drift repairs"),
-        };
-        if drift > 0 {
-            metrics::counter!("edgenetd_service_drift_repairs_total").increment(drift);
-        }
-        // Found in the kernel, not in the mirror (a restart, a failed sync, a change while
-        // no one watched): a UDP backend's conntrack entries go with its last slot all the
-        // same.
-        self.conntrack_flush(&udp_gone);
-        if !failures.is_empty() {
-            return joined(failures).into_result(report);
-        }
-        self.drop_recorders(&want)?;
-        // Clients remembered with a backend that is no longer a live one of their sticky
-        // service (changed while no one watched, or a sweep that failed) are forgotten.
-        self.sweep_sticky(&desired)?;
-        self.generation = match commit {
-            Some(g) => Some(g),
-            None => Some(
-                self.nft
-                    .generation()
-                    .map_err(|e| nft_err("nftables generation", e))?,
-            ),
-        };
-        self.cache.store_verified(Mirror::of(desired), true, now);
-        Ok(report)
-    }
-
-    /// Replaces the whole table with the skeleton and every desired element (one batch).
-    fn install(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let mut batch = self.skeleton_batch(&model::recorders(&desired))?;
-        let elements = stream_elements(&mut batch, &self.table, &desired)
-            .map_err(|e| nft_err("compile service elements", e.into()))?;
-        let commit = match self.commit(batch) {
-            Ok(c) => c,
-            Err(NftError::Rejected(_)) => {
-                // One or more services refused: install the bare skeleton, then add the
-                // services by delta with isolation.
-                return self.install_isolated(desired, drift);
-            }
-            Err(e) => return Err(nft_err("install service table", e)),
-        };
-        self.after_install(desired, commit.generation)?;
-        if drift > 0 {
-            metrics::counter!("edgenetd_service_drift_repairs_total").increment(drift);
-        }
-        Ok(SyncReport {
-            changes: elements as u64 + 1,
-            drift_repairs: drift,
-            summary: format!("installed table with {elements} elements"),
-        })
-    }
-
-    fn install_isolated(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let want = model::recorders(&desired);
-        let batch = self.skeleton_batch(&want)?;
-        let commit = self
-            .commit(batch)
-            .map_err(|e| nft_err("install service table", e))?;
-        self.after_install(Model::new(), commit.generation)?;
-        self.recorders = Some(want);
-        let mirror = self.cache.snapshot().expect("just installed");
-        let delta = mirror.diff(&desired);
-        let groups = groups_of(&delta);
-        let (failures, _) = self.write(&groups)?;
-        self.cache.forget(); // compare with the kernel next time
-        joined(failures).into_result(SyncReport {
-            changes: delta.writes() as u64 + 1,
-            drift_repairs: drift,
-            summary: "installed table; some services refused".into(),
-        })
-    }
-
     /// A batch that replaces the table with the bare skeleton (no service elements yet) and
     /// the recorder chains of `recorders`.
-    fn skeleton_batch(&self, recorders: &Recorders) -> Result<Batch, SyncError> {
+    pub(super) fn skeleton_batch(&self, recorders: &Recorders) -> Result<Batch, SyncError> {
         let skeleton = layout::skeleton_with(&self.table.name, recorders, self.local);
         let mut batch = Batch::new();
         batch.tag(TAG_SHARED);
@@ -355,19 +46,7 @@ impl Kernel {
         Ok(batch)
     }
 
-    fn after_install(&mut self, desired: Model, generation: u32) -> Result<(), SyncError> {
-        self.recorders = Some(model::recorders(&desired));
-        self.fingerprints = Some(
-            self.fingerprints_now()
-                .map_err(|e| nft_err("list rules", e))?,
-        );
-        self.cache
-            .store_verified(Mirror::of(desired), true, Instant::now());
-        self.generation = Some(generation);
-        Ok(())
-    }
-
-    fn conntrack_flush(&mut self, drained: &[(VipKey, SocketAddr)]) {
+    pub(super) fn conntrack_flush(&mut self, drained: &[(VipKey, SocketAddr)]) {
         for (vip, backend) in drained {
             if let Err(e) =
                 crate::dataplane::conntrack::delete_udp_flows(vip.addr, vip.port, *backend)
@@ -379,7 +58,7 @@ impl Kernel {
 }
 
 /// Refused objects with the reason, joined into one error.
-fn joined(failures: Vec<(String, String)>) -> SyncError {
+pub(super) fn joined(failures: Vec<(String, String)>) -> SyncError {
     let mut err = SyncError::default();
     for (obj, e) in failures {
         err.push(obj, e);
@@ -387,12 +66,8 @@ fn joined(failures: Vec<(String, String)>) -> SyncError {
     err
 }
 
-fn summarize(delta: &Delta) -> String {
-    let n = delta.services.len();
-    format!("{n} services changed, {} element writes", delta.writes())
-}
-
-fn groups_of(delta: &Delta) -> Vec<ServiceChange> {
+/// The write groups of `delta`: one per changed service, then the shared elements if any.
+pub(super) fn groups_of(delta: &Delta) -> Vec<ServiceChange> {
     let mut v = delta.services.clone();
     if !delta.shared.adds.is_empty() || !delta.shared.deletes.is_empty() {
         v.push(delta.shared.clone());

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 use crate::config::service::{HealthCheck, HealthCheckKind, Initial, Service};
 use crate::sync::{Progress, Trigger};
 
+use super::metrics::{BACKEND_CHECK_FAILURES, BACKEND_TRANSITIONS, BACKEND_UP};
+
 pub use probe::check;
 
 /// How late a probe may finish a check before it counts as wedged.
@@ -139,9 +141,9 @@ impl HealthChecks {
             let up = state.up.load(Ordering::Relaxed);
             for name in &names {
                 let labels = labels(name, k.backend);
-                metrics::gauge!("edgenetd_backend_up", &labels).set(f64::from(u8::from(up)));
-                metrics::counter!("edgenetd_backend_check_failures_total", &labels).increment(0);
-                metrics::counter!("edgenetd_backend_transitions_total", &labels).increment(0);
+                metrics::gauge!(BACKEND_UP, &labels).set(f64::from(u8::from(up)));
+                metrics::counter!(BACKEND_CHECK_FAILURES, &labels).increment(0);
+                metrics::counter!(BACKEND_TRANSITIONS, &labels).increment(0);
             }
             *lock(&state.services) = names;
         }
@@ -281,11 +283,7 @@ async fn run(key: ProbeKey, state: Arc<ProbeState>, trigger: Trigger) {
             Err(reason) => {
                 (oks, fails) = (0, fails.saturating_add(1));
                 for n in &names {
-                    metrics::counter!(
-                        "edgenetd_backend_check_failures_total",
-                        &labels(n, key.backend)
-                    )
-                    .increment(1);
+                    metrics::counter!(BACKEND_CHECK_FAILURES, &labels(n, key.backend)).increment(1);
                 }
                 if up && fails >= key.check.fall {
                     let why = format!("{reason} ({fails} failed checks)");
@@ -303,8 +301,8 @@ fn transition(key: &ProbeKey, state: &ProbeState, names: &[String], up: bool, wh
     state.up.store(up, Ordering::Relaxed);
     for n in names {
         let labels = labels(n, key.backend);
-        metrics::gauge!("edgenetd_backend_up", &labels).set(f64::from(u8::from(up)));
-        metrics::counter!("edgenetd_backend_transitions_total", &labels).increment(1);
+        metrics::gauge!(BACKEND_UP, &labels).set(f64::from(u8::from(up)));
+        metrics::counter!(BACKEND_TRANSITIONS, &labels).increment(1);
     }
     let (word, check) = (if up { "up" } else { "down" }, key.check.check.name());
     let services = names.join(", ");
@@ -319,22 +317,6 @@ fn transition(key: &ProbeKey, state: &ProbeState, names: &[String], up: bool, wh
             key.backend
         );
     }
-}
-
-/// Describes the per-backend metrics (once, at startup).
-pub fn describe_metrics() {
-    metrics::describe_gauge!(
-        "edgenetd_backend_up",
-        "1 while a checked backend is up, 0 while its health check holds it down"
-    );
-    metrics::describe_counter!(
-        "edgenetd_backend_check_failures_total",
-        "Failed health checks of a backend"
-    );
-    metrics::describe_counter!(
-        "edgenetd_backend_transitions_total",
-        "Up/down transitions of a backend"
-    );
 }
 
 /// How long a backend takes at most to be taken out: `fall` probes plus their waits.

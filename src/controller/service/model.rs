@@ -1,5 +1,6 @@
-//! The desired dataplane of the services, in controller terms: one [`Entry`] per virtual
-//! address:port:protocol, built from the validated config by a pure function.
+//! Model: desired state -> the service controller's model, the [`Model`] its planner reads
+//! (the desired dataplane of the services: one [`Entry`] per virtual address:port:protocol),
+//! built from the validated services by a pure function ([`build`]).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

@@ -32,6 +32,7 @@ impl Kernel {
     pub(super) fn fingerprints_now(&mut self) -> Result<Vec<(String, String)>, NftError> {
         Ok(self
             .nft
+            .socket()
             .list_rules(&self.table)?
             .into_iter()
             .map(|r| (r.chain, r.fingerprint))
@@ -43,6 +44,7 @@ impl Kernel {
     pub(super) fn structure_ok(&mut self) -> Result<Option<Recorders>, NftError> {
         let mut chains: Vec<String> = self
             .nft
+            .socket()
             .list_chains(&self.table)?
             .into_iter()
             .map(|c| c.name)
@@ -52,7 +54,7 @@ impl Kernel {
             .filter_map(|c| layout::parse_recorder_chain(c))
             .collect();
         let skeleton = layout::skeleton_with(&self.table.name, &recorders, self.local);
-        let sets = self.nft.list_sets(&self.table)?;
+        let sets = self.nft.socket().list_sets(&self.table)?;
         let mut want_sets: Vec<SetShape> = skeleton
             .sets
             .iter()
@@ -93,7 +95,7 @@ impl Kernel {
             None => {
                 // Adopting a table from an earlier run: same rule count per chain and the same
                 // comments; later checks compare full fingerprints.
-                let listed = self.nft.list_rules(&self.table)?;
+                let listed = self.nft.socket().list_rules(&self.table)?;
                 let mut have: Vec<(String, Option<String>)> =
                     listed.into_iter().map(|r| (r.chain, r.comment)).collect();
                 let mut want: Vec<(String, Option<String>)> = skeleton

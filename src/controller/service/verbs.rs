@@ -11,12 +11,23 @@ use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, render};
 use super::elements::{full_table, vip_of};
 use super::model::{self, Model, VipKey};
 use super::plan::{Mirror, describe};
-use super::{ServiceError, table_ref};
+use crate::controller::nft_core::OwnedTable;
+
+/// Errors of the one-shot verbs (`plan`, `cleanup`).
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Talking to nf_tables failed.
+    #[error(transparent)]
+    Nft(#[from] NftError),
+    /// A blocking task could not run.
+    #[error("{0}")]
+    Other(String),
+}
 
 /// `edgenetd plan`: what a sync would change, and the nft text of the table after the sync
 /// (every service's elements included). Writes nothing.
 pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
-    let table = table_ref(&desired.daemon);
+    let table = OwnedTable::Service.of(&desired.daemon);
     let model = model::build(&desired.services);
     let mut nft = Nft::open()?;
     let local = super::local::of(desired.daemon.listen, &model);
@@ -27,7 +38,7 @@ pub async fn plan(desired: &DesiredState) -> Result<String, ServiceError> {
 
 /// `edgenetd cleanup`: deletes table `inet <prefix>-service` (and nothing else).
 pub async fn cleanup(settings: &DaemonSettings) -> Result<String, ServiceError> {
-    let table = table_ref(settings);
+    let table = OwnedTable::Service.of(settings);
     let mut nft = Nft::open()?;
     smol::unblock(move || cleanup_blocking(&mut nft, &table))
         .await

@@ -55,7 +55,10 @@ fn still_valid(desired: &Model, r: &Remembered) -> bool {
 
 impl Kernel {
     /// Adds the recorder chains `want` has and the table lacks (one batch).
-    pub(super) fn add_recorders(&mut self, want: &Recorders) -> Result<(), SyncError> {
+    pub(in crate::controller::service) fn add_recorders(
+        &mut self,
+        want: &Recorders,
+    ) -> Result<(), SyncError> {
         let have = self.recorders.clone().unwrap_or_default();
         let union: Recorders = have.union(want).copied().collect();
         let (chains, rules) = extra(&union, &have);
@@ -77,7 +80,10 @@ impl Kernel {
 
     /// Deletes the recorder chains the table has beyond `want` (one batch; call once no
     /// element points at them).
-    pub(super) fn drop_recorders(&mut self, want: &Recorders) -> Result<(), SyncError> {
+    pub(in crate::controller::service) fn drop_recorders(
+        &mut self,
+        want: &Recorders,
+    ) -> Result<(), SyncError> {
         let have = self.recorders.clone().unwrap_or_default();
         let (chains, _) = extra(&have, want);
         if chains.is_empty() {
@@ -110,7 +116,10 @@ impl Kernel {
     /// sticky) service in `desired`: such a client's next connection is dealt anew instead
     /// of going to a removed, drained or down backend. Reads both sticky maps whole; called
     /// only when a sticky service lost a backend, and at each full compare.
-    pub(super) fn sweep_sticky(&mut self, desired: &Model) -> Result<(), SyncError> {
+    pub(in crate::controller::service) fn sweep_sticky(
+        &mut self,
+        desired: &Model,
+    ) -> Result<(), SyncError> {
         for attempt in 1..=SWEEP_ATTEMPTS {
             let mut batch = Batch::new();
             batch.tag(TAG_SHARED);
@@ -150,7 +159,7 @@ impl Kernel {
     /// Keys of the remembered clients of one family that `desired` no longer backs.
     fn stale_clients(&mut self, v4: bool, desired: &Model) -> Result<Vec<Element>, NftError> {
         let stale = std::cell::RefCell::new(Vec::new());
-        self.nft.for_each_element(
+        self.nft.socket().for_each_element(
             &self.table,
             layout::sticky_map_name(v4),
             &mut |info| {

@@ -13,13 +13,16 @@ use super::super::plan::ServiceChange;
 use super::{Kernel, TAG_SHARED, nft_err};
 
 /// Refused objects with the reason, and the generation after the last successful commit.
-pub(super) type WriteOutcome = (Vec<(String, String)>, Option<u32>);
+pub(in crate::controller::service) type WriteOutcome = (Vec<(String, String)>, Option<u32>);
 
 impl Kernel {
     /// Writes the groups in one batch; when the kernel refuses it, finds the refused groups
     /// with a tagged retry and commits the others. Returns the refused objects with the
     /// reason, and the generation after the last successful commit.
-    pub(super) fn write(&mut self, groups: &[ServiceChange]) -> Result<WriteOutcome, SyncError> {
+    pub(in crate::controller::service) fn write(
+        &mut self,
+        groups: &[ServiceChange],
+    ) -> Result<WriteOutcome, SyncError> {
         if groups
             .iter()
             .all(|g| g.deletes.is_empty() && g.adds.is_empty())

@@ -1,0 +1,48 @@
+//! The service controller's metrics: names, descriptions, and what a sync records.
+
+/// Services (VIP:port/protocol) programmed.
+pub const SERVICES: &str = "edgenetd_services";
+/// Backends receiving new connections, summed over services.
+pub const BACKENDS: &str = "edgenetd_service_backends";
+/// Drift repairs.
+pub const DRIFT_REPAIRS: &str = "edgenetd_service_drift_repairs_total";
+/// 1 while a health-checked backend is up (labels `service`, `backend`; see `health`).
+pub const BACKEND_UP: &str = "edgenetd_backend_up";
+/// Failed health checks of a backend.
+pub const BACKEND_CHECK_FAILURES: &str = "edgenetd_backend_check_failures_total";
+/// Up/down transitions of a backend.
+pub const BACKEND_TRANSITIONS: &str = "edgenetd_backend_transitions_total";
+
+/// Describes the service metrics and sets every series to 0 (called once at startup).
+pub fn describe_metrics() {
+    metrics::describe_gauge!(SERVICES, "Services (VIP:port/protocol) programmed");
+    metrics::describe_gauge!(
+        BACKENDS,
+        "Backends receiving new connections, summed over services"
+    );
+    metrics::describe_counter!(
+        DRIFT_REPAIRS,
+        "Service table elements or structure found changed behind edgenetd's back and repaired"
+    );
+    // Per backend: the health checks create each backend's series when it gets a probe.
+    metrics::describe_gauge!(
+        BACKEND_UP,
+        "1 while a checked backend is up, 0 while its health check holds it down"
+    );
+    metrics::describe_counter!(BACKEND_CHECK_FAILURES, "Failed health checks of a backend");
+    metrics::describe_counter!(BACKEND_TRANSITIONS, "Up/down transitions of a backend");
+    metrics::gauge!(SERVICES).set(0.0);
+    metrics::gauge!(BACKENDS).set(0.0);
+    metrics::counter!(DRIFT_REPAIRS).absolute(0);
+}
+
+/// Records what is programmed: `services` and the `backends` with slots summed over them.
+pub fn record_programmed(services: usize, backends: usize) {
+    metrics::gauge!(SERVICES).set(services as f64);
+    metrics::gauge!(BACKENDS).set(backends as f64);
+}
+
+/// Counts `n` drift repairs of one sync.
+pub fn record_drift_repairs(n: u64) {
+    metrics::counter!(DRIFT_REPAIRS).increment(n);
+}

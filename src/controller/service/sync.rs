@@ -1,0 +1,441 @@
+//! The service controller's sync: the controller, its constructor, and one sync against the
+//! kernel-side state it keeps ([`Kernel`]).
+//!
+//! A sync is incremental (the mirror's delta, one batch) unless the cache says a full compare
+//! is due (see [`crate::controller::cache`]): at startup, after a failed batch, when another
+//! process committed to nftables since our last look, and once per period. The full compare
+//! checks the table's structure (sets, chains, rules by fingerprint) and streams every element
+//! through [`super::observe`]; a broken structure replaces the table in one atomic batch, stray
+//! or missing elements are fixed by delta. What differs from what this process had committed
+//! counts as drift. The writes themselves are [`super::apply`]'s.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::config::DesiredState;
+use crate::controller::Controller;
+use crate::controller::cache::{Decision, KernelCache};
+use crate::controller::nft_core::{NftCore, NftSession, OwnedTable};
+use crate::dataplane::nft::{Batch, GenerationWatch, NftError, Op, TableRef};
+use crate::sync::{Progress, SyncError, SyncReport, Trigger};
+
+use super::apply::{groups_of, joined, nft_err};
+use super::elements::{group, stream_elements, vip_of};
+use super::model::{self, Model, VipKey};
+use super::observe::{self, Recorders};
+use super::plan::{Delta, Mirror, ServiceChange};
+use super::{health, local};
+
+/// The service controller (see the module docs).
+pub struct ServiceController {
+    /// The socket, the mirror and its cache; opened at the first sync.
+    kernel: Option<Kernel>,
+    /// Health checks of the backends that have them.
+    health: health::HealthChecks,
+    /// The foreign-commit watch, shared with the policy controller (its flag is handed to
+    /// each kernel opened).
+    core: NftCore,
+}
+
+impl ServiceController {
+    /// A controller; the kernel socket is opened on the first sync (in the caller's netns).
+    /// Call it on the thread (network namespace) the controller programs: it starts a watch
+    /// that fires `trigger` within
+    /// [`WATCH_INTERVAL`](crate::controller::nft_core::WATCH_INTERVAL) whenever another
+    /// process commits to nftables, so a table edited or deleted by hand is repaired at once,
+    /// not at the period.
+    pub fn new(trigger: Trigger, watch: GenerationWatch) -> ServiceController {
+        ServiceController {
+            kernel: None,
+            core: NftCore::new(OwnedTable::Service, watch, trigger.clone()),
+            health: health::HealthChecks::new(trigger),
+        }
+    }
+
+    /// Attaches the heartbeat of the health-check probes (`service-health`): beaten every
+    /// second while every probe finishes its checks on time.
+    pub fn with_probe_heartbeat(
+        mut self,
+        heartbeat: std::sync::Arc<dyn crate::sync::Progress + Send + Sync>,
+    ) -> ServiceController {
+        self.health.watch(heartbeat);
+        self
+    }
+
+    /// Backends the health checks currently hold down.
+    pub fn down_backends(&self) -> Vec<std::net::SocketAddr> {
+        self.health.down()
+    }
+
+    /// Kernel writes (element and table messages) of the last sync; 0 for a no-op.
+    pub fn last_writes(&self) -> u64 {
+        self.kernel.as_ref().map(|k| k.last_writes).unwrap_or(0)
+    }
+}
+
+impl Controller for ServiceController {
+    fn name(&self) -> &'static str {
+        "service"
+    }
+
+    async fn sync(
+        &mut self,
+        desired: &DesiredState,
+        progress: &dyn Progress,
+    ) -> Result<SyncReport, SyncError> {
+        let table = OwnedTable::Service.of(&desired.daemon);
+        let period = desired.controller("service").period;
+        self.health.reconcile(&desired.services.services);
+        let health = &self.health;
+        let model = model::build_with(&desired.services, &|s, b| health.is_up(s, b));
+        health.publish(&desired.services.services);
+        let desired_counts = counts(&model);
+        let exempt = local::of(desired.daemon.listen, &model);
+        progress.beat();
+        let mut kernel = match self.kernel.take() {
+            Some(k) if k.table == table && k.local == exempt => k,
+            other => {
+                // First sync, the table prefix changed, or the loopback exemption of the
+                // daemon's listener came or went: start over (the full compare replaces a
+                // table of another shape; an old table's prefix stays for `cleanup`).
+                drop(other);
+                Kernel::open(table, &self.core)
+                    .map_err(|e| SyncError::whole("nftables socket", e))?
+                    .with_local(exempt)
+            }
+        };
+        let (kernel, result) = crate::sync::unblock(move || {
+            let r = kernel.sync(model, period, Instant::now());
+            (kernel, r)
+        })
+        .await;
+        progress.beat();
+        // What is programmed: everything desired after a clean sync, else what the mirror
+        // knows (unknown after a failure: left as it was).
+        let counts = match (&result, kernel.mirror()) {
+            (Ok(_), _) => Some(desired_counts),
+            (Err(_), Some(m)) => Some(counts(&m.model)),
+            (Err(_), None) => None,
+        };
+        if let Some((services, backends)) = counts {
+            super::metrics::record_programmed(services, backends);
+        }
+        self.kernel = Some(kernel);
+        result
+    }
+}
+
+/// Services, and backends with slots summed over services.
+fn counts(model: &model::Model) -> (usize, usize) {
+    (
+        model.len(),
+        model.values().map(|e| e.backends().len()).sum(),
+    )
+}
+
+/// Kernel-side state of the controller: the socket, the mirror and what we last saw.
+pub struct Kernel {
+    /// Our table.
+    pub table: TableRef,
+    /// The socket.
+    pub(super) nft: NftSession,
+    /// What this process committed (the mirror), and whether to trust it.
+    pub(super) cache: KernelCache<Mirror>,
+    /// Ruleset generation right after our last commit or check.
+    pub(super) generation: Option<u32>,
+    /// Rule fingerprints of our skeleton as the kernel lists them after we installed it.
+    pub(super) fingerprints: Option<Vec<(String, String)>>,
+    /// Generation at which the table was last seen absent while no service was desired.
+    pub(super) absent_at: Option<u32>,
+    /// The (timeout, family) pairs whose recorder chains the table has, when known (after
+    /// an install or a structure check).
+    pub(super) recorders: Option<Recorders>,
+    /// Kernel messages written by the last sync.
+    pub last_writes: u64,
+    /// The loopback exemption of the daemon's listener the table carries (see `local`).
+    pub local: Option<super::local::Local>,
+}
+
+impl Kernel {
+    /// Opens the socket (in the calling thread's network namespace) through `core`, whose
+    /// watch records this process's commits and invalidates the cache on another's.
+    pub fn open(table: TableRef, core: &NftCore) -> Result<Kernel, NftError> {
+        Ok(Kernel {
+            table,
+            nft: core.open()?,
+            cache: core.cache(),
+            generation: None,
+            fingerprints: None,
+            absent_at: None,
+            recorders: None,
+            last_writes: 0,
+            local: None,
+        })
+    }
+
+    /// The same, with the loopback exemption `local` in its table.
+    pub fn with_local(mut self, local: Option<super::local::Local>) -> Kernel {
+        self.local = local;
+        self
+    }
+
+    /// What this process committed, if known.
+    pub fn mirror(&self) -> Option<&Mirror> {
+        self.cache.snapshot()
+    }
+
+    /// One sync against `desired` (blocking).
+    pub fn sync(
+        &mut self,
+        desired: Model,
+        period: Duration,
+        now: Instant,
+    ) -> Result<SyncReport, SyncError> {
+        self.last_writes = 0;
+        let generation = self
+            .nft
+            .generation()
+            .map_err(|e| nft_err("nftables generation", e))?;
+        if desired.needs_no_table() {
+            return self.ensure_absent(generation);
+        }
+        let check = self
+            .nft
+            .check(&mut self.cache, self.generation, generation, now, period);
+        match check.decision {
+            Decision::Trusted if self.recorders.is_some() => self.sync_delta(desired),
+            _ => self.full_sync(desired, now),
+        }
+    }
+
+    /// An incremental sync: the mirror's delta, in one batch.
+    fn sync_delta(&mut self, desired: Model) -> Result<SyncReport, SyncError> {
+        let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
+        let delta = mirror.diff(&desired);
+        if delta.is_empty() {
+            mirror.model = desired;
+            return Ok(SyncReport {
+                changes: 0,
+                drift_repairs: 0,
+                summary: "no change".into(),
+            });
+        }
+        let report = SyncReport {
+            changes: delta.writes() as u64,
+            drift_repairs: 0,
+            summary: summarize(&delta),
+        };
+        let want = model::recorders(&desired);
+        if let Err(e) = self.add_recorders(&want) {
+            self.cache.forget();
+            return Err(e);
+        }
+        let (failures, commit) = match self.write(&groups_of(&delta)) {
+            Ok(x) => x,
+            Err(e) => {
+                // Whatever happened, the kernel is compared in full next time.
+                self.cache.forget();
+                return Err(e);
+            }
+        };
+        self.conntrack_flush(&delta.udp_drained);
+        if failures.is_empty() {
+            self.generation = commit;
+            let after =
+                self.drop_recorders(&want)
+                    .and_then(|()| match delta.sticky_lost.is_empty() {
+                        true => Ok(()),
+                        false => self.sweep_sticky(&desired),
+                    });
+            if let Err(e) = after {
+                self.cache.forget();
+                return Err(e);
+            }
+            let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
+            mirror.commit(desired, &delta);
+            return Ok(report);
+        }
+        // Some services were refused: what committed is not what the mirror can describe
+        // cheaply, so the next sync compares everything with the kernel.
+        self.cache.forget();
+        joined(failures).into_result(report)
+    }
+
+    /// No services and no service CIDRs: no table at all (no NAT hooks registered for
+    /// nothing).
+    fn ensure_absent(&mut self, generation: u32) -> Result<SyncReport, SyncError> {
+        if self.absent_at == Some(generation) {
+            return Ok(SyncReport {
+                changes: 0,
+                drift_repairs: 0,
+                summary: "no services".into(),
+            });
+        }
+        let mut changes = 0;
+        if self
+            .nft
+            .socket()
+            .table_exists(&self.table)
+            .map_err(|e| nft_err("list tables", e))?
+        {
+            let mut batch = Batch::new();
+            batch.table(&self.table, Op::Delete);
+            self.commit(batch)
+                .map_err(|e| nft_err("delete service table", e))?;
+            changes = 1;
+        }
+        self.absent_at = Some(
+            self.nft
+                .generation()
+                .map_err(|e| nft_err("nftables generation", e))?,
+        );
+        // The next sync with services installs the table (a full sync).
+        self.cache.forget();
+        self.generation = None;
+        self.fingerprints = None;
+        self.recorders = None;
+        Ok(SyncReport {
+            changes,
+            drift_repairs: 0,
+            summary: if changes > 0 {
+                "no services: deleted the table".into()
+            } else {
+                "no services".into()
+            },
+        })
+    }
+
+    /// The full dump-and-diff (see the module docs).
+    fn full_sync(&mut self, desired: Model, now: Instant) -> Result<SyncReport, SyncError> {
+        let known = self.cache.take();
+        let table = self.table.clone();
+        let exists = self
+            .nft
+            .socket()
+            .table_exists(&table)
+            .map_err(|e| nft_err("list tables", e))?;
+        let structure = match exists {
+            true => self.structure_ok().map_err(|e| nft_err("list table", e))?,
+            false => None,
+        };
+        let mut drift = 0u64;
+        let Some(have) = structure else {
+            if known.is_some() {
+                drift += 1;
+            }
+            return self.install(desired, drift);
+        };
+        self.recorders = Some(have);
+        let want = model::recorders(&desired);
+        self.add_recorders(&want)?;
+        // Structure intact: check every kernel element against the model; differences in
+        // services the mirror holds unchanged are drift.
+        let mut found = observe::verify_kernel(self.nft.socket(), &table, &desired, known.as_ref())
+            .map_err(|e| nft_err("list elements", e))?;
+        drift += found.drift;
+        let changes = (found.strays.len() + found.missing.len()) as u64;
+        let udp_gone = std::mem::take(&mut found.udp_gone);
+        let mut groups: BTreeMap<Option<VipKey>, ServiceChange> = BTreeMap::new();
+        for (set, el) in found.strays {
+            let key = vip_of(set, &el);
+            group(&mut groups, key, &desired).deletes.push((set, el));
+        }
+        for (set, el) in found.missing {
+            let key = vip_of(set, &el);
+            group(&mut groups, key, &desired).adds.push((set, el));
+        }
+        let groups: Vec<ServiceChange> = groups.into_values().collect();
+        let (failures, commit) = self.write(&groups)?;
+        let report = SyncReport {
+            changes,
+            drift_repairs: drift,
+            summary: format!("full compare: {changes} element writes, {drift} drift repairs"),
+        };
+        if drift > 0 {
+            super::metrics::record_drift_repairs(drift);
+        }
+        // Found in the kernel, not in the mirror (a restart, a failed sync, a change while
+        // no one watched): a UDP backend's conntrack entries go with its last slot all the
+        // same.
+        self.conntrack_flush(&udp_gone);
+        if !failures.is_empty() {
+            return joined(failures).into_result(report);
+        }
+        self.drop_recorders(&want)?;
+        // Clients remembered with a backend that is no longer a live one of their sticky
+        // service (changed while no one watched, or a sweep that failed) are forgotten.
+        self.sweep_sticky(&desired)?;
+        self.generation = match commit {
+            Some(g) => Some(g),
+            None => Some(
+                self.nft
+                    .generation()
+                    .map_err(|e| nft_err("nftables generation", e))?,
+            ),
+        };
+        self.cache.store_verified(Mirror::of(desired), true, now);
+        Ok(report)
+    }
+
+    /// Replaces the whole table with the skeleton and every desired element (one batch).
+    fn install(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
+        let mut batch = self.skeleton_batch(&model::recorders(&desired))?;
+        let elements = stream_elements(&mut batch, &self.table, &desired)
+            .map_err(|e| nft_err("compile service elements", e.into()))?;
+        let commit = match self.commit(batch) {
+            Ok(c) => c,
+            Err(NftError::Rejected(_)) => {
+                // One or more services refused: install the bare skeleton, then add the
+                // services by delta with isolation.
+                return self.install_isolated(desired, drift);
+            }
+            Err(e) => return Err(nft_err("install service table", e)),
+        };
+        self.after_install(desired, commit.generation)?;
+        if drift > 0 {
+            super::metrics::record_drift_repairs(drift);
+        }
+        Ok(SyncReport {
+            changes: elements as u64 + 1,
+            drift_repairs: drift,
+            summary: format!("installed table with {elements} elements"),
+        })
+    }
+
+    fn install_isolated(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
+        let want = model::recorders(&desired);
+        let batch = self.skeleton_batch(&want)?;
+        let commit = self
+            .commit(batch)
+            .map_err(|e| nft_err("install service table", e))?;
+        self.after_install(Model::new(), commit.generation)?;
+        self.recorders = Some(want);
+        let mirror = self.cache.snapshot().expect("just installed");
+        let delta = mirror.diff(&desired);
+        let groups = groups_of(&delta);
+        let (failures, _) = self.write(&groups)?;
+        self.cache.forget(); // compare with the kernel next time
+        joined(failures).into_result(SyncReport {
+            changes: delta.writes() as u64 + 1,
+            drift_repairs: drift,
+            summary: "installed table; some services refused".into(),
+        })
+    }
+
+    fn after_install(&mut self, desired: Model, generation: u32) -> Result<(), SyncError> {
+        self.recorders = Some(model::recorders(&desired));
+        self.fingerprints = Some(
+            self.fingerprints_now()
+                .map_err(|e| nft_err("list rules", e))?,
+        );
+        self.cache
+            .store_verified(Mirror::of(desired), true, Instant::now());
+        self.generation = Some(generation);
+        Ok(())
+    }
+}
+
+fn summarize(delta: &Delta) -> String {
+    let n = delta.services.len();
+    format!("{n} services changed, {} element writes", delta.writes())
+}
