@@ -184,7 +184,6 @@ impl Run<'_> {
     }
 
     /// One statement: `None` to go on with the next one.
-    #[allow(unreachable_patterns)] // a statement added to the IR later is reported
     fn stmt(
         &self,
         stmt: &Stmt,
@@ -213,13 +212,13 @@ impl Run<'_> {
                 Some(v) => self.lookup(set, &v)?.is_some() != *negate,
                 None => false,
             },
-            Stmt::Verdict(v) => return Ok(Some(flow_of(v)?)),
+            Stmt::Verdict(v) => return Ok(Some(flow_of(v))),
             Stmt::Vmap { key, map } => {
                 let Some(k) = load(key, pkt, self.local)? else {
                     return Ok(Some(Flow::Next));
                 };
                 return Ok(Some(match self.lookup(map, &k)? {
-                    Some(Some(Value::Verdict(v))) => flow_of(&v)?,
+                    Some(Some(Value::Verdict(v))) => flow_of(&v),
                     _ => Flow::Next,
                 }));
             }
@@ -293,7 +292,6 @@ impl Run<'_> {
             | Stmt::MapUpdate { .. } => true,
             // Under its rate (what `explain` assumes), `limit rate over` does not match.
             Stmt::Limit { over: true, .. } => false,
-            other => return Err(ExplainError::Unsupported(format!("statement {other:?}"))),
         };
         Ok((!matched).then_some(Flow::Next))
     }
@@ -354,17 +352,15 @@ impl Run<'_> {
     }
 }
 
-#[allow(unreachable_patterns)] // a verdict added to the IR later is reported
-fn flow_of(v: &Verdict) -> Result<Flow, ExplainError> {
-    Ok(match v {
+fn flow_of(v: &Verdict) -> Flow {
+    match v {
         Verdict::Accept => Flow::End(Final::Accept),
         Verdict::Drop => Flow::End(Final::Drop),
         Verdict::Continue => Flow::Next,
         Verdict::Return => Flow::Return,
         Verdict::Jump(c) => Flow::Jump(c.clone()),
         Verdict::Goto(c) => Flow::Goto(c.clone()),
-        other => return Err(ExplainError::Unsupported(format!("verdict {other:?}"))),
-    })
+    }
 }
 
 /// Rewrites the packet as the translation says and marks the connection.

@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 
 use crate::dataplane::nft::encode::encode;
+use crate::dataplane::nft::fields::Reads;
 use crate::dataplane::nft::ir::*;
 
 use super::error::ExplainError;
@@ -25,7 +26,6 @@ pub trait Locality {
 /// The value of `expr` for `pkt`; `None` when the packet has no such header (an `ip saddr`
 /// of an IPv6 packet, a `tcp dport` of a UDP one): the kernel's protocol dependency fails,
 /// so neither `==` nor `!=` matches.
-#[allow(unreachable_patterns)] // a variant added to the IR later is reported, never guessed
 pub fn load(
     expr: &Expr,
     pkt: &Packet,
@@ -34,8 +34,8 @@ pub fn load(
     let v4 = pkt.is_v4();
     let ports = pkt.proto.has_ports();
     Ok(match expr {
-        Expr::Meta(key) => load_meta(*key, pkt)?,
-        Expr::Payload(field) => load_payload(*field, pkt)?,
+        Expr::Meta(key) => Some(load_meta(*key, pkt)),
+        Expr::Payload(field) => load_payload(*field, pkt),
         Expr::Ct(CtKey::State) => Some(Value::CtState(pkt.ct_state)),
         Expr::Ct(CtKey::Status) => Some(Value::CtStatus(pkt.ct_status)),
         Expr::Ct(CtKey::Mark) => Some(Value::Mark(pkt.ct_mark)),
@@ -73,7 +73,9 @@ pub fn load(
         },
         // numgen/jhash have no single value: the NAT map statement that uses them reports
         // each slot's share instead (see `eval`).
-        other => return Err(ExplainError::Unsupported(format!("expression {other:?}"))),
+        Expr::Numgen { .. } | Expr::Jhash { .. } => {
+            return Err(ExplainError::Unsupported(format!("expression {expr:?}")));
+        }
     })
 }
 
@@ -85,9 +87,8 @@ fn bitwise<const N: usize>(mut bytes: [u8; N], mask: &[u8], xor: &[u8]) -> [u8; 
     bytes
 }
 
-#[allow(unreachable_patterns)] // see `load`
-fn load_meta(key: MetaKey, pkt: &Packet) -> Result<Option<Value>, ExplainError> {
-    Ok(Some(match key {
+fn load_meta(key: MetaKey, pkt: &Packet) -> Value {
+    match key {
         MetaKey::IifName => Value::IfName(pkt.iif.clone()),
         MetaKey::OifName => Value::IfName(pkt.oif.clone()),
         MetaKey::L4Proto => Value::Proto(pkt.proto.number()),
@@ -97,35 +98,38 @@ fn load_meta(key: MetaKey, pkt: &Packet) -> Result<Option<Value>, ExplainError> 
             NFPROTO_IPV6
         }),
         MetaKey::Mark => Value::Mark(pkt.mark),
-        other => return Err(ExplainError::Unsupported(format!("meta key {other:?}"))),
-    }))
+    }
 }
 
-/// A header field: `None` when the packet lacks that header (see [`load`]).
-#[allow(unreachable_patterns)] // see `load`
-fn load_payload(field: Field, pkt: &Packet) -> Result<Option<Value>, ExplainError> {
-    use super::packet::Proto;
-    let v4 = pkt.is_v4();
-    let p = pkt.proto;
-    Ok(match field {
-        Field::IpSaddr => v4.then(|| Value::ip(pkt.saddr)),
-        Field::IpDaddr => v4.then(|| Value::ip(pkt.daddr)),
-        Field::Ip6Saddr => (!v4).then(|| Value::ip(pkt.saddr)),
-        Field::Ip6Daddr => (!v4).then(|| Value::ip(pkt.daddr)),
-        Field::TcpDport => (p == Proto::Tcp).then_some(Value::Port(pkt.dport)),
-        Field::UdpDport => (p == Proto::Udp).then_some(Value::Port(pkt.dport)),
-        Field::ThDport => p.has_ports().then_some(Value::Port(pkt.dport)),
-        Field::ThSport => p.has_ports().then_some(Value::Port(pkt.sport)),
-        Field::IcmpType => (p == Proto::Icmp).then_some(Value::IcmpType(pkt.icmp_type)),
-        Field::Icmpv6Type => (p == Proto::Icmpv6).then_some(Value::Icmpv6Type(pkt.icmp_type)),
+/// A header field: `None` when the packet lacks that header, i.e. when a protocol
+/// dependency of the field's definition fails for it (see [`load`]).
+fn load_payload(field: Field, pkt: &Packet) -> Option<Value> {
+    let def = field.def();
+    let nfproto = if pkt.is_v4() {
+        NFPROTO_IPV4
+    } else {
+        NFPROTO_IPV6
+    };
+    if def.nfproto.is_some_and(|p| p != nfproto)
+        || def.l4proto.is_some_and(|p| p != pkt.proto.number())
+    {
+        return None;
+    }
+    let ports = pkt.proto.has_ports();
+    match def.reads {
+        Reads::Saddr => Some(Value::ip(pkt.saddr)),
+        Reads::Daddr => Some(Value::ip(pkt.daddr)),
+        Reads::Dport => ports.then_some(Value::Port(pkt.dport)),
+        Reads::Sport => ports.then_some(Value::Port(pkt.sport)),
+        Reads::IcmpType => Some(Value::IcmpType(pkt.icmp_type)),
+        Reads::Icmpv6Type => Some(Value::Icmpv6Type(pkt.icmp_type)),
         // A first packet is a SYN, a packet of an established connection an ACK.
-        Field::TcpFlags => (p == Proto::Tcp).then_some(Value::TcpFlags(if pkt.established() {
+        Reads::TcpFlags => Some(Value::TcpFlags(if pkt.established() {
             0x10
         } else {
             TCP_SYN
         })),
-        other => return Err(ExplainError::Unsupported(format!("header field {other:?}"))),
-    })
+    }
 }
 
 /// `a == b` as the kernel compares them (`b` a constant, perhaps an `"eth*"` wildcard).
@@ -162,7 +166,7 @@ pub fn number(v: &Value) -> Option<u128> {
             (*p).into()
         }
         Value::Mark(m) | Value::CtState(m) | Value::CtStatus(m) | Value::AddrType(m) => (*m).into(),
-        _ => return None,
+        Value::IfName(_) | Value::Verdict(_) | Value::Concat(_) => return None,
     })
 }
 
@@ -184,7 +188,6 @@ pub fn in_range(v: &Value, from: &Value, to: &Value) -> bool {
 }
 
 /// True when set element key `key` holds `v`.
-#[allow(unreachable_patterns)] // an element kind added later never matches by accident
 pub fn element_matches(v: &Value, key: &ElemKey) -> bool {
     match key {
         ElemKey::Value(k) => equal(v, k),
@@ -194,7 +197,6 @@ pub fn element_matches(v: &Value, key: &ElemKey) -> bool {
             _ => false,
         },
         ElemKey::Range(from, to) => in_range(v, from, to),
-        _ => false,
     }
 }
 

@@ -191,6 +191,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("dataplane::nft::encode", "dataplane::nft::error"),
     ("dataplane::nft::encode", "dataplane::nft::ir"),
     ("dataplane::nft::render", "dataplane::nft::ir"),
+    // The header fields' one table (a leaf), which the IR re-exports.
+    ("dataplane::nft::ir", "dataplane::nft::fields"),
     ("dataplane::nft::compile", "dataplane::nft::encode"),
     ("dataplane::nft::compile", "dataplane::nft::error"),
     ("dataplane::nft::compile", "dataplane::nft::expr"),
@@ -312,6 +314,46 @@ fn every_import_follows_an_allowed_edge_and_the_graph_has_no_cycle() {
          the graph a DAG):\n  {}",
         problems.join("\n  ")
     );
+}
+
+/// A match arm on a header field (`Field::IpSaddr => ...`, `Expr::Payload(Field::TcpDport)
+/// => ...`): the tables of per-field facts that `Field::def` replaced.
+fn is_field_arm(line: &str) -> bool {
+    let t = line.trim_start();
+    (t.starts_with("Field::") || t.starts_with("Expr::Payload(Field::")) && t.contains("=>")
+}
+
+/// Every fact about a header field (its nft text, where it is loaded from, its protocol
+/// dependencies, what `explain` reads for it) is in `src/dataplane/nft/fields.rs`: a match
+/// on `Field` anywhere else is a second table, which a new field would have to find.
+#[test]
+fn header_fields_are_described_only_by_their_one_table() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let table = src.join("dataplane/nft/fields.rs");
+    let mut found = Vec::new();
+    for file in rust_files(&src).into_iter().filter(|f| *f != table) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if is_field_arm(line) {
+                let at = file.strip_prefix(&src).unwrap().display();
+                found.push(format!("{at}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a match on `Field` outside dataplane/nft/fields.rs (put the fact in `Field::def`):\n  {}",
+        found.join("\n  ")
+    );
+    assert!(is_field_arm(
+        "            Field::IcmpType => out.push((MetaKey::L4Proto, 1)),"
+    ));
+    assert!(is_field_arm(
+        "        Expr::Payload(Field::IpSaddr | Field::IpDaddr) => 4,"
+    ));
+    assert!(!is_field_arm(
+        "        (true, IpVersion::V4) => Field::IpSaddr,"
+    ));
 }
 
 /// The checker itself: resolution of each kind of path, and cycle finding.

@@ -10,6 +10,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
+pub use super::fields::Field;
+
 /// A table's address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Family {
@@ -474,33 +476,6 @@ pub enum MetaKey {
     Mark,
 }
 
-/// Packet header fields read by `payload`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Field {
-    /// `ip saddr`.
-    IpSaddr,
-    /// `ip daddr`.
-    IpDaddr,
-    /// `ip6 saddr`.
-    Ip6Saddr,
-    /// `ip6 daddr`.
-    Ip6Daddr,
-    /// `tcp dport`.
-    TcpDport,
-    /// `udp dport`.
-    UdpDport,
-    /// `th dport` (any transport header with ports; pair with `meta l4proto`).
-    ThDport,
-    /// `th sport`.
-    ThSport,
-    /// `icmp type`.
-    IcmpType,
-    /// `icmpv6 type`.
-    Icmpv6Type,
-    /// `tcp flags` (1 byte; match with [`Stmt::Flags`] and [`Value::TcpFlags`]).
-    TcpFlags,
-}
-
 /// Conntrack keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CtKey {
@@ -577,10 +552,7 @@ impl Expr {
             Expr::Meta(MetaKey::IifName | MetaKey::OifName) => 16,
             Expr::Meta(MetaKey::L4Proto | MetaKey::NfProto) => 1,
             Expr::Meta(MetaKey::Mark) => 4,
-            Expr::Payload(Field::IpSaddr | Field::IpDaddr) => 4,
-            Expr::Payload(Field::Ip6Saddr | Field::Ip6Daddr) => 16,
-            Expr::Payload(Field::TcpDport | Field::UdpDport | Field::ThDport | Field::ThSport) => 2,
-            Expr::Payload(Field::IcmpType | Field::Icmpv6Type | Field::TcpFlags) => 1,
+            Expr::Payload(f) => f.def().len,
             Expr::Ct(_) | Expr::FibDaddrType | Expr::Numgen { .. } | Expr::Jhash { .. } => 4,
             Expr::CtOriginal(CtOrigKey::IpDaddr) => 4,
             Expr::CtOriginal(CtOrigKey::Ip6Daddr) => 16,

@@ -23,23 +23,11 @@ const NFPROTO_IPV6: u8 = 10;
 
 fn field_deps(e: &Expr, out: &mut Vec<(MetaKey, u8)>) {
     match e {
-        Expr::Payload(f) => match f {
-            Field::IpSaddr | Field::IpDaddr => out.push((MetaKey::NfProto, NFPROTO_IPV4)),
-            Field::Ip6Saddr | Field::Ip6Daddr => out.push((MetaKey::NfProto, NFPROTO_IPV6)),
-            Field::TcpDport | Field::TcpFlags => out.push((MetaKey::L4Proto, 6)),
-            Field::UdpDport => out.push((MetaKey::L4Proto, 17)),
-            // As nft does: ICMP only over IPv4, ICMPv6 only over IPv6 (an `inet` table also
-            // sees the other family's packets, whose protocol field may hold 1 or 58).
-            Field::IcmpType => {
-                out.push((MetaKey::NfProto, NFPROTO_IPV4));
-                out.push((MetaKey::L4Proto, 1));
-            }
-            Field::Icmpv6Type => {
-                out.push((MetaKey::NfProto, NFPROTO_IPV6));
-                out.push((MetaKey::L4Proto, 58));
-            }
-            Field::ThDport | Field::ThSport => {}
-        },
+        Expr::Payload(f) => {
+            let def = f.def();
+            out.extend(def.nfproto.map(|p| (MetaKey::NfProto, p)));
+            out.extend(def.l4proto.map(|p| (MetaKey::L4Proto, p)));
+        }
         Expr::Jhash { input, .. } | Expr::Bitwise { input, .. } => field_deps(input, out),
         Expr::Concat(parts) => parts.iter().for_each(|p| field_deps(p, out)),
         _ => {}
@@ -76,18 +64,14 @@ fn emit_deps(
     Ok(())
 }
 
-/// Header base (1 network, 2 transport), offset and length in bytes of a field.
-fn payload_location(f: Field) -> (u32, u32, u32) {
-    match f {
-        Field::IpSaddr => (1, 12, 4),
-        Field::IpDaddr => (1, 16, 4),
-        Field::Ip6Saddr => (1, 8, 16),
-        Field::Ip6Daddr => (1, 24, 16),
-        Field::TcpDport | Field::UdpDport | Field::ThDport => (2, 2, 2),
-        Field::ThSport => (2, 0, 2),
-        Field::IcmpType | Field::Icmpv6Type => (2, 0, 1),
-        Field::TcpFlags => (2, 13, 1),
+/// Loads field `f` into `reg`: its bytes, then its mask when it is narrower than them.
+fn load_field(f: Field, reg: u32, raw: &mut ffi::Rule) -> Result<(), CompileError> {
+    let def = f.def();
+    raw.add_expr(expr::payload(def.base.code(), def.offset, def.len, reg));
+    if !def.mask.is_empty() {
+        raw.add_expr(expr::bitwise(reg, reg, def.mask, &vec![0; def.mask.len()])?);
     }
+    Ok(())
 }
 
 /// A lookup in an anonymous set of one element, compiled the way nft compiles it.
@@ -123,13 +107,20 @@ fn single_element_lookup(
             let reg = load_key(left, raw)?;
             raw.add_expr(expr::range(reg, op, &encode(a)?, &encode(b)?)?);
         }
-        (ElemKey::Prefix(net), Expr::Payload(field)) if net.prefix_len() > 0 => {
+        (ElemKey::Prefix(net), Expr::Payload(field))
+            if net.prefix_len() > 0 && field.def().mask.is_empty() =>
+        {
             let addr = encode(&Value::ip(net.network()))?;
             let bits = u32::from(net.prefix_len());
             if bits % 8 == 0 {
                 // Byte-aligned: nft loads only the prefix's bytes.
-                let (base, offset, _) = payload_location(*field);
-                raw.add_expr(expr::payload(base, offset, bits / 8, REG32_00));
+                let def = field.def();
+                raw.add_expr(expr::payload(
+                    def.base.code(),
+                    def.offset,
+                    bits / 8,
+                    REG32_00,
+                ));
                 raw.add_expr(expr::cmp(REG32_00, op, &addr[..(bits / 8) as usize])?);
             } else {
                 let mask: Vec<u8> = (0..addr.len() as u32)
@@ -164,10 +155,7 @@ fn load(e: &Expr, reg: u32, scratch: u32, raw: &mut ffi::Rule) -> Result<(), Com
             };
             raw.add_expr(expr::meta(key as u32, reg));
         }
-        Expr::Payload(f) => {
-            let (base, offset, len) = payload_location(*f);
-            raw.add_expr(expr::payload(base, offset, len, reg));
-        }
+        Expr::Payload(f) => load_field(*f, reg, raw)?,
         Expr::Ct(k) => {
             let key = match k {
                 CtKey::State => libc::NFT_CT_STATE,

@@ -73,6 +73,7 @@ pub mod encode;
 mod error;
 mod expr;
 mod ffi;
+pub mod fields;
 pub mod ir;
 mod kept;
 mod lower;
