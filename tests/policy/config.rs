@@ -96,10 +96,10 @@ to = "[fd00::53]:5353"
     );
     assert_eq!(p.sets["block6"].family, SetFamily::Ipv6);
     let ssh = &p.rules[0];
-    assert_eq!(ssh.from, Source::Zone("lan".into()));
-    assert_eq!(ssh.to, Destination::Router);
-    assert_eq!(ssh.protocol, Protocol::Tcp);
-    assert_eq!(ssh.ports, [(22, 22), (8000, 8100)]);
+    assert_eq!(ssh.matches.from, Source::Zone("lan".into()));
+    assert_eq!(ssh.matches.to, Destination::Router);
+    assert_eq!(ssh.matches.protocol, Protocol::Tcp);
+    assert_eq!(ssh.matches.ports, [(22, 22), (8000, 8100)]);
     assert!(ssh.log);
     assert_eq!(
         ssh.limit,
@@ -108,13 +108,13 @@ to = "[fd00::53]:5353"
             per_seconds: 1
         })
     );
-    assert_eq!(p.rules[1].from, Source::Set("blocklist".into()));
-    assert_eq!(p.rules[1].to, Destination::Any);
-    assert_eq!(p.rules[1].protocol, Protocol::Any);
-    assert!(matches!(&p.rules[2].from, Source::Prefixes(n) if n.len() == 2));
-    assert_eq!(p.rules[2].icmp_types, [128, 129]);
+    assert_eq!(p.rules[1].matches.from, Source::Set("blocklist".into()));
+    assert_eq!(p.rules[1].matches.to, Destination::Any);
+    assert_eq!(p.rules[1].matches.protocol, Protocol::Any);
+    assert!(matches!(&p.rules[2].matches.from, Source::Prefixes(n) if n.len() == 2));
+    assert_eq!(p.rules[2].matches.icmp_types, [128, 129]);
     assert_eq!(p.rules[2].action, Action::Reject);
-    assert_eq!(p.rules[3].from, Source::Router);
+    assert_eq!(p.rules[3].matches.from, Source::Router);
     assert_eq!(p.port_forwards[0].protocol, Protocol::Tcp);
     assert_eq!(p.port_forwards[0].to.to_string(), "10.0.0.10:80");
     assert_eq!(p.port_forwards[1].to.to_string(), "[fd00::53]:5353");

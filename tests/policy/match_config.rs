@@ -76,11 +76,11 @@ to = "10.0.0.2"
     );
     let p = load_str(&[("main.toml", &text)]).unwrap().policy.unwrap();
     let r = &p.rules[0];
-    assert_eq!(r.protocol, Protocol::TcpUdp);
-    assert_eq!(r.protocol.each(), [Protocol::Tcp, Protocol::Udp]);
-    assert_eq!(r.source_ports, [(1024, 1024), (5000, 5100)]);
+    assert_eq!(r.matches.protocol, Protocol::TcpUdp);
+    assert_eq!(r.matches.protocol.each(), [Protocol::Tcp, Protocol::Udp]);
+    assert_eq!(r.matches.source_ports, [(1024, 1024), (5000, 5100)]);
     assert_eq!(
-        r.to_addresses,
+        r.matches.to_addresses,
         [
             AddressMatch::Prefix("10.0.0.0/8".parse().unwrap()),
             AddressMatch::Set("servers".into()),
@@ -107,7 +107,7 @@ to = "10.0.0.2"
         )
     );
     let m2 = &p.rules[2];
-    assert_eq!(m2.protocol, Protocol::Tcp);
+    assert_eq!(m2.matches.protocol, Protocol::Tcp);
     assert_eq!(
         (m2.set_mark, m2.mark_only),
         (

@@ -103,7 +103,7 @@ fn address(
 ) -> Option<AddressMatch> {
     let text = item.get_ref().trim();
     if let Some(name) = text.strip_prefix('@') {
-        return super::rules::known_set(name, item.span(), cfg, diags).map(AddressMatch::Set);
+        return super::rule_match::known_set(name, item.span(), cfg, diags).map(AddressMatch::Set);
     }
     if let Some((addr, mask)) = text.split_once('/')
         && (mask.starts_with('-') || mask.contains(':'))

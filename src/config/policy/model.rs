@@ -176,26 +176,14 @@ pub struct Rate {
 pub struct PolicyRule {
     /// Unique name: the log prefix and the rule's comment in nftables.
     pub name: String,
-    /// Source.
-    pub from: Source,
-    /// Destination.
-    pub to: Destination,
-    /// Protocol.
-    pub protocol: Protocol,
-    /// Destination port ranges (inclusive; a single port is `(p, p)`), tcp/udp only.
-    pub ports: Vec<(u16, u16)>,
-    /// Source port ranges (`source_ports`, same forms as `ports`), tcp/udp only.
-    pub source_ports: Vec<(u16, u16)>,
-    /// Destination addresses (`to_addresses`): any of them matches; empty = any address.
-    pub to_addresses: Vec<AddressMatch>,
+    /// The packets it selects.
+    pub matches: super::RuleMatch,
     /// Mark matching packets before routing (`set_mark`), so `[[route_rule]] fwmark` can
     /// steer them.
     pub set_mark: Option<MarkSet>,
     /// True for a rule with `set_mark` and no `action`: it only marks and adds nothing to
     /// the filter chains (`action` is then `Accept` and unused).
     pub mark_only: bool,
-    /// ICMP / ICMPv6 types (icmp/icmpv6 only).
-    pub icmp_types: Vec<u8>,
     /// What matching traffic gets.
     pub action: Action,
     /// Log matching packets (rate-limited), with `log_prefix` or else the rule's name as

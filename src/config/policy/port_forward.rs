@@ -9,7 +9,8 @@ use super::super::diag::Diagnostics;
 use super::matches::{addresses, protocol};
 use super::model::*;
 use super::raw::*;
-use super::rules::{address_versions, and, net_versions, port_range};
+use super::rule_match::{address_versions, and, net_versions};
+use super::rules::port_range;
 use super::zones::zone_ref;
 
 pub(super) fn validate_port_forward(

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 
-use crate::config::policy::{AddressMatch, NamedSet, PolicyRule, Protocol, SetFamily, Zone};
+use crate::config::policy::{AddressMatch, NamedSet, SetFamily, Zone};
 use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
@@ -170,8 +170,9 @@ pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
     }
 }
 
-/// The destination-port match of `field` for `ports` (one port, one range, or a set).
-fn port_match(field: Field, ports: &[(u16, u16)]) -> Option<Stmt> {
+/// The port match of `field` for `ports` (one port, one range, or an interval set): the
+/// one port-range lookup every chain uses.
+pub(super) fn port_match(field: Field, ports: &[(u16, u16)]) -> Option<Stmt> {
     let ports = normalize_port_ranges(ports.iter().copied());
     match ports.as_slice() {
         [] => None,
@@ -209,7 +210,7 @@ fn port_match(field: Field, ports: &[(u16, u16)]) -> Option<Stmt> {
 }
 
 /// The ICMP (`l4` 1) or ICMPv6 type match for `types` (one type, or a set).
-fn icmp_type_match(l4: u8, types: &[u8]) -> Stmt {
+pub(super) fn icmp_type_match(l4: u8, types: &[u8]) -> Stmt {
     let (field, mk, dt): (Field, fn(u8) -> Value, DataType) = if l4 == 1 {
         (Field::IcmpType, Value::IcmpType, DataType::IcmpType)
     } else {
@@ -238,50 +239,6 @@ fn icmp_type_match(l4: u8, types: &[u8]) -> Stmt {
         },
         negate: false,
     }
-}
-
-/// The protocol, port and ICMP-type matches of `r`, one per single protocol it stands for
-/// ([`Protocol::each`]), each with that protocol (a reject answers per protocol).
-pub(super) fn proto_matches(r: &PolicyRule) -> Vec<(Protocol, Match)> {
-    r.protocol
-        .each()
-        .into_iter()
-        .map(|p| (p, proto_match(p, r)))
-        .collect()
-}
-
-/// The match of one single protocol `p` of `r`: destination ports as `tcp|udp dport`,
-/// source ports as `th sport` after them (or after `meta l4proto`, which nft needs before a
-/// `th` field), ICMP types.
-fn proto_match(p: Protocol, r: &PolicyRule) -> Match {
-    let mut stmts = Vec::new();
-    let mut version = None;
-    let (l4, dport) = match p {
-        Protocol::Any | Protocol::TcpUdp => return Match::default(),
-        Protocol::Tcp => (6, Some(Field::TcpDport)),
-        Protocol::Udp => (17, Some(Field::UdpDport)),
-        Protocol::Icmp => {
-            version = Some(IpVersion::V4);
-            (1, None)
-        }
-        Protocol::Icmpv6 => {
-            version = Some(IpVersion::V6);
-            (58, None)
-        }
-    };
-    stmts.extend(dport.and_then(|f| port_match(f, &r.ports)));
-    if !r.icmp_types.is_empty() {
-        stmts.push(icmp_type_match(l4, &r.icmp_types));
-    }
-    if stmts.is_empty() {
-        stmts.push(Stmt::Cmp {
-            left: Expr::Meta(MetaKey::L4Proto),
-            op: CmpOp::Eq,
-            right: Value::Proto(l4),
-        });
-    }
-    stmts.extend(port_match(Field::ThSport, &r.source_ports));
-    Match { stmts, version }
 }
 
 /// Matches of packets whose source (`source`) or destination is any of `list` (any packet

@@ -41,6 +41,7 @@ pub mod model;
 pub mod observe;
 pub mod plan;
 pub mod program;
+mod rule_match;
 pub mod sync;
 pub mod verbs;
 

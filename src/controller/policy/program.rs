@@ -50,9 +50,8 @@ use crate::config::policy::{
 use crate::dataplane::nft::encode::normalize_prefixes;
 
 use super::addresses::RouterAddresses;
-use super::matches::{
-    Match, address_matches, any, combine, prefix_matches, proto_matches, set_match, zone_match,
-};
+use super::matches::{Match, combine, zone_match};
+use super::rule_match::rule_matches;
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 
@@ -454,16 +453,6 @@ fn base_chains(cfg: &PolicyConfig) -> Vec<Chain> {
     ]
 }
 
-/// Where a rule's packets come from, as matches.
-pub(super) fn rule_source(cfg: &PolicyConfig, r: &PolicyRule) -> Vec<Match> {
-    match &r.from {
-        Source::Any | Source::Router => any(),
-        Source::Zone(z) => zone_match(&cfg.zones[z], true),
-        Source::Set(s) => vec![set_match(&cfg.sets, true, s)],
-        Source::Prefixes(nets) => prefix_matches(true, nets),
-    }
-}
-
 /// The rate of every log statement: [`LOG_PER_MINUTE`], burst 5.
 fn log_limit() -> Stmt {
     Stmt::Limit {
@@ -561,24 +550,18 @@ impl Builder {
         let mut forward_rules = Vec::new();
         for r in &cfg.rules {
             self.group(format!("rule {}", r.name), r.action != Action::Accept);
-            let chains: &[&str] = match (&r.from, &r.to) {
+            let chains: &[&str] = match (&r.matches.from, &r.matches.to) {
                 _ if r.mark_only => &[],
                 (Source::Router, _) => &[OUTPUT],
                 (_, Destination::Router) => &[INPUT],
                 (_, Destination::Zone(_)) => &[FORWARD],
                 (_, Destination::Any) => &[INPUT, FORWARD],
             };
-            let src = rule_source(cfg, r);
-            let addrs = address_matches(&cfg.sets, false, &r.to_addresses);
             for chain in chains {
-                let dst = match (&r.to, *chain) {
-                    (Destination::Zone(z), FORWARD | OUTPUT) => zone_match(&cfg.zones[z], false),
-                    _ => any(),
-                };
-                let dst = combine(&dst, &addrs);
+                let sees_oif = matches!(*chain, FORWARD | OUTPUT);
                 let mut built = Vec::new();
-                for (protocol, l4) in proto_matches(r) {
-                    for m in combine(&combine(&src, &dst), &[l4]) {
+                for (protocol, matches) in rule_matches(cfg, &r.matches, sees_oif) {
+                    for m in matches {
                         built.extend(rule_statements(r, protocol, m));
                     }
                 }

@@ -5,8 +5,8 @@
 use crate::config::policy::{PolicyConfig, PolicyRule};
 use crate::dataplane::nft::ir::*;
 
-use super::super::matches::{address_matches, combine, proto_matches};
-use super::{Builder, rule_source};
+use super::super::rule_match::rule_matches;
+use super::Builder;
 
 /// The marking chain (filter, hook prerouting, priority -150 as iptables' mangle table):
 /// present only when some rule has `set_mark`.
@@ -33,10 +33,9 @@ impl Builder {
         for r in marking {
             let mark = r.set_mark.expect("filtered");
             self.group(format!("mark {}", r.name), false);
-            let src = rule_source(cfg, r);
-            let dst = address_matches(&cfg.sets, false, &r.to_addresses);
-            for (_, l4) in proto_matches(r) {
-                for m in combine(&combine(&src, &dst), &[l4]) {
+            // Before routing: no outgoing interface, so no `to` zone (the config refuses one).
+            for (_, matches) in rule_matches(cfg, &r.matches, false) {
+                for m in matches {
                     let mut stmts = m.stmts;
                     stmts.push(Stmt::Counter);
                     stmts.push(Stmt::MetaMarkSet {

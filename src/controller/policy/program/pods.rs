@@ -30,6 +30,7 @@ use crate::config::policy::PolicyConfig;
 use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
+use super::super::matches::port_match;
 use super::{Builder, FAULT_CHAIN, Group, Program, RouterAddresses, build_with, est_related};
 
 /// The base chain of pod isolation.
@@ -201,40 +202,9 @@ fn port_matches(ports: &[PortRange]) -> Vec<Vec<Stmt>> {
                 op: CmpOp::Eq,
                 right: Value::Proto(proto.number()),
             }];
-            let ranges = normalize_port_ranges(ranges);
-            let field = Expr::Payload(Field::ThDport);
-            match ranges.as_slice() {
-                [(0, u16::MAX)] => {}
-                [(a, b)] if a == b => stmts.push(Stmt::Cmp {
-                    left: field,
-                    op: CmpOp::Eq,
-                    right: Value::Port(*a),
-                }),
-                [(a, b)] => stmts.push(Stmt::Range {
-                    left: field,
-                    negate: false,
-                    from: Value::Port(*a),
-                    to: Value::Port(*b),
-                }),
-                many => stmts.push(Stmt::Lookup {
-                    left: field,
-                    set: SetRef::Anonymous {
-                        key: KeyType::single(DataType::InetService),
-                        interval: true,
-                        data: None,
-                        elements: many
-                            .iter()
-                            .map(|(a, b)| {
-                                Element::key(if a == b {
-                                    ElemKey::Value(Value::Port(*a))
-                                } else {
-                                    ElemKey::Range(Value::Port(*a), Value::Port(*b))
-                                })
-                            })
-                            .collect(),
-                    },
-                    negate: false,
-                }),
+            // Every port of the protocol: the protocol match alone.
+            if normalize_port_ranges(ranges.iter().copied()) != [(0, u16::MAX)] {
+                stmts.extend(port_match(Field::ThDport, &ranges));
             }
             stmts
         })

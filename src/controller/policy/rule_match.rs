@@ -1,0 +1,95 @@
+//! The match of a config rule (`[[policy.rule]]`), built in one place for every chain that
+//! carries the rule: the filter chains and the mangle chain of `set_mark`.
+
+use crate::config::policy::{Destination, PolicyConfig, Protocol, RuleMatch, Source};
+use crate::dataplane::nft::ir::*;
+
+use super::matches::{
+    Match, address_matches, any, combine, icmp_type_match, port_match, prefix_matches, set_match,
+    zone_match,
+};
+
+/// The matches of rule match `m`, one list per single protocol it stands for
+/// ([`Protocol::each`]), each with that protocol (a reject answers per protocol). `sees_oif`:
+/// the chain knows the outgoing interface (forward, output), so a `to` zone is matched by
+/// its interfaces and networks; elsewhere only by `to_addresses`.
+pub(super) fn rule_matches(
+    cfg: &PolicyConfig,
+    m: &RuleMatch,
+    sees_oif: bool,
+) -> Vec<(Protocol, Vec<Match>)> {
+    // Destructured, so a key added to `RuleMatch` is an error here until it is matched.
+    let RuleMatch {
+        from,
+        to,
+        protocol,
+        ports,
+        source_ports,
+        to_addresses,
+        icmp_types,
+    } = m;
+    let src = rule_source(cfg, from);
+    let zone = match to {
+        Destination::Zone(z) if sees_oif => zone_match(&cfg.zones[z], false),
+        _ => any(),
+    };
+    let dst = combine(&zone, &address_matches(&cfg.sets, false, to_addresses));
+    let src_dst = combine(&src, &dst);
+    protocol
+        .each()
+        .into_iter()
+        .map(|p| {
+            let l4 = proto_match(p, ports, source_ports, icmp_types);
+            (p, combine(&src_dst, &[l4]))
+        })
+        .collect()
+}
+
+/// Where a rule's packets come from, as matches.
+fn rule_source(cfg: &PolicyConfig, from: &Source) -> Vec<Match> {
+    match from {
+        Source::Any | Source::Router => any(),
+        Source::Zone(z) => zone_match(&cfg.zones[z], true),
+        Source::Set(s) => vec![set_match(&cfg.sets, true, s)],
+        Source::Prefixes(nets) => prefix_matches(true, nets),
+    }
+}
+
+/// The match of one single protocol `p`: destination ports as `tcp|udp dport`, source
+/// ports as `th sport` after them (or after `meta l4proto`, which nft needs before a `th`
+/// field), ICMP types.
+fn proto_match(
+    p: Protocol,
+    ports: &[(u16, u16)],
+    source_ports: &[(u16, u16)],
+    icmp_types: &[u8],
+) -> Match {
+    let mut stmts = Vec::new();
+    let mut version = None;
+    let (l4, dport) = match p {
+        Protocol::Any | Protocol::TcpUdp => return Match::default(),
+        Protocol::Tcp => (6, Some(Field::TcpDport)),
+        Protocol::Udp => (17, Some(Field::UdpDport)),
+        Protocol::Icmp => {
+            version = Some(IpVersion::V4);
+            (1, None)
+        }
+        Protocol::Icmpv6 => {
+            version = Some(IpVersion::V6);
+            (58, None)
+        }
+    };
+    stmts.extend(dport.and_then(|f| port_match(f, ports)));
+    if !icmp_types.is_empty() {
+        stmts.push(icmp_type_match(l4, icmp_types));
+    }
+    if stmts.is_empty() {
+        stmts.push(Stmt::Cmp {
+            left: Expr::Meta(MetaKey::L4Proto),
+            op: CmpOp::Eq,
+            right: Value::Proto(l4),
+        });
+    }
+    stmts.extend(port_match(Field::ThSport, source_ports));
+    Match { stmts, version }
+}
