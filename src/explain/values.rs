@@ -165,7 +165,11 @@ pub fn number(v: &Value) -> Option<u128> {
         Value::Proto(p) | Value::IcmpType(p) | Value::Icmpv6Type(p) | Value::TcpFlags(p) => {
             (*p).into()
         }
-        Value::Mark(m) | Value::CtState(m) | Value::CtStatus(m) | Value::AddrType(m) => (*m).into(),
+        Value::Mark(m)
+        | Value::CtState(m)
+        | Value::CtStatus(m)
+        | Value::AddrType(m)
+        | Value::Field(_, m) => (*m).into(),
         Value::IfName(_) | Value::Verdict(_) | Value::Concat(_) => return None,
     })
 }

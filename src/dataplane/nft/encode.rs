@@ -46,6 +46,24 @@ fn encode_into(out: &mut Vec<u8>, v: &Value) -> Result<(), CompileError> {
                 "a verdict is not a key or a comparable constant".into(),
             ));
         }
+        Value::Field(f, n) => {
+            let def = f.def();
+            let Some(numeric) = def.numeric else {
+                return Err(CompileError::Invalid(format!(
+                    "{} has no numeric values",
+                    def.text
+                )));
+            };
+            let placed = u128::from(*n) << numeric.shift;
+            let len = def.len as usize;
+            if len > 16 || placed >> (len * 8) != 0 {
+                return Err(CompileError::Invalid(format!(
+                    "{n} does not fit {}",
+                    def.text
+                )));
+            }
+            out.extend_from_slice(&placed.to_be_bytes()[16 - len..]);
+        }
         Value::Concat(parts) => {
             for p in parts {
                 let start = out.len();

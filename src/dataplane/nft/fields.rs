@@ -4,7 +4,10 @@
 //! Lowering (`lower.rs`), rendering (`render.rs`), [`Expr::byte_len`](super::ir::Expr) and
 //! `explain` all read [`Field::def`]; none of them keeps a table of its own. A new field is
 //! a variant here and its arm in [`Field::def`]; when it needs something new from the packet,
-//! a [`Reads`] variant, whose exhaustive matches in `explain` the compiler then lists.
+//! a [`Reads`] variant, whose exhaustive matches in `explain` the compiler then lists. A
+//! field whose values are plain numbers (perhaps with names) says so in [`FieldDef::numeric`]
+//! and needs no value type of its own: its constants are `Value::Field(field, n)` and its
+//! sets' keys `DataType::Field(field)`.
 
 /// Packet header fields read by `payload`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,6 +95,32 @@ pub struct FieldDef {
     pub l4proto: Option<u8>,
     /// What `explain` reads for it.
     pub reads: Reads,
+    /// For a field whose values are plain numbers: how they are typed, placed and named.
+    pub numeric: Option<Numeric>,
+}
+
+/// How the numbers of a numeric field are typed, placed in the loaded bytes and named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Numeric {
+    /// nft's data type id of its values (the key type of a set of them).
+    pub type_id: u32,
+    /// nft's name of that type (`type <name>` in a set declaration).
+    pub type_name: &'static str,
+    /// Bits the value sits above the least significant bit of the loaded bytes (the zeros
+    /// of the mask below it): a value `n` is the big-endian `n << shift` in `len` bytes.
+    pub shift: u32,
+    /// The names nft prints (and reads) for some values; the others are written as numbers.
+    pub names: &'static [(u8, &'static str)],
+}
+
+impl Numeric {
+    /// The name nft prints for `n`, if it has one.
+    pub fn name(&self, n: u32) -> Option<&'static str> {
+        self.names
+            .iter()
+            .find(|(v, _)| u32::from(*v) == n)
+            .map(|(_, name)| *name)
+    }
 }
 
 const NFPROTO_IPV4: u8 = 2;
@@ -108,6 +137,7 @@ const fn ip(text: &'static str, offset: u32, len: u32, reads: Reads) -> FieldDef
         nfproto: Some(NFPROTO_IPV4),
         l4proto: None,
         reads,
+        numeric: None,
     }
 }
 
@@ -130,6 +160,7 @@ const fn th(text: &'static str, l4: Option<u8>, offset: u32, len: u32, reads: Re
         nfproto: None,
         l4proto: l4,
         reads,
+        numeric: None,
     }
 }
 

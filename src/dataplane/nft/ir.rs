@@ -205,6 +205,9 @@ pub enum DataType {
     Icmpv6Type,
     /// `verdict`: map data only (a verdict map).
     Verdict,
+    /// The values of a numeric header field (its definition's [`Numeric`](super::fields::Numeric)
+    /// gives the type; the length is the field's).
+    Field(Field),
 }
 
 impl DataType {
@@ -220,6 +223,7 @@ impl DataType {
             DataType::Mark => 19,
             DataType::Icmpv6Type => 29,
             DataType::IfName => 41,
+            DataType::Field(f) => f.def().numeric.map_or(0, |n| n.type_id),
         }
     }
 
@@ -231,6 +235,7 @@ impl DataType {
             DataType::InetService => 2,
             DataType::InetProto | DataType::IcmpType | DataType::Icmpv6Type => 1,
             DataType::Verdict => 0,
+            DataType::Field(f) => f.def().len,
         }
     }
 
@@ -246,6 +251,7 @@ impl DataType {
             DataType::IcmpType => "icmp_type",
             DataType::Icmpv6Type => "icmpv6_type",
             DataType::Verdict => "verdict",
+            DataType::Field(f) => f.def().numeric.map_or("integer", |n| n.type_name),
         }
     }
 }
@@ -328,6 +334,9 @@ pub enum Value {
     TcpFlags(u8),
     /// A concatenation `a . b . c`.
     Concat(Vec<Value>),
+    /// Number `n` of a numeric header field (`ip dscp 46`), encoded where the field's
+    /// definition puts it.
+    Field(Field, u32),
 }
 
 impl Value {

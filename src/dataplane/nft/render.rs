@@ -189,6 +189,7 @@ fn typeof_expr(t: DataType) -> Option<&'static str> {
         DataType::Mark => "meta mark",
         DataType::IcmpType => "icmp type",
         DataType::Icmpv6Type => "icmpv6 type",
+        DataType::Field(f) => f.def().text,
         DataType::Verdict => return None,
     })
 }
@@ -697,6 +698,12 @@ pub fn render_value(out: &mut String, v: &Value) {
                 render_value(out, p);
             }
         }
+        Value::Field(f, n) => match f.def().numeric.and_then(|num| num.name(*n)) {
+            Some(name) => out.push_str(name),
+            None => {
+                let _ = write!(out, "{n}");
+            }
+        },
     }
 }
 
