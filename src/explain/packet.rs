@@ -1,8 +1,18 @@
-//! The packet being explained, as the interpreter sees it at one point of its path.
+//! The packet being explained, as the interpreter sees it at one point of its path: what
+//! it holds, what each header field reads from it, and the ICMP error answering it. A new
+//! thing a field reads ([`Reads`]) is an attribute here, which `query` sets.
 
 use std::net::IpAddr;
 
-use crate::dataplane::nft::ir::{CT_STATE_ESTABLISHED, CT_STATE_NEW};
+use crate::dataplane::nft::fields::Reads;
+use crate::dataplane::nft::ir::{
+    CT_STATE_ESTABLISHED, CT_STATE_NEW, CT_STATE_RELATED, Field, TCP_SYN, Value,
+};
+
+/// ICMP destination unreachable.
+const ICMP_DEST_UNREACH: u8 = 3;
+/// ICMPv6 destination unreachable.
+const ICMPV6_DEST_UNREACH: u8 = 1;
 
 /// The transport protocol asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +96,52 @@ impl Packet {
     /// True when the connection is established (not its first packet).
     pub fn established(&self) -> bool {
         self.ct_state == CT_STATE_ESTABLISHED
+    }
+
+    /// The value of `field` in this packet, its protocol dependencies holding (`None`: a
+    /// port of a protocol without ports).
+    pub fn read(&self, field: Field) -> Option<Value> {
+        let ports = self.proto.has_ports();
+        match field.def().reads {
+            Reads::Saddr => Some(Value::ip(self.saddr)),
+            Reads::Daddr => Some(Value::ip(self.daddr)),
+            Reads::Dport => ports.then_some(Value::Port(self.dport)),
+            Reads::Sport => ports.then_some(Value::Port(self.sport)),
+            Reads::IcmpType => Some(Value::IcmpType(self.icmp_type)),
+            Reads::Icmpv6Type => Some(Value::Icmpv6Type(self.icmp_type)),
+            // A first packet is a SYN, a packet of an established connection an ACK.
+            Reads::TcpFlags => Some(Value::TcpFlags(if self.established() {
+                0x10
+            } else {
+                TCP_SYN
+            })),
+        }
+    }
+
+    /// The ICMP destination unreachable the router sends from `saddr` when routing
+    /// refuses this packet (`ct state related` to it, leaving through its interface).
+    pub fn icmp_error(&self, saddr: IpAddr) -> Packet {
+        let (proto, icmp_type) = if self.is_v4() {
+            (Proto::Icmp, ICMP_DEST_UNREACH)
+        } else {
+            (Proto::Icmpv6, ICMPV6_DEST_UNREACH)
+        };
+        Packet {
+            iif: String::new(),
+            oif: self.iif.clone(),
+            saddr,
+            daddr: self.saddr,
+            proto,
+            sport: 0,
+            dport: 0,
+            icmp_type,
+            ct_state: CT_STATE_RELATED,
+            ct_status: 0,
+            ct_mark: 0,
+            mark: 0,
+            orig_daddr: self.saddr,
+            orig_dport: 0,
+        }
     }
 
     /// The `ct state` bits of a first packet or of an established connection.

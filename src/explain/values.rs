@@ -5,7 +5,6 @@
 use std::net::IpAddr;
 
 use crate::dataplane::nft::encode::encode;
-use crate::dataplane::nft::fields::Reads;
 use crate::dataplane::nft::ir::*;
 
 use super::error::ExplainError;
@@ -115,21 +114,7 @@ fn load_payload(field: Field, pkt: &Packet) -> Option<Value> {
     {
         return None;
     }
-    let ports = pkt.proto.has_ports();
-    match def.reads {
-        Reads::Saddr => Some(Value::ip(pkt.saddr)),
-        Reads::Daddr => Some(Value::ip(pkt.daddr)),
-        Reads::Dport => ports.then_some(Value::Port(pkt.dport)),
-        Reads::Sport => ports.then_some(Value::Port(pkt.sport)),
-        Reads::IcmpType => Some(Value::IcmpType(pkt.icmp_type)),
-        Reads::Icmpv6Type => Some(Value::Icmpv6Type(pkt.icmp_type)),
-        // A first packet is a SYN, a packet of an established connection an ACK.
-        Reads::TcpFlags => Some(Value::TcpFlags(if pkt.established() {
-            0x10
-        } else {
-            TCP_SYN
-        })),
-    }
+    pkt.read(field)
 }
 
 /// `a == b` as the kernel compares them (`b` a constant, perhaps an `"eth*"` wildcard).

@@ -10,13 +10,8 @@ use crate::dataplane::nft::ir::*;
 
 use super::error::ExplainError;
 use super::eval::{ChainEnd, Final, NatEvent, RuleRef, Run, Trace};
-use super::packet::{Packet, Proto};
+use super::packet::Packet;
 use super::route::{Addresses, Decision, decide};
-
-/// ICMP destination unreachable.
-const ICMP_DEST_UNREACH: u8 = 3;
-/// ICMPv6 destination unreachable.
-const ICMPV6_DEST_UNREACH: u8 = 1;
 
 /// Where a decision was taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,27 +145,8 @@ impl World<'_> {
         pkt: &Packet,
         trace: &mut Trace,
     ) -> Result<(Final, Decider), ExplainError> {
-        let (proto, icmp_type) = if pkt.is_v4() {
-            (Proto::Icmp, ICMP_DEST_UNREACH)
-        } else {
-            (Proto::Icmpv6, ICMPV6_DEST_UNREACH)
-        };
-        let mut answer = Packet {
-            iif: String::new(),
-            oif: pkt.iif.clone(),
-            saddr: self.addresses.on(&pkt.iif, pkt.saddr).unwrap_or(pkt.daddr),
-            daddr: pkt.saddr,
-            proto,
-            sport: 0,
-            dport: 0,
-            icmp_type,
-            ct_state: CT_STATE_RELATED,
-            ct_status: 0,
-            ct_mark: 0,
-            mark: 0,
-            orig_daddr: pkt.saddr,
-            orig_dport: 0,
-        };
+        let mut answer =
+            pkt.icmp_error(self.addresses.on(&pkt.iif, pkt.saddr).unwrap_or(pkt.daddr));
         let out = self.hook(Hook::Output, &mut answer, trace)?;
         match out.stop {
             Some((_, by)) => {
