@@ -58,7 +58,7 @@ USAGE:
     edgenetd status  [--url URL]
     edgenetd explain [--config PATH] --in IFACE --from ADDR [--sport N] --to ADDR
                      [--dport N] --proto tcp|udp|icmp|icmpv6 [--state new|established]
-                     [--icmp-type N] [--mark N] [--json]
+                     [--icmp-type N] [--dscp D] [--mark N] [--json]
                      [--netns NAME | --addresses IFACE=ADDR/LEN,... | --offline]
     edgenetd apply   --config NEW [--confirm DURATION] [--target CONFIG] [--netns NAME]
                      [--control-socket PATH]

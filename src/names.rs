@@ -1,4 +1,5 @@
-//! Names the config and the dataplane share: ICMP and ICMPv6 type names as nft spells them.
+//! Names the config and the dataplane share: ICMP and ICMPv6 type names and DSCP names as
+//! nft spells them.
 //!
 //! A leaf: it imports nothing from the crate, so the config can accept a name and the
 //! nftables renderer can print it without either depending on the other.
@@ -31,6 +32,43 @@ pub const ICMPV6_TYPES: &[(u8, &str)] = &[
     (136, "nd-neighbor-advert"),
     (137, "nd-redirect"),
 ];
+
+/// DSCP code points with nft's names (RFC 2474 class selectors, RFC 2597 assured
+/// forwarding, RFC 3246 expedited forwarding, RFC 5865 voice admit, RFC 8622 lower effort,
+/// which nft 1.0 calls `lephb`).
+pub const DSCP: &[(u8, &str)] = &[
+    (0, "cs0"),
+    (8, "cs1"),
+    (16, "cs2"),
+    (24, "cs3"),
+    (32, "cs4"),
+    (40, "cs5"),
+    (48, "cs6"),
+    (56, "cs7"),
+    (10, "af11"),
+    (12, "af12"),
+    (14, "af13"),
+    (18, "af21"),
+    (20, "af22"),
+    (22, "af23"),
+    (26, "af31"),
+    (28, "af32"),
+    (30, "af33"),
+    (34, "af41"),
+    (36, "af42"),
+    (38, "af43"),
+    (46, "ef"),
+    (44, "va"),
+    (1, "lephb"),
+];
+
+/// The DSCP called `name` (any case; `le` is fw4's and newer nft's name of `lephb`).
+pub fn dscp_by_name(name: &str) -> Option<u8> {
+    match name.to_ascii_lowercase().as_str() {
+        "le" => Some(1),
+        lower => by_name(DSCP, lower),
+    }
+}
 
 fn by_name(table: &[(u8, &str)], name: &str) -> Option<u8> {
     table.iter().find(|(_, n)| *n == name).map(|(t, _)| *t)
@@ -78,6 +116,11 @@ mod tests {
                 (Some(t), Some(name))
             );
         }
+        for &(d, name) in DSCP {
+            assert_eq!(dscp_by_name(name), Some(d));
+            assert_eq!(dscp_by_name(&name.to_uppercase()), Some(d));
+        }
+        assert_eq!((dscp_by_name("le"), dscp_by_name("af44")), (Some(1), None));
         assert_eq!(icmp_type_by_name("nd-router-advert"), None);
         assert_eq!(icmpv6_type_name(200), None);
     }

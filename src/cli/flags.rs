@@ -266,6 +266,14 @@ The ICMP or ICMPv6 type, a number or a name such as echo\-reply.
 Default: echo request."#,
     },
     Flag {
+        long: "--dscp",
+        value: Some("D"),
+        help: &["its DSCP, 0-63 or a name such as ef, af41, cs1 [default: 0]"],
+        man: r#".RB ( explain )
+The packet's DSCP, 0\-63 or a name such as ef, af41, cs1.
+Default: 0."#,
+    },
+    Flag {
         long: "--mark",
         value: Some("N"),
         help: &["the packet's firewall mark (for route rules' fwmark) [default: 0]"],

@@ -73,6 +73,8 @@ pub struct Packet {
     pub dport: u16,
     /// ICMP / ICMPv6 type (echo request unless asked otherwise).
     pub icmp_type: u8,
+    /// The DSCP of the IP header (`ip dscp`, `ip6 dscp`): 0 unless asked otherwise.
+    pub dscp: u8,
     /// `ct state` bits: [`CT_STATE_NEW`] or [`CT_STATE_ESTABLISHED`].
     pub ct_state: u32,
     /// `ct status` bits (DNAT/SNAT done).
@@ -115,6 +117,7 @@ impl Packet {
             } else {
                 TCP_SYN
             })),
+            Reads::Dscp => Some(Value::Field(field, self.dscp.into())),
         }
     }
 
@@ -135,6 +138,13 @@ impl Packet {
             sport: 0,
             dport: 0,
             icmp_type,
+            // As the kernel sends an ICMPv4 error: precedence internetwork control over
+            // the refused packet's other TOS bits; an ICMPv6 error, the default class.
+            dscp: if self.is_v4() {
+                48 | (self.dscp & 7)
+            } else {
+                0
+            },
             ct_state: CT_STATE_RELATED,
             ct_status: 0,
             ct_mark: 0,

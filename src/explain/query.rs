@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use ipnet::IpNet;
 
-use crate::names::{icmp_type_by_name, icmpv6_type_by_name};
+use crate::names::{dscp_by_name, icmp_type_by_name, icmpv6_type_by_name};
 
 use super::kernel::Wanted;
 use super::packet::{Packet, Proto};
@@ -41,6 +41,7 @@ struct Raw {
     proto: Option<Proto>,
     established: bool,
     icmp_type: Option<String>,
+    dscp: u8,
     mark: u32,
 }
 
@@ -57,6 +58,17 @@ fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
 fn addr(flag: &str, v: &str) -> Result<IpAddr, String> {
     v.parse()
         .map_err(|_| format!("{flag}: `{v}` is not an IP address"))
+}
+
+/// `--dscp`: a number 0-63 or a name (`ef`, `af41`, `cs1`).
+fn dscp(v: &str) -> Result<u8, String> {
+    number::<u8>("--dscp", v)
+        .ok()
+        .filter(|d| *d <= 63)
+        .or_else(|| dscp_by_name(v))
+        .ok_or_else(|| {
+            format!("--dscp: `{v}` is not a DSCP: a number 0-63 or a name such as ef, af41, cs1")
+        })
 }
 
 fn proto(v: &str) -> Result<Proto, String> {
@@ -113,6 +125,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
             "--proto" => raw.proto = Some(proto(&value()?)?),
             "--icmp-type" => raw.icmp_type = Some(value()?),
             "--mark" => raw.mark = number(flag, &value()?)?,
+            "--dscp" => raw.dscp = dscp(&value()?)?,
             "--addresses" => {
                 addrs = addresses(&value()?)?;
                 given = true;
@@ -197,6 +210,7 @@ fn packet(raw: Raw) -> Result<Packet, String> {
         sport,
         dport,
         icmp_type,
+        dscp: raw.dscp,
         ct_state: Packet::state_bits(raw.established),
         ct_status: 0,
         ct_mark: 0,

@@ -1,17 +1,20 @@
 //! Issue 11 items 8 and 9 with real packets (a lan host, the router, a wan host on veth
 //! pairs; see `common::policy::lan_wan`): destination addresses and sets, source ports,
 //! TCP and UDP in one rule, port-forward ranges and sources, an IPv6 suffix pinhole that
-//! survives a prefix change, zone SNAT, and a rule's mark steering traffic through a second
-//! uplink by a `[[route_rule]] fwmark`.
+//! survives a prefix change, zone SNAT, a rule's mark steering traffic through a second
+//! uplink by a `[[route_rule]] fwmark`, and `dscp` (issue 22) over IPv4 and IPv6, with its
+//! `plan` text and `explain`.
 
 use crate::common;
 use crate::netns_test;
 
 use std::time::Duration;
 
+use common::bin::edgenetd;
 use common::controller::Driver;
 use common::policy::lan_wan;
-use common::shell::sh;
+use common::scratch::ScratchDir;
+use common::shell::{sh, sh_status};
 use common::topology::{Host, Link, Topology, failed};
 use common::wait::poll_for;
 use edgenetd::controller::route::RouteController;
@@ -301,5 +304,117 @@ netns_test! {
         let unmarked = SPLIT.replace("set_mark = \"0x10/0xff\"", "action = \"accept\"");
         Driver::policy().sync(&unmarked).unwrap();
         assert_eq!(t.connect(lan, "tcp", "203.0.113.50", 443), "wan1");
+    }
+}
+
+/// `ping -Q <tos>` from `host` to `to` (IPv6 when `to` has a `:`; the TOS byte is the
+/// traffic class there): true when the echo came back.
+fn ping_with_tos(host: &Host, to: &str, tos: u8) -> bool {
+    let six = if to.contains(':') { "-6 " } else { "" };
+    host.sh_status(&format!("ping {six}-n -c 1 -W 1 -Q {tos:#04x} {to}"))
+        .0
+}
+
+/// [`ping_with_tos`] retried for up to 10 s (IPv6 neighbour discovery on a loaded machine).
+fn pings_with_tos(host: &Host, to: &str, tos: u8) -> bool {
+    poll_for(Duration::from_secs(10), || {
+        ping_with_tos(host, to, tos).then_some(())
+    })
+    .is_some()
+}
+
+/// The kernel expressions of every rule in `listing` (`nft --debug=netlink list ...`),
+/// anonymous set numbers and counters' values dropped.
+fn bytecode(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter(|l| l.starts_with("  ["))
+        .map(|l| l.split(" pkts ").next().unwrap_or(l))
+        .map(|l| {
+            l.split(' ')
+                .map(|w| if w.starts_with("__set") { "__set" } else { w })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+netns_test! {
+    fn dscp_admits_only_packets_with_the_listed_code_points_over_ipv4_and_ipv6() {
+        let t = lan_wan();
+        let lan = t.host("lan");
+        // A list (a set per IP version) and one value (a comparison), names and numbers.
+        let config = format!(
+            "{BASE}[[policy.rule]]\nname = \"voice\"\nfrom = \"lan\"\nto = \"self\"\n\
+             dscp = [\"AF41\", 46]\naction = \"accept\"\n\
+             [[policy.rule]]\nname = \"bulk\"\nfrom = \"lan\"\nto = \"self\"\n\
+             protocol = \"icmp\"\ndscp = \"cs1\"\naction = \"accept\"\n"
+        );
+        Driver::policy().sync(&config).unwrap();
+        // (TOS = DSCP << 2: ef 0xb8, af41 0x88, cs1 0x20, cs2 0x40.) Each ping is a process
+        // of its own, so an echo id of its own: a new connection every time.
+        assert!(pings_with_tos(lan, "10.0.0.1", 0xb8), "ef dropped over IPv4");
+        assert!(pings_with_tos(lan, "fd00::1", 0x88), "af41 dropped over IPv6");
+        assert!(ping_with_tos(lan, "10.0.0.1", 0x20), "cs1 dropped over IPv4");
+        // The ECN bits are not the DSCP's: af41 with ECT(0) still matches.
+        assert!(ping_with_tos(lan, "fd00::1", 0x8a), "af41 with ECN bits dropped");
+        assert!(!ping_with_tos(lan, "10.0.0.1", 0x40), "cs2 passed over IPv4");
+        assert!(!ping_with_tos(lan, "fd00::1", 0x40), "cs2 passed over IPv6");
+        assert!(!ping_with_tos(lan, "fd00::1", 0x20), "cs1 passed over IPv6 (the rule is icmp)");
+        assert!(!ping_with_tos(lan, "10.0.0.1", 0), "no DSCP passed");
+
+        // What the kernel holds reads back as nft writes it.
+        let listed = sh("nft list table inet edgenetd-policy");
+        for expected in [
+            "ip dscp { af41, ef }",
+            "ip6 dscp { af41, ef }",
+            "ip dscp cs1",
+        ] {
+            assert!(listed.contains(expected), "no `{expected}` in:\n{listed}");
+        }
+        assert!(!listed.contains("ip6 dscp cs1"), "an icmp rule matched IPv6:\n{listed}");
+
+        // `plan` prints it as nft text that nft accepts and that loads to the very
+        // expressions the batch programmed.
+        let dir = ScratchDir::with_files("dscp-plan", &[("edgenetd.toml", &config)]);
+        let plan = edgenetd(&["plan", "--config", dir.config().to_str().unwrap()]);
+        assert!(plan.ok(), "plan: {}", plan.stderr);
+        let text: String = plan
+            .stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("# nft begin: table inet edgenetd-policy"))
+            .take_while(|l| !l.starts_with("# nft end:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(text.contains("ip6 dscp { af41, ef }"), "{text}");
+        let file = dir.join("policy.nft");
+        std::fs::write(&file, &text).unwrap();
+        let (ok, _, err) = sh_status(&format!("nft -c -f {}", file.display()));
+        assert!(ok, "nft -c refused the plan: {err}");
+        let from_text = bytecode(&sh(&format!(
+            "unshare --net sh -c 'nft -f {} && nft --debug=netlink list table inet edgenetd-policy'",
+            file.display()
+        )));
+        let batch = bytecode(&sh("nft --debug=netlink list table inet edgenetd-policy"));
+        assert!(batch.iter().any(|e| e.contains("& 0x0000c00f")), "{batch:?}");
+        assert_eq!(batch, from_text, "the batch and the plan's text differ");
+
+        // `explain` reads the DSCP it is given.
+        let cfg = dir.config();
+        let explain = |dscp: &str, from: &str, to: &str, proto: &str| {
+            let run = edgenetd(&[
+                "explain", "--json", "--config", cfg.to_str().unwrap(), "--addresses",
+                "veth-lan=10.0.0.1/24,veth-lan=fd00::1/64", "--in", "veth-lan", "--from", from,
+                "--to", to, "--proto", proto, "--dscp", dscp,
+            ]);
+            assert_eq!(run.code, 0, "explain: {}", run.stderr);
+            let j: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+            format!("{} {}", j["verdict"].as_str().unwrap(), j["rule"].as_str().unwrap())
+        };
+        assert_eq!(explain("ef", "10.0.0.2", "10.0.0.1", "icmp"), "accept voice");
+        assert_eq!(explain("34", "fd00::2", "fd00::1", "icmpv6"), "accept voice");
+        assert_eq!(explain("cs1", "10.0.0.2", "10.0.0.1", "icmp"), "accept bulk");
+        assert_eq!(explain("cs1", "fd00::2", "fd00::1", "icmpv6"), "drop default");
+        assert_eq!(explain("0", "10.0.0.2", "10.0.0.1", "icmp"), "drop default");
     }
 }

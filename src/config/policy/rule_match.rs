@@ -1,5 +1,5 @@
 //! The match of a `[[policy.rule]]`: every key that selects its packets (`from`, `to`,
-//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`), parsed into one
+//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`), parsed into one
 //! [`RuleMatch`]. A new match key is a field here, its raw key in `raw.rs`, and its parser
 //! in [`RuleMatch::parse`]; the policy controller's `rule_matches` destructures the struct,
 //! so the compiler points there next.
@@ -15,6 +15,7 @@ use super::model::*;
 use super::raw::*;
 use super::rules::{icmp_type, port_range};
 use super::zones::zone_ref;
+use crate::names::dscp_by_name;
 
 /// The packets a `[[policy.rule]]` selects: all of its keys must hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub struct RuleMatch {
     pub to_addresses: Vec<AddressMatch>,
     /// ICMP / ICMPv6 types (icmp/icmpv6 only).
     pub icmp_types: Vec<u8>,
+    /// DSCP values (`dscp`), of IPv4 and IPv6 alike; empty = any.
+    pub dscp: Vec<u8>,
 }
 
 impl RuleMatch {
@@ -57,6 +60,7 @@ impl RuleMatch {
         let ports = ports("ports", raw.ports.as_ref(), protocol, diags);
         let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
         let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
+        let dscp = dscp(raw.dscp.as_ref(), diags);
         let m = RuleMatch {
             from: from?,
             to: to?,
@@ -65,6 +69,7 @@ impl RuleMatch {
             source_ports: source_ports?,
             to_addresses: to_addresses?,
             icmp_types: icmp_types?,
+            dscp: dscp?,
         };
         (!self_to_self).then_some(m)
     }
@@ -225,6 +230,46 @@ fn icmp_types(
     }
 }
 
+/// `dscp`: one value or a list, each a number 0-63 or a name (`"ef"`, `"af41"`, `"cs1"`,
+/// any case). `Some(empty)` when absent, `None` when any value is invalid (reported).
+fn dscp(raw: Option<&Spanned<RawValues>>, diags: &mut Diagnostics) -> Option<Vec<u8>> {
+    let Some(raw) = raw else {
+        return Some(Vec::new());
+    };
+    let values = match raw.get_ref() {
+        RawValues::One(v) => std::slice::from_ref(v),
+        RawValues::Many(list) => list.as_slice(),
+    };
+    if values.is_empty() {
+        diags.error(
+            raw.span(),
+            "empty `dscp`: expected DSCP values, e.g. [\"ef\", \"af41\"] (or leave `dscp` out)",
+        );
+        return None;
+    }
+    let mut out = Vec::new();
+    for v in values {
+        let found = match v {
+            RawPort::Number(n) => u8::try_from(*n).ok().filter(|d| *d <= 63),
+            RawPort::Text(t) => dscp_by_name(t.trim()),
+        };
+        match found {
+            Some(d) => out.push(d),
+            None => {
+                let shown = match v {
+                    RawPort::Number(n) => n.to_string(),
+                    RawPort::Text(t) => format!("\"{t}\""),
+                };
+                diags.error(
+                    raw.span(),
+                    format!("invalid dscp {shown}: expected a number 0-63 or a name: cs0-cs7, af11-af43, ef, le, va"),
+                );
+            }
+        }
+    }
+    (out.len() == values.len()).then_some(out)
+}
+
 /// True when some IP version can satisfy `from`, `to`, `to_addresses` and the protocol at
 /// once.
 fn can_match(
@@ -308,5 +353,67 @@ fn protocol_versions(p: Protocol) -> Versions {
         Protocol::Icmp => (true, false),
         Protocol::Icmpv6 => (false, true),
         _ => (true, true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::load_str;
+
+    const ZONES: &str = "[policy]\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n";
+
+    fn rule(dscp: &str) -> String {
+        format!(
+            "{ZONES}[[policy.rule]]\nname = \"voice\"\nfrom = \"lan\"\ndscp = {dscp}\naction = \"accept\"\n"
+        )
+    }
+
+    fn dscp_of(dscp: &str) -> Vec<u8> {
+        let d = load_str(&[("main.toml", &rule(dscp))]).unwrap();
+        d.policy.unwrap().rules[0].matches.dscp.clone()
+    }
+
+    fn error_of(dscp: &str) -> String {
+        load_str(&[("main.toml", &rule(dscp))])
+            .expect_err("config must be rejected")
+            .rendered
+    }
+
+    #[test]
+    fn dscp_takes_names_in_any_case_and_numbers_one_or_a_list() {
+        assert_eq!(dscp_of(r#"["cs1", "af41", 46]"#), [8, 34, 46]);
+        assert_eq!(dscp_of(r#""ef""#), [46]);
+        assert_eq!(dscp_of("63"), [63]);
+        assert_eq!(dscp_of(r#"["LE", "Va", "CS0", "af43"]"#), [1, 44, 0, 38]);
+        let d = load_str(&[("main.toml", &rule("[]").replace("dscp = []\n", ""))]).unwrap();
+        assert!(d.policy.unwrap().rules[0].matches.dscp.is_empty());
+    }
+
+    #[test]
+    fn a_bad_dscp_is_reported_at_its_place_with_what_was_expected() {
+        let expected = "expected a number 0-63 or a name: cs0-cs7, af11-af43, ef, le, va";
+        for (value, shown) in [
+            (r#"["cs1", "af44"]"#, r#"invalid dscp "af44""#),
+            ("64", "invalid dscp 64"),
+            (r#"[8, -1]"#, "invalid dscp -1"),
+            (r#""""#, r#"invalid dscp """#),
+        ] {
+            let out = error_of(value);
+            assert!(
+                out.contains(&format!("main.toml:7:8: error: {shown}: {expected}")),
+                "{value}: {out}"
+            );
+        }
+        assert!(error_of("[]").contains("main.toml:7:8: error: empty `dscp`"));
+        assert!(
+            error_of("true").contains("main.toml:7:8: error: invalid type: boolean `true`, expected a name or a number, or a list of them"),
+            "{}",
+            error_of("true")
+        );
+        assert!(
+            error_of("[[8]]").contains("a list inside the list"),
+            "{}",
+            error_of("[[8]]")
+        );
     }
 }

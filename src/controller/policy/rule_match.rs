@@ -27,6 +27,7 @@ pub(super) fn rule_matches(
         source_ports,
         to_addresses,
         icmp_types,
+        dscp,
     } = m;
     let src = rule_source(cfg, from);
     let zone = match to {
@@ -34,7 +35,7 @@ pub(super) fn rule_matches(
         _ => any(),
     };
     let dst = combine(&zone, &address_matches(&cfg.sets, false, to_addresses));
-    let src_dst = combine(&src, &dst);
+    let src_dst = combine(&combine(&src, &dst), &dscp_matches(dscp));
     protocol
         .each()
         .into_iter()
@@ -43,6 +44,49 @@ pub(super) fn rule_matches(
             (p, combine(&src_dst, &[l4]))
         })
         .collect()
+}
+
+/// `ip dscp` and `ip6 dscp` for `values` (one value, or a set): one match per IP version,
+/// which `combine` keeps only where the rest of the rule allows that version.
+fn dscp_matches(values: &[u8]) -> Vec<Match> {
+    if values.is_empty() {
+        return any();
+    }
+    let mut values = values.to_vec();
+    values.sort();
+    values.dedup();
+    [
+        (Field::IpDscp, IpVersion::V4),
+        (Field::Ip6Dscp, IpVersion::V6),
+    ]
+    .into_iter()
+    .map(|(field, version)| {
+        let stmt = match values.as_slice() {
+            [one] => Stmt::Cmp {
+                left: Expr::Payload(field),
+                op: CmpOp::Eq,
+                right: Value::Field(field, (*one).into()),
+            },
+            many => Stmt::Lookup {
+                left: Expr::Payload(field),
+                set: SetRef::Anonymous {
+                    key: KeyType::single(DataType::Field(field)),
+                    interval: false,
+                    data: None,
+                    elements: many
+                        .iter()
+                        .map(|v| Element::key(ElemKey::Value(Value::Field(field, (*v).into()))))
+                        .collect(),
+                },
+                negate: false,
+            },
+        };
+        Match {
+            stmts: vec![stmt],
+            version: Some(version),
+        }
+    })
+    .collect()
 }
 
 /// Where a rule's packets come from, as matches.

@@ -34,6 +34,10 @@ pub enum Field {
     Icmpv6Type,
     /// `tcp flags` (1 byte; match with `Stmt::Flags` and `Value::TcpFlags`).
     TcpFlags,
+    /// `ip dscp`: the upper 6 bits of the IPv4 header's TOS byte.
+    IpDscp,
+    /// `ip6 dscp`: the upper 6 bits of the IPv6 header's traffic class (bits 4-9).
+    Ip6Dscp,
 }
 
 /// The header a field is loaded from (the kernel's payload base).
@@ -73,6 +77,8 @@ pub enum Reads {
     Icmpv6Type,
     /// The TCP flags a first packet or an established connection's packet carries.
     TcpFlags,
+    /// The DSCP of the IP header (`Value::Field`).
+    Dscp,
 }
 
 /// One field's definition.
@@ -122,6 +128,14 @@ impl Numeric {
             .map(|(_, name)| *name)
     }
 }
+
+/// DSCP values: nft's type `dscp` (36), named as nft names them.
+const DSCP: Numeric = Numeric {
+    type_id: 36,
+    type_name: "dscp",
+    shift: 2,
+    names: crate::names::DSCP,
+};
 
 const NFPROTO_IPV4: u8 = 2;
 const NFPROTO_IPV6: u8 = 10;
@@ -195,6 +209,26 @@ impl Field {
                 }
             }
             Field::TcpFlags => &const { th("tcp flags", Some(6), 13, 1, Reads::TcpFlags) },
+            // Loaded as nft loads them: the byte (IPv4) or the two bytes (IPv6) holding the
+            // six bits, masked; values compare in place, shifted, never shifted back.
+            Field::IpDscp => {
+                &const {
+                    FieldDef {
+                        mask: &[0xfc],
+                        numeric: Some(DSCP),
+                        ..ip("ip dscp", 1, 1, Reads::Dscp)
+                    }
+                }
+            }
+            Field::Ip6Dscp => {
+                &const {
+                    FieldDef {
+                        mask: &[0x0f, 0xc0],
+                        numeric: Some(Numeric { shift: 6, ..DSCP }),
+                        ..ip6("ip6 dscp", 0, 2, Reads::Dscp)
+                    }
+                }
+            }
         }
     }
 }
@@ -217,6 +251,8 @@ mod tests {
             Field::IcmpType,
             Field::Icmpv6Type,
             Field::TcpFlags,
+            Field::IpDscp,
+            Field::Ip6Dscp,
         ] {
             let d = f.def();
             assert!(
@@ -225,6 +261,15 @@ mod tests {
                 d.mask.len(),
                 d.len
             );
+            // A numeric field's shift is where its mask starts, and every named value
+            // fits the mask.
+            if let Some(n) = d.numeric {
+                let mask = d.mask.iter().fold(0u32, |m, b| (m << 8) | u32::from(*b));
+                assert_eq!(n.shift, mask.trailing_zeros(), "{f:?}");
+                for (v, name) in n.names {
+                    assert_eq!(u32::from(*v) << n.shift & !mask, 0, "{f:?} {name}");
+                }
+            }
         }
     }
 }
