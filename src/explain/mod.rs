@@ -5,8 +5,10 @@
 //! table from `controller::policy::program`, the service table from
 //! `controller::service::elements`), and an interpreter runs the packet through it hook by
 //! hook, with the routing decision from the route config in between. Because it reads the
-//! IR, not the config, it cannot drift from what is programmed; what it does not know (a
-//! statement or expression added later) it reports as unsupported instead of guessing.
+//! IR, not the config, it cannot drift from what is programmed. Its matches over the IR are
+//! exhaustive, so a statement, expression or header field added later does not compile
+//! until `explain` handles it; what has no single value (`numgen`, `jhash` outside a NAT
+//! map) it reports as unsupported instead of guessing.
 //!
 //! - [`query`]: the command line -> the packet;
 //! - [`walk`]: the hooks in order; [`eval`] (and [`natmap`]): one chain's rules;
