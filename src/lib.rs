@@ -46,7 +46,7 @@
 //! `unsafe` is denied crate-wide. The few places that must call C are allowed one by one, each
 //! a small module of safe wrappers: `dataplane::nft::ffi` (libnftnl, libmnl), [`sys`]
 //! (socket options, peer credentials, group lookup, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
-//! socket), `track::probe::socket` (marked probe sockets, interface addresses) and
+//! socket), `probe::socket` (probe sockets with a mark, interface addresses) and
 //! `source::inotify`.
 #![deny(unsafe_code)]
 pub mod cli;
@@ -65,6 +65,7 @@ pub mod logging;
 pub mod math;
 pub mod metrics;
 pub mod names;
+pub mod probe;
 pub mod shutdown;
 pub mod source;
 pub mod status;

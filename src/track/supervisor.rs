@@ -25,6 +25,7 @@ use super::prober;
 use crate::config::DesiredState;
 use crate::config::route::Track;
 use crate::health::{Health, HealthHandle};
+use crate::probe::watch::{self, Look, Watch};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Trigger, TriggerRx};
 
@@ -57,7 +58,7 @@ pub async fn run(sup: Supervisor) {
 async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
     let mut probers: BTreeMap<String, (Track, smol::Task<()>)> = BTreeMap::new();
     let mut handle: Option<HealthHandle> = None;
-    let mut wedged_before: Vec<String> = Vec::new();
+    let mut watch = Watch::default();
     loop {
         let tracks = (sup.current)().routing.tracks.clone();
         reconcile(&sup, &ex, &mut probers, &tracks);
@@ -70,11 +71,10 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
         if let Some(h) = &handle {
             let longest = tracks.iter().map(window_of).max().unwrap_or_default();
             h.set_window(longest + Duration::from_secs(2));
-            let wedged = beat_if_live(h, &sup.board, Instant::now());
-            if !wedged.is_empty() && wedged != wedged_before {
-                warn!("track: prober(s) wedged: {}", wedged.join(", "));
+            let look = beat_if_live(&mut watch, h, &sup.board, Instant::now());
+            if !look.late.is_empty() && look.changed {
+                warn!("track: prober(s) wedged: {}", look.late.join(", "));
             }
-            wedged_before = wedged;
         }
         let beating = handle.is_some();
         let tick = future::or(
@@ -83,7 +83,7 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
             },
             async {
                 if beating {
-                    smol::Timer::after(Duration::from_secs(1)).await;
+                    smol::Timer::after(watch::TICK).await;
                 } else {
                     future::pending::<()>().await;
                 }
@@ -95,13 +95,10 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
     }
 }
 
-/// Beats `handle` when every prober finished a probe within its window; returns the wedged.
-pub fn beat_if_live(handle: &HealthHandle, board: &Board, now: Instant) -> Vec<String> {
-    let wedged = board.wedged(now);
-    if wedged.is_empty() {
-        handle.beat();
-    }
-    wedged
+/// Beats `handle` when every prober finished a probe within its window; the look's `late`
+/// are the wedged.
+pub fn beat_if_live(watch: &mut Watch, handle: &HealthHandle, board: &Board, now: Instant) -> Look {
+    watch.look(handle, board.wedged(now))
 }
 
 /// Starts the probers of new or changed tracks and stops those of removed ones.
@@ -184,12 +181,20 @@ mod tests {
             inject_hang: false,
         });
         clock.advance(Duration::from_secs(4));
-        assert!(beat_if_live(&h, &board, Instant::now()).is_empty());
+        let mut watch = Watch::default();
+        assert!(
+            beat_if_live(&mut watch, &h, &board, Instant::now())
+                .late
+                .is_empty()
+        );
         clock.advance(Duration::from_secs(4));
         assert!(health.report().all_live(), "beaten 4 s ago");
         // The prober's window (1 s + 1 s + 2 s) has passed without a probe.
         let later = Instant::now() + Duration::from_secs(5);
-        assert_eq!(beat_if_live(&h, &board, later), vec!["wan1"]);
+        assert_eq!(
+            beat_if_live(&mut watch, &h, &board, later).late,
+            vec!["wan1"]
+        );
         clock.advance(Duration::from_secs(2));
         assert_eq!(health.report().stale(), vec![HEALTH_NAME]);
         let v = healthz(&board);

@@ -83,6 +83,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("controller", "sync"),
     // WAN failover: the route controller reads the track probers' board.
     ("controller", "track"),
+    // The probe engine (checks, rise/fall, schedule, heartbeat hookup), one for the uplink
+    // tracks and the service controller's backend checks; it beats a `sync::Progress`.
+    ("controller", "probe"),
+    ("track", "probe"),
+    ("probe", "sync"),
     // The track probers: `[[track]]` in, up/down on their board out; the supervisor reports
     // to the health registry and stops with the daemon.
     ("track", "clock"),
