@@ -19,10 +19,10 @@
 //!   reads the track board.
 //! - [`source`]: loads the config files ([`source::Outcome::Loaded`] or
 //!   [`source::Outcome::Rejected`]) and watches them for changes; nothing more.
-//! - [`health`]: heartbeats, the liveness window and queued-update rule, readiness,
-//!   [`health::run_sync`] (beat, sync, beat). Records only.
+//! - [`liveness`]: the liveness registry: heartbeats, the liveness window and queued-update
+//!   rule, readiness, [`liveness::run_sync`] (beat, sync, beat). Records only.
 //! - [`metrics`]: [`metrics::record_sync_result`], the single entry point for sync outcomes;
-//!   the Prometheus exporter. Records only; reads health for derived gauges.
+//!   the Prometheus exporter. Records only; reads liveness for derived gauges.
 //! - [`http`]: /healthz /livez /readyz /metrics. [`systemd`]: READY, STATUS, WATCHDOG,
 //!   RELOADING, STOPPING.
 //! - [`control`]: the control socket (`edgenetd apply`/`confirm` to the running daemon):
@@ -57,10 +57,10 @@ pub mod controller;
 pub mod daemon;
 pub mod dataplane;
 pub mod explain;
-pub mod health;
 pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+pub mod liveness;
 pub mod logging;
 pub mod math;
 pub mod metrics;

@@ -61,8 +61,8 @@ pub const BUILTIN: [BuiltinController; 3] = [
             // The probes are work too: their own heartbeat, ready from the start (a probe
             // has no first sync to wait for).
             let probes = spawner
-                .health
-                .register("service-health", service::health::WATCH_WINDOW);
+                .liveness
+                .register("service-health", service::backend_check::WATCH_WINDOW);
             probes.source_ready();
             let controller = service::ServiceController::new(deps.kernel_events, deps.nft_watch)
                 .with_probe_heartbeat(std::sync::Arc::new(probes));

@@ -1,4 +1,4 @@
-//! Starting controller loops: health registration, metric series, snapshot subscription.
+//! Starting controller loops: their heartbeat, metric series, snapshot subscription.
 
 use std::sync::Arc;
 
@@ -6,8 +6,8 @@ use super::runner::{LoopInputs, run_loop};
 use super::snapshots::Snapshots;
 use crate::config::{ControllerSettings, DesiredState};
 use crate::controller::Controller;
-use crate::health::Health;
 use crate::http::HttpState;
+use crate::liveness::Liveness;
 use crate::metrics;
 use crate::shutdown::Shutdown;
 use crate::sync::{Trigger, TriggerRx};
@@ -15,12 +15,12 @@ use crate::sync::{Trigger, TriggerRx};
 /// Reads one controller's settings from a snapshot.
 pub type SettingsOf = fn(&DesiredState, &str) -> ControllerSettings;
 
-/// Spawns controller loops on the executor with their health registration.
+/// Spawns controller loops on the executor with their heartbeat in the liveness registry.
 pub struct Spawner<'a, 'ex> {
     /// The daemon's single-threaded executor.
     pub ex: &'a smol::LocalExecutor<'ex>,
     /// Where each loop registers its heartbeat.
-    pub health: &'a Arc<Health>,
+    pub liveness: &'a Arc<Liveness>,
     /// Where each loop reads, and subscribes to, the desired state.
     pub snapshots: &'a Arc<Snapshots>,
     /// Closed when the daemon stops.
@@ -43,11 +43,11 @@ impl<'ex> Spawner<'_, 'ex> {
     ) {
         let name = controller.name();
         let window = settings(&self.snapshots.current(), name).liveness_window();
-        let handle = self.health.register(name, window);
+        let handle = self.liveness.register(name, window);
         metrics::register_controller(name);
         let inputs = LoopInputs {
             snapshot_rx: self.snapshots.subscribe(handle.clone()),
-            health: handle,
+            heartbeat: handle,
             snapshots: self.snapshots.clone(),
             kernel_rx,
             shutdown: self.shutdown.clone(),

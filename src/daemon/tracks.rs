@@ -23,7 +23,7 @@ pub fn start_route(spawner: &mut Spawner<'_, '_>, kernel_events: Trigger, kernel
     let sup = Supervisor {
         board: board.clone(),
         route_loop: kernel_events.clone(),
-        health: spawner.health.clone(),
+        liveness: spawner.liveness.clone(),
         current: Box::new(move || snapshots.current()),
         changed,
         shutdown: spawner.shutdown.clone(),

@@ -3,7 +3,7 @@
 //! The probers run on an executor of their own, polled inside the daemon's: a track added,
 //! changed or removed by a reload starts, restarts or stops its prober as soon as the new
 //! snapshot is published, and an unchanged one keeps its state. Once a track was configured,
-//! every second the supervisor beats the `track` entry of the health registry (with no track
+//! every second the supervisor beats the `track` entry of the liveness registry (with no track
 //! ever configured it has nothing to beat and sleeps until the next snapshot, so an idle
 //! router without `[[track]]` pays no wake-up for it), but only while every prober finished
 //! a probe within its window: a
@@ -24,7 +24,7 @@ use super::board::{Board, window_of};
 use super::prober;
 use crate::config::DesiredState;
 use crate::config::route::Track;
-use crate::health::{Health, HealthHandle};
+use crate::liveness::{Heartbeat, Liveness};
 use crate::probe::watch::{self, Look, Watch};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Trigger, TriggerRx};
@@ -39,7 +39,7 @@ pub struct Supervisor {
     /// Wakes the route loop on a transition.
     pub route_loop: Trigger,
     /// Where the `track` entry is registered (once a track is configured).
-    pub health: Arc<Health>,
+    pub liveness: Arc<Liveness>,
     /// The current desired state, read every second and after every new snapshot.
     pub current: Box<dyn Fn() -> Arc<DesiredState>>,
     /// Fired when a new snapshot is published.
@@ -57,13 +57,13 @@ pub async fn run(sup: Supervisor) {
 
 async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
     let mut probers: BTreeMap<String, (Track, smol::Task<()>)> = BTreeMap::new();
-    let mut handle: Option<HealthHandle> = None;
+    let mut handle: Option<Heartbeat> = None;
     let mut watch = Watch::default();
     loop {
         let tracks = (sup.current)().routing.tracks.clone();
         reconcile(&sup, &ex, &mut probers, &tracks);
         if handle.is_none() && !tracks.is_empty() {
-            let h = sup.health.register(HEALTH_NAME, Duration::from_secs(10));
+            let h = sup.liveness.register(HEALTH_NAME, Duration::from_secs(10));
             // Not a sync loop: its readiness is its registration.
             h.source_ready();
             handle = Some(h);
@@ -97,7 +97,7 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
 
 /// Beats `handle` when every prober finished a probe within its window; the look's `late`
 /// are the wedged.
-pub fn beat_if_live(watch: &mut Watch, handle: &HealthHandle, board: &Board, now: Instant) -> Look {
+pub fn beat_if_live(watch: &mut Watch, handle: &Heartbeat, board: &Board, now: Instant) -> Look {
     watch.look(handle, board.wedged(now))
 }
 
@@ -162,8 +162,8 @@ mod tests {
     #[test]
     fn a_wedged_prober_stops_the_beats_so_the_track_entry_goes_stale() {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone());
-        let h = health.register(HEALTH_NAME, Duration::from_secs(5));
+        let liveness = Liveness::new(clock.clone());
+        let h = liveness.register(HEALTH_NAME, Duration::from_secs(5));
         let board = Board::default();
         board.start(&Track {
             name: "wan1".into(),
@@ -188,7 +188,7 @@ mod tests {
                 .is_empty()
         );
         clock.advance(Duration::from_secs(4));
-        assert!(health.report().all_live(), "beaten 4 s ago");
+        assert!(liveness.report().all_live(), "beaten 4 s ago");
         // The prober's window (1 s + 1 s + 2 s) has passed without a probe.
         let later = Instant::now() + Duration::from_secs(5);
         assert_eq!(
@@ -196,7 +196,7 @@ mod tests {
             vec!["wan1"]
         );
         clock.advance(Duration::from_secs(2));
-        assert_eq!(health.report().stale(), vec![HEALTH_NAME]);
+        assert_eq!(liveness.report().stale(), vec![HEALTH_NAME]);
         let v = healthz(&board);
         assert_eq!(v["wan1"]["up"], true);
     }

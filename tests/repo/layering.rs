@@ -44,7 +44,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon", "controller"),
     // The daemon creates the one nftables generation watch the nft controllers share.
     ("daemon", "dataplane"),
-    ("daemon", "health"),
+    ("daemon", "liveness"),
     ("daemon", "http"),
     // The Kubernetes source's wiring (feature `kubernetes`).
     ("daemon", "kubernetes"),
@@ -55,20 +55,20 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon", "systemd"),
     // Presentation: HTTP endpoints and systemd notifications read the registries.
     ("http", "clock"),
-    ("http", "health"),
+    ("http", "liveness"),
     ("http", "metrics"),
     ("http", "sys"),
     ("systemd", "clock"),
-    ("systemd", "health"),
+    ("systemd", "liveness"),
     ("systemd", "shutdown"),
     ("systemd", "sync"),
-    // Recording: metrics reads health (derived gauges) and writes outcomes into it; health
+    // Recording: metrics reads liveness (derived gauges) and writes outcomes into it; liveness
     // knows nothing of metrics.
     ("metrics", "clock"),
-    ("metrics", "health"),
+    ("metrics", "liveness"),
     ("metrics", "sync"),
-    ("health", "clock"),
-    ("health", "sync"),
+    ("liveness", "clock"),
+    ("liveness", "sync"),
     // The Kubernetes source (feature `kubernetes`): its reflectors fire sync triggers.
     ("kubernetes", "sync"),
     // Its watcher thread stops with the daemon.
@@ -89,10 +89,10 @@ const ALLOWED: &[(&str, &str)] = &[
     ("track", "probe"),
     ("probe", "sync"),
     // The track probers: `[[track]]` in, up/down on their board out; the supervisor reports
-    // to the health registry and stops with the daemon.
+    // to the liveness registry and stops with the daemon.
     ("track", "clock"),
     ("track", "config"),
-    ("track", "health"),
+    ("track", "liveness"),
     ("track", "shutdown"),
     ("track", "sync"),
     ("daemon", "track"),

@@ -13,21 +13,21 @@
 //! - [`observe`]: reading the table back (structure check, streaming element compare);
 //! - [`verbs`]: the `plan` and `cleanup` CLI verbs.
 //!
-//! Extras: [`health`] (health checks), [`slots`] (backend slots), [`layout`] (the table's
+//! Extras: [`backend_check`] (backend checks), [`slots`] (backend slots), [`layout`] (the table's
 //! shape) and [`elements`] (model -> kernel elements).
 //!
 //! Removing a backend only deletes its slot elements: established connections keep their
 //! conntrack NAT binding and drain naturally. UDP has no close, so a UDP backend that lost its
 //! slots also loses its conntrack entries ([`crate::dataplane::conntrack`]).
 //!
-//! Backends with `[service.health]` are probed by [`health`]; a down backend gets no slots,
+//! Backends with `[service.health]` are probed by [`backend_check`]; a down backend gets no slots,
 //! and every up/down transition fires the controller's trigger.
 //!
 //! See [`layout`] for the table's shape and why it is linear in the number of services.
 
 pub mod apply;
+pub mod backend_check;
 pub mod elements;
-pub mod health;
 pub mod layout;
 pub mod local;
 pub mod model;
@@ -82,7 +82,7 @@ pub fn describe_metrics() {
         "edgenetd_service_drift_repairs_total",
         "Service table elements or structure found changed behind edgenetd's back and repaired"
     );
-    health::describe_metrics();
+    backend_check::describe_metrics();
     metrics::gauge!("edgenetd_services").set(0.0);
     metrics::gauge!("edgenetd_service_backends").set(0.0);
     metrics::counter!("edgenetd_service_drift_repairs_total").absolute(0);
@@ -92,8 +92,8 @@ pub fn describe_metrics() {
 pub struct ServiceController {
     /// The socket, the mirror and its cache; opened at the first sync.
     kernel: Option<Kernel>,
-    /// Health checks of the backends that have them.
-    health: health::HealthChecks,
+    /// Checks of the backends that have them.
+    backend_checks: backend_check::BackendChecks,
     /// This process's nftables commits, shared with the policy controller.
     watch: GenerationWatch,
     /// Invalidated by the watch on a foreign commit (handed to each kernel opened).
@@ -110,25 +110,25 @@ impl ServiceController {
         invalidation.follow_foreign_commits("service", &watch, WATCH_INTERVAL, trigger.clone());
         ServiceController {
             kernel: None,
-            health: health::HealthChecks::new(trigger),
+            backend_checks: backend_check::BackendChecks::new(trigger),
             watch,
             invalidation,
         }
     }
 
-    /// Attaches the heartbeat of the health-check probes (`service-health`): beaten every
+    /// Attaches the heartbeat of the backend check probes (`service-health`): beaten every
     /// second while every probe finishes its checks on time.
     pub fn with_probe_heartbeat(
         mut self,
         heartbeat: std::sync::Arc<dyn crate::sync::Progress + Send + Sync>,
     ) -> ServiceController {
-        self.health.watch(heartbeat);
+        self.backend_checks.watch(heartbeat);
         self
     }
 
-    /// Backends the health checks currently hold down.
+    /// Backends their checks currently hold down.
     pub fn down_backends(&self) -> Vec<std::net::SocketAddr> {
-        self.health.down()
+        self.backend_checks.down()
     }
 
     /// Kernel writes (element and table messages) of the last sync; 0 for a no-op.
@@ -149,10 +149,10 @@ impl Controller for ServiceController {
     ) -> Result<SyncReport, SyncError> {
         let table = table_ref(&desired.daemon);
         let period = desired.controller("service").period;
-        self.health.reconcile(&desired.services.services);
-        let health = &self.health;
-        let model = model::build_with(&desired.services, &|s, b| health.is_up(s, b));
-        health.publish(&desired.services.services);
+        self.backend_checks.reconcile(&desired.services.services);
+        let checks = &self.backend_checks;
+        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b));
+        checks.publish(&desired.services.services);
         let desired_counts = counts(&model);
         let exempt = local::of(desired.daemon.listen, &model);
         progress.beat();

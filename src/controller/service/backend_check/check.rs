@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::config::service::{HealthCheck, HealthCheckKind};
+use crate::config::service::{BackendCheck, BackendCheckKind};
 use crate::probe::{self, Check, First, Pacing, Schedule, Target};
 
 /// How late a probe may finish a check before it counts as wedged.
@@ -15,11 +15,11 @@ pub const GRACE: Duration = Duration::from_secs(5);
 /// Runs one check of `backend`, at most `timeout` long.
 pub async fn check(
     backend: SocketAddr,
-    kind: &HealthCheckKind,
+    kind: &BackendCheckKind,
     timeout: Duration,
 ) -> Result<(), String> {
     #[cfg(feature = "fault-injection")]
-    if let HealthCheckKind::Http { path, .. } = kind
+    if let BackendCheckKind::Http { path, .. } = kind
         && path.starts_with("/fault-hang")
     {
         // Fault-injection builds: a probe that never returns, past its own timeout (the
@@ -27,21 +27,21 @@ pub async fn check(
         return std::future::pending().await;
     }
     let check = match kind {
-        HealthCheckKind::None => return Ok(()),
-        HealthCheckKind::Tcp => Check::Tcp,
-        HealthCheckKind::Http { path, expect } => Check::Http {
+        BackendCheckKind::None => return Ok(()),
+        BackendCheckKind::Tcp => Check::Tcp,
+        BackendCheckKind::Http { path, expect } => Check::Http {
             path,
             expect: *expect,
         },
-        HealthCheckKind::Udp { send, expect } => Check::Udp {
+        BackendCheckKind::Udp { send, expect } => Check::Udp {
             send,
             expect: expect.as_deref(),
         },
-        HealthCheckKind::Dns { query_name } => Check::Dns {
+        BackendCheckKind::Dns { query_name } => Check::Dns {
             name: query_name,
             qtype: probe::dns::A,
         },
-        HealthCheckKind::Tls { sni } => Check::Tls {
+        BackendCheckKind::Tls { sni } => Check::Tls {
             sni: sni.as_deref(),
         },
     };
@@ -54,7 +54,7 @@ pub async fn check(
 
 /// How a backend is checked: first at a random offset within the interval, then `interval`
 /// after each check.
-pub fn schedule_of(check: &HealthCheck) -> Schedule {
+pub fn schedule_of(check: &BackendCheck) -> Schedule {
     Schedule {
         interval: check.interval,
         timeout: check.timeout,

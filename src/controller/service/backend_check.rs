@@ -1,4 +1,4 @@
-//! Backend health checks (`[service.health]`): a probe task per backend and check settings,
+//! Backend checks (`[service.health]`): a probe task per backend and check settings,
 //! whose up/down state feeds the model (a down backend gets no slots, like weight 0).
 //!
 //! - Checks ([`check`], on the probe engine [`crate::probe`], like the uplink tracks'): `tcp`
@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::config::service::{HealthCheck, HealthCheckKind, Initial, Service};
+use crate::config::service::{BackendCheck, BackendCheckKind, Initial, Service};
 use crate::probe::state::lock;
 use crate::probe::{ProbeState, Recorded, Watch};
 use crate::sync::{Progress, Trigger};
@@ -37,14 +37,14 @@ pub const PROBE_GRACE: Duration = check::GRACE;
 pub const WATCH_WINDOW: Duration = Duration::from_secs(10);
 /// How often it beats while there is no probe: often enough for [`WATCH_WINDOW`], and no
 /// longer than [`PROBE_GRACE`], so a probe started meanwhile cannot be late before the watch
-/// is back to the engine's tick (an idle router without health checks wakes for it rarely).
+/// is back to the engine's tick (an idle router without backend checks wakes for it rarely).
 const IDLE_TICK: Duration = PROBE_GRACE;
 
 /// One probed backend with its check settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ProbeKey {
     backend: SocketAddr,
-    check: HealthCheck,
+    check: BackendCheck,
 }
 
 /// What a probe task shares with the controller and the watch.
@@ -69,17 +69,17 @@ struct Probe {
 type Probes = Arc<Mutex<HashMap<ProbeKey, Probe>>>;
 
 /// The running probes.
-pub struct HealthChecks {
+pub struct BackendChecks {
     probes: Probes,
     trigger: Trigger,
     /// The watch beating the `service-health` heartbeat, once one is attached.
     watch: Option<smol::Task<()>>,
 }
 
-impl HealthChecks {
+impl BackendChecks {
     /// No probes yet; `trigger` is fired on every up/down transition.
-    pub fn new(trigger: Trigger) -> HealthChecks {
-        HealthChecks {
+    pub fn new(trigger: Trigger) -> BackendChecks {
+        BackendChecks {
             probes: Arc::default(),
             trigger,
             watch: None,
@@ -99,12 +99,12 @@ impl HealthChecks {
         let mut wanted: HashMap<ProbeKey, Vec<String>> = HashMap::new();
         for s in services
             .iter()
-            .filter(|s| s.health.check != HealthCheckKind::None)
+            .filter(|s| s.backend_check.check != BackendCheckKind::None)
         {
             for b in &s.backends {
                 let key = ProbeKey {
                     backend: b.address,
-                    check: s.health.clone(),
+                    check: s.backend_check.clone(),
                 };
                 wanted.entry(key).or_default().push(s.name.clone());
             }
@@ -147,12 +147,12 @@ impl HealthChecks {
 
     /// False only for a backend whose probe says it is down.
     pub fn is_up(&self, service: &Service, backend: SocketAddr) -> bool {
-        if service.health.check == HealthCheckKind::None {
+        if service.backend_check.check == BackendCheckKind::None {
             return true;
         }
         let key = ProbeKey {
             backend,
-            check: service.health.clone(),
+            check: service.backend_check.clone(),
         };
         lock(&self.probes).get(&key).is_none_or(|p| p.state.up())
     }
@@ -174,7 +174,7 @@ impl HealthChecks {
         let mut board = BTreeMap::new();
         for s in services
             .iter()
-            .filter(|s| s.health.check != HealthCheckKind::None)
+            .filter(|s| s.backend_check.check != BackendCheckKind::None)
         {
             let (mut up, mut down) = (Vec::new(), Vec::new());
             for b in &s.backends {
@@ -324,7 +324,7 @@ pub fn describe_metrics() {
 }
 
 /// How long a backend takes at most to be taken out: `fall` probes plus their waits.
-pub fn detection_time(check: &HealthCheck) -> Duration {
+pub fn detection_time(check: &BackendCheck) -> Duration {
     (check.interval + check.timeout) * check.fall
 }
 
