@@ -18,15 +18,15 @@ use std::sync::{Arc, Mutex};
 use log::{error, info, warn};
 
 use super::Fatal;
+use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
 use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
-use crate::http::HttpState;
 use crate::kubernetes::cache::{self, Cache};
 use crate::kubernetes::client::{Auth, Endpoint};
 use crate::kubernetes::compose::{self, ClusterPart, ClusterState, Composer, Kind};
 use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
-use crate::liveness::{Heartbeat, Liveness};
+use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
 
 /// The service account's files in a pod.
@@ -247,8 +247,7 @@ impl TomlSink for Shared {
 pub fn start(
     prepared: Prepared,
     snapshots: Arc<Snapshots>,
-    liveness: &Arc<Liveness>,
-    http: &HttpState,
+    healthz: Healthz<'_>,
     shutdown: Shutdown,
 ) -> Result<Arc<dyn TomlSink>, Fatal> {
     let Prepared {
@@ -258,7 +257,7 @@ pub fn start(
         cache,
         cached,
     } = prepared;
-    let handle = liveness.register("kubernetes", watch::WINDOW);
+    let handle = healthz.kubernetes(statuses.clone(), watch::WINDOW);
     let shared = Arc::new(Shared {
         kinds: watcher.kinds(),
         inner: Mutex::new(Inner {
@@ -274,9 +273,6 @@ pub fn start(
         incomplete_reported: AtomicBool::new(false),
     });
     shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
-    let for_http = statuses.clone();
-    http.sections
-        .add("kubernetes", Box::new(move || for_http.healthz()));
     let for_thread = shared.clone();
     std::thread::Builder::new()
         .name("kubernetes".into())

@@ -15,6 +15,7 @@
 pub mod confirm;
 pub mod confirm_state;
 mod health_ports;
+pub mod healthz;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 mod netns;
@@ -40,6 +41,7 @@ use log::{error, info, warn};
 
 use self::confirm::Confirmer;
 use self::confirm_state::ConfirmState;
+use self::healthz::Healthz;
 use self::netns::enter_netns;
 use self::reload::Reloader;
 use self::signals::{Signal, Signals};
@@ -284,17 +286,23 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         warn!("no controller is enabled: edgenetd only serves its HTTP endpoints");
     }
     #[cfg(feature = "kubernetes")]
-    let sink = toml_sink(kubernetes, &snapshots, &liveness, &http, &shutdown)?;
+    let sink = toml_sink(
+        kubernetes,
+        &snapshots,
+        Healthz {
+            liveness: &liveness,
+            http: &http,
+        },
+        &shutdown,
+    )?;
     #[cfg(not(feature = "kubernetes"))]
     let sink: Arc<dyn TomlSink> = snapshots.clone();
-    http.sections.add(
-        "services",
-        Box::new(crate::controller::service::backend_check::healthz),
-    );
     let confirm_state = Arc::new(ConfirmState::default());
-    let (state, clock) = (confirm_state.clone(), liveness.clock().clone());
-    http.sections
-        .add("config", Box::new(move || state.healthz(clock.wall())));
+    Healthz {
+        liveness: &liveness,
+        http: &http,
+    }
+    .always(confirm_state.clone());
     // The HTTP server holds its own reference; sources have added their sections by now.
     drop(http);
     let reload_tx = spawn_background(
@@ -331,18 +339,11 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
 fn toml_sink(
     source: Option<kubernetes::Prepared>,
     snapshots: &Arc<Snapshots>,
-    liveness: &Arc<Liveness>,
-    http: &HttpState,
+    healthz: Healthz<'_>,
     shutdown: &Shutdown,
 ) -> Result<Arc<dyn TomlSink>, Fatal> {
     match source {
-        Some(prepared) => kubernetes::start(
-            prepared,
-            snapshots.clone(),
-            liveness,
-            http,
-            shutdown.clone(),
-        ),
+        Some(prepared) => kubernetes::start(prepared, snapshots.clone(), healthz, shutdown.clone()),
         None => Ok(snapshots.clone()),
     }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::healthz::Healthz;
 use super::runner::{LoopInputs, run_loop};
 use super::snapshots::Snapshots;
 use crate::config::{ControllerSettings, DesiredState};
@@ -27,13 +28,22 @@ pub struct Spawner<'a, 'ex> {
     pub shutdown: &'a Shutdown,
     /// Fired after every sync of every loop (wakes the systemd supervisor).
     pub sync_done: &'a Trigger,
-    /// What the HTTP server serves (a controller may add a /healthz object).
+    /// What the HTTP server serves (components add their /healthz objects through
+    /// [`Spawner::healthz`]).
     pub http: &'a HttpState,
     /// The started loops, awaited at shutdown.
     pub loops: Vec<smol::Task<()>>,
 }
 
 impl<'ex> Spawner<'_, 'ex> {
+    /// Where components join /healthz.
+    pub fn healthz(&self) -> Healthz<'_> {
+        Healthz {
+            liveness: self.liveness,
+            http: self.http,
+        }
+    }
+
     /// Starts `controller`'s loop; `kernel_rx` wakes it early, `settings` reads its period.
     pub fn spawn<C: Controller + 'ex>(
         &mut self,
@@ -43,7 +53,7 @@ impl<'ex> Spawner<'_, 'ex> {
     ) {
         let name = controller.name();
         let window = settings(&self.snapshots.current(), name).liveness_window();
-        let handle = self.liveness.register(name, window);
+        let handle = self.healthz().controller(name, window);
         metrics::register_controller(name);
         let inputs = LoopInputs {
             snapshot_rx: self.snapshots.subscribe(handle.clone()),

@@ -71,8 +71,8 @@ pub struct HttpState {
     pub exporter: Option<Arc<Exporter>>,
     /// Sources allowed in; None = everyone.
     pub allow: Option<Vec<IpNet>>,
-    /// Objects /healthz shows beside the controllers (e.g. `kubernetes`), added by sources
-    /// that start after the HTTP server.
+    /// Objects /healthz shows beside the controllers (e.g. `kubernetes`), added after the
+    /// HTTP server started (the daemon's one list of them: `daemon::healthz`).
     pub sections: Sections,
     /// The health-check node ports served beside the main listener, and their answers.
     pub health_ports: Arc<health_ports::HealthPorts>,

@@ -24,13 +24,10 @@ use super::board::{Board, window_of};
 use super::prober;
 use crate::config::DesiredState;
 use crate::config::route::Track;
-use crate::liveness::{Heartbeat, Liveness};
+use crate::liveness::Heartbeat;
 use crate::probe::watch::{self, Look, Watch};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Trigger, TriggerRx};
-
-/// The name of the probers' entry in the health registry (and /healthz `controllers`).
-pub const HEALTH_NAME: &str = "track";
 
 /// What the supervisor works with.
 pub struct Supervisor {
@@ -38,8 +35,9 @@ pub struct Supervisor {
     pub board: Board,
     /// Wakes the route loop on a transition.
     pub route_loop: Trigger,
-    /// Where the `track` entry is registered (once a track is configured).
-    pub liveness: Arc<Liveness>,
+    /// Registers the probers' `track` entry in the liveness registry, ready (called once a
+    /// track is configured; the daemon's /healthz list says how).
+    pub join: Box<dyn Fn() -> Heartbeat>,
     /// The current desired state, read every second and after every new snapshot.
     pub current: Box<dyn Fn() -> Arc<DesiredState>>,
     /// Fired when a new snapshot is published.
@@ -63,10 +61,7 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
         let tracks = (sup.current)().routing.tracks.clone();
         reconcile(&sup, &ex, &mut probers, &tracks);
         if handle.is_none() && !tracks.is_empty() {
-            let h = sup.liveness.register(HEALTH_NAME, Duration::from_secs(10));
-            // Not a sync loop: its readiness is its registration.
-            h.source_ready();
-            handle = Some(h);
+            handle = Some((sup.join)());
         }
         if let Some(h) = &handle {
             let longest = tracks.iter().map(window_of).max().unwrap_or_default();
@@ -162,8 +157,8 @@ mod tests {
     #[test]
     fn a_wedged_prober_stops_the_beats_so_the_track_entry_goes_stale() {
         let clock = FakeClock::new();
-        let liveness = Liveness::new(clock.clone());
-        let h = liveness.register(HEALTH_NAME, Duration::from_secs(5));
+        let liveness = crate::liveness::Liveness::new(clock.clone());
+        let h = liveness.register("track", Duration::from_secs(5));
         let board = Board::default();
         board.start(&Track {
             name: "wan1".into(),
@@ -196,7 +191,7 @@ mod tests {
             vec!["wan1"]
         );
         clock.advance(Duration::from_secs(2));
-        assert_eq!(liveness.report().stale(), vec![HEALTH_NAME]);
+        assert_eq!(liveness.report().stale(), vec!["track"]);
         let v = healthz(&board);
         assert_eq!(v["wan1"]["up"], true);
     }

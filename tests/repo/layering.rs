@@ -255,6 +255,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon::spawner", "daemon::runner"),
     ("daemon::spawner", "daemon::snapshots"),
     ("daemon::tracks", "daemon::spawner"),
+    // /healthz: every component joins it through `daemon::healthz` (the one list), which
+    // shows the confirm state's `config` object.
+    ("daemon::healthz", "daemon::confirm_state"),
+    ("daemon::kubernetes", "daemon::healthz"),
+    ("daemon::spawner", "daemon::healthz"),
 ];
 
 /// Modules whose children are checked against each other too.

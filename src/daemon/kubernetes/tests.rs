@@ -6,6 +6,7 @@ use super::*;
 use crate::clock::FakeClock;
 use crate::config::route::Route;
 use crate::config::service::Service;
+use crate::liveness::Liveness;
 use crate::metrics::render_with;
 
 const TOML: &str = "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.2:8080\"]\n\n[[route]]\nto = \"10.244.2.0/24\"\nvia = \"192.0.2.2\"\n";
