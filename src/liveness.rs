@@ -265,7 +265,7 @@ impl Heartbeat {
     }
 
     /// Records a finished sync's outcome (called only by `metrics::record_sync_result`, and
-    /// by [`HealthHandle::source_ready`]).
+    /// by [`Heartbeat::source_ready`]).
     pub(crate) fn record_outcome(&self, error: Option<String>) {
         let wall = self.liveness.clock.wall();
         let mut entries = self.liveness.lock();
@@ -293,7 +293,7 @@ impl Heartbeat {
     /// A source that is not a sync loop could not complete its state on its first attempt:
     /// counted as one failed attempt, so READY=1 (which follows every first attempt, as for a
     /// controller whose first sync failed) does not wait for it, while readiness (/readyz,
-    /// `ready`) does until [`HealthHandle::source_ready`].
+    /// `ready`) does until [`Heartbeat::source_ready`].
     pub fn source_incomplete(&self, why: String) {
         self.record_outcome(Some(why));
     }

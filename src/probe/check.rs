@@ -262,4 +262,42 @@ mod tests {
             "a message of ours is kept"
         );
     }
+
+    fn local(addr: SocketAddr) -> Target {
+        Target { addr, mark: None }
+    }
+
+    #[test]
+    fn an_unmarked_tcp_probe_is_up_with_a_listener_and_refused_without() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let probe = |c| smol::block_on(check(local(addr), &c, Duration::from_secs(2)));
+        assert_eq!(probe(Check::Tcp), Ok(()));
+        drop(listener);
+        assert_eq!(probe(Check::Tcp), Err("refused".into()));
+    }
+
+    #[test]
+    fn an_http_probe_reads_the_status_and_holds_it_to_the_expected_range() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            for status in ["200 OK", "503 Busy"] {
+                let (mut conn, _) = listener.accept().unwrap();
+                let mut head = [0u8; 512];
+                let n = std::io::Read::read(&mut conn, &mut head).unwrap();
+                assert!(head[..n].starts_with(b"GET /ready HTTP/1.0\r\n"));
+                let reply = format!("HTTP/1.0 {status}\r\n\r\n");
+                std::io::Write::write_all(&mut conn, reply.as_bytes()).unwrap();
+            }
+        });
+        let http = Check::Http {
+            path: "/ready",
+            expect: (200, 299),
+        };
+        let probe = || smol::block_on(check(local(addr), &http, Duration::from_secs(2)));
+        assert_eq!(probe(), Ok(()));
+        assert_eq!(probe(), Err("status 503".into()));
+        server.join().unwrap();
+    }
 }

@@ -87,7 +87,7 @@ impl BackendChecks {
     }
 
     /// Starts the watch: `heartbeat` beats every second while every probe is on time (every
-    /// [`IDLE_TICK`] while there is none).
+    /// `IDLE_TICK` while there is none).
     pub fn watch(&mut self, heartbeat: Arc<dyn Progress + Send + Sync>) {
         let probes = self.probes.clone();
         self.watch = Some(smol::spawn(watch(probes, heartbeat)));
@@ -200,7 +200,7 @@ fn labels(service: &str, backend: SocketAddr) -> [(&'static str, String); 2] {
     ]
 }
 
-/// What /healthz shows of the health checks (one daemon per process: a process-wide board).
+/// What /healthz shows of the backend checks (one daemon per process: a process-wide board).
 #[derive(Default)]
 struct Board {
     /// Per checked service: its up and its down backends.
