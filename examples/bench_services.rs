@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use edgenetd::config::service::{Affinity, Backend, HealthCheck, Protocol, Service, WhenEmpty};
+use edgenetd::config::service::{Affinity, Backend, BackendCheck, Protocol, Service, WhenEmpty};
 use edgenetd::controller::nft_core::NftCore;
 use edgenetd::controller::service::Kernel;
 use edgenetd::controller::service::elements::{full_table, render_text};
@@ -56,7 +56,7 @@ fn services(n: usize) -> Vec<Service> {
             reject_unserved_ports: false,
             when_empty: WhenEmpty::Reject,
             fallback: None,
-            health: HealthCheck::default(),
+            backend_check: BackendCheck::default(),
         })
         .collect()
 }

@@ -99,10 +99,10 @@ fn serve(kind: &str) -> ExitCode {
         }
     }
     use edgenetd::clock::SystemClock;
-    use edgenetd::health::Health;
     use edgenetd::http::{HttpState, bind, serve};
+    use edgenetd::liveness::Liveness;
     let state = HttpState {
-        health: Health::new(Arc::new(SystemClock)),
+        liveness: Liveness::new(Arc::new(SystemClock)),
         exporter: None,
         allow: None,
         sections: Default::default(),

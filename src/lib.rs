@@ -13,16 +13,23 @@
 //! - [`config`]: TOML files -> one validated, immutable [`config::DesiredState`]; every
 //!   problem with file:line:col. Knows nothing of netlink.
 //! - [`dataplane`]: the only code that speaks netlink (nftables batches, rtnetlink).
-//! - [`track`]: WAN failover's uplink probers (`[[track]]`) and the up/down board they write.
+//! - [`probe`]: the probe engine, one for uplinks and backends: the checks (tcp, http, udp,
+//!   dns, tls, icmp), the rise/fall state, the schedule, the heartbeat hookup. Knows nothing
+//!   of the config; beats a [`sync::Progress`].
+//! - [`track`]: WAN failover's uplink probers (`[[track]]` on the probe engine) and the
+//!   up/down board they write.
 //! - [`controller`]: the [`controller::Controller`] trait and one module per kernel domain.
 //!   Controllers plan (pure) and then apply through the dataplane; the route controller
-//!   reads the track board.
+//!   reads the track board; the service controller runs the backend checks
+//!   ([`controller::service::backend_check`], on the probe engine).
 //! - [`source`]: loads the config files ([`source::Outcome::Loaded`] or
 //!   [`source::Outcome::Rejected`]) and watches them for changes; nothing more.
-//! - [`health`]: heartbeats, the liveness window and queued-update rule, readiness,
-//!   [`health::run_sync`] (beat, sync, beat). Records only.
+//! - [`liveness`]: the liveness registry: heartbeats, the liveness window and queued-update
+//!   rule, readiness, [`liveness::run_sync`] (beat, sync, beat). Records only. (*Liveness*
+//!   is about edgenetd's own loops; a *backend check* is about a service's backend; only the
+//!   config key `[service.health]` and the path `/healthz` keep the older word.)
 //! - [`metrics`]: [`metrics::record_sync_result`], the single entry point for sync outcomes;
-//!   the Prometheus exporter. Records only; reads health for derived gauges.
+//!   the Prometheus exporter. Records only; reads liveness for derived gauges.
 //! - [`http`]: /healthz /livez /readyz /metrics. [`systemd`]: READY, STATUS, WATCHDOG,
 //!   RELOADING, STOPPING.
 //! - [`control`]: the control socket (`edgenetd apply`/`confirm` to the running daemon):
@@ -31,7 +38,8 @@
 //!   supplies what the requests do.
 //! - [`daemon`]: the orchestration of `edgenetd run`: controller loops (timer OR new
 //!   snapshot OR kernel event OR shutdown, bursts coalesced), snapshots, the observed sync,
-//!   the reaction to a reload, and the registry of built-in controllers.
+//!   the reaction to a reload, the registry of built-in controllers, and the one list of
+//!   what joins /healthz ([`daemon::healthz`]).
 //! - [`explain`]: `edgenetd explain`, offline: builds the nft IR the controllers would program
 //!   and interprets it for one packet (DNAT, route, deciding rule, SNAT, verdict).
 //! - [`cli`]: the verbs, parsed once into [`cli::Verb`].
@@ -46,7 +54,7 @@
 //! `unsafe` is denied crate-wide. The few places that must call C are allowed one by one, each
 //! a small module of safe wrappers: `dataplane::nft::ffi` (libnftnl, libmnl), [`sys`]
 //! (socket options, peer credentials, group lookup, BPF filter, setns, malloc_trim), [`dataplane::conntrack`] (its netlink
-//! socket), `track::probe::socket` (marked probe sockets, interface addresses) and
+//! socket), `probe::socket` (probe sockets with a mark, interface addresses) and
 //! `source::inotify`.
 #![deny(unsafe_code)]
 pub mod cli;
@@ -57,14 +65,15 @@ pub mod controller;
 pub mod daemon;
 pub mod dataplane;
 pub mod explain;
-pub mod health;
 pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+pub mod liveness;
 pub mod logging;
 pub mod math;
 pub mod metrics;
 pub mod names;
+pub mod probe;
 pub mod shutdown;
 pub mod source;
 pub mod status;

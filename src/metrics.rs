@@ -4,16 +4,16 @@
 //! unprefixed names (`process_resident_memory_bytes`, `process_start_time_seconds`, …).
 //!
 //! [`record_sync_result`] is the single entry point for sync outcomes: it updates the
-//! counters, the duration histogram, the last-success gauge and the health registry's view
+//! counters, the duration histogram, the last-success gauge and the liveness registry's view
 //! of the outcome. The daemon's observed sync (beat, sync, beat, then this) is how every sync
 //! of every controller runs, the first included.
 //!
-//! Dependencies point one way: metrics reads the health registry (derived gauges) and writes
-//! outcomes into it; health knows nothing of metrics. Neither runs anything.
+//! Dependencies point one way: metrics reads the liveness registry (derived gauges) and writes
+//! outcomes into it; liveness knows nothing of metrics. Neither runs anything.
 //!
 //! Every series a dashboard needs exists from startup ([`register_controller`] sets them to 0),
 //! so a controller that never succeeded shows `last_success 0`, not an empty vector.
-//! Liveness gauges are derived from the health registry when /metrics is scraped, so they are
+//! Liveness gauges are derived from the liveness registry when /metrics is scraped, so they are
 //! never stale and cost nothing between scrapes.
 
 use std::time::Duration;
@@ -24,7 +24,7 @@ use metrics::{
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::clock::unix_seconds;
-use crate::health::{Health, HealthHandle};
+use crate::liveness::{Heartbeat, Liveness};
 use crate::sync::{SyncError, SyncReport};
 
 /// Histogram buckets for sync durations: 1 ms (a no-op) to 5 min (a cold 100k-route sync on a
@@ -59,9 +59,9 @@ impl Exporter {
     }
 
     /// Renders the Prometheus text exposition, refreshing the derived gauges first.
-    pub fn render(&self, health: &Health) -> String {
+    pub fn render(&self, liveness: &Liveness) -> String {
         self.process.collect();
-        export_health(health);
+        export_liveness(liveness);
         self.handle.render()
     }
 
@@ -148,9 +148,9 @@ pub fn register_controller(name: &str) {
     gauge!("edgenetd_controller_last_heartbeat_timestamp_seconds", "controller" => label).set(0.0);
 }
 
-/// The single entry point for sync outcomes: metrics and the health registry's view.
+/// The single entry point for sync outcomes: metrics and the liveness registry's view.
 pub fn record_sync_result(
-    handle: &HealthHandle,
+    handle: &Heartbeat,
     result: &Result<SyncReport, SyncError>,
     elapsed: Duration,
 ) {
@@ -160,7 +160,7 @@ pub fn record_sync_result(
         .record(elapsed.as_secs_f64());
     match result {
         Ok(_) => {
-            let now = unix_seconds(handle.health().clock().wall());
+            let now = unix_seconds(handle.liveness().clock().wall());
             gauge!("edgenetd_controller_sync_last_success", "controller" => name).set(now);
             handle.record_outcome(None);
         }
@@ -207,8 +207,8 @@ pub fn record_initial_load(wall_now: f64) {
     gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
 }
 
-fn export_health(health: &Health) {
-    for c in health.report().controllers {
+fn export_liveness(liveness: &Liveness) {
+    for c in liveness.report().controllers {
         gauge!("edgenetd_controller_live", "controller" => c.name.clone()).set(if c.live {
             1.0
         } else {

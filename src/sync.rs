@@ -2,7 +2,7 @@
 //! progress, and how a loop is woken early.
 //!
 //! A leaf: this module imports nothing from the crate, so controllers (which produce these
-//! values), the daemon (which runs the loops), health (which turns progress into heartbeats),
+//! values), the daemon (which runs the loops), liveness (which turns progress into heartbeats),
 //! metrics (which counts outcomes) and systemd (which waits on triggers) can all use it
 //! without depending on one another.
 

@@ -5,7 +5,7 @@
 //! it sends `WATCHDOG=1` at most once per half interval (as systemd recommends; syncs under
 //! churn wake it several times a second) and *only while every controller is live*; when one
 //! is not, it stops pinging, logs which controller is stale, and lets systemd restart the
-//! service. Sync failures never stop the pings (see `health`).
+//! service. Sync failures never stop the pings (see `liveness`).
 
 pub mod notify;
 
@@ -17,7 +17,7 @@ use futures_lite::future;
 use log::{error, info, warn};
 use sd_notify::NotifyState;
 
-use crate::health::{Health, HealthReport};
+use crate::liveness::{Liveness, LivenessReport};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::TriggerRx;
 
@@ -61,7 +61,7 @@ pub fn stopping() {
 
 /// The one-line summary for `STATUS=`, e.g.
 /// `2/3 ready; route: sync failing: route 10.0.0.0/8: Network unreachable`.
-pub fn status_line(report: &HealthReport, config_problem: Option<&str>) -> String {
+pub fn status_line(report: &LivenessReport, config_problem: Option<&str>) -> String {
     let total = report.controllers.len();
     let ready = report
         .controllers
@@ -127,7 +127,7 @@ impl ConfigProblem {
 /// outcome), feeds the watchdog while every controller is live, keeps STATUS= current, and
 /// extends the start timeout while the first syncs are still running and alive.
 pub async fn supervise(
-    health: Arc<Health>,
+    liveness: Arc<Liveness>,
     config_problem: Arc<ConfigProblem>,
     sync_done: TriggerRx,
     shutdown: Shutdown,
@@ -142,7 +142,7 @@ pub async fn supervise(
     }
     let mut state = Supervisor::default();
     loop {
-        let report = health.report();
+        let report = liveness.report();
         let line = status_line(&report, config_problem.get().as_deref());
         state.report_status(&report, line, interval);
         let now = Instant::now();
@@ -174,7 +174,7 @@ pub async fn supervise(
     }
 }
 
-/// What the supervisor remembers between two looks at the health registry.
+/// What the supervisor remembers between two looks at the liveness registry.
 #[derive(Default)]
 struct Supervisor {
     /// READY=1 has been sent (after every controller's first sync attempt).
@@ -190,7 +190,7 @@ struct Supervisor {
 impl Supervisor {
     /// READY=1 once every first sync was attempted; until then EXTEND_TIMEOUT_USEC while the
     /// loops beat; afterwards STATUS= whenever the line changes.
-    fn report_status(&mut self, report: &HealthReport, line: String, interval: Duration) {
+    fn report_status(&mut self, report: &LivenessReport, line: String, interval: Duration) {
         if !self.ready_sent && report.first_attempts_done() {
             ready(&line);
             info!("ready: {line}");
@@ -213,7 +213,7 @@ impl Supervisor {
     /// WATCHDOG=1 only while every controller is live, and at most once per `interval`;
     /// when one is not live, no ping, and a log line naming the stale controllers (systemd
     /// restarts the service when pings stop).
-    fn feed_watchdog(&mut self, report: &HealthReport, now: Instant, interval: Duration) {
+    fn feed_watchdog(&mut self, report: &LivenessReport, now: Instant, interval: Duration) {
         if report.all_live() {
             if ping_due(self.last_ping, now, interval) {
                 send(&[NotifyState::Watchdog]);
@@ -248,7 +248,7 @@ fn ping_due(last: Option<Instant>, now: Instant, interval: Duration) -> bool {
 }
 
 /// Each controller that is not live, with its heartbeat age, window and queued update.
-fn stale_controllers(report: &HealthReport) -> Vec<String> {
+fn stale_controllers(report: &LivenessReport) -> Vec<String> {
     report
         .controllers
         .iter()
@@ -285,22 +285,22 @@ mod tests {
     #[test]
     fn the_watchdog_is_fed_only_while_every_controller_is_live() {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone());
-        let route = health.register("route", Duration::from_secs(10));
+        let liveness = Liveness::new(clock.clone());
+        let route = liveness.register("route", Duration::from_secs(10));
         route.record_outcome(None);
         let mut s = Supervisor::default();
         let (t0, half) = (Instant::now(), Duration::from_secs(1));
-        s.feed_watchdog(&health.report(), t0, half);
+        s.feed_watchdog(&liveness.report(), t0, half);
         assert_eq!(s.last_ping, Some(t0));
         assert_eq!(s.next_ping_in(t0, half), Some(half));
-        s.feed_watchdog(&health.report(), t0 + half / 2, half);
+        s.feed_watchdog(&liveness.report(), t0 + half / 2, half);
         assert_eq!(s.last_ping, Some(t0), "too early: no ping");
         clock.advance(Duration::from_secs(12));
-        s.feed_watchdog(&health.report(), t0 + half * 3, half);
+        s.feed_watchdog(&liveness.report(), t0 + half * 3, half);
         assert_eq!(s.last_ping, Some(t0), "a stale loop: no ping");
         assert_eq!(s.was_stale.len(), 1);
         route.beat();
-        s.feed_watchdog(&health.report(), t0 + half * 4, half);
+        s.feed_watchdog(&liveness.report(), t0 + half * 4, half);
         assert_eq!(
             s.last_ping,
             Some(t0 + half * 4),
@@ -312,23 +312,23 @@ mod tests {
     #[test]
     fn status_line_names_failing_and_stale_controllers() {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone());
-        let route = health.register("route", Duration::from_secs(10));
-        let policy = health.register("policy", Duration::from_secs(100));
+        let liveness = Liveness::new(clock.clone());
+        let route = liveness.register("route", Duration::from_secs(10));
+        let policy = liveness.register("policy", Duration::from_secs(100));
         policy.record_outcome(None);
         route.record_outcome(Some("route 10.0.0.0/8: Network is unreachable".into()));
         assert_eq!(
-            status_line(&health.report(), None),
+            status_line(&liveness.report(), None),
             "1/2 ready; route: sync failing: route 10.0.0.0/8: Network is unreachable"
         );
         route.record_outcome(None);
         assert_eq!(
-            status_line(&health.report(), None),
+            status_line(&liveness.report(), None),
             "2/2 controllers in sync"
         );
         clock.advance(Duration::from_secs(12));
         assert_eq!(
-            status_line(&health.report(), Some("a.toml:1:1: bad")),
+            status_line(&liveness.report(), Some("a.toml:1:1: bad")),
             "2/2 ready; route: NOT LIVE (no heartbeat for 12s); config rejected: a.toml:1:1: bad"
         );
     }

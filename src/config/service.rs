@@ -7,8 +7,8 @@
 //! address:port:protocol, duplicate names, source ranges (prefixes of either family, each
 //! once), health-check settings.
 //!
-//! `[service.health]` configures backend health checks (run by the service controller, see
-//! `controller::service::health`).
+//! `[service.health]` configures backend checks (run by the service controller, see
+//! `controller::service::backend_check`).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -170,9 +170,9 @@ pub struct Backend {
     pub weight: u32,
 }
 
-/// Kind of backend health check.
+/// Kind of backend check.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub enum HealthCheckKind {
+pub enum BackendCheckKind {
     /// No check: every backend counts as up.
     #[default]
     None,
@@ -204,16 +204,16 @@ pub enum HealthCheckKind {
     },
 }
 
-impl HealthCheckKind {
+impl BackendCheckKind {
     /// The name used in the config (`check = "..."`).
     pub fn name(&self) -> &'static str {
         match self {
-            HealthCheckKind::None => "none",
-            HealthCheckKind::Tcp => "tcp",
-            HealthCheckKind::Http { .. } => "http",
-            HealthCheckKind::Udp { .. } => "udp",
-            HealthCheckKind::Dns { .. } => "dns",
-            HealthCheckKind::Tls { .. } => "tls",
+            BackendCheckKind::None => "none",
+            BackendCheckKind::Tcp => "tcp",
+            BackendCheckKind::Http { .. } => "http",
+            BackendCheckKind::Udp { .. } => "udp",
+            BackendCheckKind::Dns { .. } => "dns",
+            BackendCheckKind::Tls { .. } => "tls",
         }
     }
 }
@@ -231,9 +231,9 @@ pub enum Initial {
 
 /// `[service.health]`: how backends are probed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct HealthCheck {
+pub struct BackendCheck {
     /// What is checked.
-    pub check: HealthCheckKind,
+    pub check: BackendCheckKind,
     /// Time between checks.
     pub interval: Duration,
     /// Time one check may take.
@@ -246,10 +246,10 @@ pub struct HealthCheck {
     pub initial: Initial,
 }
 
-impl Default for HealthCheck {
+impl Default for BackendCheck {
     fn default() -> Self {
-        HealthCheck {
-            check: HealthCheckKind::None,
+        BackendCheck {
+            check: BackendCheckKind::None,
             interval: Duration::from_secs(2),
             timeout: Duration::from_secs(1),
             rise: 2,
@@ -296,8 +296,8 @@ pub struct Service {
     pub when_empty: WhenEmpty,
     /// The sorry server: gets the new connections while no backend is up.
     pub fallback: Option<SocketAddr>,
-    /// Backend health checks.
-    pub health: HealthCheck,
+    /// How its backends are checked (`[service.health]`).
+    pub backend_check: BackendCheck,
 }
 
 #[derive(Deserialize)]
@@ -442,13 +442,13 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         .fallback
         .as_ref()
         .and_then(|f| fallback(f, address, diags));
-    let health = raw
+    let backend_check = raw
         .health
         .as_ref()
-        .map(|h| health(h, diags))
+        .map(|h| backend_check(h, diags))
         .unwrap_or_default();
     if protocol == Protocol::Sctp
-        && health.check != HealthCheckKind::None
+        && backend_check.check != BackendCheckKind::None
         && let Some(check) = raw.health.as_ref().and_then(|h| h.check.as_ref())
     {
         // Every check is a TCP, UDP or TLS exchange, which an SCTP backend never answers
@@ -457,7 +457,7 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
             check.span(),
             format!(
                 "check = \"{}\" cannot probe an SCTP backend: expected check = \"none\" for protocol = \"sctp\"",
-                health.check.name()
+                backend_check.check.name()
             ),
         );
     }
@@ -481,7 +481,7 @@ fn validate_one(raw: &RawService, diags: &mut Diagnostics) -> Option<Service> {
         reject_unserved_ports: false,
         when_empty,
         fallback,
-        health,
+        backend_check,
     })
 }
 
@@ -788,8 +788,8 @@ fn count(v: &Option<Spanned<i64>>, default: u32, what: &str, diags: &mut Diagnos
     }
 }
 
-fn health(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheck {
-    let defaults = HealthCheck::default();
+fn backend_check(h: &RawHealth, diags: &mut Diagnostics) -> BackendCheck {
+    let defaults = BackendCheck::default();
     let check = check_kind(h, diags);
     // Keys of one check kind are an error with any other, so a typo'd kind is not silent.
     let owners: [(&str, &Option<Spanned<String>>, &str); 6] = [
@@ -820,7 +820,7 @@ fn health(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheck {
             "timeout is longer than interval: expected a timeout up to the interval",
         );
     }
-    HealthCheck {
+    BackendCheck {
         check,
         interval,
         timeout,
@@ -836,13 +836,13 @@ fn health(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheck {
 }
 
 /// `check` and the keys of its kind.
-fn check_kind(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
+fn check_kind(h: &RawHealth, diags: &mut Diagnostics) -> BackendCheckKind {
     let kind = h.check.as_ref().map(|c| (c.get_ref().as_str(), c.span()));
     match kind {
-        None | Some(("none", _)) => HealthCheckKind::None,
-        Some(("tcp", _)) => HealthCheckKind::Tcp,
+        None | Some(("none", _)) => BackendCheckKind::None,
+        Some(("tcp", _)) => BackendCheckKind::Tcp,
         Some(("http", _)) => http_check(h, diags),
-        Some(("udp", _)) => HealthCheckKind::Udp {
+        Some(("udp", _)) => BackendCheckKind::Udp {
             send: h
                 .send
                 .as_ref()
@@ -858,10 +858,10 @@ fn check_kind(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
                 e.get_ref().as_bytes().to_vec()
             }),
         },
-        Some(("dns", span)) => HealthCheckKind::Dns {
+        Some(("dns", span)) => BackendCheckKind::Dns {
             query_name: dns_name(h.query_name.as_ref(), span, diags),
         },
-        Some(("tls", _)) => HealthCheckKind::Tls {
+        Some(("tls", _)) => BackendCheckKind::Tls {
             sni: h.sni.as_ref().map(|s| {
                 if !valid_host_name(s.get_ref()) {
                     diags.error(
@@ -882,12 +882,12 @@ fn check_kind(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
                     "invalid check `{other}`: expected \"none\", \"tcp\", \"http\", \"udp\", \"dns\" or \"tls\""
                 ),
             );
-            HealthCheckKind::None
+            BackendCheckKind::None
         }
     }
 }
 
-fn http_check(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
+fn http_check(h: &RawHealth, diags: &mut Diagnostics) -> BackendCheckKind {
     let path = match &h.path {
         None => "/".to_string(),
         Some(p) if p.get_ref().starts_with('/') => p.get_ref().clone(),
@@ -918,7 +918,7 @@ fn http_check(h: &RawHealth, diags: &mut Diagnostics) -> HealthCheckKind {
             }
         },
     };
-    HealthCheckKind::Http { path, expect }
+    BackendCheckKind::Http { path, expect }
 }
 
 /// The `query_name` of a DNS check: required, a name of labels of 1-63 bytes, 253 at most.

@@ -16,44 +16,44 @@ fn service(body: &str) -> Result<Service, String> {
 fn new_check_kinds_initial_and_fallback_are_read() {
     let s = service("fallback = \"10.0.9.1:8080\"\n[service.health]\ncheck = \"udp\"\nsend = \"ping\"\nexpect_bytes = \"pong\"\ninitial = \"down\"\n").unwrap();
     assert_eq!(s.fallback, Some("10.0.9.1:8080".parse().unwrap()));
-    assert_eq!(s.health.initial, Initial::Down);
+    assert_eq!(s.backend_check.initial, Initial::Down);
     assert_eq!(
-        s.health.check,
-        HealthCheckKind::Udp {
+        s.backend_check.check,
+        BackendCheckKind::Udp {
             send: b"ping".to_vec(),
             expect: Some(b"pong".to_vec())
         }
     );
     let s = service("[service.health]\ncheck = \"udp\"\n").unwrap();
     assert_eq!(
-        s.health.check,
-        HealthCheckKind::Udp {
+        s.backend_check.check,
+        BackendCheckKind::Udp {
             send: vec![],
             expect: None
         }
     );
     assert_eq!(
-        s.health.initial,
+        s.backend_check.initial,
         Initial::Up,
         "the default start state is up"
     );
     assert_eq!(s.fallback, None);
     let s = service("[service.health]\ncheck = \"dns\"\nquery_name = \"example.com.\"\n").unwrap();
     assert_eq!(
-        s.health.check,
-        HealthCheckKind::Dns {
+        s.backend_check.check,
+        BackendCheckKind::Dns {
             query_name: "example.com".into()
         }
     );
     let s = service("[service.health]\ncheck = \"tls\"\nsni = \"www.example.com\"\n").unwrap();
     assert_eq!(
-        s.health.check,
-        HealthCheckKind::Tls {
+        s.backend_check.check,
+        BackendCheckKind::Tls {
             sni: Some("www.example.com".into())
         }
     );
     let s = service("[service.health]\ncheck = \"tls\"\n").unwrap();
-    assert_eq!(s.health.check, HealthCheckKind::Tls { sni: None });
+    assert_eq!(s.backend_check.check, BackendCheckKind::Tls { sni: None });
 }
 
 #[test]

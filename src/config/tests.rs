@@ -296,14 +296,14 @@ fall = 2
     assert_eq!(s[0].masquerade, crate::config::service::Masquerade::Never);
     assert_eq!(s[0].when_empty, WhenEmpty::Reject);
     assert_eq!(s[0].backends[1].weight, 2);
-    assert_eq!(s[0].health, HealthCheck::default());
+    assert_eq!(s[0].backend_check, BackendCheck::default());
     assert_eq!(s[1].protocol, Protocol::Udp);
     assert_eq!(s[1].affinity, Affinity::SourceIp);
     assert_eq!(s[1].when_empty, WhenEmpty::Drop);
     assert_eq!(
-        s[1].health,
-        HealthCheck {
-            check: HealthCheckKind::Http {
+        s[1].backend_check,
+        BackendCheck {
+            check: BackendCheckKind::Http {
                 path: "/healthz".into(),
                 expect: (200, 299)
             },

@@ -35,7 +35,7 @@ use crate::control::instance::canonical;
 use crate::control::protocol::{DaemonId, Request, Response};
 use crate::control::server::Handler;
 use crate::control::store::{PendingRecord, Store, fingerprint, keep_rejected, write_atomically};
-use crate::health::Health;
+use crate::liveness::Liveness;
 use crate::metrics::record_config_rollback;
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::source::content_hash;
@@ -57,7 +57,7 @@ pub struct Confirmer {
     /// Where a new TOML state goes (as a reload's does).
     pub sink: Arc<dyn TomlSink>,
     /// Its clock stamps deadlines; its STATUS= note shows the confirm state.
-    pub health: Arc<Health>,
+    pub liveness: Arc<Liveness>,
     /// What the reloader and /healthz see.
     pub state: Arc<ConfirmState>,
     /// The rejection STATUS= shows; a published apply or rollback clears it.
@@ -173,7 +173,7 @@ impl Confirmer {
         let previous = config::load(&self.main).ok().map(Arc::new);
         let deadline = match confirm {
             Some(within) => {
-                let deadline = self.health.clock().wall() + within;
+                let deadline = self.liveness.clock().wall() + within;
                 self.store
                     .save_confirmed(&current)
                     .and_then(|()| {
@@ -205,17 +205,17 @@ impl Confirmer {
         if let (Some(deadline), Some(within)) = (deadline, confirm) {
             self.state.start_pending(Pending {
                 deadline,
-                due: self.health.clock().now() + within,
+                due: self.liveness.clock().now() + within,
                 applied_from: shown_as.to_string(),
                 applied_text: text.to_string(),
                 previous,
             });
-            self.health.set_config_note(Some(format!(
+            self.liveness.set_config_note(Some(format!(
                 "config from {shown_as} waits for confirm until {}",
                 rfc3339(deadline)
             )));
         } else {
-            self.health.set_config_note(None);
+            self.liveness.set_config_note(None);
         }
         Ok(deadline)
     }
@@ -257,7 +257,7 @@ impl Confirmer {
             ));
         }
         let applied = self.state.take_pending().map(|p| p.applied_from);
-        self.health.set_config_note(None);
+        self.liveness.set_config_note(None);
         self.wake.fire();
         let applied = applied.unwrap_or_default();
         info!("confirmed: {applied} is the confirmed configuration");
@@ -271,7 +271,7 @@ impl Confirmer {
             .as_ref()
             .map(|p| fingerprint(p.applied_text.as_bytes()));
         let previous = pending.and_then(|p| p.previous);
-        let at = self.health.clock().wall();
+        let at = self.liveness.clock().wall();
         let restored = self.store.read_confirmed().and_then(|text| {
             keep_changed_main(&self.main, applied.as_deref(), &text, at)?;
             write_atomically(&self.main, &text, CONFIG_MODE)
@@ -312,10 +312,10 @@ impl Confirmer {
 
     /// Counts and shows a rollback (also one done at start-up).
     pub fn record(&self, reason: String) {
-        let at = self.health.clock().wall();
+        let at = self.liveness.clock().wall();
         warn!("configuration rolled back: {reason}");
         record_config_rollback();
-        self.health.set_config_note(Some(format!(
+        self.liveness.set_config_note(Some(format!(
             "config rolled back at {}: {reason}",
             rfc3339(at)
         )));

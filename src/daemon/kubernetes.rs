@@ -8,7 +8,7 @@
 //!   composer's lock, so snapshots never go back in time.
 //! - After every publish that changed the cluster state, the cache is rewritten (atomically;
 //!   a failure is logged and counted, never fatal).
-//! - Readiness: the watcher is registered in the health registry as `kubernetes`; it counts as
+//! - Readiness: the watcher is registered in the liveness registry as `kubernetes`; it counts as
 //!   ready once every enabled kind was listed or the cache was loaded.
 
 use std::path::PathBuf;
@@ -18,15 +18,15 @@ use std::sync::{Arc, Mutex};
 use log::{error, info, warn};
 
 use super::Fatal;
+use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
 use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
-use crate::health::{Health, HealthHandle};
-use crate::http::HttpState;
 use crate::kubernetes::cache::{self, Cache};
 use crate::kubernetes::client::{Auth, Endpoint};
 use crate::kubernetes::compose::{self, ClusterPart, ClusterState, Composer, Kind};
 use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
+use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
 
 /// The service account's files in a pod.
@@ -159,7 +159,7 @@ struct Shared {
     /// The kinds readiness waits for.
     kinds: Vec<Kind>,
     /// The watcher's registration (readiness is reported on it).
-    health: HealthHandle,
+    heartbeat: Heartbeat,
     /// Readiness was reported.
     ready: AtomicBool,
     /// Every watched kind's state.
@@ -213,14 +213,14 @@ impl Shared {
         if ready && !self.ready.load(Ordering::Relaxed) {
             self.ready.store(true, Ordering::Relaxed);
             info!("kubernetes: every enabled kind is in force");
-            self.health.source_ready();
+            self.heartbeat.source_ready();
         } else if !ready && !self.incomplete_reported.load(Ordering::Relaxed) {
             // READY=1 follows first attempts: an API server unreachable at boot (as it may be
             // until the network this unit is ordered before comes up) must not hold the boot.
             if let Some(why) = self.statuses.first_attempt_failed() {
                 self.incomplete_reported.store(true, Ordering::Relaxed);
                 warn!("kubernetes: {why}; serving the TOML state until the cluster answers");
-                self.health.source_incomplete(why);
+                self.heartbeat.source_incomplete(why);
             }
         }
     }
@@ -247,8 +247,7 @@ impl TomlSink for Shared {
 pub fn start(
     prepared: Prepared,
     snapshots: Arc<Snapshots>,
-    health: &Arc<Health>,
-    http: &HttpState,
+    healthz: Healthz<'_>,
     shutdown: Shutdown,
 ) -> Result<Arc<dyn TomlSink>, Fatal> {
     let Prepared {
@@ -258,7 +257,7 @@ pub fn start(
         cache,
         cached,
     } = prepared;
-    let handle = health.register("kubernetes", watch::WINDOW);
+    let handle = healthz.kubernetes(statuses.clone(), watch::WINDOW);
     let shared = Arc::new(Shared {
         kinds: watcher.kinds(),
         inner: Mutex::new(Inner {
@@ -268,15 +267,12 @@ pub fn start(
             cache_failing: false,
         }),
         snapshots,
-        health: handle.clone(),
+        heartbeat: handle.clone(),
         ready: AtomicBool::new(false),
         statuses: statuses.clone(),
         incomplete_reported: AtomicBool::new(false),
     });
     shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
-    let for_http = statuses.clone();
-    http.sections
-        .add("kubernetes", Box::new(move || for_http.healthz()));
     let for_thread = shared.clone();
     std::thread::Builder::new()
         .name("kubernetes".into())

@@ -1,4 +1,4 @@
-//! `edgenetd run`: wires config, controllers, health, metrics, HTTP and systemd together, and
+//! `edgenetd run`: wires config, controllers, liveness, metrics, HTTP and systemd together, and
 //! owns everything that orchestrates them: the controller loops ([`runner`]), the current
 //! snapshot ([`snapshots`]), how a sync is observed ([`observed`]), the reaction to a reload
 //! ([`reload`]), the table of built-in controllers ([`registry`]) and apply with automatic
@@ -15,6 +15,7 @@
 pub mod confirm;
 pub mod confirm_state;
 mod health_ports;
+pub mod healthz;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 mod netns;
@@ -40,6 +41,7 @@ use log::{error, info, warn};
 
 use self::confirm::Confirmer;
 use self::confirm_state::ConfirmState;
+use self::healthz::Healthz;
 use self::netns::enter_netns;
 use self::reload::Reloader;
 use self::signals::{Signal, Signals};
@@ -52,8 +54,8 @@ use crate::control::instance::canonical;
 use crate::control::protocol::DaemonId;
 use crate::control::server as control_server;
 use crate::control::store::Store;
-use crate::health::Health;
 use crate::http::{self, HttpState};
+use crate::liveness::Liveness;
 use crate::metrics::{self, Exporter};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::source;
@@ -108,7 +110,7 @@ struct Started {
     /// What the HTTP server serves (sources add their /healthz objects to it).
     http: Arc<HttpState>,
     /// The heartbeat registry (HTTP already serves it).
-    health: Arc<Health>,
+    liveness: Arc<Liveness>,
     /// The Prometheus exporter (HTTP already serves it).
     exporter: Arc<Exporter>,
     /// SIGHUP, SIGTERM, SIGINT.
@@ -146,7 +148,7 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         error!("cannot install signal handlers: {e}");
         Fatal
     })?;
-    let (health, exporter, http) = start_observability(&desired, listener)?;
+    let (liveness, exporter, http) = start_observability(&desired, listener)?;
     #[cfg(feature = "kubernetes")]
     let (kubernetes, desired) = kubernetes::prepare(desired)?;
     #[cfg(not(feature = "kubernetes"))]
@@ -156,7 +158,7 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         #[cfg(feature = "kubernetes")]
         kubernetes,
         http,
-        health,
+        liveness,
         exporter,
         signals,
         rolled_back,
@@ -212,10 +214,10 @@ fn load_first(opts: &RunOptions) -> Result<DesiredState, Fatal> {
     })
 }
 
-/// The health registry, the exporter and what HTTP serves.
-type Observability = (Arc<Health>, Arc<Exporter>, Arc<HttpState>);
+/// The liveness registry, the exporter and what HTTP serves.
+type Observability = (Arc<Liveness>, Arc<Exporter>, Arc<HttpState>);
 
-/// Installs the metrics recorder, creates the health registry and serves HTTP.
+/// Installs the metrics recorder, creates the liveness registry and serves HTTP.
 fn start_observability(
     desired: &DesiredState,
     listener: TcpListener,
@@ -228,9 +230,9 @@ fn start_observability(
     metrics::record_initial_load(unix_seconds(clock.wall()));
     systemd::notify::describe_metrics();
     http::health_ports::describe_metrics();
-    let health = Health::new(clock);
+    let liveness = Liveness::new(clock);
     let http_state = Arc::new(HttpState {
-        health: health.clone(),
+        liveness: liveness.clone(),
         exporter: Some(exporter.clone()),
         allow: desired.daemon.metrics_allow.clone(),
         sections: Default::default(),
@@ -245,7 +247,7 @@ fn start_observability(
         env!("CARGO_PKG_VERSION"),
         desired.daemon.listen
     );
-    Ok((health, exporter, http_state))
+    Ok((liveness, exporter, http_state))
 }
 
 /// Starts the loops and background tasks, then runs until a stop signal.
@@ -255,7 +257,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         #[cfg(feature = "kubernetes")]
         kubernetes,
         http,
-        health,
+        liveness,
         exporter,
         signals,
         rolled_back,
@@ -271,7 +273,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     let (sync_done, sync_done_rx) = trigger();
     let mut spawner = Spawner {
         ex: &ex,
-        health: &health,
+        liveness: &liveness,
         snapshots: &snapshots,
         shutdown: &shutdown,
         sync_done: &sync_done,
@@ -284,17 +286,23 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         warn!("no controller is enabled: edgenetd only serves its HTTP endpoints");
     }
     #[cfg(feature = "kubernetes")]
-    let sink = toml_sink(kubernetes, &snapshots, &health, &http, &shutdown)?;
+    let sink = toml_sink(
+        kubernetes,
+        &snapshots,
+        Healthz {
+            liveness: &liveness,
+            http: &http,
+        },
+        &shutdown,
+    )?;
     #[cfg(not(feature = "kubernetes"))]
     let sink: Arc<dyn TomlSink> = snapshots.clone();
-    http.sections.add(
-        "services",
-        Box::new(crate::controller::service::health::healthz),
-    );
     let confirm_state = Arc::new(ConfirmState::default());
-    let (state, clock) = (confirm_state.clone(), health.clock().clone());
-    http.sections
-        .add("config", Box::new(move || state.healthz(clock.wall())));
+    Healthz {
+        liveness: &liveness,
+        http: &http,
+    }
+    .always(confirm_state.clone());
     // The HTTP server holds its own reference; sources have added their sections by now.
     drop(http);
     let reload_tx = spawn_background(
@@ -303,7 +311,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
             main: opts.config.clone(),
             snapshots,
             sink,
-            health,
+            liveness,
             exporter,
             sync_done: sync_done_rx,
             shutdown,
@@ -331,14 +339,11 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
 fn toml_sink(
     source: Option<kubernetes::Prepared>,
     snapshots: &Arc<Snapshots>,
-    health: &Arc<Health>,
-    http: &HttpState,
+    healthz: Healthz<'_>,
     shutdown: &Shutdown,
 ) -> Result<Arc<dyn TomlSink>, Fatal> {
     match source {
-        Some(prepared) => {
-            kubernetes::start(prepared, snapshots.clone(), health, http, shutdown.clone())
-        }
+        Some(prepared) => kubernetes::start(prepared, snapshots.clone(), healthz, shutdown.clone()),
         None => Ok(snapshots.clone()),
     }
 }
@@ -352,7 +357,7 @@ struct Background {
     /// Where a reload hands its TOML state.
     sink: Arc<dyn TomlSink>,
     /// The heartbeat registry.
-    health: Arc<Health>,
+    liveness: Arc<Liveness>,
     /// Its histogram buffers are drained every minute.
     exporter: Arc<Exporter>,
     /// Fired after every sync (the systemd supervisor wakes on it).
@@ -377,7 +382,7 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
     let problem = Arc::new(ConfigProblem::default());
     let (reload_tx, reload_rx) = trigger();
     ex.spawn(systemd::supervise(
-        bg.health.clone(),
+        bg.liveness.clone(),
         problem.clone(),
         bg.sync_done,
         bg.shutdown.clone(),
@@ -395,7 +400,7 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         identity: bg.identity,
         store: bg.store,
         sink: bg.sink.clone(),
-        health: bg.health.clone(),
+        liveness: bg.liveness.clone(),
         state: bg.confirm.clone(),
         problem: problem.clone(),
         wake: confirm_tx,
@@ -408,7 +413,7 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         main: bg.main,
         snapshots: bg.snapshots,
         sink: bg.sink,
-        health: bg.health,
+        liveness: bg.liveness,
         problem,
         last_rejected: None,
         confirm: bg.confirm,

@@ -1,18 +1,18 @@
 //! How every sync of every controller runs: beat, sync, beat, then record the outcome.
 //!
-//! Orchestration, so it lives in the daemon: health only keeps heartbeats and metrics only
+//! Orchestration, so it lives in the daemon: liveness only keeps heartbeats and metrics only
 //! counts; this is the one place that puts the two around a sync.
 
-use crate::health::{HealthHandle, run_sync};
+use crate::liveness::{Heartbeat, run_sync};
 use crate::metrics::record_sync_result;
 use crate::sync::{SyncError, SyncReport};
 
 /// Runs one sync the only way syncs run: beat, sync, beat, then record the outcome.
-pub async fn run_observed_sync<F>(handle: &HealthHandle, sync: F) -> Result<SyncReport, SyncError>
+pub async fn run_observed_sync<F>(handle: &Heartbeat, sync: F) -> Result<SyncReport, SyncError>
 where
     F: Future<Output = Result<SyncReport, SyncError>>,
 {
-    let clock = handle.health().clock().clone();
+    let clock = handle.liveness().clock().clone();
     let start = clock.now();
     let result = run_sync(handle, sync).await;
     record_sync_result(
@@ -30,14 +30,14 @@ mod tests {
 
     use super::*;
     use crate::clock::{Clock, FakeClock, unix_seconds};
-    use crate::health::Health;
+    use crate::liveness::Liveness;
     use crate::metrics::{register_controller, render_with};
 
     #[test]
     fn a_failed_sync_counts_a_failure_and_keeps_last_success_at_zero() {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone() as Arc<dyn Clock>);
-        let h = health.register("route", Duration::from_secs(60));
+        let liveness = Liveness::new(clock.clone() as Arc<dyn Clock>);
+        let h = liveness.register("route", Duration::from_secs(60));
         let out = render_with(|| {
             register_controller("route");
             let r = smol::block_on(run_observed_sync(&h, async {
@@ -53,7 +53,7 @@ mod tests {
         ] {
             assert!(out.contains(want), "missing {want:?} in\n{out}");
         }
-        let report = health.report();
+        let report = liveness.report();
         assert_eq!(
             report.controllers[0].last_error.as_deref(),
             Some("route 10.0.0.0/8: boom")
@@ -63,8 +63,8 @@ mod tests {
     #[test]
     fn a_successful_sync_sets_last_success_to_now() {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone() as Arc<dyn Clock>);
-        let h = health.register("policy", Duration::from_secs(60));
+        let liveness = Liveness::new(clock.clone() as Arc<dyn Clock>);
+        let h = liveness.register("policy", Duration::from_secs(60));
         let out = render_with(|| {
             register_controller("policy");
             smol::block_on(run_observed_sync(&h, async { Ok(SyncReport::default()) })).unwrap();

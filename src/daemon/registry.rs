@@ -58,12 +58,8 @@ pub const BUILTIN: [BuiltinController; 3] = [
         plan: |d| Box::pin(async move { service::plan(d).await.map_err(|e| e.to_string()) }),
         cleanup: |s| Box::pin(async move { service::cleanup(s).await.map_err(|e| e.to_string()) }),
         start: |spawner, deps, kernel_rx| {
-            // The probes are work too: their own heartbeat, ready from the start (a probe
-            // has no first sync to wait for).
-            let probes = spawner
-                .health
-                .register("service-health", service::health::WATCH_WINDOW);
-            probes.source_ready();
+            // The probes are work too: their own heartbeat (`daemon::healthz`).
+            let probes = spawner.healthz().backend_checks();
             let controller = service::ServiceController::new(deps.kernel_events, deps.nft_watch)
                 .with_probe_heartbeat(std::sync::Arc::new(probes));
             spawner.spawn(controller, kernel_rx, builtin_settings);

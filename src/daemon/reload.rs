@@ -15,7 +15,7 @@ use super::confirm_state::{ConfirmState, ReloadVerdict};
 use super::snapshots::{Snapshots, TomlSink};
 use crate::clock::{rfc3339, unix_seconds};
 use crate::config::{self, DesiredState};
-use crate::health::Health;
+use crate::liveness::Liveness;
 use crate::metrics::{ReloadRecord, record_config_reload};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::source::{self, ContentHash, Load, Outcome};
@@ -31,7 +31,7 @@ pub struct Reloader {
     /// Where a taken configuration goes (the snapshots themselves, or the composer).
     pub sink: Arc<dyn TomlSink>,
     /// The registry whose report makes the STATUS= line (and whose clock stamps reloads).
-    pub health: Arc<Health>,
+    pub liveness: Arc<Liveness>,
     /// The rejection shown on STATUS= until a good load.
     pub problem: Arc<ConfigProblem>,
     /// The contents of the last rejected load, until a load is taken.
@@ -63,7 +63,7 @@ impl Reloader {
         systemd::reloading();
         let taken = self.react(source::load(&self.main));
         systemd::ready(&systemd::status_line(
-            &self.health.report(),
+            &self.liveness.report(),
             self.problem.get().as_deref(),
         ));
         taken
@@ -71,7 +71,7 @@ impl Reloader {
 
     /// Publishes or keeps, and records which; returns whether the load was taken.
     pub fn react(&mut self, load: Load) -> bool {
-        let wall = unix_seconds(self.health.clock().wall());
+        let wall = unix_seconds(self.liveness.clock().wall());
         match load.outcome {
             Outcome::Loaded(next) => {
                 warn_about_restart_only_changes(&self.snapshots.current(), &next);
@@ -159,7 +159,7 @@ mod tests {
             sink: snapshots.clone(),
             snapshots,
             main,
-            health: Health::new(FakeClock::new()),
+            liveness: Liveness::new(FakeClock::new()),
             problem: Arc::new(ConfigProblem::default()),
             last_rejected: None,
             confirm: Arc::default(),

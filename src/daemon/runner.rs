@@ -15,7 +15,7 @@ use super::observed::run_observed_sync;
 use super::snapshots::Snapshots;
 use crate::config::{ControllerSettings, DesiredState};
 use crate::controller::Controller;
-use crate::health::HealthHandle;
+use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
 use crate::sync::{SyncReport, Trigger, TriggerRx};
 
@@ -31,8 +31,8 @@ enum Wake {
 
 /// Everything one loop needs besides its controller.
 pub struct LoopInputs {
-    /// Health registration of this controller.
-    pub health: HealthHandle,
+    /// Its heartbeat in the liveness registry.
+    pub heartbeat: Heartbeat,
     /// Where snapshots come from.
     pub snapshots: Arc<Snapshots>,
     /// Snapshot wake-ups (from [`Snapshots::subscribe`]).
@@ -58,9 +58,12 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
         }
         let desired = inputs.snapshots.current();
         let settings = (inputs.settings)(&desired, name);
-        inputs.health.set_window(settings.liveness_window());
-        let result =
-            run_observed_sync(&inputs.health, controller.sync(&desired, &inputs.health)).await;
+        inputs.heartbeat.set_window(settings.liveness_window());
+        let result = run_observed_sync(
+            &inputs.heartbeat,
+            controller.sync(&desired, &inputs.heartbeat),
+        )
+        .await;
         match &result {
             Ok(report) if report.changes > 0 || wake == Wake::Start => {
                 info!("{name}: sync ({wake:?}) ok: {}", report_summary(report));
@@ -121,7 +124,7 @@ mod tests {
 
     use super::*;
     use crate::clock::SystemClock;
-    use crate::health::Health;
+    use crate::liveness::Liveness;
     use crate::sync::{Progress, SyncError, trigger};
 
     struct Counting {
@@ -157,15 +160,15 @@ mod tests {
     #[test]
     fn a_burst_of_triggers_during_a_sync_causes_at_most_one_more_sync() {
         let ex = smol::LocalExecutor::new();
-        let health = Health::new(Arc::new(SystemClock));
-        let handle = health.register("counting", Duration::from_secs(60));
+        let liveness = Liveness::new(Arc::new(SystemClock));
+        let handle = liveness.register("counting", Duration::from_secs(60));
         let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
         let (kernel_tx, kernel_rx) = trigger();
         let (shutdown_tx, shutdown) = async_channel::bounded(1);
         let (release_tx, release_rx) = async_channel::unbounded();
         let syncs = Rc::new(RefCell::new(0));
         let inputs = LoopInputs {
-            health: handle.clone(),
+            heartbeat: handle.clone(),
             snapshot_rx: snapshots.subscribe(handle),
             snapshots: snapshots.clone(),
             kernel_rx,
@@ -205,14 +208,14 @@ mod tests {
     #[test]
     fn shutdown_stops_an_idle_loop_at_once() {
         let ex = smol::LocalExecutor::new();
-        let health = Health::new(Arc::new(SystemClock));
-        let handle = health.register("counting", Duration::from_secs(60));
+        let liveness = Liveness::new(Arc::new(SystemClock));
+        let handle = liveness.register("counting", Duration::from_secs(60));
         let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
         let (_kernel_tx, kernel_rx) = trigger();
         let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
         let syncs = Rc::new(RefCell::new(0));
         let inputs = LoopInputs {
-            health: handle.clone(),
+            heartbeat: handle.clone(),
             snapshot_rx: snapshots.subscribe(handle),
             snapshots,
             kernel_rx,

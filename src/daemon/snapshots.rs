@@ -1,13 +1,13 @@
 //! The current desired state and the loops subscribed to it.
 //!
-//! Publishing marks every subscriber's update as queued in the health registry before waking
+//! Publishing marks every subscriber's update as queued in the liveness registry before waking
 //! it, so a loop that stops taking work is caught by the queued-update rule even while
 //! something else keeps beating for it.
 
 use std::sync::{Arc, Mutex};
 
 use crate::config::DesiredState;
-use crate::health::HealthHandle;
+use crate::liveness::Heartbeat;
 use crate::sync::{Trigger, TriggerRx, trigger};
 
 /// Called with every snapshot as it is published (and with the current one when added).
@@ -17,8 +17,8 @@ pub type Observer = Box<dyn Fn(&DesiredState) + Send + Sync>;
 pub struct Snapshots {
     /// The newest published snapshot.
     current: Mutex<Arc<DesiredState>>,
-    /// One wake-up and one health registration per subscribed loop.
-    subscribers: Mutex<Vec<(Trigger, HealthHandle)>>,
+    /// One wake-up and one heartbeat per subscribed loop.
+    subscribers: Mutex<Vec<(Trigger, Heartbeat)>>,
     /// What follows every snapshot at once rather than in a loop of its own.
     observers: Mutex<Vec<Observer>>,
 }
@@ -39,12 +39,12 @@ impl Snapshots {
     }
 
     /// Subscribes a controller: it is woken, and its update counted as queued, on publish.
-    pub fn subscribe(&self, health: HealthHandle) -> TriggerRx {
+    pub fn subscribe(&self, heartbeat: Heartbeat) -> TriggerRx {
         let (tx, rx) = trigger();
         self.subscribers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((tx, health));
+            .push((tx, heartbeat));
         rx
     }
 
@@ -67,13 +67,13 @@ impl Snapshots {
         {
             observer(&next);
         }
-        for (tx, health) in self
+        for (tx, heartbeat) in self
             .subscribers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            health.queued();
+            heartbeat.queued();
             tx.fire();
         }
     }

@@ -1,13 +1,14 @@
-//! Starting controller loops: health registration, metric series, snapshot subscription.
+//! Starting controller loops: their heartbeat, metric series, snapshot subscription.
 
 use std::sync::Arc;
 
+use super::healthz::Healthz;
 use super::runner::{LoopInputs, run_loop};
 use super::snapshots::Snapshots;
 use crate::config::{ControllerSettings, DesiredState};
 use crate::controller::Controller;
-use crate::health::Health;
 use crate::http::HttpState;
+use crate::liveness::Liveness;
 use crate::metrics;
 use crate::shutdown::Shutdown;
 use crate::sync::{Trigger, TriggerRx};
@@ -15,25 +16,34 @@ use crate::sync::{Trigger, TriggerRx};
 /// Reads one controller's settings from a snapshot.
 pub type SettingsOf = fn(&DesiredState, &str) -> ControllerSettings;
 
-/// Spawns controller loops on the executor with their health registration.
+/// Spawns controller loops on the executor with their heartbeat in the liveness registry.
 pub struct Spawner<'a, 'ex> {
     /// The daemon's single-threaded executor.
     pub ex: &'a smol::LocalExecutor<'ex>,
     /// Where each loop registers its heartbeat.
-    pub health: &'a Arc<Health>,
+    pub liveness: &'a Arc<Liveness>,
     /// Where each loop reads, and subscribes to, the desired state.
     pub snapshots: &'a Arc<Snapshots>,
     /// Closed when the daemon stops.
     pub shutdown: &'a Shutdown,
     /// Fired after every sync of every loop (wakes the systemd supervisor).
     pub sync_done: &'a Trigger,
-    /// What the HTTP server serves (a controller may add a /healthz object).
+    /// What the HTTP server serves (components add their /healthz objects through
+    /// [`Spawner::healthz`]).
     pub http: &'a HttpState,
     /// The started loops, awaited at shutdown.
     pub loops: Vec<smol::Task<()>>,
 }
 
 impl<'ex> Spawner<'_, 'ex> {
+    /// Where components join /healthz.
+    pub fn healthz(&self) -> Healthz<'_> {
+        Healthz {
+            liveness: self.liveness,
+            http: self.http,
+        }
+    }
+
     /// Starts `controller`'s loop; `kernel_rx` wakes it early, `settings` reads its period.
     pub fn spawn<C: Controller + 'ex>(
         &mut self,
@@ -43,11 +53,11 @@ impl<'ex> Spawner<'_, 'ex> {
     ) {
         let name = controller.name();
         let window = settings(&self.snapshots.current(), name).liveness_window();
-        let handle = self.health.register(name, window);
+        let handle = self.healthz().controller(name, window);
         metrics::register_controller(name);
         let inputs = LoopInputs {
             snapshot_rx: self.snapshots.subscribe(handle.clone()),
-            health: handle,
+            heartbeat: handle,
             snapshots: self.snapshots.clone(),
             kernel_rx,
             shutdown: self.shutdown.clone(),

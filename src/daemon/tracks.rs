@@ -12,18 +12,14 @@ use crate::track::{self, Board};
 pub fn start_route(spawner: &mut Spawner<'_, '_>, kernel_events: Trigger, kernel_rx: TriggerRx) {
     track::describe_metrics();
     let board = Board::default();
-    let for_http = board.clone();
-    spawner
-        .http
-        .sections
-        .add("tracks", Box::new(move || supervisor::healthz(&for_http)));
+    let join = spawner.healthz().track_probers(&board);
     let snapshots = spawner.snapshots.clone();
     let (changed_tx, changed) = trigger();
     snapshots.observe(Box::new(move |_| changed_tx.fire()));
     let sup = Supervisor {
         board: board.clone(),
         route_loop: kernel_events.clone(),
-        health: spawner.health.clone(),
+        join,
         current: Box::new(move || snapshots.current()),
         changed,
         shutdown: spawner.shutdown.clone(),

@@ -61,7 +61,7 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
         out.extend(policy.map(|p| p.table));
     }
     if desired.controller("service").enabled {
-        // Health is unknown offline: every backend counts as up.
+        // Backend checks are unknown offline: every backend counts as up.
         let model = model::build(&desired.services);
         let local = crate::controller::service::local::of(desired.daemon.listen, &model);
         out.push(elements::full_table(

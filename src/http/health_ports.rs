@@ -34,7 +34,7 @@ use smol::Async;
 use super::admission::{Admission, LIMITS};
 use super::server::{LISTEN_BACKLOG, Site, accept_loop};
 use super::{Method, Reply};
-use crate::health::Health;
+use crate::liveness::Liveness;
 
 /// Counter of failed binds of health-check node ports.
 pub const BIND_FAILURES: &str = "edgenetd_health_check_port_bind_failures_total";
@@ -163,7 +163,7 @@ struct PortSite {
     /// The answers.
     ports: Arc<HealthPorts>,
     /// The daemon's liveness.
-    health: Arc<Health>,
+    liveness: Arc<Liveness>,
 }
 
 impl Site for PortSite {
@@ -173,7 +173,7 @@ impl Site for PortSite {
 
     fn answer(&self, _method: &Method, _path: &str, peer: IpAddr) -> Reply {
         match self.ports.get(self.port) {
-            Some(port) => answer(&port, peer.is_ipv6(), self.health.report().all_live()),
+            Some(port) => answer(&port, peer.is_ipv6(), self.liveness.report().all_live()),
             // Closed between the accept and the answer.
             None => Reply::text(503, "this health check port is being closed\n"),
         }
@@ -193,7 +193,7 @@ struct Open {
 pub(crate) async fn serve(
     ex: Rc<smol::LocalExecutor<'static>>,
     ports: Arc<HealthPorts>,
-    health: Arc<Health>,
+    liveness: Arc<Liveness>,
 ) {
     let table = Rc::new(RefCell::new(Admission::new(LIMITS)));
     ex.spawn(super::held::reap(Rc::clone(&table))).detach();
@@ -227,7 +227,7 @@ pub(crate) async fn serve(
                     let site = Arc::new(PortSite {
                         port: *port,
                         ports: Arc::clone(&ports),
-                        health: Arc::clone(&health),
+                        liveness: Arc::clone(&liveness),
                     });
                     let task = ex.spawn(accept_loop(
                         Rc::clone(&ex),

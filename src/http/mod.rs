@@ -38,7 +38,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::clock::{rfc3339, unix_seconds};
-use crate::health::{Health, HealthReport};
+use crate::liveness::{Liveness, LivenessReport};
 use crate::metrics::Exporter;
 
 /// The request methods edgenetd distinguishes.
@@ -66,13 +66,13 @@ impl Method {
 /// What the handler needs to answer.
 pub struct HttpState {
     /// The heartbeat registry.
-    pub health: Arc<Health>,
+    pub liveness: Arc<Liveness>,
     /// The metrics exporter (None in tests that do not install one).
     pub exporter: Option<Arc<Exporter>>,
     /// Sources allowed in; None = everyone.
     pub allow: Option<Vec<IpNet>>,
-    /// Objects /healthz shows beside the controllers (e.g. `kubernetes`), added by sources
-    /// that start after the HTTP server.
+    /// Objects /healthz shows beside the controllers (e.g. `kubernetes`), added after the
+    /// HTTP server started (the daemon's one list of them: `daemon::healthz`).
     pub sections: Sections,
     /// The health-check node ports served beside the main listener, and their answers.
     pub health_ports: Arc<health_ports::HealthPorts>,
@@ -129,7 +129,7 @@ impl Reply {
     }
 }
 
-/// Decides the answer to one request (pure apart from reading health and metrics).
+/// Decides the answer to one request (pure apart from reading liveness and metrics).
 pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAddr>) -> Reply {
     if let Some(allow) = &state.allow {
         let ok = remote.is_some_and(|ip| allow.iter().any(|net| net.contains(&ip.to_canonical())));
@@ -150,7 +150,7 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
     }
     match path {
         "/healthz" => {
-            let report = state.health.report();
+            let report = state.liveness.report();
             let status = if report.all_live() { 200 } else { 503 };
             let mut healthz = HealthzBody::from(&report);
             healthz.sections = state.sections.render();
@@ -163,7 +163,7 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
             }
         }
         "/livez" => {
-            let report = state.health.report();
+            let report = state.liveness.report();
             if report.all_live() {
                 Reply::text(200, "ok\n")
             } else {
@@ -171,7 +171,7 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
             }
         }
         "/readyz" => {
-            let report = state.health.report();
+            let report = state.liveness.report();
             if report.ready() {
                 Reply::text(200, "ready\n")
             } else {
@@ -194,7 +194,7 @@ pub fn answer(state: &HttpState, method: &Method, url: &str, remote: Option<IpAd
             Some(exporter) => Reply {
                 status: 200,
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
-                body: exporter.render(&state.health),
+                body: exporter.render(&state.liveness),
                 headers: Vec::new(),
             },
             None => Reply::text(503, "metrics are not enabled\n"),
@@ -231,8 +231,8 @@ struct ControllerBody {
     last_error: Option<String>,
 }
 
-impl From<&HealthReport> for HealthzBody {
-    fn from(r: &HealthReport) -> Self {
+impl From<&LivenessReport> for HealthzBody {
+    fn from(r: &LivenessReport) -> Self {
         HealthzBody {
             last_updated: r.last_updated.map(rfc3339),
             current_time: rfc3339(r.current_time),
@@ -269,16 +269,14 @@ mod tests {
     use super::*;
     use crate::clock::FakeClock;
 
-    fn state(
-        allow: Option<Vec<IpNet>>,
-    ) -> (Arc<FakeClock>, HttpState, crate::health::HealthHandle) {
+    fn state(allow: Option<Vec<IpNet>>) -> (Arc<FakeClock>, HttpState, crate::liveness::Heartbeat) {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone());
-        let h = health.register("route", Duration::from_secs(10));
+        let liveness = Liveness::new(clock.clone());
+        let h = liveness.register("route", Duration::from_secs(10));
         (
             clock,
             HttpState {
-                health,
+                liveness,
                 exporter: None,
                 allow,
                 sections: Sections::default(),

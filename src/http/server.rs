@@ -58,7 +58,7 @@ pub fn serve(listener: TcpListener, state: Arc<HttpState>) -> Result<(), String>
             let ports = super::health_ports::serve(
                 Rc::clone(&ex),
                 Arc::clone(&state.health_ports),
-                Arc::clone(&state.health),
+                Arc::clone(&state.liveness),
             );
             ex.spawn(ports).detach();
             let table = Rc::new(RefCell::new(Admission::new(LIMITS)));

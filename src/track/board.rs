@@ -5,55 +5,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
+use super::probe::schedule_of;
 use crate::config::route::Track;
+use crate::probe::{ProbeState, StateCell};
 
-/// One track's state.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TrackState {
-    /// Whether the track's routes are installed.
-    pub up: bool,
-    /// Consecutive successful probes (reset by a failure).
-    pub successes: u32,
-    /// Consecutive failed probes (reset by a success).
-    pub failures: u32,
-    /// Up/down transitions so far.
-    pub transitions: u64,
-    /// When the last probe finished (monotonic), or when the prober started.
-    pub last_probe: Instant,
-    /// The same, in wall-clock time (for /healthz).
-    pub last_probe_wall: SystemTime,
-    /// How long the prober may go without finishing a probe before it counts as wedged.
-    pub window: Duration,
-    /// Why the last probe failed, if it did.
-    pub last_error: Option<String>,
-}
-
-impl TrackState {
-    fn new(window: Duration) -> TrackState {
-        TrackState {
-            up: true,
-            successes: 0,
-            failures: 0,
-            transitions: 0,
-            last_probe: Instant::now(),
-            last_probe_wall: SystemTime::now(),
-            window,
-            last_error: None,
-        }
-    }
-
-    /// Whether the prober finished a probe within its window.
-    pub fn live(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.last_probe) <= self.window
-    }
-}
+/// One track's state: the probe engine's (up/down, counts, last probe, deadline).
+pub type TrackState = ProbeState;
 
 /// The window of a track's prober: one interval plus one timeout plus slack for a busy
 /// executor.
 pub fn window_of(track: &Track) -> Duration {
-    track.interval + track.timeout + Duration::from_secs(2)
+    schedule_of(track).window()
 }
 
 /// Every track's state (cheap to clone: shared).
@@ -73,10 +37,8 @@ impl Board {
         let mut map = self.lock();
         let state = map
             .entry(track.name.clone())
-            .or_insert_with(|| TrackState::new(window));
-        state.window = window;
-        state.last_probe = Instant::now();
-        state.last_probe_wall = SystemTime::now();
+            .or_insert_with(|| TrackState::new(true, window));
+        state.restart(window);
     }
 
     /// Forgets every track not in `names` (removed from the config).
@@ -86,35 +48,14 @@ impl Board {
 
     /// Records one probe's outcome; returns the new state when the track changed state.
     pub fn record(&self, track: &Track, outcome: Result<(), String>) -> Option<bool> {
-        let mut map = self.lock();
-        let state = map
-            .entry(track.name.clone())
-            .or_insert_with(|| TrackState::new(window_of(track)));
-        state.last_probe = Instant::now();
-        state.last_probe_wall = SystemTime::now();
-        match outcome {
-            Ok(()) => {
-                state.successes = state.successes.saturating_add(1);
-                state.failures = 0;
-                state.last_error = None;
-            }
-            Err(e) => {
-                state.failures = state.failures.saturating_add(1);
-                state.successes = 0;
-                state.last_error = Some(e);
-            }
-        }
-        let flip = if state.up {
-            state.failures >= track.fall
-        } else {
-            state.successes >= track.rise
-        };
-        if !flip {
-            return None;
-        }
-        state.up = !state.up;
-        state.transitions += 1;
-        Some(state.up)
+        self.cell(track)
+            .update(|s| s.record(outcome, track.rise, track.fall))
+    }
+
+    /// Where `track`'s prober keeps its state: its entry on the board (made again, up, when
+    /// it was forgotten under a running prober).
+    pub fn cell<'a>(&'a self, track: &'a Track) -> Cell<'a> {
+        Cell { board: self, track }
     }
 
     /// Whether `name` is down (an unknown track is up).
@@ -143,6 +84,22 @@ impl Board {
             .filter(|(_, s)| !s.live(now))
             .map(|(n, _)| n.clone())
             .collect()
+    }
+}
+
+/// One track's entry on the board, as the probe engine updates it.
+pub struct Cell<'a> {
+    board: &'a Board,
+    track: &'a Track,
+}
+
+impl StateCell for Cell<'_> {
+    fn update<T>(&self, f: impl FnOnce(&mut ProbeState) -> T) -> T {
+        let mut map = self.board.lock();
+        let state = map
+            .entry(self.track.name.clone())
+            .or_insert_with(|| TrackState::new(true, window_of(self.track)));
+        f(state)
     }
 }
 

@@ -1,11 +1,16 @@
 //! WAN failover: probers that check each `[[track]]`'s uplink, and the board the route
 //! controller reads to withdraw the routes of a track that is down.
 //!
+//! The probing itself (the checks, the rise/fall rule, the schedule, the heartbeat hookup) is
+//! the probe engine's ([`crate::probe`]), shared with the service controller's backend
+//! checks; this module is what is particular to uplinks:
+//!
 //! - [`board`]: the up/down state of every track (shared; the prober writes, the route
 //!   controller, /healthz and the supervisor read);
-//! - [`probe`]: one probe (tcp, dns, icmp) from a socket carrying the track's mark, so it
-//!   leaves through the track's own table whatever the main table says;
-//! - [`prober`]: one track's loop (probe, count rise/fall, record, wake the route loop);
+//! - [`probe`]: a track's probe on the engine (tcp, dns, icmp) from a socket carrying the
+//!   track's mark, so it leaves through the track's own table whatever the main table says;
+//! - [`prober`]: one track's loop (the engine's, plus the track's log lines, metrics and the
+//!   route loop's wake-up);
 //! - [`supervisor`]: keeps one prober per configured track across reloads and holds the
 //!   probers to the heartbeat contract.
 

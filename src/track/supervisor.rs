@@ -3,7 +3,7 @@
 //! The probers run on an executor of their own, polled inside the daemon's: a track added,
 //! changed or removed by a reload starts, restarts or stops its prober as soon as the new
 //! snapshot is published, and an unchanged one keeps its state. Once a track was configured,
-//! every second the supervisor beats the `track` entry of the health registry (with no track
+//! every second the supervisor beats the `track` entry of the liveness registry (with no track
 //! ever configured it has nothing to beat and sleeps until the next snapshot, so an idle
 //! router without `[[track]]` pays no wake-up for it), but only while every prober finished
 //! a probe within its window: a
@@ -24,12 +24,10 @@ use super::board::{Board, window_of};
 use super::prober;
 use crate::config::DesiredState;
 use crate::config::route::Track;
-use crate::health::{Health, HealthHandle};
+use crate::liveness::Heartbeat;
+use crate::probe::watch::{self, Look, Watch};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Trigger, TriggerRx};
-
-/// The name of the probers' entry in the health registry (and /healthz `controllers`).
-pub const HEALTH_NAME: &str = "track";
 
 /// What the supervisor works with.
 pub struct Supervisor {
@@ -37,8 +35,9 @@ pub struct Supervisor {
     pub board: Board,
     /// Wakes the route loop on a transition.
     pub route_loop: Trigger,
-    /// Where the `track` entry is registered (once a track is configured).
-    pub health: Arc<Health>,
+    /// Registers the probers' `track` entry in the liveness registry, ready (called once a
+    /// track is configured; the daemon's /healthz list says how).
+    pub join: Box<dyn Fn() -> Heartbeat>,
     /// The current desired state, read every second and after every new snapshot.
     pub current: Box<dyn Fn() -> Arc<DesiredState>>,
     /// Fired when a new snapshot is published.
@@ -56,25 +55,21 @@ pub async fn run(sup: Supervisor) {
 
 async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
     let mut probers: BTreeMap<String, (Track, smol::Task<()>)> = BTreeMap::new();
-    let mut handle: Option<HealthHandle> = None;
-    let mut wedged_before: Vec<String> = Vec::new();
+    let mut handle: Option<Heartbeat> = None;
+    let mut watch = Watch::default();
     loop {
         let tracks = (sup.current)().routing.tracks.clone();
         reconcile(&sup, &ex, &mut probers, &tracks);
         if handle.is_none() && !tracks.is_empty() {
-            let h = sup.health.register(HEALTH_NAME, Duration::from_secs(10));
-            // Not a sync loop: its readiness is its registration.
-            h.source_ready();
-            handle = Some(h);
+            handle = Some((sup.join)());
         }
         if let Some(h) = &handle {
             let longest = tracks.iter().map(window_of).max().unwrap_or_default();
             h.set_window(longest + Duration::from_secs(2));
-            let wedged = beat_if_live(h, &sup.board, Instant::now());
-            if !wedged.is_empty() && wedged != wedged_before {
-                warn!("track: prober(s) wedged: {}", wedged.join(", "));
+            let look = beat_if_live(&mut watch, h, &sup.board, Instant::now());
+            if !look.late.is_empty() && look.changed {
+                warn!("track: prober(s) wedged: {}", look.late.join(", "));
             }
-            wedged_before = wedged;
         }
         let beating = handle.is_some();
         let tick = future::or(
@@ -83,7 +78,7 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
             },
             async {
                 if beating {
-                    smol::Timer::after(Duration::from_secs(1)).await;
+                    smol::Timer::after(watch::TICK).await;
                 } else {
                     future::pending::<()>().await;
                 }
@@ -95,13 +90,10 @@ async fn supervise(sup: Supervisor, ex: Rc<smol::LocalExecutor<'static>>) {
     }
 }
 
-/// Beats `handle` when every prober finished a probe within its window; returns the wedged.
-pub fn beat_if_live(handle: &HealthHandle, board: &Board, now: Instant) -> Vec<String> {
-    let wedged = board.wedged(now);
-    if wedged.is_empty() {
-        handle.beat();
-    }
-    wedged
+/// Beats `handle` when every prober finished a probe within its window; the look's `late`
+/// are the wedged.
+pub fn beat_if_live(watch: &mut Watch, handle: &Heartbeat, board: &Board, now: Instant) -> Look {
+    watch.look(handle, board.wedged(now))
 }
 
 /// Starts the probers of new or changed tracks and stops those of removed ones.
@@ -165,8 +157,8 @@ mod tests {
     #[test]
     fn a_wedged_prober_stops_the_beats_so_the_track_entry_goes_stale() {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone());
-        let h = health.register(HEALTH_NAME, Duration::from_secs(5));
+        let liveness = crate::liveness::Liveness::new(clock.clone());
+        let h = liveness.register("track", Duration::from_secs(5));
         let board = Board::default();
         board.start(&Track {
             name: "wan1".into(),
@@ -184,14 +176,22 @@ mod tests {
             inject_hang: false,
         });
         clock.advance(Duration::from_secs(4));
-        assert!(beat_if_live(&h, &board, Instant::now()).is_empty());
+        let mut watch = Watch::default();
+        assert!(
+            beat_if_live(&mut watch, &h, &board, Instant::now())
+                .late
+                .is_empty()
+        );
         clock.advance(Duration::from_secs(4));
-        assert!(health.report().all_live(), "beaten 4 s ago");
+        assert!(liveness.report().all_live(), "beaten 4 s ago");
         // The prober's window (1 s + 1 s + 2 s) has passed without a probe.
         let later = Instant::now() + Duration::from_secs(5);
-        assert_eq!(beat_if_live(&h, &board, later), vec!["wan1"]);
+        assert_eq!(
+            beat_if_live(&mut watch, &h, &board, later).late,
+            vec!["wan1"]
+        );
         clock.advance(Duration::from_secs(2));
-        assert_eq!(health.report().stale(), vec![HEALTH_NAME]);
+        assert_eq!(liveness.report().stale(), vec!["track"]);
         let v = healthz(&board);
         assert_eq!(v["wan1"]["up"], true);
     }

@@ -432,9 +432,9 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use edgenetd::clock::FakeClock;
-    use edgenetd::health::Health;
     use edgenetd::kubernetes::client::{Auth, Endpoint};
     use edgenetd::kubernetes::watch::{Settings, WINDOW, Watcher};
+    use edgenetd::liveness::Liveness;
 
     let fake = FakeApiServer::start();
     fake.apply("nodes", node("worker-2", "10.0.3.2", POD_CIDR));
@@ -460,13 +460,13 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
         node_port_addresses: Default::default(),
     };
     let clock = FakeClock::new();
-    let health = Health::new(clock.clone());
+    let liveness = Liveness::new(clock.clone());
     let wedged = Arc::new(AtomicBool::new(false));
     let (_stop, shutdown) = async_channel::bounded::<()>(1);
     // Two watchers on one API server: one whose compose step wedges its thread, one that
     // works (the contrast: the same waits with a working thread stay live).
     for (name, wedge) in [("wedged", true), ("working", false)] {
-        let handle = health.register(name, WINDOW);
+        let handle = liveness.register(name, WINDOW);
         let mut watcher = Watcher::new(settings.clone());
         let statuses = watcher.statuses();
         let (flag, shutdown) = (wedged.clone(), shutdown.clone());
@@ -485,7 +485,7 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
     clock.advance(WINDOW + Duration::from_secs(1));
     // Longer than the watcher's tick: a live thread would have beaten by now.
     std::thread::sleep(Duration::from_secs(6));
-    let report = health.report();
+    let report = liveness.report();
     assert_eq!(report.stale(), ["wedged"], "{report:?}");
 }
 

@@ -44,7 +44,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon", "controller"),
     // The daemon creates the one nftables generation watch the nft controllers share.
     ("daemon", "dataplane"),
-    ("daemon", "health"),
+    ("daemon", "liveness"),
     ("daemon", "http"),
     // The Kubernetes source's wiring (feature `kubernetes`).
     ("daemon", "kubernetes"),
@@ -55,20 +55,20 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon", "systemd"),
     // Presentation: HTTP endpoints and systemd notifications read the registries.
     ("http", "clock"),
-    ("http", "health"),
+    ("http", "liveness"),
     ("http", "metrics"),
     ("http", "sys"),
     ("systemd", "clock"),
-    ("systemd", "health"),
+    ("systemd", "liveness"),
     ("systemd", "shutdown"),
     ("systemd", "sync"),
-    // Recording: metrics reads health (derived gauges) and writes outcomes into it; health
+    // Recording: metrics reads liveness (derived gauges) and writes outcomes into it; liveness
     // knows nothing of metrics.
     ("metrics", "clock"),
-    ("metrics", "health"),
+    ("metrics", "liveness"),
     ("metrics", "sync"),
-    ("health", "clock"),
-    ("health", "sync"),
+    ("liveness", "clock"),
+    ("liveness", "sync"),
     // The Kubernetes source (feature `kubernetes`): its reflectors fire sync triggers.
     ("kubernetes", "sync"),
     // Its watcher thread stops with the daemon.
@@ -83,11 +83,16 @@ const ALLOWED: &[(&str, &str)] = &[
     ("controller", "sync"),
     // WAN failover: the route controller reads the track probers' board.
     ("controller", "track"),
+    // The probe engine (checks, rise/fall, schedule, heartbeat hookup), one for the uplink
+    // tracks and the service controller's backend checks; it beats a `sync::Progress`.
+    ("controller", "probe"),
+    ("track", "probe"),
+    ("probe", "sync"),
     // The track probers: `[[track]]` in, up/down on their board out; the supervisor reports
-    // to the health registry and stops with the daemon.
+    // to the liveness registry and stops with the daemon.
     ("track", "clock"),
     ("track", "config"),
-    ("track", "health"),
+    ("track", "liveness"),
     ("track", "shutdown"),
     ("track", "sync"),
     ("daemon", "track"),
@@ -252,6 +257,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon::spawner", "daemon::runner"),
     ("daemon::spawner", "daemon::snapshots"),
     ("daemon::tracks", "daemon::spawner"),
+    // /healthz: every component joins it through `daemon::healthz` (the one list), which
+    // shows the confirm state's `config` object.
+    ("daemon::healthz", "daemon::confirm_state"),
+    ("daemon::kubernetes", "daemon::healthz"),
+    ("daemon::spawner", "daemon::healthz"),
 ];
 
 /// Modules whose children are checked against each other too.

@@ -67,7 +67,7 @@ impl RouteController {
             if !self.flushed.insert(track.name.clone()) {
                 continue;
             }
-            let addrs = crate::track::probe::addresses_of(&track.dev).unwrap_or_default();
+            let addrs = crate::probe::addresses_of(&track.dev).unwrap_or_default();
             for addr in addrs {
                 match crate::dataplane::conntrack::delete_masqueraded_flows(addr) {
                     Ok(0) => {}

@@ -6,7 +6,7 @@ pub const SERVICES: &str = "edgenetd_services";
 pub const BACKENDS: &str = "edgenetd_service_backends";
 /// Drift repairs.
 pub const DRIFT_REPAIRS: &str = "edgenetd_service_drift_repairs_total";
-/// 1 while a health-checked backend is up (labels `service`, `backend`; see `health`).
+/// 1 while a health-checked backend is up (labels `service`, `backend`; see `backend_check`).
 pub const BACKEND_UP: &str = "edgenetd_backend_up";
 /// Failed health checks of a backend.
 pub const BACKEND_CHECK_FAILURES: &str = "edgenetd_backend_check_failures_total";

@@ -14,21 +14,21 @@
 //! - [`observe`]: reading the table back (structure check, streaming element compare);
 //! - [`verbs`]: the `plan` and `cleanup` CLI verbs.
 //!
-//! Extras: [`health`] (health checks), [`slots`] (backend slots), [`layout`] (the table's
+//! Extras: [`backend_check`] (backend checks), [`slots`] (backend slots), [`layout`] (the table's
 //! shape) and [`elements`] (model -> kernel elements).
 //!
 //! Removing a backend only deletes its slot elements: established connections keep their
 //! conntrack NAT binding and drain naturally. UDP has no close, so a UDP backend that lost its
 //! slots also loses its conntrack entries ([`crate::dataplane::conntrack`]).
 //!
-//! Backends with `[service.health]` are probed by [`health`]; a down backend gets no slots,
+//! Backends with `[service.health]` are probed by [`backend_check`]; a down backend gets no slots,
 //! and every up/down transition fires the controller's trigger.
 //!
 //! See [`layout`] for the table's shape and why it is linear in the number of services.
 
 pub mod apply;
+pub mod backend_check;
 pub mod elements;
-pub mod health;
 pub mod layout;
 pub mod local;
 pub mod metrics;

@@ -24,14 +24,14 @@ use super::elements::{group, stream_elements, vip_of};
 use super::model::{self, Model, VipKey};
 use super::observe::{self, Recorders};
 use super::plan::{Delta, Mirror, ServiceChange};
-use super::{health, local};
+use super::{backend_check, local};
 
 /// The service controller (see the module docs).
 pub struct ServiceController {
     /// The socket, the mirror and its cache; opened at the first sync.
     kernel: Option<Kernel>,
-    /// Health checks of the backends that have them.
-    health: health::HealthChecks,
+    /// Checks of the backends that have them.
+    backend_checks: backend_check::BackendChecks,
     /// The foreign-commit watch, shared with the policy controller (its flag is handed to
     /// each kernel opened).
     core: NftCore,
@@ -48,23 +48,23 @@ impl ServiceController {
         ServiceController {
             kernel: None,
             core: NftCore::new(OwnedTable::Service, watch, trigger.clone()),
-            health: health::HealthChecks::new(trigger),
+            backend_checks: backend_check::BackendChecks::new(trigger),
         }
     }
 
-    /// Attaches the heartbeat of the health-check probes (`service-health`): beaten every
+    /// Attaches the heartbeat of the backend check probes (`service-health`): beaten every
     /// second while every probe finishes its checks on time.
     pub fn with_probe_heartbeat(
         mut self,
         heartbeat: std::sync::Arc<dyn crate::sync::Progress + Send + Sync>,
     ) -> ServiceController {
-        self.health.watch(heartbeat);
+        self.backend_checks.watch(heartbeat);
         self
     }
 
-    /// Backends the health checks currently hold down.
+    /// Backends their checks currently hold down.
     pub fn down_backends(&self) -> Vec<std::net::SocketAddr> {
-        self.health.down()
+        self.backend_checks.down()
     }
 
     /// Kernel writes (element and table messages) of the last sync; 0 for a no-op.
@@ -85,10 +85,10 @@ impl Controller for ServiceController {
     ) -> Result<SyncReport, SyncError> {
         let table = OwnedTable::Service.of(&desired.daemon);
         let period = desired.controller("service").period;
-        self.health.reconcile(&desired.services.services);
-        let health = &self.health;
-        let model = model::build_with(&desired.services, &|s, b| health.is_up(s, b));
-        health.publish(&desired.services.services);
+        self.backend_checks.reconcile(&desired.services.services);
+        let checks = &self.backend_checks;
+        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b));
+        checks.publish(&desired.services.services);
         let desired_counts = counts(&model);
         let exempt = local::of(desired.daemon.listen, &model);
         progress.beat();

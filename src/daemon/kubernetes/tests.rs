@@ -6,6 +6,7 @@ use super::*;
 use crate::clock::FakeClock;
 use crate::config::route::Route;
 use crate::config::service::Service;
+use crate::liveness::Liveness;
 use crate::metrics::render_with;
 
 const TOML: &str = "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.2:8080\"]\n\n[[route]]\nto = \"10.244.2.0/24\"\nvia = \"192.0.2.2\"\n";
@@ -19,10 +20,10 @@ fn cluster_entries() -> (Service, Route) {
     (svc, state.routing.routes[0].clone())
 }
 
-fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Health>) {
+fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Liveness>) {
     let toml = Arc::new(crate::config::load_str(&[("a.toml", "")]).unwrap());
     let (composer, first) = Composer::start(toml, cached.clone());
-    let health = Health::new(FakeClock::new());
+    let liveness = Liveness::new(FakeClock::new());
     let shared = Arc::new(Shared {
         inner: Mutex::new(Inner {
             composer,
@@ -32,12 +33,12 @@ fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Healt
         }),
         snapshots: Snapshots::new(first),
         kinds: vec![Kind::Services, Kind::Routes],
-        health: health.register("kubernetes", watch::WINDOW),
+        heartbeat: liveness.register("kubernetes", watch::WINDOW),
         ready: AtomicBool::new(false),
         statuses: Statuses::default(),
         incomplete_reported: AtomicBool::new(false),
     });
-    (shared, health)
+    (shared, liveness)
 }
 
 fn scratch(tag: &str) -> PathBuf {
@@ -95,14 +96,14 @@ fn credentials_resolve_in_the_credentials_directory_and_the_path_prefixes_the_ap
 #[test]
 fn readiness_and_the_cache_wait_for_every_enabled_kind() {
     let path = scratch("ready");
-    let (shared, health) = shared(&path, None);
+    let (shared, liveness) = shared(&path, None);
     let (svc, route) = cluster_entries();
     shared.cluster(vec![ClusterPart::services(vec![svc.clone()])]);
-    assert!(!health.report().ready(), "routes not listed yet");
+    assert!(!liveness.report().ready(), "routes not listed yet");
     assert!(!path.exists(), "a partial state is not cached");
     assert_eq!(shared.snapshots.current().services.services.len(), 1);
     shared.cluster(vec![ClusterPart::Routes(vec![route])]);
-    assert!(health.report().ready());
+    assert!(liveness.report().ready());
     let cached = Cache::new(&path).read().unwrap().unwrap();
     assert_eq!((cached.services.len(), cached.routes.len()), (1, 1));
 }
@@ -115,11 +116,11 @@ fn a_loaded_cache_is_ready_at_once_and_in_the_first_snapshot() {
         routes: vec![route],
         ..ClusterState::default()
     };
-    let (shared, health) = shared(&scratch("restored"), Some(state));
+    let (shared, liveness) = shared(&scratch("restored"), Some(state));
     assert_eq!(shared.snapshots.current().services.services.len(), 1);
     assert_eq!(shared.snapshots.current().routing.routes.len(), 1);
     shared.compose(&mut shared.inner.lock().unwrap());
-    assert!(health.report().ready());
+    assert!(liveness.report().ready());
 }
 
 #[test]
@@ -141,7 +142,7 @@ fn a_failed_cache_write_is_counted_and_not_fatal() {
     let file = scratch("unwritable");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(&file, "").unwrap();
-    let (shared, health) = shared(&file.join("cluster.json"), None);
+    let (shared, liveness) = shared(&file.join("cluster.json"), None);
     let (svc, route) = cluster_entries();
     let out = render_with(|| {
         shared.cluster(vec![
@@ -156,7 +157,7 @@ fn a_failed_cache_write_is_counted_and_not_fatal() {
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(failures, "2");
     assert!(
-        health.report().ready(),
+        liveness.report().ready(),
         "the cluster state is in force all the same"
     );
     assert_eq!(shared.snapshots.current().routing.routes.len(), 0);

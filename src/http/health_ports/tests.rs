@@ -7,8 +7,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::*;
 use crate::clock::FakeClock;
-use crate::health::HealthHandle;
 use crate::http::response::encode;
+use crate::liveness::Heartbeat;
 
 fn port(service: &str, port: u16, count: u32) -> HealthPort {
     let (namespace, name) = service.split_once('/').unwrap();
@@ -22,25 +22,25 @@ fn port(service: &str, port: u16, count: u32) -> HealthPort {
 }
 
 /// A registry with one live loop, its clock and handle.
-fn health() -> (Arc<FakeClock>, Arc<Health>, HealthHandle) {
+fn liveness() -> (Arc<FakeClock>, Arc<Liveness>, Heartbeat) {
     let clock = FakeClock::new();
-    let health = Health::new(clock.clone());
-    let handle = health.register("service", Duration::from_secs(10));
-    (clock, health, handle)
+    let liveness = Liveness::new(clock.clone());
+    let handle = liveness.register("service", Duration::from_secs(10));
+    (clock, liveness, handle)
 }
 
 /// What the handler of `port` says now: (status, namespace/name, localEndpoints,
 /// serviceProxyHealthy), or None when the port is not served.
 fn probe(
     ports: &Arc<HealthPorts>,
-    health: &Arc<Health>,
+    liveness: &Arc<Liveness>,
     p: u16,
 ) -> Option<(u16, String, u64, bool)> {
     ports.get(p)?;
     let site = PortSite {
         port: p,
         ports: Arc::clone(ports),
-        health: Arc::clone(health),
+        liveness: Arc::clone(liveness),
     };
     let r = site.answer(&Method::Get, "/healthz", "192.0.2.1".parse().unwrap());
     let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
@@ -67,7 +67,7 @@ fn probe(
 
 #[test]
 fn test_server() {
-    let (clock, health, handle) = health();
+    let (clock, liveness, handle) = liveness();
     let ports = Arc::new(HealthPorts::default());
     type Want = &'static [(u16, Option<(u16, &'static str, u64, bool)>)];
     // (what, the ports set, whether the loops are live, the answers wanted).
@@ -165,7 +165,7 @@ fn test_server() {
             clock.advance(Duration::from_secs(11));
         }
         for (p, want) in *want {
-            let got = probe(&ports, &health, *p);
+            let got = probe(&ports, &liveness, *p);
             let want = want.map(|(s, n, c, h)| (s, n.to_string(), c, h));
             assert_eq!(got, want, "{what}: port {p}");
         }
@@ -192,13 +192,13 @@ fn the_answer_is_kube_proxys_byte_for_byte() {
 fn a_probe_gets_the_count_of_the_family_it_came_over() {
     let mut p = port("ns1/dual", 30000, 2);
     p.local_endpoints_v6 = 0;
-    let (_clock, health, _h) = health();
+    let (_clock, liveness, _h) = liveness();
     let ports = Arc::new(HealthPorts::default());
     ports.set([p]);
     let site = PortSite {
         port: 30000,
         ports,
-        health,
+        liveness,
     };
     let over = |ip: &str| site.answer(&Method::Get, "/", ip.parse().unwrap()).status;
     assert_eq!(over("192.0.2.1"), 200);
@@ -257,18 +257,18 @@ fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-fn run(ports: Arc<HealthPorts>, health: Arc<Health>) {
+fn run(ports: Arc<HealthPorts>, liveness: Arc<Liveness>) {
     std::thread::spawn(move || {
         let ex = Rc::new(smol::LocalExecutor::new());
-        smol::block_on(ex.run(serve(Rc::clone(&ex), ports, health)));
+        smol::block_on(ex.run(serve(Rc::clone(&ex), ports, liveness)));
     });
 }
 
 #[test]
 fn listeners_open_move_and_close_as_the_ports_change() {
-    let (_clock, health, _h) = health();
+    let (_clock, liveness, _h) = liveness();
     let ports = Arc::new(HealthPorts::default());
-    run(Arc::clone(&ports), health);
+    run(Arc::clone(&ports), liveness);
     let (a, b) = (free_port(), free_port());
     ports.set([port("ns1/svc1", a, 1)]);
     wait_for("port a to answer", || get(a).is_some_and(|(s, _)| s == 200));
@@ -287,9 +287,9 @@ fn listeners_open_move_and_close_as_the_ports_change() {
 
 #[test]
 fn a_port_that_cannot_be_bound_is_skipped_and_the_others_serve() {
-    let (_clock, health, _h) = health();
+    let (_clock, liveness, _h) = liveness();
     let ports = Arc::new(HealthPorts::default());
-    run(Arc::clone(&ports), health);
+    run(Arc::clone(&ports), liveness);
     let taken = crate::sys::dual_stack_listener(0, 16).unwrap();
     let busy = taken.local_addr().unwrap().port();
     let free = free_port();
@@ -312,9 +312,9 @@ fn a_port_that_cannot_be_bound_is_skipped_and_the_others_serve() {
 fn an_idle_flood_on_a_health_port_evicts_without_closing() {
     // Issue 21, item 11, on the health-check node ports: a closed idle client comes back at
     // once, so an eviction must not close it before its head deadline.
-    let (_clock, health, _h) = health();
+    let (_clock, liveness, _h) = liveness();
     let ports = Arc::new(HealthPorts::default());
-    run(Arc::clone(&ports), health);
+    run(Arc::clone(&ports), liveness);
     let p = free_port();
     ports.set([port("ns1/svc1", p, 1)]);
     wait_for("the port to answer", || {

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use super::*;
 use crate::clock::FakeClock;
-use crate::health::Health;
+use crate::liveness::Liveness;
 
 /// An endless, always-ready supply of connections: each `next` connects a client to a
 /// loopback listener and hands over the accepted end (the client end is closed at once).
@@ -34,7 +34,7 @@ fn accept_loop_yields_under_a_flood_so_deadlines_keep_firing() {
             accepted: Cell::new(0),
         };
         let state = Arc::new(HttpState {
-            health: Health::new(FakeClock::new()),
+            liveness: Liveness::new(FakeClock::new()),
             exporter: None,
             allow: None,
             sections: Default::default(),

@@ -13,7 +13,7 @@ use super::super::compose::ClusterState;
 use super::pod_records::{self, PodPolicyRecord};
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
-    Affinity, Backend, HealthCheck, HealthCheckKind, HealthCheckPort, Masquerade, Protocol,
+    Affinity, Backend, BackendCheck, BackendCheckKind, HealthCheckPort, Masquerade, Protocol,
     Service, WhenEmpty,
 };
 use ipnet::IpNet;
@@ -121,13 +121,13 @@ struct ServiceRecord {
     /// `when_empty`: `reject` or `drop`.
     when_empty: String,
     /// `health`.
-    health: HealthRecord,
+    health: BackendCheckRecord,
 }
 
-/// A [`HealthCheck`] as stored.
+/// A [`BackendCheck`] as stored.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct HealthRecord {
+struct BackendCheckRecord {
     /// `none`, `tcp` or `http`.
     check: String,
     /// The HTTP path and accepted status range (`http` only).
@@ -320,7 +320,7 @@ impl From<&Service> for ServiceRecord {
             internal_backends,
             reject_unserved_ports,
             when_empty,
-            health,
+            backend_check,
             // Cluster services have no fallback.
             fallback: _,
         } = s;
@@ -341,7 +341,7 @@ impl From<&Service> for ServiceRecord {
             internal_backends: internal_backends.as_deref().map(pairs),
             reject_unserved_ports: *reject_unserved_ports,
             when_empty: when_empty_word(*when_empty).into(),
-            health: HealthRecord::from(health),
+            health: BackendCheckRecord::from(backend_check),
         }
     }
 }
@@ -359,7 +359,7 @@ impl TryFrom<ServiceRecord> for Service {
             protocol: protocol_of(&r.protocol)?,
             affinity: affinity_of(&r.affinity)?,
             when_empty: when_empty_of(&r.when_empty)?,
-            health: HealthCheck::try_from(r.health)?,
+            backend_check: BackendCheck::try_from(r.health)?,
             name: r.name,
             address: r.address,
             port: r.port,
@@ -377,9 +377,9 @@ impl TryFrom<ServiceRecord> for Service {
     }
 }
 
-impl From<&HealthCheck> for HealthRecord {
-    fn from(h: &HealthCheck) -> HealthRecord {
-        let HealthCheck {
+impl From<&BackendCheck> for BackendCheckRecord {
+    fn from(h: &BackendCheck) -> BackendCheckRecord {
+        let BackendCheck {
             check,
             interval,
             timeout,
@@ -389,11 +389,11 @@ impl From<&HealthCheck> for HealthRecord {
             initial: _,
         } = h;
         let (check, http) = match check {
-            HealthCheckKind::Http { path, expect } => ("http", Some((path.clone(), *expect))),
+            BackendCheckKind::Http { path, expect } => ("http", Some((path.clone(), *expect))),
             // Cluster services have only none, tcp or http checks; others do not load back.
             other => (other.name(), None),
         };
-        HealthRecord {
+        BackendCheckRecord {
             check: check.to_string(),
             http,
             interval_ms: interval.as_millis() as u64,
@@ -404,17 +404,17 @@ impl From<&HealthCheck> for HealthRecord {
     }
 }
 
-impl TryFrom<HealthRecord> for HealthCheck {
+impl TryFrom<BackendCheckRecord> for BackendCheck {
     type Error = String;
 
-    fn try_from(r: HealthRecord) -> Result<HealthCheck, String> {
+    fn try_from(r: BackendCheckRecord) -> Result<BackendCheck, String> {
         let check = match (r.check.as_str(), r.http) {
-            ("none", None) => HealthCheckKind::None,
-            ("tcp", None) => HealthCheckKind::Tcp,
-            ("http", Some((path, expect))) => HealthCheckKind::Http { path, expect },
+            ("none", None) => BackendCheckKind::None,
+            ("tcp", None) => BackendCheckKind::Tcp,
+            ("http", Some((path, expect))) => BackendCheckKind::Http { path, expect },
             (other, _) => return Err(format!("bad health check {other:?}")),
         };
-        Ok(HealthCheck {
+        Ok(BackendCheck {
             check,
             interval: Duration::from_millis(r.interval_ms),
             timeout: Duration::from_millis(r.timeout_ms),

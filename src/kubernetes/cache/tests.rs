@@ -5,7 +5,8 @@ use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPo
 use crate::config::route::TABLE_MAIN;
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
-    Affinity, Backend, HealthCheck, HealthCheckKind, HealthCheckPort, Protocol, Service, WhenEmpty,
+    Affinity, Backend, BackendCheck, BackendCheckKind, HealthCheckPort, Protocol, Service,
+    WhenEmpty,
 };
 
 /// A fresh directory of this test's own.
@@ -43,7 +44,7 @@ fn state() -> ClusterState {
         reject_unserved_ports: true,
         when_empty,
         fallback: None,
-        health: HealthCheck {
+        backend_check: BackendCheck {
             check,
             interval: Duration::from_millis(1500),
             timeout: Duration::from_millis(700),
@@ -52,7 +53,7 @@ fn state() -> ClusterState {
             initial: Default::default(),
         },
     };
-    let http = HealthCheckKind::Http {
+    let http = BackendCheckKind::Http {
         path: "/ready".into(),
         expect: (200, 299),
     };
@@ -93,14 +94,14 @@ fn state() -> ClusterState {
                 Protocol::Udp,
                 Affinity::None,
                 WhenEmpty::Reject,
-                HealthCheckKind::Tcp,
+                BackendCheckKind::Tcp,
             ),
             service(
                 "a/sig:3868",
                 Protocol::Sctp,
                 Affinity::None,
                 WhenEmpty::Reject,
-                HealthCheckKind::None,
+                BackendCheckKind::None,
             ),
             service(
                 "a/z:53",
@@ -109,7 +110,7 @@ fn state() -> ClusterState {
                     timeout: std::time::Duration::from_secs(600),
                 },
                 WhenEmpty::Reject,
-                HealthCheckKind::None,
+                BackendCheckKind::None,
             ),
         ],
         routes: vec![

@@ -4,7 +4,7 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 
 use super::*;
 use crate::config::pod_policy::PodPolicy;
-use crate::config::service::{Affinity, Backend, HealthCheck, WhenEmpty};
+use crate::config::service::{Affinity, Backend, BackendCheck, WhenEmpty};
 use crate::kubernetes::translate::nodes::pod_route;
 
 const TOML: &str = r#"
@@ -40,7 +40,7 @@ fn service(name: &str, vip: &str, port: u16, backend: &str) -> Service {
         reject_unserved_ports: false,
         when_empty: WhenEmpty::Reject,
         fallback: None,
-        health: HealthCheck::default(),
+        backend_check: BackendCheck::default(),
     }
 }
 

@@ -530,7 +530,7 @@ fn entries(
         reject_unserved_ports: false,
         when_empty: WhenEmpty::Reject,
         fallback: None,
-        health: model::HealthCheck::default(),
+        backend_check: model::BackendCheck::default(),
     };
     let mut seen = BTreeSet::new();
     let mut push = |entry: model::Service| {

@@ -10,7 +10,7 @@ use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use super::*;
-use crate::config::service::{CLUSTER_NAME_PREFIX, HealthCheck, MAX_BACKENDS};
+use crate::config::service::{BackendCheck, CLUSTER_NAME_PREFIX, MAX_BACKENDS};
 
 fn via_json<T: serde::Serialize, U: serde::de::DeserializeOwned>(value: &T) -> U {
     serde_json::from_str(&serde_json::to_string(value).unwrap()).unwrap()
@@ -197,8 +197,8 @@ fn a_cluster_ip_service_balances_to_its_ready_endpoints() {
     assert!(t.skipped.is_empty(), "{:?}", t.skipped);
     let s = &t.services[0];
     assert_eq!(
-        (s.when_empty, s.health.clone()),
-        (WhenEmpty::Reject, HealthCheck::default())
+        (s.when_empty, s.backend_check.clone()),
+        (WhenEmpty::Reject, BackendCheck::default())
     );
 }
 

@@ -1,4 +1,4 @@
-//! Health checks inside the real daemon (fresh network namespace, backends on loopback):
+//! Backend checks inside the real daemon (fresh network namespace, backends on loopback):
 //! per-backend metrics, /healthz's up and down backends, one log line per transition with its
 //! reason, a reload of another service that leaves the states (and metrics) as they were,
 //! and (fault-injection builds) a wedged probe detected and named by /healthz.

@@ -1,4 +1,8 @@
-//! The heartbeat registry: is every controller's loop alive?
+//! The liveness registry: is every loop alive? Each controller loop (and each other piece of
+//! work held to the same contract: the backend check probes, the track probers, the
+//! Kubernetes watcher) has a [`Heartbeat`] in it; /healthz, /livez, /readyz, the systemd
+//! watchdog and the liveness metrics read it. (Not to be confused with the backend checks of
+//! `[service.health]`, which say whether a backend answers: `controller::service::backend_check`.)
 //!
 //! A heartbeat asserts one thing only: *this controller's loop is not wedged.* It does not
 //! assert that the last sync succeeded: gating liveness on success would turn problems a
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::clock::Clock;
 
 /// The registry shared by the runners, the HTTP server and the systemd supervisor.
-pub struct Health {
+pub struct Liveness {
     clock: Arc<dyn Clock>,
     entries: Mutex<Vec<Entry>>,
     /// What STATUS= says about the configuration's confirm state (a pending confirm, the
@@ -48,8 +52,8 @@ struct Entry {
 
 /// One controller's view of the registry: how its loop reports in.
 #[derive(Clone)]
-pub struct HealthHandle {
-    health: Arc<Health>,
+pub struct Heartbeat {
+    liveness: Arc<Liveness>,
     index: usize,
 }
 
@@ -83,7 +87,7 @@ pub struct ControllerStatus {
 
 /// Everything at one instant.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HealthReport {
+pub struct LivenessReport {
     /// When the report was taken.
     pub current_time: SystemTime,
     /// The most recent heartbeat of any controller.
@@ -94,7 +98,7 @@ pub struct HealthReport {
     pub config_note: Option<String>,
 }
 
-impl HealthReport {
+impl LivenessReport {
     /// True when every controller is live (an empty registry is live).
     pub fn all_live(&self) -> bool {
         self.controllers.iter().all(|c| c.live)
@@ -122,10 +126,10 @@ impl HealthReport {
     }
 }
 
-impl Health {
+impl Liveness {
     /// An empty registry on a clock.
-    pub fn new(clock: Arc<dyn Clock>) -> Arc<Health> {
-        Arc::new(Health {
+    pub fn new(clock: Arc<dyn Clock>) -> Arc<Liveness> {
+        Arc::new(Liveness {
             clock,
             entries: Mutex::new(Vec::new()),
             config_note: Mutex::new(None),
@@ -143,7 +147,7 @@ impl Health {
     }
 
     /// Registers a controller; registration counts as its first heartbeat.
-    pub fn register(self: &Arc<Self>, name: &str, window: Duration) -> HealthHandle {
+    pub fn register(self: &Arc<Self>, name: &str, window: Duration) -> Heartbeat {
         let mut entries = self.lock();
         let entry = Entry {
             name: name.to_string(),
@@ -169,14 +173,14 @@ impl Health {
                 entries.len() - 1
             }
         };
-        HealthHandle {
-            health: Arc::clone(self),
+        Heartbeat {
+            liveness: Arc::clone(self),
             index,
         }
     }
 
     /// The state of every controller now.
-    pub fn report(&self) -> HealthReport {
+    pub fn report(&self) -> LivenessReport {
         let now = self.clock.now();
         let entries = self.lock();
         let controllers: Vec<ControllerStatus> = entries
@@ -201,7 +205,7 @@ impl Health {
             })
             .collect();
         let last_updated = controllers.iter().map(|c| c.last_beat).max();
-        HealthReport {
+        LivenessReport {
             current_time: self.clock.wall(),
             last_updated,
             controllers,
@@ -220,21 +224,21 @@ impl Health {
     }
 }
 
-impl HealthHandle {
+impl Heartbeat {
     /// The controller's name.
     pub fn name(&self) -> String {
-        self.health.lock()[self.index].name.clone()
+        self.liveness.lock()[self.index].name.clone()
     }
 
     /// The registry this handle reports to.
-    pub fn health(&self) -> &Arc<Health> {
-        &self.health
+    pub fn liveness(&self) -> &Arc<Liveness> {
+        &self.liveness
     }
 
     /// Records a heartbeat now.
     pub fn beat(&self) {
-        let (now, wall) = (self.health.clock.now(), self.health.clock.wall());
-        let mut entries = self.health.lock();
+        let (now, wall) = (self.liveness.clock.now(), self.liveness.clock.wall());
+        let mut entries = self.liveness.lock();
         entries[self.index].last_beat = now;
         entries[self.index].last_beat_wall = wall;
     }
@@ -242,8 +246,8 @@ impl HealthHandle {
     /// A new desired state is waiting for this controller (kube-proxy's `QueuedUpdate`):
     /// the oldest waiting change is what counts, so a later one does not reset the clock.
     pub fn queued(&self) {
-        let now = self.health.clock.now();
-        let mut entries = self.health.lock();
+        let now = self.liveness.clock.now();
+        let mut entries = self.liveness.lock();
         let e = &mut entries[self.index];
         e.queued_since.get_or_insert(now);
         e.queued_count += 1;
@@ -251,8 +255,8 @@ impl HealthHandle {
 
     /// A sync starts: beat, and every queued change is now being served (`Updated`).
     pub fn sync_started(&self) {
-        let (now, wall) = (self.health.clock.now(), self.health.clock.wall());
-        let mut entries = self.health.lock();
+        let (now, wall) = (self.liveness.clock.now(), self.liveness.clock.wall());
+        let mut entries = self.liveness.lock();
         let e = &mut entries[self.index];
         e.last_beat = now;
         e.last_beat_wall = wall;
@@ -261,10 +265,10 @@ impl HealthHandle {
     }
 
     /// Records a finished sync's outcome (called only by `metrics::record_sync_result`, and
-    /// by [`HealthHandle::source_ready`]).
+    /// by [`Heartbeat::source_ready`]).
     pub(crate) fn record_outcome(&self, error: Option<String>) {
-        let wall = self.health.clock.wall();
-        let mut entries = self.health.lock();
+        let wall = self.liveness.clock.wall();
+        let mut entries = self.liveness.lock();
         let e = &mut entries[self.index];
         e.attempts += 1;
         e.served_count = e.started_count;
@@ -289,30 +293,30 @@ impl HealthHandle {
     /// A source that is not a sync loop could not complete its state on its first attempt:
     /// counted as one failed attempt, so READY=1 (which follows every first attempt, as for a
     /// controller whose first sync failed) does not wait for it, while readiness (/readyz,
-    /// `ready`) does until [`HealthHandle::source_ready`].
+    /// `ready`) does until [`Heartbeat::source_ready`].
     pub fn source_incomplete(&self, why: String) {
         self.record_outcome(Some(why));
     }
 
     /// Changes the liveness window (settings reloaded).
     pub fn set_window(&self, window: Duration) {
-        self.health.lock()[self.index].window = window;
+        self.liveness.lock()[self.index].window = window;
     }
 }
 
-impl crate::sync::Progress for HealthHandle {
+impl crate::sync::Progress for Heartbeat {
     fn beat(&self) {
-        HealthHandle::beat(self);
+        Heartbeat::beat(self);
     }
 }
 
 /// Beat, run one sync, beat again — the second beat whatever the sync returned (and even if
 /// the sync's future panics or is dropped part-way).
-pub async fn run_sync<T, F>(handle: &HealthHandle, sync: F) -> T
+pub async fn run_sync<T, F>(handle: &Heartbeat, sync: F) -> T
 where
     F: Future<Output = T>,
 {
-    struct BeatOnDrop<'a>(&'a HealthHandle);
+    struct BeatOnDrop<'a>(&'a Heartbeat);
     impl Drop for BeatOnDrop<'_> {
         fn drop(&mut self) {
             self.0.beat();
@@ -328,100 +332,103 @@ mod tests {
     use super::*;
     use crate::clock::FakeClock;
 
-    fn setup(window_secs: u64) -> (Arc<FakeClock>, Arc<Health>, HealthHandle) {
+    fn setup(window_secs: u64) -> (Arc<FakeClock>, Arc<Liveness>, Heartbeat) {
         let clock = FakeClock::new();
-        let health = Health::new(clock.clone());
-        let h = health.register("route", Duration::from_secs(window_secs));
-        (clock, health, h)
+        let liveness = Liveness::new(clock.clone());
+        let h = liveness.register("route", Duration::from_secs(window_secs));
+        (clock, liveness, h)
     }
 
     /// The kubernetes benchmark's finding: READY=1 came while the cluster state, published
     /// after the first (TOML-only) sync, was still unsynced: 0 of 5,000 services in the kernel.
     #[test]
     fn a_state_published_after_the_first_sync_holds_first_attempts_until_a_sync_serves_it() {
-        let (_clock, health, h) = setup(10);
+        let (_clock, liveness, h) = setup(10);
         h.sync_started();
         h.record_outcome(None);
-        assert!(health.report().first_attempts_done());
+        assert!(liveness.report().first_attempts_done());
         h.queued();
-        assert!(!health.report().first_attempts_done(), "queued, not served");
+        assert!(
+            !liveness.report().first_attempts_done(),
+            "queued, not served"
+        );
         h.sync_started();
-        assert!(!health.report().first_attempts_done(), "being served");
+        assert!(!liveness.report().first_attempts_done(), "being served");
         h.queued();
         h.record_outcome(Some("refused".into()));
         assert!(
-            !health.report().first_attempts_done(),
+            !liveness.report().first_attempts_done(),
             "a change queued during the sync waits for the next one"
         );
         h.sync_started();
         h.record_outcome(Some("refused".into()));
         assert!(
-            health.report().first_attempts_done(),
+            liveness.report().first_attempts_done(),
             "served, whatever the outcome"
         );
     }
 
     #[test]
     fn live_until_the_window_passes_without_a_beat() {
-        let (clock, health, h) = setup(10);
-        assert!(health.report().all_live());
+        let (clock, liveness, h) = setup(10);
+        assert!(liveness.report().all_live());
         clock.advance(Duration::from_secs(10));
         assert!(
-            health.report().all_live(),
+            liveness.report().all_live(),
             "exactly at the window edge is still live"
         );
         clock.advance(Duration::from_millis(1));
-        assert_eq!(health.report().stale(), ["route"]);
+        assert_eq!(liveness.report().stale(), ["route"]);
         h.beat();
-        assert!(health.report().all_live(), "a beat makes it live again");
+        assert!(liveness.report().all_live(), "a beat makes it live again");
     }
 
     #[test]
     fn queued_update_unserved_past_the_window_is_not_live_even_while_beating() {
-        let (clock, health, h) = setup(10);
+        let (clock, liveness, h) = setup(10);
         h.queued();
         for _ in 0..10 {
             clock.advance(Duration::from_secs(1));
             h.beat(); // a timer keeps beating, but no sync picks the update up
         }
-        assert!(health.report().all_live());
+        assert!(liveness.report().all_live());
         clock.advance(Duration::from_secs(1));
         h.beat();
-        let r = health.report();
+        let r = liveness.report();
         assert!(!r.all_live(), "{r:?}");
         assert_eq!(r.controllers[0].queued_for, Some(Duration::from_secs(11)));
         h.sync_started();
         assert!(
-            health.report().all_live(),
+            liveness.report().all_live(),
             "starting a sync serves the queued update"
         );
     }
 
     #[test]
     fn a_later_queued_update_does_not_reset_the_oldest() {
-        let (clock, health, h) = setup(10);
+        let (clock, liveness, h) = setup(10);
         h.queued();
         clock.advance(Duration::from_secs(8));
         h.queued();
         h.beat();
         clock.advance(Duration::from_secs(3));
         h.beat();
-        assert!(!health.report().all_live());
+        assert!(!liveness.report().all_live());
     }
 
     #[test]
     fn outcomes_do_not_change_liveness_and_readiness_needs_one_success() {
-        let (_clock, health, h) = setup(10);
-        assert!(!health.report().first_attempts_done());
+        let (_clock, liveness, h) = setup(10);
+        assert!(!liveness.report().first_attempts_done());
         h.record_outcome(Some("gateway unreachable".into()));
-        let r = health.report();
+        let r = liveness.report();
         assert!(r.all_live() && r.first_attempts_done() && !r.ready());
         assert_eq!(
             r.controllers[0].last_error.as_deref(),
             Some("gateway unreachable")
         );
         h.record_outcome(None);
-        let r = health.report();
+        let r = liveness.report();
         assert!(r.ready());
         assert_eq!(
             (r.controllers[0].attempts, r.controllers[0].failures),
@@ -432,11 +439,11 @@ mod tests {
 
     #[test]
     fn run_sync_beats_twice_when_the_sync_fails() {
-        let (clock, health, h) = setup(10);
-        let start = health.report().controllers[0].last_beat;
+        let (clock, liveness, h) = setup(10);
+        let start = liveness.report().controllers[0].last_beat;
         let result: Result<(), &str> = smol::block_on(run_sync(&h, async {
             clock.advance(Duration::from_secs(4));
-            let during = health.report().controllers[0].last_beat;
+            let during = liveness.report().controllers[0].last_beat;
             assert_eq!(
                 during.duration_since(start).unwrap(),
                 Duration::ZERO,
@@ -446,7 +453,7 @@ mod tests {
             Err("boom")
         }));
         assert_eq!(result, Err("boom"));
-        let after = health.report().controllers[0].last_beat;
+        let after = liveness.report().controllers[0].last_beat;
         assert_eq!(
             after.duration_since(start).unwrap(),
             Duration::from_secs(8),
@@ -456,12 +463,12 @@ mod tests {
 
     #[test]
     fn run_sync_beats_at_start_even_when_the_previous_beat_is_old() {
-        let (clock, health, h) = setup(10);
+        let (clock, liveness, h) = setup(10);
         clock.advance(Duration::from_secs(30));
-        assert!(!health.report().all_live());
+        assert!(!liveness.report().all_live());
         smol::block_on(run_sync(&h, async {
             assert!(
-                health.report().all_live(),
+                liveness.report().all_live(),
                 "the first beat revives a loop that starts a sync"
             );
         }));

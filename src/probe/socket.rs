@@ -1,5 +1,7 @@
-//! Sockets that carry a track's mark from their first packet: std cannot set `SO_MARK`
-//! before `connect`, so these are made with libc and handed to std as owned descriptors.
+//! Probe sockets, made with libc and handed to std as owned descriptors: std cannot set
+//! `SO_MARK` before `connect`, and an uplink track's probe must carry its mark from its first
+//! packet. (A backend check's socket has no mark; it is made the same way.) Also the
+//! addresses of an interface.
 // socket, setsockopt and connect are libc; each call says why it is sound.
 #![allow(unsafe_code)]
 
@@ -7,8 +9,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, OwnedFd};
 
-/// A non-blocking socket of `addr`'s family with `SO_MARK = mark`.
-pub fn marked(addr: &SocketAddr, ty: i32, proto: i32, mark: u32) -> io::Result<OwnedFd> {
+/// A non-blocking socket of `addr`'s family, with `SO_MARK = mark` when there is one.
+pub fn open(addr: &SocketAddr, ty: i32, proto: i32, mark: Option<u32>) -> io::Result<OwnedFd> {
     let domain = if addr.is_ipv4() {
         libc::AF_INET
     } else {
@@ -21,6 +23,9 @@ pub fn marked(addr: &SocketAddr, ty: i32, proto: i32, mark: u32) -> io::Result<O
     }
     // SAFETY: fd was just returned by socket(2) and nothing else owns it.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let Some(mark) = mark else {
+        return Ok(owned);
+    };
     // SAFETY: the option value is a valid u32 of the length given.
     let rc = unsafe {
         libc::setsockopt(

@@ -1,4 +1,4 @@
-//! The UDP, DNS and TLS health checks against real servers on the test namespace's loopback:
+//! The UDP, DNS and TLS backend checks against real servers on the test namespace's loopback:
 //! up with a good server; down, with the reason the transition logs, with a silent, a wrong
 //! and a closed one.
 
@@ -12,8 +12,8 @@ use std::time::Duration;
 use common::scratch::ScratchDir;
 use common::shell::{sh, sh_status};
 use common::wait::wait_until;
-use edgenetd::config::service::HealthCheckKind;
-use edgenetd::controller::service::health::check;
+use edgenetd::config::service::BackendCheckKind;
+use edgenetd::controller::service::backend_check::check;
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -76,13 +76,13 @@ fn server(dir: &ScratchDir, args: &str) -> Bg {
     )
 }
 
-fn run(port: u16, kind: &HealthCheckKind) -> Result<(), String> {
+fn run(port: u16, kind: &BackendCheckKind) -> Result<(), String> {
     let backend: SocketAddr = ([127, 0, 0, 1], port).into();
     smol::block_on(check(backend, kind, TIMEOUT))
 }
 
-fn udp(send: &str, expect: Option<&str>) -> HealthCheckKind {
-    HealthCheckKind::Udp {
+fn udp(send: &str, expect: Option<&str>) -> BackendCheckKind {
+    BackendCheckKind::Udp {
         send: send.as_bytes().to_vec(),
         expect: expect.map(|e| e.as_bytes().to_vec()),
     }
@@ -107,7 +107,7 @@ netns_test! {
         let _good = server(&dir, "dns 5301 0");
         let _nx = server(&dir, "dns 5302 3");
         let _silent = server(&dir, "dns 5303 -");
-        let dns = HealthCheckKind::Dns { query_name: "example.com".into() };
+        let dns = BackendCheckKind::Dns { query_name: "example.com".into() };
         assert_eq!(run(5301, &dns), Ok(()));
         assert_eq!(run(5302, &dns), Err("DNS rcode 3".into()));
         assert_eq!(run(5303, &dns), Err("timeout".into()));
@@ -145,8 +145,8 @@ netns_test! {
             &format!("python3 -u {} tcp 5444 4 plain", dir.join("server.py").display()),
             "lt 5444",
         );
-        let sni = HealthCheckKind::Tls { sni: Some("backend.test".into()) };
-        let bare = HealthCheckKind::Tls { sni: None };
+        let sni = BackendCheckKind::Tls { sni: Some("backend.test".into()) };
+        let bare = BackendCheckKind::Tls { sni: None };
         assert_eq!(run(5441, &sni), Ok(()), "a TLS 1.3 server");
         assert_eq!(run(5441, &bare), Ok(()), "without SNI");
         assert_eq!(run(5442, &sni), Ok(()), "a TLS 1.2 server");

@@ -1,8 +1,9 @@
-//! Backend health checks (`[service.health]`): a probe task per backend and check settings,
+//! Backend checks (`[service.health]`): a probe task per backend and check settings,
 //! whose up/down state feeds the model (a down backend gets no slots, like weight 0).
 //!
-//! - Checks ([`probe`]): `tcp` (connect), `http` (status in `expect`), `udp` (a reply,
-//!   optionally starting with `expect_bytes`), `dns` (RCODE 0), `tls` (a ServerHello).
+//! - Checks ([`check`], on the probe engine [`crate::probe`], like the uplink tracks'): `tcp`
+//!   (connect), `http` (status in `expect`), `udp` (a reply, optionally starting with
+//!   `expect_bytes`), `dns` (RCODE 0), `tls` (a ServerHello).
 //! - A backend starts as `initial` says (default **up**: a reload never blackholes a service
 //!   before its first probes), goes down after `fall` failures in a row and up again after
 //!   `rise` successes in a row. Every transition is one log line with the reason and fires
@@ -16,72 +17,71 @@
 //!   stalled executor, which stops the watch too) stops the beats, so the registry marks it
 //!   stale within its window and /healthz names the late probes.
 
-mod probe;
+mod check;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::config::service::{HealthCheck, HealthCheckKind, Initial, Service};
+use crate::config::service::{BackendCheck, BackendCheckKind, Initial, Service};
+use crate::probe::state::lock;
+use crate::probe::{ProbeState, Recorded, Watch};
 use crate::sync::{Progress, Trigger};
 
 use super::metrics::{BACKEND_CHECK_FAILURES, BACKEND_TRANSITIONS, BACKEND_UP};
 
-pub use probe::check;
+pub use check::check;
 
 /// How late a probe may finish a check before it counts as wedged.
-pub const PROBE_GRACE: Duration = Duration::from_secs(5);
+pub const PROBE_GRACE: Duration = check::GRACE;
 /// The liveness window of the `service-health` heartbeat (the watch beats every second).
 pub const WATCH_WINDOW: Duration = Duration::from_secs(10);
-/// How often the watch looks at the probes.
-const WATCH_TICK: Duration = Duration::from_secs(1);
 /// How often it beats while there is no probe: often enough for [`WATCH_WINDOW`], and no
 /// longer than [`PROBE_GRACE`], so a probe started meanwhile cannot be late before the watch
-/// is back to [`WATCH_TICK`] (an idle router without health checks wakes for it rarely).
+/// is back to the engine's tick (an idle router without backend checks wakes for it rarely).
 const IDLE_TICK: Duration = PROBE_GRACE;
 
 /// One probed backend with its check settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ProbeKey {
     backend: SocketAddr,
-    check: HealthCheck,
+    check: BackendCheck,
 }
 
 /// What a probe task shares with the controller and the watch.
-struct ProbeState {
-    up: AtomicBool,
-    /// When the check under way (or the next one) must have finished.
-    due: Mutex<Instant>,
+struct Shared {
+    /// Up or down, and the deadline of the check under way (the engine's).
+    state: Mutex<ProbeState>,
     /// The services that list this backend with these settings (metric labels, logs).
     services: Mutex<Vec<String>>,
 }
 
+impl Shared {
+    fn up(&self) -> bool {
+        lock(&self.state).up
+    }
+}
+
 struct Probe {
-    state: Arc<ProbeState>,
+    state: Arc<Shared>,
     _task: smol::Task<()>,
 }
 
 type Probes = Arc<Mutex<HashMap<ProbeKey, Probe>>>;
 
 /// The running probes.
-pub struct HealthChecks {
+pub struct BackendChecks {
     probes: Probes,
     trigger: Trigger,
     /// The watch beating the `service-health` heartbeat, once one is attached.
     watch: Option<smol::Task<()>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing here is left half-written by a panic that matters: keep serving.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl HealthChecks {
+impl BackendChecks {
     /// No probes yet; `trigger` is fired on every up/down transition.
-    pub fn new(trigger: Trigger) -> HealthChecks {
-        HealthChecks {
+    pub fn new(trigger: Trigger) -> BackendChecks {
+        BackendChecks {
             probes: Arc::default(),
             trigger,
             watch: None,
@@ -89,7 +89,7 @@ impl HealthChecks {
     }
 
     /// Starts the watch: `heartbeat` beats every second while every probe is on time (every
-    /// [`IDLE_TICK`] while there is none).
+    /// `IDLE_TICK` while there is none).
     pub fn watch(&mut self, heartbeat: Arc<dyn Progress + Send + Sync>) {
         let probes = self.probes.clone();
         self.watch = Some(smol::spawn(watch(probes, heartbeat)));
@@ -101,12 +101,12 @@ impl HealthChecks {
         let mut wanted: HashMap<ProbeKey, Vec<String>> = HashMap::new();
         for s in services
             .iter()
-            .filter(|s| s.health.check != HealthCheckKind::None)
+            .filter(|s| s.backend_check.check != BackendCheckKind::None)
         {
             for b in &s.backends {
                 let key = ProbeKey {
                     backend: b.address,
-                    check: s.health.clone(),
+                    check: s.backend_check.clone(),
                 };
                 wanted.entry(key).or_default().push(s.name.clone());
             }
@@ -120,11 +120,9 @@ impl HealthChecks {
             let state = match probes.get(&k) {
                 Some(p) => p.state.clone(),
                 None => {
-                    let state = Arc::new(ProbeState {
-                        up: AtomicBool::new(k.check.initial == Initial::Up),
-                        due: Mutex::new(
-                            Instant::now() + k.check.interval + k.check.timeout + PROBE_GRACE,
-                        ),
+                    let window = check::schedule_of(&k.check).window();
+                    let state = Arc::new(Shared {
+                        state: Mutex::new(ProbeState::new(k.check.initial == Initial::Up, window)),
                         services: Mutex::default(),
                     });
                     let task = smol::spawn(run(k.clone(), state.clone(), self.trigger.clone()));
@@ -138,7 +136,7 @@ impl HealthChecks {
                     state
                 }
             };
-            let up = state.up.load(Ordering::Relaxed);
+            let up = state.up();
             for name in &names {
                 let labels = labels(name, k.backend);
                 metrics::gauge!(BACKEND_UP, &labels).set(f64::from(u8::from(up)));
@@ -151,23 +149,21 @@ impl HealthChecks {
 
     /// False only for a backend whose probe says it is down.
     pub fn is_up(&self, service: &Service, backend: SocketAddr) -> bool {
-        if service.health.check == HealthCheckKind::None {
+        if service.backend_check.check == BackendCheckKind::None {
             return true;
         }
         let key = ProbeKey {
             backend,
-            check: service.health.clone(),
+            check: service.backend_check.clone(),
         };
-        lock(&self.probes)
-            .get(&key)
-            .is_none_or(|p| p.state.up.load(Ordering::Relaxed))
+        lock(&self.probes).get(&key).is_none_or(|p| p.state.up())
     }
 
     /// Backends currently down (for logs and tests).
     pub fn down(&self) -> Vec<SocketAddr> {
         let mut v: Vec<SocketAddr> = lock(&self.probes)
             .iter()
-            .filter(|(_, p)| !p.state.up.load(Ordering::Relaxed))
+            .filter(|(_, p)| !p.state.up())
             .map(|(k, _)| k.backend)
             .collect();
         v.sort();
@@ -180,7 +176,7 @@ impl HealthChecks {
         let mut board = BTreeMap::new();
         for s in services
             .iter()
-            .filter(|s| s.health.check != HealthCheckKind::None)
+            .filter(|s| s.backend_check.check != BackendCheckKind::None)
         {
             let (mut up, mut down) = (Vec::new(), Vec::new());
             for b in &s.backends {
@@ -206,7 +202,7 @@ fn labels(service: &str, backend: SocketAddr) -> [(&'static str, String); 2] {
     ]
 }
 
-/// What /healthz shows of the health checks (one daemon per process: a process-wide board).
+/// What /healthz shows of the backend checks (one daemon per process: a process-wide board).
 #[derive(Default)]
 struct Board {
     /// Per checked service: its up and its down backends.
@@ -233,72 +229,62 @@ pub fn healthz() -> serde_json::Value {
 }
 
 async fn watch(probes: Probes, heartbeat: Arc<dyn Progress + Send + Sync>) {
-    let mut was_late = false;
+    let mut watch = Watch::default();
     loop {
         let now = Instant::now();
         let late: Vec<String> = lock(&probes)
             .iter()
-            .filter(|(_, p)| *lock(&p.state.due) < now)
+            .filter(|(_, p)| !lock(&p.state.state).live(now))
             .map(|(k, _)| format!("{} ({})", k.backend, k.check.check.name()))
             .collect();
-        if late.is_empty() {
-            heartbeat.beat();
-        } else if !was_late {
+        let look = watch.look(&*heartbeat, late);
+        if !look.late.is_empty() && !look.was_late {
             log::error!(
                 "health check probes past their deadline: {}",
-                late.join(", ")
+                look.late.join(", ")
             );
         }
-        was_late = !late.is_empty();
-        lock(&BOARD).late = late;
+        lock(&BOARD).late = look.late;
         let idle = lock(&probes).is_empty();
-        smol::Timer::after(if idle { IDLE_TICK } else { WATCH_TICK }).await;
+        smol::Timer::after(if idle {
+            IDLE_TICK
+        } else {
+            crate::probe::watch::TICK
+        })
+        .await;
     }
 }
 
-/// Sets when the check that starts after `wait` must have finished.
-fn set_due(state: &ProbeState, check: &HealthCheck, wait: Duration) {
-    *lock(&state.due) = Instant::now() + wait + check.timeout + PROBE_GRACE;
-}
-
-async fn run(key: ProbeKey, state: Arc<ProbeState>, trigger: Trigger) {
-    let interval = key.check.interval;
-    let offset = Duration::from_nanos(probe::random() % interval.as_nanos().max(1) as u64);
-    set_due(&state, &key.check, offset);
-    smol::Timer::after(offset).await;
-    let (mut oks, mut fails) = (0u32, 0u32);
-    loop {
-        let outcome = probe::check(key.backend, &key.check.check, key.check.timeout).await;
-        set_due(&state, &key.check, interval);
-        let names = lock(&state.services).clone();
-        let up = state.up.load(Ordering::Relaxed);
-        match outcome {
-            Ok(()) => {
-                (oks, fails) = (oks.saturating_add(1), 0);
-                if !up && oks >= key.check.rise {
-                    transition(&key, &state, &names, true, &format!("{oks} good checks"));
-                    trigger.fire();
-                }
-            }
-            Err(reason) => {
-                (oks, fails) = (0, fails.saturating_add(1));
-                for n in &names {
-                    metrics::counter!(BACKEND_CHECK_FAILURES, &labels(n, key.backend)).increment(1);
-                }
-                if up && fails >= key.check.fall {
-                    let why = format!("{reason} ({fails} failed checks)");
-                    transition(&key, &state, &names, false, &why);
-                    trigger.fire();
-                }
+async fn run(key: ProbeKey, shared: Arc<Shared>, trigger: Trigger) {
+    let recorded = |r: &Recorded| {
+        let names = lock(&shared.services).clone();
+        if r.reason.is_some() {
+            for n in &names {
+                metrics::counter!(BACKEND_CHECK_FAILURES, &labels(n, key.backend)).increment(1);
             }
         }
-        smol::Timer::after(interval).await;
-    }
+        match (r.flip, &r.reason) {
+            (Some(true), _) => {
+                transition(&key, &names, true, &format!("{} good checks", r.successes));
+                trigger.fire();
+            }
+            (Some(false), reason) => {
+                let reason = reason.as_deref().unwrap_or("?");
+                let why = format!("{reason} ({} failed checks)", r.failures);
+                transition(&key, &names, false, &why);
+                trigger.fire();
+            }
+            (None, _) => {}
+        }
+    };
+    let one_check = || check(key.backend, &key.check.check, key.check.timeout);
+    let schedule = check::schedule_of(&key.check);
+    crate::probe::schedule::run(&schedule, &shared.state, one_check, recorded).await;
 }
 
-/// Records a transition: the state, the metrics, one log line.
-fn transition(key: &ProbeKey, state: &ProbeState, names: &[String], up: bool, why: &str) {
-    state.up.store(up, Ordering::Relaxed);
+/// Records a transition (the state is the engine's, already flipped): the metrics, one log
+/// line.
+fn transition(key: &ProbeKey, names: &[String], up: bool, why: &str) {
     for n in names {
         let labels = labels(n, key.backend);
         metrics::gauge!(BACKEND_UP, &labels).set(f64::from(u8::from(up)));
@@ -320,7 +306,7 @@ fn transition(key: &ProbeKey, state: &ProbeState, names: &[String], up: bool, wh
 }
 
 /// How long a backend takes at most to be taken out: `fall` probes plus their waits.
-pub fn detection_time(check: &HealthCheck) -> Duration {
+pub fn detection_time(check: &BackendCheck) -> Duration {
     (check.interval + check.timeout) * check.fall
 }
 

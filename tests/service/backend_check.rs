@@ -1,4 +1,4 @@
-//! Health-check behaviour with real packets: a client, the router (the test's namespace) and
+//! Backend-check behaviour with real packets: a client, the router (the test's namespace) and
 //! three backend hosts joined by veth pairs, the service controller driven sync by sync.
 //! `initial = "down"` sends nothing before `rise` good checks (the default sends at once), and
 //! a fallback gets new connections only while no backend is up; a `udp` check drives a UDP

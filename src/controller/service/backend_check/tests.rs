@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::HealthChecks;
-use crate::config::service::{Affinity, Backend, HealthCheck, HealthCheckKind, Initial, Service};
+use super::BackendChecks;
+use crate::config::service::{Affinity, Backend, BackendCheck, BackendCheckKind, Initial, Service};
 use crate::controller::service::model::{Action, Selection, entry_with};
 use crate::sync::trigger;
 
@@ -25,12 +25,12 @@ fn service(initial: Initial, affinity: Affinity, fallback: Option<&str>) -> Serv
         reject_unserved_ports: false,
         when_empty: Default::default(),
         fallback: fallback.map(|f| f.parse().unwrap()),
-        health: HealthCheck {
-            check: HealthCheckKind::Tcp,
+        backend_check: BackendCheck {
+            check: BackendCheckKind::Tcp,
             interval: Duration::from_secs(60),
             timeout: Duration::from_secs(1),
             initial,
-            ..HealthCheck::default()
+            ..BackendCheck::default()
         },
     }
 }
@@ -38,7 +38,7 @@ fn service(initial: Initial, affinity: Affinity, fallback: Option<&str>) -> Serv
 #[test]
 fn initial_down_holds_a_new_backend_down_and_the_default_holds_it_up() {
     let (t, _rx) = trigger();
-    let mut checks = HealthChecks::new(t);
+    let mut checks = BackendChecks::new(t);
     let down = service(Initial::Down, Affinity::None, None);
     checks.reconcile(std::slice::from_ref(&down));
     assert!(!checks.is_up(&down, down.backends[0].address));
