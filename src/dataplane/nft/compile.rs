@@ -265,7 +265,8 @@ fn set_byteorder_udata(s: &mut ffi::Set, set: &Set) {
     s.set_blob(set_attr::USERDATA, buf.as_bytes());
 }
 
-/// Kernel verdict code and chain of a verdict.
+/// Kernel verdict code and chain of a verdict: the one conversion from the IR's verdicts to
+/// the codes of [`expr::verdict`], for rules, verdict maps and [`super::raw_elements`] alike.
 pub(crate) fn verdict_code(v: &Verdict) -> (i32, Option<&str>) {
     use expr::verdict::*;
     match v {

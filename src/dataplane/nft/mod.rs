@@ -105,16 +105,8 @@ pub fn raw_elements(set: &Set, elements: &[Element]) -> Result<Vec<ElemInfo>, Co
         let (data, chain) = match &e.data {
             None => (None, None),
             Some(Value::Verdict(v)) => {
-                use ir::Verdict::*;
-                let (code, chain): (i32, Option<String>) = match v {
-                    Accept => (1, None),
-                    Drop => (0, None),
-                    Continue => (-1, None),
-                    Return => (-5, None),
-                    Jump(c) => (-3, Some(c.clone())),
-                    Goto(c) => (-4, Some(c.clone())),
-                };
-                (Some(code.to_ne_bytes().to_vec()), chain)
+                let (code, chain) = compile::verdict_code(v);
+                (Some(code.to_ne_bytes().to_vec()), chain.map(str::to_string))
             }
             Some(v) => (Some(encode(v)?), None),
         };
