@@ -47,7 +47,7 @@ use std::collections::BTreeSet;
 use crate::config::policy::{
     Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, SetFamily, Source,
 };
-use crate::dataplane::nft::encode::normalize_prefixes;
+use crate::dataplane::nft::intervals::normalize_prefixes;
 
 use super::addresses::RouterAddresses;
 use super::matches::{Match, combine, zone_match};

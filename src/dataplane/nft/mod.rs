@@ -62,8 +62,8 @@
 //! register nft picks.
 //!
 //! Interval sets: elements must not overlap (the kernel refuses overlaps); normalize address
-//! prefixes with [`encode::normalize_prefixes`] and port ranges with
-//! [`encode::normalize_port_ranges`] first, for named and anonymous sets alike.
+//! prefixes with [`intervals::normalize_prefixes`] and port ranges with
+//! [`intervals::normalize_port_ranges`] first, for named and anonymous sets alike.
 
 mod batch;
 mod compile;
@@ -74,6 +74,7 @@ mod error;
 mod expr;
 mod ffi;
 pub mod fields;
+pub mod intervals;
 pub mod ir;
 mod kept;
 mod lower;
