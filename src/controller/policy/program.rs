@@ -52,6 +52,7 @@ use crate::dataplane::nft::intervals::normalize_prefixes;
 use super::addresses::RouterAddresses;
 use super::matches::{Match, combine, zone_match};
 use super::rule_match::rule_matches;
+use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::render::render_rule;
 
