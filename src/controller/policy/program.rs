@@ -54,7 +54,7 @@ use super::matches::{Match, combine, zone_match};
 use super::rule_match::rule_matches;
 use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
-use crate::dataplane::nft::render::render_rule;
+use crate::dataplane::nft::text::render_rule;
 
 mod flowtable;
 mod helpers;

@@ -1,7 +1,7 @@
 //! The typed nftables IR: tables, chains, sets/maps and rules made of statements.
 //!
-//! One source of truth: the same values compile to an nftnl batch (`compile.rs`) and render
-//! as `nft -f` text (`render.rs`). The IR is at the level of nft *statements* (what an
+//! One source of truth: the same values are built into an nftnl batch (`build/`, `batch.rs`)
+//! and written as `nft -f` text (`text.rs`). The IR is at the level of nft *statements* (what an
 //! operator writes), not of kernel expressions; protocol dependencies (`meta nfproto ipv4`
 //! before `ip saddr`, `meta l4proto tcp` before `tcp dport`) are added by the compiler, just
 //! as `nft` adds them.
