@@ -17,7 +17,7 @@
 //! | [`ir`] (with [`fields`]) | the typed IR: tables, chains, sets, rules of statements |
 //! | [`intervals`] | what an interval set's elements must be (no overlaps) |
 //! | [`text`] | IR -> `nft -f` text |
-//! | [`encode`] | constants and set elements -> the kernel's bytes |
+//! | [`encode`](mod@encode) | constants and set elements -> the kernel's bytes |
 //! | `build` | IR -> libnftnl objects: `build::objects` (tables, chains, flowtables, sets, elements, the rule shell, verdict codes), `build::rule` (a rule's statements -> expressions) |
 //! | `batch` | objects -> one atomic batch of messages ([`Batch`]) |
 //! | `socket` | sends it, reads the generation ([`Nft`]) |
