@@ -267,7 +267,8 @@ fn set_byteorder_udata(s: &mut ffi::Set, set: &Set) {
 }
 
 /// Kernel verdict code and chain of a verdict: the one conversion from the IR's verdicts to
-/// the codes of [`expr::verdict`](mod@expr::verdict), for rules, verdict maps and `raw_elements` alike.
+/// the codes of [`expr::verdict`](mod@expr::verdict), for rules, verdict maps and
+/// `raw_elements` alike.
 pub(crate) fn verdict_code(v: &Verdict) -> (i32, Option<&str>) {
     use expr::verdict::*;
     match v {
