@@ -14,7 +14,7 @@ use std::time::Instant;
 use edgenetd::config::load_str;
 use edgenetd::controller::Controller;
 use edgenetd::controller::policy::{PolicyController, program};
-use edgenetd::dataplane::nft::{GenerationWatch, Nft, render};
+use edgenetd::dataplane::nft::{GenerationWatch, Nft, text};
 use edgenetd::sync::{NoProgress, trigger};
 
 const RULES: usize = 1_000;
@@ -129,7 +129,7 @@ fn main() {
     println!("  plan (config -> table)          {plan_ms:9.1} ms");
 
     // Reference: nft -f with the same ruleset text.
-    let nft_text = render::render_replace(&prog.table);
+    let nft_text = text::render_replace(&prog.table);
     let path =
         std::env::temp_dir().join(format!("edgenetd-bench-policy-{}.nft", std::process::id()));
     std::fs::write(&path, &nft_text).unwrap();
@@ -250,7 +250,7 @@ fn main() {
         .unwrap();
     let path =
         std::env::temp_dir().join(format!("edgenetd-bench-hosts-{}.nft", std::process::id()));
-    std::fs::write(&path, render::render_replace(&hosts_prog.table)).unwrap();
+    std::fs::write(&path, text::render_replace(&hosts_prog.table)).unwrap();
     let t = Instant::now();
     assert!(
         Command::new("nft")

@@ -5,7 +5,7 @@
 //! `list_answer`).
 #![no_main]
 
-use edgenetd::dataplane::nft::dump::{list_answer, rule_comment};
+use edgenetd::dataplane::nft::read::dump::{list_answer, rule_comment};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,9 +9,11 @@
 //! controller and its sync, `metrics.rs`, `model.rs`, `plan.rs`, `apply.rs`, `observe.rs`,
 //! `verbs.rs`; docs/architecture.md, "The controller shape"). What they share: [`cache`] (the
 //! belief about the kernel and when to trust it) and, for the two nftables controllers,
-//! [`nft_core`] (the owned tables, the socket, the foreign-commit check and watch).
+//! [`nft_core`] (the owned tables, the socket, the foreign-commit check and watch) and [`marks`]
+//! (the conntrack mark bits both give a meaning to).
 
 pub mod cache;
+pub mod marks;
 pub mod nft_core;
 pub mod route;
 

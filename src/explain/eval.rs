@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 
 use crate::dataplane::nft::ir::*;
-use crate::dataplane::nft::render::render_rule;
+use crate::dataplane::nft::text::render_rule;
 
 use super::error::ExplainError;
 use super::packet::Packet;

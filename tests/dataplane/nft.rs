@@ -10,7 +10,7 @@ use common::scratch::ScratchDir;
 use common::shell::{sh, sh_status};
 use edgenetd::dataplane::nft::ir::*;
 use edgenetd::dataplane::nft::{
-    Batch, CompileError, Nft, NftError, Op, TableRef, raw_elements, render,
+    Batch, CompileError, Nft, NftError, Op, TableRef, raw_elements, text,
 };
 
 fn v4(s: &str) -> Value {
@@ -405,7 +405,7 @@ netns_test! {
         let mut batch = Batch::new();
         batch.replace_table(&batch_table).unwrap();
         nft.execute(batch).unwrap();
-        let text = render::render_replace(&text_table);
+        let text = text::render_replace(&text_table);
         let dir = ScratchDir::with_files("render", &[("render.nft", &text)]);
         let file = dir.join("render.nft").display().to_string();
         let (ok, _, err) = sh_status(&format!("nft -c -f {file}"));

@@ -17,7 +17,7 @@ use edgenetd::config::load_str;
 use edgenetd::controller::policy::addresses::RouterAddresses;
 use edgenetd::controller::policy::program::{self, FLOWTABLE, Program};
 use edgenetd::dataplane::nft::ir::{Stmt, Verdict};
-use edgenetd::dataplane::nft::render::{render_rule, render_table};
+use edgenetd::dataplane::nft::text::{render_rule, render_table};
 use edgenetd::dataplane::route::{LinkInfo, LinkKind, LinkTable};
 
 fn errors(toml: &str) -> String {

@@ -4,7 +4,7 @@
 use edgenetd::config::load_str;
 use edgenetd::controller::policy::addresses::RouterAddresses;
 use edgenetd::controller::policy::program::{self, MANGLE_PREROUTING, Program};
-use edgenetd::dataplane::nft::render::render_rule;
+use edgenetd::dataplane::nft::text::render_rule;
 
 const POLICY: &str = r#"
 [policy]

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use edgenetd::config::load_str;
 use edgenetd::controller::policy::addresses::RouterAddresses;
 use edgenetd::controller::policy::program::{self, Program};
-use edgenetd::dataplane::nft::render::{render_rule, render_table};
+use edgenetd::dataplane::nft::text::{render_rule, render_table};
 
 const SMALL: &str = r#"
 [policy]

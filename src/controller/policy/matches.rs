@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use ipnet::IpNet;
 
 use crate::config::policy::{AddressMatch, NamedSet, SetFamily, Zone};
-use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
+use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
 /// A partial match and the IP version it implies.

@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::dataplane::nft::dump::planned_chain;
 use crate::dataplane::nft::ir::Element;
+use crate::dataplane::nft::read::dump::planned_chain;
 use crate::dataplane::nft::{ChainInfo, TableRef, TableState};
 
 use super::observe::{Applied, Baseline};

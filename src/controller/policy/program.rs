@@ -47,13 +47,14 @@ use std::collections::BTreeSet;
 use crate::config::policy::{
     Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, SetFamily, Source,
 };
-use crate::dataplane::nft::encode::normalize_prefixes;
+use crate::dataplane::nft::intervals::normalize_prefixes;
 
 use super::addresses::RouterAddresses;
 use super::matches::{Match, combine, zone_match};
 use super::rule_match::rule_matches;
+use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
-use crate::dataplane::nft::render::render_rule;
+use crate::dataplane::nft::text::render_rule;
 
 mod flowtable;
 mod helpers;

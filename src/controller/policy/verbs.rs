@@ -4,7 +4,7 @@
 //! The differences: missing or extra chains, rules added or removed (rules are compared by
 //! their comment, which carries the group's name and a hash of the rule's text), and set
 //! elements to add or delete. The ruleset stands between the `# nft begin:` / `# nft end:`
-//! markers (see [`render::PLAN_BEGIN`]); every other line starts with `#`, so the policy part
+//! markers (see [`text::PLAN_BEGIN`]); every other line starts with `#`, so the policy part
 //! as a whole also loads with `nft -f`.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use crate::config::{DaemonSettings, DesiredState};
 use crate::controller::nft_core::{NftSession, OwnedTable};
-use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, render};
+use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, text};
 
 use super::addresses::{self, RouterAddresses};
 use super::apply;
@@ -51,11 +51,11 @@ pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
     let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
         let diff = diff(&mut nft, &table, program.as_ref())?;
         let text = match &program {
-            Some(p) => render::render_plan_block(&p.table),
+            Some(p) => text::render_plan_block(&p.table),
             None => format!(
                 "# no [policy] section: no firewall table (inet {} is removed if present)\n{}",
                 table.name,
-                render::render_plan_removal(table.family, &table.name)
+                text::render_plan_removal(table.family, &table.name)
             ),
         };
         Ok((text, diff))

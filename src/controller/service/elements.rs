@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::dataplane::nft::ir::{Element, Table};
-use crate::dataplane::nft::{Batch, Op, TableRef, render};
+use crate::dataplane::nft::{Batch, Op, TableRef, text};
 
 use super::layout::{self, SetId};
 use super::model::{Model, VipKey};
@@ -132,5 +132,5 @@ pub fn full_table(name: &str, model: &Model, local: Option<super::local::Local>)
 /// The table as loadable `nft -f` text (the renderer declares the `backends` maps, looked
 /// up with a numgen/jhash slot, with `typeof`).
 pub fn render_text(table: &Table) -> String {
-    render::render_table(table)
+    text::render_table(table)
 }

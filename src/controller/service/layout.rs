@@ -67,6 +67,7 @@ use std::net::{IpAddr, SocketAddr};
 use ipnet::IpNet;
 
 use crate::config::service::Protocol;
+use crate::controller::marks::{OWN_DNAT_MARK, SERVICE_MASQ_MARK};
 use crate::dataplane::nft::ir::*;
 
 use std::collections::BTreeSet;

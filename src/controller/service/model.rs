@@ -215,7 +215,7 @@ pub fn entry_with(
         masquerade,
         reject_unserved_ports: s.reject_unserved_ports,
         source_ranges: (!s.source_ranges.is_empty()).then(|| {
-            crate::dataplane::nft::encode::normalize_prefixes(
+            crate::dataplane::nft::intervals::normalize_prefixes(
                 s.source_ranges
                     .iter()
                     .copied()
@@ -301,7 +301,7 @@ fn build_parts(
     service_cidrs: &[IpNet],
     up: &dyn Fn(&Service, SocketAddr) -> bool,
 ) -> Model {
-    use crate::dataplane::nft::encode::normalize_prefixes;
+    use crate::dataplane::nft::intervals::normalize_prefixes;
     let cluster_cidrs = normalize_prefixes(cluster_cidrs.iter().copied());
     let entries = services
         .iter()

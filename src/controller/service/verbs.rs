@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::config::{DaemonSettings, DesiredState};
-use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, render};
+use crate::dataplane::nft::{Batch, Nft, NftError, Op, TableRef, text};
 
 use super::elements::{full_table, vip_of};
 use super::model::{self, Model, VipKey};
@@ -112,10 +112,10 @@ pub fn plan_blocking(
         let _ = writeln!(out, "#   {l}");
     }
     if desired.needs_no_table() {
-        out.push_str(&render::render_plan_removal(table.family, &table.name));
+        out.push_str(&text::render_plan_removal(table.family, &table.name));
     } else {
         out.push_str("# the table after the sync (services are elements of its maps):\n");
-        out.push_str(&render::render_plan_block(&full_table(
+        out.push_str(&text::render_plan_block(&full_table(
             &table.name,
             desired,
             local,

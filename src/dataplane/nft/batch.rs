@@ -10,13 +10,13 @@
 
 use nftnl::nftnl_sys::libc;
 
-use super::compile::{self, ElemData};
+use super::build::objects::{self, ElemData};
+use super::build::rule;
 use super::encode::{RawKey, element_keys, encode};
 use super::error::CompileError;
 use super::ffi::attr::DATA_MAX;
 use super::ffi::{self, BatchBuf, Elems, Payload};
 use super::ir::*;
-use super::lower;
 use super::table_ref::TableRef;
 
 /// Largest element count in one NEWSETELEM message (keeps it well under the 64 KiB limit of
@@ -164,7 +164,7 @@ impl Batch {
         assert!(!self.finalized, "batch already finalized");
         self.buf.put(
             msg_type as u16,
-            compile::family_code(family),
+            objects::family_code(family),
             flags as u16,
             self.next_seq,
             payload,
@@ -219,7 +219,7 @@ impl Batch {
             Op::Add => (libc::NFT_MSG_NEWTABLE, libc::NLM_F_CREATE, "add"),
             Op::Delete => (libc::NFT_MSG_DELTABLE, 0, "delete"),
         };
-        let r = compile::table(t).and_then(|o| {
+        let r = objects::table(t).and_then(|o| {
             self.message(format!("{verb} table {}", t.name), msg, t.family, flags, &o)
         });
         if let Err(e) = r {
@@ -231,7 +231,7 @@ impl Batch {
     /// created by this message keeps the tag (the kernel does not update an existing
     /// table's user data), so it follows a `delete table` in the same batch.
     pub fn table_tagged(&mut self, t: &TableRef, tag: &str) {
-        let r = compile::table(t).and_then(|mut o| {
+        let r = objects::table(t).and_then(|mut o| {
             o.set_blob(ffi::attr::table::USERDATA, &ffi::encode_table_tag(tag)?);
             let flags = libc::NLM_F_CREATE;
             self.message(
@@ -287,7 +287,7 @@ impl Batch {
 
     /// `add ct helper`: a `ct helper` object (before the rules that assign it).
     pub fn add_ct_helper(&mut self, t: &TableRef, h: &CtHelper) -> Result<(), CompileError> {
-        let o = compile::ct_helper(t, h)?;
+        let o = objects::ct_helper(t, h)?;
         self.message(
             format!("add ct helper {}", h.name),
             libc::NFT_MSG_NEWOBJ,
@@ -306,7 +306,7 @@ impl Batch {
             Op::Add => (libc::NFT_MSG_NEWCHAIN, libc::NLM_F_CREATE, "add"),
             Op::Delete => (libc::NFT_MSG_DELCHAIN, 0, "delete"),
         };
-        let r = compile::chain(t, chain, op == Op::Add).and_then(|o| {
+        let r = objects::chain(t, chain, op == Op::Add).and_then(|o| {
             self.message(
                 format!("{verb} chain {}", chain.name),
                 msg,
@@ -323,7 +323,7 @@ impl Batch {
     /// `flush chain`: deletes every rule of the chain (an unusable name makes the batch
     /// unsendable).
     pub fn flush_chain(&mut self, t: &TableRef, chain: &str) {
-        let r = compile::rule_in(t, chain).and_then(|o| {
+        let r = objects::rule_in(t, chain).and_then(|o| {
             self.message(
                 format!("flush chain {chain}"),
                 libc::NFT_MSG_DELRULE,
@@ -342,7 +342,7 @@ impl Batch {
     /// `add flowtable` with its hook, devices and flags (before the rules that `flow add`
     /// to it).
     pub fn add_flowtable(&mut self, t: &TableRef, ft: &Flowtable) -> Result<(), CompileError> {
-        let o = compile::flowtable(t, ft)?;
+        let o = objects::flowtable(t, ft)?;
         self.atomic(|b| {
             b.message(
                 format!("add flowtable {}", ft.name),
@@ -358,12 +358,12 @@ impl Batch {
 
     /// Appends a rule to its chain (anonymous sets it uses are created just before it).
     pub fn add_rule(&mut self, t: &TableRef, rule: &Rule) -> Result<(), CompileError> {
-        let mut raw = compile::rule_in(t, &rule.chain)?;
+        let mut raw = objects::rule_in(t, &rule.chain)?;
         if let Some(c) = &rule.comment {
-            compile::set_comment(&mut raw, c)?;
+            objects::set_comment(&mut raw, c)?;
         }
         let mut anon = Vec::new();
-        lower::compile_rule(
+        rule::compile_rule(
             t.family,
             rule,
             &mut raw,
@@ -405,7 +405,7 @@ impl Batch {
     /// `delete rule <chain> handle <handle>` (an unusable chain name makes the batch
     /// unsendable).
     pub fn delete_rule(&mut self, t: &TableRef, chain: &str, handle: u64) {
-        let r = compile::rule_in(t, chain).and_then(|mut o| {
+        let r = objects::rule_in(t, chain).and_then(|mut o| {
             o.set_u64(ffi::attr::rule::HANDLE, handle);
             self.message(
                 format!("delete rule {chain} handle {handle}"),
@@ -432,7 +432,7 @@ impl Batch {
 
     /// `delete set|map` (an unusable name makes the batch unsendable).
     pub fn delete_set(&mut self, t: &TableRef, name: &str) {
-        let r = compile::set_named(t, name, None).and_then(|o| {
+        let r = objects::set_named(t, name, None).and_then(|o| {
             self.message(
                 format!("delete set {name}"),
                 libc::NFT_MSG_DELSET,
@@ -458,7 +458,7 @@ impl Batch {
     ) -> Result<(), CompileError> {
         let raw = kernel_elements(set, elements, op)?;
         // Checked before writing: the set's name is the one thing left that can fail.
-        compile::set_named(t, &set.name, None)?;
+        objects::set_named(t, &set.name, None)?;
         self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, None), op))
     }
 
@@ -500,13 +500,13 @@ impl Batch {
         let timed = op == Op::Add && set.timeout.is_some();
         let mut done = 0;
         while done < raw.len() {
-            let mut s = compile::set_named(t, name, id)?;
+            let mut s = objects::set_named(t, name, id)?;
             let mut n = 0;
             for (k, d) in raw[done..].iter().take(ELEMS_PER_MSG) {
-                let mut e = compile::elem(k, d)?;
+                let mut e = objects::elem(k, d)?;
                 if timed && !k.interval_end {
                     let (timeout, expires) = timing.map_or((0, None), |t| t[done + n]);
-                    compile::elem_timing(&mut e, timeout, expires);
+                    objects::elem_timing(&mut e, timeout, expires);
                 }
                 if n > 0 && !s.fits_elem(&e) {
                     break;
@@ -555,7 +555,7 @@ impl PreparedSet {
                 set.name
             )));
         }
-        let definition = compile::set_definition(t, set, id, anonymous)?;
+        let definition = objects::set_definition(t, set, id, anonymous)?;
         let elements = kernel_elements(set, &set.elements, Op::Add)?;
         // An anonymous set carries nft's name template (`__set%d`, `__map%d`).
         let name = &set.name;
@@ -612,13 +612,13 @@ fn kernel_elements(
     Ok(raw_elems)
 }
 
-/// Checks what [`compile::elem`] would refuse in element data.
+/// Checks what [`objects::elem`] would refuse in element data.
 fn check_data(set: &Set, data: &ElemData) -> Result<(), CompileError> {
     match data {
         ElemData::None => Ok(()),
         ElemData::Bytes(b) if b.len() > DATA_MAX => Err(too_long(set, "data", b.len())),
         ElemData::Bytes(_) => Ok(()),
-        ElemData::Verdict(v) => match compile::verdict_code(v).1 {
+        ElemData::Verdict(v) => match objects::verdict_code(v).1 {
             Some(c) if c.contains('\0') => Err(CompileError::NulInName {
                 what: "verdict chain",
                 name: c.to_string(),

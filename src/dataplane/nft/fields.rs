@@ -1,8 +1,8 @@
 //! The packet header fields rules match, each declared once: its nft text, where the kernel
 //! loads it from, the protocol matches it depends on, and what `explain` reads for it.
 //!
-//! Lowering (`lower.rs`), rendering (`render.rs`), [`Expr::byte_len`](super::ir::Expr) and
-//! `explain` all read [`Field::def`]; none of them keeps a table of its own. A new field is
+//! The rule compiler (`build/rule.rs`), the text (`text.rs`),
+//! [`Expr::byte_len`](super::ir::Expr) and `explain` all read [`Field::def`]; none of them keeps a table of its own. A new field is
 //! a variant here and its arm in [`Field::def`]; when it needs something new from the packet,
 //! a [`Reads`] variant, whose exhaustive matches in `explain` the compiler then lists. A
 //! field whose values are plain numbers (perhaps with names) says so in [`FieldDef::numeric`]

@@ -1,7 +1,7 @@
 //! The typed nftables IR: tables, chains, sets/maps and rules made of statements.
 //!
-//! One source of truth: the same values compile to an nftnl batch (`compile.rs`) and render
-//! as `nft -f` text (`render.rs`). The IR is at the level of nft *statements* (what an
+//! One source of truth: the same values are built into an nftnl batch (`build/`, `batch.rs`)
+//! and written as `nft -f` text (`text.rs`). The IR is at the level of nft *statements* (what an
 //! operator writes), not of kernel expressions; protocol dependencies (`meta nfproto ipv4`
 //! before `ip saddr`, `meta l4proto tcp` before `tcp dport`) are added by the compiler, just
 //! as `nft` adds them.
@@ -365,13 +365,6 @@ pub const CT_STATUS_SNAT: u32 = 0x10;
 pub const ADDRTYPE_LOCAL: u32 = 2;
 /// `tcp flags syn`.
 pub const TCP_SYN: u8 = 0x02;
-/// The conntrack mark bit edgenetd sets on the connections it DNATs (port forwards, service
-/// VIPs), so its forward chain can admit exactly those and not DNAT done by other tables.
-pub const OWN_DNAT_MARK: u32 = 0x8000_0000;
-/// The conntrack mark bit the service table sets, before DNAT, on the connections whose path
-/// (the address they were sent to, the client, the hook) asks for masquerade; postrouting
-/// masquerades the DNATed connections that carry it.
-pub const SERVICE_MASQ_MARK: u32 = 0x4000_0000;
 
 /// A set element key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -5,15 +5,15 @@
 use nftnl::nftnl_sys::libc;
 
 use super::batch::{Batch, Op, Timing};
-use super::compile::{self, ElemData};
-use super::dump::{ElemInfo, Listing};
+use super::build::objects::{self, ElemData};
 use super::encode::RawKey;
 use super::error::{CompileError, NftError};
 use super::ffi::attr::elem;
 use super::ffi::{self, NlMsg, Payload};
 use super::ir::Set;
+use super::read::dump::{ElemInfo, Listing};
+use super::read::elements::{Elements, elem_info};
 use super::socket::Nft;
-use super::svc_elements::{Elements, elem_info};
 use super::table_ref::TableRef;
 
 /// One element as listed, with its timing.
@@ -104,7 +104,7 @@ impl Batch {
                 (k.timeout_ms, left)
             })
             .collect();
-        compile::set_named(t, &set.name, None)?;
+        objects::set_named(t, &set.name, None)?;
         self.atomic(|b| b.write_elements(t, set, (&set.name, None), (&raw, Some(&timing)), Op::Add))
     }
 }

@@ -7,8 +7,24 @@
 //!   `nftnl` crate's raw bindings, including what that crate lacks: numgen, jhash, maps and
 //!   verdict maps, concatenated keys, interval sets, NAT from map lookups, limit, log,
 //!   reject, fib), and
-//! - renders it as `nft -f` text ([`render`]), so `plan` output and the kernel program come
+//! - writes it as `nft -f` text ([`text`]), so `plan` output and the kernel program come
 //!   from the same values.
+//!
+//! # The stages, by module
+//!
+//! | module | does |
+//! |---|---|
+//! | [`ir`] (with [`fields`]) | the typed IR: tables, chains, sets, rules of statements |
+//! | [`intervals`] | what an interval set's elements must be (no overlaps) |
+//! | [`text`] | IR -> `nft -f` text |
+//! | [`encode`](mod@encode) | constants and set elements -> the kernel's bytes |
+//! | `build` | IR -> libnftnl objects: `build::objects` (tables, chains, flowtables, sets, elements, the rule shell, verdict codes), `build::rule` (a rule's statements -> expressions) |
+//! | `batch` | objects -> one atomic batch of messages ([`Batch`]) |
+//! | `socket` | sends it, reads the generation ([`Nft`]) |
+//! | [`read`] | kernel -> listings comparable with the IR: [`read::dump`] (tables, chains, rules, sets), `read::objects` (objects, flowtables), `read::elements` (one set's elements, streamed) |
+//! | [`watch`] | notices other processes' commits ([`GenerationWatch`]) |
+//! | [`table_tag`], `kept` | a table's owner tag; elements kept across replaces |
+//! | `ffi` | every libnftnl/libmnl call, behind owned wrappers |
 //!
 //! # Using it
 //!
@@ -49,7 +65,7 @@
 //! - **Threads**: [`Nft`] is `Send`; open it where its network namespace is, then do the
 //!   blocking I/O in `smol::unblock(move || ...)`.
 //!
-//! Text and batch agree: loaded with `nft -f`, the text of [`render`] gives the same rules,
+//! Text and batch agree: loaded with `nft -f`, the text of [`text`] gives the same rules,
 //! expression by expression, and the same elements as the batch (tested on whole `plan`
 //! output; nft also puts an interval end at key 0 in front of an interval set whose first
 //! range starts above 0, which the batch leaves out and which matches nothing either way).
@@ -62,38 +78,37 @@
 //! register nft picks.
 //!
 //! Interval sets: elements must not overlap (the kernel refuses overlaps); normalize address
-//! prefixes with [`encode::normalize_prefixes`] and port ranges with
-//! [`encode::normalize_port_ranges`] first, for named and anonymous sets alike.
+//! prefixes with [`intervals::normalize_prefixes`] and port ranges with
+//! [`intervals::normalize_port_ranges`] first, for named and anonymous sets alike.
 
 mod batch;
-mod compile;
-pub mod dump;
-mod dump_objects;
+mod build;
 pub mod encode;
 mod error;
 mod expr;
 mod ffi;
 pub mod fields;
+pub mod intervals;
 pub mod ir;
 mod kept;
-mod lower;
-pub mod monitor;
-pub mod render;
+pub mod read;
 mod socket;
-mod svc_elements;
 mod table_ref;
 pub mod table_tag;
+pub mod text;
+pub mod watch;
 
 pub use batch::{Batch, Op, TAG_BATCH};
-pub use dump::{ChainInfo, ElemInfo, Listed, RuleInfo, SetInfo, TableInfo, list_answer};
-pub use dump_objects::{FlowtableInfo, ObjectInfo};
 pub use error::{CompileError, MessageFailure, NftError};
 pub use kept::KeptElem;
-pub use monitor::GenerationWatch;
+pub use read::dump::{ChainInfo, ElemInfo, Listed, RuleInfo, SetInfo, TableInfo, list_answer};
+pub use read::objects::{FlowtableInfo, ObjectInfo};
 pub use socket::{Commit, Nft};
 pub use table_ref::TableRef;
 pub use table_tag::TableState;
+pub use watch::GenerationWatch;
 
+use build::objects;
 use encode::{element_keys, encode};
 use ir::{Element, Set, Value};
 
@@ -105,16 +120,8 @@ pub fn raw_elements(set: &Set, elements: &[Element]) -> Result<Vec<ElemInfo>, Co
         let (data, chain) = match &e.data {
             None => (None, None),
             Some(Value::Verdict(v)) => {
-                use ir::Verdict::*;
-                let (code, chain): (i32, Option<String>) = match v {
-                    Accept => (1, None),
-                    Drop => (0, None),
-                    Continue => (-1, None),
-                    Return => (-5, None),
-                    Jump(c) => (-3, Some(c.clone())),
-                    Goto(c) => (-4, Some(c.clone())),
-                };
-                (Some(code.to_ne_bytes().to_vec()), chain)
+                let (code, chain) = objects::verdict_code(v);
+                (Some(code.to_ne_bytes().to_vec()), chain.map(str::to_string))
             }
             Some(v) => (Some(encode(v)?), None),
         };

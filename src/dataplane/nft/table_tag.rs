@@ -6,13 +6,13 @@
 
 use nftnl::nftnl_sys::libc;
 
-use super::compile::family_code;
-use super::dump::{Listing, family_of, named};
+use super::build::objects::family_code;
 use super::error::{CompileError, NftError};
 use super::ffi::attr::table;
 use super::ffi::{self, NlMsg, Payload, TABLE_TAG_TLV as TAG_TLV};
 #[cfg(test)]
 use super::ffi::{TABLE_TAG_MAX as TAG_MAX, encode_table_tag as encode};
+use super::read::dump::{Listing, family_of, named};
 use super::socket::Nft;
 use super::table_ref::TableRef;
 

@@ -27,7 +27,7 @@ use ipnet::IpNet;
 
 use crate::config::pod_policy::{Allow, Isolation, PodPolicies, PodPolicy, PortRange};
 use crate::config::policy::PolicyConfig;
-use crate::dataplane::nft::encode::{normalize_port_ranges, normalize_prefixes};
+use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
 use super::super::matches::port_match;

@@ -4,6 +4,7 @@
 use ipnet::IpNet;
 
 use crate::config::policy::{PolicyConfig, PortForward, Protocol};
+use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
 
 use super::super::addresses::RouterAddresses;

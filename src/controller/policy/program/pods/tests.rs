@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::config::pod_policy::L4Protocol;
-use crate::dataplane::nft::render;
+use crate::dataplane::nft::text;
 
 fn ips(v: &[&str]) -> Vec<IpAddr> {
     v.iter().map(|s| s.parse().unwrap()).collect()
@@ -82,7 +82,7 @@ fn pods_alone_make_a_table_of_pod_chains_only() {
     let p = build_with_pods(None, &sample(), "t", &RouterAddresses::default()).unwrap();
     let chains: Vec<&str> = p.table.chains.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(chains, [PODS, PODS_INGRESS, PODS_EGRESS]);
-    let text = render::render_plan_block(&p.table);
+    let text = text::render_plan_block(&p.table);
     println!("{text}");
     for want in [
         "type filter hook forward priority -1; policy accept;",

@@ -4,12 +4,12 @@
 
 use nftnl::nftnl_sys::libc;
 
-use super::compile::verdict_code;
-use super::encode::encode;
-use super::error::CompileError;
-use super::expr::{self, REG_1, REG_VERDICT, REG32_00};
-use super::ffi;
-use super::ir::*;
+use super::objects::verdict_code;
+use crate::dataplane::nft::encode::encode;
+use crate::dataplane::nft::error::CompileError;
+use crate::dataplane::nft::expr::{self, REG_1, REG_VERDICT, REG32_00};
+use crate::dataplane::nft::ffi;
+use crate::dataplane::nft::ir::*;
 
 /// Protocol facts established earlier in the rule (so dependencies are not repeated).
 #[derive(Default)]
@@ -563,5 +563,5 @@ fn nat_code(k: NatKind) -> u32 {
 }
 
 #[cfg(test)]
-#[path = "lower_tests.rs"]
+#[path = "rule_tests.rs"]
 mod tests;

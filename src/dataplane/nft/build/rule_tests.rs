@@ -134,7 +134,7 @@ fn map_update_and_dynamic_maps_render_as_nft_writes_them() {
         ],
     );
     assert_eq!(
-        super::super::render::render_rule(Family::Inet, &rule),
+        crate::dataplane::nft::text::render_rule(Family::Inet, &rule),
         "meta l4proto tcp update @sticky { ip saddr . ct original ip daddr . meta l4proto . \
          ct original proto-dst timeout 3s : ip daddr . th dport }"
     );
@@ -146,7 +146,7 @@ fn map_update_and_dynamic_maps_render_as_nft_writes_them() {
     m.data = Some(KeyType::single(DataType::Ipv4Addr));
     m.dynamic = Some(100);
     t.sets.push(m);
-    let text = super::super::render::render_table(&t);
+    let text = crate::dataplane::nft::text::render_table(&t);
     assert!(
         text.contains("size 100\n\t\tflags dynamic,timeout\n"),
         "{text}"
@@ -190,7 +190,7 @@ fn a_bitwise_key_part_masks_and_flips_its_own_register_only() {
         unreachable!()
     };
     let mut text = String::new();
-    super::super::render::render_expr(&mut text, &left);
+    crate::dataplane::nft::text::render_expr(&mut text, &left);
     assert_eq!(text, "(ip saddr & 255.255.255.0 | 0.0.0.128) . ip daddr");
 }
 

@@ -1,19 +1,20 @@
-//! IR -> libnftnl objects (through [`super::ffi`]): tables, chains, sets with their
-//! definition, set elements, and rules (whose statements [`super::lower`] turns into
-//! expressions). Nothing here writes messages: [`super::batch`] does, from these objects.
+//! IR -> libnftnl objects (through the `ffi` module): tables, chains, flowtables, `ct helper`s,
+//! sets with their definition, set elements, and the shell of a rule (whose statements
+//! [`super::rule`] compiles into expressions). Nothing here writes messages: the batch does,
+//! from these objects.
 
 use nftnl::nftnl_sys::{self as sys, libc};
 
-use super::encode::RawKey;
-use super::error::CompileError;
-use super::expr;
-use super::ffi::attr::{
+use crate::dataplane::nft::encode::RawKey;
+use crate::dataplane::nft::error::CompileError;
+use crate::dataplane::nft::expr;
+use crate::dataplane::nft::ffi::attr::{
     chain as chain_attr, elem, flowtable as ft_attr, object, rule as rule_attr, set as set_attr,
     table,
 };
-use super::ffi::{self, Udata, with_cstr};
-use super::ir::*;
-use super::table_ref::TableRef;
+use crate::dataplane::nft::ffi::{self, Udata, with_cstr};
+use crate::dataplane::nft::ir::*;
+use crate::dataplane::nft::table_ref::TableRef;
 
 /// NFPROTO_* of a table family.
 pub(crate) fn family_code(f: Family) -> u16 {
@@ -265,7 +266,9 @@ fn set_byteorder_udata(s: &mut ffi::Set, set: &Set) {
     s.set_blob(set_attr::USERDATA, buf.as_bytes());
 }
 
-/// Kernel verdict code and chain of a verdict.
+/// Kernel verdict code and chain of a verdict: the one conversion from the IR's verdicts to
+/// the codes of [`expr::verdict`](mod@expr::verdict), for rules, verdict maps and
+/// `raw_elements` alike.
 pub(crate) fn verdict_code(v: &Verdict) -> (i32, Option<&str>) {
     use expr::verdict::*;
     match v {

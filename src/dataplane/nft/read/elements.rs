@@ -5,20 +5,20 @@
 
 use nftnl::nftnl_sys::libc;
 
-use super::compile::family_code;
 use super::dump::{ElemInfo, Listing, text};
-use super::error::{CompileError, NftError};
-use super::ffi::attr::{elem, set as set_attr};
-use super::ffi::{self, Elems, NlMsg, Payload, Ref, kind};
-use super::socket::Nft;
-use super::table_ref::TableRef;
+use crate::dataplane::nft::build::objects::family_code;
+use crate::dataplane::nft::error::{CompileError, NftError};
+use crate::dataplane::nft::ffi::attr::{elem, set as set_attr};
+use crate::dataplane::nft::ffi::{self, Elems, NlMsg, Payload, Ref, kind};
+use crate::dataplane::nft::socket::Nft;
+use crate::dataplane::nft::table_ref::TableRef;
 
 /// The elements of one set.
-pub(super) struct Elements<'a> {
+pub(crate) struct Elements<'a> {
     /// Its table.
-    pub(super) table: &'a TableRef,
+    pub(crate) table: &'a TableRef,
     /// Its name.
-    pub(super) set: &'a str,
+    pub(crate) set: &'a str,
 }
 
 impl Listing for Elements<'_> {
@@ -45,7 +45,7 @@ impl Listing for Elements<'_> {
 
 /// One element as listed: the bytes are copied out of libnftnl's element once, into the
 /// value handed over.
-pub(super) fn elem_info(e: Ref<'_, kind::Elem>) -> ElemInfo {
+pub(crate) fn elem_info(e: Ref<'_, kind::Elem>) -> ElemInfo {
     let flags = e.u32(elem::FLAGS).unwrap_or(0);
     let (data, chain) = match e.u32(elem::VERDICT) {
         Some(v) => (

@@ -4,13 +4,13 @@
 
 use nftnl::nftnl_sys::libc;
 
-use super::compile::family_code;
 use super::dump::Listing;
-use super::error::{CompileError, NftError};
-use super::ffi::attr::table;
-use super::ffi::{self, NlMsg, Payload};
-use super::socket::Nft;
-use super::table_ref::TableRef;
+use crate::dataplane::nft::build::objects::family_code;
+use crate::dataplane::nft::error::{CompileError, NftError};
+use crate::dataplane::nft::ffi::attr::table;
+use crate::dataplane::nft::ffi::{self, NlMsg, Payload};
+use crate::dataplane::nft::socket::Nft;
+use crate::dataplane::nft::table_ref::TableRef;
 
 /// `NFT_MSG_GETFLOWTABLE` (the libc crate does not name it).
 const NFT_MSG_GETFLOWTABLE: i32 = 23;

@@ -10,13 +10,13 @@ use std::ffi::CStr;
 
 use nftnl::nftnl_sys::{self as sys, libc};
 
-use super::compile::{self, family_code};
-use super::error::{CompileError, NftError};
-use super::ffi::attr::{any_expr, chain, rule, set, table};
-use super::ffi::{self, NlMsg, Payload, Ref, kind};
-use super::ir::{Chain, Family};
-use super::socket::{Nft, RECV_WORDS};
-use super::table_ref::TableRef;
+use crate::dataplane::nft::build::objects::{self, family_code};
+use crate::dataplane::nft::error::{CompileError, NftError};
+use crate::dataplane::nft::ffi::attr::{any_expr, chain, rule, set, table};
+use crate::dataplane::nft::ffi::{self, NlMsg, Payload, Ref, kind};
+use crate::dataplane::nft::ir::{Chain, Family};
+use crate::dataplane::nft::socket::{Nft, RECV_WORDS};
+use crate::dataplane::nft::table_ref::TableRef;
 
 /// A table as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,17 +96,17 @@ pub(crate) trait Listing {
 }
 
 /// The text of a string attribute (empty when unset).
-pub(super) fn text(s: Option<&CStr>) -> String {
+pub(crate) fn text(s: Option<&CStr>) -> String {
     s.map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
 
 /// True when a string attribute equals `name` (compared without copying).
-pub(super) fn named(s: Option<&CStr>, name: &str) -> bool {
+pub(crate) fn named(s: Option<&CStr>, name: &str) -> bool {
     s.is_some_and(|c| c.to_bytes() == name.as_bytes())
 }
 
-pub(super) fn family_of(code: u32) -> Option<Family> {
+pub(crate) fn family_of(code: u32) -> Option<Family> {
     match code as i32 {
         libc::NFPROTO_INET => Some(Family::Inet),
         libc::NFPROTO_IPV4 => Some(Family::Ip),
@@ -187,7 +187,7 @@ fn chain_info(v: Ref<'_, kind::Chain>) -> ChainInfo {
 /// How the kernel lists `chain` of `t` once written (handle 0): what a listing is compared
 /// with to spot a chain edited in place (its policy changed).
 pub fn planned_chain(t: &TableRef, chain: &Chain) -> Result<ChainInfo, CompileError> {
-    Ok(chain_info(compile::chain(t, chain, true)?.view()))
+    Ok(chain_info(objects::chain(t, chain, true)?.view()))
 }
 
 /// The rules of one table.
@@ -282,7 +282,7 @@ impl Nft {
     }
 
     /// Every item of `listing`.
-    pub(super) fn collect<L: Listing>(&mut self, listing: &L) -> Result<Vec<L::Item>, NftError> {
+    pub(crate) fn collect<L: Listing>(&mut self, listing: &L) -> Result<Vec<L::Item>, NftError> {
         let out = RefCell::new(Vec::new());
         self.list(listing, &mut |i| out.borrow_mut().push(i), &mut || {
             out.borrow_mut().clear()
