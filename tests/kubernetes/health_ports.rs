@@ -98,7 +98,9 @@ impl Lab {
         }
         let (head, body) = out.split_once("\r\n\r\n")?;
         let status = head.get(9..12)?.parse().ok()?;
-        let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        // A port closed between the accept and the answer says so in text (503): not JSON,
+        // and no port state a wait could be looking for (CI saw it while HCP moved).
+        let body = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.into()));
         Some((status, head.to_string(), body))
     }
 
