@@ -65,6 +65,8 @@ pub mod controller;
 pub mod daemon;
 pub mod dataplane;
 pub mod explain;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;

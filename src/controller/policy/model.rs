@@ -34,6 +34,10 @@ pub struct Memo {
     last: Option<(Inputs, Option<Arc<Program>>)>,
     /// The pod isolation of the last call.
     last_pods: PodPolicies,
+    /// The generation of the fault module's side table at the last call: a change there
+    /// changes the program without changing any input.
+    #[cfg(feature = "fault-injection")]
+    faults_seen: u64,
 }
 
 impl Memo {
@@ -46,6 +50,14 @@ impl Memo {
         table: &str,
         addrs: &RouterAddresses,
     ) -> Option<Arc<Program>> {
+        #[cfg(feature = "fault-injection")]
+        {
+            let faults = crate::fault::kernel_reject::generation();
+            if faults != self.faults_seen {
+                self.faults_seen = faults;
+                self.last = None;
+            }
+        }
         if *pods != self.last_pods {
             // Pod changes rebuild the program; the plan still writes only changed elements
             // when the structure stayed the same.

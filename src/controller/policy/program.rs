@@ -233,6 +233,25 @@ fn leaving_zone(nfproto: Option<u8>, zone_match: Vec<Stmt>) -> Vec<Stmt> {
     stmts
 }
 
+/// Whether the fault-injection build's side table makes the group of `name` (`unit`: a pod
+/// isolation unit, else a `[[policy.rule]]`) one the kernel refuses; never in other builds.
+fn refused_by_test(name: &str, unit: bool) -> bool {
+    #[cfg(feature = "fault-injection")]
+    {
+        use crate::fault::kernel_reject::{rule_refused, unit_refused};
+        if unit {
+            unit_refused(name)
+        } else {
+            rule_refused(name)
+        }
+    }
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = (name, unit);
+        false
+    }
+}
+
 fn verdict(action: Action, protocol: Protocol) -> Stmt {
     match action {
         Action::Accept => Stmt::Verdict(Verdict::Accept),
@@ -494,7 +513,7 @@ fn rule_statements(r: &PolicyRule, protocol: Protocol, m: Match) -> Vec<Vec<Stmt
         });
     }
     stmts.push(Stmt::Counter);
-    if r.inject_kernel_reject {
+    if refused_by_test(&r.name, false) {
         stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
     } else {
         stmts.push(verdict(r.action, protocol));

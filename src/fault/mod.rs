@@ -1,0 +1,8 @@
+//! Test hooks of the `fault-injection` build; the module is not compiled otherwise, so no
+//! release type, config model or persisted format carries them.
+//!
+//! [`kernel_reject`] is a side table of the rule groups the policy program builder makes the
+//! kernel refuse, filled by the config parser (the rule key `inject_kernel_reject`) or by
+//! tests directly (pod isolation units).
+
+pub mod kernel_reject;
