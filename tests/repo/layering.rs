@@ -104,6 +104,7 @@ const ALLOWED: &[(&str, &str)] = &[
     // table and the policy program builder consults it; the module itself depends on nothing.
     ("config", "fault"),
     ("controller", "fault"),
+    ("track", "fault"),
     ("dataplane", "names"),
     // `sys`: the few libc calls outside the nftables FFI that need `unsafe` (a leaf).
     ("daemon", "sys"),

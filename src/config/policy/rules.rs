@@ -93,8 +93,10 @@ pub(super) fn validate_rule(
     let limit = limit(raw.limit.as_ref(), diags);
     let log_prefix = log_prefix(raw.log_prefix.as_ref(), diags);
     // The test hook goes to the fault module's side table, not into the rule.
-    #[cfg(feature = "fault-injection")]
-    crate::fault::kernel_reject::refuse_rule(raw.name.get_ref(), raw.inject_kernel_reject);
+    crate::fault_hook!(
+        crate::fault::kernel_reject::refuse_rule(raw.name.get_ref(), raw.inject_kernel_reject),
+        ()
+    );
     let (matches, limit, log_prefix, set_mark) = (matches?, limit?, log_prefix?, set_mark?);
     if !marking || !matches.can_match(&raw.name, cfg, diags) {
         return None;

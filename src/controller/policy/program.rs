@@ -236,20 +236,17 @@ fn leaving_zone(nfproto: Option<u8>, zone_match: Vec<Stmt>) -> Vec<Stmt> {
 /// Whether the fault-injection build's side table makes the group of `name` (`unit`: a pod
 /// isolation unit, else a `[[policy.rule]]`) one the kernel refuses; never in other builds.
 fn refused_by_test(name: &str, unit: bool) -> bool {
-    #[cfg(feature = "fault-injection")]
-    {
-        use crate::fault::kernel_reject::{rule_refused, unit_refused};
+    crate::fault_hook!(
         if unit {
-            unit_refused(name)
+            crate::fault::kernel_reject::unit_refused(name)
         } else {
-            rule_refused(name)
+            crate::fault::kernel_reject::rule_refused(name)
+        },
+        {
+            let _ = (name, unit);
+            false
         }
-    }
-    #[cfg(not(feature = "fault-injection"))]
-    {
-        let _ = (name, unit);
-        false
-    }
+    )
 }
 
 fn verdict(action: Action, protocol: Protocol) -> Stmt {
