@@ -87,3 +87,40 @@ impl Memo {
         program
     }
 }
+
+#[cfg(all(test, feature = "fault-injection"))]
+mod tests {
+    use super::*;
+    use crate::config::pod_policy::{Isolation, PodPolicy};
+    use crate::fault::kernel_reject::refuse_unit;
+
+    fn refuses(p: &Program) -> bool {
+        format!("{:?}", p.table).contains(program::FAULT_CHAIN)
+    }
+
+    /// Regression: with the hook out of the model, a change of the fault side table alone
+    /// changes no input; the memo must still rebuild (else the refused group stays refused).
+    #[test]
+    fn a_change_of_the_fault_table_alone_rebuilds_the_program() {
+        let pods = PodPolicies {
+            policies: vec![PodPolicy {
+                name: "k8s:memo/refused".into(),
+                ingress: Some(Isolation {
+                    pods: vec!["10.1.0.9".parse().unwrap()],
+                    allow: Vec::new(),
+                }),
+                egress: None,
+            }],
+        };
+        let addrs = RouterAddresses::default();
+        let mut memo = Memo::default();
+        let first = memo.program(None, &pods, "t", &addrs).unwrap();
+        assert!(!refuses(&first));
+        refuse_unit("k8s:memo/refused", true);
+        let refused = memo.program(None, &pods, "t", &addrs).unwrap();
+        assert!(refuses(&refused), "{:?}", refused.table);
+        refuse_unit("k8s:memo/refused", false);
+        let again = memo.program(None, &pods, "t", &addrs).unwrap();
+        assert!(!refuses(&again), "accepted again once the table is cleared");
+    }
+}
