@@ -57,6 +57,20 @@
 //! socket), `probe::socket` (probe sockets with a mark, interface addresses) and
 //! `source::inotify`.
 #![deny(unsafe_code)]
+
+/// A test hook: `$hook` in builds with the `fault-injection` feature (it may call
+/// [`fault`]), `$otherwise` in every other build, where `$hook` is not compiled at all.
+#[macro_export]
+macro_rules! fault_hook {
+    ($hook:expr, $otherwise:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        let value = $hook;
+        #[cfg(not(feature = "fault-injection"))]
+        let value = $otherwise;
+        value
+    }};
+}
+
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -65,6 +79,8 @@ pub mod controller;
 pub mod daemon;
 pub mod dataplane;
 pub mod explain;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;

@@ -36,9 +36,6 @@ pub struct PodPolicy {
     pub ingress: Option<Isolation>,
     /// Isolation of traffic from its pods; `None` = it does not isolate egress.
     pub egress: Option<Isolation>,
-    /// Test hook (the policy controller's fault-injection tests): the unit is made one the
-    /// kernel refuses. Translations never set it.
-    pub inject_kernel_reject: bool,
 }
 
 /// The pods a unit isolates in one direction, and the traffic it allows them.

@@ -122,7 +122,6 @@ mod tests {
             table: 32000,
             fwmark: 1,
             priority: 90,
-            inject_hang: false,
         }
     }
 

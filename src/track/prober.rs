@@ -25,7 +25,8 @@ pub async fn run(track: Track, board: Board, route_loop: Trigger) {
     let one_probe = move || {
         // Test hook: a prober wedged for good after its first probe (what the supervisor
         // must catch).
-        let hang = t.inject_hang && std::mem::replace(&mut probed, true);
+        let hang = crate::fault_hook!(crate::fault::hang::track_hangs(&t.name), false)
+            && std::mem::replace(&mut probed, true);
         async move {
             if hang {
                 futures_lite::future::pending::<()>().await;

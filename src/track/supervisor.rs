@@ -173,7 +173,6 @@ mod tests {
             table: 32000,
             fwmark: 1,
             priority: 90,
-            inject_hang: false,
         });
         clock.advance(Duration::from_secs(4));
         let mut watch = Watch::default();

@@ -254,19 +254,16 @@ netns_test! {
 }
 
 netns_test! {
+    // The refusal is set in the fault module's side table (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
     fn a_refused_policy_fails_closed_for_exactly_the_pods_it_selects() {
         let t = cluster_net();
         let open = |name: &str, app: &str| {
             policy("db", name, json!({"podSelector": {"matchLabels": {"app": app}}, "ingress": [{}]}))
         };
-        let mut state = desired("", &[open("pg-open", "pg"), open("cache-open", "cache")]);
-        let bad = state
-            .pod_policies
-            .policies
-            .iter_mut()
-            .find(|p| p.name == "k8s:db/pg-open")
-            .unwrap();
-        bad.inject_kernel_reject = true;
+        let state = desired("", &[open("pg-open", "pg"), open("cache-open", "cache")]);
+        assert!(state.pod_policies.policies.iter().any(|p| p.name == "k8s:db/pg-open"));
+        edgenetd::fault::kernel_reject::refuse_unit("k8s:db/pg-open", true);
         let mut d = Driver::policy();
         let err = d.sync_state(&state).unwrap_err();
         assert_eq!(err.failures.len(), 1, "{err}");
@@ -278,7 +275,7 @@ netns_test! {
         assert!(failed(&t.connect(back, "tcp", "10.1.2.2", 5432)), "fails closed");
         assert_eq!(t.connect(back, "tcp", "10.1.3.2", 6379), "10.2.2.2", "the other policy works");
         assert_eq!(t.connect(back, "tcp", "10.1.1.2", 8080), "10.2.2.2", "unselected: open");
-        state.pod_policies.policies.iter_mut().for_each(|p| p.inject_kernel_reject = false);
+        edgenetd::fault::kernel_reject::refuse_unit("k8s:db/pg-open", false);
         d.sync_state(&state).unwrap();
         assert_eq!(t.connect(back, "tcp", "10.1.2.2", 5432), "10.2.2.2", "programmed once accepted");
     }

@@ -100,6 +100,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("kubernetes", "config"),
     // The shared names (zones, families, ...) sit below both config and dataplane.
     ("config", "names"),
+    // Test hooks (feature `fault-injection`): the config parser fills the fault module's side
+    // table and the policy program builder consults it; the module itself depends on nothing.
+    ("config", "fault"),
+    ("controller", "fault"),
+    ("track", "fault"),
     ("dataplane", "names"),
     // `sys`: the few libc calls outside the nftables FFI that need `unsafe` (a leaf).
     ("daemon", "sys"),

@@ -193,9 +193,6 @@ pub struct PolicyRule {
     pub log_prefix: Option<String>,
     /// Only packets within this rate match (the rest fall through to later rules).
     pub limit: Option<Rate>,
-    /// Test hook (fault-injection builds only): the rule's group is made one the kernel
-    /// refuses, to exercise fail-closed isolation.
-    pub inject_kernel_reject: bool,
 }
 
 /// `[[policy.forward]]`: all traffic from one zone to another is accepted.

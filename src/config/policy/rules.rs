@@ -92,10 +92,11 @@ pub(super) fn validate_rule(
     let action = action_or_mark(&raw, diags);
     let limit = limit(raw.limit.as_ref(), diags);
     let log_prefix = log_prefix(raw.log_prefix.as_ref(), diags);
-    #[cfg(feature = "fault-injection")]
-    let inject_kernel_reject = raw.inject_kernel_reject;
-    #[cfg(not(feature = "fault-injection"))]
-    let inject_kernel_reject = false;
+    // The test hook goes to the fault module's side table, not into the rule.
+    crate::fault_hook!(
+        crate::fault::kernel_reject::refuse_rule(raw.name.get_ref(), raw.inject_kernel_reject),
+        ()
+    );
     let (matches, limit, log_prefix, set_mark) = (matches?, limit?, log_prefix?, set_mark?);
     if !marking || !matches.can_match(&raw.name, cfg, diags) {
         return None;
@@ -109,7 +110,6 @@ pub(super) fn validate_rule(
         log: raw.log || log_prefix.is_some(),
         log_prefix,
         limit,
-        inject_kernel_reject,
     })
 }
 

@@ -104,9 +104,6 @@ pub struct Track {
     pub fwmark: u32,
     /// The priority of that rule.
     pub priority: u32,
-    /// Test hook (fault-injection builds only): the prober hangs after its first probe, to
-    /// exercise the heartbeat contract.
-    pub inject_hang: bool,
 }
 
 /// A route's type.

@@ -34,6 +34,10 @@ pub struct Memo {
     last: Option<(Inputs, Option<Arc<Program>>)>,
     /// The pod isolation of the last call.
     last_pods: PodPolicies,
+    /// The generation of the fault module's side table at the last call: a change there
+    /// changes the program without changing any input.
+    #[cfg(feature = "fault-injection")]
+    faults_seen: u64,
 }
 
 impl Memo {
@@ -46,6 +50,14 @@ impl Memo {
         table: &str,
         addrs: &RouterAddresses,
     ) -> Option<Arc<Program>> {
+        #[cfg(feature = "fault-injection")]
+        {
+            let faults = crate::fault::kernel_reject::generation();
+            if faults != self.faults_seen {
+                self.faults_seen = faults;
+                self.last = None;
+            }
+        }
         if *pods != self.last_pods {
             // Pod changes rebuild the program; the plan still writes only changed elements
             // when the structure stayed the same.
@@ -73,5 +85,42 @@ impl Memo {
             program.clone(),
         ));
         program
+    }
+}
+
+#[cfg(all(test, feature = "fault-injection"))]
+mod tests {
+    use super::*;
+    use crate::config::pod_policy::{Isolation, PodPolicy};
+    use crate::fault::kernel_reject::refuse_unit;
+
+    fn refuses(p: &Program) -> bool {
+        format!("{:?}", p.table).contains(program::FAULT_CHAIN)
+    }
+
+    /// Regression: with the hook out of the model, a change of the fault side table alone
+    /// changes no input; the memo must still rebuild (else the refused group stays refused).
+    #[test]
+    fn a_change_of_the_fault_table_alone_rebuilds_the_program() {
+        let pods = PodPolicies {
+            policies: vec![PodPolicy {
+                name: "k8s:memo/refused".into(),
+                ingress: Some(Isolation {
+                    pods: vec!["10.1.0.9".parse().unwrap()],
+                    allow: Vec::new(),
+                }),
+                egress: None,
+            }],
+        };
+        let addrs = RouterAddresses::default();
+        let mut memo = Memo::default();
+        let first = memo.program(None, &pods, "t", &addrs).unwrap();
+        assert!(!refuses(&first));
+        refuse_unit("k8s:memo/refused", true);
+        let refused = memo.program(None, &pods, "t", &addrs).unwrap();
+        assert!(refuses(&refused), "{:?}", refused.table);
+        refuse_unit("k8s:memo/refused", false);
+        let again = memo.program(None, &pods, "t", &addrs).unwrap();
+        assert!(!refuses(&again), "accepted again once the table is cleared");
     }
 }

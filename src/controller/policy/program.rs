@@ -234,6 +234,22 @@ fn leaving_zone(nfproto: Option<u8>, zone_match: Vec<Stmt>) -> Vec<Stmt> {
     stmts
 }
 
+/// Whether the fault-injection build's side table makes the group of `name` (`unit`: a pod
+/// isolation unit, else a `[[policy.rule]]`) one the kernel refuses; never in other builds.
+fn refused_by_test(name: &str, unit: bool) -> bool {
+    crate::fault_hook!(
+        if unit {
+            crate::fault::kernel_reject::unit_refused(name)
+        } else {
+            crate::fault::kernel_reject::rule_refused(name)
+        },
+        {
+            let _ = (name, unit);
+            false
+        }
+    )
+}
+
 fn verdict(action: Action, protocol: Protocol) -> Stmt {
     match action {
         Action::Accept => Stmt::Verdict(Verdict::Accept),
@@ -495,7 +511,7 @@ fn rule_statements(r: &PolicyRule, protocol: Protocol, m: Match) -> Vec<Vec<Stmt
         });
     }
     stmts.push(Stmt::Counter);
-    if r.inject_kernel_reject {
+    if refused_by_test(&r.name, false) {
         stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
     } else {
         stmts.push(verdict(r.action, protocol));

@@ -310,10 +310,9 @@ fn action_verdict(key: &VipKey, action: &Action, internal: bool) -> Verdict {
 
 /// The verdict of a service's `services` element.
 pub fn verdict(key: &VipKey, entry: &Entry) -> Verdict {
-    // Fault injection (test builds only): a service whose name starts with `fault-reject`
-    // points at a chain that does not exist, so the kernel refuses its elements.
-    #[cfg(feature = "fault-injection")]
-    if entry.name.starts_with("fault-reject") {
+    // Fault injection (test builds only): the service's elements point at a chain that does
+    // not exist, so the kernel refuses them.
+    if crate::fault_hook!(crate::fault::by_name::service_refused(&entry.name), false) {
         return Verdict::Goto("fault-missing-chain".into());
     }
     action_verdict(key, &entry.action, false)

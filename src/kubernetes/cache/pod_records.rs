@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
@@ -18,8 +19,10 @@ pub(super) struct PodPolicyRecord {
     ingress: Option<IsolationRecord>,
     /// `egress`.
     egress: Option<IsolationRecord>,
-    /// `inject_kernel_reject` (test hook; false for every translated unit).
-    inject_kernel_reject: bool,
+    /// A test hook that files written before it left the model still hold (always false
+    /// for translated units); read and ignored, never written.
+    #[serde(default, skip_serializing, rename = "inject_kernel_reject")]
+    _inject_kernel_reject: Option<IgnoredAny>,
 }
 
 /// An [`Isolation`] as stored.
@@ -83,13 +86,12 @@ impl From<&PodPolicy> for PodPolicyRecord {
             name,
             ingress,
             egress,
-            inject_kernel_reject,
         } = p;
         PodPolicyRecord {
             name: name.clone(),
             ingress: ingress.as_ref().map(IsolationRecord::from),
             egress: egress.as_ref().map(IsolationRecord::from),
-            inject_kernel_reject: *inject_kernel_reject,
+            _inject_kernel_reject: None,
         }
     }
 }
@@ -102,7 +104,6 @@ impl TryFrom<PodPolicyRecord> for PodPolicy {
             name: r.name,
             ingress: r.ingress.map(Isolation::try_from).transpose()?,
             egress: r.egress.map(Isolation::try_from).transpose()?,
-            inject_kernel_reject: r.inject_kernel_reject,
         })
     }
 }

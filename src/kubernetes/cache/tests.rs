@@ -163,13 +163,11 @@ fn pod_policies() -> PodPolicies {
                     ],
                 }),
                 egress: None,
-                inject_kernel_reject: false,
             },
             PodPolicy {
                 name: "k8s:db/b".into(),
                 ingress: None,
                 egress: Some(Isolation::default()),
-                inject_kernel_reject: true,
             },
         ],
     }
@@ -256,6 +254,39 @@ fn a_cache_from_before_pod_policies_reads_with_none() {
     )
     .unwrap();
     assert_eq!(cache.read().unwrap(), Some(ClusterState::default()));
+}
+
+/// Files written while the pod policy model still carried the `inject_kernel_reject` test
+/// hook hold it in every unit: they read back (the key ignored), and new files do not write
+/// it.
+#[test]
+fn a_cache_with_the_old_inject_kernel_reject_key_reads_and_is_not_written_again() {
+    let cache = Cache::new(dir("old-inject-key").join("kubernetes-state.json"));
+    fs::write(
+        cache.path(),
+        r#"{"version":1,"services":[],"routes":[],"pod_policies":[{"name":"k8s:db/a","ingress":{"pods":["10.1.0.6"],"allow":[]},"egress":null,"inject_kernel_reject":false},{"name":"k8s:db/b","ingress":null,"egress":null,"inject_kernel_reject":true}]}"#,
+    )
+    .unwrap();
+    let state = cache.read().unwrap().unwrap();
+    let names: Vec<&str> = state
+        .pod_policies
+        .policies
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(names, ["k8s:db/a", "k8s:db/b"]);
+    assert_eq!(
+        state.pod_policies.policies[0]
+            .ingress
+            .as_ref()
+            .unwrap()
+            .pods,
+        ["10.1.0.6".parse::<std::net::IpAddr>().unwrap()]
+    );
+    cache.store(&state).unwrap();
+    let written = fs::read_to_string(cache.path()).unwrap();
+    assert!(!written.contains("inject_kernel_reject"), "{written}");
+    assert_eq!(cache.read().unwrap(), Some(state));
 }
 
 #[test]

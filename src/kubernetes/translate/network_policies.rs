@@ -154,7 +154,6 @@ impl<'a, 'p> Translation<'a, 'p, '_> {
             ),
             ingress,
             egress,
-            inject_kernel_reject: false,
         })
     }
 

@@ -266,7 +266,7 @@ impl Builder {
             for (j, allow) in iso.allow.iter().enumerate() {
                 self.allow(dir, &format!("{targets}{j}"), &targets, allow);
             }
-            if p.inject_kernel_reject {
+            if super::refused_by_test(&p.name, true) {
                 self.rule(
                     dir.chain(),
                     vec![

@@ -18,9 +18,11 @@ pub async fn check(
     kind: &BackendCheckKind,
     timeout: Duration,
 ) -> Result<(), String> {
-    #[cfg(feature = "fault-injection")]
     if let BackendCheckKind::Http { path, .. } = kind
-        && path.starts_with("/fault-hang")
+        && crate::fault_hook!(crate::fault::by_name::check_hangs(path), {
+            let _ = path;
+            false
+        })
     {
         // Fault-injection builds: a probe that never returns, past its own timeout (the
         // probe watch's test).

@@ -243,7 +243,6 @@ fn ingress_from_a_namespace_selects_local_pods_and_peers_anywhere() {
                 }],
             }),
             egress: None,
-            inject_kernel_reject: false,
         }]
     );
 }

@@ -45,7 +45,6 @@ pub(crate) fn sample() -> PodPolicies {
                     ],
                 }),
                 egress: None,
-                inject_kernel_reject: false,
             },
             PodPolicy {
                 name: "k8s:shop/out".into(),
@@ -58,7 +57,6 @@ pub(crate) fn sample() -> PodPolicies {
                         ports: vec![],
                     }],
                 }),
-                inject_kernel_reject: false,
             },
         ],
     }

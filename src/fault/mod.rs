@@ -1,0 +1,16 @@
+//! Test hooks of the `fault-injection` build; the module is not compiled otherwise, so no
+//! release type, config model or persisted format carries them.
+//!
+//! [`kernel_reject`] is a side table of the rule groups the policy program builder makes the
+//! kernel refuse, filled by the config parser (the rule key `inject_kernel_reject`) or by
+//! tests directly (pod isolation units). [`hang`] names the `[[track]]` probers that wedge
+//! (the track key `inject_hang`). [`by_name`] holds the hooks ordinary config triggers by a
+//! reserved name prefix (a service whose elements the kernel refuses, a hanging backend check).
+//!
+//! Code outside this module reaches it through [`fault_hook!`](crate::fault_hook), which
+//! compiles to its fallback in other builds, so a hook is one named call, not a pair of
+//! `cfg` attributes.
+
+pub mod by_name;
+pub mod hang;
+pub mod kernel_reject;
