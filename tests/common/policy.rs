@@ -1,7 +1,11 @@
 //! Support for the policy kernel tests: the lan/wan topology around the router, the policy
 //! table read back, and the home-router policy most tests start from.
 
-use super::shell::sh;
+use std::path::PathBuf;
+
+use super::bin::edgenetd;
+use super::scratch::ScratchDir;
+use super::shell::{sh, sh_status};
 use super::topology::{Link, Topology};
 
 /// A lan host (10.0.0.2, 10.0.0.10 and fd00::2 on `eth0`; router 10.0.0.1 and fd00::1 on
@@ -117,3 +121,22 @@ protocol = "tcp"
 port = 8080
 to = "10.0.0.10:80"
 "#;
+
+/// `edgenetd plan` of `dir`'s config: the policy table's nft part (its markers kept), written
+/// to `dir/policy.nft`, which `nft -c -f` must accept. Returns the text and the file.
+pub fn planned_policy_nft(dir: &ScratchDir) -> (String, PathBuf) {
+    let run = edgenetd(&["plan", "--config", dir.config().to_str().unwrap()]);
+    assert!(run.ok(), "plan failed: {}", run.stderr);
+    let text: String = run
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("# nft begin: table inet edgenetd-policy"))
+        .take_while(|l| !l.starts_with("# nft end:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let file = dir.join("policy.nft");
+    std::fs::write(&file, &text).unwrap();
+    let (ok, _, err) = sh_status(&format!("nft -c -f {}", file.display()));
+    assert!(ok, "nft -c refused the plan: {err}\n{text}");
+    (text, file)
+}

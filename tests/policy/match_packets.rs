@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use common::bin::edgenetd;
 use common::controller::Driver;
-use common::policy::lan_wan;
+use common::policy::{lan_wan, planned_policy_nft};
 use common::scratch::ScratchDir;
-use common::shell::{sh, sh_status};
+use common::shell::sh;
 use common::topology::{Host, Link, Topology, failed};
 use common::wait::poll_for;
 use edgenetd::controller::route::RouteController;
@@ -377,20 +377,8 @@ netns_test! {
         // `plan` prints it as nft text that nft accepts and that loads to the very
         // expressions the batch programmed.
         let dir = ScratchDir::with_files("dscp-plan", &[("edgenetd.toml", &config)]);
-        let plan = edgenetd(&["plan", "--config", dir.config().to_str().unwrap()]);
-        assert!(plan.ok(), "plan: {}", plan.stderr);
-        let text: String = plan
-            .stdout
-            .lines()
-            .skip_while(|l| !l.starts_with("# nft begin: table inet edgenetd-policy"))
-            .take_while(|l| !l.starts_with("# nft end:"))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let (text, file) = planned_policy_nft(&dir);
         assert!(text.contains("ip6 dscp { af41, ef }"), "{text}");
-        let file = dir.join("policy.nft");
-        std::fs::write(&file, &text).unwrap();
-        let (ok, _, err) = sh_status(&format!("nft -c -f {}", file.display()));
-        assert!(ok, "nft -c refused the plan: {err}");
         let from_text = bytecode(&sh(&format!(
             "unshare --net sh -c 'nft -f {} && nft --debug=netlink list table inet edgenetd-policy'",
             file.display()
