@@ -39,6 +39,9 @@ struct Entry {
     last_beat: Instant,
     last_beat_wall: SystemTime,
     queued_since: Option<Instant>,
+    /// The work said it has nothing to do ([`crate::sync::Progress::rest`]): live however long
+    /// ago its last beat was, until it beats again.
+    resting: bool,
     /// Desired-state changes queued so far, the count the last started sync serves, and the
     /// count the last finished sync served: settled when the last two equal the first.
     queued_count: u64,
@@ -155,6 +158,7 @@ impl Liveness {
             last_beat: self.clock.now(),
             last_beat_wall: self.clock.wall(),
             queued_since: None,
+            resting: false,
             queued_count: 0,
             started_count: 0,
             served_count: 0,
@@ -188,7 +192,8 @@ impl Liveness {
             .map(|e| {
                 let since_beat = now.saturating_duration_since(e.last_beat);
                 let queued_for = e.queued_since.map(|q| now.saturating_duration_since(q));
-                let live = since_beat <= e.window && queued_for.is_none_or(|q| q <= e.window);
+                let live = (e.resting || since_beat <= e.window)
+                    && queued_for.is_none_or(|q| q <= e.window);
                 ControllerStatus {
                     name: e.name.clone(),
                     last_beat: e.last_beat_wall,
@@ -239,8 +244,17 @@ impl Heartbeat {
     pub fn beat(&self) {
         let (now, wall) = (self.liveness.clock.now(), self.liveness.clock.wall());
         let mut entries = self.liveness.lock();
-        entries[self.index].last_beat = now;
-        entries[self.index].last_beat_wall = wall;
+        let e = &mut entries[self.index];
+        e.last_beat = now;
+        e.last_beat_wall = wall;
+        e.resting = false;
+    }
+
+    /// Beats, then holds no silence against the work until its next beat (it has nothing to
+    /// do until something wakes it).
+    pub fn rest(&self) {
+        self.beat();
+        self.liveness.lock()[self.index].resting = true;
     }
 
     /// A new desired state is waiting for this controller (kube-proxy's `QueuedUpdate`):
@@ -307,6 +321,10 @@ impl Heartbeat {
 impl crate::sync::Progress for Heartbeat {
     fn beat(&self) {
         Heartbeat::beat(self);
+    }
+
+    fn rest(&self) {
+        Heartbeat::rest(self);
     }
 }
 
@@ -381,6 +399,21 @@ mod tests {
         assert_eq!(liveness.report().stale(), ["route"]);
         h.beat();
         assert!(liveness.report().all_live(), "a beat makes it live again");
+    }
+
+    #[test]
+    fn a_resting_heartbeat_stays_live_past_its_window_until_its_next_beat() {
+        let (clock, liveness, h) = setup(10);
+        h.rest();
+        clock.advance(Duration::from_secs(3600));
+        assert!(liveness.report().all_live(), "nothing to do is not a stall");
+        h.beat();
+        clock.advance(Duration::from_secs(11));
+        assert_eq!(
+            liveness.report().stale(),
+            ["route"],
+            "a beat ends the rest: silence counts again"
+        );
     }
 
     #[test]

@@ -93,6 +93,11 @@ impl fmt::Display for SyncError {
 pub trait Progress {
     /// Records a heartbeat now.
     fn beat(&self);
+
+    /// The work has nothing to do until something wakes it: its silence from now on is not a
+    /// stall, until its next [`beat`](Progress::beat). (Lets idle work sleep instead of
+    /// ticking to stay live.)
+    fn rest(&self) {}
 }
 
 /// A progress sink that ignores beats (for `plan` and unit tests).

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::config::service::{BackendCheck, BackendCheckKind, Initial, Service};
 use crate::probe::state::lock;
 use crate::probe::{ProbeState, Recorded, Watch};
-use crate::sync::{Progress, Trigger};
+use crate::sync::{Progress, Trigger, TriggerRx};
 
 use super::metrics::{BACKEND_CHECK_FAILURES, BACKEND_TRANSITIONS, BACKEND_UP};
 
@@ -37,10 +37,6 @@ pub use check::check;
 pub const PROBE_GRACE: Duration = check::GRACE;
 /// The liveness window of the `service-health` heartbeat (the watch beats every second).
 pub const WATCH_WINDOW: Duration = Duration::from_secs(10);
-/// How often it beats while there is no probe: often enough for [`WATCH_WINDOW`], and no
-/// longer than [`PROBE_GRACE`], so a probe started meanwhile cannot be late before the watch
-/// is back to the engine's tick (an idle router without backend checks wakes for it rarely).
-const IDLE_TICK: Duration = PROBE_GRACE;
 
 /// One probed backend with its check settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -74,6 +70,10 @@ type Probes = Arc<Mutex<HashMap<ProbeKey, Probe>>>;
 pub struct BackendChecks {
     probes: Probes,
     trigger: Trigger,
+    /// Wakes the watch when the set of probes changes (it sleeps while there is none).
+    probes_changed: Trigger,
+    /// The receiving end, until the watch takes it.
+    probes_changed_rx: Option<TriggerRx>,
     /// The watch beating the `service-health` heartbeat, once one is attached.
     watch: Option<smol::Task<()>>,
 }
@@ -81,18 +81,24 @@ pub struct BackendChecks {
 impl BackendChecks {
     /// No probes yet; `trigger` is fired on every up/down transition.
     pub fn new(trigger: Trigger) -> BackendChecks {
+        let (probes_changed, rx) = crate::sync::trigger();
         BackendChecks {
             probes: Arc::default(),
             trigger,
+            probes_changed,
+            probes_changed_rx: Some(rx),
             watch: None,
         }
     }
 
-    /// Starts the watch: `heartbeat` beats every second while every probe is on time (every
-    /// `IDLE_TICK` while there is none).
+    /// Starts the watch: `heartbeat` beats every second while every probe is on time. While
+    /// there is no probe the heartbeat rests and the watch sleeps until probes are started,
+    /// so an idle router without backend checks has no wake-up for it.
     pub fn watch(&mut self, heartbeat: Arc<dyn Progress + Send + Sync>) {
         let probes = self.probes.clone();
-        self.watch = Some(smol::spawn(watch(probes, heartbeat)));
+        if let Some(changed) = self.probes_changed_rx.take() {
+            self.watch = Some(smol::spawn(watch(probes, heartbeat, changed)));
+        }
     }
 
     /// Starts probes for the checked backends of `services` that have none and stops the
@@ -112,7 +118,12 @@ impl BackendChecks {
             }
         }
         let mut probes = lock(&self.probes);
+        let before = probes.len();
         probes.retain(|k, _| wanted.contains_key(k));
+        let (kept, started) = (probes.len(), wanted.len() - probes.len());
+        if kept != before || started > 0 {
+            self.probes_changed.fire();
+        }
         for (k, mut names) in wanted {
             // The entries of one Kubernetes Service port share a name: one label each.
             names.sort();
@@ -228,9 +239,15 @@ pub fn healthz() -> serde_json::Value {
     serde_json::json!({ "backends": backends, "lateProbes": board.late })
 }
 
-async fn watch(probes: Probes, heartbeat: Arc<dyn Progress + Send + Sync>) {
+async fn watch(
+    probes: Probes,
+    heartbeat: Arc<dyn Progress + Send + Sync>,
+    probes_changed: TriggerRx,
+) {
     let mut watch = Watch::default();
     loop {
+        // Taken before the look: a change from now on wakes the sleep below.
+        probes_changed.take_pending();
         let now = Instant::now();
         let late: Vec<String> = lock(&probes)
             .iter()
@@ -245,13 +262,16 @@ async fn watch(probes: Probes, heartbeat: Arc<dyn Progress + Send + Sync>) {
             );
         }
         lock(&BOARD).late = look.late;
-        let idle = lock(&probes).is_empty();
-        smol::Timer::after(if idle {
-            IDLE_TICK
+        if lock(&probes).is_empty() {
+            heartbeat.rest();
+            if probes_changed.recv().await.is_none() {
+                return;
+            }
+            // Probes just started cannot be late yet: the window counts from now.
+            heartbeat.beat();
         } else {
-            crate::probe::watch::TICK
-        })
-        .await;
+            smol::Timer::after(crate::probe::watch::TICK).await;
+        }
     }
 }
 

@@ -74,3 +74,50 @@ fn the_fallback_is_dealt_at_random_only_while_no_backend_is_up() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Counts what the watch tells its heartbeat.
+#[derive(Default)]
+struct Told {
+    beats: std::sync::atomic::AtomicU32,
+    rests: std::sync::atomic::AtomicU32,
+}
+
+impl crate::sync::Progress for Told {
+    fn beat(&self) {
+        self.beats.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn rest(&self) {
+        self.rests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The idle daemon's async-io thread woke about ten times for each tick of this watch (smol's
+/// reactor backs off in steps after every event it handles): it ticked every 5 s with nothing
+/// to watch.
+#[test]
+fn bug_the_watch_ticks_every_5_s_while_no_backend_is_checked() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let told = std::sync::Arc::new(Told::default());
+    let (t, _rx) = trigger();
+    let mut checks = BackendChecks::new(t);
+    checks.watch(told.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(told.rests.load(SeqCst), 1, "rests at once with no probe");
+    let looked = told.beats.load(SeqCst);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(told.beats.load(SeqCst), looked, "and sleeps: no tick");
+    let checked = service(Initial::Up, Affinity::None, None);
+    checks.reconcile(std::slice::from_ref(&checked));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        told.beats.load(SeqCst) >= looked + 2,
+        "a probe wakes the watch, which beats on its tick"
+    );
+    checks.reconcile(&[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        told.rests.load(SeqCst),
+        2,
+        "rests again once no probe is left"
+    );
+}
