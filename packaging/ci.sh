@@ -17,7 +17,7 @@
 #   5. checks the Prometheus alert rules of docs/operations.md with promtool (check + unit tests);
 #   5b. runs the aarch64 smoke test under qemu-user (scripts/arm64/smoke-qemu-user.sh);
 #   5c. runs the aarch64 binary on a real arm64 kernel with every controller of the example config
-#      (scripts/arm64/smoke-vm.sh; needs the project's arm64vm tool, see there), and the
+#      (scripts/arm64/smoke-vm.sh, on the repository's scripts/arm64/vm/arm64vm.sh), and the
 #      flow offload packet test there (scripts/arm64/test-vm-flow-offload.sh);
 #   6. the footprint against the budgets (scripts/check-footprint.sh, after building the x86_64
 #      `kubernetes` feature binary it also measures): fails on any figure over budget (binary
@@ -168,13 +168,14 @@ section "aarch64 smoke test (qemu-user)"
 scripts/arm64/smoke-qemu-user.sh
 
 section "aarch64 on a real arm64 kernel (qemu-system, every controller of the example config)"
-vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
+vm=${ARM64VM:-scripts/arm64/vm/arm64vm.sh}
 if [ -x "$vm" ]; then
   ARM64VM=$vm scripts/arm64/smoke-vm.sh "$deb_arm64"
   section "flow offload on a real arm64 kernel (qemu-system, ~100 s)"
   ARM64VM=$vm scripts/arm64/test-vm-flow-offload.sh "$deb_arm64"
 else
-  echo "NOT RUN: the arm64vm tool is not at $vm (set ARM64VM=/path/to/arm64vm.sh)"
+  echo "ci: the arm64vm tool is not at $vm (ARM64VM)" >&2
+  exit 1
 fi
 
 section "footprint"

@@ -10,7 +10,7 @@
 #       default: the cross-built release binary, config/edgenetd.toml. Given the arm64 .deb,
 #       the guest unpacks it and runs the packaged /usr/bin/edgenetd on Debian's arm64 libnftnl
 #       and libmnl, after `check` of the packaged default config.
-# The tool: $ARM64VM, or ../shared/tools/arm64vm/arm64vm.sh beside the repository. Its first
+# The tool: $ARM64VM, or the repository's copy, scripts/arm64/vm/arm64vm.sh. Its first
 # run builds a guest image from Debian's arm64 packages (~30 s, ~150 MB cache), later runs boot
 # in ~5 s.
 set -euo pipefail
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 
 bin=${1:-target/aarch64-unknown-linux-gnu/release/edgenetd}
 config=${2:-config/edgenetd.toml}
-vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
+vm=${ARM64VM:-scripts/arm64/vm/arm64vm.sh}
 [ -x "$vm" ] || { echo "smoke-vm: the arm64vm tool is not at $vm (set ARM64VM)" >&2; exit 3; }
 case $bin in
   *.deb) [ "$(dpkg-deb -f "$bin" Architecture)" = arm64 ] || { echo "smoke-vm: $bin is not an arm64 package" >&2; exit 1; } ;;

@@ -18,8 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bin=${1:-target/aarch64-unknown-linux-gnu/release/edgenetd}
-vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
-[ -x "$vm" ] || vm=/work/shared/tools/arm64vm/arm64vm.sh
+vm=${ARM64VM:-scripts/arm64/vm/arm64vm.sh}
 [ -x "$vm" ] || { echo "test-vm-flow-offload: the arm64vm tool is not at $vm (set ARM64VM)" >&2; exit 3; }
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Runs the nftables dataplane and policy kernel tests on a real arm64 kernel (Debian's 6.1,
-# under qemu-system-aarch64 via ../shared/tools/arm64vm): cross-compiles the test binaries,
+# under qemu-system-aarch64 via scripts/arm64/vm/arm64vm.sh): cross-compiles the test binaries,
 # copies them into the guest and runs them there (each test in its own network namespace).
 # The daemon-level test (which needs the edgenetd binary at its build path) is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-vm=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
-[ -x "$vm" ] || vm=/work/shared/tools/arm64vm/arm64vm.sh
+vm=${ARM64VM:-scripts/arm64/vm/arm64vm.sh}
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export PKG_CONFIG_ALLOW_CROSS=1
 export PKG_CONFIG_LIBDIR_aarch64_unknown_linux_gnu=/usr/lib/aarch64-linux-gnu/pkgconfig

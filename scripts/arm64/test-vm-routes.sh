@@ -1,12 +1,12 @@
 #!/bin/sh
-# Route controller smoke test on a real arm64 kernel (shared/tools/arm64vm: Debian's arm64
+# Route controller smoke test on a real arm64 kernel (scripts/arm64/vm/arm64vm.sh: Debian's arm64
 # kernel under qemu-system-aarch64), all inside a network namespace of the guest:
 # routes of several kinds and rules installed, an owned route deleted by hand comes back and
 # is counted, `cleanup` (daemon stopped) removes exactly what is owned.
 # Usage: scripts/arm64/test-vm-routes.sh [path/to/aarch64/edgenetd]   (default: cross-builds it)
 set -eu
 cd "$(dirname "$0")/../.."
-VM=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
+VM=${ARM64VM:-scripts/arm64/vm/arm64vm.sh}
 BIN=${1:-}
 if [ -z "$BIN" ]; then
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc PKG_CONFIG_ALLOW_CROSS=1 \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Service controller smoke test on a real arm64 kernel (shared/tools/arm64vm: Debian's arm64
+# Service controller smoke test on a real arm64 kernel (scripts/arm64/vm/arm64vm.sh: Debian's arm64
 # kernel under qemu-system-aarch64), in network namespaces of the guest: a client, the router
 # running edgenetd, two backends with python3 TCP/UDP servers. Checks: TCP balanced over both
 # backends, UDP answered, source-ip affinity, reject without backends, the table deleted by
@@ -7,7 +7,7 @@
 # Usage: scripts/arm64/test-vm-services.sh [path/to/aarch64/edgenetd]   (default: cross-builds it)
 set -eu
 cd "$(dirname "$0")/../.."
-VM=${ARM64VM:-../shared/tools/arm64vm/arm64vm.sh}
+VM=${ARM64VM:-scripts/arm64/vm/arm64vm.sh}
 BIN=${1:-}
 if [ -z "$BIN" ]; then
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc PKG_CONFIG_ALLOW_CROSS=1 \
