@@ -124,8 +124,12 @@ netns_test! {
         let (lan, wan) = (t.host("lan"), t.host("wan"));
         t.serve_named(t.router(), "router", 22);
         t.serve(lan, "tcp", 80);
-        // Nothing programs the router yet: a connection from the wan to the lan host is
-        // forwarded, and stays open while the daemon starts.
+        // Nothing filters yet: a connection from the wan to the lan host is forwarded, and
+        // stays open while the daemon starts. Conntrack is on in the namespace (a table of
+        // another program uses it), so the connection is tracked from its first packet, as
+        // one is on a router where anything uses conntrack (an unfiltered netns without
+        // any tracking table would pick it up mid-stream as new).
+        sh("nft add table inet other && nft add chain inet other f '{ type filter hook forward priority 10; policy accept; }' && nft add rule inet other f ct state established counter");
         let script = t.script("long.py", LONG);
         let out = t.script("long.out", "");
         let mut long = wan.spawn(&format!("exec python3 -u {script} 6 > {out} 2>&1"));
