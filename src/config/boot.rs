@@ -162,7 +162,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("conf.d/10-x.toml"), "[controller.route]\nenabled = false\n[[route]]\nto = 7\n").unwrap();
-        assert!(crate::config::load(&main).is_err());
+        assert!(crate::config::load_keeping_texts(&main).is_err());
         let (daemon, controllers) = read_settings_leniently(&main).unwrap();
         assert_eq!(daemon.management, ["eth9"]);
         assert_eq!(daemon.nft_table_prefix, "edge");
