@@ -143,11 +143,16 @@ mod tests {
         };
         let state = lockdown(daemon, BTreeMap::new());
         let p = state.policy.unwrap();
-        assert_eq!((p.input, p.forward, p.output), (Action::Drop, Action::Drop, Action::Accept));
+        assert_eq!(
+            (p.input, p.forward, p.output),
+            (Action::Drop, Action::Drop, Action::Accept)
+        );
         assert_eq!(p.zones[MANAGEMENT_ZONE].interfaces, ["eth1", "mgmt*"]);
         assert_eq!(p.rules.len(), 1);
         assert!(state.routing.routes.is_empty() && state.services.services.is_empty());
-        let none = lockdown(DaemonSettings::default(), BTreeMap::new()).policy.unwrap();
+        let none = lockdown(DaemonSettings::default(), BTreeMap::new())
+            .policy
+            .unwrap();
         assert!(none.zones.is_empty() && none.rules.is_empty());
         assert_eq!(none.input, Action::Drop);
     }
@@ -161,7 +166,11 @@ mod tests {
             "[daemon]\nmanagement = [\"eth9\"]\nnft_table_prefix = \"edge\"\n\n[policy.zone.lan]\nhelpers = [\"nope\"]\ninterfaces = [\n",
         )
         .unwrap();
-        std::fs::write(dir.join("conf.d/10-x.toml"), "[controller.route]\nenabled = false\n[[route]]\nto = 7\n").unwrap();
+        std::fs::write(
+            dir.join("conf.d/10-x.toml"),
+            "[controller.route]\nenabled = false\n[[route]]\nto = 7\n",
+        )
+        .unwrap();
         assert!(crate::config::load_keeping_texts(&main).is_err());
         let (daemon, controllers) = read_settings_leniently(&main).unwrap();
         assert_eq!(daemon.management, ["eth9"]);
@@ -177,11 +186,21 @@ mod tests {
     #[test]
     fn kept_texts_load_under_their_own_names() {
         let texts = ConfigTexts(vec![
-            (PathBuf::from("/etc/edgenetd/edgenetd.toml"), "[daemon]\nroute_protocol = 191\n".into()),
-            (PathBuf::from("/etc/edgenetd/conf.d/10-a.toml"), "[daemon]\nroute_protocol = 192\n".into()),
+            (
+                PathBuf::from("/etc/edgenetd/edgenetd.toml"),
+                "[daemon]\nroute_protocol = 191\n".into(),
+            ),
+            (
+                PathBuf::from("/etc/edgenetd/conf.d/10-a.toml"),
+                "[daemon]\nroute_protocol = 192\n".into(),
+            ),
         ]);
         let e = load_texts(&texts).unwrap_err();
-        assert!(e.rendered.contains("/etc/edgenetd/conf.d/10-a.toml:2:"), "{}", e.rendered);
+        assert!(
+            e.rendered.contains("/etc/edgenetd/conf.d/10-a.toml:2:"),
+            "{}",
+            e.rendered
+        );
         let good = ConfigTexts(vec![texts.0[0].clone()]);
         let state = load_texts(&good).unwrap();
         assert_eq!(state.daemon.route_protocol, 191);

@@ -296,15 +296,26 @@ mod tests {
             main: "/etc/edgenetd/edgenetd.toml".into(),
             saved_unix: 1_700_000_000,
             files: vec![
-                ("/etc/edgenetd/edgenetd.toml".into(), "[daemon]\n\"x\" = '\\'\n".into()),
+                (
+                    "/etc/edgenetd/edgenetd.toml".into(),
+                    "[daemon]\n\"x\" = '\\'\n".into(),
+                ),
                 ("/etc/edgenetd/conf.d/10-a.toml".into(), String::new()),
             ],
         };
         store.save_last_good(&record).unwrap();
         assert_eq!(store.read_last_good().unwrap(), Some(Ok(record)));
-        let mode = fs::metadata(store.last_good_path()).unwrap().permissions().mode() & 0o777;
+        let mode = fs::metadata(store.last_good_path())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
-        fs::write(store.last_good_path(), b"{\"main\":\"m\",\"saved_unix\":1,\"files\":[]}").unwrap();
+        fs::write(
+            store.last_good_path(),
+            b"{\"main\":\"m\",\"saved_unix\":1,\"files\":[]}",
+        )
+        .unwrap();
         assert!(matches!(store.read_last_good().unwrap(), Some(Err(_))));
         let _ = fs::remove_dir_all(&dir);
     }

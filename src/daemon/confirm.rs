@@ -115,14 +115,14 @@ impl Confirmer {
             text.clone(),
         );
         let (desired, texts) = match loaded {
-                Ok(d) => d,
-                Err(e) => {
-                    return Response::failed(format!(
-                        "{e}\n{shown_as}: {} problem(s); nothing was changed\n",
-                        e.count
-                    ));
-                }
-            };
+            Ok(d) => d,
+            Err(e) => {
+                return Response::failed(format!(
+                    "{e}\n{shown_as}: {} problem(s); nothing was changed\n",
+                    e.count
+                ));
+            }
+        };
         let plan = plan_all(&desired).await;
         let mut out = plan.text;
         for failure in plan.failures {

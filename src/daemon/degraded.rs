@@ -66,7 +66,10 @@ impl DegradedInfo {
             ),
         };
         let first = self.problems.first().map(String::as_str).unwrap_or("");
-        format!("{what}; config invalid ({} problem(s)): {first}", self.count)
+        format!(
+            "{what}; config invalid ({} problem(s)): {first}",
+            self.count
+        )
     }
 }
 
@@ -163,21 +166,30 @@ mod tests {
         let d = Degraded::new(liveness.clone());
         assert_eq!(d.healthz(), Value::Null);
         let rendered = "a.toml:3:7: error: unknown helper `nope`\n  |\n3 | helpers = [\"nope\"]\n  |       ^\nb.toml:1:1: error: x\n";
-        d.enter(DegradedInfo {
-            fallback: Fallback::Lockdown {
-                management: vec!["eth1".into()],
-                why: "none kept".into(),
+        d.enter(
+            DegradedInfo {
+                fallback: Fallback::Lockdown {
+                    management: vec!["eth1".into()],
+                    why: "none kept".into(),
+                },
+                since: SystemTime::UNIX_EPOCH,
+                count: 2,
+                problems: problem_lines(rendered),
             },
-            since: SystemTime::UNIX_EPOCH,
-            count: 2,
-            problems: problem_lines(rendered),
-        }, Arc::default());
+            Arc::default(),
+        );
         let doc = d.healthz();
         assert_eq!(doc["mode"], "lockdown");
-        assert_eq!(doc["problems"][0], "a.toml:3:7: error: unknown helper `nope`");
+        assert_eq!(
+            doc["problems"][0],
+            "a.toml:3:7: error: unknown helper `nope`"
+        );
         assert_eq!(doc["problems"].as_array().unwrap().len(), 2);
         let note = liveness.report().degraded_note.unwrap();
-        assert!(note.starts_with("LOCKDOWN") && note.contains("eth1"), "{note}");
+        assert!(
+            note.starts_with("LOCKDOWN") && note.contains("eth1"),
+            "{note}"
+        );
         assert!(note.contains("a.toml:3:7"), "{note}");
         d.clear();
         assert!(!d.is_degraded());

@@ -84,10 +84,7 @@ impl LastGood {
             }
             Ok(None) => return Err("no configuration has come into force here yet".into()),
             Err(e) => {
-                return Err(format!(
-                    "{}: {e}",
-                    self.store.last_good_path().display()
-                ));
+                return Err(format!("{}: {e}", self.store.last_good_path().display()));
             }
         };
         if record.main != self.main {
@@ -110,7 +107,10 @@ impl LastGood {
             for line in e.rendered.lines() {
                 error!("  {line}");
             }
-            format!("the last good configuration does not load ({} problem(s))", e.count)
+            format!(
+                "the last good configuration does not load ({} problem(s))",
+                e.count
+            )
         })?;
         *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(digest(&texts));
         let saved = UNIX_EPOCH + Duration::from_secs(record.saved_unix);

@@ -159,8 +159,7 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         error!("cannot install signal handlers: {e}");
         Fatal
     })?;
-    let (liveness, exporter, http) =
-        start_observability(&desired, listener, degraded.is_none())?;
+    let (liveness, exporter, http) = start_observability(&desired, listener, degraded.is_none())?;
     #[cfg(feature = "kubernetes")]
     let (kubernetes, desired) = kubernetes::prepare(desired)?;
     #[cfg(not(feature = "kubernetes"))]

@@ -172,7 +172,10 @@ mod tests {
         Reloader {
             sink: snapshots.clone(),
             snapshots,
-            last_good: Arc::new(LastGood::new(&main, crate::control::store::Store::new(dir.join("state")))),
+            last_good: Arc::new(LastGood::new(
+                &main,
+                crate::control::store::Store::new(dir.join("state")),
+            )),
             main,
             degraded: Degraded::new(liveness.clone()),
             liveness,
@@ -272,19 +275,25 @@ mod tests {
     fn a_taken_load_is_kept_as_the_last_good_one_and_ends_degraded_mode() {
         use super::super::degraded::{DegradedInfo, Fallback};
         let mut r = reloader("keep");
-        r.degraded.enter(DegradedInfo {
-            fallback: Fallback::Lockdown {
-                management: Vec::new(),
-                why: "none kept".into(),
+        r.degraded.enter(
+            DegradedInfo {
+                fallback: Fallback::Lockdown {
+                    management: Vec::new(),
+                    why: "none kept".into(),
+                },
+                since: std::time::SystemTime::UNIX_EPOCH,
+                count: 1,
+                problems: vec!["edgenetd.toml:2:18: error: invalid route_protocol 300".into()],
             },
-            since: std::time::SystemTime::UNIX_EPOCH,
-            count: 1,
-            problems: vec!["edgenetd.toml:2:18: error: invalid route_protocol 300".into()],
-        }, Arc::default());
+            Arc::default(),
+        );
         let out = render_with(|| {
             write(&r.main, BAD);
             assert!(!r.reload());
-            assert!(r.degraded.is_degraded(), "a rejected reload changes nothing");
+            assert!(
+                r.degraded.is_degraded(),
+                "a rejected reload changes nothing"
+            );
             write(&r.main, "[daemon]\nroute_protocol = 192\n");
             assert!(r.reload());
         });

@@ -19,14 +19,19 @@ use common::wait::wait_until;
 /// HOME with a zone that names a conntrack helper `[policy] helpers` does not declare: the
 /// example of issue 23 (its line and column are in the problem).
 fn broken(prefix: &str) -> String {
-    format!("{prefix}{HOME}\n[policy.zone.guest]\ninterfaces = [\"veth-guest\"]\nhelpers = [\"ftp\"]\n")
+    format!(
+        "{prefix}{HOME}\n[policy.zone.guest]\ninterfaces = [\"veth-guest\"]\nhelpers = [\"ftp\"]\n"
+    )
 }
 
 /// Waits for the first policy sync.
 fn wait_policy_synced(d: &Daemon) {
     wait_until("a first policy sync", Duration::from_secs(20), || {
-        d.metric("edgenetd_controller_syncs_total", &[("controller", "policy")])
-            .is_some_and(|n| n >= 1.0)
+        d.metric(
+            "edgenetd_controller_syncs_total",
+            &[("controller", "policy")],
+        )
+        .is_some_and(|n| n >= 1.0)
     });
 }
 

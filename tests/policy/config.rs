@@ -548,7 +548,9 @@ fn reflection_zones_name_defined_zones_at_their_place_and_need_reflection() {
     assert_eq!(ok.port_forwards[0].reflection_zones, ["guest"]);
     let out = errors(&[(
         "main.toml",
-        &format!("[policy]\n{base}\n[[policy.port_forward]]\nname = \"x\"\nfrom = \"wan\"\nport = 22\nto = \"10.0.0.2\"\nreflection_zones = [\"guest\", \"dmz\"]\n\n[[policy.port_forward]]\nname = \"y\"\nfrom = \"wan\"\nport = 23\nto = \"10.0.0.2\"\nreflection = false\nreflection_zones = [\"guest\"]\n"),
+        &format!(
+            "[policy]\n{base}\n[[policy.port_forward]]\nname = \"x\"\nfrom = \"wan\"\nport = 22\nto = \"10.0.0.2\"\nreflection_zones = [\"guest\", \"dmz\"]\n\n[[policy.port_forward]]\nname = \"y\"\nfrom = \"wan\"\nport = 23\nto = \"10.0.0.2\"\nreflection = false\nreflection_zones = [\"guest\"]\n"
+        ),
     )]);
     assert!(
         out.contains("main.toml:16:30: error: zone `dmz` is used but never defined"),

@@ -89,8 +89,15 @@ fn a_port_forward_to_a_host_of_no_zone_does_not_reflect() {
     ]);
     let p = program::build_with(desired.policy.as_ref().unwrap(), "edgenetd-policy", &addrs);
     let text = render_table(&p.table);
-    assert_eq!(text.matches("dnat ip to 192.168.1.10:80").count(), 1, "{text}");
-    assert!(!text.contains("masquerade comment \"port-forward web"), "{text}");
+    assert_eq!(
+        text.matches("dnat ip to 192.168.1.10:80").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        !text.contains("masquerade comment \"port-forward web"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -46,7 +46,8 @@ impl RouterAddresses {
     pub fn from_networks(mut nets: Vec<(String, IpNet)>) -> RouterAddresses {
         nets.sort();
         nets.dedup();
-        let mut out = RouterAddresses::new(nets.iter().map(|(i, n)| (i.clone(), n.addr())).collect());
+        let mut out =
+            RouterAddresses::new(nets.iter().map(|(i, n)| (i.clone(), n.addr())).collect());
         out.connected = nets;
         out
     }
