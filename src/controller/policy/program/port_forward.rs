@@ -121,14 +121,12 @@ fn reflecting_zones<'a>(
     cfg: &'a PolicyConfig,
     pf: &PortForward,
     addrs: &RouterAddresses,
-) -> impl Iterator<Item = &'a Zone> {
-    let wanted: Vec<&'a Zone> = cfg
-        .zones
+) -> Vec<&'a Zone> {
+    cfg.zones
         .values()
         .filter(|z| z.name != pf.from)
         .filter(|z| pf.reflection_zones.contains(&z.name) || addrs.zone_holds(z, pf.to.ip()))
-        .collect();
-    wanted.into_iter()
+        .collect()
 }
 
 impl Builder {
