@@ -42,11 +42,15 @@ fn healthz(d: &Daemon) -> (u16, serde_json::Value) {
 
 /// The last STATUS= line sent.
 fn last_status(d: &Daemon) -> String {
-    d.messages()
+    let lines: Vec<String> = d
+        .messages()
         .iter()
         .flat_map(|m| m.lines().map(str::to_string).collect::<Vec<_>>())
-        .filter_map(|l| l.strip_prefix("STATUS=").map(str::to_string))
-        .last()
+        .collect();
+    lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("STATUS=").map(str::to_string))
         .unwrap_or_default()
 }
 
