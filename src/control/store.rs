@@ -122,21 +122,39 @@ impl Store {
         self.dir.join(LAST_GOOD)
     }
 
-    /// Replaces the last good configuration.
-    pub fn save_last_good(&self, record: &LastGoodRecord) -> io::Result<()> {
+    /// Replaces the last good configuration: `files` (path, text) kept for `main` at
+    /// `saved_unix`. Streamed to the file: a config of 100,000 routes is not copied again.
+    pub fn save_last_good(
+        &self,
+        main: &str,
+        saved_unix: u64,
+        files: &[(&str, &str)],
+    ) -> io::Result<()> {
+        #[derive(serde::Serialize)]
+        struct File<'a> {
+            path: &'a str,
+            text: &'a str,
+        }
+        #[derive(serde::Serialize)]
+        struct Record<'a> {
+            main: &'a str,
+            saved_unix: u64,
+            files: Vec<File<'a>>,
+        }
         fs::create_dir_all(&self.dir)?;
-        let files: Vec<Value> = record
-            .files
-            .iter()
-            .map(|(path, text)| json!({ "path": path, "text": text }))
-            .collect();
-        let json = json!({
-            "main": record.main,
-            "saved_unix": record.saved_unix,
-            "files": files,
+        let record = Record {
+            main,
+            saved_unix,
+            files: files
+                .iter()
+                .map(|&(path, text)| File { path, text })
+                .collect(),
+        };
+        write_atomically_with(&self.last_good_path(), 0o600, |out| {
+            let mut out = io::BufWriter::new(out);
+            serde_json::to_writer(&mut out, &record)?;
+            out.flush()
         })
-        .to_string();
-        write_atomically(&self.last_good_path(), json.as_bytes(), 0o600)
     }
 
     /// The last good configuration, if one is kept; `Ok(Some(Err(why)))` when it cannot be
@@ -214,6 +232,15 @@ pub fn keep_rejected(main: &Path, bytes: &[u8], stamp: &str) -> io::Result<PathB
 /// Replaces `path` with `bytes` atomically and durably. The new file keeps the mode of the
 /// file it replaces (else gets `mode`).
 pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_atomically_with(path, mode, |file| file.write_all(bytes))
+}
+
+/// [`write_atomically`] of what `write` writes into the temporary file.
+fn write_atomically_with(
+    path: &Path,
+    mode: u32,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = parent(path);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.edgenetd-new"));
@@ -227,7 +254,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> 
             .open(&tmp)?;
         // The umask (the unit's is 0077) must not narrow the mode the file had.
         file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.write_all(bytes)?;
+        write(&mut file)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         sync_dir(dir)
@@ -303,7 +330,14 @@ mod tests {
                 ("/etc/edgenetd/conf.d/10-a.toml".into(), String::new()),
             ],
         };
-        store.save_last_good(&record).unwrap();
+        let files: Vec<(&str, &str)> = record
+            .files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        store
+            .save_last_good(&record.main, record.saved_unix, &files)
+            .unwrap();
         assert_eq!(store.read_last_good().unwrap(), Some(Ok(record)));
         let mode = fs::metadata(store.last_good_path())
             .unwrap()

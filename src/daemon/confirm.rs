@@ -132,7 +132,8 @@ impl Confirmer {
             Ok(deadline) => {
                 self.sink.take_toml(Arc::new(desired));
                 if deadline.is_none() {
-                    self.last_good.keep(&texts, self.liveness.clock().wall());
+                    self.last_good
+                        .keep(texts.clone(), self.liveness.clock().wall());
                 }
                 self.degraded.clear();
                 self.problem.set(None);
@@ -281,7 +282,7 @@ impl Confirmer {
             ));
         }
         if let Some(texts) = self.state.pending_texts() {
-            self.last_good.keep(&texts, self.liveness.clock().wall());
+            self.last_good.keep(texts, self.liveness.clock().wall());
         }
         let applied = self.state.take_pending().map(|p| p.applied_from);
         self.liveness.set_config_note(None);
@@ -321,7 +322,7 @@ impl Confirmer {
         match loaded {
             Ok((state, texts)) => {
                 self.sink.take_toml(Arc::new(state));
-                self.last_good.keep(&texts, at);
+                self.last_good.keep(texts, at);
             }
             Err(e) => {
                 error!(

@@ -7,8 +7,10 @@
 //! A configuration applied with `edgenetd apply --confirm` is kept only once confirmed: a
 //! restart while it waits rolls it back, and the copy must not be the way back to it.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use log::{error, info, warn};
@@ -16,7 +18,7 @@ use log::{error, info, warn};
 use crate::clock::rfc3339;
 use crate::config::{self, ConfigError, ConfigTexts, DesiredState};
 use crate::control::instance::canonical;
-use crate::control::store::{LastGoodRecord, Store, fingerprint};
+use crate::control::store::Store;
 
 /// Keeps the last good configuration of one daemon (its main file, its state directory).
 pub struct LastGood {
@@ -24,9 +26,20 @@ pub struct LastGood {
     store: Store,
     /// The canonical main config file the copies are bound to.
     main: String,
-    /// The fingerprint of what was last kept (or found kept), so an unchanged config is not
-    /// written again.
-    kept: Mutex<Option<String>>,
+    /// What was last kept: the fingerprint of the texts (or of those found kept), so an
+    /// unchanged config is not written again, and the number of the keep that wrote it.
+    kept: Mutex<Kept>,
+    /// Numbers the keeps in the order configurations came into force.
+    next: AtomicU64,
+}
+
+/// What the last write kept.
+#[derive(Default)]
+struct Kept {
+    /// Fingerprint of the texts.
+    print: Option<u64>,
+    /// The keep's number (a later one is never overwritten by an earlier one).
+    seq: u64,
 }
 
 impl LastGood {
@@ -35,34 +48,55 @@ impl LastGood {
         LastGood {
             store,
             main: canonical(main).display().to_string(),
-            kept: Mutex::new(None),
+            kept: Mutex::new(Kept::default()),
+            next: AtomicU64::new(0),
         }
     }
 
-    /// Keeps `texts`, a configuration that has just come into force. A failure is logged
+    /// Keeps `texts`, a configuration that has just come into force, on a short-lived
+    /// thread of its own: writing and fsyncing a large config (100,000 routes are 5 MB) must
+    /// neither delay READY=1 nor stall the controller loops' executor. A failure is logged
     /// (the daemon runs on; the previous copy stays).
-    pub fn keep(&self, texts: &ConfigTexts, now: SystemTime) {
+    pub fn keep(self: &Arc<Self>, texts: ConfigTexts, now: SystemTime) {
+        let seq = self.next.fetch_add(1, Ordering::SeqCst) + 1;
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("last-good".into())
+            .spawn(move || me.write(seq, &texts, now));
+        if let Err(e) = spawned {
+            warn!("cannot start a thread to keep the configuration in force: {e}");
+        }
+    }
+
+    /// Writes keep number `seq` unless a later one was written already.
+    fn write(&self, seq: u64, texts: &ConfigTexts, now: SystemTime) {
         let print = digest(texts);
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.as_deref() == Some(print.as_str()) {
+        if seq < kept.seq {
             return;
         }
-        let record = LastGoodRecord {
-            main: self.main.clone(),
-            saved_unix: now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-            files: texts
-                .0
-                .iter()
-                .map(|(p, t)| (p.display().to_string(), t.clone()))
-                .collect(),
-        };
-        match self.store.save_last_good(&record) {
+        kept.seq = seq;
+        if kept.print == Some(print) {
+            return;
+        }
+        let paths: Vec<String> = texts
+            .0
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        let files: Vec<(&str, &str)> = paths
+            .iter()
+            .zip(&texts.0)
+            .map(|(p, (_, t))| (p.as_str(), t.as_str()))
+            .collect();
+        let saved_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        match self.store.save_last_good(&self.main, saved_unix, &files) {
             Ok(()) => {
                 log::debug!(
                     "kept the configuration in force as {}",
                     self.store.last_good_path().display()
                 );
-                *kept = Some(print);
+                kept.print = Some(print);
             }
             Err(e) => warn!(
                 "cannot keep the configuration in force as {}: {e}; a start on an invalid config would run the older copy or the lockdown",
@@ -112,7 +146,7 @@ impl LastGood {
                 e.count
             )
         })?;
-        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(digest(&texts));
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).print = Some(digest(&texts));
         let saved = UNIX_EPOCH + Duration::from_secs(record.saved_unix);
         info!(
             "loaded the last good configuration, kept {} ({} file(s))",
@@ -123,16 +157,23 @@ impl LastGood {
     }
 }
 
-/// A digest of every path and text.
-fn digest(texts: &ConfigTexts) -> String {
-    let mut bytes = Vec::new();
-    for (p, t) in &texts.0 {
-        bytes.extend_from_slice(p.as_os_str().as_encoded_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(&(t.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(t.as_bytes());
+impl LastGood {
+    /// Waits until every keep asked for so far is written (tests).
+    #[cfg(test)]
+    pub fn settle(&self) {
+        while self.kept.lock().unwrap_or_else(|p| p.into_inner()).seq
+            < self.next.load(Ordering::SeqCst)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
-    fingerprint(&bytes)
+}
+
+/// A digest of every path and text (compared within this process only; no copy of them).
+fn digest(texts: &ConfigTexts) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    texts.0.hash(&mut hasher);
+    hasher.finish()
 }
 
 #[cfg(test)]
@@ -154,9 +195,10 @@ mod tests {
         std::fs::write(&a, "[daemon]\nroute_protocol = 191\n").unwrap();
         std::fs::write(&b, "").unwrap();
         let (_, texts) = config::load_keeping_texts(&a).unwrap();
-        let keeper = LastGood::new(&a, Store::new(dir.join("state")));
+        let keeper = Arc::new(LastGood::new(&a, Store::new(dir.join("state"))));
         assert!(keeper.load().is_err(), "nothing kept yet");
-        keeper.keep(&texts, SystemTime::now());
+        keeper.keep(texts, SystemTime::now());
+        keeper.settle();
         let (state, _) = keeper.load().unwrap();
         assert_eq!(state.daemon.route_protocol, 191);
         let other = LastGood::new(&b, Store::new(dir.join("state")));

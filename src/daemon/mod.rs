@@ -218,10 +218,13 @@ fn bind_control(opts: &RunOptions) -> Result<Option<control_server::Bound>, Fata
 /// fatal (systemd would restart the daemon every few seconds while the router stood open):
 /// every problem is logged, and the daemon runs the last good configuration, or with none
 /// the built-in lockdown, until a valid config is loaded (SIGHUP, a file change, apply).
-fn load_first(opts: &RunOptions, last_good: &LastGood) -> (DesiredState, Option<DegradedInfo>) {
+fn load_first(
+    opts: &RunOptions,
+    last_good: &Arc<LastGood>,
+) -> (DesiredState, Option<DegradedInfo>) {
     let e = match config::load_keeping_texts(&opts.config) {
         Ok((state, texts)) => {
-            last_good.keep(&texts, std::time::SystemTime::now());
+            last_good.keep(texts, std::time::SystemTime::now());
             return (state, None);
         }
         Err(e) => e,

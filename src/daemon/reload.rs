@@ -83,7 +83,7 @@ impl Reloader {
                 warn_about_restart_only_changes(&self.snapshots.current(), &next);
                 let files = next.files.len();
                 self.sink.take_toml(Arc::from(next));
-                self.last_good.keep(&texts, self.liveness.clock().wall());
+                self.last_good.keep(texts, self.liveness.clock().wall());
                 self.degraded.clear();
                 record_config_reload(ReloadRecord::Taken, wall);
                 self.problem.set(None);
@@ -299,6 +299,7 @@ mod tests {
         });
         assert!(!r.degraded.is_degraded());
         assert_eq!(series(&out, "edgenetd_config_degraded"), 0.0);
+        r.last_good.settle();
         assert_eq!(r.last_good.load().unwrap().0.daemon.route_protocol, 192);
     }
 

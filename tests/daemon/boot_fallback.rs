@@ -64,7 +64,7 @@ netns_test! {
         d.wait_ready();
         wait_policy_synced(&d);
         let kept = d.dir().join("state/last-good.json");
-        assert!(kept.exists(), "no last good configuration kept:\n{}", d.log());
+        wait_until("the last good configuration kept", Duration::from_secs(10), || kept.exists());
         // A reboot: the kernel has no table; the files on disk no longer validate.
         assert!(d.stop().success());
         sh("nft delete table inet edgenetd-policy");
@@ -101,7 +101,9 @@ netns_test! {
         wait_until("STATUS= without DEGRADED", Duration::from_secs(10), || {
             !last_status(&d).contains("DEGRADED")
         });
-        assert!(std::fs::read_to_string(&kept).unwrap().contains("veth-guest"), "the reloaded config is the last good one now");
+        wait_until("the reloaded config kept as the last good one", Duration::from_secs(10), || {
+            std::fs::read_to_string(&kept).is_ok_and(|k| k.contains("veth-guest"))
+        });
     }
 }
 
