@@ -504,6 +504,9 @@ fn start_to_ready(
     let child = Command::new(bin)
         .args(["run", "--config"])
         .arg(config)
+        // The last good configuration it keeps goes with the scratch directory.
+        .arg("--state-dir")
+        .arg(dir.join("state"))
         .env("EDGENETD_LOG", "warn")
         .env("NOTIFY_SOCKET", &notify_path)
         .spawn()

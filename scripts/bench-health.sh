@@ -59,7 +59,7 @@ ip link set lo up
 python3 -u "$dir/backends.py" > "$dir/backends.out" 2>&1 &
 backends=$!
 until grep -q listening "$dir/backends.out" 2>/dev/null; do sleep 0.1; done
-EDGENETD_LOG=warn "$bin" run --config "$dir/edgenetd.toml" 2> "$dir/daemon.log" &
+EDGENETD_LOG=warn "$bin" run --config "$dir/edgenetd.toml" --state-dir "$dir/state" 2> "$dir/daemon.log" &
 pid=$!
 trap 'kill $pid $backends 2>/dev/null || true' EXIT
 metrics() { python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:9750/metrics").read().decode())'; }

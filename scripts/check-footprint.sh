@@ -114,7 +114,7 @@ threading.Thread(target=drain, daemon=True).start()
 def start():
     """Starts the daemon; returns (process, ms from spawn to READY=1)."""
     t0 = time.monotonic()
-    p = subprocess.Popen([binary, "run", "--config", config], env=env,
+    p = subprocess.Popen([binary, "run", "--config", config, "--state-dir", os.path.join(tmp, "state")], env=env,
                          stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "log"), "a"))
     return p, (readies.get(timeout=10) - t0) * 1000
 

@@ -26,6 +26,10 @@
 #      is there for the next daemon, which can read and replace it; a socket file left by a
 #      daemon of another uid is replaced; the package replaced the /run/edgenetd symlink of
 #      older units (RuntimeDirectory= with DynamicUser=) and kept the cache in it;
+#   4d. a boot on a config that does not validate (issue 23): the unit starts and stays
+#      active, STATUS= says DEGRADED, the firewall and routes are the last good configuration
+#      kept in StateDirectory=; without that copy, the built-in lockdown (input and forward
+#      drop, the `[daemon] management` interface open); a fixed config and a reload end it;
 #   5. `systemctl stop` leaves the rules and routes; `edgenetd cleanup` removes them;
 #   6. with the fault-injection build and a controller that hangs, the watchdog pings stop:
 #      `Watchdog timeout` in the journal, NRestarts=1, kernel state in place meanwhile.
@@ -307,6 +311,51 @@ as_daemon 'echo "{}" > /run/edgenetd/kubernetes-state.json.tmp && mv /run/edgene
   || fail "the daemon cannot replace a cache file of uid 65534"
 in_ct rm /run/edgenetd/kubernetes-state.json
 echo "ok: a socket file and a cache file of another uid replaced by the new daemon"
+
+section "boot on an invalid config: the last good configuration, else the lockdown; never an open box"
+# A reboot: the daemon stopped, the kernel empty; meanwhile the main file was broken (a zone
+# naming a helper `[policy] helpers` does not declare, the example of issue 23).
+broken_config="$base_config
+[policy.zone.guest]
+interfaces = [\"guest0\"]
+helpers = [\"ftp\"]"
+in_ct systemctl stop edgenetd
+state_dir=$(in_ct readlink -f /var/lib/edgenetd)
+in_ct test -s "$state_dir/last-good.json" || fail "no last-good.json in $state_dir: $(in_ct ls -la "$state_dir" 2>&1)"
+in_ct edgenetd cleanup --config /etc/edgenetd/edgenetd.toml
+write_ct etc/edgenetd/edgenetd.toml <<< "$broken_config"
+if in_ct edgenetd check --config /etc/edgenetd/edgenetd.toml >/dev/null 2>&1; then fail "the broken config passes check"; fi
+timeout 60 nsenter -t "$pid1" -a systemctl start edgenetd || fail "start on a broken config with a last good one"
+[ "$(show ActiveState)" = active ] || fail "not active on a broken config: $(show ActiveState)"
+grep -q '^DEGRADED: running the last good configuration' <<< "$(show StatusText)" || fail "STATUS= is not degraded: $(show StatusText)"
+grep -q 'drop-blocklist' <<< "$(in_ct nft list table inet edgenetd-policy)" || fail "the last good firewall is not in force"
+grep -q '^blackhole 198.51.100.0/24' <<< "$(in_ct ip route show table all proto 190)" || fail "the last good routes are not in force"
+journal_has 'helper .ftp. is not declared' || fail "the problem is not in the journal"
+sleep 6   # past RestartSec=: systemd did not restart it
+[ "$(show NRestarts)" = 0 ] && [ "$(show ActiveState)" = active ] || fail "restarted or inactive on a broken config: NRestarts $(show NRestarts), $(show ActiveState)"
+echo "ok: active and degraded on the last good configuration ($(show StatusText | cut -c1-90)...)"
+# No last good configuration (a wiped state directory): the lockdown.
+in_ct systemctl stop edgenetd
+in_ct rm "$state_dir/last-good.json"
+in_ct edgenetd cleanup --config /root/base.toml   # cleanup reads a valid config (same [daemon])
+write_ct etc/edgenetd/edgenetd.toml <<< "${broken_config/\[daemon\]/[daemon]
+management = [\"mgmt0\"]}"
+timeout 60 nsenter -t "$pid1" -a systemctl start edgenetd || fail "start on a broken config without a last good one"
+[ "$(show ActiveState)" = active ] || fail "not active in lockdown: $(show ActiveState)"
+grep -q '^DEGRADED: LOCKDOWN (input and forward dropped but from mgmt0)' <<< "$(show StatusText)" || fail "STATUS= is not the lockdown: $(show StatusText)"
+lockdown=$(in_ct nft list table inet edgenetd-policy)
+grep -q 'hook input priority filter; policy drop;' <<< "$lockdown" || fail "lockdown input is not drop: $lockdown"
+grep -q 'hook forward priority filter; policy drop;' <<< "$lockdown" || fail "lockdown forward is not drop: $lockdown"
+grep -q 'iifname "mgmt0" counter .*accept comment "rule lockdown-management' <<< "$lockdown" || fail "the management interface is not open: $lockdown"
+[ -z "$(in_ct ip route show table all proto 190)" ] || fail "the lockdown programmed routes"
+echo "ok: active in lockdown (input and forward drop, mgmt0 open)"
+# Fixed: a reload brings the config in and ends degraded mode.
+write_ct etc/edgenetd/edgenetd.toml <<< "$base_config"
+in_ct systemctl reload edgenetd || fail "reload of the fixed config"
+wait_for 10 "STATUS= without DEGRADED" bash -c "! timeout 10 nsenter -t $pid1 -a systemctl show -p StatusText --value edgenetd | grep -q DEGRADED"
+grep -q 'drop-blocklist' <<< "$(in_ct nft list table inet edgenetd-policy)" || fail "the fixed firewall is not in force"
+wait_for 10 "the fixed config kept as the last good one" in_ct test -s "$state_dir/last-good.json"
+echo "ok: the fixed config ended degraded mode and is the last good one"
 
 section "stop keeps the kernel state; cleanup removes it"
 before=$(kernel_state)

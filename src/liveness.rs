@@ -30,6 +30,9 @@ pub struct Liveness {
     /// What STATUS= says about the configuration's confirm state (a pending confirm, the
     /// last rollback); not part of liveness.
     config_note: Mutex<Option<String>>,
+    /// What STATUS= says first while the daemon runs a fallback instead of its config (the
+    /// last good configuration, or the boot lockdown); not part of liveness.
+    degraded_note: Mutex<Option<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +102,8 @@ pub struct LivenessReport {
     pub controllers: Vec<ControllerStatus>,
     /// The configuration's confirm state for STATUS= (`edgenetd apply --confirm`), if any.
     pub config_note: Option<String>,
+    /// The fallback the daemon runs instead of its config, for STATUS= (`degraded: …`).
+    pub degraded_note: Option<String>,
 }
 
 impl LivenessReport {
@@ -136,12 +141,18 @@ impl Liveness {
             clock,
             entries: Mutex::new(Vec::new()),
             config_note: Mutex::new(None),
+            degraded_note: Mutex::new(None),
         })
     }
 
     /// Sets or clears what STATUS= says about the configuration's confirm state.
     pub fn set_config_note(&self, note: Option<String>) {
         *self.config_note.lock().unwrap_or_else(|p| p.into_inner()) = note;
+    }
+
+    /// Sets or clears what STATUS= says first about a fallback configuration.
+    pub fn set_degraded_note(&self, note: Option<String>) {
+        *self.degraded_note.lock().unwrap_or_else(|p| p.into_inner()) = note;
     }
 
     /// The registry's clock.
@@ -216,6 +227,11 @@ impl Liveness {
             controllers,
             config_note: self
                 .config_note
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            degraded_note: self
+                .degraded_note
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),

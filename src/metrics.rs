@@ -106,9 +106,14 @@ fn describe_core() {
     );
     counter!("edgenetd_config_reloads_total").absolute(0);
     counter!("edgenetd_config_reload_failures_total").absolute(0);
+    describe_gauge!(
+        "edgenetd_config_degraded",
+        "1 while the daemon runs a fallback instead of its config files (they did not validate at start: the last good configuration, or the built-in lockdown), 0 once a valid config is in force."
+    );
     counter!("edgenetd_config_rollbacks_total").absolute(0);
-    // The daemon only starts on a valid config, so the first load was accepted.
+    // Until `record_initial_load` says otherwise, the first load was accepted.
     gauge!("edgenetd_config_last_reload_successful").set(1.0);
+    gauge!("edgenetd_config_degraded").set(0.0);
     describe_counter!(
         "edgenetd_controller_syncs_total",
         "Syncs run, by controller."
@@ -202,9 +207,17 @@ pub fn record_config_rollback() {
     counter!("edgenetd_config_rollbacks_total").increment(1);
 }
 
-/// Records the first successful load (not a reload, but it sets the timestamp).
-pub fn record_initial_load(wall_now: f64) {
-    gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
+/// Records the first load (not a reload, but it sets the timestamp when it was accepted).
+pub fn record_initial_load(wall_now: f64, accepted: bool) {
+    if accepted {
+        gauge!("edgenetd_config_last_reload_success_timestamp_seconds").set(wall_now);
+    }
+    gauge!("edgenetd_config_last_reload_successful").set(if accepted { 1.0 } else { 0.0 });
+}
+
+/// Records whether the daemon runs a fallback instead of its config files.
+pub fn record_config_degraded(degraded: bool) {
+    gauge!("edgenetd_config_degraded").set(if degraded { 1.0 } else { 0.0 });
 }
 
 fn export_liveness(liveness: &Liveness) {

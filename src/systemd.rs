@@ -80,6 +80,10 @@ pub fn status_line(report: &LivenessReport, config_problem: Option<&str>) -> Str
     } else {
         format!("{ready}/{total} ready")
     };
+    if let Some(note) = &report.degraded_note {
+        // First: the one thing an operator must see even in a cut line.
+        line = format!("DEGRADED: {note}; {line}");
+    }
     for c in &report.controllers {
         if !c.live {
             line.push_str(&format!(

@@ -149,6 +149,9 @@ fn spawn(binary: &Path, config: &Path, netns: &str, dir: &ScratchDir) -> Running
     let child = Command::new(binary)
         .args(["run", "--netns", netns, "--config"])
         .arg(config)
+        // The last good configuration it keeps goes with the scratch directory.
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
         .env("NOTIFY_SOCKET", &sock)
         .env("EDGENETD_LOG", daemon_log_level())
         .stdout(Stdio::null())

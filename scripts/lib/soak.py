@@ -435,7 +435,7 @@ class Foreign:
 class Daemon:
     def __init__(self, binary, confdir, logpath):
         self.logf = open(logpath, "w")
-        self.proc = subprocess.Popen([binary, "run", "--config", f"{confdir}/edgenetd.toml", "--log-level", "info"],
+        self.proc = subprocess.Popen([binary, "run", "--config", f"{confdir}/edgenetd.toml", "--state-dir", f"{confdir}/state", "--log-level", "info"],
                                      stdout=self.logf, stderr=subprocess.STDOUT)
 
     def hup(self):

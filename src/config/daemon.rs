@@ -12,6 +12,7 @@ use super::diag::Diagnostics;
 use super::doc::{Doc, de};
 use super::duration::parse_duration;
 use super::net::parse_prefix;
+use super::nul::no_nul;
 
 /// The controllers that exist in every build, in the order they are started.
 pub const CONTROLLERS: [&str; 3] = ["policy", "service", "route"];
@@ -38,6 +39,10 @@ pub struct DaemonSettings {
     pub nft_table_prefix: String,
     /// rtm_protocol that marks edgenetd's routes and rules.
     pub route_protocol: u8,
+    /// Interfaces the boot lockdown keeps open to the router (`management`): when the
+    /// config does not validate at start and no last good configuration is kept, input
+    /// from these is accepted and everything else new is dropped. No effect otherwise.
+    pub management: Vec<String>,
 }
 
 impl Default for DaemonSettings {
@@ -47,6 +52,7 @@ impl Default for DaemonSettings {
             metrics_allow: None,
             nft_table_prefix: DEFAULT_NFT_TABLE_PREFIX.to_string(),
             route_protocol: DEFAULT_ROUTE_PROTOCOL,
+            management: Vec::new(),
         }
     }
 }
@@ -98,6 +104,7 @@ struct RawDaemon {
     metrics_allow: Option<Vec<Spanned<String>>>,
     nft_table_prefix: Option<Spanned<String>>,
     route_protocol: Option<Spanned<i64>>,
+    management: Option<Vec<Spanned<String>>>,
 }
 
 /// The raw `[controller.<name>]` table, shared with test controllers.
@@ -161,6 +168,21 @@ pub fn validate_daemon(doc: &Doc<'_>, diags: &mut Diagnostics) -> DaemonSettings
             out.nft_table_prefix = p.clone();
         } else {
             diags.error(prefix.span(), format!("invalid nft_table_prefix `{p}`: expected 1 to 64 characters of letters, digits, '-' or '_'"));
+        }
+    }
+    for name in raw.management.unwrap_or_default() {
+        if !no_nul(&name, "interface name", diags) {
+            continue;
+        }
+        let s = name.get_ref();
+        let stem = s.strip_suffix('*').unwrap_or(s);
+        if stem.is_empty() || s.len() > 15 || stem.contains(['*', '"', '\'', ' ', '/']) {
+            diags.error(
+                name.span(),
+                format!("invalid interface name `{s}` in `management`: expected up to 15 characters, a `*` only at the end (\"eth*\")"),
+            );
+        } else if !out.management.contains(s) {
+            out.management.push(s.clone());
         }
     }
     if let Some(proto) = raw.route_protocol {

@@ -18,6 +18,7 @@
 // `fuzzing` is the cfg cargo-fuzz builds with: it exposes `differential` to fuzz/.
 #![allow(unexpected_cfgs)]
 
+pub mod boot;
 mod daemon;
 mod diag;
 pub(crate) mod doc;
@@ -42,6 +43,7 @@ pub mod text;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use boot::ConfigTexts;
 pub use daemon::{CONTROLLERS, ControllerSettings, DaemonSettings};
 pub use diag::{ConfigError, Diagnostic, Diagnostics};
 pub use doc::{Doc, Value, de, de_each, de_owned};
@@ -121,7 +123,22 @@ pub fn config_files(main: &Path) -> Vec<PathBuf> {
 
 /// Loads and validates the configuration rooted at `main`.
 pub fn load(main: &Path) -> Result<DesiredState, ConfigError> {
+    load_files(main, None).map(|(state, _)| state)
+}
+
+/// [`load`], with the texts it read (what the daemon keeps of a configuration that comes
+/// into force).
+pub fn load_keeping_texts(main: &Path) -> Result<(DesiredState, ConfigTexts), ConfigError> {
     load_files(main, None)
+}
+
+/// [`load_replacing_main`], with the texts (`text` under `main`'s own path).
+pub fn load_replacing_main_keeping_texts(
+    main: &Path,
+    shown_as: &Path,
+    text: String,
+) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+    load_files(main, Some((shown_as, text)))
 }
 
 /// Loads the configuration rooted at `main` as it would be with `text` in place of the main
@@ -132,10 +149,13 @@ pub fn load_replacing_main(
     shown_as: &Path,
     text: String,
 ) -> Result<DesiredState, ConfigError> {
-    load_files(main, Some((shown_as, text)))
+    load_files(main, Some((shown_as, text))).map(|(state, _)| state)
 }
 
-fn load_files(main: &Path, replace: Option<(&Path, String)>) -> Result<DesiredState, ConfigError> {
+fn load_files(
+    main: &Path,
+    replace: Option<(&Path, String)>,
+) -> Result<(DesiredState, ConfigTexts), ConfigError> {
     let mut sources = SourceMap::default();
     let mut diags = Diagnostics::default();
     let files = config_files(main);
@@ -188,7 +208,9 @@ fn load_files(main: &Path, replace: Option<(&Path, String)>) -> Result<DesiredSt
     }
     let state = validate_sources(&sources, &unparsed, split::MIN_BLOCKS, &mut diags);
     if diags.is_empty() {
-        Ok(DesiredState { files, ..state })
+        // A valid load read every file as text, one source per file, in order.
+        let texts = files.iter().cloned().zip(sources.into_texts()).collect();
+        Ok((DesiredState { files, ..state }, ConfigTexts(texts)))
     } else {
         Err(ConfigError::new(&diags, &sources))
     }

@@ -47,7 +47,12 @@ impl SourceMap {
         base
     }
 
-    /// The files, in load order.
+    /// The files' texts, in the order they were added (the map is gone).
+    pub fn into_texts(self) -> Vec<String> {
+        self.files.into_iter().map(|f| f.text).collect()
+    }
+
+    /// The files, in the order they were added.
     pub fn files(&self) -> &[SourceFile] {
         &self.files
     }

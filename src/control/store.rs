@@ -1,5 +1,7 @@
-//! What must survive a restart: the last confirmed main config file and, while a confirm is
-//! pending, its deadline. Both live in the state directory; every write is atomic (a
+//! What must survive a restart: the last confirmed main config file, while a confirm is
+//! pending its deadline, and the last good configuration (every file of the last config
+//! that came into force, what a start on an invalid config runs instead). All live in the
+//! state directory; every write is atomic (a
 //! temporary file in the same directory, fsynced, renamed over the old one, then the
 //! directory fsynced), so a power cut leaves the old or the new file, never half of one.
 //!
@@ -18,6 +20,20 @@ use super::instance::fnv1a64;
 const CONFIRMED: &str = "confirmed.toml";
 /// The pending marker's file name in the state directory.
 const PENDING: &str = "pending.json";
+/// The last good configuration's file name in the state directory.
+const LAST_GOOD: &str = "last-good.json";
+
+/// The last configuration that came into force, as written to disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastGoodRecord {
+    /// The main config file it was loaded for (canonical path): a daemon on another main
+    /// file does not run it.
+    pub main: String,
+    /// Unix time (seconds) it was kept.
+    pub saved_unix: u64,
+    /// Every file of it, (path, text), the main file first, then `conf.d` in name order.
+    pub files: Vec<(String, String)>,
+}
 
 /// A confirm that is pending, as written to disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +117,56 @@ impl Store {
         }
     }
 
+    /// The last good configuration's path.
+    pub fn last_good_path(&self) -> PathBuf {
+        self.dir.join(LAST_GOOD)
+    }
+
+    /// Replaces the last good configuration: `files` (path, text) kept for `main` at
+    /// `saved_unix`. Streamed to the file: a config of 100,000 routes is not copied again.
+    pub fn save_last_good(
+        &self,
+        main: &str,
+        saved_unix: u64,
+        files: &[(&str, &str)],
+    ) -> io::Result<()> {
+        #[derive(serde::Serialize)]
+        struct File<'a> {
+            path: &'a str,
+            text: &'a str,
+        }
+        #[derive(serde::Serialize)]
+        struct Record<'a> {
+            main: &'a str,
+            saved_unix: u64,
+            files: Vec<File<'a>>,
+        }
+        fs::create_dir_all(&self.dir)?;
+        let record = Record {
+            main,
+            saved_unix,
+            files: files
+                .iter()
+                .map(|&(path, text)| File { path, text })
+                .collect(),
+        };
+        write_atomically_with(&self.last_good_path(), 0o600, |out| {
+            let mut out = io::BufWriter::new(out);
+            serde_json::to_writer(&mut out, &record)?;
+            out.flush()
+        })
+    }
+
+    /// The last good configuration, if one is kept; `Ok(Some(Err(why)))` when it cannot be
+    /// parsed.
+    pub fn read_last_good(&self) -> io::Result<Option<Result<LastGoodRecord, String>>> {
+        match fs::read(self.last_good_path()) {
+            Ok(bytes) => Ok(Some(parse_last_good(&bytes))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Forgets the pending confirm (durably).
     pub fn clear_pending(&self) -> io::Result<()> {
         match fs::remove_file(self.pending_path()) {
@@ -126,6 +192,27 @@ fn parse_pending(bytes: &[u8]) -> Result<PendingRecord, String> {
     })
 }
 
+fn parse_last_good(bytes: &[u8]) -> Result<LastGoodRecord, String> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let files = value["files"]
+        .as_array()
+        .ok_or("no `files`")?
+        .iter()
+        .map(|f| match (f["path"].as_str(), f["text"].as_str()) {
+            (Some(path), Some(text)) => Ok((path.to_string(), text.to_string())),
+            _ => Err("a file without `path` or `text`".to_string()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if files.is_empty() {
+        return Err("no files".into());
+    }
+    Ok(LastGoodRecord {
+        main: value["main"].as_str().ok_or("no `main`")?.to_string(),
+        saved_unix: value["saved_unix"].as_u64().ok_or("no `saved_unix`")?,
+        files,
+    })
+}
+
 /// Keeps `bytes`, the content of `main` that a rollback is about to replace, beside it as
 /// `MAIN.rejected-TIME` (`stamp`, e.g. `20261202T032700.123Z`) with `main`'s mode; returns
 /// the copy's path. Not `.toml`: `conf.d/*.toml` never picks it up.
@@ -145,6 +232,15 @@ pub fn keep_rejected(main: &Path, bytes: &[u8], stamp: &str) -> io::Result<PathB
 /// Replaces `path` with `bytes` atomically and durably. The new file keeps the mode of the
 /// file it replaces (else gets `mode`).
 pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_atomically_with(path, mode, |file| file.write_all(bytes))
+}
+
+/// [`write_atomically`] of what `write` writes into the temporary file.
+fn write_atomically_with(
+    path: &Path,
+    mode: u32,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = parent(path);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.edgenetd-new"));
@@ -158,7 +254,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> 
             .open(&tmp)?;
         // The umask (the unit's is 0077) must not narrow the mode the file had.
         file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.write_all(bytes)?;
+        write(&mut file)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         sync_dir(dir)
@@ -215,6 +311,46 @@ mod tests {
         fs::write(dir.join("state").join(PENDING), old).unwrap();
         let read = store.read_pending().unwrap().unwrap().unwrap();
         assert_eq!((read.main, read.applied), (None, None));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_last_good_configuration_round_trips_and_garbage_is_said_to_be_garbage() {
+        let dir = scratch("last-good");
+        let store = Store::new(dir.join("state"));
+        assert_eq!(store.read_last_good().unwrap(), None);
+        let record = LastGoodRecord {
+            main: "/etc/edgenetd/edgenetd.toml".into(),
+            saved_unix: 1_700_000_000,
+            files: vec![
+                (
+                    "/etc/edgenetd/edgenetd.toml".into(),
+                    "[daemon]\n\"x\" = '\\'\n".into(),
+                ),
+                ("/etc/edgenetd/conf.d/10-a.toml".into(), String::new()),
+            ],
+        };
+        let files: Vec<(&str, &str)> = record
+            .files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        store
+            .save_last_good(&record.main, record.saved_unix, &files)
+            .unwrap();
+        assert_eq!(store.read_last_good().unwrap(), Some(Ok(record)));
+        let mode = fs::metadata(store.last_good_path())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        fs::write(
+            store.last_good_path(),
+            b"{\"main\":\"m\",\"saved_unix\":1,\"files\":[]}",
+        )
+        .unwrap();
+        assert!(matches!(store.read_last_good().unwrap(), Some(Err(_))));
         let _ = fs::remove_dir_all(&dir);
     }
 

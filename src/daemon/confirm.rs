@@ -27,10 +27,12 @@ use futures_lite::future;
 use log::{error, info, warn};
 
 use super::confirm_state::{ConfirmState, Pending, Rollback};
+use super::degraded::Degraded;
+use super::last_good::LastGood;
 use super::plan::plan_all;
 use super::snapshots::TomlSink;
 use crate::clock::rfc3339;
-use crate::config::{self, format_duration};
+use crate::config::{self, ConfigTexts, format_duration};
 use crate::control::instance::canonical;
 use crate::control::protocol::{DaemonId, Request, Response};
 use crate::control::server::Handler;
@@ -64,6 +66,11 @@ pub struct Confirmer {
     pub problem: Arc<ConfigProblem>,
     /// Wakes [`watch_deadline`] when a deadline starts or ends.
     pub wake: Trigger,
+    /// Keeps every configuration that comes into force (an apply that needs no confirm, a
+    /// confirm, a rollback).
+    pub last_good: Arc<LastGood>,
+    /// Whether a fallback runs instead of the config files (an apply ends it).
+    pub degraded: Arc<Degraded>,
 }
 
 impl Handler for Confirmer {
@@ -102,24 +109,33 @@ impl Confirmer {
                 rfc3339(deadline)
             ));
         }
-        let desired =
-            match config::load_replacing_main(&self.main, Path::new(&shown_as), text.clone()) {
-                Ok(d) => d,
-                Err(e) => {
-                    return Response::failed(format!(
-                        "{e}\n{shown_as}: {} problem(s); nothing was changed\n",
-                        e.count
-                    ));
-                }
-            };
+        let loaded = config::load_replacing_main_keeping_texts(
+            &self.main,
+            Path::new(&shown_as),
+            text.clone(),
+        );
+        let (desired, texts) = match loaded {
+            Ok(d) => d,
+            Err(e) => {
+                return Response::failed(format!(
+                    "{e}\n{shown_as}: {} problem(s); nothing was changed\n",
+                    e.count
+                ));
+            }
+        };
         let plan = plan_all(&desired).await;
         let mut out = plan.text;
         for failure in plan.failures {
             out.push_str(&format!("{failure}\n"));
         }
-        match self.install(&shown_as, &text, confirm) {
+        match self.install(&shown_as, &text, confirm, &texts) {
             Ok(deadline) => {
                 self.sink.take_toml(Arc::new(desired));
+                if deadline.is_none() {
+                    self.last_good
+                        .keep(texts.clone(), self.liveness.clock().wall());
+                }
+                self.degraded.clear();
                 self.problem.set(None);
                 self.wake.fire();
                 out.push_str(&self.applied_message(&shown_as, deadline, confirm));
@@ -165,12 +181,19 @@ impl Confirmer {
         shown_as: &str,
         text: &str,
         confirm: Option<Duration>,
+        texts: &ConfigTexts,
     ) -> Result<Option<SystemTime>, String> {
         let main = self.main.display();
         self.state_dir_is_ours()?;
         let current = fs::read(&self.main)
             .map_err(|e| format!("cannot read {main}: {e}; nothing was changed"))?;
-        let previous = config::load(&self.main).ok().map(Arc::new);
+        // Degraded, the files do not load: what runs is the fallback, and a rollback
+        // returns to it.
+        let degraded_before = self.degraded.current();
+        let previous = config::load(&self.main)
+            .ok()
+            .map(Arc::new)
+            .or_else(|| degraded_before.as_ref().map(|(_, state)| state.clone()));
         let deadline = match confirm {
             Some(within) => {
                 let deadline = self.liveness.clock().wall() + within;
@@ -209,6 +232,8 @@ impl Confirmer {
                 applied_from: shown_as.to_string(),
                 applied_text: text.to_string(),
                 previous,
+                texts: texts.clone(),
+                degraded_before: degraded_before.map(|(info, _)| info),
             });
             self.liveness.set_config_note(Some(format!(
                 "config from {shown_as} waits for confirm until {}",
@@ -256,6 +281,9 @@ impl Confirmer {
                 rfc3339(deadline)
             ));
         }
+        if let Some(texts) = self.state.pending_texts() {
+            self.last_good.keep(texts, self.liveness.clock().wall());
+        }
         let applied = self.state.take_pending().map(|p| p.applied_from);
         self.liveness.set_config_note(None);
         self.wake.fire();
@@ -270,6 +298,7 @@ impl Confirmer {
         let applied = pending
             .as_ref()
             .map(|p| fingerprint(p.applied_text.as_bytes()));
+        let degraded_before = pending.as_ref().and_then(|p| p.degraded_before.clone());
         let previous = pending.and_then(|p| p.previous);
         let at = self.liveness.clock().wall();
         let restored = self.store.read_confirmed().and_then(|text| {
@@ -277,7 +306,7 @@ impl Confirmer {
             write_atomically(&self.main, &text, CONFIG_MODE)
         });
         let loaded = match restored {
-            Ok(()) => config::load(&self.main)
+            Ok(()) => config::load_keeping_texts(&self.main)
                 .map_err(|e| format!("does not load ({} problem(s))", e.count)),
             // The main file still holds what it held (the applied text, or an edit that
             // could not be kept): loading it would be no rollback.
@@ -291,13 +320,20 @@ impl Confirmer {
             }
         };
         match loaded {
-            Ok(state) => self.sink.take_toml(Arc::new(state)),
+            Ok((state, texts)) => {
+                self.sink.take_toml(Arc::new(state));
+                self.last_good.keep(texts, at);
+            }
             Err(e) => {
                 error!(
                     "rollback: {} {e}; the kernel returns to the configuration before the apply",
                     self.main.display(),
                 );
                 if let Some(previous) = previous {
+                    if let Some(info) = degraded_before {
+                        // The fallback that ran before the apply runs again, and says so.
+                        self.degraded.enter(info, previous.clone());
+                    }
                     self.sink.take_toml(previous);
                 }
             }

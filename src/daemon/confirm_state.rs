@@ -8,8 +8,9 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::json;
 
+use super::degraded::DegradedInfo;
 use crate::clock::rfc3339;
-use crate::config::DesiredState;
+use crate::config::{ConfigTexts, DesiredState};
 use crate::source::{ContentHash, content_hash};
 
 /// A confirm that is pending.
@@ -26,6 +27,11 @@ pub struct Pending {
     /// The TOML state before the apply: what the kernel returns to if the restored files
     /// cannot be loaded.
     pub previous: Option<Arc<DesiredState>>,
+    /// Every file of the applied configuration: what a confirm keeps as the last good one.
+    pub texts: ConfigTexts,
+    /// Why the daemon ran a fallback before the apply, if it did: a rollback to files that
+    /// still do not load is degraded again.
+    pub degraded_before: Option<DegradedInfo>,
 }
 
 /// One rollback.
@@ -122,6 +128,11 @@ impl ConfirmState {
             .unwrap_or_default()
     }
 
+    /// Every file of the pending configuration, if one is pending.
+    pub fn pending_texts(&self) -> Option<ConfigTexts> {
+        self.lock().pending.as_ref().map(|p| p.texts.clone())
+    }
+
     /// The applied text of the pending confirm, if one is pending.
     pub fn pending_text(&self) -> Option<String> {
         self.lock().pending.as_ref().map(|p| p.applied_text.clone())
@@ -185,6 +196,8 @@ mod tests {
             applied_from: "new.toml".into(),
             applied_text: String::new(),
             previous: None,
+            texts: ConfigTexts::default(),
+            degraded_before: None,
         });
         assert_eq!(state.reload_verdict(&main), ReloadVerdict::InForce);
         std::fs::write(&main, "[daemon]\n# edited\n").unwrap();

@@ -9,7 +9,7 @@
 //! | the backend check probes | [`BACKEND_CHECKS`], [`WATCH_WINDOW`], ready at once | `services` |
 //! | the track probers | [`TRACK_PROBERS`], once a track is configured | `tracks` |
 //! | the Kubernetes watcher | [`KUBERNETES`], its watch window | `kubernetes` |
-//! | the confirm state of `edgenetd apply --confirm` | | `config` |
+//! | the confirm state of `edgenetd apply --confirm`, degraded mode | | `config` |
 //!
 //! The `services` and `config` objects are there whatever runs; `tracks` whenever the route
 //! controller runs; `kubernetes` with `[kubernetes]`.
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::confirm_state::ConfirmState;
+use super::degraded::Degraded;
 use crate::controller::service::backend_check::{self, WATCH_WINDOW};
 use crate::http::HttpState;
 use crate::liveness::{Heartbeat, Liveness};
@@ -88,15 +89,22 @@ impl Healthz<'_> {
     }
 
     /// The objects every daemon shows: the backend checks' `services` (even with the service
-    /// controller disabled) and the confirm state's `config`.
-    pub fn always(&self, confirm: Arc<ConfirmState>) {
+    /// controller disabled) and `config`: the confirm state, and `degraded` (`null`, or the
+    /// fallback that runs instead of invalid config files; shown only, never part of the
+    /// verdict).
+    pub fn always(&self, confirm: Arc<ConfirmState>, degraded: Arc<Degraded>) {
         self.http
             .sections
             .add("services", Box::new(backend_check::healthz));
         let clock = self.liveness.clock().clone();
-        self.http
-            .sections
-            .add("config", Box::new(move || confirm.healthz(clock.wall())));
+        self.http.sections.add(
+            "config",
+            Box::new(move || {
+                let mut doc = confirm.healthz(clock.wall());
+                doc["degraded"] = degraded.healthz();
+                doc
+            }),
+        );
     }
 }
 
@@ -126,7 +134,10 @@ mod tests {
             liveness: &liveness,
             http: &http,
         };
-        healthz.always(Arc::new(ConfirmState::default()));
+        healthz.always(
+            Arc::new(ConfirmState::default()),
+            Degraded::new(liveness.clone()),
+        );
         let route = healthz.controller("route", Duration::from_secs(60));
         let probes = healthz.backend_checks();
         let join_tracks = healthz.track_probers(&Board::default());

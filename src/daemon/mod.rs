@@ -4,7 +4,9 @@
 //! ([`reload`]), the table of built-in controllers ([`registry`]) and apply with automatic
 //! rollback ([`confirm`], served on the control socket).
 //!
-//! Start-up order: load the config (invalid = exit 1, nothing applied), bind HTTP (a bind
+//! Start-up order: load the config (invalid: every problem logged at `file:line:col`, and
+//! the daemon runs the last good configuration or, with none, the built-in lockdown, reported
+//! as degraded; see [`last_good`] and [`degraded`]), bind HTTP (a bind
 //! error is fatal and immediate, before anything touches the kernel), optionally enter the
 //! network namespace the kernel work belongs to, then start one loop per enabled controller on
 //! one single-threaded smol executor. READY=1 follows every controller's first sync attempt
@@ -14,10 +16,12 @@
 
 pub mod confirm;
 pub mod confirm_state;
+pub mod degraded;
 mod health_ports;
 pub mod healthz;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
+pub mod last_good;
 mod netns;
 pub mod observed;
 pub mod plan;
@@ -41,7 +45,9 @@ use log::{error, info, warn};
 
 use self::confirm::Confirmer;
 use self::confirm_state::ConfirmState;
+use self::degraded::{Degraded, DegradedInfo, Fallback, problem_lines};
 use self::healthz::Healthz;
+use self::last_good::LastGood;
 use self::netns::enter_netns;
 use self::reload::Reloader;
 use self::signals::{Signal, Signals};
@@ -102,8 +108,12 @@ struct Fatal;
 /// What the start-up steps produce for the serving phase.
 struct Started {
     /// The first snapshot: the first, valid configuration (with the cached cluster entries
-    /// when fed by a cluster).
+    /// when fed by a cluster), or the fallback `degraded` names.
     desired: Arc<DesiredState>,
+    /// Why the first snapshot is a fallback, when the config files did not validate.
+    degraded: Option<DegradedInfo>,
+    /// Keeps every configuration that comes into force.
+    last_good: Arc<LastGood>,
     /// The kubernetes source, ready to start.
     #[cfg(feature = "kubernetes")]
     kubernetes: Option<kubernetes::Prepared>,
@@ -128,7 +138,8 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
     let control = bind_control(opts)?;
     // Before the first load, so the first sync already serves the confirmed configuration.
     let rolled_back = confirm::recover_at_start(&opts.config, &Store::new(&opts.state_dir));
-    let desired = load_first(opts)?;
+    let last_good = Arc::new(LastGood::new(&opts.config, Store::new(&opts.state_dir)));
+    let (desired, degraded) = load_first(opts, &last_good);
     let listener = http::bind(desired.daemon.listen).map_err(|e| {
         error!("cannot listen on {}: {e}", desired.daemon.listen);
         Fatal
@@ -148,13 +159,15 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         error!("cannot install signal handlers: {e}");
         Fatal
     })?;
-    let (liveness, exporter, http) = start_observability(&desired, listener)?;
+    let (liveness, exporter, http) = start_observability(&desired, listener, degraded.is_none())?;
     #[cfg(feature = "kubernetes")]
     let (kubernetes, desired) = kubernetes::prepare(desired)?;
     #[cfg(not(feature = "kubernetes"))]
     let desired = Arc::new(desired);
     Ok(Started {
         desired,
+        degraded,
+        last_good,
         #[cfg(feature = "kubernetes")]
         kubernetes,
         http,
@@ -201,17 +214,80 @@ fn bind_control(opts: &RunOptions) -> Result<Option<control_server::Bound>, Fata
     }
 }
 
-/// The first load: an invalid config is fatal (every problem printed), nothing is applied.
-fn load_first(opts: &RunOptions) -> Result<DesiredState, Fatal> {
-    config::load(&opts.config).map_err(|e| {
-        eprintln!("{e}");
-        error!(
-            "{} configuration problem(s) in {}; nothing was applied",
-            e.count,
-            opts.config.display()
-        );
-        Fatal
-    })
+/// The first load. A valid config is kept as the last good one. An invalid one is never
+/// fatal (systemd would restart the daemon every few seconds while the router stood open):
+/// every problem is logged, and the daemon runs the last good configuration, or with none
+/// the built-in lockdown, until a valid config is loaded (SIGHUP, a file change, apply).
+fn load_first(
+    opts: &RunOptions,
+    last_good: &Arc<LastGood>,
+) -> (DesiredState, Option<DegradedInfo>) {
+    let e = match config::load_keeping_texts(&opts.config) {
+        Ok((state, texts)) => {
+            last_good.keep(texts, std::time::SystemTime::now());
+            return (state, None);
+        }
+        Err(e) => e,
+    };
+    error!(
+        "{} configuration problem(s) in {}:",
+        e.count,
+        opts.config.display()
+    );
+    for line in e.rendered.lines() {
+        error!("  {line}");
+    }
+    let since = std::time::SystemTime::now();
+    let problems = problem_lines(&e.rendered);
+    let fallback = match last_good.load() {
+        Ok((state, saved)) => {
+            error!(
+                "DEGRADED: running the last good configuration (kept {}) instead; fix the files and reload (SIGHUP, or save them again)",
+                crate::clock::rfc3339(saved)
+            );
+            return (
+                state,
+                Some(DegradedInfo {
+                    fallback: Fallback::LastGood { saved },
+                    since,
+                    count: e.count,
+                    problems,
+                }),
+            );
+        }
+        Err(why) => why,
+    };
+    let (daemon, controllers) = match config::boot::read_settings_leniently(&opts.config) {
+        Ok(settings) => settings,
+        Err(se) => {
+            error!(
+                "[daemon] and [controller.*] do not validate on their own either ({}): the lockdown runs with their defaults and no management interface",
+                se.first
+            );
+            (config::DaemonSettings::default(), Default::default())
+        }
+    };
+    let management = daemon.management.clone();
+    error!(
+        "DEGRADED: no last good configuration ({fallback}): LOCKDOWN: input and forward are dropped but established/related, loopback and input from [daemon] management ({}); routes and services: none; fix the files and reload (SIGHUP, or save them again)",
+        if management.is_empty() {
+            "none".to_string()
+        } else {
+            management.join(", ")
+        }
+    );
+    (
+        config::boot::lockdown(daemon, controllers),
+        Some(DegradedInfo {
+            fallback: Fallback::Lockdown {
+                management,
+                why: fallback,
+            },
+            since,
+            count: e.count,
+            problems,
+        }),
+    )
 }
 
 /// The liveness registry, the exporter and what HTTP serves.
@@ -221,13 +297,14 @@ type Observability = (Arc<Liveness>, Arc<Exporter>, Arc<HttpState>);
 fn start_observability(
     desired: &DesiredState,
     listener: TcpListener,
+    config_valid: bool,
 ) -> Result<Observability, Fatal> {
     let exporter = Arc::new(Exporter::install().map_err(|e| {
         error!("{e}");
         Fatal
     })?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    metrics::record_initial_load(unix_seconds(clock.wall()));
+    metrics::record_initial_load(unix_seconds(clock.wall()), config_valid);
     systemd::notify::describe_metrics();
     http::health_ports::describe_metrics();
     let liveness = Liveness::new(clock);
@@ -254,6 +331,8 @@ fn start_observability(
 fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     let Started {
         desired,
+        degraded: degraded_at_start,
+        last_good,
         #[cfg(feature = "kubernetes")]
         kubernetes,
         http,
@@ -298,11 +377,15 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     #[cfg(not(feature = "kubernetes"))]
     let sink: Arc<dyn TomlSink> = snapshots.clone();
     let confirm_state = Arc::new(ConfirmState::default());
+    let degraded = Degraded::new(liveness.clone());
+    if let Some(info) = degraded_at_start {
+        degraded.enter(info, snapshots.current());
+    }
     Healthz {
         liveness: &liveness,
         http: &http,
     }
-    .always(confirm_state.clone());
+    .always(confirm_state.clone(), degraded.clone());
     // The HTTP server holds its own reference; sources have added their sections by now.
     drop(http);
     let reload_tx = spawn_background(
@@ -324,6 +407,8 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
             store: Store::new(&opts.state_dir),
             confirm: confirm_state,
             rolled_back,
+            last_good,
+            degraded,
         },
     );
     smol::block_on(ex.run(async {
@@ -374,6 +459,10 @@ struct Background {
     confirm: Arc<ConfirmState>,
     /// Why start-up rolled back, if it did.
     rolled_back: Option<String>,
+    /// Keeps every configuration that comes into force.
+    last_good: Arc<LastGood>,
+    /// Whether a fallback runs instead of the config files.
+    degraded: Arc<Degraded>,
 }
 
 /// Starts the systemd supervisor, the file watch, the reload server and the metrics upkeep;
@@ -404,6 +493,8 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         state: bg.confirm.clone(),
         problem: problem.clone(),
         wake: confirm_tx,
+        last_good: bg.last_good.clone(),
+        degraded: bg.degraded.clone(),
     });
     if let Some(reason) = bg.rolled_back {
         confirmer.record(reason);
@@ -417,6 +508,8 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         problem,
         last_rejected: None,
         confirm: bg.confirm,
+        last_good: bg.last_good,
+        degraded: bg.degraded,
     };
     ex.spawn(reload::serve(reloader, reload_rx, bg.shutdown.clone()))
         .detach();

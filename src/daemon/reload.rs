@@ -12,6 +12,8 @@ use std::sync::Arc;
 use log::{error, info, warn};
 
 use super::confirm_state::{ConfirmState, ReloadVerdict};
+use super::degraded::Degraded;
+use super::last_good::LastGood;
 use super::snapshots::{Snapshots, TomlSink};
 use crate::clock::{rfc3339, unix_seconds};
 use crate::config::{self, DesiredState};
@@ -38,6 +40,10 @@ pub struct Reloader {
     pub last_rejected: Option<ContentHash>,
     /// Whether a configuration applied with `edgenetd apply --confirm` waits for confirm.
     pub confirm: Arc<ConfirmState>,
+    /// Keeps every configuration that comes into force.
+    pub last_good: Arc<LastGood>,
+    /// Whether a fallback runs instead of the config files (a taken load ends it).
+    pub degraded: Arc<Degraded>,
 }
 
 impl Reloader {
@@ -73,10 +79,12 @@ impl Reloader {
     pub fn react(&mut self, load: Load) -> bool {
         let wall = unix_seconds(self.liveness.clock().wall());
         match load.outcome {
-            Outcome::Loaded(next) => {
+            Outcome::Loaded(next, texts) => {
                 warn_about_restart_only_changes(&self.snapshots.current(), &next);
                 let files = next.files.len();
                 self.sink.take_toml(Arc::from(next));
+                self.last_good.keep(texts, self.liveness.clock().wall());
+                self.degraded.clear();
                 record_config_reload(ReloadRecord::Taken, wall);
                 self.problem.set(None);
                 self.last_rejected = None;
@@ -122,7 +130,12 @@ pub async fn serve(mut reloader: Reloader, requests: TriggerRx, shutdown: Shutdo
 }
 
 fn warn_about_restart_only_changes(old: &DesiredState, new: &DesiredState) {
-    if old.daemon != new.daemon {
+    // `management` only shapes the boot lockdown: nothing to restart for.
+    let restart_only = |d: &config::DaemonSettings| config::DaemonSettings {
+        management: Vec::new(),
+        ..d.clone()
+    };
+    if restart_only(&old.daemon) != restart_only(&new.daemon) {
         warn!("[daemon] settings changed; they take effect at the next restart");
     }
     if old.kubernetes != new.kubernetes {
@@ -155,11 +168,17 @@ mod tests {
         let main = dir.join("edgenetd.toml");
         std::fs::write(&main, GOOD).unwrap();
         let snapshots = Snapshots::new(Arc::new(config::load(&main).unwrap()));
+        let liveness = Liveness::new(FakeClock::new());
         Reloader {
             sink: snapshots.clone(),
             snapshots,
+            last_good: Arc::new(LastGood::new(
+                &main,
+                crate::control::store::Store::new(dir.join("state")),
+            )),
             main,
-            liveness: Liveness::new(FakeClock::new()),
+            degraded: Degraded::new(liveness.clone()),
+            liveness,
             problem: Arc::new(ConfigProblem::default()),
             last_rejected: None,
             confirm: Arc::default(),
@@ -237,6 +256,8 @@ mod tests {
                 applied_from: "new.toml".into(),
                 applied_text: String::new(),
                 previous: None,
+                texts: config::ConfigTexts::default(),
+                degraded_before: None,
             });
         let out = render_with(|| {
             assert!(!r.reload(), "what apply installed is already in force");
@@ -248,6 +269,38 @@ mod tests {
         r.confirm.take_pending();
         render_with(|| assert!(r.reload(), "after the confirm, reloads are back"));
         assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
+    }
+
+    #[test]
+    fn a_taken_load_is_kept_as_the_last_good_one_and_ends_degraded_mode() {
+        use super::super::degraded::{DegradedInfo, Fallback};
+        let mut r = reloader("keep");
+        r.degraded.enter(
+            DegradedInfo {
+                fallback: Fallback::Lockdown {
+                    management: Vec::new(),
+                    why: "none kept".into(),
+                },
+                since: std::time::SystemTime::UNIX_EPOCH,
+                count: 1,
+                problems: vec!["edgenetd.toml:2:18: error: invalid route_protocol 300".into()],
+            },
+            Arc::default(),
+        );
+        let out = render_with(|| {
+            write(&r.main, BAD);
+            assert!(!r.reload());
+            assert!(
+                r.degraded.is_degraded(),
+                "a rejected reload changes nothing"
+            );
+            write(&r.main, "[daemon]\nroute_protocol = 192\n");
+            assert!(r.reload());
+        });
+        assert!(!r.degraded.is_degraded());
+        assert_eq!(series(&out, "edgenetd_config_degraded"), 0.0);
+        r.last_good.settle();
+        assert_eq!(r.last_good.load().unwrap().0.daemon.route_protocol, 192);
     }
 
     #[test]

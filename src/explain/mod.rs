@@ -44,14 +44,7 @@ use walk::{Explanation, World};
 pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
     let mut out = Vec::new();
     if desired.controller("policy").enabled {
-        let router = RouterAddresses::new(
-            addrs
-                .entries
-                .iter()
-                .map(|(i, n)| (i.clone(), n.addr()))
-                .collect(),
-        )
-        .with_links(links(addrs));
+        let router = RouterAddresses::from_networks(addrs.entries.clone()).with_links(links(addrs));
         let policy = program::build_with_pods(
             desired.policy.as_ref(),
             &desired.pod_policies,

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 use futures_lite::future;
 use log::{info, warn};
 
-use crate::config::{self, ConfigError, DesiredState};
+use crate::config::{self, ConfigError, ConfigTexts, DesiredState};
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::Trigger;
 
@@ -198,8 +198,9 @@ fn hash_file(path: &Path, hasher: &mut DefaultHasher) -> std::io::Result<()> {
 /// What one load of the config files produced.
 #[derive(Debug)]
 pub enum Outcome {
-    /// The files are valid: the new desired state.
-    Loaded(Box<DesiredState>),
+    /// The files are valid: the new desired state, and the texts it was read from (what the
+    /// daemon keeps once it is in force).
+    Loaded(Box<DesiredState>, ConfigTexts),
     /// The files are invalid: every problem, with file:line:col.
     Rejected(ConfigError),
 }
@@ -218,8 +219,8 @@ pub struct Load {
 /// loaded state or keeps the old one.
 pub fn load(main: &Path) -> Load {
     let before = content_hash(main);
-    let outcome = match config::load(main) {
-        Ok(state) => Outcome::Loaded(Box::new(state)),
+    let outcome = match config::load_keeping_texts(main) {
+        Ok((state, texts)) => Outcome::Loaded(Box::new(state), texts),
         Err(e) => Outcome::Rejected(e),
     };
     // Hashing again, rather than hashing what the load read, keeps this out of `config`;
@@ -250,7 +251,7 @@ mod tests {
         std::fs::write(dir.join("conf.d/10-x.toml"), "").unwrap();
         assert_ne!(load(&main).content, first.content, "a file added to conf.d");
         std::fs::write(&main, "[daemon]\nroute_protocol = 191\n").unwrap();
-        assert!(matches!(load(&main).outcome, Outcome::Loaded(_)));
+        assert!(matches!(load(&main).outcome, Outcome::Loaded(..)));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

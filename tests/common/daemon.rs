@@ -85,6 +85,26 @@ impl Daemon {
     /// and returns once its HTTP endpoint answers.
     pub fn start_with(tag: &str, config: &str, opts: Options<'_>) -> Daemon {
         let dir = ScratchDir::with_files(tag, &[("edgenetd.toml", config)]);
+        Daemon::spawn_in(dir, tag, opts)
+    }
+
+    /// Kills this daemon (if it still runs) and starts `edgenetd run` again in the same
+    /// directory, on the config files as they are now: the same main file, state directory
+    /// and control socket, as systemd restarts a unit.
+    pub fn start_again(mut self, tag: &str, opts: Options<'_>) -> Daemon {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.stop_reader.store(true, Ordering::Relaxed);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        let dir = std::mem::replace(&mut self.dir, ScratchDir::new("moved"));
+        drop(self);
+        let _ = std::fs::remove_file(dir.join("notify.sock"));
+        Daemon::spawn_in(dir, tag, opts)
+    }
+
+    fn spawn_in(dir: ScratchDir, tag: &str, opts: Options<'_>) -> Daemon {
         let sock_path = dir.join("notify.sock");
         let (notify, notify_env) = match opts.notify {
             NotifySocket::Read | NotifySocket::Unread => (
@@ -120,7 +140,7 @@ impl Daemon {
             .env_remove("WATCHDOG_PID")
             .env_remove("JOURNAL_STREAM")
             .stdin(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap());
+            .stderr(append(&dir.join("stderr.log")));
         for (flag, name) in [
             ("--control-socket", "control.sock"),
             ("--state-dir", "state"),
@@ -290,6 +310,16 @@ impl Drop for Daemon {
             eprintln!("--- edgenetd log ---\n{}--- end of log ---", self.log());
         }
     }
+}
+
+/// `path` opened for appending (created if missing): a daemon started again in the same
+/// directory logs after the one before.
+fn append(path: &std::path::Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
 }
 
 fn spawn_reader(

@@ -6,6 +6,7 @@
 mod common;
 
 mod apply_confirm;
+mod boot_fallback;
 mod config_reload;
 #[cfg(feature = "fault-injection")]
 mod heartbeat;

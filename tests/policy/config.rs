@@ -534,3 +534,30 @@ reflection = "off"
         assert!(out.contains(e), "missing {e:?} in:\n{out}");
     }
 }
+
+#[test]
+fn reflection_zones_name_defined_zones_at_their_place_and_need_reflection() {
+    let base = "[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n\n[policy.zone.wan]\ninterfaces = [\"eth0\"]\n\n[policy.zone.guest]\ninterfaces = [\"br-guest\"]\n";
+    let ok = load_str(&[(
+        "ok.toml",
+        &format!("[policy]\n{base}\n[[policy.port_forward]]\nname = \"x\"\nfrom = \"wan\"\nport = 22\nto = \"10.0.0.2\"\nreflection_zones = [\"guest\", \"guest\"]\n"),
+    )])
+    .unwrap()
+    .policy
+    .unwrap();
+    assert_eq!(ok.port_forwards[0].reflection_zones, ["guest"]);
+    let out = errors(&[(
+        "main.toml",
+        &format!(
+            "[policy]\n{base}\n[[policy.port_forward]]\nname = \"x\"\nfrom = \"wan\"\nport = 22\nto = \"10.0.0.2\"\nreflection_zones = [\"guest\", \"dmz\"]\n\n[[policy.port_forward]]\nname = \"y\"\nfrom = \"wan\"\nport = 23\nto = \"10.0.0.2\"\nreflection = false\nreflection_zones = [\"guest\"]\n"
+        ),
+    )]);
+    assert!(
+        out.contains("main.toml:16:30: error: zone `dmz` is used but never defined"),
+        "{out}"
+    );
+    assert!(
+        out.contains("main.toml:24:20: error: `reflection_zones` widens the reflection, but `reflection = false` turns it off"),
+        "{out}"
+    );
+}

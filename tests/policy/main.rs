@@ -18,6 +18,7 @@ mod match_plan;
 mod nat_packets;
 mod packets;
 mod plan;
+mod reflection;
 mod service;
 mod sets_helpers_config;
 mod zone_packets;

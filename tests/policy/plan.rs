@@ -49,12 +49,12 @@ to = "192.168.1.10:80"
 "#;
 
 /// The router's addresses the small policy is planned with: reflection goes to the wan
-/// address only.
+/// address only, and comes from the lan (192.168.1.10 is inside br-lan's 192.168.1.1/24).
 fn router_addresses() -> RouterAddresses {
-    RouterAddresses::new(vec![
-        ("eth0".into(), "198.51.100.1".parse().unwrap()),
-        ("eth0".into(), "2001:db8::1".parse().unwrap()),
-        ("br-lan".into(), "192.168.1.1".parse().unwrap()),
+    RouterAddresses::from_networks(vec![
+        ("eth0".into(), "198.51.100.1/24".parse().unwrap()),
+        ("eth0".into(), "2001:db8::1/64".parse().unwrap()),
+        ("br-lan".into(), "192.168.1.1/24".parse().unwrap()),
     ])
 }
 
@@ -76,6 +76,28 @@ fn strip_hashes(text: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Without a connected network that holds the inner host (nor a zone network), nothing
+/// reflects: fw4 reflects from the destination zone only, and no zone is one here.
+#[test]
+fn a_port_forward_to_a_host_of_no_zone_does_not_reflect() {
+    let desired = load_str(&[("edgenetd.toml", SMALL)]).unwrap();
+    let addrs = RouterAddresses::new(vec![
+        ("eth0".into(), "198.51.100.1".parse().unwrap()),
+        ("br-lan".into(), "192.168.1.1".parse().unwrap()),
+    ]);
+    let p = program::build_with(desired.policy.as_ref().unwrap(), "edgenetd-policy", &addrs);
+    let text = render_table(&p.table);
+    assert_eq!(
+        text.matches("dnat ip to 192.168.1.10:80").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        !text.contains("masquerade comment \"port-forward web"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -222,9 +222,13 @@ pub struct PortForward {
     pub to: SocketAddr,
     /// Only sources among these are forwarded (`from_addresses`); empty = any source.
     pub from_addresses: Vec<AddressMatch>,
-    /// Hairpin (on by default): hosts in other zones reach the inner host through the
-    /// router's addresses on the `from` zone.
+    /// Hairpin (on by default): hosts of the inner host's own zone (the zone whose networks,
+    /// or whose interfaces' connected networks, hold `to`) reach it through the router's
+    /// addresses on the `from` zone, as fw4 reflects from the redirect's destination zone.
     pub reflection: bool,
+    /// More zones whose hosts reach it by hairpin (`reflection_zones`, fw4's
+    /// `reflection_zone`); empty = the inner host's zone only.
+    pub reflection_zones: Vec<String>,
 }
 
 /// The validated `[policy]` section.

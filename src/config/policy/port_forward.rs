@@ -23,8 +23,16 @@ pub(super) fn validate_port_forward(
     let ports = port_range(&raw.port, diags);
     let from_addresses = addresses("from_addresses", raw.from_addresses.as_ref(), cfg, diags);
     let to = target(&raw.to, ports, diags);
-    let (from, protocol, (port, port_end), to, from_addresses) =
-        (from?, protocol?, ports?, to?, from_addresses?);
+    let reflection = raw.reflection.unwrap_or(true);
+    let reflection_zones = reflection_zones(&raw, reflection, cfg, diags);
+    let (from, protocol, (port, port_end), to, from_addresses, reflection_zones) = (
+        from?,
+        protocol?,
+        ports?,
+        to?,
+        from_addresses?,
+        reflection_zones?,
+    );
     let zone = &cfg.zones[&from];
     let (z4, z6) = net_versions(&zone.networks);
     if (to.is_ipv4() && !z4) || (to.is_ipv6() && !z6) {
@@ -61,8 +69,38 @@ pub(super) fn validate_port_forward(
         port_end,
         to,
         from_addresses,
-        reflection: raw.reflection.unwrap_or(true),
+        reflection,
+        reflection_zones,
     })
+}
+
+/// `reflection_zones`: defined zones, and only where there is reflection.
+fn reflection_zones(
+    raw: &RawPortForward,
+    reflection: bool,
+    cfg: &PolicyConfig,
+    diags: &mut Diagnostics,
+) -> Option<Vec<String>> {
+    let Some(list) = &raw.reflection_zones else {
+        return Some(Vec::new());
+    };
+    if !reflection && !list.get_ref().is_empty() {
+        diags.error(
+            list.span(),
+            "`reflection_zones` widens the reflection, but `reflection = false` turns it off: drop one of them",
+        );
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut ok = true;
+    for z in list.get_ref() {
+        match zone_ref(z, cfg, diags) {
+            Some(name) if !out.contains(&name) => out.push(name),
+            Some(_) => {}
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
 }
 
 /// TCP when absent; tcp, udp or both.

@@ -152,5 +152,6 @@ pub(super) struct RawPortForward {
     pub(super) port: Spanned<RawPort>,
     pub(super) to: Spanned<String>,
     pub(super) reflection: Option<bool>,
+    pub(super) reflection_zones: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) from_addresses: Option<Spanned<Vec<Spanned<String>>>>,
 }

@@ -6,6 +6,8 @@
 //! interfaces.
 
 use std::net::IpAddr;
+
+use ipnet::IpNet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,6 +22,9 @@ use crate::sync::Trigger;
 pub struct RouterAddresses {
     /// (interface name, address), sorted.
     entries: Vec<(String, IpAddr)>,
+    /// (interface name, address with its prefix length), sorted: the networks the router is
+    /// connected to on each interface (empty unless known).
+    connected: Vec<(String, IpNet)>,
     /// The links (empty unless read).
     links: LinkTable,
 }
@@ -31,8 +36,20 @@ impl RouterAddresses {
         entries.dedup();
         RouterAddresses {
             entries,
+            connected: Vec::new(),
             links: LinkTable::default(),
         }
+    }
+
+    /// From (interface, address/prefix length) pairs in any order: the addresses and the
+    /// networks they connect the router to.
+    pub fn from_networks(mut nets: Vec<(String, IpNet)>) -> RouterAddresses {
+        nets.sort();
+        nets.dedup();
+        let mut out =
+            RouterAddresses::new(nets.iter().map(|(i, n)| (i.clone(), n.addr())).collect());
+        out.connected = nets;
+        out
     }
 
     /// The same addresses with the link table `links`.
@@ -65,6 +82,18 @@ impl RouterAddresses {
         out.dedup();
         out
     }
+
+    /// True when `ip` is a host of zone `z`: inside its networks, or, for a zone of
+    /// interfaces only, inside a network the router is connected to on one of them. That is
+    /// the zone a port forward to `ip` reflects for by default (fw4's destination zone).
+    pub fn zone_holds(&self, z: &Zone, ip: IpAddr) -> bool {
+        if !z.networks.is_empty() {
+            return z.networks.iter().any(|n| n.contains(&ip));
+        }
+        self.connected
+            .iter()
+            .any(|(ifname, net)| ifname != "lo" && z.has_interface(ifname) && net.contains(&ip))
+    }
 }
 
 /// True when some port forward reflects or flows are offloaded: only then are the
@@ -83,13 +112,13 @@ pub async fn read(socket: &RouteSocket) -> Result<RouterAddresses, RouteError> {
             .ok()
             .map(|i| table.links[i].name.clone())
     };
-    let entries = socket
-        .addresses()
+    let nets = socket
+        .address_networks()
         .await?
         .into_iter()
-        .filter_map(|(index, addr)| name(index).map(|n| (n, addr)))
+        .filter_map(|(index, net)| name(index).map(|n| (n, net)))
         .collect();
-    Ok(RouterAddresses::new(entries).with_links(table))
+    Ok(RouterAddresses::from_networks(nets).with_links(table))
 }
 
 /// The addresses as last read, with a kernel-event monitor that marks them stale and wakes

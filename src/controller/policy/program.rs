@@ -20,10 +20,11 @@
 //! - `output` (filter, priority 0, policy from `output`): loopback, established/related,
 //!   neighbour discovery accepted; rules with `from = "self"`; the default.
 //! - `prerouting` (nat, priority -100): port forwards for traffic from their zone to any of
-//!   the router's addresses, and (reflection) from every other zone to the router's
-//!   addresses on the forward's zone; each marks the connection as edgenetd's.
+//!   the router's addresses, and (reflection) from the inner host's zone and the
+//!   `reflection_zones` to the router's addresses on the forward's zone; each marks the
+//!   connection as edgenetd's.
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
-//!   other zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
+//!   the reflecting zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
 //!   IPv6 through zones with `masquerade6 = true`; SNAT of zones with `snat`.
 //! - `mangle_prerouting` (filter, priority -150; only when a rule has `set_mark`): the
 //!   marks, set before the routing decision so route rules can match them.

@@ -3,7 +3,7 @@
 
 use ipnet::IpNet;
 
-use crate::config::policy::{PolicyConfig, PortForward, Protocol};
+use crate::config::policy::{PolicyConfig, PortForward, Protocol, Zone};
 use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
 
@@ -113,11 +113,27 @@ fn hairpin_match(pf: &PortForward, version: IpVersion, field: Field) -> Match {
     }
 }
 
+/// The zones a port forward reflects for: the inner host's own zone (whose networks, or
+/// whose interfaces' connected networks, hold `to`: fw4's destination zone) and the
+/// `reflection_zones`, never its `from` zone (that one reaches every local address anyway).
+/// A guest zone with no forward to the lan never reaches a lan host through the wan address.
+fn reflecting_zones<'a>(
+    cfg: &'a PolicyConfig,
+    pf: &PortForward,
+    addrs: &RouterAddresses,
+) -> Vec<&'a Zone> {
+    cfg.zones
+        .values()
+        .filter(|z| z.name != pf.from)
+        .filter(|z| pf.reflection_zones.contains(&z.name) || addrs.zone_holds(z, pf.to.ip()))
+        .collect()
+}
+
 impl Builder {
     /// One `[[policy.port_forward]]`: DNAT of traffic from the zone it is exposed to (to any
     /// of the router's addresses; from `from_addresses` only when given); then, with
-    /// reflection, hairpin from every other zone for traffic to the router's addresses on the
-    /// `from` zone only (DNAT, and masquerade so the inner host answers through the router).
+    /// reflection, hairpin from the inner host's zone and the `reflection_zones` for traffic
+    /// to the router's addresses on the `from` zone only (DNAT, and masquerade so the inner host answers through the router).
     /// The router's addresses on the other zones stay the router's: a LAN host reaches the
     /// router's own service on the router's LAN address. Every DNAT marks the connection as
     /// edgenetd's ([`OWN_DNAT_MARK`]). TCP and UDP each get their own rules.
@@ -157,7 +173,7 @@ impl Builder {
             }
             let reflected = reflection_target(pf, version, field, &outer);
             let inner = hairpin_match(pf, version, field);
-            for z in cfg.zones.values().filter(|z| z.name != pf.from) {
+            for z in reflecting_zones(cfg, pf, addrs) {
                 let other = combine(&zone_match(z, true), &sources);
                 for m in combine(&other, std::slice::from_ref(&reflected)) {
                     self.rule(PREROUTING, dnat_statements(m, pf, field, version));
