@@ -123,6 +123,7 @@ fn the_alert_rules_and_the_dashboard_queries_are_found() {
             "alert EdgenetdControllerNotLive",
             "alert EdgenetdDown",
             "alert EdgenetdConfigReloadFailing",
+            "alert EdgenetdConfigDegraded",
             "alert EdgenetdRestarting",
         ]
     );
