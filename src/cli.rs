@@ -716,10 +716,21 @@ mod tests {
 
     #[test]
     fn the_synopsis_names_every_verb_and_generate_man_is_the_only_generator() {
-        let words: Vec<&str> = Verb::WORDS.iter().map(|(w, _)| *w).filter(|w| *w != "help").collect();
-        let lines: Vec<&str> = flags::SYNOPSIS.iter().map(|u| u.verb).filter(|v| !v.is_empty()).collect();
+        let words: Vec<&str> = Verb::WORDS
+            .iter()
+            .map(|(w, _)| *w)
+            .filter(|w| *w != "help")
+            .collect();
+        let lines: Vec<&str> = flags::SYNOPSIS
+            .iter()
+            .map(|u| u.verb)
+            .filter(|v| !v.is_empty())
+            .collect();
         assert_eq!(lines, words);
-        assert_eq!(parse(&["--generate", "man"]).unwrap().verb, Verb::GenerateMan);
+        assert_eq!(
+            parse(&["--generate", "man"]).unwrap().verb,
+            Verb::GenerateMan
+        );
         assert_eq!(
             parse(&["--generate", "html"]).unwrap_err(),
             "--generate: `html` is not one of: man"
@@ -736,7 +747,10 @@ mod tests {
             unlisted_explain_flag(&args(&["--in", "x", "--no-such=1", "--json"])),
             Some("--no-such")
         );
-        assert_eq!(unlisted_explain_flag(&args(&["--dscp=ef", "--in", "x", "-c", "y"])), None);
+        assert_eq!(
+            unlisted_explain_flag(&args(&["--dscp=ef", "--in", "x", "-c", "y"])),
+            None
+        );
     }
 
     #[test]

@@ -535,7 +535,11 @@ pub fn help_synopsis() -> String {
         let mut line = if usage.verb.is_empty() {
             "    edgenetd".to_string()
         } else {
-            format!("    edgenetd {:<1$}", usage.verb, USAGE_ARGS_AT - 4 - "edgenetd ".len() - 1)
+            format!(
+                "    edgenetd {:<1$}",
+                usage.verb,
+                USAGE_ARGS_AT - 4 - "edgenetd ".len() - 1
+            )
         };
         for (i, arg) in usage.args.iter().enumerate() {
             let text = arg.help_text();
@@ -590,7 +594,11 @@ mod tests {
             assert!(named("", f.long), "{}: on no verb's SYNOPSIS line", f.long);
         }
         for f in EXPLAIN_OPTIONS {
-            assert!(named("explain", f.long), "{}: not on explain's line", f.long);
+            assert!(
+                named("explain", f.long),
+                "{}: not on explain's line",
+                f.long
+            );
         }
         for usage in SYNOPSIS {
             for arg in usage.args {
@@ -605,12 +613,29 @@ mod tests {
     fn the_help_synopsis_wraps_under_the_first_flag_and_brackets_the_optional() {
         let text = help_synopsis();
         assert!(text.lines().all(|l| l.len() <= USAGE_WIDTH), "{text}");
-        assert!(text.starts_with("    edgenetd run     [--config PATH] [--netns NAME]"), "{text}");
-        assert!(text.contains("    edgenetd apply   --config NEW [--confirm DURATION]"), "{text}");
-        assert!(text.contains(" --in IFACE --from ADDR [--sport N]"), "{text}");
-        assert!(text.contains("[--netns NAME | --addresses LIST | --offline]"), "{text}");
-        assert!(text.ends_with("    edgenetd --version | --help\n"), "{text}");
-        let continued = text.lines().filter(|l| l.starts_with(&" ".repeat(USAGE_ARGS_AT)));
+        assert!(
+            text.starts_with("    edgenetd run     [--config PATH] [--netns NAME]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    edgenetd apply   --config NEW [--confirm DURATION]"),
+            "{text}"
+        );
+        assert!(
+            text.contains(" --in IFACE --from ADDR [--sport N]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[--netns NAME | --addresses LIST | --offline]"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("    edgenetd --version | --help\n"),
+            "{text}"
+        );
+        let continued = text
+            .lines()
+            .filter(|l| l.starts_with(&" ".repeat(USAGE_ARGS_AT)));
         assert!(continued.count() >= 3, "{text}");
     }
 

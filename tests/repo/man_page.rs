@@ -134,7 +134,10 @@ fn man_page_synopsis_and_options_are_rendered_from_the_flag_table() {
     assert_eq!(section("SYNOPSIS"), edgenetd::cli::flags::man_synopsis());
     assert!(section("SYNOPSIS").contains(".RB [ \\-\\-dscp\n.IR D ]\n"));
     let help = help();
-    assert!(help.contains(&edgenetd::cli::flags::help_synopsis()), "{help}");
+    assert!(
+        help.contains(&edgenetd::cli::flags::help_synopsis()),
+        "{help}"
+    );
     assert!(
         man.contains(&format!("\"edgenetd {}\"", env!("CARGO_PKG_VERSION"))),
         "the page's title does not carry the version"
