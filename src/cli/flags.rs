@@ -527,8 +527,8 @@ impl Arg {
     }
 }
 
-/// `--help`'s USAGE lines: each verb's flags wrapped at [`USAGE_WIDTH`] and indented under
-/// the first.
+/// `--help`'s USAGE lines: each verb's flags wrapped at 88 columns (`USAGE_WIDTH`) and
+/// indented under the first.
 pub fn help_synopsis() -> String {
     let mut out = String::new();
     for usage in SYNOPSIS {
