@@ -748,7 +748,7 @@ mod tests {
             Some("--no-such")
         );
         assert_eq!(
-            unlisted_explain_flag(&args(&["--dscp=ef", "--in", "x", "-c", "y"])),
+            unlisted_explain_flag(&args(&["--mark=1", "--in", "x", "-c", "y"])),
             None
         );
     }

@@ -346,7 +346,7 @@ pub fn all() -> impl Iterator<Item = &'static Flag> {
     OPTIONS.iter().chain(EXPLAIN_OPTIONS)
 }
 
-/// The flag named `long` (`--dscp`), of either table.
+/// The flag named `long` (`--mark`), of either table.
 pub fn find(long: &str) -> Option<&'static Flag> {
     all().find(|f| f.long == long)
 }

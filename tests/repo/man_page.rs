@@ -132,7 +132,7 @@ fn man_page_synopsis_and_options_are_rendered_from_the_flag_table() {
     let section = |name: &str| man_section(&man, name).join("\n") + "\n";
     assert_eq!(section("OPTIONS"), edgenetd::cli::flags::man_options());
     assert_eq!(section("SYNOPSIS"), edgenetd::cli::flags::man_synopsis());
-    assert!(section("SYNOPSIS").contains(".RB [ \\-\\-dscp\n.IR D ]\n"));
+    assert!(section("SYNOPSIS").contains(".RB [ \\-\\-mark\n.IR N ]\n"));
     let help = help();
     assert!(
         help.contains(&edgenetd::cli::flags::help_synopsis()),
