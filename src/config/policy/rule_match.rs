@@ -22,8 +22,8 @@ use crate::names::dscp_by_name;
 /// Declares the raw rule struct (`raw.rs`'s `RawRule`) with the match keys spliced in between
 /// its leading fields and the rest, so that a match key's raw shape lives here beside the
 /// [`RuleMatch`] field it becomes. Not a `#[serde(flatten)]`ed struct: flatten buffers the
-/// values, which loses the spans every error is reported at (toml-rs/toml#589) and breaks
-/// `deny_unknown_fields`.
+/// values, which loses the spans every error is reported at (toml-rs/toml#589), and serde
+/// does not support it together with `deny_unknown_fields`.
 macro_rules! with_raw_match_keys {
     (
         $(#[$meta:meta])*
