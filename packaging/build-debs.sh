@@ -8,7 +8,9 @@
 #                                           # that upgrades an installed <version>-1 (CI's conffile test)
 #
 # Runs as root on Debian 12 (amd64); installs what it needs (see scripts/arm64/cross-build.sh for
-# arm64). The packages are assembled by hand and built with `dpkg-deb --root-owner-group`
+# arm64). The man page is not in the repository: the host's release binary prints it
+# (`edgenetd --generate man`, target/debian/edgenetd.8), built first when an arm64-only run
+# lacks it. The packages are assembled by hand and built with `dpkg-deb --root-owner-group`
 # (no debhelper or cargo-deb to install): the release binary (default features only — never
 # `fault-injection`), the systemd unit, the default config as a conffile, docs, and the
 # maintainer scripts in packaging/debian/ (enable on install, never start; see postinst).
@@ -18,7 +20,8 @@
 #
 # Layout:
 #   /usr/bin/edgenetd
-#   /usr/share/man/man8/edgenetd.8.gz            packaging/man/edgenetd.8 (tests/repo/man_page.rs keeps it in line with --help)
+#   /usr/share/man/man8/edgenetd.8.gz            `edgenetd --generate man` of the host's build (the page is
+#                                               architecture-independent; the arm64 binary does not run here)
 #   /lib/systemd/system/edgenetd.service
 #   /usr/lib/tmpfiles.d/edgenetd.conf            /run/edgenetd: control socket, kubernetes cache
 #   /etc/edgenetd/edgenetd.toml                 conffile: a safe default that programs nothing
@@ -99,6 +102,21 @@ raise_dep() {
   fi
 }
 
+# The man page, from the host's release binary: the same flag table and prose as the packaged
+# binaries (one commit), whatever the architecture. Built when missing (an arm64-only run).
+man_page() {
+  local host=target/release/edgenetd
+  if [ ! -x "$host" ] && [ -z "${EDGENETD_NO_BUILD:-}" ]; then
+    source scripts/install-deps.sh
+    nice -n 10 cargo build --release --locked
+  fi
+  [ -x "$host" ] || { echo "build-debs: $host missing: the man page is generated with it" >&2; exit 1; }
+  [ "$("$host" --version)" = "edgenetd $version" ] \
+    || { echo "build-debs: $host is $("$host" --version), not edgenetd $version" >&2; exit 1; }
+  "$host" --generate man > "$out/edgenetd.8"
+  [ -s "$out/edgenetd.8" ] || { echo "build-debs: $host --generate man printed nothing" >&2; exit 1; }
+}
+
 package() {
   local arch=$1 bin stage deps
   bin=$(binary_for "$arch")
@@ -118,7 +136,7 @@ package() {
   install -m 0755 "$bin" "$stage/usr/bin/edgenetd"
   # What dh_strip does beyond `strip`: the compilers' version strings (.comment) go too.
   "$(objcopy_for "$arch")" --remove-section=.comment "$stage/usr/bin/edgenetd"
-  gzip -9n -c packaging/man/edgenetd.8 > "$stage/usr/share/man/man8/edgenetd.8.gz"
+  gzip -9n -c "$out/edgenetd.8" > "$stage/usr/share/man/man8/edgenetd.8.gz"
   chmod 0644 "$stage/usr/share/man/man8/edgenetd.8.gz"
   install -m 0644 packaging/debian/lintian-overrides "$stage/usr/share/lintian/overrides/edgenetd"
   install -m 0644 systemd/edgenetd.service "$stage/lib/systemd/system/edgenetd.service"
@@ -201,4 +219,5 @@ CONTROL
 }
 
 for a in "${arches[@]}"; do build "$a"; done
+man_page
 for a in "${arches[@]}"; do package "$a"; done

@@ -3,7 +3,8 @@
 #   1. builds both Debian packages (packaging/build-debs.sh: native amd64 + cross arm64);
 #   2. checks their metadata and contents (dpkg-deb --info/--contents), that the packaged
 #      binaries are release builds of the right architecture without fault injection, and
-#      that the man page is packaging/man/edgenetd.8 and formats without warnings;
+#      that the man page is the host binary's `edgenetd --generate man` and formats without
+#      warnings (`man --warnings`; lintian's groff check below);
 #   2b. runs lintian on both packages: any error (E:) or warning (W:) fails (tags that do not
 #      apply are overridden with a reason in packaging/debian/lintian-overrides);
 #   2c. the conffile upgrade test (packaging/check-conffile-upgrade.sh, in a throwaway overlay
@@ -92,8 +93,8 @@ for arch in amd64 arm64; do
     && fail "$deb: postinst starts the service"
   x=$(mktemp -d)
   dpkg-deb -x "$deb" "$x"
-  zcat "$x/usr/share/man/man8/edgenetd.8.gz" | cmp -s - packaging/man/edgenetd.8 \
-    || fail "$deb: edgenetd.8.gz is not packaging/man/edgenetd.8"
+  zcat "$x/usr/share/man/man8/edgenetd.8.gz" | cmp -s - <(target/release/edgenetd --generate man) \
+    || fail "$deb: edgenetd.8.gz is not edgenetd --generate man"
   warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$x/usr/share/man/man8/edgenetd.8.gz" 2>&1 >/dev/null)
   [ -z "$warnings" ] || fail "$deb: man --warnings: $warnings"
   want="x86-64"; [ "$arch" = arm64 ] && want="ARM aarch64"

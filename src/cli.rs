@@ -15,6 +15,7 @@ use crate::daemon::registry::{BUILTIN, BuiltinController, VerbFuture};
 use crate::{config, control, daemon, logging, status};
 
 pub mod flags;
+pub mod man;
 
 /// The main config file when `--config` is not given (the packaged daemon's).
 pub const DEFAULT_CONFIG: &str = instance::PACKAGED_CONFIG;
@@ -45,26 +46,11 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// The usage text before the options: the synopsis and the verbs.
-const USAGE_HEAD: &str = "\
-edgenetd — firewall, service load-balancing and routes for edge routers, from TOML
+/// What edgenetd is, in one line (`--help`'s first line, the man page's NAME).
+pub const ABOUT: &str = "firewall, service load-balancing and routes for edge routers, from TOML";
 
-USAGE:
-    edgenetd run     [--config PATH] [--netns NAME] [--log-level LEVEL]
-                     [--control-socket PATH] [--state-dir PATH]
-    edgenetd check   [--config PATH]
-    edgenetd plan    [--config PATH]
-    edgenetd cleanup [--config PATH]
-    edgenetd status  [--url URL]
-    edgenetd explain [--config PATH] --in IFACE --from ADDR [--sport N] --to ADDR
-                     [--dport N] --proto tcp|udp|icmp|icmpv6 [--state new|established]
-                     [--icmp-type N] [--dscp D] [--mark N] [--json]
-                     [--netns NAME | --addresses IFACE=ADDR/LEN,... | --offline]
-    edgenetd apply   --config NEW [--confirm DURATION] [--target CONFIG] [--netns NAME]
-                     [--control-socket PATH]
-    edgenetd confirm [--target CONFIG] [--netns NAME] [--control-socket PATH]
-    edgenetd --version | --help
-
+/// The usage text between the synopsis and the options: the verbs.
+const USAGE_VERBS: &str = "\
 VERBS:
     run       keep the kernel in line with the config until SIGTERM (SIGHUP reloads)
     check     validate the config; exit 0, or 1 listing every problem with file:line:col
@@ -81,25 +67,43 @@ VERBS:
               `edgenetd confirm` follows within DURATION (root or group edgenetd-admin);
               prints the daemon it changed (pid, main config, netns)
     confirm   keep the configuration a running daemon waits to have confirmed
-
 ";
 
-/// The usage text after the options.
-const USAGE_TAIL: &str = "\
-EXIT CODES:
-    0  success
-    1  invalid config, failed operation, or (status) a daemon that is not live
-    2  usage error
-    3  (status) no answer from the daemon; (apply, confirm) none on its control socket
-";
+/// The exit codes and what each means: `--help`'s EXIT CODES, the man page's EXIT STATUS.
+pub const EXIT_CODES: [(u8, &str); 4] = [
+    (0, "success"),
+    (
+        1,
+        "invalid config, failed operation, or (status) a daemon that is not live",
+    ),
+    (2, "usage error"),
+    (
+        3,
+        "(status) no answer from the daemon; (apply, confirm) none on its control socket",
+    ),
+];
 
-/// The usage text (`--help`, and after every usage error); the options from [`flags`].
+/// The usage text (`--help`, and after every usage error); the synopsis and the options
+/// from [`flags`].
 pub fn usage() -> String {
+    let codes: String = EXIT_CODES
+        .iter()
+        .map(|(code, meaning)| format!("    {code}  {meaning}\n"))
+        .collect();
     format!(
-        "{USAGE_HEAD}OPTIONS:\n{}\nEXPLAIN OPTIONS:\n{}\n{USAGE_TAIL}",
+        "edgenetd — {ABOUT}\n\nUSAGE:\n{}\n{USAGE_VERBS}\nOPTIONS:\n{}\nEXPLAIN OPTIONS:\n{}\nEXIT CODES:\n{codes}",
+        flags::help_synopsis(),
         flags::help_section(flags::OPTIONS),
         flags::help_section(flags::EXPLAIN_OPTIONS)
     )
+}
+
+/// The first argument given to `explain` that is not a flag of [`flags`]' tables: explain's
+/// parser must not take a flag `--help` and the man page do not show.
+fn unlisted_explain_flag(args: &[String]) -> Option<&str> {
+    args.iter()
+        .map(|a| a.split_once('=').map_or(a.as_str(), |(flag, _)| flag))
+        .find(|a| a.starts_with("--") && flags::find(a).is_none())
 }
 
 /// What `edgenetd` was asked to do.
@@ -125,6 +129,8 @@ pub enum Verb {
     Version,
     /// `--help` or `help`.
     Help,
+    /// `--generate man`: print the man page (for the package build; not in `--help`).
+    GenerateMan,
 }
 
 impl Verb {
@@ -153,6 +159,7 @@ impl Verb {
     pub fn word(self) -> &'static str {
         match self {
             Verb::Version => "version",
+            Verb::GenerateMan => "generate",
             verb => Self::WORDS
                 .iter()
                 .find(|(_, v)| *v == verb)
@@ -261,6 +268,11 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
             "--url" => cli.url = value("--url")?,
             "--version" | "-V" => verb = Some(Verb::Version),
             "--help" | "-h" | "help" => verb = Some(Verb::Help),
+            // A maintainer's flag, left out of the tables: the package build's man page.
+            "--generate" => match value("--generate")?.as_str() {
+                "man" => verb = Some(Verb::GenerateMan),
+                other => return Err(format!("--generate: `{other}` is not one of: man")),
+            },
             word if !word.starts_with('-') && verb.is_none() => {
                 verb = Some(Verb::from_word(word).ok_or_else(|| format!("unknown verb `{word}`"))?);
             }
@@ -291,6 +303,13 @@ fn parse_confirm(text: &str) -> Result<Duration, String> {
 pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
     let args: Vec<String> = args.into_iter().collect();
     if args.first().map(String::as_str) == Some("explain") {
+        if let Some(flag) = unlisted_explain_flag(&args[1..]) {
+            eprintln!(
+                "edgenetd: unexpected argument `{flag}`: not a flag of explain (src/cli/flags.rs)\n\n{}",
+                usage()
+            );
+            return Exit::Usage.into();
+        }
         return crate::explain::main(&args[1..], DEFAULT_CONFIG, &usage());
     }
     let cli = match parse_args(args) {
@@ -323,6 +342,10 @@ pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
         }
         Verb::Version => {
             println!("edgenetd {}", env!("CARGO_PKG_VERSION"));
+            Exit::Success.into()
+        }
+        Verb::GenerateMan => {
+            print!("{}", man::page());
             Exit::Success.into()
         }
         Verb::Run => {
@@ -689,6 +712,45 @@ mod tests {
             Some("/srv/r1/edgenetd.toml")
         );
         assert!(parse(&["run", "--target", "/x.toml"]).is_err());
+    }
+
+    #[test]
+    fn the_synopsis_names_every_verb_and_generate_man_is_the_only_generator() {
+        let words: Vec<&str> = Verb::WORDS
+            .iter()
+            .map(|(w, _)| *w)
+            .filter(|w| *w != "help")
+            .collect();
+        let lines: Vec<&str> = flags::SYNOPSIS
+            .iter()
+            .map(|u| u.verb)
+            .filter(|v| !v.is_empty())
+            .collect();
+        assert_eq!(lines, words);
+        assert_eq!(
+            parse(&["--generate", "man"]).unwrap().verb,
+            Verb::GenerateMan
+        );
+        assert_eq!(
+            parse(&["--generate", "html"]).unwrap_err(),
+            "--generate: `html` is not one of: man"
+        );
+        assert!(!usage().contains("--generate"));
+    }
+
+    /// Regression (issue 22): explain's parser took `--dscp` while the flag table, and so
+    /// `--help` and the man page, could lack it.
+    #[test]
+    fn explain_refuses_a_flag_that_is_not_in_the_tables() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            unlisted_explain_flag(&args(&["--in", "x", "--no-such=1", "--json"])),
+            Some("--no-such")
+        );
+        assert_eq!(
+            unlisted_explain_flag(&args(&["--mark=1", "--in", "x", "-c", "y"])),
+            None
+        );
     }
 
     #[test]

@@ -59,7 +59,7 @@
 #![deny(unsafe_code)]
 
 /// A test hook: `$hook` in builds with the `fault-injection` feature (it may call
-/// [`fault`]), `$otherwise` in every other build, where `$hook` is not compiled at all.
+/// `crate::fault`), `$otherwise` in every other build, where `$hook` is not compiled at all.
 #[macro_export]
 macro_rules! fault_hook {
     ($hook:expr, $otherwise:expr) => {{

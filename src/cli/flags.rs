@@ -1,9 +1,12 @@
-//! Every flag of the command line, defined once: `--help`'s OPTIONS and EXPLAIN OPTIONS and
-//! the man page's OPTIONS section are rendered from these tables (tests/repo/man_page.rs holds
-//! packaging/man/edgenetd.8 to them). The parsers (`super::parse_args`, and
-//! `explain::query` for explain's own) match the same names; a flag one of them does not
-//! know is a usage error, and `every_flag_of_the_tables_is_one_its_parser_knows` (cli's unit
-//! tests) tries every flag of both tables on its parser.
+//! Every flag of the command line, defined once, and the verbs' synopsis made of them:
+//! `--help`'s USAGE, OPTIONS and EXPLAIN OPTIONS and the man page's SYNOPSIS and OPTIONS
+//! (`super::man`, printed by `edgenetd --generate man`) are rendered from these tables. The
+//! parsers (`super::parse_args`, and `explain::query` for explain's own) match the same
+//! names; a flag one of them does not know is a usage error, a flag given to `explain` that
+//! is not in [`EXPLAIN_OPTIONS`] or [`OPTIONS`] is one too (so a parser cannot take a flag
+//! the help does not show), and `every_flag_of_the_tables_is_one_its_parser_knows` (cli's
+//! unit tests) tries every flag of both tables on its parser. The unit tests here fail on a
+//! flag that no verb's [`SYNOPSIS`] line names.
 
 /// One flag: its name, its value, and what `--help` and the man page say of it.
 #[derive(Debug, Clone, Copy)]
@@ -47,9 +50,14 @@ impl Flag {
         }
     }
 
+    /// The flag's name as roff writes it (`\-\-name`).
+    fn roff_long(&self) -> String {
+        self.long.replace('-', "\\-")
+    }
+
     /// The flag's `.TP` paragraph of the man page.
     fn write_man(&self, out: &mut String) {
-        let long = self.long.replace('-', "\\-");
+        let long = self.roff_long();
         match self.value {
             Some(v) => out.push_str(&format!(".TP\n.BI {long} \" {v}\"\n")),
             None => out.push_str(&format!(".TP\n.B {long}\n")),
@@ -336,4 +344,313 @@ pub fn man_options() -> String {
 /// Every flag of both tables.
 pub fn all() -> impl Iterator<Item = &'static Flag> {
     OPTIONS.iter().chain(EXPLAIN_OPTIONS)
+}
+
+/// The flag named `long` (`--mark`), of either table.
+pub fn find(long: &str) -> Option<&'static Flag> {
+    all().find(|f| f.long == long)
+}
+
+/// One place of a verb's synopsis: a flag, or a choice of flags (`--a | --b`).
+#[derive(Debug, Clone, Copy)]
+pub struct Arg {
+    /// The flags by name; more than one are alternatives.
+    pub flags: &'static [&'static str],
+    /// Must be given (not in brackets).
+    pub required: bool,
+    /// A placeholder of its own instead of the flag's (`apply --config NEW`).
+    pub value: Option<&'static str>,
+}
+
+/// `[--flag VALUE]`.
+const fn opt(flag: &'static [&'static str]) -> Arg {
+    Arg {
+        flags: flag,
+        required: false,
+        value: None,
+    }
+}
+
+/// `--flag VALUE`.
+const fn req(flag: &'static [&'static str]) -> Arg {
+    Arg {
+        required: true,
+        ..opt(flag)
+    }
+}
+
+/// One line of the synopsis: a verb and its flags in the order they are shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// The verb's word; empty for the line of flags that stand alone (`--version`).
+    pub verb: &'static str,
+    /// Its flags.
+    pub args: &'static [Arg],
+}
+
+/// The synopsis: every verb (`super::Verb`'s words but `help`) and the flags it takes. A new
+/// flag goes on the line of each verb that takes it (the unit tests fail on a flag of the
+/// tables that no line names, and on an `explain` flag missing from explain's line).
+pub const SYNOPSIS: &[Usage] = &[
+    Usage {
+        verb: "run",
+        args: &[
+            opt(&["--config"]),
+            opt(&["--netns"]),
+            opt(&["--log-level"]),
+            opt(&["--control-socket"]),
+            opt(&["--state-dir"]),
+        ],
+    },
+    Usage {
+        verb: "check",
+        args: &[opt(&["--config"])],
+    },
+    Usage {
+        verb: "plan",
+        args: &[opt(&["--config"])],
+    },
+    Usage {
+        verb: "cleanup",
+        args: &[opt(&["--config"])],
+    },
+    Usage {
+        verb: "status",
+        args: &[opt(&["--url"])],
+    },
+    Usage {
+        verb: "explain",
+        args: &[
+            opt(&["--config"]),
+            req(&["--in"]),
+            req(&["--from"]),
+            opt(&["--sport"]),
+            req(&["--to"]),
+            opt(&["--dport"]),
+            req(&["--proto"]),
+            opt(&["--state"]),
+            opt(&["--icmp-type"]),
+            opt(&["--dscp"]),
+            opt(&["--mark"]),
+            opt(&["--json"]),
+            opt(&["--netns", "--addresses", "--offline"]),
+        ],
+    },
+    Usage {
+        verb: "apply",
+        args: &[
+            Arg {
+                value: Some("NEW"),
+                ..req(&["--config"])
+            },
+            opt(&["--confirm"]),
+            opt(&["--target"]),
+            opt(&["--netns"]),
+            opt(&["--control-socket"]),
+        ],
+    },
+    Usage {
+        verb: "confirm",
+        args: &[
+            opt(&["--target"]),
+            opt(&["--netns"]),
+            opt(&["--control-socket"]),
+        ],
+    },
+    Usage {
+        verb: "",
+        args: &[req(&["--version", "--help"])],
+    },
+];
+
+/// The width `--help`'s USAGE lines are wrapped at.
+const USAGE_WIDTH: usize = 88;
+
+/// The column a verb's flags start at in `--help`'s USAGE (after `edgenetd ` and the longest
+/// verb).
+const USAGE_ARGS_AT: usize = 4 + "edgenetd ".len() + 8;
+
+impl Arg {
+    /// The flags of this place, from the tables.
+    fn each(&self) -> impl Iterator<Item = &'static Flag> + '_ {
+        self.flags
+            .iter()
+            .map(|long| find(long).unwrap_or_else(|| panic!("{long} is in no flag table")))
+    }
+
+    /// The placeholder shown for `flag`.
+    fn value_of(&self, flag: &Flag) -> Option<&'static str> {
+        flag.value.map(|v| self.value.unwrap_or(v))
+    }
+
+    /// `[--a A | --b]`, as `--help` writes it.
+    fn help_text(&self) -> String {
+        let choices: Vec<String> = self
+            .each()
+            .map(|f| match self.value_of(f) {
+                Some(v) => format!("{} {v}", f.long),
+                None => f.long.to_string(),
+            })
+            .collect();
+        let text = choices.join(" | ");
+        if self.required {
+            text
+        } else {
+            format!("[{text}]")
+        }
+    }
+
+    /// The roff lines of this place: the flag bold, its placeholder italic, brackets and bars
+    /// roman.
+    fn write_man(&self, out: &mut String) {
+        let flags: Vec<&Flag> = self.each().collect();
+        for (i, f) in flags.iter().enumerate() {
+            let open = if i == 0 && !self.required { "[ " } else { "" };
+            let close = match (i + 1 == flags.len(), self.required) {
+                (false, _) => " \" |\"",
+                (true, false) => " ]",
+                (true, true) => "",
+            };
+            let long = f.roff_long();
+            match (self.value_of(f), open, close) {
+                (Some(v), "", "") => out.push_str(&format!(".BI {long} \" {v}\"\n")),
+                (Some(v), open, close) => {
+                    let macro_ = if open.is_empty() { ".B" } else { ".RB" };
+                    let value = if close.is_empty() { ".I" } else { ".IR" };
+                    out.push_str(&format!("{macro_} {open}{long}\n{value} {v}{close}\n"));
+                }
+                (None, "", "") => out.push_str(&format!(".B {long}\n")),
+                (None, "", close) => out.push_str(&format!(".BR {long}{close}\n")),
+                (None, open, close) => out.push_str(&format!(".RB {open}{long}{close}\n")),
+            }
+        }
+    }
+}
+
+/// `--help`'s USAGE lines: each verb's flags wrapped at 88 columns (`USAGE_WIDTH`) and
+/// indented under the first.
+pub fn help_synopsis() -> String {
+    let mut out = String::new();
+    for usage in SYNOPSIS {
+        let mut line = if usage.verb.is_empty() {
+            "    edgenetd".to_string()
+        } else {
+            format!(
+                "    edgenetd {:<1$}",
+                usage.verb,
+                USAGE_ARGS_AT - 4 - "edgenetd ".len() - 1
+            )
+        };
+        for (i, arg) in usage.args.iter().enumerate() {
+            let text = arg.help_text();
+            if i > 0 && line.len() + 1 + text.len() > USAGE_WIDTH {
+                out.push_str(&line);
+                out.push('\n');
+                line = " ".repeat(USAGE_ARGS_AT - 1);
+            }
+            line.push(' ');
+            line.push_str(&text);
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The body of the man page's SYNOPSIS section: a `.B edgenetd VERB` line and its flags per
+/// verb, `.br` between them.
+pub fn man_synopsis() -> String {
+    let lines: Vec<String> = SYNOPSIS
+        .iter()
+        .map(|usage| {
+            let mut out = match usage.verb {
+                "" => ".B edgenetd\n".to_string(),
+                verb => format!(".B edgenetd {verb}\n"),
+            };
+            for arg in usage.args {
+                arg.write_man(&mut out);
+            }
+            out
+        })
+        .collect();
+    lines.join(".br\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 22): `--dscp` was added to the table and to explain's parser, and
+    /// the synopsis had to be found and edited by hand in two places.
+    #[test]
+    fn every_flag_of_the_tables_is_on_a_synopsis_line_and_explains_on_its_own() {
+        let named = |verb: &str, long: &str| {
+            SYNOPSIS
+                .iter()
+                .filter(|u| verb.is_empty() || u.verb == verb)
+                .any(|u| u.args.iter().any(|a| a.flags.contains(&long)))
+        };
+        for f in all() {
+            assert!(named("", f.long), "{}: on no verb's SYNOPSIS line", f.long);
+        }
+        for f in EXPLAIN_OPTIONS {
+            assert!(
+                named("explain", f.long),
+                "{}: not on explain's line",
+                f.long
+            );
+        }
+        for usage in SYNOPSIS {
+            for arg in usage.args {
+                assert_eq!(arg.each().count(), arg.flags.len());
+            }
+        }
+        // The check can fail: a name no line has.
+        assert!(!named("", "--no-such-flag"));
+    }
+
+    #[test]
+    fn the_help_synopsis_wraps_under_the_first_flag_and_brackets_the_optional() {
+        let text = help_synopsis();
+        assert!(text.lines().all(|l| l.len() <= USAGE_WIDTH), "{text}");
+        assert!(
+            text.starts_with("    edgenetd run     [--config PATH] [--netns NAME]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    edgenetd apply   --config NEW [--confirm DURATION]"),
+            "{text}"
+        );
+        assert!(
+            text.contains(" --in IFACE --from ADDR [--sport N]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[--netns NAME | --addresses LIST | --offline]"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("    edgenetd --version | --help\n"),
+            "{text}"
+        );
+        let continued = text
+            .lines()
+            .filter(|l| l.starts_with(&" ".repeat(USAGE_ARGS_AT)));
+        assert!(continued.count() >= 3, "{text}");
+    }
+
+    #[test]
+    fn the_man_synopsis_sets_flags_bold_values_italic_and_brackets_roman() {
+        let roff = man_synopsis();
+        for want in [
+            ".B edgenetd run\n.RB [ \\-\\-config\n.IR PATH ]\n",
+            ".BI \\-\\-in \" IFACE\"\n",
+            ".RB [ \\-\\-json ]\n",
+            ".RB [ \\-\\-netns\n.IR NAME \" |\"\n.B \\-\\-addresses\n.IR LIST \" |\"\n.BR \\-\\-offline ]\n",
+            ".B edgenetd apply\n.BI \\-\\-config \" NEW\"\n",
+            ".br\n.B edgenetd\n.BR \\-\\-version \" |\"\n.B \\-\\-help\n",
+        ] {
+            assert!(roff.contains(want), "{want:?} not in\n{roff}");
+        }
+    }
 }

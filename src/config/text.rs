@@ -19,7 +19,7 @@ pub enum FileText {
     /// The file holds bytes that are not UTF-8.
     NotUtf8 {
         /// The text up to the end of the line of the first invalid byte (at most
-        /// [`SHOWN_AFTER`] bytes past it), invalid bytes and control characters replaced by
+        /// `SHOWN_AFTER` bytes past it), invalid bytes and control characters replaced by
         /// U+FFFD: enough to locate the problem and show its line, never parsed.
         shown: String,
         /// Where the first invalid byte's replacement starts in `shown`.

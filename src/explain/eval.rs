@@ -254,6 +254,29 @@ impl Run<'_> {
                 ));
                 true
             }
+            Stmt::FieldSet { field, value } => {
+                // The field's dependencies (`meta nfproto ipv4` for `ip dscp`) as a load's.
+                if load(&Expr::Payload(*field), pkt, self.local)?.is_none() {
+                    return Ok(Some(Flow::Next));
+                }
+                let def = field.def();
+                match def.reads {
+                    crate::dataplane::nft::fields::Reads::Dscp => pkt.dscp = (*value & 63) as u8,
+                    _ => return Err(ExplainError::Unsupported(format!("`{} set`", def.text))),
+                }
+                let mut shown = String::new();
+                crate::dataplane::nft::text::render_value(
+                    &mut shown,
+                    &Value::Field(*field, *value),
+                );
+                trace.steps.push(format!(
+                    "{}: {} set {shown} by {}",
+                    rule.chain,
+                    def.text,
+                    super::report::rule_name(&self.rule_ref(rule)),
+                ));
+                true
+            }
             Stmt::CtHelperSet(name) => {
                 // The kernel attaches a helper only to a connection still unconfirmed.
                 let name = name.strip_prefix("helper-").unwrap_or(name);

@@ -11,7 +11,7 @@
 //! map) it reports as unsupported instead of guessing.
 //!
 //! - [`query`]: the command line -> the packet;
-//! - [`walk`]: the hooks in order; [`eval`] (and [`natmap`]): one chain's rules;
+//! - [`walk`]: the hooks in order; [`eval`] (and `natmap`): one chain's rules;
 //!   [`values`]: expressions and comparisons; [`route`]: the routing decision;
 //! - [`report`]: text and `--json`;
 //! - [`kernel`]: the router's own addresses, from the kernel where its interfaces exist.

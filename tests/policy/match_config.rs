@@ -336,3 +336,37 @@ fn the_documented_match_snat_and_mark_examples_validate() {
         }
     }
 }
+
+/// `set_dscp` (issue 23 item 3): a name in any case or a number, with or without an
+/// `action`; a bad value at its place.
+#[test]
+fn set_dscp_takes_a_name_or_a_number_and_reports_a_bad_one_at_its_place() {
+    let rule = |value: &str, action: &str| {
+        format!(
+            "{ZONES}[[policy.rule]]\nname = \"video\"\nfrom = \"lan\"\nto = \"wan\"\nset_dscp = {value}\n{action}"
+        )
+    };
+    let dscp_of = |value: &str, action: &str| {
+        let d = load_str(&[("main.toml", &rule(value, action))]).unwrap();
+        let r = &d.policy.unwrap().rules[0];
+        (r.set_dscp, r.mark_only)
+    };
+    assert_eq!(dscp_of("\"AF41\"", ""), (Some(34), true));
+    assert_eq!(dscp_of("46", "action = \"accept\"\n"), (Some(46), false));
+    assert_eq!(dscp_of("\"le\"", ""), (Some(1), true));
+    let expected = "expected a number 0-63 or a name: cs0-cs7, af11-af43, ef, le, va";
+    for (value, shown) in [
+        ("\"af44\"", "invalid set_dscp \"af44\""),
+        ("64", "invalid set_dscp 64"),
+        ("-1", "invalid set_dscp -1"),
+    ] {
+        let out = errors(&rule(value, ""));
+        assert_all(
+            &out,
+            &[&format!("main.toml:14:12: error: {shown}: {expected}")],
+        );
+    }
+    // Without `set_dscp` or `set_mark`, a rule still needs its action.
+    let out = errors(&rule("1", "").replace("set_dscp = 1\n", ""));
+    assert_all(&out, &["rule `video` has no `action`"]);
+}

@@ -406,3 +406,79 @@ netns_test! {
         assert_eq!(explain("0", "10.0.0.2", "10.0.0.1", "icmp"), "drop default");
     }
 }
+
+netns_test! {
+    fn set_dscp_rewrites_forwarded_packets_before_the_filter_over_ipv4_and_ipv6() {
+        let t = lan_wan();
+        let (lan, wan) = (t.host("lan"), t.host("wan"));
+        // The wan host counts what arrives, by DSCP and ECN (an IPv4 header whose checksum
+        // the rewrite broke never reaches its input hook).
+        wan.sh("ip -6 route add fd00::/64 via 2001:db8::1");
+        wan.sh("nft add table inet probe");
+        wan.sh("nft add chain inet probe in '{ type filter hook input priority 0; }'");
+        for (name, m) in [
+            ("v4_af41", "ip dscp af41 ip ecn not-ect icmp type echo-request"),
+            ("v4_af41_ect1", "ip dscp af41 ip ecn ect1 icmp type echo-request"),
+            ("v6_af41", "ip6 dscp af41 icmpv6 type echo-request"),
+            ("v4_other", "ip dscp != af41 icmp type echo-request"),
+        ] {
+            wan.sh(&format!("nft add rule inet probe in {m} counter comment {name}"));
+        }
+        // The rewrite (forward chain at mangle priority) comes before the filter, which
+        // admits only af41: a packet passes only if it was rewritten first.
+        let config = format!(
+            "{BASE}[[policy.rule]]\nname = \"video\"\nfrom = \"lan\"\nto = \"wan\"\n\
+             set_dscp = \"AF41\"\n\
+             [[policy.rule]]\nname = \"af41-only\"\nfrom = \"lan\"\nto = \"wan\"\n\
+             dscp = 34\naction = \"accept\"\n"
+        );
+        Driver::policy().sync(&config).unwrap();
+        assert!(pings_with_tos(lan, "192.0.2.2", 0), "IPv4 echo lost: not rewritten before the filter, or its header checksum broken");
+        assert!(pings_with_tos(lan, "2001:db8::2", 0x20), "IPv6 (cs1) dropped");
+        assert!(ping_with_tos(lan, "192.0.2.2", 0x01), "IPv4 with ECT(1) dropped");
+        let counted = |name: &str| -> u64 {
+            let chain = wan.sh("nft list chain inet probe in");
+            let line = chain.lines().find(|l| l.contains(&format!("comment \"{name}\""))).unwrap();
+            let after = line.split("packets ").nth(1).unwrap();
+            after.split(' ').next().unwrap().parse().unwrap()
+        };
+        assert!(counted("v4_af41") >= 1, "{}", wan.sh("nft list chain inet probe in"));
+        assert_eq!(counted("v4_af41_ect1"), 1, "the ECN bits were not kept");
+        assert!(counted("v6_af41") >= 1, "{}", wan.sh("nft list chain inet probe in"));
+        assert_eq!(counted("v4_other"), 0, "a packet left with another DSCP");
+
+        let listed = sh("nft list chain inet edgenetd-policy mangle_forward");
+        assert!(listed.contains("hook forward priority mangle"), "{listed}");
+        for expected in ["ip dscp set af41", "ip6 dscp set af41"] {
+            assert!(listed.contains(expected), "no `{expected}` in:\n{listed}");
+        }
+
+        // `plan`'s text loads (nft -c -f, then nft -f) to the very expressions of the batch.
+        let dir = ScratchDir::with_files("set-dscp-plan", &[("edgenetd.toml", &config)]);
+        let (text, file) = planned_policy_nft(&dir);
+        assert!(text.contains("ip6 dscp set af41"), "{text}");
+        let from_text = bytecode(&sh(&format!(
+            "unshare --net sh -c 'nft -f {} && nft --debug=netlink list table inet edgenetd-policy'",
+            file.display()
+        )));
+        let batch = bytecode(&sh("nft --debug=netlink list table inet edgenetd-policy"));
+        assert!(
+            batch.iter().any(|e| e.contains("payload write reg 1 => 2b @ network header + 0 csum_type 1 csum_off 10")),
+            "{batch:?}"
+        );
+        assert_eq!(batch, from_text, "the batch and the plan's text differ");
+
+        // `explain` rewrites the packet as the kernel does, and the filter sees the new DSCP.
+        let cfg = dir.config();
+        let run = edgenetd(&[
+            "explain", "--json", "--config", cfg.to_str().unwrap(), "--addresses",
+            "veth-lan=10.0.0.1/24,veth-wan=192.0.2.1/24", "--in", "veth-lan", "--from",
+            "10.0.0.2", "--to", "192.0.2.2", "--proto", "icmp", "--dscp", "cs1",
+        ]);
+        assert_eq!(run.code, 0, "explain: {}", run.stderr);
+        let j: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!((j["verdict"].as_str(), j["rule"].as_str()), (Some("accept"), Some("af41-only")), "{j}");
+        let steps = j["steps"].to_string();
+        assert!(steps.contains("mangle_forward: ip dscp set af41 by"), "{steps}");
+    }
+}

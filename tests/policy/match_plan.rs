@@ -4,6 +4,7 @@
 use edgenetd::config::load_str;
 use edgenetd::controller::policy::addresses::RouterAddresses;
 use edgenetd::controller::policy::program::{self, MANGLE_PREROUTING, Program};
+use edgenetd::dataplane::nft::ir::{ChainType, Hook};
 use edgenetd::dataplane::nft::text::render_rule;
 
 const POLICY: &str = r#"
@@ -143,4 +144,65 @@ fn a_port_forward_range_maps_each_port_and_snat_replaces_masquerade() {
         ["meta nfproto ipv4 oifname != \"lo\" oifname \"eth0\" counter snat ip to 198.51.100.7"]
     );
     assert!(rules(&p, "postrouting", "masquerade").is_empty());
+}
+
+/// `set_dscp` goes where fw4 puts its DSCP target: the chain of the packets' path, at
+/// mangle priority, one rule per IP version the rest of the rule allows.
+#[test]
+fn a_set_dscp_rule_rewrites_in_the_mangle_chain_of_its_path() {
+    use edgenetd::controller::policy::program::{MANGLE_FORWARD, MANGLE_INPUT, MANGLE_OUTPUT};
+    let zones = "[policy]\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[policy.zone.wan]\ninterfaces = [\"eth0\"]\n";
+    let rule = |name: &str, keys: &str| {
+        format!("[[policy.rule]]\nname = \"{name}\"\n{keys}set_dscp = \"ef\"\n")
+    };
+    let p = build(&format!(
+        "{zones}{}{}{}{}",
+        rule(
+            "fwd",
+            "from = \"lan\"\nto = \"wan\"\nprotocol = \"udp\"\nports = [5060]\n"
+        ),
+        rule("in", "from = \"lan\"\nto = \"self\"\n"),
+        rule("out", "from = \"self\"\nprotocol = \"icmp\"\n"),
+        rule("pre", "from = \"wan\"\n"),
+    ));
+    let chain = |name: &str| {
+        let c = p.table.chains.iter().find(|c| c.name == name).unwrap();
+        let b = c.base.unwrap();
+        (b.hook, b.kind, b.priority)
+    };
+    assert_eq!(
+        chain(MANGLE_FORWARD),
+        (Hook::Forward, ChainType::Filter, -150)
+    );
+    assert_eq!(chain(MANGLE_INPUT), (Hook::Input, ChainType::Filter, -150));
+    assert_eq!(chain(MANGLE_OUTPUT), (Hook::Output, ChainType::Route, -150));
+    assert_eq!(
+        chain(MANGLE_PREROUTING),
+        (Hook::Prerouting, ChainType::Filter, -150)
+    );
+    let m = "iifname \"br-lan\" oifname \"eth0\" udp dport 5060";
+    assert_eq!(
+        rules(&p, MANGLE_FORWARD, "dscp fwd"),
+        [
+            format!("{m} ip dscp set ef counter"),
+            format!("{m} ip6 dscp set ef counter")
+        ]
+    );
+    assert_eq!(
+        rules(&p, MANGLE_INPUT, "dscp in"),
+        [
+            "iifname \"br-lan\" ip dscp set ef counter",
+            "iifname \"br-lan\" ip6 dscp set ef counter"
+        ]
+    );
+    // An IPv4-only rule rewrites only `ip dscp`.
+    assert_eq!(
+        rules(&p, MANGLE_OUTPUT, "dscp out"),
+        ["meta l4proto icmp ip dscp set ef counter"]
+    );
+    assert_eq!(rules(&p, MANGLE_PREROUTING, "dscp pre").len(), 2);
+    // A rule that only rewrites is in no filter chain.
+    for chain in ["input", "forward", "output"] {
+        assert!(rules(&p, chain, "rule ").is_empty(), "{chain}");
+    }
 }

@@ -181,8 +181,12 @@ pub struct PolicyRule {
     /// Mark matching packets before routing (`set_mark`), so `[[route_rule]] fwmark` can
     /// steer them.
     pub set_mark: Option<MarkSet>,
-    /// True for a rule with `set_mark` and no `action`: it only marks and adds nothing to
-    /// the filter chains (`action` is then `Accept` and unused).
+    /// Rewrite the DSCP of matching packets (`set_dscp`, fw4's DSCP target), in the mangle
+    /// chain of the rule's path: forward for a `to` zone, input for `to = "self"`, output
+    /// for `from = "self"`, prerouting otherwise.
+    pub set_dscp: Option<u8>,
+    /// True for a rule with `set_mark` or `set_dscp` and no `action`: it only marks and adds
+    /// nothing to the filter chains (`action` is then `Accept` and unused).
     pub mark_only: bool,
     /// What matching traffic gets.
     pub action: Action,

@@ -1,11 +1,13 @@
 //! The match of a `[[policy.rule]]`: every key that selects its packets (`from`, `to`,
 //! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`), parsed into one
-//! [`RuleMatch`]. A new match key is a field here, its raw key in `raw.rs`, and its parser
-//! in [`RuleMatch::parse`]; the policy controller's `rule_matches` destructures the struct,
-//! so the compiler points there next.
+//! [`RuleMatch`]. A new match key is all in this file: its raw key (as written, with its
+//! span) in [`with_raw_match_keys`], its field in [`RuleMatch`] and its parser in
+//! [`RuleMatch::parse`]; the policy controller's `rule_matches` destructures the struct, so
+//! the compiler points there next.
 
 use std::ops::Range;
 
+use serde::Deserialize;
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
@@ -16,6 +18,96 @@ use super::raw::*;
 use super::rules::{icmp_type, port_range};
 use super::zones::zone_ref;
 use crate::names::dscp_by_name;
+
+/// Declares the raw rule struct (`raw.rs`'s `RawRule`) with the match keys spliced in between
+/// its leading fields and the rest, so that a match key's raw shape lives here beside the
+/// [`RuleMatch`] field it becomes. Not a `#[serde(flatten)]`ed struct: flatten buffers the
+/// values, which loses the spans every error is reported at (toml-rs/toml#589), and serde
+/// does not support it together with `deny_unknown_fields`.
+macro_rules! with_raw_match_keys {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident { $($before:tt)* } then { $($after:tt)* }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $($before)*
+            pub(super) from: Option<Spanned<RawFrom>>,
+            pub(super) to: Option<Spanned<String>>,
+            pub(super) protocol: Option<Spanned<RawFrom>>,
+            pub(super) ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
+            pub(super) source_ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
+            pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+            pub(super) icmp_types: Option<Spanned<Vec<Spanned<RawPort>>>>,
+            pub(super) dscp: Option<Spanned<$crate::config::policy::rule_match::RawValues>>,
+            $($after)*
+        }
+    };
+}
+pub(super) use with_raw_match_keys;
+
+/// One value or a list of them (`dscp = "ef"`, `dscp = ["cs1", 46]`), each a name or a
+/// number. Read by hand: serde's untagged enums answer a wrong type with "data did not
+/// match any variant", this says what was expected.
+pub(super) enum RawValues {
+    One(RawPort),
+    Many(Vec<RawPort>),
+}
+
+/// What [`RawValues`] expects, in the error for anything else.
+const NAME_OR_NUMBER: &str = "a name or a number, or a list of them";
+
+/// One name or number of a [`RawValues`] list.
+struct RawValue(RawPort);
+
+struct ValuesVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ValuesVisitor {
+    type Value = RawValues;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(NAME_OR_NUMBER)
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<RawValues, E> {
+        Ok(RawValues::One(RawPort::Number(n)))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<RawValues, E> {
+        Ok(RawValues::One(RawPort::Number(
+            i64::try_from(n).unwrap_or(i64::MAX),
+        )))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<RawValues, E> {
+        Ok(RawValues::One(RawPort::Text(s.to_string())))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawValues, A::Error> {
+        let mut out = Vec::new();
+        while let Some(RawValue(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(RawValues::Many(out))
+    }
+}
+
+impl<'de> Deserialize<'de> for RawValues {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawValues, D::Error> {
+        d.deserialize_any(ValuesVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawValue, D::Error> {
+        match RawValues::deserialize(d)? {
+            RawValues::One(v) => Ok(RawValue(v)),
+            RawValues::Many(_) => Err(serde::de::Error::custom(format!(
+                "a list inside the list: expected {NAME_OR_NUMBER}"
+            ))),
+        }
+    }
+}
 
 /// The packets a `[[policy.rule]]` selects: all of its keys must hold.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -88,6 +88,7 @@ pub(super) fn validate_rule(
     // Every step reports its own problems; the rule is kept only when all of them passed.
     let matches = RuleMatch::parse(&raw, cfg, diags);
     let set_mark = set_mark(raw.set_mark.as_ref(), diags);
+    let set_dscp = set_dscp(raw.set_dscp.as_ref(), diags);
     let marking = mark_place(&raw, diags);
     let action = action_or_mark(&raw, diags);
     let limit = limit(raw.limit.as_ref(), diags);
@@ -98,6 +99,7 @@ pub(super) fn validate_rule(
         ()
     );
     let (matches, limit, log_prefix, set_mark) = (matches?, limit?, log_prefix?, set_mark?);
+    let set_dscp = set_dscp?;
     if !marking || !matches.can_match(&raw.name, cfg, diags) {
         return None;
     }
@@ -105,6 +107,7 @@ pub(super) fn validate_rule(
         name: raw.name.into_inner(),
         matches,
         set_mark,
+        set_dscp,
         mark_only: raw.action.is_none(),
         action: action?,
         log: raw.log || log_prefix.is_some(),
@@ -113,12 +116,13 @@ pub(super) fn validate_rule(
     })
 }
 
-/// The rule's `action`; a rule with `set_mark` may go without (it only marks: `Accept`
-/// stands in, unused). `None` when missing or invalid (reported).
+/// The rule's `action`; a rule with `set_mark` or `set_dscp` may go without (it only marks:
+/// `Accept` stands in, unused). `None` when missing or invalid (reported).
 fn action_or_mark(raw: &RawRule, diags: &mut Diagnostics) -> Option<Action> {
     match (&raw.action, &raw.set_mark) {
         (Some(a), _) => rule_action(a, diags),
         (None, Some(_)) => Some(Action::Accept),
+        (None, None) if raw.set_dscp.is_some() => Some(Action::Accept),
         (None, None) => {
             diags.error(
                 raw.name.span(),
@@ -154,6 +158,28 @@ fn mark_place(raw: &RawRule, diags: &mut Diagnostics) -> bool {
         return false;
     }
     true
+}
+
+/// `set_dscp`: a number 0-63 or a DSCP name (`"af41"`, `"ef"`, any case). `Some(None)` when
+/// absent, `None` when invalid (reported at the value).
+fn set_dscp(raw: Option<&Spanned<RawPort>>, diags: &mut Diagnostics) -> Option<Option<u8>> {
+    let Some(raw) = raw else {
+        return Some(None);
+    };
+    let (found, shown) = match raw.get_ref() {
+        RawPort::Number(n) => (u8::try_from(*n).ok().filter(|d| *d <= 63), n.to_string()),
+        RawPort::Text(t) => (crate::names::dscp_by_name(t.trim()), format!("\"{t}\"")),
+    };
+    if found.is_none() {
+        diags.error(
+            raw.span(),
+            format!(
+                "invalid set_dscp {shown}: expected a number 0-63 or a name: cs0-cs7, af11-af43, ef, le, va"
+            ),
+        );
+        return None;
+    }
+    Some(found)
 }
 
 fn rule_action(raw: &Spanned<String>, diags: &mut Diagnostics) -> Option<Action> {

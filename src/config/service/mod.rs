@@ -10,7 +10,7 @@
 //! `[service.health]` configures backend checks (run by the service controller, see
 //! `controller::service::backend_check`).
 //!
-//! One shape with `policy/` and `route/`: [`model`] (the validated types the controllers
+//! One shape with `policy/` and `route/`: `model` (the validated types the controllers
 //! read), `raw` (the serde structs as written), `validate` (raw -> model, every problem at its
 //! place) and `backend_check` (the `[service.health]` table's own validation).
 

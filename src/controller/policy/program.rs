@@ -26,8 +26,11 @@
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
 //!   the reflecting zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
 //!   IPv6 through zones with `masquerade6 = true`; SNAT of zones with `snat`.
-//! - `mangle_prerouting` (filter, priority -150; only when a rule has `set_mark`): the
-//!   marks, set before the routing decision so route rules can match them.
+//! - `mangle_prerouting` (filter, priority -150; only when a rule has `set_mark`, or
+//!   `set_dscp` without `to`): the marks, set before the routing decision so route rules
+//!   can match them; DSCP rewrites.
+//! - `mangle_forward`, `mangle_input` (filter), `mangle_output` (route), priority -150,
+//!   each only when a `set_dscp` rule's path is there: DSCP rewrites (`program/dscp.rs`).
 //! - `helpers` (filter prerouting, priority 0; only with `[policy] helpers`): `ct helper set`
 //!   for new connections from the zones that ask for a helper, on its port (see
 //!   `program/helpers.rs`).
@@ -57,12 +60,14 @@ use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::text::render_rule;
 
+mod dscp;
 mod flowtable;
 mod helpers;
 mod marks;
 mod pods;
 mod port_forward;
 mod snat;
+pub use dscp::{MANGLE_FORWARD, MANGLE_INPUT, MANGLE_OUTPUT};
 pub use flowtable::{FLOWTABLE, flowtable_devices};
 pub use helpers::HELPERS;
 pub use marks::MANGLE_PREROUTING;
@@ -433,6 +438,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.flow_offload(cfg, addrs.links());
     b.always_present();
     b.set_marks(cfg);
+    b.set_dscps(cfg);
     b.config_rules(cfg);
     b.dnat_passes(cfg);
     b.zone_forwards(cfg);

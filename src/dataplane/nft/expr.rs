@@ -30,6 +30,25 @@ pub(crate) fn payload(base: u32, offset: u32, len: u32, dreg: u32) -> Expr<kind:
         .with_u32(payload::DREG, dreg)
 }
 
+/// `payload write reg <sreg> => <len>b @ <base> + <offset>`, with `csum_offset` the
+/// offset of an internet checksum over the written bytes that the kernel updates
+/// (`csum_type 1`, the IPv4 header's), or none.
+pub(crate) fn payload_write(
+    base: u32,
+    offset: u32,
+    len: u32,
+    sreg: u32,
+    csum_offset: Option<u32>,
+) -> Expr<kind::Payload> {
+    Expr::new()
+        .with_u32(payload::BASE, base)
+        .with_u32(payload::OFFSET, offset)
+        .with_u32(payload::LEN, len)
+        .with_u32(payload::SREG, sreg)
+        .with_u32(payload::CSUM_TYPE, u32::from(csum_offset.is_some()))
+        .with_u32(payload::CSUM_OFFSET, csum_offset.unwrap_or(0))
+}
+
 /// `ct load <key> => reg`.
 pub(crate) fn ct(key: u32, dreg: u32) -> Expr<kind::Ct> {
     Expr::new().with_u32(ct::KEY, key).with_u32(ct::DREG, dreg)

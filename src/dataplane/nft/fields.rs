@@ -105,6 +105,15 @@ pub struct FieldDef {
     pub numeric: Option<Numeric>,
 }
 
+impl FieldDef {
+    /// Where the internet checksum over this field's bytes is (the header's offset), for a
+    /// write of the field to update it: the IPv4 header's, at byte 10. A transport field's
+    /// checksum also covers a pseudo-header: no field written so far needs one.
+    pub fn write_checksum(&self) -> Option<u32> {
+        (self.base == Base::Network && self.nfproto == Some(NFPROTO_IPV4)).then_some(10)
+    }
+}
+
 /// How the numbers of a numeric field are typed, placed in the loaded bytes and named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Numeric {

@@ -786,6 +786,15 @@ pub enum Stmt {
     /// `flow add @<flowtable>`: offloads the packet's connection to the flowtable (the
     /// kernel takes only confirmed TCP connections in established state, and UDP).
     FlowOffload(String),
+    /// `<field> set <value>` (`ip dscp set af41`): rewrites a numeric header field
+    /// ([`FieldDef::numeric`](super::fields::FieldDef)), keeping the other bits of its
+    /// bytes; the kernel updates the IPv4 header checksum.
+    FieldSet {
+        /// The field.
+        field: Field,
+        /// Its new value.
+        value: u32,
+    },
 }
 
 /// One rule.

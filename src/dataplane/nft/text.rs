@@ -388,6 +388,10 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
         Stmt::FlowOffload(name) => {
             let _ = write!(out, "flow add @{name}");
         }
+        Stmt::FieldSet { field, value } => {
+            let _ = write!(out, "{} set ", field.def().text);
+            render_value(out, &Value::Field(*field, *value));
+        }
         Stmt::Nat { kind, addr, port } => render_nat(out, family, *kind, addr, *port),
         Stmt::NatMap {
             kind,

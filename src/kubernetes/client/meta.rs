@@ -39,7 +39,7 @@ pub(crate) use deserialize_by_decode;
 
 deserialize_by_decode!(ObjectMeta, Status, Bookmark);
 
-/// The body of every [`deserialize_by_decode`] impl.
+/// The body of every `deserialize_by_decode` impl.
 pub fn by_decode<'de, D: Deserializer<'de>, T: Decode>(d: D) -> Result<T, D::Error> {
     let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
     json::from_slice(raw.get().as_bytes()).map_err(D::Error::custom)

@@ -109,8 +109,8 @@ enum Phase {
 
 /// Lists and watches one collection into a [`Store`].
 ///
-/// Only decoding and storing depend on the object type ([`Kept`]); the requests, the watch
-/// state machine and the back-off are one untyped [`Core`], so each kind watched adds a few
+/// Only decoding and storing depend on the object type (`Kept`); the requests, the watch
+/// state machine and the back-off are one untyped `Core`, so each kind watched adds a few
 /// hundred bytes of code instead of a copy of the whole client.
 pub struct Reflector<T> {
     /// The untyped part: requests, phases, back-off, status.

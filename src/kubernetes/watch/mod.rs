@@ -53,7 +53,7 @@ const TICK: Duration = Duration::from_secs(5);
 /// The longest a watch may go without a line (a real API server sends a bookmark about
 /// every minute); every other wait is shorter.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(150);
-/// The watcher's liveness window: the compose step wakes at least every [`TICK`], so only a
+/// The watcher's liveness window: the compose step wakes at least every `TICK`, so only a
 /// wedged thread (or one decode taking this long) misses it.
 pub const WINDOW: Duration = Duration::from_secs(60);
 

@@ -13,7 +13,7 @@ use super::Builder;
 pub const MANGLE_PREROUTING: &str = "mangle_prerouting";
 
 /// Priority of [`MANGLE_PREROUTING`]: after conntrack (-200), before DNAT (-100).
-const MANGLE_PRIORITY: i32 = -150;
+pub(super) const MANGLE_PRIORITY: i32 = -150;
 
 impl Builder {
     /// Every rule with `set_mark`, in config order: its match (source, destination

@@ -403,6 +403,7 @@ impl RuleCx<'_> {
             }
             Stmt::CtHelperSet(name) => self.raw.add_expr(expr::ct_helper_set(name)?),
             Stmt::FlowOffload(name) => self.raw.add_expr(expr::flow_offload(name)?),
+            Stmt::FieldSet { field, value } => self.field_set(*field, *value)?,
             Stmt::ClampMssToRoute => {
                 emit_deps(
                     self.family,
@@ -417,6 +418,41 @@ impl RuleCx<'_> {
                 self.raw.add_expr(expr::tcpopt_write(2, 2, 2, REG_1));
             }
         }
+        Ok(())
+    }
+
+    /// `<field> set <value>` as nft compiles it: the field's bytes widened to whole 16-bit
+    /// words (the unit of the checksum update) are loaded, the field's bits replaced, and
+    /// written back, with the IPv4 header checksum (at byte 10) updated for an IPv4 field.
+    fn field_set(&mut self, field: Field, value: u32) -> Result<(), CompileError> {
+        emit_deps(
+            self.family,
+            &[&Expr::Payload(field)],
+            &mut self.deps,
+            self.raw,
+        )?;
+        let def = field.def();
+        let numeric = def.numeric.ok_or_else(|| {
+            CompileError::Invalid(format!("{} is not a numeric field to set", def.text))
+        })?;
+        let (start, end) = (def.offset & !1, (def.offset + def.len).div_ceil(2) * 2);
+        let lead = (def.offset - start) as usize;
+        let mut keep = vec![0xff; (end - start) as usize];
+        let mut set = vec![0; keep.len()];
+        let shifted = u64::from(value) << numeric.shift;
+        for i in 0..def.len as usize {
+            let bits = def.mask.get(i).copied().unwrap_or(0xff);
+            let byte = (shifted >> (8 * (def.len as usize - 1 - i))) as u8;
+            keep[lead + i] = !bits;
+            set[lead + i] = byte & bits;
+        }
+        let base = def.base.code();
+        let csum = def.write_checksum();
+        self.raw
+            .add_expr(expr::payload(base, start, end - start, REG_1));
+        self.raw.add_expr(expr::bitwise(REG_1, REG_1, &keep, &set)?);
+        self.raw
+            .add_expr(expr::payload_write(base, start, end - start, REG_1, csum));
         Ok(())
     }
 

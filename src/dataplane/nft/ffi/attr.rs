@@ -202,6 +202,9 @@ pub(crate) mod expr {
             OFFSET: U32 = NFTNL_EXPR_PAYLOAD_OFFSET;
             LEN: U32 = NFTNL_EXPR_PAYLOAD_LEN;
             DREG: U32 = NFTNL_EXPR_PAYLOAD_DREG;
+            SREG: U32 = NFTNL_EXPR_PAYLOAD_SREG;
+            CSUM_TYPE: U32 = NFTNL_EXPR_PAYLOAD_CSUM_TYPE;
+            CSUM_OFFSET: U32 = NFTNL_EXPR_PAYLOAD_CSUM_OFFSET;
         }
         ct: Ct {
             KEY: U32 = NFTNL_EXPR_CT_KEY;
