@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # CI for edge delivery (called by .ci/run; runs as root on a fresh Debian 12 amd64 machine):
+#   0. cargo doc -D warnings of both builds (intra-doc links);
 #   1. builds both Debian packages (packaging/build-debs.sh: native amd64 + cross arm64);
 #   2. checks their metadata and contents (dpkg-deb --info/--contents), that the packaged
 #      binaries are release builds of the right architecture without fault injection, and
@@ -49,6 +50,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+section "API docs: every intra-doc link resolves, none to a private item (both builds)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet --features kubernetes,fault-injection
 
 section "build both packages"
 packaging/build-debs.sh
