@@ -71,6 +71,7 @@ macro_rules! fault_hook {
     }};
 }
 
+pub mod calendar;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -1,6 +1,7 @@
 //! Safe wrappers of the few libc calls outside the nftables FFI module that need `unsafe`:
 //! integer socket options, a classic BPF socket filter, a listen backlog, `setns(2)`,
-//! `malloc_trim(3)`, `mallopt(3)`, a unix socket peer's credentials and a group's id by name.
+//! `malloc_trim(3)`, `mallopt(3)`, a unix socket peer's credentials, a group's id by name and
+//! the local time zone's offset (`localtime_r(3)`).
 //! Everything else in the crate stays free of `unsafe` (the crate denies it).
 #![allow(unsafe_code)]
 
@@ -313,4 +314,15 @@ mod tests {
         let f = std::fs::File::open("/proc/self/status").unwrap();
         assert!(enter_net_namespace(&f).is_err());
     }
+}
+
+/// The local time zone's offset from UTC in seconds (east positive) at `unix_secs`, from
+/// `localtime_r(3)` (`TZ`, else /etc/localtime); 0 when the C library cannot say.
+pub fn utc_offset_at(unix_secs: i64) -> i32 {
+    let t = unix_secs as libc::time_t;
+    // SAFETY: `tm` is a live local that localtime_r fills; `t` is read through a pointer to
+    // a live local. localtime_r is the thread-safe variant.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    if ok { tm.tm_gmtoff as i32 } else { 0 }
 }

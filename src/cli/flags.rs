@@ -282,6 +282,17 @@ The packet's DSCP, 0\-63 or a name such as ef, af41, cs1.
 Default: 0."#,
     },
     Flag {
+        long: "--at",
+        value: Some("TIME"),
+        help: &[
+            "when it comes, YYYY-MM-DDTHH:MM[:SS] local, or UTC with a trailing Z (for time rules)",
+        ],
+        man: r#".RB ( explain )
+When the packet comes, YYYY\-MM\-DDTHH:MM[:SS] in the local time zone, or in UTC with a
+trailing Z. Needed only when a rule matches on the time (start_time, weekdays, start_date,
+...): without it explain says the verdict depends on the time."#,
+    },
+    Flag {
         long: "--mark",
         value: Some("N"),
         help: &["the packet's firewall mark (for route rules' fwmark) [default: 0]"],
@@ -432,6 +443,7 @@ pub const SYNOPSIS: &[Usage] = &[
             opt(&["--icmp-type"]),
             opt(&["--dscp"]),
             opt(&["--mark"]),
+            opt(&["--at"]),
             opt(&["--json"]),
             opt(&["--netns", "--addresses", "--offline"]),
         ],

@@ -20,6 +20,12 @@ pub enum ExplainError {
     /// Jumps nest deeper than the kernel allows.
     #[error("jumps nest deeper than {0} chains in table {1}")]
     TooDeep(usize, String),
+    /// A rule compares the time (`meta hour`, `meta day`, `meta time`) and the query gave
+    /// none: the verdict depends on when the packet comes.
+    #[error(
+        "a rule matches on the time ({0}): its verdict depends on when the packet comes; give --at \"YYYY-MM-DDTHH:MM[:SS]\" (local time, or UTC with a trailing Z)"
+    )]
+    NeedsTime(String),
     /// The config does not load.
     #[error("{0}")]
     Config(String),

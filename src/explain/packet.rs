@@ -87,6 +87,9 @@ pub struct Packet {
     pub orig_daddr: IpAddr,
     /// The port the client addressed (`ct original proto-dst`).
     pub orig_dport: u16,
+    /// When the packet comes (`--at`), in seconds since the epoch (UTC); `None`: not given,
+    /// and a time rule's verdict cannot be told.
+    pub at: Option<i64>,
 }
 
 impl Packet {
@@ -151,6 +154,7 @@ impl Packet {
             mark: 0,
             orig_daddr: self.saddr,
             orig_dport: 0,
+            at: self.at,
         }
     }
 

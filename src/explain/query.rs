@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use ipnet::IpNet;
 
+use crate::calendar;
 use crate::names::{dscp_by_name, icmp_type_by_name, icmpv6_type_by_name};
+use crate::sys;
 
 use super::kernel::Wanted;
 use super::packet::{Packet, Proto};
@@ -43,6 +45,7 @@ struct Raw {
     icmp_type: Option<String>,
     dscp: u8,
     mark: u32,
+    at: Option<i64>,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
@@ -69,6 +72,30 @@ fn dscp(v: &str) -> Result<u8, String> {
         .ok_or_else(|| {
             format!("--dscp: `{v}` is not a DSCP: a number 0-63 or a name such as ef, af41, cs1")
         })
+}
+
+/// `--at`: `YYYY-MM-DDTHH:MM[:SS]` (or with a space for the `T`) in the local time zone,
+/// as the rules' local times are; a trailing `Z` makes it UTC. Seconds since the epoch.
+fn at(v: &str) -> Result<i64, String> {
+    let (stamp, utc) = match v.strip_suffix(['Z', 'z']) {
+        Some(s) => (s, true),
+        None => (v, false),
+    };
+    let bad = || {
+        format!(
+            "--at: `{v}` is not a time: expected YYYY-MM-DDTHH:MM[:SS], local, or UTC with a trailing Z"
+        )
+    };
+    if !stamp.contains(['T', ' ']) {
+        return Err(bad());
+    }
+    let naive = calendar::parse_date_time(stamp).ok_or_else(bad)?;
+    if utc {
+        return Ok(naive);
+    }
+    // The offset of that instant: first guess with the offset at the naive time.
+    let guess = naive - i64::from(sys::utc_offset_at(naive));
+    Ok(naive - i64::from(sys::utc_offset_at(guess)))
 }
 
 fn proto(v: &str) -> Result<Proto, String> {
@@ -126,6 +153,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
             "--icmp-type" => raw.icmp_type = Some(value()?),
             "--mark" => raw.mark = number(flag, &value()?)?,
             "--dscp" => raw.dscp = dscp(&value()?)?,
+            "--at" => raw.at = Some(at(&value()?)?),
             "--addresses" => {
                 addrs = addresses(&value()?)?;
                 given = true;
@@ -217,5 +245,6 @@ fn packet(raw: Raw) -> Result<Packet, String> {
         mark: raw.mark,
         orig_daddr: daddr,
         orig_dport: dport,
+        at: raw.at,
     })
 }

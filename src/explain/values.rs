@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use crate::calendar;
 use crate::dataplane::nft::encode::encode;
 use crate::dataplane::nft::ir::*;
 
@@ -33,7 +34,7 @@ pub fn load(
     let v4 = pkt.is_v4();
     let ports = pkt.proto.has_ports();
     Ok(match expr {
-        Expr::Meta(key) => Some(load_meta(*key, pkt)),
+        Expr::Meta(key) => Some(load_meta(*key, pkt)?),
         Expr::Payload(field) => load_payload(*field, pkt),
         Expr::Ct(CtKey::State) => Some(Value::CtState(pkt.ct_state)),
         Expr::Ct(CtKey::Status) => Some(Value::CtStatus(pkt.ct_status)),
@@ -86,8 +87,21 @@ fn bitwise<const N: usize>(mut bytes: [u8; N], mask: &[u8], xor: &[u8]) -> [u8; 
     bytes
 }
 
-fn load_meta(key: MetaKey, pkt: &Packet) -> Value {
-    match key {
+fn load_meta(key: MetaKey, pkt: &Packet) -> Result<Value, ExplainError> {
+    if let MetaKey::Hour | MetaKey::Day | MetaKey::Time = key {
+        // Without `--at` the verdict depends on when the packet comes: say so, don't guess.
+        let Some(at) = pkt.at else {
+            let mut what = String::new();
+            crate::dataplane::nft::text::render_expr(&mut what, &Expr::Meta(key));
+            return Err(ExplainError::NeedsTime(what));
+        };
+        return Ok(match key {
+            MetaKey::Hour => Value::Hour(at.rem_euclid(calendar::DAY) as u32),
+            MetaKey::Day => Value::Day(calendar::weekday_from_days(at.div_euclid(calendar::DAY))),
+            _ => Value::Time(u64::try_from(at).unwrap_or(0) * 1_000_000_000),
+        });
+    }
+    Ok(match key {
         MetaKey::IifName => Value::IfName(pkt.iif.clone()),
         MetaKey::OifName => Value::IfName(pkt.oif.clone()),
         MetaKey::L4Proto => Value::Proto(pkt.proto.number()),
@@ -97,7 +111,8 @@ fn load_meta(key: MetaKey, pkt: &Packet) -> Value {
             NFPROTO_IPV6
         }),
         MetaKey::Mark => Value::Mark(pkt.mark),
-    }
+        MetaKey::Hour | MetaKey::Day | MetaKey::Time => unreachable!("answered above"),
+    })
 }
 
 /// A header field: `None` when the packet lacks that header, i.e. when a protocol
@@ -154,7 +169,10 @@ pub fn number(v: &Value) -> Option<u128> {
         | Value::CtState(m)
         | Value::CtStatus(m)
         | Value::AddrType(m)
-        | Value::Field(_, m) => (*m).into(),
+        | Value::Field(_, m)
+        | Value::Hour(m) => (*m).into(),
+        Value::Day(d) => (*d).into(),
+        Value::Time(ns) => (*ns).into(),
         Value::IfName(_) | Value::Verdict(_) | Value::Concat(_) => return None,
     })
 }

@@ -106,6 +106,14 @@ const ALLOWED: &[(&str, &str)] = &[
     ("controller", "fault"),
     ("track", "fault"),
     ("dataplane", "names"),
+    // Dates and times of day for the time rules: config parses them, the policy controller
+    // turns them to UTC, nft text writes them, explain reads `--at`.
+    ("config", "calendar"),
+    ("controller", "calendar"),
+    ("dataplane", "calendar"),
+    ("explain", "calendar"),
+    // The local time zone's offset (`localtime_r`) for the time rules' local times.
+    ("controller", "sys"),
     // `sys`: the few libc calls outside the nftables FFI that need `unsafe` (a leaf).
     ("daemon", "sys"),
     // The reflector hands a big list's freed memory back (`trim_heap`).

@@ -28,6 +28,7 @@ mod raw;
 mod rule_match;
 mod rules;
 mod sets;
+mod time_match;
 mod zones;
 
 pub use helpers::{KNOWN_HELPERS, helper_ports};
@@ -38,6 +39,7 @@ use raw::*;
 pub use rule_match::RuleMatch;
 use rules::{parse_action, validate_rule};
 use sets::validate_set;
+pub use time_match::TimeMatch;
 use zones::{validate_zone, zone_ref};
 
 const KEYS: &[&str] = &[

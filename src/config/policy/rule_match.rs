@@ -1,5 +1,6 @@
 //! The match of a `[[policy.rule]]`: every key that selects its packets (`from`, `to`,
-//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`), parsed into one
+//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`, and the time
+//! keys of `time_match`), parsed into one
 //! [`RuleMatch`]. A new match key is all in this file: its raw key (as written, with its
 //! span) in [`with_raw_match_keys`], its field in [`RuleMatch`] and its parser in
 //! [`RuleMatch::parse`]; the policy controller's `rule_matches` destructures the struct, so
@@ -16,6 +17,7 @@ use super::matches::{addresses, has_ports, protocol};
 use super::model::*;
 use super::raw::*;
 use super::rules::{icmp_type, port_range};
+use super::time_match::{RawTime, TimeMatch, time_match};
 use super::zones::zone_ref;
 use crate::names::dscp_by_name;
 
@@ -40,6 +42,13 @@ macro_rules! with_raw_match_keys {
             pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
             pub(super) icmp_types: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) dscp: Option<Spanned<$crate::config::policy::rule_match::RawValues>>,
+            pub(super) start_time: Option<Spanned<String>>,
+            pub(super) stop_time: Option<Spanned<String>>,
+            pub(super) weekdays: Option<Spanned<RawFrom>>,
+            pub(super) start_date: Option<Spanned<String>>,
+            pub(super) stop_date: Option<Spanned<String>>,
+            pub(super) utc_time: Option<Spanned<bool>>,
+            pub(super) monthdays: Option<Spanned<serde::de::IgnoredAny>>,
             $($after)*
         }
     };
@@ -128,6 +137,9 @@ pub struct RuleMatch {
     pub icmp_types: Vec<u8>,
     /// DSCP values (`dscp`), of IPv4 and IPv6 alike; empty = any.
     pub dscp: Vec<u8>,
+    /// When the rule applies (`start_time`, `stop_time`, `weekdays`, `start_date`,
+    /// `stop_date`, `utc_time`); `None` = always.
+    pub time: Option<TimeMatch>,
 }
 
 impl RuleMatch {
@@ -153,6 +165,18 @@ impl RuleMatch {
         let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
         let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
         let dscp = dscp(raw.dscp.as_ref(), diags);
+        let time = time_match(
+            RawTime {
+                start_time: raw.start_time.as_ref(),
+                stop_time: raw.stop_time.as_ref(),
+                weekdays: raw.weekdays.as_ref(),
+                start_date: raw.start_date.as_ref(),
+                stop_date: raw.stop_date.as_ref(),
+                utc_time: raw.utc_time.as_ref(),
+                monthdays: raw.monthdays.as_ref(),
+            },
+            diags,
+        );
         let m = RuleMatch {
             from: from?,
             to: to?,
@@ -162,6 +186,7 @@ impl RuleMatch {
             to_addresses: to_addresses?,
             icmp_types: icmp_types?,
             dscp: dscp?,
+            time: time?,
         };
         (!self_to_self).then_some(m)
     }

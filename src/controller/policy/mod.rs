@@ -43,6 +43,7 @@ pub mod plan;
 pub mod program;
 mod rule_match;
 pub mod sync;
+mod time_match;
 pub mod verbs;
 
 pub use self::metrics::describe_metrics;

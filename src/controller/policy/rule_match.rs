@@ -3,11 +3,21 @@
 
 use crate::config::policy::{Destination, PolicyConfig, Protocol, RuleMatch, Source};
 use crate::dataplane::nft::ir::*;
+use crate::sys;
 
 use super::matches::{
     Match, address_matches, any, combine, icmp_type_match, port_match, prefix_matches, set_match,
     zone_match,
 };
+use super::time_match::time_matches;
+
+/// Now, in seconds since the epoch: the instant whose local offset places a local daily
+/// window on the UTC clock.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
 
 /// The matches of rule match `m`, one list per single protocol it stands for
 /// ([`Protocol::each`]), each with that protocol (a reject answers per protocol). `sees_oif`:
@@ -28,6 +38,7 @@ pub(super) fn rule_matches(
         to_addresses,
         icmp_types,
         dscp,
+        time,
     } = m;
     let src = rule_source(cfg, from);
     let zone = match to {
@@ -35,7 +46,10 @@ pub(super) fn rule_matches(
         _ => any(),
     };
     let dst = combine(&zone, &address_matches(&cfg.sets, false, to_addresses));
-    let src_dst = combine(&combine(&src, &dst), &dscp_matches(dscp));
+    let mut src_dst = combine(&combine(&src, &dst), &dscp_matches(dscp));
+    if let Some(t) = time {
+        src_dst = combine(&src_dst, &time_matches(t, now(), &sys::utc_offset_at));
+    }
     protocol
         .each()
         .into_iter()

@@ -62,6 +62,11 @@ fn encode_into(out: &mut Vec<u8>, v: &Value) -> Result<(), CompileError> {
             }
             out.extend_from_slice(&placed.to_be_bytes()[16 - len..]);
         }
+        // `meta hour` and `meta time` load host-order integers that the rule turns to network
+        // order (`byteorder hton`, as nft compiles them) so that ranges compare by number.
+        Value::Hour(s) => out.extend_from_slice(&s.to_be_bytes()),
+        Value::Time(ns) => out.extend_from_slice(&ns.to_be_bytes()),
+        Value::Day(d) => out.push(*d),
         Value::Concat(parts) => {
             for p in parts {
                 let start = out.len();

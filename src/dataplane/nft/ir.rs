@@ -208,6 +208,8 @@ pub enum DataType {
     /// The values of a numeric header field (its definition's [`Numeric`](super::fields::Numeric)
     /// gives the type; the length is the field's).
     Field(Field),
+    /// `day`: a day of the week, 0 = Sunday (1 byte), what `meta day` loads.
+    Day,
 }
 
 impl DataType {
@@ -224,6 +226,7 @@ impl DataType {
             DataType::Icmpv6Type => 29,
             DataType::IfName => 41,
             DataType::Field(f) => f.def().numeric.map_or(0, |n| n.type_id),
+            DataType::Day => 45,
         }
     }
 
@@ -233,7 +236,7 @@ impl DataType {
             DataType::Ipv4Addr | DataType::Mark => 4,
             DataType::Ipv6Addr | DataType::IfName => 16,
             DataType::InetService => 2,
-            DataType::InetProto | DataType::IcmpType | DataType::Icmpv6Type => 1,
+            DataType::InetProto | DataType::IcmpType | DataType::Icmpv6Type | DataType::Day => 1,
             DataType::Verdict => 0,
             DataType::Field(f) => f.def().len,
         }
@@ -252,6 +255,7 @@ impl DataType {
             DataType::Icmpv6Type => "icmpv6_type",
             DataType::Verdict => "verdict",
             DataType::Field(f) => f.def().numeric.map_or("integer", |n| n.type_name),
+            DataType::Day => "day",
         }
     }
 }
@@ -337,6 +341,12 @@ pub enum Value {
     /// Number `n` of a numeric header field (`ip dscp 46`), encoded where the field's
     /// definition puts it.
     Field(Field, u32),
+    /// Seconds since midnight UTC (`meta hour`), 0..=86399; nft writes it `"HH:MM:SS"`.
+    Hour(u32),
+    /// A day of the week (`meta day`), 0 = Sunday .. 6 = Saturday, of the UTC date.
+    Day(u8),
+    /// Nanoseconds since 1970-01-01 00:00 UTC (`meta time`).
+    Time(u64),
 }
 
 impl Value {
@@ -476,6 +486,13 @@ pub enum MetaKey {
     NfProto,
     /// `meta mark`.
     Mark,
+    /// `meta hour`: seconds since midnight of the kernel's clock, which is UTC (nft converts
+    /// the local times it is given, at load time; edgenetd's IR holds UTC already).
+    Hour,
+    /// `meta day`: the day of the week of the UTC date, 0 = Sunday.
+    Day,
+    /// `meta time`: nanoseconds since the epoch.
+    Time,
 }
 
 /// Conntrack keys.
@@ -553,7 +570,9 @@ impl Expr {
         match self {
             Expr::Meta(MetaKey::IifName | MetaKey::OifName) => 16,
             Expr::Meta(MetaKey::L4Proto | MetaKey::NfProto) => 1,
-            Expr::Meta(MetaKey::Mark) => 4,
+            Expr::Meta(MetaKey::Mark | MetaKey::Hour) => 4,
+            Expr::Meta(MetaKey::Day) => 1,
+            Expr::Meta(MetaKey::Time) => 8,
             Expr::Payload(f) => f.def().len,
             Expr::Ct(_) | Expr::FibDaddrType | Expr::Numgen { .. } | Expr::Jhash { .. } => 4,
             Expr::CtOriginal(CtOrigKey::IpDaddr) => 4,

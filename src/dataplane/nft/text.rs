@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::ir::*;
+use crate::calendar;
 use crate::names::{icmp_type_name, icmpv6_type_name};
 
 /// `inet`, `ip` or `ip6`.
@@ -190,6 +191,7 @@ fn typeof_expr(t: DataType) -> Option<&'static str> {
         DataType::IcmpType => "icmp type",
         DataType::Icmpv6Type => "icmpv6 type",
         DataType::Field(f) => f.def().text,
+        DataType::Day => "meta day",
         DataType::Verdict => return None,
     })
 }
@@ -543,6 +545,9 @@ pub fn render_expr(out: &mut String, e: &Expr) {
             MetaKey::L4Proto => "meta l4proto",
             MetaKey::NfProto => "meta nfproto",
             MetaKey::Mark => "meta mark",
+            MetaKey::Hour => "meta hour",
+            MetaKey::Day => "meta day",
+            MetaKey::Time => "meta time",
         }),
         Expr::Payload(f) => out.push_str(f.def().text),
         Expr::Ct(k) => out.push_str(match k {
@@ -694,6 +699,19 @@ pub fn render_value(out: &mut String, v: &Value) {
                 let _ = write!(out, "{t}");
             }
         },
+        // nft reads these in its own time zone: the text loads to the same rule with
+        // `TZ=UTC` (see docs/policy.md, "Time rules").
+        Value::Hour(s) => {
+            let _ = write!(out, "\"{}\"", calendar::format_time_of_day(*s));
+        }
+        Value::Day(d) => {
+            let name = calendar::WEEKDAYS.get(usize::from(*d)).unwrap_or(&"?");
+            let _ = write!(out, "\"{name}\"");
+        }
+        Value::Time(ns) => {
+            let secs = (ns / 1_000_000_000) as i64;
+            let _ = write!(out, "\"{}\"", calendar::format_date_time(secs));
+        }
         Value::Concat(parts) => {
             for (i, p) in parts.iter().enumerate() {
                 if i > 0 {

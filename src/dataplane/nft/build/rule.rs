@@ -20,6 +20,10 @@ struct Deps {
 
 const NFPROTO_IPV4: u8 = 2;
 const NFPROTO_IPV6: u8 = 10;
+// `enum nft_meta_keys` (linux/netfilter/nf_tables.h); the libc crate does not have them.
+const NFT_META_TIME_NS: i32 = 30;
+const NFT_META_TIME_DAY: i32 = 31;
+const NFT_META_TIME_HOUR: i32 = 32;
 
 fn field_deps(e: &Expr, out: &mut Vec<(MetaKey, u8)>) {
     match e {
@@ -152,8 +156,17 @@ fn load(e: &Expr, reg: u32, scratch: u32, raw: &mut ffi::Rule) -> Result<(), Com
                 MetaKey::L4Proto => libc::NFT_META_L4PROTO,
                 MetaKey::NfProto => libc::NFT_META_NFPROTO,
                 MetaKey::Mark => libc::NFT_META_MARK,
+                MetaKey::Hour => NFT_META_TIME_HOUR,
+                MetaKey::Day => NFT_META_TIME_DAY,
+                MetaKey::Time => NFT_META_TIME_NS,
             };
             raw.add_expr(expr::meta(key as u32, reg));
+            // Host-order integers, compared in network order as nft compiles them.
+            match k {
+                MetaKey::Hour => raw.add_expr(expr::hton(reg, 4, 4)),
+                MetaKey::Time => raw.add_expr(expr::hton(reg, 8, 8)),
+                _ => {}
+            }
         }
         Expr::Payload(f) => load_field(*f, reg, raw)?,
         Expr::Ct(k) => {
