@@ -21,4 +21,5 @@ mod plan;
 mod reflection;
 mod service;
 mod sets_helpers_config;
+mod time_packets;
 mod zone_packets;

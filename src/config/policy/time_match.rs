@@ -210,3 +210,104 @@ fn weekday(word: &str) -> Result<u8, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TimeMatch;
+    use crate::config::load_str;
+
+    const ZONES: &str = "[policy]\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n";
+
+    /// A rule with `keys` (one per line) on line 7 onwards.
+    fn rule(keys: &str) -> String {
+        format!(
+            "{ZONES}[[policy.rule]]\nname = \"evening\"\nfrom = \"lan\"\n{keys}\naction = \"accept\"\n"
+        )
+    }
+
+    fn time_of(keys: &str) -> Option<TimeMatch> {
+        let d = load_str(&[("main.toml", &rule(keys))]).unwrap();
+        d.policy.unwrap().rules[0].matches.time.clone()
+    }
+
+    fn error_of(keys: &str) -> String {
+        load_str(&[("main.toml", &rule(keys))])
+            .expect_err("config must be rejected")
+            .rendered
+    }
+
+    #[test]
+    fn fw4_09_time_the_forms_of_its_rules_are_read() {
+        let t = time_of(
+            "start_time = \"21\"\nstop_time = \"23:51:23\"\nweekdays = \"Monday tuEsday wed SUN Th\"\nstart_date = \"2022-05\"\nstop_date = \"2022-06-01T23:51\"\nutc_time = true",
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            TimeMatch {
+                utc: true,
+                start_time: Some(75_600),
+                stop_time: Some(85_883),
+                weekdays: vec![0, 1, 2, 3, 4],
+                start_date: Some(1_651_363_200),
+                stop_date: Some(1_654_127_460),
+            }
+        );
+        assert!(time_of("").is_none(), "no time keys: no time match");
+        // Local unless utc_time; a list works as well as one string; `!` keeps the others.
+        let t = time_of("weekdays = [\"!Sat\", \"sunday\"]").unwrap();
+        assert_eq!((t.utc, t.weekdays), (false, vec![1, 2, 3, 4, 5]));
+    }
+
+    #[test]
+    fn a_stop_time_before_the_start_time_is_a_window_across_midnight() {
+        let t = time_of("start_time = \"22:00\"\nstop_time = \"06:00\"").unwrap();
+        assert_eq!((t.start_time, t.stop_time), (Some(79_200), Some(21_600)));
+    }
+
+    #[test]
+    fn bad_time_keys_are_reported_at_their_place() {
+        for (keys, expected) in [
+            (
+                "start_time = \"25:00\"",
+                "main.toml:7:14: error: invalid `start_time` \"25:00\": expected a time of day HH[:MM[:SS]], hours 0-23",
+            ),
+            (
+                "stop_time = \"12:60\"",
+                "main.toml:7:13: error: invalid `stop_time` \"12:60\"",
+            ),
+            (
+                "weekdays = \"Mon Funday\"",
+                "main.toml:7:12: error: unknown weekday \"Funday\": expected Monday, Tuesday",
+            ),
+            (
+                "weekdays = \"T\"",
+                "main.toml:7:12: error: ambiguous weekday \"T\": it begins Tuesday and Thursday",
+            ),
+            (
+                "weekdays = \"! Mon Tue Wed Thu Fri Sat Sun\"",
+                "main.toml:7:12: error: `weekdays` leaves no day",
+            ),
+            ("weekdays = []", "main.toml:7:12: error: empty `weekdays`"),
+            (
+                "start_date = \"2022-02-30\"",
+                "main.toml:7:14: error: invalid `start_date` \"2022-02-30\": expected YYYY[-MM[-DD[THH[:MM[:SS]]]]]",
+            ),
+            (
+                "start_date = \"2023\"\nstop_date = \"2022\"",
+                "main.toml:8:13: error: `stop_date` is before `start_date`",
+            ),
+            (
+                "monthdays = \"1 15\"",
+                "main.toml:7:13: error: `monthdays` is not supported: nftables cannot match the day of the month",
+            ),
+            (
+                "utc_time = \"yes\"",
+                "main.toml:7:12: error: invalid type: string \"yes\", expected a boolean",
+            ),
+        ] {
+            let out = error_of(keys);
+            assert!(out.contains(expected), "{keys}: {out}");
+        }
+    }
+}
