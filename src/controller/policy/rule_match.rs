@@ -46,16 +46,17 @@ pub(super) fn rule_matches(
         _ => any(),
     };
     let dst = combine(&zone, &address_matches(&cfg.sets, false, to_addresses));
-    let mut src_dst = combine(&combine(&src, &dst), &dscp_matches(dscp));
-    if let Some(t) = time {
-        src_dst = combine(&src_dst, &time_matches(t, now(), &sys::utc_offset_at));
-    }
+    let src_dst = combine(&combine(&src, &dst), &dscp_matches(dscp));
+    // Last: `explain` without `--at` then stops only at rules the packet otherwise matches.
+    let when = time
+        .as_ref()
+        .map_or_else(any, |t| time_matches(t, now(), &sys::utc_offset_at));
     protocol
         .each()
         .into_iter()
         .map(|p| {
             let l4 = proto_match(p, ports, source_ports, icmp_types);
-            (p, combine(&src_dst, &[l4]))
+            (p, combine(&combine(&src_dst, &[l4]), &when))
         })
         .collect()
 }
