@@ -289,8 +289,8 @@ Default: 0."#,
         ],
         man: r#".RB ( explain )
 When the packet comes, YYYY\-MM\-DDTHH:MM[:SS] in the local time zone, or in UTC with a
-trailing Z. Needed only when a rule matches on the time (start_time, weekdays, start_date,
-...): without it explain says the verdict depends on the time."#,
+trailing Z. Needed only when a rule matches on the time (start_time, stop_time, weekdays,
+start_date, stop_date): without it explain says the verdict depends on the time."#,
     },
     Flag {
         long: "--mark",
