@@ -260,6 +260,18 @@ pub fn group_id(name: &str) -> io::Result<Option<u32>> {
     }
 }
 
+/// The local time zone's offset from UTC in seconds (east positive) at `unix_secs`, from
+/// `localtime_r(3)` (`TZ`, else /etc/localtime); 0 when the C library cannot say.
+pub fn utc_offset_at(unix_secs: i64) -> i32 {
+    let t = unix_secs as libc::time_t;
+    // SAFETY: `tm` is plain old data, all zeroes a valid value.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals; localtime_r (the thread-safe variant)
+    // writes only `tm`.
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    if ok { tm.tm_gmtoff as i32 } else { 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,15 +326,4 @@ mod tests {
         let f = std::fs::File::open("/proc/self/status").unwrap();
         assert!(enter_net_namespace(&f).is_err());
     }
-}
-
-/// The local time zone's offset from UTC in seconds (east positive) at `unix_secs`, from
-/// `localtime_r(3)` (`TZ`, else /etc/localtime); 0 when the C library cannot say.
-pub fn utc_offset_at(unix_secs: i64) -> i32 {
-    let t = unix_secs as libc::time_t;
-    // SAFETY: `tm` is a live local that localtime_r fills; `t` is read through a pointer to
-    // a live local. localtime_r is the thread-safe variant.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
-    if ok { tm.tm_gmtoff as i32 } else { 0 }
 }

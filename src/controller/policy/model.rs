@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::config::pod_policy::PodPolicies;
 use crate::config::policy::PolicyConfig;
+use crate::sys;
 
 use super::addresses::RouterAddresses;
 use super::program::{self, Program};
@@ -38,6 +39,10 @@ pub struct Memo {
     /// changes the program without changing any input.
     #[cfg(feature = "fault-injection")]
     faults_seen: u64,
+    /// The local time zone's offset at the last call, when the config has local time rules:
+    /// a change (daylight saving) moves their windows on the UTC clock, so the program is
+    /// planned again.
+    offset_seen: Option<i32>,
 }
 
 impl Memo {
@@ -57,6 +62,11 @@ impl Memo {
                 self.faults_seen = faults;
                 self.last = None;
             }
+        }
+        let offset = local_time_rules(config).then(|| sys::utc_offset_at(now()));
+        if offset != self.offset_seen {
+            self.offset_seen = offset;
+            self.last = None;
         }
         if *pods != self.last_pods {
             // Pod changes rebuild the program; the plan still writes only changed elements
@@ -86,6 +96,22 @@ impl Memo {
         ));
         program
     }
+}
+
+/// True when some rule of `config` has time keys in local time (no `utc_time`).
+fn local_time_rules(config: Option<&PolicyConfig>) -> bool {
+    config.is_some_and(|c| {
+        c.rules
+            .iter()
+            .any(|r| r.matches.time.as_ref().is_some_and(|t| !t.utc))
+    })
+}
+
+/// Now, in seconds since the epoch.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 #[cfg(all(test, feature = "fault-injection"))]
