@@ -243,3 +243,46 @@ netns_test! {
         );
     }
 }
+
+netns_test! {
+    fn fw4_09_time_plan_renders_each_of_fw4s_rules_and_nft_takes_it() {
+        // fw4's twelve rules, `utc_time` added so that the text does not depend on the
+        // machine's zone; fw4's `>=` is a range to the end of the day or to 2200 here.
+        let rules = [
+            ("start_date = \"2022-05-30T21:51:23\"", r#"meta time "2022-05-30 21:51:23"-"2200-01-01 00:00:00""#),
+            ("start_date = \"2022-05-30T21:51\"", r#"meta time "2022-05-30 21:51:00"-"2200-01-01 00:00:00""#),
+            ("start_date = \"2022-05-30T21\"", r#"meta time "2022-05-30 21:00:00"-"2200-01-01 00:00:00""#),
+            ("start_date = \"2022-05-30\"", r#"meta time "2022-05-30 00:00:00"-"2200-01-01 00:00:00""#),
+            ("start_date = \"2022-05\"", r#"meta time "2022-05-01 00:00:00"-"2200-01-01 00:00:00""#),
+            ("start_date = \"2022\"", r#"meta time "2022-01-01 00:00:00"-"2200-01-01 00:00:00""#),
+            ("start_time = \"21:51:23\"", r#"meta hour "21:51:23"-"23:59:59""#),
+            ("start_time = \"21:51\"", r#"meta hour "21:51:00"-"23:59:59""#),
+            ("start_time = \"21\"", r#"meta hour "21:00:00"-"23:59:59""#),
+            (
+                "start_date = \"2022-05-30T21:51:23\"\nstop_date = \"2022-06-01T23:51:23\"",
+                r#"meta time "2022-05-30 21:51:23"-"2022-06-01 23:51:23""#,
+            ),
+            ("start_time = \"21:51:23\"\nstop_time = \"23:51:23\"", r#"meta hour "21:51:23"-"23:51:23""#),
+            (
+                "weekdays = \"Monday tuEsday wed SUN Th\"",
+                r#"meta day { "Sunday", "Monday", "Tuesday", "Wednesday", "Thursday" }"#,
+            ),
+        ];
+        let mut config = BASE.to_string();
+        for (i, (keys, _)) in rules.iter().enumerate() {
+            config.push_str(&format!(
+                "[[policy.rule]]\nname = \"time-rule-{}\"\nto = \"self\"\n{keys}\nutc_time = true\naction = \"accept\"\n",
+                i + 1
+            ));
+        }
+        let dir = ScratchDir::with_files("time-fw4-plan", &[("edgenetd.toml", &config)]);
+        let (text, _) = planned_policy_nft(&dir);
+        for (i, (_, expected)) in rules.iter().enumerate() {
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!("comment \"rule time-rule-{} ", i + 1)))
+                .unwrap_or_else(|| panic!("no rule time-rule-{}:\n{text}", i + 1));
+            assert!(line.contains(expected), "time-rule-{}: `{expected}` not in `{line}`", i + 1);
+        }
+    }
+}
