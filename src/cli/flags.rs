@@ -285,7 +285,8 @@ Default: 0."#,
         long: "--at",
         value: Some("TIME"),
         help: &[
-            "when it comes, YYYY-MM-DDTHH:MM[:SS] local, or UTC with a trailing Z (for time rules)",
+            "when it comes, for time rules: YYYY-MM-DDTHH:MM[:SS], local",
+            "time, or UTC with a trailing Z",
         ],
         man: r#".RB ( explain )
 When the packet comes, YYYY\-MM\-DDTHH:MM[:SS] in the local time zone, or in UTC with a
