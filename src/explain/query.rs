@@ -248,3 +248,28 @@ fn packet(raw: Raw) -> Result<Packet, String> {
         at: raw.at,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::at;
+
+    #[test]
+    fn at_reads_utc_with_a_z_and_refuses_what_is_no_time() {
+        // 2026-12-02 13:05:00 UTC.
+        assert_eq!(at("2026-12-02T13:05:00Z"), Ok(1_796_216_700));
+        assert_eq!(at("2026-12-02 13:05z"), Ok(1_796_216_700));
+        for bad in [
+            "2026-12-02",
+            "2026-12-02T25:00Z",
+            "13:05",
+            "2026-02-30T10:00",
+            "now",
+        ] {
+            let e = at(bad).unwrap_err();
+            assert!(
+                e.starts_with(&format!("--at: `{bad}` is not a time")),
+                "{e}"
+            );
+        }
+    }
+}
