@@ -100,29 +100,13 @@ struct RawDaemon {
     route_protocol: Option<Spanned<i64>>,
 }
 
-/// The raw `[controller.<name>]` table, shared with test controllers.
+/// The raw `[controller.<name>]` table.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawController {
+struct RawController {
     enabled: Option<bool>,
     period: Option<Spanned<String>>,
     sync_budget: Option<Spanned<String>>,
-}
-
-impl RawController {
-    /// Builds a raw controller table from its parts (for sections that embed these keys).
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn from_parts(
-        enabled: Option<bool>,
-        period: Option<Spanned<String>>,
-        sync_budget: Option<Spanned<String>>,
-    ) -> RawController {
-        RawController {
-            enabled,
-            period,
-            sync_budget,
-        }
-    }
 }
 
 /// Validates `[daemon]`; missing keys take their defaults.
@@ -213,29 +197,40 @@ pub fn validate_controllers(
 }
 
 /// Turns a raw controller table into settings, checking durations.
-pub(crate) fn controller_settings(
-    raw: RawController,
-    diags: &mut Diagnostics,
-) -> ControllerSettings {
-    let mut s = ControllerSettings {
-        enabled: raw.enabled.unwrap_or(true),
-        ..Default::default()
-    };
-    let mut duration = |v: Option<Spanned<String>>, what: &str, into: &mut Duration| {
-        let Some(v) = v else { return };
-        match parse_duration(v.get_ref()) {
-            Ok(d) if d >= Duration::from_millis(100) => *into = d,
-            Ok(_) => diags.error(
-                v.span(),
-                format!(
-                    "{what} `{}` is too short: expected at least 100ms",
-                    v.get_ref()
+fn controller_settings(raw: RawController, diags: &mut Diagnostics) -> ControllerSettings {
+    ControllerSettings::from_keys(raw.enabled, raw.period, raw.sync_budget, diags)
+}
+
+impl ControllerSettings {
+    /// The settings the keys `enabled`, `period` and `sync_budget` give, defaults where
+    /// absent; a bad duration is a problem at its place (and leaves the default). For
+    /// `[controller.*]` and for sections that embed these keys (`[[test_controller]]`).
+    pub fn from_keys(
+        enabled: Option<bool>,
+        period: Option<Spanned<String>>,
+        sync_budget: Option<Spanned<String>>,
+        diags: &mut Diagnostics,
+    ) -> ControllerSettings {
+        let mut s = ControllerSettings {
+            enabled: enabled.unwrap_or(true),
+            ..Default::default()
+        };
+        let mut duration = |v: Option<Spanned<String>>, what: &str, into: &mut Duration| {
+            let Some(v) = v else { return };
+            match parse_duration(v.get_ref()) {
+                Ok(d) if d >= Duration::from_millis(100) => *into = d,
+                Ok(_) => diags.error(
+                    v.span(),
+                    format!(
+                        "{what} `{}` is too short: expected at least 100ms",
+                        v.get_ref()
+                    ),
                 ),
-            ),
-            Err(msg) => diags.error(v.span(), msg),
-        }
-    };
-    duration(raw.period, "period", &mut s.period);
-    duration(raw.sync_budget, "sync_budget", &mut s.sync_budget);
-    s
+                Err(msg) => diags.error(v.span(), msg),
+            }
+        };
+        duration(period, "period", &mut s.period);
+        duration(sync_budget, "sync_budget", &mut s.sync_budget);
+        s
+    }
 }

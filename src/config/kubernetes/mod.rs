@@ -33,11 +33,15 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub mod selector;
+#[cfg(test)]
+mod tests;
+
 use super::diag::Diagnostics;
 use super::doc::Doc;
-use super::label_selector::{LabelSelector, is_dns_subdomain};
 use super::net::parse_prefix;
 use super::nul::no_nul;
+use selector::{LabelSelector, is_dns_subdomain};
 
 /// The section's name.
 pub const SECTION: &str = "kubernetes";
