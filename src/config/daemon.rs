@@ -89,6 +89,38 @@ impl ControllerSettings {
     pub fn liveness_window(&self) -> Duration {
         self.period + self.sync_budget
     }
+
+    /// The settings the keys `enabled`, `period` and `sync_budget` give, defaults where
+    /// absent; a bad duration is a problem at its place (and leaves the default). For
+    /// `[controller.*]` and for sections that embed these keys (`[[test_controller]]`).
+    pub fn from_keys(
+        enabled: Option<bool>,
+        period: Option<Spanned<String>>,
+        sync_budget: Option<Spanned<String>>,
+        diags: &mut Diagnostics,
+    ) -> ControllerSettings {
+        let mut s = ControllerSettings {
+            enabled: enabled.unwrap_or(true),
+            ..Default::default()
+        };
+        let mut duration = |v: Option<Spanned<String>>, what: &str, into: &mut Duration| {
+            let Some(v) = v else { return };
+            match parse_duration(v.get_ref()) {
+                Ok(d) if d >= Duration::from_millis(100) => *into = d,
+                Ok(_) => diags.error(
+                    v.span(),
+                    format!(
+                        "{what} `{}` is too short: expected at least 100ms",
+                        v.get_ref()
+                    ),
+                ),
+                Err(msg) => diags.error(v.span(), msg),
+            }
+        };
+        duration(period, "period", &mut s.period);
+        duration(sync_budget, "sync_budget", &mut s.sync_budget);
+        s
+    }
 }
 
 #[derive(Deserialize)]
@@ -199,38 +231,4 @@ pub fn validate_controllers(
 /// Turns a raw controller table into settings, checking durations.
 fn controller_settings(raw: RawController, diags: &mut Diagnostics) -> ControllerSettings {
     ControllerSettings::from_keys(raw.enabled, raw.period, raw.sync_budget, diags)
-}
-
-impl ControllerSettings {
-    /// The settings the keys `enabled`, `period` and `sync_budget` give, defaults where
-    /// absent; a bad duration is a problem at its place (and leaves the default). For
-    /// `[controller.*]` and for sections that embed these keys (`[[test_controller]]`).
-    pub fn from_keys(
-        enabled: Option<bool>,
-        period: Option<Spanned<String>>,
-        sync_budget: Option<Spanned<String>>,
-        diags: &mut Diagnostics,
-    ) -> ControllerSettings {
-        let mut s = ControllerSettings {
-            enabled: enabled.unwrap_or(true),
-            ..Default::default()
-        };
-        let mut duration = |v: Option<Spanned<String>>, what: &str, into: &mut Duration| {
-            let Some(v) = v else { return };
-            match parse_duration(v.get_ref()) {
-                Ok(d) if d >= Duration::from_millis(100) => *into = d,
-                Ok(_) => diags.error(
-                    v.span(),
-                    format!(
-                        "{what} `{}` is too short: expected at least 100ms",
-                        v.get_ref()
-                    ),
-                ),
-                Err(msg) => diags.error(v.span(), msg),
-            }
-        };
-        duration(period, "period", &mut s.period);
-        duration(sync_budget, "sync_budget", &mut s.sync_budget);
-        s
-    }
 }
