@@ -17,7 +17,7 @@
 //!   registered through [`config::extension`], and its controller), above the controllers,
 //!   which the daemon's registry starts.
 //! - [`config`]: TOML files -> one validated, immutable [`config::DesiredState`]; every
-//!   problem with file:line:col. Knows nothing of netlink. One module per section
+//!   problem with file:line:col. Knows nothing of netlink. One folder per section
 //!   (`daemon`, [`config::policy`] with the pod isolation model [`config::policy::pods`],
 //!   [`config::service`], [`config::route`], [`config::kubernetes`] with its label selector
 //!   grammar), each with its raw types, model, validators and own diagnostics; sections

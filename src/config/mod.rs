@@ -6,10 +6,14 @@
 //!    refused unread, and one nested deeper than [`limits::MAX_DEPTH`] unparsed (`limits`).
 //! 2. `load` parses each file (toml's recoverable parser, or block by block for a file that
 //!    ends with a long run of `[[route]]` entries) and merges them into a [`Doc`]: tables merge
-//!    key by key, `[[arrays]]` append, a key set in two files is an error naming both places.
-//!    `[[route]]` entries are validated as they are read, never kept as a tree.
-//! 3. Each area validates its own sections (`daemon`, and one module per controller area),
-//!    recording every problem in [`Diagnostics`] instead of stopping at the first.
+//!    key by key, `[[arrays]]` append, a key set in two files is an error naming both places
+//!    (or what the section says instead, where a section registered its own account of the
+//!    clash: `KEY_CLASHES`). `[[route]]` entries are validated as they are read, never kept
+//!    as a tree.
+//! 3. Each section validates itself, one folder each in one shape (`raw`, `model`,
+//!    validators): `daemon`, [`policy`], [`service`], [`route`], [`kubernetes`]; then the
+//!    sections registered from above ([`extension`]). Every problem goes to [`Diagnostics`]
+//!    instead of stopping at the first.
 //! 4. No problem: a [`DesiredState`]. Any problem: a [`ConfigError`] that lists them all with
 //!    `file:line:col`, the line and a caret.
 //!
