@@ -7,7 +7,7 @@
 //! modules, so imports keep pointing one way: they use config, config never uses them.
 //!
 //! A build that registers nothing (every release build) accepts exactly the built-in sections;
-//! a build without the `fault-injection` feature does not even look (see [`registered`]).
+//! a build without the `fault-injection` feature does not even look (see `registered`).
 //!
 //! [`DesiredState::extensions`]: super::DesiredState::extensions
 

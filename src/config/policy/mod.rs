@@ -8,7 +8,7 @@
 //! (`forward = "drop"`) or the zone-to-zone forwards (`[[policy.forward]]`, or an inline
 //! array `forward = [{ from = "lan", to = "wan" }]`): one key cannot be both, so a file with
 //! forwards writes the verdict as `forward_default` (the loader explains this when a file
-//! tries both: [`FORWARD_CLASH`], this section's diagnosis of the clash, which the generic
+//! tries both: `FORWARD_CLASH`, this section's diagnosis of the clash, which the generic
 //! merge asks).
 
 use std::collections::BTreeMap;
