@@ -94,10 +94,10 @@ to = "10.0.0.2"
             },
         ]
     );
-    assert_eq!((r.set_mark, r.mark_only), (None, false));
+    assert_eq!((r.set_mark, r.action.is_none()), (None, false));
     let m = &p.rules[1];
     assert_eq!(
-        (m.set_mark, m.mark_only),
+        (m.set_mark, m.action.is_none()),
         (
             Some(MarkSet {
                 value: 0x10,
@@ -109,7 +109,7 @@ to = "10.0.0.2"
     let m2 = &p.rules[2];
     assert_eq!(m2.matches.protocol, Protocol::Tcp);
     assert_eq!(
-        (m2.set_mark, m2.mark_only),
+        (m2.set_mark, m2.action.is_none()),
         (
             Some(MarkSet {
                 value: 7,

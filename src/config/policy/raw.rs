@@ -18,6 +18,7 @@ pub(super) struct RawZone {
     pub(super) mtu_fix: bool,
     #[serde(default)]
     pub(super) log_drops: bool,
+    pub(super) log_limit: Option<Spanned<String>>,
     pub(super) snat: Option<Spanned<RawFrom>>,
     #[serde(default)]
     pub(super) helpers: Vec<Spanned<String>>,
@@ -130,6 +131,7 @@ pub(super) struct RawRule {
     #[serde(default)]
     pub(super) log: bool,
     pub(super) log_prefix: Option<Spanned<String>>,
+    pub(super) log_limit: Option<Spanned<String>>,
     pub(super) limit: Option<Spanned<String>>,
     #[cfg(feature = "fault-injection")]
     #[serde(default)]

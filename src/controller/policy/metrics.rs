@@ -1,11 +1,19 @@
 //! The policy controller's metrics: names, descriptions, and what one sync records.
 
+use std::collections::BTreeMap;
+
+use crate::dataplane::nft::RuleCounters;
 use crate::sync::{SyncError, SyncReport};
 
 /// Counter of drift repairs.
 pub const DRIFT_REPAIRS: &str = "edgenetd_policy_drift_repairs_total";
 /// Gauge of kernel rules in the policy table.
 pub const RULES: &str = "edgenetd_policy_rules";
+
+/// Counter of packets each `[[policy.rule]]` matched (label `rule`).
+pub const RULE_PACKETS: &str = "edgenetd_policy_rule_packets_total";
+/// Counter of bytes each `[[policy.rule]]` matched (label `rule`).
+pub const RULE_BYTES: &str = "edgenetd_policy_rule_bytes_total";
 
 /// Describes the policy metrics and sets them to their initial values.
 pub fn describe_metrics() {
@@ -16,6 +24,14 @@ pub fn describe_metrics() {
     metrics::describe_gauge!(
         RULES,
         "Kernel rules in the policy table after the last successful write."
+    );
+    metrics::describe_counter!(
+        RULE_PACKETS,
+        "Packets a [[policy.rule]] matched, summed over its kernel rules, read at each policy sync (starts again from 0 when the table is rewritten)."
+    );
+    metrics::describe_counter!(
+        RULE_BYTES,
+        "Bytes of the packets a [[policy.rule]] matched, read with its packets."
     );
     metrics::counter!(DRIFT_REPAIRS).absolute(0);
     metrics::gauge!(RULES).set(0.0);
@@ -32,5 +48,38 @@ pub fn record(result: &Result<SyncReport, SyncError>, rules: usize) {
     }
     if result.is_ok() {
         metrics::gauge!(RULES).set(rules as f64);
+    }
+}
+
+/// Packets and bytes per config rule name, from the kernel's rule counters: the counted
+/// kernel rules labelled `rule NAME` summed (a config rule becomes one per chain, protocol
+/// and address family), or, for a rule that only marks, those labelled `mark NAME`.
+pub fn rule_totals(listed: &[RuleCounters]) -> BTreeMap<String, (u64, u64)> {
+    let (mut rules, mut marks) = (BTreeMap::new(), BTreeMap::new());
+    for c in listed.iter().filter(|c| c.counted) {
+        let comment = c.comment.as_deref().unwrap_or("");
+        let label = comment.rsplit_once(" #").map_or(comment, |(l, _)| l);
+        let (map, name) = if let Some(n) = label.strip_prefix("rule ") {
+            (&mut rules, n)
+        } else if let Some(n) = label.strip_prefix("mark ") {
+            (&mut marks, n)
+        } else {
+            continue;
+        };
+        let sum: &mut (u64, u64) = map.entry(name.to_string()).or_default();
+        sum.0 += c.packets;
+        sum.1 += c.bytes;
+    }
+    for (name, sum) in marks {
+        rules.entry(name).or_insert(sum);
+    }
+    rules
+}
+
+/// Sets the per-rule series to what the kernel's counters say now.
+pub fn record_rule_counters(listed: &[RuleCounters]) {
+    for (rule, (packets, bytes)) in rule_totals(listed) {
+        metrics::counter!(RULE_PACKETS, "rule" => rule.clone()).absolute(packets);
+        metrics::counter!(RULE_BYTES, "rule" => rule).absolute(bytes);
     }
 }

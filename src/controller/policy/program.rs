@@ -46,7 +46,8 @@
 use std::collections::BTreeSet;
 
 use crate::config::policy::{
-    Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, SetFamily, Source,
+    Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, Rate, SetFamily, Source,
+    Zone,
 };
 use crate::dataplane::nft::intervals::normalize_prefixes;
 
@@ -260,6 +261,12 @@ fn verdict(action: Action, protocol: Protocol) -> Stmt {
     }
 }
 
+/// True for a rule with `set_mark` and no `action` nor log: it only marks (in
+/// [`MANGLE_PREROUTING`], where it is counted) and adds nothing to the filter chains.
+pub fn is_mark_only(r: &PolicyRule) -> bool {
+    r.set_mark.is_some() && r.action.is_none() && !r.log
+}
+
 /// Builds rules into a program, tagging each with the current group.
 struct Builder {
     p: Program,
@@ -471,42 +478,63 @@ fn base_chains(cfg: &PolicyConfig) -> Vec<Chain> {
     ]
 }
 
-/// The rate of every log statement: [`LOG_PER_MINUTE`], burst 5.
-fn log_limit() -> Stmt {
+/// The rate of a log statement: `rate` (a `log_limit`) or else [`LOG_PER_MINUTE`], burst 5.
+fn log_limit(rate: Option<Rate>) -> Stmt {
+    let (rate, unit) = rate.map_or((LOG_PER_MINUTE, RateUnit::Minute), |r| {
+        (r.count, rate_unit(r))
+    });
     Stmt::Limit {
-        rate: LOG_PER_MINUTE,
-        unit: RateUnit::Minute,
+        rate,
+        unit,
         burst: 5,
         over: false,
     }
 }
 
-/// The kernel rules of one match of a config rule: a rate-limited log rule first when it
-/// logs, then the rule itself (limit, counter, verdict).
-fn rule_statements(r: &PolicyRule, protocol: Protocol, m: Match) -> Vec<Vec<Stmt>> {
+fn rate_unit(r: Rate) -> RateUnit {
+    match r.per_seconds {
+        1 => RateUnit::Second,
+        60 => RateUnit::Minute,
+        3600 => RateUnit::Hour,
+        _ => RateUnit::Day,
+    }
+}
+
+/// The log statement of rule `r`: its `log_prefix` or else `"<name>: "`.
+fn rule_log(r: &PolicyRule) -> Stmt {
+    Stmt::Log {
+        prefix: r
+            .log_prefix
+            .clone()
+            .unwrap_or_else(|| format!("{}: ", r.name)),
+    }
+}
+
+/// The kernel rules of one match of a config rule in a chain whose logs are `zone`'s (its
+/// `log_limit` is the rate of a log without a `log_limit` of its own).
+///
+/// With an action: a rate-limited log rule first when it logs, then the rule itself (limit,
+/// counter, verdict). Without one: a single rule (limit, counter, rate-limited log) and no
+/// verdict, so the packet goes on to the next rule.
+fn rule_statements(
+    r: &PolicyRule,
+    zone: Option<&Zone>,
+    protocol: Protocol,
+    m: Match,
+) -> Vec<Vec<Stmt>> {
+    let log_rate = r.log_limit.or(zone.and_then(|z| z.log_limit));
     let mut built = Vec::new();
-    if r.log {
+    if r.log && r.action.is_some() {
         let mut stmts = m.stmts.clone();
-        stmts.push(log_limit());
-        stmts.push(Stmt::Log {
-            prefix: r
-                .log_prefix
-                .clone()
-                .unwrap_or_else(|| format!("{}: ", r.name)),
-        });
+        stmts.push(log_limit(log_rate));
+        stmts.push(rule_log(r));
         built.push(stmts);
     }
     let mut stmts = m.stmts;
     if let Some(l) = r.limit {
-        let unit = match l.per_seconds {
-            1 => RateUnit::Second,
-            60 => RateUnit::Minute,
-            3600 => RateUnit::Hour,
-            _ => RateUnit::Day,
-        };
         stmts.push(Stmt::Limit {
             rate: l.count,
-            unit,
+            unit: rate_unit(l),
             burst: 0,
             over: false,
         });
@@ -514,11 +542,25 @@ fn rule_statements(r: &PolicyRule, protocol: Protocol, m: Match) -> Vec<Vec<Stmt
     stmts.push(Stmt::Counter);
     if refused_by_test(&r.name, false) {
         stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
-    } else {
-        stmts.push(verdict(r.action, protocol));
+    } else if let Some(action) = r.action {
+        stmts.push(verdict(action, protocol));
+    } else if r.log {
+        stmts.push(log_limit(log_rate));
+        stmts.push(rule_log(r));
     }
     built.push(stmts);
     built
+}
+
+/// The zone whose `log_limit` the logs of rule `r` in `chain` share: its `from` zone in
+/// input and forward, its `to` zone in output (fw4's rule zone).
+fn log_zone<'a>(cfg: &'a PolicyConfig, r: &PolicyRule, chain: &str) -> Option<&'a Zone> {
+    let name = match (chain, &r.matches.from, &r.matches.to) {
+        (OUTPUT, _, Destination::Zone(z)) => z,
+        (INPUT | FORWARD, Source::Zone(z), _) => z,
+        _ => return None,
+    };
+    cfg.zones.get(name)
 }
 
 impl Builder {
@@ -561,15 +603,16 @@ impl Builder {
     }
 
     /// `[[policy.rule]]`, in config order; each goes to the chains its from/to select (a
-    /// rule that only marks, to none). The forward chain's share comes after every
+    /// rule that only marks, to none; see [`is_mark_only`]). The forward chain's share comes after every
     /// input/output rule was added (kernel rule order within a chain is what matters;
     /// groups keep their tags).
     fn config_rules(&mut self, cfg: &PolicyConfig) {
         let mut forward_rules = Vec::new();
         for r in &cfg.rules {
-            self.group(format!("rule {}", r.name), r.action != Action::Accept);
+            let deny = matches!(r.action, Some(Action::Drop | Action::Reject));
+            self.group(format!("rule {}", r.name), deny);
             let chains: &[&str] = match (&r.matches.from, &r.matches.to) {
-                _ if r.mark_only => &[],
+                _ if is_mark_only(r) => &[],
                 (Source::Router, _) => &[OUTPUT],
                 (_, Destination::Router) => &[INPUT],
                 (_, Destination::Zone(_)) => &[FORWARD],
@@ -577,10 +620,11 @@ impl Builder {
             };
             for chain in chains {
                 let sees_oif = matches!(*chain, FORWARD | OUTPUT);
+                let zone = log_zone(cfg, r, chain);
                 let mut built = Vec::new();
                 for (protocol, matches) in rule_matches(cfg, &r.matches, sees_oif) {
                     for m in matches {
-                        built.extend(rule_statements(r, protocol, m));
+                        built.extend(rule_statements(r, zone, protocol, m));
                     }
                 }
                 if *chain == FORWARD {
@@ -697,7 +741,7 @@ impl Builder {
                     // much of the zone's traffic the default drops.
                     let mut stmts = m.stmts;
                     stmts.push(Stmt::Counter);
-                    stmts.push(log_limit());
+                    stmts.push(log_limit(z.log_limit));
                     stmts.push(Stmt::Log {
                         prefix: format!("{verb} {} {chain}: ", z.name),
                     });

@@ -168,6 +168,9 @@ pub(crate) mod any_expr {
     use super::*;
     attrs!(crate::dataplane::nft::ffi::kind::AnyExpr {
         NAME: Str = NFTNL_EXPR_NAME, "expression name";
+        // Meaningful only on an expression named `counter` (the codes are per kind).
+        CTR_PACKETS: U64 = NFTNL_EXPR_CTR_PACKETS, "counter packets";
+        CTR_BYTES: U64 = NFTNL_EXPR_CTR_BYTES, "counter bytes";
     });
 }
 
