@@ -290,10 +290,6 @@ set_mark = "0x10"
 name = "e"
 from = "self"
 set_mark = "0x10"
-
-[[policy.rule]]
-name = "f"
-from = "lan"
 "#
     ));
     assert_all(
@@ -304,7 +300,6 @@ from = "lan"
             "main.toml:21:12: error: invalid set_mark 0x10/0x0: expected a non-zero mask",
             "main.toml:26:6: error: a rule with `set_mark` marks packets before routing, when their way out is not known yet: expected no `to` (select destinations with `to_addresses`)",
             "main.toml:32:12: error: `set_mark` marks packets arriving at the router (prerouting): expected a `from` other than \"self\"",
-            "main.toml:35:8: error: rule `f` has no `action`: expected action = \"accept\", \"drop\" or \"reject\" (or a `set_mark`)",
         ],
     );
 }
