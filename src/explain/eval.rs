@@ -310,6 +310,7 @@ impl Run<'_> {
             Stmt::Counter
             | Stmt::Log { .. }
             | Stmt::Limit { over: false, .. }
+            | Stmt::LimitRef(_)
             | Stmt::ClampMssToRoute
             | Stmt::MapUpdate { .. } => true,
             // Under its rate (what `explain` assumes), `limit rate over` does not match.

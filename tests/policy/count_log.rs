@@ -147,12 +147,16 @@ ports = [80]
 log = true
 "#;
         d.sync(&cfg).unwrap();
-        // The zone's rate on every log of the wan zone: its rules' and its drop logs.
+        // One named limit object, the zone's, shared by every log of the wan zone: its
+        // rules' and its drop logs (so the zone logs at most 1 a minute in all).
+        let table = sh("nft list table inet edgenetd-policy");
+        assert!(table.contains("limit wan.log_limit {\n\t\trate 1/minute"), "{table}");
+        let shared = "limit name \"wan.log_limit\" log prefix";
         for needle in ["log prefix \"log-wan-http: \"", "log prefix \"log-wan-dns: \"", "log prefix \"drop wan input: \""] {
             let line = line_with("input", needle);
-            assert!(line.contains("limit rate 1/minute log prefix"), "{line}");
+            assert!(line.contains(shared), "{line}");
         }
-        assert!(line_with("forward", "drop wan forward").contains("limit rate 1/minute log"));
+        assert!(line_with("forward", "drop wan forward").contains(shared));
         // A rule's own log_limit wins; another zone's rules keep the default rate.
         assert!(line_with("input", "log prefix \"log-wan-own: \"").contains("limit rate 3/hour log"));
         assert!(line_with("input", "log prefix \"log-lan-http: \"").contains("limit rate 10/minute log"));
@@ -205,6 +209,7 @@ netns_test! {
         let dir = ScratchDir::with_files("count-log-plan", &[("edgenetd.toml", &cfg)]);
         let (text, _) = planned_policy_nft(&dir);
         assert!(text.contains("limit rate 5/minute burst 5 packets log prefix \"log-ssh: \""), "{text}");
-        assert!(text.contains("limit rate 2/second burst 5 packets log prefix \"drop wan input: \""), "{text}");
+        assert!(text.contains("limit wan.log_limit {\n\t\trate 2/second burst 5 packets\n\t}"), "{text}");
+        assert!(text.contains("limit name \"wan.log_limit\" log prefix \"drop wan input: \""), "{text}");
     }
 }

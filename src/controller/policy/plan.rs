@@ -121,11 +121,10 @@ pub fn adoption(
     ) {
         return Adoption::Drifted("a rule was added or deleted");
     }
-    if !same_names(
-        t.ct_helpers.iter().map(|h| h.name.as_str()),
-        listing.objects.iter().map(|o| o.name.as_str()),
-    ) {
-        return Adoption::Drifted("a ct helper object was added or deleted");
+    let objects = (t.ct_helpers.iter().map(|h| h.name.as_str()))
+        .chain(t.limits.iter().map(|l| l.name.as_str()));
+    if !same_names(objects, listing.objects.iter().map(|o| o.name.as_str())) {
+        return Adoption::Drifted("a ct helper or limit object was added or deleted");
     }
     if !same_names(
         t.flowtables.iter().map(|f| f.name.as_str()),
@@ -339,8 +338,16 @@ mod tests {
                 name: h.name.clone(),
                 kind: 3,
                 helper: h.helper.clone(),
+                limit: None,
                 handle: handle(),
             })
+            .chain(p.table.limits.iter().map(|l| ObjectInfo {
+                name: l.name.clone(),
+                kind: 4,
+                helper: String::new(),
+                limit: Some((l.rate, l.unit.seconds(), l.burst)),
+                handle: handle(),
+            }))
             .collect();
         let flowtables = (p.table.flowtables.iter())
             .map(|f| FlowtableInfo {

@@ -124,6 +124,7 @@ impl Program {
             && self.rule_groups == other.rule_groups
             && self.set_groups == other.set_groups
             && self.table.ct_helpers == other.table.ct_helpers
+            && self.table.limits == other.table.limits
             && self.helper_groups == other.helper_groups
             && self.table.flowtables == other.table.flowtables
             && self.flowtable_groups == other.flowtable_groups
@@ -155,6 +156,7 @@ impl Program {
                 t.ct_helpers.push(h.clone());
             }
         }
+        t.limits = self.table.limits.clone();
         t.flowtables = self
             .table
             .flowtables
@@ -436,6 +438,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.p.table.chains = base_chains(cfg);
     b.named_sets(cfg);
     b.ct_helpers(cfg);
+    b.log_limits(cfg);
     b.mtu_fixes(cfg);
     b.flow_offload(cfg, addrs.links());
     b.always_present();
@@ -478,9 +481,16 @@ fn base_chains(cfg: &PolicyConfig) -> Vec<Chain> {
     ]
 }
 
-/// The rate of a log statement: `rate` (a `log_limit`) or else [`LOG_PER_MINUTE`], burst 5.
-fn log_limit(rate: Option<Rate>) -> Stmt {
-    let (rate, unit) = rate.map_or((LOG_PER_MINUTE, RateUnit::Minute), |r| {
+/// The rate of a log statement: its own `log_limit` (`own`, inline), else its zone's (the
+/// zone's named limit object, shared by all of the zone's logs), else [`LOG_PER_MINUTE`],
+/// burst 5.
+fn log_limit(own: Option<Rate>, zone: Option<&Zone>) -> Stmt {
+    if own.is_none()
+        && let Some(z) = zone.filter(|z| z.log_limit.is_some())
+    {
+        return Stmt::LimitRef(log_limit_name(z));
+    }
+    let (rate, unit) = own.map_or((LOG_PER_MINUTE, RateUnit::Minute), |r| {
         (r.count, rate_unit(r))
     });
     Stmt::Limit {
@@ -489,6 +499,11 @@ fn log_limit(rate: Option<Rate>) -> Stmt {
         burst: 5,
         over: false,
     }
+}
+
+/// The name of zone `z`'s limit object (fw4's).
+pub fn log_limit_name(z: &Zone) -> String {
+    format!("{}.log_limit", z.name)
 }
 
 fn rate_unit(r: Rate) -> RateUnit {
@@ -522,11 +537,10 @@ fn rule_statements(
     protocol: Protocol,
     m: Match,
 ) -> Vec<Vec<Stmt>> {
-    let log_rate = r.log_limit.or(zone.and_then(|z| z.log_limit));
     let mut built = Vec::new();
     if r.log && r.action.is_some() {
         let mut stmts = m.stmts.clone();
-        stmts.push(log_limit(log_rate));
+        stmts.push(log_limit(r.log_limit, zone));
         stmts.push(rule_log(r));
         built.push(stmts);
     }
@@ -545,7 +559,7 @@ fn rule_statements(
     } else if let Some(action) = r.action {
         stmts.push(verdict(action, protocol));
     } else if r.log {
-        stmts.push(log_limit(log_rate));
+        stmts.push(log_limit(r.log_limit, zone));
         stmts.push(rule_log(r));
     }
     built.push(stmts);
@@ -570,6 +584,21 @@ impl Builder {
             self.group(format!("set {}", s.name), false);
             self.p.table.sets.push(named_set(s));
             self.p.set_groups.push(self.group);
+        }
+    }
+
+    /// A named limit object for every zone with a `log_limit` (in the skeleton: the logs of
+    /// many groups share it).
+    fn log_limits(&mut self, cfg: &PolicyConfig) {
+        for z in cfg.zones.values() {
+            if let Some(r) = z.log_limit {
+                self.p.table.limits.push(LimitObject {
+                    name: log_limit_name(z),
+                    rate: r.count,
+                    unit: rate_unit(r),
+                    burst: 5,
+                });
+            }
         }
     }
 
@@ -741,7 +770,7 @@ impl Builder {
                     // much of the zone's traffic the default drops.
                     let mut stmts = m.stmts;
                     stmts.push(Stmt::Counter);
-                    stmts.push(log_limit(z.log_limit));
+                    stmts.push(log_limit(None, Some(z)));
                     stmts.push(Stmt::Log {
                         prefix: format!("{verb} {} {chain}: ", z.name),
                     });
