@@ -213,3 +213,37 @@ netns_test! {
         assert!(text.contains("limit name \"wan.log_limit\" log prefix \"drop wan input: \""), "{text}");
     }
 }
+
+/// `HOME` with the wan zone logging its drops at a `log_limit` of 1 a minute.
+fn home_with_wan_log_limit() -> String {
+    HOME.replace("masquerade = true\n", "masquerade = true\nlog_drops = true\nlog_limit = \"1/minute\"\n")
+}
+
+netns_test! {
+    fn a_table_with_a_zone_log_limit_is_adopted_and_a_new_rate_rewrites_it() {
+        let _t = lan_wan();
+        let cfg = home_with_wan_log_limit();
+        assert!(Driver::policy().sync(&cfg).unwrap().changes > 0);
+        let mut d = Driver::policy();
+        let report = d.sync(&cfg).unwrap();
+        assert_eq!((report.changes, report.drift_repairs), (0, 0), "{report:?}");
+        // Another rate in the config rewrites the object.
+        d.sync(&cfg.replace("log_limit = \"1/minute\"", "log_limit = \"2/minute\"")).unwrap();
+        let limits = sh("nft list limits table inet edgenetd-policy");
+        assert!(limits.contains("rate 2/minute"), "{limits}");
+    }
+}
+
+netns_test! {
+    fn a_limit_object_added_behind_its_back_is_drift_and_removed() {
+        let _t = lan_wan();
+        let cfg = home_with_wan_log_limit();
+        let mut d = Driver::policy();
+        d.sync(&cfg).unwrap();
+        sh("nft add limit inet edgenetd-policy extra '{ rate 1/second; }'");
+        let report = d.sync(&cfg).unwrap();
+        assert_eq!(report.drift_repairs, 1, "{report:?}");
+        let limits = sh("nft list limits table inet edgenetd-policy");
+        assert!(!limits.contains("extra") && limits.contains("wan.log_limit"), "{limits}");
+    }
+}
