@@ -83,3 +83,34 @@ pub fn record_rule_counters(listed: &[RuleCounters]) {
         metrics::counter!(RULE_BYTES, "rule" => rule).absolute(bytes);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(chain: &str, comment: &str, packets: u64, counted: bool) -> RuleCounters {
+        RuleCounters {
+            chain: chain.into(),
+            comment: Some(comment.into()),
+            packets,
+            bytes: packets * 100,
+            counted,
+        }
+    }
+
+    #[test]
+    fn a_rules_kernel_rules_are_summed_and_marks_count_only_for_rules_that_only_mark() {
+        let got = rule_totals(&[
+            listed("input", "rule ssh #0000aaaa", 2, true),
+            listed("forward", "rule ssh #0000bbbb", 3, true),
+            // Its log rule has no counter.
+            listed("input", "rule ssh #0000cccc", 0, false),
+            listed("mangle_prerouting", "mark ssh #0000dddd", 7, true),
+            listed("mangle_prerouting", "mark voip #0000eeee", 4, true),
+            listed("input", "log-drops wan #0000ffff", 9, true),
+        ]);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got["ssh"], (5, 500), "its filter rules, not its mark");
+        assert_eq!(got["voip"], (4, 400), "a rule that only marks: its mark rules");
+    }
+}

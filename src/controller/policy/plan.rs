@@ -333,21 +333,18 @@ mod tests {
                 fingerprint: String::new(),
             })
             .collect();
-        let objects = (p.table.ct_helpers.iter())
-            .map(|h| ObjectInfo {
-                name: h.name.clone(),
-                kind: 3,
-                helper: h.helper.clone(),
-                limit: None,
+        let helpers = p.table.ct_helpers.iter().map(|h| (h.name.clone(), 3, h.helper.clone(), None));
+        let limits = (p.table.limits.iter())
+            .map(|l| (l.name.clone(), 4, String::new(), Some((l.rate, l.unit.seconds(), l.burst))));
+        let objects = helpers
+            .chain(limits)
+            .map(|(name, kind, helper, limit)| ObjectInfo {
+                name,
+                kind,
+                helper,
+                limit,
                 handle: handle(),
             })
-            .chain(p.table.limits.iter().map(|l| ObjectInfo {
-                name: l.name.clone(),
-                kind: 4,
-                helper: String::new(),
-                limit: Some((l.rate, l.unit.seconds(), l.burst)),
-                handle: handle(),
-            }))
             .collect();
         let flowtables = (p.table.flowtables.iter())
             .map(|f| FlowtableInfo {
