@@ -32,6 +32,9 @@
 //!   for new connections from the zones that ask for a helper, on its port (see
 //!   `program/helpers.rs`).
 //!
+//! Zones with a `log_limit` get a named limit object, `<zone>.log_limit`, that every log of
+//! the zone refers to (`limit name "<zone>.log_limit"`): one rate for all of them, as fw4.
+//!
 //! # Rule groups
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
