@@ -612,8 +612,16 @@ log_limit = "5/minute"
     )])
     .unwrap();
     let p = cfg.policy.unwrap();
-    let minute = |count| Some(Rate { count, per_seconds: 60 });
+    let minute = |count| {
+        Some(Rate {
+            count,
+            per_seconds: 60,
+        })
+    };
     assert_eq!(p.zones["lan"].log_limit, minute(1));
     assert_eq!((p.rules[0].action, p.rules[0].log), (None, false));
-    assert_eq!((p.rules[1].action, p.rules[1].log, p.rules[1].log_limit), (None, true, minute(5)));
+    assert_eq!(
+        (p.rules[1].action, p.rules[1].log, p.rules[1].log_limit),
+        (None, true, minute(5))
+    );
 }

@@ -216,7 +216,10 @@ netns_test! {
 
 /// `HOME` with the wan zone logging its drops at a `log_limit` of 1 a minute.
 fn home_with_wan_log_limit() -> String {
-    HOME.replace("masquerade = true\n", "masquerade = true\nlog_drops = true\nlog_limit = \"1/minute\"\n")
+    HOME.replace(
+        "masquerade = true\n",
+        "masquerade = true\nlog_drops = true\nlog_limit = \"1/minute\"\n",
+    )
 }
 
 netns_test! {

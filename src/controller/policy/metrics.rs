@@ -111,6 +111,10 @@ mod tests {
         ]);
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(got["ssh"], (5, 500), "its filter rules, not its mark");
-        assert_eq!(got["voip"], (4, 400), "a rule that only marks: its mark rules");
+        assert_eq!(
+            got["voip"],
+            (4, 400),
+            "a rule that only marks: its mark rules"
+        );
     }
 }

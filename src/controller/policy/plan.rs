@@ -333,9 +333,19 @@ mod tests {
                 fingerprint: String::new(),
             })
             .collect();
-        let helpers = p.table.ct_helpers.iter().map(|h| (h.name.clone(), 3, h.helper.clone(), None));
-        let limits = (p.table.limits.iter())
-            .map(|l| (l.name.clone(), 4, String::new(), Some((l.rate, l.unit.seconds(), l.burst))));
+        let helpers = p
+            .table
+            .ct_helpers
+            .iter()
+            .map(|h| (h.name.clone(), 3, h.helper.clone(), None));
+        let limits = (p.table.limits.iter()).map(|l| {
+            (
+                l.name.clone(),
+                4,
+                String::new(),
+                Some((l.rate, l.unit.seconds(), l.burst)),
+            )
+        });
         let objects = helpers
             .chain(limits)
             .map(|(name, kind, helper, limit)| ObjectInfo {

@@ -263,7 +263,10 @@ impl Listing for Counters<'_> {
             bytes: 0,
             counted: false,
         };
-        for e in v.exprs().filter(|e| named(e.str(any_expr::NAME), "counter")) {
+        for e in v
+            .exprs()
+            .filter(|e| named(e.str(any_expr::NAME), "counter"))
+        {
             c.counted = true;
             c.packets += e.u64(any_expr::CTR_PACKETS).unwrap_or(0);
             c.bytes += e.u64(any_expr::CTR_BYTES).unwrap_or(0);
