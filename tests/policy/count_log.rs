@@ -139,6 +139,21 @@ log_limit = "3/hour"
 action = "drop"
 
 [[policy.rule]]
+name = "log-to-wan"
+to = "wan"
+protocol = "tcp"
+ports = [8443]
+log = true
+
+[[policy.rule]]
+name = "log-self-to-wan"
+from = "self"
+to = "wan"
+protocol = "tcp"
+ports = [8444]
+log = true
+
+[[policy.rule]]
 name = "log-lan-http"
 from = "lan"
 to = "self"
@@ -157,6 +172,9 @@ log = true
             assert!(line.contains(shared), "{line}");
         }
         assert!(line_with("forward", "drop wan forward").contains(shared));
+        // A forwarded rule from anywhere to the zone, and the router's own traffic to it.
+        assert!(line_with("forward", "log prefix \"log-to-wan: \"").contains(shared));
+        assert!(line_with("output", "log prefix \"log-self-to-wan: \"").contains(shared));
         // A rule's own log_limit wins; another zone's rules keep the default rate.
         assert!(line_with("input", "log prefix \"log-wan-own: \"").contains("limit rate 3/hour log"));
         assert!(line_with("input", "log prefix \"log-lan-http: \"").contains("limit rate 10/minute log"));

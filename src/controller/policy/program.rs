@@ -569,12 +569,13 @@ fn rule_statements(
     built
 }
 
-/// The zone whose `log_limit` the logs of rule `r` in `chain` share: its `from` zone in
-/// input and forward, its `to` zone in output (fw4's rule zone).
+/// The zone whose `log_limit` the logs of rule `r` in `chain` share (fw4's): its `from`
+/// zone in input and forward, else (a forwarded rule from anywhere) its `to` zone; its `to`
+/// zone in output.
 fn log_zone<'a>(cfg: &'a PolicyConfig, r: &PolicyRule, chain: &str) -> Option<&'a Zone> {
     let name = match (chain, &r.matches.from, &r.matches.to) {
-        (OUTPUT, _, Destination::Zone(z)) => z,
         (INPUT | FORWARD, Source::Zone(z), _) => z,
+        (OUTPUT | FORWARD, _, Destination::Zone(z)) => z,
         _ => return None,
     };
     cfg.zones.get(name)
