@@ -108,7 +108,7 @@ pub const OUTPUT: &str = "output";
 pub const PREROUTING: &str = "prerouting";
 /// NAT postrouting chain.
 pub const POSTROUTING: &str = "postrouting";
-/// Log rate of `log = true` rules (per minute).
+/// Log rate (per minute) of a log without a `log_limit` of its own or of its zone.
 pub const LOG_PER_MINUTE: u64 = 10;
 /// `meta nfproto ipv4`.
 const NFPROTO_IPV4: u8 = 2;

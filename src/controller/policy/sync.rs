@@ -115,11 +115,18 @@ struct Kernel {
 impl Kernel {
     /// Reads the rules' counters (one rule dump, after the sync's own work) into the
     /// per-rule series; a failed dump leaves the series as they were (the next sync tries
-    /// again). No table (no `[policy]`): nothing to read.
+    /// again). No table (no `[policy]`) or no config rule: nothing to read.
     fn record_rule_counters(&mut self) {
+        // A table without `[[policy.rule]]`s (only pod isolation, say) has no series to read.
         let Some(t) = self
             .cache
             .snapshot()
+            .filter(|a| {
+                a.program
+                    .groups
+                    .iter()
+                    .any(|g| g.label.starts_with("rule "))
+            })
             .map(|a| TableRef::from(&a.program.table))
         else {
             return;
