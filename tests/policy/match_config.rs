@@ -361,7 +361,10 @@ fn set_dscp_takes_a_name_or_a_number_and_reports_a_bad_one_at_its_place() {
             &[&format!("main.toml:14:12: error: {shown}: {expected}")],
         );
     }
-    // Without `set_dscp` or `set_mark`, a rule still needs its action.
-    let out = errors(&rule("1", "").replace("set_dscp = 1\n", ""));
-    assert_all(&out, &["rule `video` has no `action`"]);
+    // Without `set_dscp` (or `set_mark`) nor `action`, the rule only counts (fw4's rule
+    // without target): it rewrites nothing.
+    let counter = rule("1", "").replace("set_dscp = 1\n", "");
+    let d = load_str(&[("main.toml", &counter)]).unwrap();
+    let r = &d.policy.unwrap().rules[0];
+    assert_eq!((r.set_dscp, r.action), (None, None));
 }
