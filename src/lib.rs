@@ -10,8 +10,18 @@
 //!   [`sync::Progress`], [`sync::Trigger`]), [`clock`], [`shutdown`], [`logging`],
 //!   [`status`], [`math`] (`exp`, `log`, `log1p`, `log2`, which the binary defines as its
 //!   C symbols so that it needs no libm).
+//! - `fault` (feature `fault-injection`, never in release builds): test hooks, in two
+//!   layers: side tables below everything (`fault::kernel_reject`, `fault::hang`,
+//!   `fault::by_name`), which config, the controllers and the track probers consult through
+//!   [`fault_hook!`]; and `fault::test_controller` (`[[test_controller]]`: its section,
+//!   registered through [`config::extension`], and its controller), above the controllers,
+//!   which the daemon's registry starts.
 //! - [`config`]: TOML files -> one validated, immutable [`config::DesiredState`]; every
-//!   problem with file:line:col. Knows nothing of netlink.
+//!   problem with file:line:col. Knows nothing of netlink. One folder per section
+//!   (`daemon`, [`config::policy`] with the pod isolation model [`config::policy::pods`],
+//!   [`config::service`], [`config::route`], [`config::kubernetes`] with its label selector
+//!   grammar), each with its raw types, model, validators and own diagnostics; sections
+//!   from above come in through [`config::extension`].
 //! - [`dataplane`]: the only code that speaks netlink (nftables batches, rtnetlink).
 //! - [`probe`]: the probe engine, one for uplinks and backends: the checks (tcp, http, udp,
 //!   dns, tls, icmp), the rise/fall state, the schedule, the heartbeat hookup. Knows nothing

@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Fault-injection builds: every verb's config load accepts `[[test_controller]]`.
+    edgenetd::fault_hook!(edgenetd::fault::test_controller::install(), ());
     edgenetd::cli::main(std::env::args().skip(1))
 }
 

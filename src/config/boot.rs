@@ -65,7 +65,7 @@ pub fn read_settings_leniently(
             _ => continue,
         }
     }
-    let mut doc = Doc::default();
+    let mut doc = Doc::new(super::KEY_CLASHES);
     for file in sources.files() {
         if limits::too_deep(&file.text).is_some() {
             continue;

@@ -12,7 +12,6 @@ use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue, ValueDeserializer};
 
 use super::diag::Diagnostics;
-use super::dual_forward;
 
 /// A value of the merged document, with its global span.
 pub type Value<'a> = Spanned<DeValue<'a>>;
@@ -45,16 +44,51 @@ pub trait ElementSink {
     fn rollback(&mut self, mark: Self::Mark);
 }
 
+/// A section's own account of a key set twice, which the generic merge would only call "set
+/// twice" and the parser "duplicate key": each section that has such a case registers it
+/// (`config::KEY_CLASHES`), and the merge and the parser ask every one.
+pub struct KeyClash {
+    /// True when merging `key` at `path` (its table's keys from the root) from another file,
+    /// `new` over `existing`, is this case.
+    pub merge: fn(path: &[String], key: &str, existing: &DeValue<'_>, new: &DeValue<'_>) -> bool,
+    /// For a parser's "duplicate key" error at `span` of one file's `text` (local spans) that
+    /// parsed into `table`: the span of the first of the two places, when it is this case.
+    pub syntax: fn(text: &str, span: &Range<usize>, table: &DeTable<'_>) -> Option<Range<usize>>,
+    /// The error, shown at the second place.
+    pub message: &'static str,
+    /// The note, shown at the first place.
+    pub note: &'static str,
+}
+
 /// The merged document of every config file of one load.
-#[derive(Debug, Default)]
 pub struct Doc<'a> {
     root: DeTable<'a>,
+    clashes: &'static [KeyClash],
+}
+
+impl std::fmt::Debug for Doc<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Doc").field("root", &self.root).finish()
+    }
 }
 
 impl<'a> Doc<'a> {
+    /// An empty document whose merge asks `clashes` about a key set twice.
+    pub fn new(clashes: &'static [KeyClash]) -> Doc<'a> {
+        Doc {
+            root: DeTable::new(),
+            clashes,
+        }
+    }
+
     /// Merges one file's table (global spans) into the document; conflicts go to `diags`.
     pub fn merge(&mut self, table: DeTable<'a>, diags: &mut Diagnostics) {
-        merge_tables(&mut self.root, table, &mut Vec::new(), diags);
+        merge_tables(&mut self.root, table, &mut Vec::new(), self.clashes, diags);
+    }
+
+    /// The sections' accounts of a key set twice (for the parser's "duplicate key").
+    pub fn clashes(&self) -> &'static [KeyClash] {
+        self.clashes
     }
 
     /// True when a file's `[[key]]` entries would be appended: `key` is unset or already an
@@ -183,6 +217,7 @@ fn merge_tables<'a>(
     dst: &mut DeTable<'a>,
     src: DeTable<'a>,
     path: &mut Vec<String>,
+    clashes: &'static [KeyClash],
     diags: &mut Diagnostics,
 ) {
     for (key, value) in src {
@@ -194,12 +229,13 @@ fn merge_tables<'a>(
         let existing = dst.get_mut(&**key.get_ref()).expect("key present");
         let appendable =
             is_array_of_tables(existing.get_ref()) && is_array_of_tables(value.get_ref());
-        let clash =
-            dual_forward::conflict(path, key.get_ref(), existing.get_ref(), value.get_ref());
+        let clash = clashes
+            .iter()
+            .find(|c| (c.merge)(path, key.get_ref(), existing.get_ref(), value.get_ref()));
         match (existing.get_mut(), value.into_inner()) {
             (DeValue::Table(into), DeValue::Table(from)) => {
                 path.push(key.get_ref().to_string());
-                merge_tables(into, from, path, diags);
+                merge_tables(into, from, path, clashes, diags);
                 path.pop();
             }
             (DeValue::Array(into), DeValue::Array(from)) if appendable => {
@@ -207,21 +243,18 @@ fn merge_tables<'a>(
                     into.push(item);
                 }
             }
-            _ if clash => diags.error_also(
-                key.span(),
-                dual_forward::MESSAGE,
-                first_set,
-                dual_forward::NOTE,
-            ),
-            _ => diags.error_also(
-                key.span(),
-                format!(
-                    "`{}` is set twice: a key may be set in one file only",
-                    key.get_ref()
+            _ => match clash {
+                Some(c) => diags.error_also(key.span(), c.message, first_set, c.note),
+                None => diags.error_also(
+                    key.span(),
+                    format!(
+                        "`{}` is set twice: a key may be set in one file only",
+                        key.get_ref()
+                    ),
+                    first_set,
+                    "first set here",
                 ),
-                first_set,
-                "first set here",
-            ),
+            },
         }
     }
 }

@@ -14,8 +14,7 @@
 use toml::de::DeTable;
 
 use super::diag::Diagnostics;
-use super::doc::{Doc, ElementSink, shift, shift_table, take_elements};
-use super::dual_forward;
+use super::doc::{Doc, ElementSink, KeyClash, shift, shift_table, take_elements};
 use super::limits::{self, ParseBudget};
 use super::split;
 
@@ -45,7 +44,7 @@ pub fn merge_file<'a, S: ElementSink>(
         sink.rollback(mark);
         *budget = before;
     }
-    let Some(mut table) = parse_whole(text, base, budget, diags) else {
+    let Some(mut table) = parse_whole(text, base, budget, doc.clashes(), diags) else {
         return;
     };
     if appends {
@@ -60,6 +59,7 @@ fn parse_whole<'a>(
     text: &'a str,
     base: usize,
     budget: &mut ParseBudget,
+    clashes: &[KeyClash],
     diags: &mut Diagnostics,
 ) -> Option<DeTable<'a>> {
     let before = budget.used();
@@ -72,16 +72,14 @@ fn parse_whole<'a>(
     for e in errors {
         let span = e.span().unwrap_or(0..0);
         let message = e.message().trim_end();
-        let clash = (message == "duplicate key")
-            .then(|| dual_forward::syntax(text, &span, &table))
-            .flatten();
+        let clash = clashes
+            .iter()
+            .filter(|_| message == "duplicate key")
+            .find_map(|c| Some((c, (c.syntax)(text, &span, &table)?)));
         match clash {
-            Some(first) => diags.error_also(
-                shift(span, base),
-                dual_forward::MESSAGE,
-                shift(first, base),
-                dual_forward::NOTE,
-            ),
+            Some((c, first)) => {
+                diags.error_also(shift(span, base), c.message, shift(first, base), c.note)
+            }
             None => diags.error(shift(span, base), format!("invalid TOML: {message}")),
         }
     }

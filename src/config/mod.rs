@@ -6,38 +6,38 @@
 //!    refused unread, and one nested deeper than [`limits::MAX_DEPTH`] unparsed (`limits`).
 //! 2. `load` parses each file (toml's recoverable parser, or block by block for a file that
 //!    ends with a long run of `[[route]]` entries) and merges them into a [`Doc`]: tables merge
-//!    key by key, `[[arrays]]` append, a key set in two files is an error naming both places.
-//!    `[[route]]` entries are validated as they are read, never kept as a tree.
-//! 3. Each area validates its own sections (`daemon`, and one module per controller area),
-//!    recording every problem in [`Diagnostics`] instead of stopping at the first.
+//!    key by key, `[[arrays]]` append, a key set in two files is an error naming both places
+//!    (or what the section says instead, where a section registered its own account of the
+//!    clash: `KEY_CLASHES`). `[[route]]` entries are validated as they are read, never kept
+//!    as a tree.
+//! 3. Each section validates itself, one folder each in one shape (`raw`, `model`,
+//!    validators): `daemon`, [`policy`], [`service`], [`route`], [`kubernetes`]; then the
+//!    sections registered from above ([`extension`]). Every problem goes to [`Diagnostics`]
+//!    instead of stopping at the first.
 //! 4. No problem: a [`DesiredState`]. Any problem: a [`ConfigError`] that lists them all with
 //!    `file:line:col`, the line and a caret.
 //!
 //! Nothing here knows about netlink; controllers translate the validated types.
 
-// `fuzzing` is the cfg cargo-fuzz builds with: it exposes `differential` to fuzz/.
+// `fuzzing` is the cfg cargo-fuzz builds with: it mounts `differential` for fuzz/.
 #![allow(unexpected_cfgs)]
 
 pub mod boot;
 mod daemon;
 mod diag;
 pub(crate) mod doc;
-mod dual_forward;
 mod duration;
+pub mod extension;
 pub mod kubernetes;
-pub mod label_selector;
 pub mod limits;
 mod load;
 mod net;
 mod nul;
-pub mod pod_policy;
 pub mod policy;
 pub mod route;
 pub mod service;
 mod source_map;
 mod split;
-#[cfg(feature = "fault-injection")]
-pub mod test_controller;
 pub mod text;
 
 use std::collections::BTreeMap;
@@ -51,7 +51,8 @@ pub use duration::{format_duration, parse_duration};
 pub use net::{parse_addr, parse_prefix};
 pub use source_map::{Location, SourceFile, SourceMap};
 
-/// Top-level sections edgenetd accepts; anything else is an error.
+/// Top-level sections of every build; with those of the registered extensions, anything else
+/// is an error.
 const SECTIONS: &[&str] = &[
     "daemon",
     "controller",
@@ -61,9 +62,11 @@ const SECTIONS: &[&str] = &[
     "route_rule",
     "track",
     "kubernetes",
-    #[cfg(feature = "fault-injection")]
-    "test_controller",
 ];
+
+/// Each section's own accounts of a key set twice, which the generic merge and parser ask
+/// (`[policy]`: `forward` as both the verdict and the zone forwards).
+const KEY_CLASHES: &[doc::KeyClash] = &[policy::FORWARD_CLASH];
 
 /// One validated, immutable snapshot of everything edgenetd should make true.
 #[derive(Debug, Clone, Default)]
@@ -78,15 +81,15 @@ pub struct DesiredState {
     pub policy: Option<policy::PolicyConfig>,
     /// Pod isolation (NetworkPolicies from a cluster); always empty when read from TOML.
     /// Programmed in the policy table, which exists whenever this or `policy` is non-empty.
-    pub pod_policies: pod_policy::PodPolicies,
+    pub pod_policies: policy::pods::PodPolicies,
     /// `[[service]]`: load-balanced virtual addresses.
     pub services: service::ServicesConfig,
     /// `[kubernetes]`: the cluster this node takes services, routes and policies from;
     /// `None` = fed by TOML only. Only a build with the `kubernetes` feature accepts it.
     pub kubernetes: Option<kubernetes::KubernetesConfig>,
-    /// Test controllers (fault injection; never in release builds).
-    #[cfg(feature = "fault-injection")]
-    pub test_controllers: Vec<test_controller::TestControllerConfig>,
+    /// The sections of modules above config that registered one ([`extension`]; the
+    /// fault-injection build's `[[test_controller]]`); empty in a build that registers none.
+    pub extensions: extension::Extensions,
     /// The files this snapshot was read from (watched for changes).
     pub files: Vec<PathBuf>,
 }
@@ -243,7 +246,7 @@ fn validate_sources(
     min_blocks: usize,
     diags: &mut Diagnostics,
 ) -> DesiredState {
-    let mut doc = Doc::default();
+    let mut doc = Doc::new(KEY_CLASHES);
     let mut routes = route::RouteList::default();
     let mut budget = limits::ParseBudget::default();
     for file in sources
@@ -267,9 +270,16 @@ fn validate_sources(
             diags,
         );
     }
+    let extensions = extension::registered();
+    let known = || {
+        SECTIONS
+            .iter()
+            .copied()
+            .chain(extensions.iter().map(|e| e.section))
+    };
     for (key, span) in doc.keys() {
-        if !SECTIONS.contains(&key) {
-            let expected: Vec<String> = SECTIONS.iter().map(|s| format!("`{s}`")).collect();
+        if !known().any(|s| s == key) {
+            let expected: Vec<String> = known().map(|s| format!("`{s}`")).collect();
             diags.error(
                 span,
                 format!(
@@ -283,21 +293,21 @@ fn validate_sources(
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
         policy: policy::validate(&doc, diags),
-        pod_policies: pod_policy::PodPolicies::default(),
+        pod_policies: policy::pods::PodPolicies::default(),
         services: service::validate(&doc, diags),
         routing: route::validate(&doc, routes, diags),
         kubernetes: kubernetes::validate(&doc, diags),
-        #[cfg(feature = "fault-injection")]
-        test_controllers: test_controller::validate(&doc, diags),
+        extensions: extension::validate(&extensions, &doc, diags),
         files: Vec::new(),
     }
 }
 
+/// The differential oracle of the `[[route]]` fast path: a test and fuzz oracle, not part of
+/// the daemon, so its file lives outside `src/` and only test and fuzz builds mount it.
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
+#[path = "../../tests/oracle/config_differential.rs"]
 pub mod differential;
-#[cfg(test)]
-mod kubernetes_tests;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]

@@ -501,7 +501,10 @@ fn policy_forward_as_verdict_and_array_of_tables_is_an_error_that_says_forward_d
     for (text, (line, col), (note_line, note_col)) in cases {
         let e = load_str(&[("main.toml", text)]).unwrap_err();
         assert!(!e.rendered.contains("invalid TOML"), "{}", e.rendered);
-        let want = format!("main.toml:{line}:{col}: error: {}", dual_forward::MESSAGE);
+        let want = format!(
+            "main.toml:{line}:{col}: error: {}",
+            policy::FORWARD_CLASH.message
+        );
         assert!(e.rendered.starts_with(&want), "{}", e.rendered);
         assert!(e.rendered.contains("write the verdict as `forward_default"));
         let note = format!("main.toml:{note_line}:{note_col}: note: the other `forward` is here");
@@ -520,7 +523,7 @@ fn policy_forward_as_verdict_and_array_of_tables_is_an_error_that_says_forward_d
     assert!(
         e.starts_with(&format!(
             "conf.d/a.toml:1:10: error: {}",
-            dual_forward::MESSAGE
+            policy::FORWARD_CLASH.message
         )),
         "{e}"
     );

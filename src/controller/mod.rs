@@ -39,6 +39,3 @@ pub trait Controller {
 
 pub mod policy;
 pub mod service;
-
-#[cfg(feature = "fault-injection")]
-pub mod fault;

@@ -101,32 +101,19 @@ pub fn start_all(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
         };
         (entry.start)(spawner, deps, kernel_rx);
     }
-    #[cfg(feature = "fault-injection")]
-    start_test_controllers(spawner, desired);
-}
-
-#[cfg(feature = "fault-injection")]
-fn start_test_controllers(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
-    for t in desired
-        .test_controllers
-        .iter()
-        .filter(|t| t.settings.enabled)
-    {
-        // A test controller has no kernel events: nobody keeps its trigger.
-        let (_kernel_events, kernel_rx) = trigger();
-        let controller = crate::controller::fault::TestController::new(&t.name);
-        spawner.spawn(controller, kernel_rx, test_settings);
-    }
-}
-
-#[cfg(feature = "fault-injection")]
-fn test_settings(desired: &DesiredState, name: &str) -> ControllerSettings {
-    desired
-        .test_controllers
-        .iter()
-        .find(|t| t.name == name)
-        .map(|t| t.settings)
-        .unwrap_or_default()
+    // Fault-injection builds: the test controllers, owned by `fault::test_controller`.
+    crate::fault_hook!(
+        for controller in crate::fault::test_controller::enabled(desired) {
+            // A test controller has no kernel events: nobody keeps its trigger.
+            let (_kernel_events, kernel_rx) = trigger();
+            spawner.spawn(
+                controller,
+                kernel_rx,
+                crate::fault::test_controller::settings,
+            );
+        },
+        ()
+    );
 }
 
 #[cfg(test)]

@@ -100,6 +100,25 @@ pub(super) enum Flow {
     Goto(String),
 }
 
+/// What a matched rule that ends in a counter or a log (a rule without `action`, a zone's
+/// drop log) did: it decides nothing, the chain goes on. `None` for other rules.
+fn count_only(rule: &Rule) -> Option<String> {
+    if !matches!(rule.stmts.last(), Some(Stmt::Counter | Stmt::Log { .. })) {
+        return None;
+    }
+    let logged = rule.stmts.iter().find_map(|s| match s {
+        Stmt::Log { prefix } => Some(format!(", logged with prefix {prefix:?}")),
+        _ => None,
+    });
+    let name = rule.comment.as_deref().unwrap_or("");
+    let name = name.rsplit_once(" #").map_or(name, |(label, _)| label);
+    Some(format!(
+        "{}: {name} matched: counted{}, no verdict: evaluation goes on",
+        rule.chain,
+        logged.unwrap_or_default()
+    ))
+}
+
 impl Run<'_> {
     /// Runs `chain` over `pkt` (which NAT rewrites) and says how it ended.
     pub fn chain(
@@ -179,6 +198,9 @@ impl Run<'_> {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if let Some(step) = count_only(rule) {
+            trace.steps.push(step);
         }
         Ok(Flow::Next)
     }
@@ -311,6 +333,7 @@ impl Run<'_> {
             Stmt::Counter
             | Stmt::Log { .. }
             | Stmt::Limit { over: false, .. }
+            | Stmt::LimitRef(_)
             | Stmt::ClampMssToRoute
             | Stmt::MapUpdate { .. } => true,
             // Under its rate (what `explain` assumes), `limit rate over` does not match.

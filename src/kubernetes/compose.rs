@@ -25,7 +25,7 @@ use ipnet::IpNet;
 use log::warn;
 
 use crate::config::DesiredState;
-use crate::config::pod_policy::PodPolicies;
+use crate::config::policy::pods::PodPolicies;
 use crate::config::route::Route;
 use crate::config::service::{HealthCheckPort, Protocol, Service, ServicesConfig};
 use crate::kubernetes::order;

@@ -833,3 +833,23 @@ netns_test! {
         assert!(run.stderr.contains("en-no-such-ns"), "{}", run.stderr);
     }
 }
+
+/// fw4's rule without `target` (issue 23 item 4): the rule matches, counts and logs, and
+/// explain says so and goes on to what decides (here the input default).
+#[test]
+fn a_rule_without_action_counts_logs_and_lets_evaluation_go_on() {
+    let config = format!(
+        "{CONFIG}\n[[policy.rule]]\nname = \"count-wan-ssh\"\nfrom = \"wan\"\nto = \"self\"\nprotocol = \"tcp\"\nports = [22]\nlog = true\n"
+    );
+    let j = explain_tcp(&config, "veth-wan", "192.0.2.2", "192.0.2.1", 22, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("drop"), Some("default")),
+        "{j}"
+    );
+    let steps = j["steps"].to_string();
+    assert!(
+        steps.contains(r#"input: rule count-wan-ssh matched: counted, logged with prefix \"count-wan-ssh: \", no verdict: evaluation goes on"#),
+        "{steps}"
+    );
+}

@@ -11,7 +11,7 @@ use crate::common;
 use crate::netns_test;
 
 use edgenetd::config::DesiredState;
-use edgenetd::config::pod_policy::PodPolicies;
+use edgenetd::config::policy::pods::PodPolicies;
 use edgenetd::controller::policy::program::PODS;
 use edgenetd::kubernetes::objects::{Namespace, NetworkPolicy, Pod};
 use edgenetd::kubernetes::translate::network_policies::translate;

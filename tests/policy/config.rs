@@ -113,7 +113,7 @@ to = "[fd00::53]:5353"
     assert_eq!(p.rules[1].matches.protocol, Protocol::Any);
     assert!(matches!(&p.rules[2].matches.from, Source::Prefixes(n) if n.len() == 2));
     assert_eq!(p.rules[2].matches.icmp_types, [128, 129]);
-    assert_eq!(p.rules[2].action, Action::Reject);
+    assert_eq!(p.rules[2].action, Some(Action::Reject));
     assert_eq!(p.rules[3].matches.from, Source::Router);
     assert_eq!(p.port_forwards[0].protocol, Protocol::Tcp);
     assert_eq!(p.port_forwards[0].to.to_string(), "10.0.0.10:80");
@@ -559,5 +559,69 @@ fn reflection_zones_name_defined_zones_at_their_place_and_need_reflection() {
     assert!(
         out.contains("main.toml:24:20: error: `reflection_zones` widens the reflection, but `reflection = false` turns it off"),
         "{out}"
+    );
+}
+
+#[test]
+fn bad_log_limit_values_are_reported_at_their_place() {
+    let out = errors(&[(
+        "main.toml",
+        r#"[policy]
+input = "drop"
+
+[policy.zone.lan]
+interfaces = ["eth0"]
+log_limit = "0/minute"
+
+[[policy.rule]]
+name = "count"
+from = "lan"
+log_limit = "5/fortnight"
+"#,
+    )]);
+    for e in [
+        "main.toml:6:13: error: invalid log_limit `0/minute`: expected \"<count>/<second|minute|hour|day>\"",
+        "main.toml:11:13: error: invalid log_limit `5/fortnight`: expected \"<count>/<second|minute|hour|day>\"",
+    ] {
+        assert!(out.contains(e), "missing {e:?} in:\n{out}");
+    }
+}
+
+/// A rule without `action` (fw4's rule without `target`) is valid: it counts, and with
+/// `log_limit` (which implies `log`) logs; it decides nothing.
+#[test]
+fn a_rule_without_action_is_a_counter_and_log_limit_implies_log() {
+    let cfg = load_str(&[(
+        "main.toml",
+        r#"[policy]
+input = "drop"
+
+[policy.zone.lan]
+interfaces = ["eth0"]
+log_limit = "1/minute"
+
+[[policy.rule]]
+name = "count"
+from = "lan"
+
+[[policy.rule]]
+name = "log"
+from = "lan"
+log_limit = "5/minute"
+"#,
+    )])
+    .unwrap();
+    let p = cfg.policy.unwrap();
+    let minute = |count| {
+        Some(Rate {
+            count,
+            per_seconds: 60,
+        })
+    };
+    assert_eq!(p.zones["lan"].log_limit, minute(1));
+    assert_eq!((p.rules[0].action, p.rules[0].log), (None, false));
+    assert_eq!(
+        (p.rules[1].action, p.rules[1].log, p.rules[1].log_limit),
+        (None, true, minute(5))
     );
 }

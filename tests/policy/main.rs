@@ -8,6 +8,7 @@ mod common;
 mod adopt;
 mod cli;
 mod config;
+mod count_log;
 mod dynamic_sets;
 mod fault;
 mod flow_offload;

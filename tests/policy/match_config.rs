@@ -94,10 +94,10 @@ to = "10.0.0.2"
             },
         ]
     );
-    assert_eq!((r.set_mark, r.mark_only), (None, false));
+    assert_eq!((r.set_mark, r.action.is_none()), (None, false));
     let m = &p.rules[1];
     assert_eq!(
-        (m.set_mark, m.mark_only),
+        (m.set_mark, m.action.is_none()),
         (
             Some(MarkSet {
                 value: 0x10,
@@ -109,7 +109,7 @@ to = "10.0.0.2"
     let m2 = &p.rules[2];
     assert_eq!(m2.matches.protocol, Protocol::Tcp);
     assert_eq!(
-        (m2.set_mark, m2.mark_only),
+        (m2.set_mark, m2.action.is_none()),
         (
             Some(MarkSet {
                 value: 7,
@@ -290,10 +290,6 @@ set_mark = "0x10"
 name = "e"
 from = "self"
 set_mark = "0x10"
-
-[[policy.rule]]
-name = "f"
-from = "lan"
 "#
     ));
     assert_all(
@@ -304,7 +300,6 @@ from = "lan"
             "main.toml:21:12: error: invalid set_mark 0x10/0x0: expected a non-zero mask",
             "main.toml:26:6: error: a rule with `set_mark` marks packets before routing, when their way out is not known yet: expected no `to` (select destinations with `to_addresses`)",
             "main.toml:32:12: error: `set_mark` marks packets arriving at the router (prerouting): expected a `from` other than \"self\"",
-            "main.toml:35:8: error: rule `f` has no `action`: expected action = \"accept\", \"drop\" or \"reject\" (or a `set_mark`)",
         ],
     );
 }
@@ -349,7 +344,7 @@ fn set_dscp_takes_a_name_or_a_number_and_reports_a_bad_one_at_its_place() {
     let dscp_of = |value: &str, action: &str| {
         let d = load_str(&[("main.toml", &rule(value, action))]).unwrap();
         let r = &d.policy.unwrap().rules[0];
-        (r.set_dscp, r.mark_only)
+        (r.set_dscp, r.action.is_none())
     };
     assert_eq!(dscp_of("\"AF41\"", ""), (Some(34), true));
     assert_eq!(dscp_of("46", "action = \"accept\"\n"), (Some(46), false));
@@ -366,7 +361,10 @@ fn set_dscp_takes_a_name_or_a_number_and_reports_a_bad_one_at_its_place() {
             &[&format!("main.toml:14:12: error: {shown}: {expected}")],
         );
     }
-    // Without `set_dscp` or `set_mark`, a rule still needs its action.
-    let out = errors(&rule("1", "").replace("set_dscp = 1\n", ""));
-    assert_all(&out, &["rule `video` has no `action`"]);
+    // Without `set_dscp` (or `set_mark`) nor `action`, the rule only counts (fw4's rule
+    // without target): it rewrites nothing.
+    let counter = rule("1", "").replace("set_dscp = 1\n", "");
+    let d = load_str(&[("main.toml", &counter)]).unwrap();
+    let r = &d.policy.unwrap().rules[0];
+    assert_eq!((r.set_dscp, r.action), (None, None));
 }

@@ -100,11 +100,23 @@ const ALLOWED: &[(&str, &str)] = &[
     ("kubernetes", "config"),
     // The shared names (zones, families, ...) sit below both config and dataplane.
     ("config", "names"),
-    // Test hooks (feature `fault-injection`): the config parser fills the fault module's side
-    // table and the policy program builder consults it; the module itself depends on nothing.
-    ("config", "fault"),
-    ("controller", "fault"),
-    ("track", "fault"),
+    // Test hooks (feature `fault-injection`), two layers of the one `fault` module (see
+    // [`SPLIT`]). Its side tables use nothing: the config parser fills them (the rule key
+    // `inject_kernel_reject`, the track key `inject_hang`), the policy program builder, the
+    // service layout, the backend checks and the track probers consult them.
+    ("config", "fault::kernel_reject"),
+    ("config", "fault::hang"),
+    ("controller", "fault::kernel_reject"),
+    ("controller", "fault::by_name"),
+    ("track", "fault::hang"),
+    // `[[test_controller]]` sits above config and the controllers: its section reaches the
+    // config through `config::extension`, its controller implements `Controller`; the binary
+    // installs the section and the daemon's registry starts the controllers.
+    ("fault::test_controller", "config"),
+    ("fault::test_controller", "controller"),
+    ("fault::test_controller", "sync"),
+    ("daemon", "fault::test_controller"),
+    ("main", "fault::test_controller"),
     ("dataplane", "names"),
     // Dates and times of day for the time rules: config parses them, the policy controller
     // turns them to UTC, nft text writes them, explain reads `--at`.
@@ -127,7 +139,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::diag", "config::source_map"),
     ("config::nul", "config::diag"),
     ("config::doc", "config::diag"),
-    ("config::doc", "config::dual_forward"),
     ("config::split", "config::doc"),
     ("config::text", "config::limits"),
     ("config::limits_tests", "config::limits"),
@@ -136,19 +147,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::limits_tests", "config::load"),
     ("config::load", "config::diag"),
     ("config::load", "config::doc"),
-    ("config::load", "config::dual_forward"),
     ("config::load", "config::split"),
     // What toml may parse whole is weighed first (`limits::ParseBudget`).
     ("config::load", "config::limits"),
     ("config::split", "config::limits"),
-    ("config::differential", "config::limits"),
     ("config::load_tests", "config::limits"),
-    ("config::differential", "config::diag"),
-    ("config::differential", "config::doc"),
-    ("config::differential", "config::load"),
-    ("config::differential", "config::source_map"),
-    ("config::differential", "config::split"),
-    ("config::load_tests", "config::differential"),
     ("config::load_tests", "config::load"),
     ("config::load_tests", "config::split"),
     // `[daemon] management` names interfaces: no NUL byte.
@@ -162,6 +165,9 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::boot", "config::policy"),
     ("config::boot", "config::source_map"),
     ("config::boot", "config::text"),
+    // The sections registered from above (`[[test_controller]]`) are validated like the others.
+    ("config::extension", "config::diag"),
+    ("config::extension", "config::doc"),
     ("config::daemon", "config::diag"),
     ("config::daemon", "config::doc"),
     ("config::daemon", "config::duration"),
@@ -181,17 +187,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::service", "config::duration"),
     ("config::service", "config::net"),
     ("config::service", "config::nul"),
-    // `[kubernetes]`: its label selectors are their own grammar, below it.
+    // `[kubernetes]` (its label selector grammar is its child, `config::kubernetes::selector`).
     ("config::kubernetes", "config::diag"),
     ("config::kubernetes", "config::doc"),
-    ("config::kubernetes", "config::label_selector"),
     ("config::kubernetes", "config::net"),
     ("config::kubernetes", "config::nul"),
-    ("config::kubernetes_tests", "config::kubernetes"),
-    ("config::test_controller", "config::daemon"),
-    ("config::test_controller", "config::diag"),
-    ("config::test_controller", "config::doc"),
-    ("config::test_controller", "config::duration"),
     ("config::tests", "config::service"),
     // Inside nftables, named by stage: ir (the IR) and error at the bottom; encode (constants
     // as kernel bytes) and expr (kernel expressions); build (IR -> libnftnl objects); batch
@@ -293,6 +293,12 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon::reload", "daemon::last_good"),
 ];
 
+/// Modules whose children are nodes of the top-level graph on their own, each with its edges:
+/// `fault` has a layer below everything (side tables the production code consults) and one
+/// above config and the controllers (the test controller); its `mod.rs` is only a facade
+/// (checked by [`the_fault_module_is_a_facade_over_its_layers`]).
+const SPLIT: &[&str] = &["fault"];
+
 /// Modules whose children are checked against each other too.
 const FINE: &[&str] = &[
     "config",
@@ -360,6 +366,154 @@ fn every_import_follows_an_allowed_edge_and_the_graph_has_no_cycle() {
          the graph a DAG):\n  {}",
         problems.join("\n  ")
     );
+}
+
+/// Where `feature = "fault-injection"` may be named outside `src/fault/` (which is compiled
+/// only in that build and so never needs to), and how often: the module's declaration and
+/// `fault_hook!` in lib.rs, the two serde keys only that build accepts (a field attribute
+/// has no `fault_hook!` form), the policy memo's check of the side table's generation, and
+/// the build-info label. Everything else reaches the module through `fault_hook!`. A new
+/// site means editing this table, in review, on purpose; a removed one, deleting its row.
+const FAULT_FEATURE_SITES: &[(&str, usize)] = &[
+    ("lib.rs", 3),
+    ("config/policy/raw.rs", 1),
+    ("config/route/raw.rs", 1),
+    ("controller/policy/model.rs", 3),
+    ("metrics.rs", 1),
+];
+
+#[test]
+fn the_fault_injection_feature_is_named_only_in_its_few_entry_points() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found: BTreeMap<String, usize> = BTreeMap::new();
+    for file in rust_files(&src) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let n = text
+            .lines()
+            .map(without_comment_line)
+            .filter(|l| l.contains("feature = \"fault-injection\""))
+            .count();
+        if n > 0 {
+            let rel = file.strip_prefix(&src).unwrap().display().to_string();
+            found.insert(rel, n);
+        }
+    }
+    let want: BTreeMap<String, usize> = FAULT_FEATURE_SITES
+        .iter()
+        .map(|(f, n)| (f.to_string(), *n))
+        .collect();
+    assert_eq!(
+        found, want,
+        "`feature = \"fault-injection\"` outside its entry points (use `fault_hook!`, or edit \
+         FAULT_FEATURE_SITES in tests/repo/layering.rs on purpose)"
+    );
+}
+
+/// The line, or nothing for a comment line (string literals kept: a `cfg` names its feature
+/// in one).
+fn without_comment_line(line: &str) -> &str {
+    let t = line.trim_start();
+    if t.starts_with("//") { "" } else { line }
+}
+
+/// `src/fault/mod.rs` declares the layers and documents them; code there would be a node
+/// of its own that the split graph does not see.
+#[test]
+fn the_fault_module_is_a_facade_over_its_layers() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/fault/mod.rs");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let code: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .filter(|l| !(l.starts_with("pub mod ") && l.ends_with(';')))
+        .collect();
+    assert!(code.is_empty(), "src/fault/mod.rs holds code: {code:?}");
+    assert_eq!(top("fault::hang::tests"), "fault::hang");
+    assert_eq!(top("fault"), "fault");
+    assert_eq!(top("config::policy"), "config");
+}
+
+/// The layers below config never name what is built on it: no Kubernetes source, controller,
+/// daemon or test controller in `src/config/` (the `[kubernetes]` section is config's own;
+/// the cluster client is not).
+#[test]
+fn config_names_nothing_built_on_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let above = [
+        "crate::kubernetes",
+        "crate::controller",
+        "crate::daemon",
+        "crate::source",
+        "crate::fault::test_controller",
+    ];
+    let mut found = Vec::new();
+    for file in rust_files(&src.join("config")) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = strip_strings_and_comments(line);
+            if let Some(name) = above.iter().find(|a| code.contains(*a)) {
+                let at = file.strip_prefix(&src).unwrap().display();
+                found.push(format!("{at}:{}: {name}", i + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "config names a layer above it:\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// Test and fuzz oracles live outside `src/` (`tests/oracle/`) and are mounted with `#[path]`
+/// only in test and fuzz builds: every `#[path]` in `src/` that leaves `src/` is such a mount,
+/// under `#[cfg(any(test, fuzzing))]`, and every oracle is mounted.
+#[test]
+fn oracles_outside_src_are_mounted_only_in_test_and_fuzz_builds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let mut mounted = BTreeSet::new();
+    let mut problems = Vec::new();
+    for file in rust_files(&src) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(rest) = line.trim().strip_prefix("#[path = \"") else {
+                continue;
+            };
+            let target = rest.trim_end_matches("\"]");
+            let at = format!("{}:{}", file.strip_prefix(&src).unwrap().display(), i + 1);
+            let path = file.parent().unwrap().join(target);
+            let resolved = path.canonicalize().unwrap_or(path);
+            if resolved.starts_with(src.canonicalize().unwrap()) {
+                // A file of `src/` under another name (a module's tests beside it).
+                continue;
+            }
+            match resolved.strip_prefix(root.join("tests/oracle").canonicalize().unwrap()) {
+                Ok(name) => {
+                    mounted.insert(name.display().to_string());
+                }
+                Err(_) => problems.push(format!("{at}: mounts {target}, not a tests/oracle file")),
+            }
+            let attrs = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.trim().starts_with("#[") || l.trim().starts_with("///"));
+            if !attrs
+                .into_iter()
+                .any(|l| l.trim() == "#[cfg(any(test, fuzzing))]")
+            {
+                problems.push(format!("{at}: mounted without #[cfg(any(test, fuzzing))]"));
+            }
+        }
+    }
+    for entry in std::fs::read_dir(root.join("tests/oracle")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !mounted.contains(&name) {
+            problems.push(format!("tests/oracle/{name} is mounted nowhere"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 /// A match arm on a header field (`Field::IpSaddr => ...`, `Expr::Payload(Field::TcpDport)
@@ -683,8 +837,17 @@ fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<
     (!base.is_empty()).then_some(base)
 }
 
+/// The top-level node of `module`: its first segment, or its first two under a [`SPLIT`]
+/// module (`fault::hang::tests` -> `fault::hang`).
 fn top(module: &str) -> &str {
-    module.split("::").next().unwrap()
+    let first = module.split("::").next().unwrap();
+    if !SPLIT.contains(&first) {
+        return first;
+    }
+    match module.match_indices("::").nth(1) {
+        Some((end, _)) => &module[..end],
+        None => module,
+    }
 }
 
 /// The edges one reference makes: between top-level modules, and between children of each

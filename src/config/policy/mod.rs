@@ -8,7 +8,8 @@
 //! (`forward = "drop"`) or the zone-to-zone forwards (`[[policy.forward]]`, or an inline
 //! array `forward = [{ from = "lan", to = "wan" }]`): one key cannot be both, so a file with
 //! forwards writes the verdict as `forward_default` (the loader explains this when a file
-//! tries both, see `dual_forward`).
+//! tries both: `FORWARD_CLASH`, this section's diagnosis of the clash, which the generic
+//! merge asks).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -19,10 +20,12 @@ use toml::de::{DeTable, DeValue};
 use super::diag::Diagnostics;
 use super::doc::{Doc, Value, de, de_each};
 
+mod dual_forward;
 mod helpers;
 mod matches;
 mod model;
 mod offload;
+pub mod pods;
 mod port_forward;
 mod raw;
 mod rule_match;
@@ -31,6 +34,7 @@ mod sets;
 mod time_match;
 mod zones;
 
+pub(crate) use dual_forward::FORWARD_CLASH;
 pub use helpers::{KNOWN_HELPERS, helper_ports};
 pub use model::*;
 use offload::validate_offload;

@@ -45,6 +45,9 @@ pub struct Zone {
     /// Log (rate-limited, prefixed with the zone's name) what the default verdict drops of
     /// traffic from this zone.
     pub log_drops: bool,
+    /// `log_limit`: the rate all of the zone's logs share (its drop logs and the logs of
+    /// rules from it, or to it for the router's own traffic); `None` = the default rate.
+    pub log_limit: Option<Rate>,
     /// SNAT traffic leaving through this zone to these addresses (`snat`), at most one per
     /// IP version; a version with an address here is not masqueraded.
     pub snat: Vec<IpAddr>,
@@ -185,16 +188,18 @@ pub struct PolicyRule {
     /// chain of the rule's path: forward for a `to` zone, input for `to = "self"`, output
     /// for `from = "self"`, prerouting otherwise.
     pub set_dscp: Option<u8>,
-    /// True for a rule with `set_mark` or `set_dscp` and no `action`: it only marks and adds
-    /// nothing to the filter chains (`action` is then `Accept` and unused).
-    pub mark_only: bool,
-    /// What matching traffic gets.
-    pub action: Action,
+    /// What matching traffic gets; `None` (no `action`): the rule counts (and logs, marks)
+    /// and decides nothing, evaluation goes on with the next rule (fw4's rule without
+    /// `target`).
+    pub action: Option<Action>,
     /// Log matching packets (rate-limited), with `log_prefix` or else the rule's name as
     /// prefix.
     pub log: bool,
     /// The log prefix (`log_prefix`, which implies `log`); `None` = `"<name>: "`.
     pub log_prefix: Option<String>,
+    /// `log_limit`: the rate of its log (over its zone's `log_limit`); `None` = the zone's
+    /// or the default rate.
+    pub log_limit: Option<Rate>,
     /// Only packets within this rate match (the rest fall through to later rules).
     pub limit: Option<Rate>,
 }

@@ -20,6 +20,7 @@ pub(super) struct RawZone {
     pub(super) mtu_fix: bool,
     #[serde(default)]
     pub(super) log_drops: bool,
+    pub(super) log_limit: Option<Spanned<String>>,
     pub(super) snat: Option<Spanned<RawFrom>>,
     #[serde(default)]
     pub(super) helpers: Vec<Spanned<String>>,
@@ -67,6 +68,7 @@ with_raw_match_keys! {
         #[serde(default)]
         pub(super) log: bool,
         pub(super) log_prefix: Option<Spanned<String>>,
+        pub(super) log_limit: Option<Spanned<String>>,
         pub(super) limit: Option<Spanned<String>>,
         #[cfg(feature = "fault-injection")]
         #[serde(default)]

@@ -90,8 +90,9 @@ pub(super) fn validate_rule(
     let set_mark = set_mark(raw.set_mark.as_ref(), diags);
     let set_dscp = set_dscp(raw.set_dscp.as_ref(), diags);
     let marking = mark_place(&raw, diags);
-    let action = action_or_mark(&raw, diags);
-    let limit = limit(raw.limit.as_ref(), diags);
+    let action = action(raw.action.as_ref(), diags);
+    let log_limit = limit("log_limit", raw.log_limit.as_ref(), diags);
+    let limit = limit("limit", raw.limit.as_ref(), diags);
     let log_prefix = log_prefix(raw.log_prefix.as_ref(), diags);
     // The test hook goes to the fault module's side table, not into the rule.
     crate::fault_hook!(
@@ -100,6 +101,7 @@ pub(super) fn validate_rule(
     );
     let (matches, limit, log_prefix, set_mark) = (matches?, limit?, log_prefix?, set_mark?);
     let set_dscp = set_dscp?;
+    let (action, log_limit) = (action?, log_limit?);
     if !marking || !matches.can_match(&raw.name, cfg, diags) {
         return None;
     }
@@ -108,31 +110,20 @@ pub(super) fn validate_rule(
         matches,
         set_mark,
         set_dscp,
-        mark_only: raw.action.is_none(),
-        action: action?,
-        log: raw.log || log_prefix.is_some(),
+        action,
+        log: raw.log || log_prefix.is_some() || log_limit.is_some(),
         log_prefix,
+        log_limit,
         limit,
     })
 }
 
-/// The rule's `action`; a rule with `set_mark` or `set_dscp` may go without (it only marks:
-/// `Accept` stands in, unused). `None` when missing or invalid (reported).
-fn action_or_mark(raw: &RawRule, diags: &mut Diagnostics) -> Option<Action> {
-    match (&raw.action, &raw.set_mark) {
-        (Some(a), _) => rule_action(a, diags),
-        (None, Some(_)) => Some(Action::Accept),
-        (None, None) if raw.set_dscp.is_some() => Some(Action::Accept),
-        (None, None) => {
-            diags.error(
-                raw.name.span(),
-                format!(
-                    "rule `{}` has no `action`: expected action = \"accept\", \"drop\" or \"reject\" (or a `set_mark`)",
-                    raw.name.get_ref()
-                ),
-            );
-            None
-        }
+/// The rule's `action`: `Some(None)` when absent (the rule only counts, logs or marks, and
+/// evaluation goes on: fw4's rule without `target`), `None` when invalid (reported).
+fn action(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Option<Action>> {
+    match raw {
+        Some(a) => rule_action(a, diags).map(Some),
+        None => Some(None),
     }
 }
 
@@ -196,8 +187,13 @@ fn rule_action(raw: &Spanned<String>, diags: &mut Diagnostics) -> Option<Action>
     action
 }
 
-/// `limit`: `Some(None)` when absent, `None` when invalid (reported).
-fn limit(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Option<Rate>> {
+/// A rate key (`limit`, `log_limit`): `Some(None)` when absent, `None` when invalid
+/// (reported).
+pub(super) fn limit(
+    key: &str,
+    raw: Option<&Spanned<String>>,
+    diags: &mut Diagnostics,
+) -> Option<Option<Rate>> {
     let Some(l) = raw else {
         return Some(None);
     };
@@ -205,7 +201,7 @@ fn limit(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Optio
     if rate.is_none() {
         diags.error(
             l.span(),
-            format!("invalid limit `{}`: expected \"<count>/<second|minute|hour|day>\", e.g. \"10/second\"", l.get_ref()),
+            format!("invalid {key} `{}`: expected \"<count>/<second|minute|hour|day>\", e.g. \"10/second\"", l.get_ref()),
         );
     }
     rate.map(Some)

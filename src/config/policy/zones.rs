@@ -59,6 +59,7 @@ pub(super) fn validate_zone(
         );
         return None;
     }
+    let log_limit = super::rules::limit("log_limit", raw.log_limit.as_ref(), diags);
     let snat = snat(&raw, diags)?;
     Some(Zone {
         name: name.to_string(),
@@ -68,6 +69,7 @@ pub(super) fn validate_zone(
         masquerade6: raw.masquerade6,
         mtu_fix: raw.mtu_fix,
         log_drops: raw.log_drops,
+        log_limit: log_limit?,
         snat,
         helpers,
     })

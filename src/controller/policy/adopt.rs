@@ -43,8 +43,8 @@ pub fn tag(program: &Program, failed: &BTreeSet<u32>) -> String {
     // that appeared while no edgenetd ran makes another program) are structure too.
     let _ = write!(
         h,
-        " {:?} {:?} {:?} {:?}",
-        t.ct_helpers, program.helper_groups, t.flowtables, program.flowtable_groups,
+        " {:?} {:?} {:?} {:?} {:?}",
+        t.ct_helpers, program.helper_groups, t.flowtables, program.flowtable_groups, t.limits,
     );
     for set in &t.sets {
         let definition = Set {

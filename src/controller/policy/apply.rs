@@ -192,6 +192,14 @@ fn add_objects(
             unbuildable = true;
         }
     }
+    // The zones' log limits belong to the skeleton: every log of a zone refers to its one.
+    for l in &table.limits {
+        batch.tag(0);
+        if let Err(e) = batch.add_limit(tref, l) {
+            on_error(0, e);
+            unbuildable = true;
+        }
+    }
     // A kernel without flowtables refuses the flowtable (and the rule that offloads to
     // it): their group is left out and the write retried, like any refused group.
     for ft in &table.flowtables {

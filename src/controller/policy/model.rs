@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::config::pod_policy::PodPolicies;
 use crate::config::policy::PolicyConfig;
+use crate::config::policy::pods::PodPolicies;
 use crate::sys;
 
 use super::addresses::RouterAddresses;
@@ -117,7 +117,7 @@ fn now() -> i64 {
 #[cfg(all(test, feature = "fault-injection"))]
 mod tests {
     use super::*;
-    use crate::config::pod_policy::{Isolation, PodPolicy};
+    use crate::config::policy::pods::{Isolation, PodPolicy};
     use crate::fault::kernel_reject::refuse_unit;
 
     fn refuses(p: &Program) -> bool {

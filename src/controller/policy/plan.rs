@@ -121,11 +121,10 @@ pub fn adoption(
     ) {
         return Adoption::Drifted("a rule was added or deleted");
     }
-    if !same_names(
-        t.ct_helpers.iter().map(|h| h.name.as_str()),
-        listing.objects.iter().map(|o| o.name.as_str()),
-    ) {
-        return Adoption::Drifted("a ct helper object was added or deleted");
+    let objects = (t.ct_helpers.iter().map(|h| h.name.as_str()))
+        .chain(t.limits.iter().map(|l| l.name.as_str()));
+    if !same_names(objects, listing.objects.iter().map(|o| o.name.as_str())) {
+        return Adoption::Drifted("a ct helper or limit object was added or deleted");
     }
     if !same_names(
         t.flowtables.iter().map(|f| f.name.as_str()),
@@ -334,11 +333,26 @@ mod tests {
                 fingerprint: String::new(),
             })
             .collect();
-        let objects = (p.table.ct_helpers.iter())
-            .map(|h| ObjectInfo {
-                name: h.name.clone(),
-                kind: 3,
-                helper: h.helper.clone(),
+        let helpers = p
+            .table
+            .ct_helpers
+            .iter()
+            .map(|h| (h.name.clone(), 3, h.helper.clone(), None));
+        let limits = (p.table.limits.iter()).map(|l| {
+            (
+                l.name.clone(),
+                4,
+                String::new(),
+                Some((l.rate, l.unit.seconds(), l.burst)),
+            )
+        });
+        let objects = helpers
+            .chain(limits)
+            .map(|(name, kind, helper, limit)| ObjectInfo {
+                name,
+                kind,
+                helper,
+                limit,
                 handle: handle(),
             })
             .collect();

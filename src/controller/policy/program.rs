@@ -35,6 +35,9 @@
 //!   for new connections from the zones that ask for a helper, on its port (see
 //!   `program/helpers.rs`).
 //!
+//! Zones with a `log_limit` get a named limit object, `<zone>.log_limit`, that every log of
+//! the zone refers to (`limit name "<zone>.log_limit"`): one rate for all of them, as fw4.
+//!
 //! # Rule groups
 //!
 //! Group 0 is the skeleton (table, chains, the always-present rules, the defaults). Every
@@ -49,7 +52,8 @@
 use std::collections::BTreeSet;
 
 use crate::config::policy::{
-    Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, SetFamily, Source,
+    Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, Rate, SetFamily, Source,
+    Zone,
 };
 use crate::dataplane::nft::intervals::normalize_prefixes;
 
@@ -109,7 +113,7 @@ pub const OUTPUT: &str = "output";
 pub const PREROUTING: &str = "prerouting";
 /// NAT postrouting chain.
 pub const POSTROUTING: &str = "postrouting";
-/// Log rate of `log = true` rules (per minute).
+/// Log rate (per minute) of a log without a `log_limit` of its own or of its zone.
 pub const LOG_PER_MINUTE: u64 = 10;
 /// `meta nfproto ipv4`.
 const NFPROTO_IPV4: u8 = 2;
@@ -128,6 +132,7 @@ impl Program {
             && self.rule_groups == other.rule_groups
             && self.set_groups == other.set_groups
             && self.table.ct_helpers == other.table.ct_helpers
+            && self.table.limits == other.table.limits
             && self.helper_groups == other.helper_groups
             && self.table.flowtables == other.table.flowtables
             && self.flowtable_groups == other.flowtable_groups
@@ -159,6 +164,7 @@ impl Program {
                 t.ct_helpers.push(h.clone());
             }
         }
+        t.limits = self.table.limits.clone();
         t.flowtables = self
             .table
             .flowtables
@@ -263,6 +269,12 @@ fn verdict(action: Action, protocol: Protocol) -> Stmt {
         Action::Reject if protocol == Protocol::Tcp => Stmt::Reject(Reject::TcpReset),
         Action::Reject => Stmt::Reject(Reject::IcmpxPortUnreachable),
     }
+}
+
+/// True for a rule with `set_mark` or `set_dscp` and no `action` nor log: it only marks (in
+/// the mangle chains, where it is counted) and adds nothing to the filter chains.
+pub fn is_mark_only(r: &PolicyRule) -> bool {
+    (r.set_mark.is_some() || r.set_dscp.is_some()) && r.action.is_none() && !r.log
 }
 
 /// Builds rules into a program, tagging each with the current group.
@@ -434,6 +446,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.p.table.chains = base_chains(cfg);
     b.named_sets(cfg);
     b.ct_helpers(cfg);
+    b.log_limits(cfg);
     b.mtu_fixes(cfg);
     b.flow_offload(cfg, addrs.links());
     b.always_present();
@@ -477,42 +490,74 @@ fn base_chains(cfg: &PolicyConfig) -> Vec<Chain> {
     ]
 }
 
-/// The rate of every log statement: [`LOG_PER_MINUTE`], burst 5.
-fn log_limit() -> Stmt {
+/// The rate of a log statement: its own `log_limit` (`own`, inline), else its zone's (the
+/// zone's named limit object, shared by all of the zone's logs), else [`LOG_PER_MINUTE`],
+/// burst 5.
+fn log_limit(own: Option<Rate>, zone: Option<&Zone>) -> Stmt {
+    if own.is_none()
+        && let Some(z) = zone.filter(|z| z.log_limit.is_some())
+    {
+        return Stmt::LimitRef(log_limit_name(z));
+    }
+    let (rate, unit) = own.map_or((LOG_PER_MINUTE, RateUnit::Minute), |r| {
+        (r.count, rate_unit(r))
+    });
     Stmt::Limit {
-        rate: LOG_PER_MINUTE,
-        unit: RateUnit::Minute,
+        rate,
+        unit,
         burst: 5,
         over: false,
     }
 }
 
-/// The kernel rules of one match of a config rule: a rate-limited log rule first when it
-/// logs, then the rule itself (limit, counter, verdict).
-fn rule_statements(r: &PolicyRule, protocol: Protocol, m: Match) -> Vec<Vec<Stmt>> {
+/// The name of zone `z`'s limit object (fw4's).
+pub fn log_limit_name(z: &Zone) -> String {
+    format!("{}.log_limit", z.name)
+}
+
+fn rate_unit(r: Rate) -> RateUnit {
+    match r.per_seconds {
+        1 => RateUnit::Second,
+        60 => RateUnit::Minute,
+        3600 => RateUnit::Hour,
+        _ => RateUnit::Day,
+    }
+}
+
+/// The log statement of rule `r`: its `log_prefix` or else `"<name>: "`.
+fn rule_log(r: &PolicyRule) -> Stmt {
+    Stmt::Log {
+        prefix: r
+            .log_prefix
+            .clone()
+            .unwrap_or_else(|| format!("{}: ", r.name)),
+    }
+}
+
+/// The kernel rules of one match of a config rule in a chain whose logs are `zone`'s (its
+/// `log_limit` is the rate of a log without a `log_limit` of its own).
+///
+/// With an action: a rate-limited log rule first when it logs, then the rule itself (limit,
+/// counter, verdict). Without one: a single rule (limit, counter, rate-limited log) and no
+/// verdict, so the packet goes on to the next rule.
+fn rule_statements(
+    r: &PolicyRule,
+    zone: Option<&Zone>,
+    protocol: Protocol,
+    m: Match,
+) -> Vec<Vec<Stmt>> {
     let mut built = Vec::new();
-    if r.log {
+    if r.log && r.action.is_some() {
         let mut stmts = m.stmts.clone();
-        stmts.push(log_limit());
-        stmts.push(Stmt::Log {
-            prefix: r
-                .log_prefix
-                .clone()
-                .unwrap_or_else(|| format!("{}: ", r.name)),
-        });
+        stmts.push(log_limit(r.log_limit, zone));
+        stmts.push(rule_log(r));
         built.push(stmts);
     }
     let mut stmts = m.stmts;
     if let Some(l) = r.limit {
-        let unit = match l.per_seconds {
-            1 => RateUnit::Second,
-            60 => RateUnit::Minute,
-            3600 => RateUnit::Hour,
-            _ => RateUnit::Day,
-        };
         stmts.push(Stmt::Limit {
             rate: l.count,
-            unit,
+            unit: rate_unit(l),
             burst: 0,
             over: false,
         });
@@ -520,11 +565,26 @@ fn rule_statements(r: &PolicyRule, protocol: Protocol, m: Match) -> Vec<Vec<Stmt
     stmts.push(Stmt::Counter);
     if refused_by_test(&r.name, false) {
         stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
-    } else {
-        stmts.push(verdict(r.action, protocol));
+    } else if let Some(action) = r.action {
+        stmts.push(verdict(action, protocol));
+    } else if r.log {
+        stmts.push(log_limit(r.log_limit, zone));
+        stmts.push(rule_log(r));
     }
     built.push(stmts);
     built
+}
+
+/// The zone whose `log_limit` the logs of rule `r` in `chain` share (fw4's): its `from`
+/// zone in input and forward, else (a forwarded rule from anywhere) its `to` zone; its `to`
+/// zone in output.
+fn log_zone<'a>(cfg: &'a PolicyConfig, r: &PolicyRule, chain: &str) -> Option<&'a Zone> {
+    let name = match (chain, &r.matches.from, &r.matches.to) {
+        (INPUT | FORWARD, Source::Zone(z), _) => z,
+        (OUTPUT | FORWARD, _, Destination::Zone(z)) => z,
+        _ => return None,
+    };
+    cfg.zones.get(name)
 }
 
 impl Builder {
@@ -534,6 +594,21 @@ impl Builder {
             self.group(format!("set {}", s.name), false);
             self.p.table.sets.push(named_set(s));
             self.p.set_groups.push(self.group);
+        }
+    }
+
+    /// A named limit object for every zone with a `log_limit` (in the skeleton: the logs of
+    /// many groups share it).
+    fn log_limits(&mut self, cfg: &PolicyConfig) {
+        for z in cfg.zones.values() {
+            if let Some(r) = z.log_limit {
+                self.p.table.limits.push(LimitObject {
+                    name: log_limit_name(z),
+                    rate: r.count,
+                    unit: rate_unit(r),
+                    burst: 5,
+                });
+            }
         }
     }
 
@@ -567,15 +642,16 @@ impl Builder {
     }
 
     /// `[[policy.rule]]`, in config order; each goes to the chains its from/to select (a
-    /// rule that only marks, to none). The forward chain's share comes after every
+    /// rule that only marks, to none; see [`is_mark_only`]). The forward chain's share comes after every
     /// input/output rule was added (kernel rule order within a chain is what matters;
     /// groups keep their tags).
     fn config_rules(&mut self, cfg: &PolicyConfig) {
         let mut forward_rules = Vec::new();
         for r in &cfg.rules {
-            self.group(format!("rule {}", r.name), r.action != Action::Accept);
+            let deny = matches!(r.action, Some(Action::Drop | Action::Reject));
+            self.group(format!("rule {}", r.name), deny);
             let chains: &[&str] = match (&r.matches.from, &r.matches.to) {
-                _ if r.mark_only => &[],
+                _ if is_mark_only(r) => &[],
                 (Source::Router, _) => &[OUTPUT],
                 (_, Destination::Router) => &[INPUT],
                 (_, Destination::Zone(_)) => &[FORWARD],
@@ -583,10 +659,11 @@ impl Builder {
             };
             for chain in chains {
                 let sees_oif = matches!(*chain, FORWARD | OUTPUT);
+                let zone = log_zone(cfg, r, chain);
                 let mut built = Vec::new();
                 for (protocol, matches) in rule_matches(cfg, &r.matches, sees_oif) {
                     for m in matches {
-                        built.extend(rule_statements(r, protocol, m));
+                        built.extend(rule_statements(r, zone, protocol, m));
                     }
                 }
                 if *chain == FORWARD {
@@ -703,7 +780,7 @@ impl Builder {
                     // much of the zone's traffic the default drops.
                     let mut stmts = m.stmts;
                     stmts.push(Stmt::Counter);
-                    stmts.push(log_limit());
+                    stmts.push(log_limit(None, Some(z)));
                     stmts.push(Stmt::Log {
                         prefix: format!("{verb} {} {chain}: ", z.name),
                     });

@@ -91,6 +91,9 @@ impl Controller for PolicyController {
         let rules = program.as_ref().map_or(0, |p| p.rule_count());
         let (kernel, result) = crate::sync::unblock(move || {
             let r = kernel.sync(&table, program, period);
+            if r.is_ok() {
+                kernel.record_rule_counters();
+            }
             (kernel, r)
         })
         .await;
@@ -110,6 +113,30 @@ struct Kernel {
 }
 
 impl Kernel {
+    /// Reads the rules' counters (one rule dump, after the sync's own work) into the
+    /// per-rule series; a failed dump leaves the series as they were (the next sync tries
+    /// again). No table (no `[policy]`) or no config rule: nothing to read.
+    fn record_rule_counters(&mut self) {
+        // A table without `[[policy.rule]]`s (only pod isolation, say) has no series to read.
+        let Some(t) = self
+            .cache
+            .snapshot()
+            .filter(|a| {
+                a.program
+                    .groups
+                    .iter()
+                    .any(|g| g.label.starts_with("rule "))
+            })
+            .map(|a| TableRef::from(&a.program.table))
+        else {
+            return;
+        };
+        match self.nft.socket().list_rule_counters(&t) {
+            Ok(listed) => super::metrics::record_rule_counters(&listed),
+            Err(e) => log::debug!("policy rule counters not read: {e}"),
+        }
+    }
+
     /// One sync: brings the table in line with `desired` (`None` = no table).
     fn sync(
         &mut self,

@@ -275,6 +275,9 @@ impl Batch {
             for h in &table.ct_helpers {
                 b.add_ct_helper(&t, h)?;
             }
+            for l in &table.limits {
+                b.add_limit(&t, l)?;
+            }
             for ft in &table.flowtables {
                 b.add_flowtable(&t, ft)?;
             }
@@ -290,6 +293,18 @@ impl Batch {
         let o = objects::ct_helper(t, h)?;
         self.message(
             format!("add ct helper {}", h.name),
+            libc::NFT_MSG_NEWOBJ,
+            t.family,
+            libc::NLM_F_CREATE,
+            &o,
+        )
+    }
+
+    /// `add limit`: a named `limit` object (before the rules that refer to it).
+    pub fn add_limit(&mut self, t: &TableRef, l: &LimitObject) -> Result<(), CompileError> {
+        let o = objects::limit_object(t, l)?;
+        self.message(
+            format!("add limit {}", l.name),
             libc::NFT_MSG_NEWOBJ,
             t.family,
             libc::NLM_F_CREATE,

@@ -228,6 +228,15 @@ pub(crate) fn log(prefix: &str) -> Result<Expr<kind::Log>, CompileError> {
 
 /// `NFT_OBJECT_CT_HELPER`.
 pub(crate) const OBJECT_CT_HELPER: u32 = 3;
+/// `NFT_OBJECT_LIMIT`.
+pub(crate) const OBJECT_LIMIT: u32 = 4;
+
+/// `limit name "<name>"`: a reference to the table's limit object `name`.
+pub(crate) fn limit_ref(name: &str) -> Result<Expr<kind::Objref>, CompileError> {
+    Expr::new()
+        .with_u32(objref::IMM_TYPE, OBJECT_LIMIT)
+        .with_str(objref::IMM_NAME, name)
+}
 
 /// `ct helper set "<name>"`: a reference to the table's ct helper object `name`.
 pub(crate) fn ct_helper_set(name: &str) -> Result<Expr<kind::Objref>, CompileError> {

@@ -47,6 +47,8 @@ pub struct Table {
     pub rules: Vec<Rule>,
     /// `ct helper` objects (created before the rules that assign them).
     pub ct_helpers: Vec<CtHelper>,
+    /// Named `limit` objects (created before the rules that refer to them).
+    pub limits: Vec<LimitObject>,
     /// Flowtables, created after the sets and before the rules (which `flow add` to them).
     pub flowtables: Vec<Flowtable>,
 }
@@ -61,6 +63,7 @@ impl Table {
             chains: Vec::new(),
             rules: Vec::new(),
             ct_helpers: Vec::new(),
+            limits: Vec::new(),
             flowtables: Vec::new(),
         }
     }
@@ -82,6 +85,20 @@ pub struct CtHelper {
     pub helper: String,
     /// The IP protocol of the connections it helps (6 = tcp, 17 = udp).
     pub protocol: u8,
+}
+
+/// A named `limit` object: one token bucket that every [`Stmt::LimitRef`] to it shares, so
+/// the rules referring to it match at most `rate` per `unit` together.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LimitObject {
+    /// The object's name in the table (`limit name "<name>"`).
+    pub name: String,
+    /// Packets per unit.
+    pub rate: u64,
+    /// The unit.
+    pub unit: RateUnit,
+    /// Burst in packets (0 = nft's default 5).
+    pub burst: u32,
 }
 
 /// The netfilter hook of a base chain.
@@ -720,6 +737,9 @@ pub enum Stmt {
         /// `over`: match packets above the rate instead of below.
         over: bool,
     },
+    /// `limit name "<name>"`: matches while the table's limit object `name` (shared with
+    /// every other rule naming it) is under its rate.
+    LimitRef(String),
     /// `log prefix "<prefix>"` (kernel log at level warn).
     Log {
         /// The prefix (nft allows up to 127 bytes).

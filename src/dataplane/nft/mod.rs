@@ -101,7 +101,9 @@ pub mod watch;
 pub use batch::{Batch, Op, TAG_BATCH};
 pub use error::{CompileError, MessageFailure, NftError};
 pub use kept::KeptElem;
-pub use read::dump::{ChainInfo, ElemInfo, Listed, RuleInfo, SetInfo, TableInfo, list_answer};
+pub use read::dump::{
+    ChainInfo, ElemInfo, Listed, RuleCounters, RuleInfo, SetInfo, TableInfo, list_answer,
+};
 pub use read::objects::{FlowtableInfo, ObjectInfo};
 pub use socket::{Commit, Nft};
 pub use table_ref::TableRef;

@@ -66,6 +66,15 @@ pub fn render_table(table: &Table) -> String {
     for h in &table.ct_helpers {
         render_ct_helper(&mut out, table.family, h);
     }
+    for l in &table.limits {
+        // nft's grammar takes no quoted name here (an identifier, as for ct helpers).
+        let _ = writeln!(out, "\tlimit {} {{", l.name);
+        let _ = write!(out, "\t\trate {}/{}", l.rate, l.unit.name());
+        if l.burst > 0 {
+            let _ = write!(out, " burst {} packets", l.burst);
+        }
+        out.push_str("\n\t}\n");
+    }
     for ft in &table.flowtables {
         render_flowtable(&mut out, ft);
         out.push('\n');
@@ -347,6 +356,9 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             burst,
             over,
         } => render_limit(out, *rate, *unit, *burst, *over),
+        Stmt::LimitRef(name) => {
+            let _ = write!(out, "limit name \"{name}\"");
+        }
         Stmt::Log { prefix } => {
             let _ = write!(out, "log prefix \"{}\"", prefix.replace('"', "'"));
         }

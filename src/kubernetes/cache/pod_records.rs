@@ -7,7 +7,9 @@ use std::net::IpAddr;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
+use crate::config::policy::pods::{
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+};
 
 /// A [`PodPolicy`] as stored.
 #[derive(Serialize, Deserialize)]

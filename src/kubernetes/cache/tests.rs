@@ -1,7 +1,9 @@
 use std::time::Duration;
 
 use super::*;
-use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
+use crate::config::policy::pods::{
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+};
 use crate::config::route::TABLE_MAIN;
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{

@@ -3,7 +3,7 @@ use std::net::SocketAddr;
 use metrics_exporter_prometheus::PrometheusBuilder;
 
 use super::*;
-use crate::config::pod_policy::PodPolicy;
+use crate::config::policy::pods::PodPolicy;
 use crate::config::service::{Affinity, Backend, BackendCheck, WhenEmpty};
 use crate::kubernetes::translate::nodes::pod_route;
 

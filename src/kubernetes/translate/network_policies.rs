@@ -27,8 +27,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::config::label_selector::LabelSelector;
-use crate::config::pod_policy::{Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange};
+use crate::config::kubernetes::selector::LabelSelector;
+use crate::config::policy::pods::{
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+};
 use crate::kubernetes::compose::NAME_PREFIX;
 use crate::kubernetes::objects::{
     IntOrString, Namespace, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, Pod,

@@ -36,8 +36,8 @@ use ipnet::IpNet;
 
 use self::skips::Skips;
 use self::status::{Statuses, Watched};
+use crate::config::kubernetes::selector::LabelSelector;
 use crate::config::kubernetes::{Feed, NodePortAddresses};
-use crate::config::label_selector::LabelSelector;
 use crate::kubernetes::client::json::Decode;
 use crate::kubernetes::client::{Endpoint, HasMeta, Reflector, ReflectorConfig, Store};
 use crate::kubernetes::compose::{ClusterPart, Kind};

@@ -13,7 +13,7 @@ use ipnet::IpNet;
 use super::Settings;
 use super::skips::{Skip, Skips};
 use crate::config::kubernetes::NodePortAddresses;
-use crate::config::label_selector::LabelSelector;
+use crate::config::kubernetes::selector::LabelSelector;
 use crate::config::service::ServicesConfig;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;

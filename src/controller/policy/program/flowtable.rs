@@ -151,6 +151,7 @@ mod tests {
             masquerade6: false,
             mtu_fix: false,
             log_drops: false,
+            log_limit: None,
             snat: Vec::new(),
             helpers: Vec::new(),
         }

@@ -1,4 +1,4 @@
-//! Pod isolation (see [`crate::config::pod_policy`]) in the policy table: pods are addresses
+//! Pod isolation (see [`crate::config::policy::pods`]) in the policy table: pods are addresses
 //! behind the node, so their traffic passes the forward hook (the node's own traffic to them
 //! is output-hook traffic and never meets these rules).
 //!
@@ -25,8 +25,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::config::pod_policy::{Allow, Isolation, PodPolicies, PodPolicy, PortRange};
 use crate::config::policy::PolicyConfig;
+use crate::config::policy::pods::{Allow, Isolation, PodPolicies, PodPolicy, PortRange};
 use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 

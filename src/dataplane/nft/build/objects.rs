@@ -49,6 +49,20 @@ pub(crate) fn ct_helper(t: &TableRef, h: &CtHelper) -> Result<ffi::Object, Compi
     Ok(o)
 }
 
+/// A named `limit` object (packets per unit).
+pub(crate) fn limit_object(t: &TableRef, l: &LimitObject) -> Result<ffi::Object, CompileError> {
+    let mut o = ffi::Object::new();
+    o.set_str(object::TABLE, &t.name)?
+        .set_str(object::NAME, &l.name)?
+        .set_u32(object::FAMILY, family_u32(t.family))
+        .set_u32(object::TYPE, expr::OBJECT_LIMIT);
+    o.set_u64(object::LIMIT_RATE, l.rate)
+        .set_u64(object::LIMIT_UNIT, l.unit.seconds())
+        .set_u32(object::LIMIT_BURST, l.burst)
+        .set_u32(object::LIMIT_TYPE, 0);
+    Ok(o)
+}
+
 /// A chain object; with `with_base`, a base chain's hook, type, priority and policy.
 pub(crate) fn chain(
     t: &TableRef,

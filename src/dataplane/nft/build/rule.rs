@@ -348,6 +348,7 @@ impl RuleCx<'_> {
             } => self
                 .raw
                 .add_expr(expr::limit(*rate, unit.seconds(), *burst, *over)),
+            Stmt::LimitRef(name) => self.raw.add_expr(expr::limit_ref(name)?),
             Stmt::Log { prefix } => self.raw.add_expr(expr::log(prefix)?),
             Stmt::Verdict(v) => {
                 let (code, chain) = verdict_code(v);

@@ -123,7 +123,7 @@ pub(crate) mod set {
     });
 }
 
-/// Stateful object attributes (`ct helper` objects).
+/// Stateful object attributes (`ct helper` and `limit` objects).
 pub(crate) mod object {
     use super::*;
     attrs!(crate::dataplane::nft::ffi::kind::Object {
@@ -133,6 +133,10 @@ pub(crate) mod object {
         FAMILY: U32 = NFTNL_OBJ_FAMILY, "object family";
         CT_HELPER_NAME: Str = NFTNL_OBJ_CT_HELPER_NAME, "ct helper type";
         CT_HELPER_L4PROTO: U8 = NFTNL_OBJ_CT_HELPER_L4PROTO, "ct helper protocol";
+        LIMIT_RATE: U64 = NFTNL_OBJ_LIMIT_RATE, "limit rate";
+        LIMIT_UNIT: U64 = NFTNL_OBJ_LIMIT_UNIT, "limit unit";
+        LIMIT_BURST: U32 = NFTNL_OBJ_LIMIT_BURST, "limit burst";
+        LIMIT_TYPE: U32 = NFTNL_OBJ_LIMIT_TYPE, "limit type";
     });
 }
 
@@ -168,6 +172,9 @@ pub(crate) mod any_expr {
     use super::*;
     attrs!(crate::dataplane::nft::ffi::kind::AnyExpr {
         NAME: Str = NFTNL_EXPR_NAME, "expression name";
+        // Meaningful only on an expression named `counter` (the codes are per kind).
+        CTR_PACKETS: U64 = NFTNL_EXPR_CTR_PACKETS, "counter packets";
+        CTR_BYTES: U64 = NFTNL_EXPR_CTR_BYTES, "counter bytes";
     });
 }
 

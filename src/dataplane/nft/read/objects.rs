@@ -20,10 +20,12 @@ const NFT_MSG_GETFLOWTABLE: i32 = 23;
 pub struct ObjectInfo {
     /// Name in the table.
     pub name: String,
-    /// NFT_OBJECT_* type (3 = ct helper).
+    /// NFT_OBJECT_* type (3 = ct helper, 4 = limit).
     pub kind: u32,
     /// For a ct helper, the kernel helper it names (`ftp`); empty otherwise.
     pub helper: String,
+    /// For a limit: its rate, unit (seconds) and burst, so an edited rate is drift.
+    pub limit: Option<(u64, u64, u32)>,
     /// Kernel handle.
     pub handle: u64,
 }
@@ -66,6 +68,7 @@ impl Listing for Objects<'_> {
             name: String::new(),
             kind: 0,
             helper: String::new(),
+            limit: None,
             handle: 0,
         };
         for (ty, value) in attributes(msg.bytes().get(NFGEN_HDR_LEN..).unwrap_or_default()) {
@@ -76,6 +79,18 @@ impl Listing for Objects<'_> {
                 NFTA_OBJ_DATA if info.kind == NFT_OBJECT_CT_HELPER => {
                     let name = attributes(value).find(|(t, _)| *t == NFTA_CT_HELPER_NAME);
                     info.helper = name.map(|(_, v)| c_string(v)).unwrap_or_default();
+                }
+                NFTA_OBJ_DATA if info.kind == NFT_OBJECT_LIMIT => {
+                    let mut l = (0, 0, 0);
+                    for (t, v) in attributes(value) {
+                        match t {
+                            NFTA_LIMIT_RATE => l.0 = v.try_into().map_or(0, u64::from_be_bytes),
+                            NFTA_LIMIT_UNIT => l.1 = v.try_into().map_or(0, u64::from_be_bytes),
+                            NFTA_LIMIT_BURST => l.2 = v.try_into().map_or(0, u32::from_be_bytes),
+                            _ => {}
+                        }
+                    }
+                    info.limit = Some(l);
                 }
                 NFTA_OBJ_HANDLE => info.handle = value.try_into().map_or(0, u64::from_be_bytes),
                 _ => {}
@@ -138,6 +153,11 @@ const NFTA_OBJ_HANDLE: u16 = 6;
 /// `NFT_OBJECT_CT_HELPER`, and its `NFTA_CT_HELPER_NAME` inside `NFTA_OBJ_DATA`.
 const NFT_OBJECT_CT_HELPER: u32 = 3;
 const NFTA_CT_HELPER_NAME: u16 = 1;
+/// `NFT_OBJECT_LIMIT`, and its `NFTA_LIMIT_*` inside `NFTA_OBJ_DATA`.
+const NFT_OBJECT_LIMIT: u32 = 4;
+const NFTA_LIMIT_RATE: u16 = 1;
+const NFTA_LIMIT_UNIT: u16 = 2;
+const NFTA_LIMIT_BURST: u16 = 3;
 /// `NFTA_FLOWTABLE_*` attribute types.
 const NFTA_FLOWTABLE_TABLE: u16 = 1;
 const NFTA_FLOWTABLE_NAME: u16 = 2;
@@ -219,6 +239,7 @@ mod tests {
                 name: "helper-ftp".into(),
                 kind: NFT_OBJECT_CT_HELPER,
                 helper: "ftp".into(),
+                limit: None,
                 handle: 9,
             }]
         );

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::config::label_selector::{LabelSelector, Operator, Requirement};
-use crate::config::pod_policy::L4Protocol;
+use crate::config::kubernetes::selector::{LabelSelector, Operator, Requirement};
+use crate::config::policy::pods::L4Protocol;
 use crate::kubernetes::objects::{self, Pod};
 
 /// A pod as policies see it.

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::config::pod_policy::L4Protocol;
+use crate::config::policy::pods::L4Protocol;
 use crate::dataplane::nft::text;
 
 fn ips(v: &[&str]) -> Vec<IpAddr> {

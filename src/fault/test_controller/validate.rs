@@ -1,39 +1,18 @@
-//! `[[test_controller]]` (cargo feature `fault-injection` only): controllers whose behaviour
-//! the config sets, so the heartbeat contract can be tested end to end on the real binary.
+//! `[[test_controller]]` raw (serde, unknown keys refused) and validated into
+//! [`TestControllers`], every problem at its place like any built-in section.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::daemon::{ControllerSettings, RawController, controller_settings};
-use super::diag::Diagnostics;
-use super::doc::Doc;
-use super::duration::parse_duration;
+use super::model::{Behaviour, TestControllerConfig, TestControllers};
+use crate::config::extension::Model;
+use crate::config::{ControllerSettings, Diagnostics, Doc, parse_duration};
 
-/// What a test controller's syncs do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Behaviour {
-    /// Every sync succeeds.
-    Succeed,
-    /// Every sync fails with this message.
-    Fail(String),
-    /// Every sync blocks for this long (a wedged loop), then succeeds.
-    Hang(Duration),
-}
-
-/// A validated test controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TestControllerConfig {
-    /// Its name in logs, metrics and /healthz.
-    pub name: String,
-    /// What its syncs do once `succeed_first` syncs have passed.
-    pub behaviour: Behaviour,
-    /// How many syncs succeed before `behaviour` starts (lets READY=1 come first).
-    pub succeed_first: u64,
-    /// Period and budget, as for a real controller.
-    pub settings: ControllerSettings,
-}
+/// The section's key.
+pub const SECTION: &str = "test_controller";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,10 +28,15 @@ struct RawTestController {
     sync_budget: Option<Spanned<String>>,
 }
 
+/// Validates every `[[test_controller]]` (the extension's validator).
+pub fn validate_section(doc: &Doc<'_>, diags: &mut Diagnostics) -> Arc<dyn Model> {
+    Arc::new(validate(doc, diags))
+}
+
 /// Validates every `[[test_controller]]`.
-pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Vec<TestControllerConfig> {
+pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> TestControllers {
     let mut out = Vec::new();
-    for item in doc.items::<RawTestController>("test_controller", diags) {
+    for item in doc.items::<RawTestController>(SECTION, diags) {
         let raw = item.into_inner();
         let behaviour = match raw.behaviour.get_ref().as_str() {
             "succeed" => Behaviour::Succeed,
@@ -83,10 +67,8 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Vec<TestControllerCon
                 continue;
             }
         };
-        let settings = controller_settings(
-            RawController::from_parts(raw.enabled, raw.period, raw.sync_budget),
-            diags,
-        );
+        let settings =
+            ControllerSettings::from_keys(raw.enabled, raw.period, raw.sync_budget, diags);
         out.push(TestControllerConfig {
             name: raw.name,
             behaviour,
@@ -94,5 +76,5 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Vec<TestControllerCon
             settings,
         });
     }
-    out
+    TestControllers(out)
 }

@@ -3,8 +3,8 @@
 //! tested end to end on the real binary. Its behaviour is read from each snapshot, so a
 //! reload can turn a healthy test controller into a failing or hanging one.
 
+use super::model::Behaviour;
 use crate::config::DesiredState;
-use crate::config::test_controller::Behaviour;
 use crate::controller::Controller;
 use crate::sync::{Progress, SyncError, SyncReport};
 
@@ -37,11 +37,7 @@ impl Controller for TestController {
         _progress: &dyn Progress,
     ) -> Result<SyncReport, SyncError> {
         self.syncs += 1;
-        let Some(cfg) = desired
-            .test_controllers
-            .iter()
-            .find(|t| t.name == self.name)
-        else {
+        let Some(cfg) = super::entries(desired).find(|t| t.name == self.name) else {
             return Ok(SyncReport {
                 summary: "removed from config".into(),
                 ..Default::default()

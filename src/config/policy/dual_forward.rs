@@ -1,17 +1,28 @@
 //! `[policy] forward = "drop"` next to `[[policy.forward]]`: one key cannot be both a string
 //! and an array of tables, so TOML (and every TOML tool) rejects that document. The parser
 //! and the merge only say "duplicate key" or "set twice"; this module recognises the case and
-//! says what to write instead (`forward_default`), at both places.
+//! says what to write instead (`forward_default`), at both places. The `[policy]` section's
+//! own diagnosis, registered with the generic merge as [`FORWARD_CLASH`].
 
 use std::ops::Range;
 
 use toml::de::{DeTable, DeValue};
 
+use super::super::doc::KeyClash;
+
+/// The verdict-versus-forwards clash, as the merge and the parser ask for it.
+pub const FORWARD_CLASH: KeyClash = KeyClash {
+    merge: conflict,
+    syntax,
+    message: MESSAGE,
+    note: NOTE,
+};
+
 /// The error shown at the second of the two places.
-pub const MESSAGE: &str = "`forward` under [policy] is both the forward verdict (`forward = \"...\"`) and the zone forwards ([[policy.forward]]), which TOML does not allow (one key cannot be a string and an array of tables): write the verdict as `forward_default = \"...\"`";
+const MESSAGE: &str = "`forward` under [policy] is both the forward verdict (`forward = \"...\"`) and the zone forwards ([[policy.forward]]), which TOML does not allow (one key cannot be a string and an array of tables): write the verdict as `forward_default = \"...\"`";
 
 /// The note shown at the first place.
-pub const NOTE: &str = "the other `forward` is here";
+const NOTE: &str = "the other `forward` is here";
 
 fn is_string(v: &DeValue<'_>) -> bool {
     matches!(v, DeValue::String(_))
@@ -22,7 +33,7 @@ fn is_tables(v: &DeValue<'_>) -> bool {
 }
 
 /// True when merging `key` at `path` (from another file) is the verdict-versus-array clash.
-pub fn conflict(path: &[String], key: &str, existing: &DeValue<'_>, new: &DeValue<'_>) -> bool {
+fn conflict(path: &[String], key: &str, existing: &DeValue<'_>, new: &DeValue<'_>) -> bool {
     path.len() == 1
         && path[0] == "policy"
         && key == "forward"
@@ -31,7 +42,7 @@ pub fn conflict(path: &[String], key: &str, existing: &DeValue<'_>, new: &DeValu
 
 /// For a parser's "duplicate key" error at `span` of `text` (one file, local spans): the span
 /// of the first `forward` when the error is the clash.
-pub fn syntax(text: &str, span: &Range<usize>, table: &DeTable<'_>) -> Option<Range<usize>> {
+fn syntax(text: &str, span: &Range<usize>, table: &DeTable<'_>) -> Option<Range<usize>> {
     let key = text.get(span.clone())?.trim_matches(['"', '\'']);
     if key != "forward" {
         return None;

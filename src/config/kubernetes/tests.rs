@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use super::kubernetes::{
+use super::{
     BUILT_WITH_FEATURE, Connection, Credentials, Feed, KubernetesConfig, SecretPath, ServerUrl,
-    parse_server_url,
+    parse_server_url, selector,
 };
-use super::*;
+use crate::config::*;
 
 const NEEDS_FEATURE: &str = "`[kubernetes]` needs a build with the `kubernetes` feature";
 
@@ -78,7 +78,7 @@ network_policy_selector = "!legacy"
         k.feeds.into_iter().collect::<Vec<_>>(),
         [Feed::Services, Feed::Routes]
     );
-    let show = |s: Option<label_selector::LabelSelector>| s.unwrap().to_string();
+    let show = |s: Option<selector::LabelSelector>| s.unwrap().to_string();
     assert_eq!(show(k.service_selector), "edge.example.com/expose=true");
     assert_eq!(show(k.node_selector), "zone in (north,south)");
     assert_eq!(show(k.network_policy_selector), "!legacy");
@@ -279,7 +279,7 @@ fn toml_service_names_may_not_take_the_cluster_prefix() {
 /// The commented `[kubernetes]` example in config/edgenetd.toml, uncommented, is valid.
 #[test]
 fn the_commented_example_in_the_example_config_is_valid() {
-    let example = include_str!("../../config/edgenetd.toml");
+    let example = include_str!("../../../config/edgenetd.toml");
     let section: String = example
         .lines()
         .skip_while(|l| *l != "# [kubernetes]")
@@ -343,7 +343,7 @@ const SECTION: &str = "[kubernetes]\nin_cluster = true\n";
 
 #[test]
 fn service_cidrs_cluster_cidrs_and_node_port_addresses_are_read() {
-    use super::kubernetes::NodePortAddresses;
+    use super::NodePortAddresses;
     let nets = |v: &[&str]| -> Vec<ipnet::IpNet> { v.iter().map(|n| n.parse().unwrap()).collect() };
     let Some(k) = accepted(&format!(
         "{SECTION}service_cidrs = [\"10.96.0.0/12\", \"fd00:96::/108\"]\ncluster_cidrs = [\"10.42.0.0/16\"]\nnode_port_addresses = [\"192.168.1.0/24\", \"2001:db8::/64\"]\n"

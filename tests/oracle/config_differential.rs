@@ -1,7 +1,9 @@
 //! The differential check of the `[[route]]` fast path: for any input, the fast path and the
 //! whole-file parse give the same document, the same route elements (values and places), the
-//! same diagnostics and the same validated state. Used by the tests and by the cargo-fuzz
-//! target in `fuzz/` (built with `--cfg fuzzing`).
+//! same diagnostics and the same validated state. Used by the loader's tests
+//! (`src/config/load_tests.rs`) and by the cargo-fuzz target `route_tail` (built with
+//! `--cfg fuzzing`). It reads the loader's internals, so it is mounted as `config::differential`
+//! (`#[path]` in `src/config/mod.rs`) in test and fuzz builds only; the daemon never has it.
 
 use super::diag::Diagnostics;
 use super::doc::{Doc, ElementSink, Value};
@@ -40,7 +42,7 @@ pub fn observe(files: &[&str], min_blocks: usize) -> String {
         sources.add(format!("f{i}.toml").into(), text.to_string());
     }
     let mut diags = Diagnostics::default();
-    let mut doc = Doc::default();
+    let mut doc = Doc::new(super::KEY_CLASHES);
     let mut routes = Recorder::default();
     for file in sources.files() {
         merge_file(

@@ -1,0 +1,42 @@
+//! `[kubernetes]`: where the cluster is, how edgenetd proves who it is, and what it takes from
+//! it. Parsed and validated in every build, so a build without the `kubernetes` feature can
+//! say at the section's place that it needs one, instead of calling the section unknown.
+//!
+//! The key names are a contract (checks outside the repository write them):
+//! - `in_cluster = true`: the pod's service account (token, CA and API address from the
+//!   files and environment a pod is given); excludes `server`, `ca_file`, `token_file`,
+//!   `client_cert`, `client_key`.
+//! - otherwise `server` (an `https://` URL) and `ca_file`, plus exactly one of `token_file`
+//!   or `client_cert` + `client_key` (k3s from outside the cluster).
+//! - `node_name`: this node's Node name; absent = the host name.
+//! - `feeds`: any of `"services"`, `"routes"`, `"network_policies"`; default all three.
+//! - `service_selector`, `node_selector`, `network_policy_selector`: label selectors (the
+//!   string form of `kubectl -l`) narrowing the Services, Nodes and NetworkPolicies taken.
+//! - `cache_file`: where the last cluster state is kept across restarts (an absolute path;
+//!   absent = `/run/edgenetd/kubernetes-state.json`).
+//! - `service_cidrs`: prefixes cluster IPs are allocated from, in addition to the cluster's
+//!   ServiceCIDR objects.
+//! - `cluster_cidrs`: the pod prefixes (kube-proxy's local-traffic detector); absent = this
+//!   node's own pod CIDRs (its Node's `spec.podCIDRs`); `[]` = no detector.
+//! - `node_port_addresses`: where NodePorts are served: `["primary"]` (default), `["all"]`,
+//!   or prefixes.
+//!
+//! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
+//! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so
+//! the unit's dynamic user never needs access to the original file.
+
+mod model;
+mod raw;
+pub mod selector;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+pub use model::*;
+pub use validate::{parse_server_url, validate};
+
+/// The section's name.
+pub const SECTION: &str = "kubernetes";
+
+/// True when this build can act on `[kubernetes]`.
+pub const BUILT_WITH_FEATURE: bool = cfg!(feature = "kubernetes");

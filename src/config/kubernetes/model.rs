@@ -1,0 +1,148 @@
+//! The validated `[kubernetes]`: how to reach the cluster, and what to take from it.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+
+use super::selector::LabelSelector;
+
+/// Validated `[kubernetes]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubernetesConfig {
+    /// How to reach the API server and authenticate.
+    pub connection: Connection,
+    /// This node's Node name; `None` = the host name (resolved by the daemon).
+    pub node_name: Option<String>,
+    /// The kinds taken from the cluster, each once.
+    pub feeds: BTreeSet<Feed>,
+    /// Only Services with these labels (`None` = all).
+    pub service_selector: Option<LabelSelector>,
+    /// Only Nodes with these labels, for routes (`None` = all).
+    pub node_selector: Option<LabelSelector>,
+    /// Only NetworkPolicies with these labels (`None` = all).
+    pub network_policy_selector: Option<LabelSelector>,
+    /// Where the last cluster state is cached; `None` = the daemon's default path.
+    pub cache_file: Option<PathBuf>,
+    /// `service_cidrs`: cluster IP ranges added to the cluster's ServiceCIDRs.
+    pub service_cidrs: Vec<IpNet>,
+    /// `cluster_cidrs`: the pod prefixes; `None` = this node's pod CIDRs.
+    pub cluster_cidrs: Option<Vec<IpNet>>,
+    /// `node_port_addresses`: the addresses NodePorts are served on.
+    pub node_port_addresses: NodePortAddresses,
+}
+
+/// Which of this node's addresses serve NodePorts (kube-proxy's `--nodeport-addresses`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NodePortAddresses {
+    /// `"primary"`: the Node's primary addresses, one per family (the first InternalIP of
+    /// each family, else its first ExternalIP), as kube-proxy's node IPs.
+    #[default]
+    Primary,
+    /// `"all"`: every address of this host's interfaces (loopback aside).
+    All,
+    /// Prefixes: this host's interface addresses within them.
+    Cidrs(Vec<IpNet>),
+}
+
+/// Where the API server is and who edgenetd is to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    /// Running in a pod: the service account's token (re-read at each connect, since
+    /// projected tokens rotate), CA and the `KUBERNETES_SERVICE_*` address.
+    InCluster,
+    /// An explicit server.
+    Server {
+        /// The API server.
+        server: ServerUrl,
+        /// The cluster CA (PEM) that signs the server's certificate.
+        ca_file: SecretPath,
+        /// The client's credentials.
+        credentials: Credentials,
+    },
+}
+
+/// How the client authenticates to an explicit server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// A bearer token, re-read at each connect.
+    Token(SecretPath),
+    /// A client certificate and its key (PEM), as k3s issues them.
+    ClientCert {
+        /// The certificate chain.
+        cert: SecretPath,
+        /// The private key.
+        key: SecretPath,
+    },
+}
+
+/// A file holding a secret or a certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretPath {
+    /// An absolute path.
+    File(PathBuf),
+    /// `credential:NAME`: the file `NAME` in `$CREDENTIALS_DIRECTORY` (systemd credentials).
+    Credential(String),
+}
+
+/// The environment variable systemd sets to the directory of the unit's credentials.
+pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
+
+/// A `credential:NAME` that cannot be found because the process has no credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "credential `{0}`: ${CREDENTIALS_DIRECTORY} is not set (is LoadCredential={0}:... in the unit?)"
+)]
+pub struct NoCredentialsDirectory(pub String);
+
+impl SecretPath {
+    /// The file to read: the path itself, or `NAME` in `credentials_dir` (the value of
+    /// `$CREDENTIALS_DIRECTORY`, read by the caller when it connects).
+    pub fn resolve(
+        &self,
+        credentials_dir: Option<&std::path::Path>,
+    ) -> Result<PathBuf, NoCredentialsDirectory> {
+        match self {
+            SecretPath::File(path) => Ok(path.clone()),
+            SecretPath::Credential(name) => credentials_dir
+                .map(|dir| dir.join(name))
+                .ok_or_else(|| NoCredentialsDirectory(name.clone())),
+        }
+    }
+}
+
+/// A parsed `https://host[:port][/path]` API server URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerUrl {
+    /// Host name or address (an IPv6 address without brackets).
+    pub host: String,
+    /// TCP port (443 when not written).
+    pub port: u16,
+    /// Path prefix before `/api` (empty, or starting with `/` without a trailing one).
+    pub path: String,
+}
+
+/// A kind of object edgenetd can take from the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Feed {
+    /// Services and EndpointSlices become services.
+    Services,
+    /// Other Nodes' pod CIDRs become routes.
+    Routes,
+    /// NetworkPolicies (with Pods and Namespaces) become firewall rules.
+    NetworkPolicies,
+}
+
+impl Feed {
+    /// Every feed, in the order they are listed in messages.
+    pub const ALL: [Feed; 3] = [Feed::Services, Feed::Routes, Feed::NetworkPolicies];
+
+    /// The name written in `feeds`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feed::Services => "services",
+            Feed::Routes => "routes",
+            Feed::NetworkPolicies => "network_policies",
+        }
+    }
+}

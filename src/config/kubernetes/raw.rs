@@ -1,0 +1,24 @@
+//! The `[kubernetes]` table as written (serde, unknown keys refused).
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKubernetes {
+    pub(super) server: Option<Spanned<String>>,
+    pub(super) ca_file: Option<Spanned<String>>,
+    pub(super) token_file: Option<Spanned<String>>,
+    pub(super) client_cert: Option<Spanned<String>>,
+    pub(super) client_key: Option<Spanned<String>>,
+    pub(super) in_cluster: Option<Spanned<bool>>,
+    pub(super) node_name: Option<Spanned<String>>,
+    pub(super) feeds: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) service_selector: Option<Spanned<String>>,
+    pub(super) node_selector: Option<Spanned<String>>,
+    pub(super) network_policy_selector: Option<Spanned<String>>,
+    pub(super) cache_file: Option<Spanned<String>>,
+    pub(super) service_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) cluster_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+}
