@@ -103,8 +103,10 @@ pub fn lockdown_policy_text(management: &[String]) -> String {
     text
 }
 
-/// The built-in lockdown: [`lockdown_policy_text`] over `daemon.management`, no routes, no
-/// services, with these daemon and controller settings.
+/// The built-in lockdown: [`lockdown_policy_text`] over `daemon.management`, with these
+/// daemon and controller settings. The route and service controllers are held: what a
+/// previous run programmed stays in the kernel (a route to a management network, services
+/// the firewall now guards) until a valid config says otherwise.
 pub fn lockdown(
     daemon: DaemonSettings,
     controllers: BTreeMap<&'static str, ControllerSettings>,
@@ -119,6 +121,7 @@ pub fn lockdown(
         controllers,
         policy,
         files: vec![PathBuf::from(LOCKDOWN_NAME)],
+        held: vec!["service", "route"],
         ..DesiredState::default()
     }
 }
@@ -150,6 +153,11 @@ mod tests {
         assert_eq!(p.zones[MANAGEMENT_ZONE].interfaces, ["eth1", "mgmt*"]);
         assert_eq!(p.rules.len(), 1);
         assert!(state.routing.routes.is_empty() && state.services.services.is_empty());
+        assert_eq!(
+            state.held,
+            ["service", "route"],
+            "routes and services stay as they are"
+        );
         let none = lockdown(DaemonSettings::default(), BTreeMap::new())
             .policy
             .unwrap();

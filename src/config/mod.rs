@@ -92,6 +92,10 @@ pub struct DesiredState {
     pub extensions: extension::Extensions,
     /// The files this snapshot was read from (watched for changes).
     pub files: Vec<PathBuf>,
+    /// Controllers that leave the kernel as it is instead of syncing this snapshot: the
+    /// built-in lockdown holds the routes and services a previous run programmed, which a
+    /// snapshot without any would otherwise remove. Empty for every config read from files.
+    pub held: Vec<&'static str>,
 }
 
 impl DesiredState {
@@ -299,6 +303,7 @@ fn validate_sources(
         kubernetes: kubernetes::validate(&doc, diags),
         extensions: extension::validate(&extensions, &doc, diags),
         files: Vec::new(),
+        held: Vec::new(),
     }
 }
 

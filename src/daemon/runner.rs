@@ -59,11 +59,18 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
         let desired = inputs.snapshots.current();
         let settings = (inputs.settings)(&desired, name);
         inputs.heartbeat.set_window(settings.liveness_window());
-        let result = run_observed_sync(
-            &inputs.heartbeat,
-            controller.sync(&desired, &inputs.heartbeat),
-        )
-        .await;
+        let held = desired.held.contains(&name);
+        let sync = async {
+            if held {
+                Ok(SyncReport {
+                    summary: "held: what is in the kernel stays (the built-in lockdown)".into(),
+                    ..SyncReport::default()
+                })
+            } else {
+                controller.sync(&desired, &inputs.heartbeat).await
+            }
+        };
+        let result = run_observed_sync(&inputs.heartbeat, sync).await;
         match &result {
             Ok(report) if report.changes > 0 || wake == Wake::Start => {
                 info!("{name}: sync ({wake:?}) ok: {}", report_summary(report));

@@ -194,3 +194,56 @@ netns_test! {
         assert!(d.log().contains("do not validate on their own either"), "{}", d.log());
     }
 }
+
+/// The routes and the service a first run programs (the router's own config before a bad
+/// edit): a blackhole route and a virtual address balanced to the lan host.
+const ROUTES_AND_SERVICE: &str = r#"
+[[route]]
+to = "198.51.100.0/24"
+type = "blackhole"
+
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+protocol = "tcp"
+backends = ["10.0.0.10:80"]
+"#;
+
+netns_test! {
+    fn bug_a_lockdown_start_removes_the_routes_and_services_a_previous_run_left() {
+        let t = lan_wan();
+        let config = format!("{HOME}{ROUTES_AND_SERVICE}");
+        let mut d = Daemon::start("boot-lockdown-hold", &config);
+        d.wait_ready();
+        let route = || sh("ip route show proto 190").contains("blackhole 198.51.100.0/24");
+        let service = || sh("nft list tables").contains("edgenetd-service");
+        wait_until("the route and the service programmed", Duration::from_secs(20), || {
+            route() && service()
+        });
+        // A restart on broken files with no last good copy (the first start after an
+        // upgrade, a wiped state directory): the lockdown.
+        assert!(d.stop().success());
+        let kept = d.dir().join("state/last-good.json");
+        let _ = std::fs::remove_file(&kept);
+        d.write_config(&broken(&format!("[daemon]\nmanagement = [\"veth-lan\"]\n{ROUTES_AND_SERVICE}")));
+        let d = d.start_again("boot-lockdown-hold", Options::default());
+        let ready = d.wait_ready();
+        wait_policy_synced(&d);
+        assert!(d.message(ready).contains("DEGRADED: LOCKDOWN"), "{}", d.message(ready));
+        // The route and service controllers have synced (READY=1 waits for every first
+        // attempt) and held: what the previous run left is still there.
+        assert!(route(), "the lockdown removed the route: {}", sh("ip route show proto 190"));
+        let table = sh("nft list tables");
+        assert!(service(), "the lockdown removed the service table: {table}");
+        assert!(d.log().contains("held"), "{}", d.log());
+        // The firewall is the lockdown's all the same.
+        assert!(failed(&t.connect(t.host("wan"), "tcp", "192.0.2.1", 22)), "the wan reached the router");
+        // A fixed config ends the hold: the controllers sync it (a route removed from it goes).
+        d.replace_config(&format!("{HOME}\n[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nprotocol = \"tcp\"\nbackends = [\"10.0.0.10:80\"]\n"));
+        wait_until("degraded mode to end and the route to go", Duration::from_secs(20), || {
+            d.metric("edgenetd_config_degraded", &[]) == Some(0.0) && !route()
+        });
+        assert!(service(), "the service table stays with the fixed config");
+    }
+}
