@@ -74,7 +74,7 @@ impl DegradedInfo {
 }
 
 /// The summary lines of a rendered config error: `file:line:col: error: …`, at most
-/// [`MAX_PROBLEMS`].
+/// `MAX_PROBLEMS`.
 pub fn problem_lines(rendered: &str) -> Vec<String> {
     rendered
         .lines()
