@@ -55,6 +55,31 @@ pub fn rule_handles() -> Vec<u64> {
         .collect()
 }
 
+/// Zones only (`veth-lan`, `veth-wan`), everything dropped by default but output: each
+/// packet test adds the rules it proves.
+pub const ZONES_ONLY: &str = r#"
+[policy]
+input = "drop"
+forward_default = "drop"
+output = "accept"
+
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+"#;
+
+/// A virtual address balanced to the lan host's port 80 (`10.96.0.10:80`).
+pub const WEB_SERVICE: &str = r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+protocol = "tcp"
+backends = ["10.0.0.10:80"]
+"#;
+
 /// The home-router policy most tests start from.
 pub const HOME: &str = r#"
 [policy]

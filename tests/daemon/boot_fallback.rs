@@ -11,7 +11,7 @@ use crate::netns_test;
 use std::time::Duration;
 
 use common::daemon::{Daemon, Options};
-use common::policy::{HOME, lan_wan};
+use common::policy::{HOME, WEB_SERVICE, lan_wan};
 use common::shell::sh;
 use common::topology::failed;
 use common::wait::wait_until;
@@ -195,25 +195,14 @@ netns_test! {
     }
 }
 
-/// The routes and the service a first run programs (the router's own config before a bad
-/// edit): a blackhole route and a virtual address balanced to the lan host.
-const ROUTES_AND_SERVICE: &str = r#"
-[[route]]
-to = "198.51.100.0/24"
-type = "blackhole"
-
-[[service]]
-name = "web"
-address = "10.96.0.10"
-port = 80
-protocol = "tcp"
-backends = ["10.0.0.10:80"]
-"#;
+/// The route a first run programs beside [`WEB_SERVICE`] (the router's own config before a
+/// bad edit).
+const BLACKHOLE_ROUTE: &str = "\n[[route]]\nto = \"198.51.100.0/24\"\ntype = \"blackhole\"\n";
 
 netns_test! {
     fn bug_a_lockdown_start_removes_the_routes_and_services_a_previous_run_left() {
         let t = lan_wan();
-        let config = format!("{HOME}{ROUTES_AND_SERVICE}");
+        let config = format!("{HOME}{BLACKHOLE_ROUTE}{WEB_SERVICE}");
         let mut d = Daemon::start("boot-lockdown-hold", &config);
         d.wait_ready();
         let route = || sh("ip route show proto 190").contains("blackhole 198.51.100.0/24");
@@ -226,7 +215,7 @@ netns_test! {
         assert!(d.stop().success());
         let kept = d.dir().join("state/last-good.json");
         let _ = std::fs::remove_file(&kept);
-        d.write_config(&broken(&format!("[daemon]\nmanagement = [\"veth-lan\"]\n{ROUTES_AND_SERVICE}")));
+        d.write_config(&broken(&format!("[daemon]\nmanagement = [\"veth-lan\"]\n{BLACKHOLE_ROUTE}{WEB_SERVICE}")));
         let d = d.start_again("boot-lockdown-hold", Options::default());
         let ready = d.wait_ready();
         wait_policy_synced(&d);
@@ -240,7 +229,7 @@ netns_test! {
         // The firewall is the lockdown's all the same.
         assert!(failed(&t.connect(t.host("wan"), "tcp", "192.0.2.1", 22)), "the wan reached the router");
         // A fixed config ends the hold: the controllers sync it (a route removed from it goes).
-        d.replace_config(&format!("{HOME}\n[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nprotocol = \"tcp\"\nbackends = [\"10.0.0.10:80\"]\n"));
+        d.replace_config(&format!("{HOME}{WEB_SERVICE}"));
         wait_until("degraded mode to end and the route to go", Duration::from_secs(20), || {
             d.metric("edgenetd_config_degraded", &[]) == Some(0.0) && !route()
         });

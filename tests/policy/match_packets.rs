@@ -12,27 +12,13 @@ use std::time::Duration;
 
 use common::bin::edgenetd;
 use common::controller::Driver;
-use common::policy::{lan_wan, planned_policy_nft};
+use common::policy::{ZONES_ONLY, lan_wan, planned_policy_nft};
 use common::scratch::ScratchDir;
 use common::shell::sh;
 use common::topology::{Host, Link, Topology, failed};
 use common::wait::poll_for;
 use edgenetd::controller::route::RouteController;
 use edgenetd::sync::trigger;
-
-/// Zones only, everything dropped by default: each test adds the rules it proves.
-const BASE: &str = r#"
-[policy]
-input = "drop"
-forward_default = "drop"
-output = "accept"
-
-[policy.zone.lan]
-interfaces = ["veth-lan"]
-
-[policy.zone.wan]
-interfaces = ["veth-wan"]
-"#;
 
 /// A TCP client that connects from source port `sport`: prints the server's first line or
 /// `FAIL:<reason>`.
@@ -67,7 +53,7 @@ netns_test! {
         let (lan, wan) = (t.host("lan"), t.host("wan"));
         t.serve(wan, "tcp", 80);
         let config = format!(
-            "{BASE}[policy.set.servers]\ntype = \"ipv4\"\nelements = [\"192.0.2.3\"]\n\
+            "{ZONES_ONLY}[policy.set.servers]\ntype = \"ipv4\"\nelements = [\"192.0.2.3\"]\n\
              [[policy.rule]]\nname = \"web\"\nfrom = \"lan\"\nto = \"wan\"\n\
              to_addresses = [\"192.0.2.2/32\"]\nprotocol = \"tcp\"\nports = [80]\naction = \"accept\"\n"
         );
@@ -90,7 +76,7 @@ netns_test! {
         let client = t.script("sport.py", SPORT_CLIENT);
         let from_port = |sport: u16| lan.sh(&format!("python3 {client} 192.0.2.2 80 {sport}")).trim().to_string();
         let config = format!(
-            "{BASE}[[policy.rule]]\nname = \"low-ports\"\nfrom = \"lan\"\nto = \"wan\"\n\
+            "{ZONES_ONLY}[[policy.rule]]\nname = \"low-ports\"\nfrom = \"lan\"\nto = \"wan\"\n\
              protocol = \"tcp\"\nports = [80]\nsource_ports = [999, \"1000-1100\"]\naction = \"accept\"\n"
         );
         Driver::policy().sync(&config).unwrap();
@@ -107,7 +93,7 @@ netns_test! {
         t.serve_named(wan, "dns", 53);
         t.serve_named(wan, "other", 54);
         let config = format!(
-            "{BASE}[[policy.rule]]\nname = \"dns\"\nfrom = \"lan\"\nto = \"wan\"\n\
+            "{ZONES_ONLY}[[policy.rule]]\nname = \"dns\"\nfrom = \"lan\"\nto = \"wan\"\n\
              protocol = [\"tcp\", \"udp\"]\nports = [53]\naction = \"accept\"\n"
         );
         Driver::policy().sync(&config).unwrap();
@@ -125,7 +111,7 @@ netns_test! {
         t.serve_named(lan, "shifted-9005", 9005);
         t.serve_named(lan, "same-7001", 7001);
         let config = format!(
-            "{BASE}[[policy.port_forward]]\nname = \"shifted\"\nfrom = \"wan\"\nprotocol = [\"tcp\", \"udp\"]\n\
+            "{ZONES_ONLY}[[policy.port_forward]]\nname = \"shifted\"\nfrom = \"wan\"\nprotocol = [\"tcp\", \"udp\"]\n\
              port = \"8000-8010\"\nto = \"10.0.0.2:9000-9010\"\n\
              [[policy.port_forward]]\nname = \"same\"\nfrom = \"wan\"\nport = \"7000-7002\"\nto = \"10.0.0.2\"\n"
         );
@@ -147,7 +133,7 @@ netns_test! {
         let (lan, wan) = (t.host("lan"), t.host("wan"));
         t.serve(lan, "tcp", 80);
         let config = format!(
-            "{BASE}[[policy.port_forward]]\nname = \"web\"\nfrom = \"wan\"\nport = 8080\n\
+            "{ZONES_ONLY}[[policy.port_forward]]\nname = \"web\"\nfrom = \"wan\"\nport = 8080\n\
              to = \"10.0.0.10:80\"\nfrom_addresses = [\"192.0.2.2\"]\n"
         );
         Driver::policy().sync(&config).unwrap();
@@ -167,7 +153,7 @@ netns_test! {
         lan.sh("ip -6 addr add fd00::3/64 dev eth0 nodad");
         t.serve_v6(lan, "tcp", 80);
         let config = format!(
-            "{BASE}[[policy.rule]]\nname = \"pinhole\"\nfrom = \"wan\"\nto = \"lan\"\n\
+            "{ZONES_ONLY}[[policy.rule]]\nname = \"pinhole\"\nfrom = \"wan\"\nto = \"lan\"\n\
              to_addresses = [\"::2/-64\"]\nprotocol = \"tcp\"\nports = [80]\naction = \"accept\"\n"
         );
         let mut d = Driver::policy();
@@ -198,7 +184,7 @@ netns_test! {
         t.serve_v6(wan, "tcp", 81);
         let config = format!(
             "{}[[policy.forward]]\nfrom = \"lan\"\nto = \"wan\"\n",
-            BASE.replace(
+            ZONES_ONLY.replace(
                 "interfaces = [\"veth-wan\"]\n",
                 "interfaces = [\"veth-wan\"]\nsnat = [\"192.0.2.77\", \"2001:db8::77\"]\n"
             )
@@ -345,7 +331,7 @@ netns_test! {
         let lan = t.host("lan");
         // A list (a set per IP version) and one value (a comparison), names and numbers.
         let config = format!(
-            "{BASE}[[policy.rule]]\nname = \"voice\"\nfrom = \"lan\"\nto = \"self\"\n\
+            "{ZONES_ONLY}[[policy.rule]]\nname = \"voice\"\nfrom = \"lan\"\nto = \"self\"\n\
              dscp = [\"AF41\", 46]\naction = \"accept\"\n\
              [[policy.rule]]\nname = \"bulk\"\nfrom = \"lan\"\nto = \"self\"\n\
              protocol = \"icmp\"\ndscp = \"cs1\"\naction = \"accept\"\n"
@@ -427,7 +413,7 @@ netns_test! {
         // The rewrite (forward chain at mangle priority) comes before the filter, which
         // admits only af41: a packet passes only if it was rewritten first.
         let config = format!(
-            "{BASE}[[policy.rule]]\nname = \"video\"\nfrom = \"lan\"\nto = \"wan\"\n\
+            "{ZONES_ONLY}[[policy.rule]]\nname = \"video\"\nfrom = \"lan\"\nto = \"wan\"\n\
              set_dscp = \"AF41\"\n\
              [[policy.rule]]\nname = \"af41-only\"\nfrom = \"lan\"\nto = \"wan\"\n\
              dscp = 34\naction = \"accept\"\n"

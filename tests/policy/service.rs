@@ -6,19 +6,10 @@ use crate::common;
 use crate::netns_test;
 
 use common::controller::{Driver, load};
-use common::policy::{HOME, lan_wan};
+use common::policy::{HOME, WEB_SERVICE, lan_wan};
 use common::topology::failed;
 use edgenetd::controller::policy::PolicyController;
 use edgenetd::controller::service::ServiceController;
-
-const SERVICE: &str = r#"
-[[service]]
-name = "web"
-address = "10.96.0.10"
-port = 80
-protocol = "tcp"
-backends = ["10.0.0.10:80"]
-"#;
 
 netns_test! {
     fn a_service_vip_passes_the_policy_forward_chain_unless_a_rule_drops_it() {
@@ -36,14 +27,14 @@ netns_test! {
             service.sync_state(&desired).unwrap();
             policy.sync_state(&desired).unwrap();
         };
-        sync_both(&mut policy, &mut service, &format!("{HOME}{SERVICE}"));
+        sync_both(&mut policy, &mut service, &format!("{HOME}{WEB_SERVICE}"));
         // Forward default is drop and no rule allows wan -> lan, yet the VIP works.
         assert_eq!(t.connect(wan, "tcp", "10.96.0.10", 80), "192.0.2.2");
         // The backend itself is not reachable directly from the wan.
         assert!(failed(&t.connect(wan, "tcp", "10.0.0.10", 80)));
         // A policy rule that says otherwise (wan -> lan dropped) wins over the DNAT pass.
         let drop_rule = "\n[[policy.rule]]\nname = \"no-wan-to-lan\"\nfrom = \"wan\"\nto = \"lan\"\naction = \"drop\"\n";
-        sync_both(&mut policy, &mut service, &format!("{HOME}{drop_rule}{SERVICE}"));
+        sync_both(&mut policy, &mut service, &format!("{HOME}{drop_rule}{WEB_SERVICE}"));
         assert!(failed(&t.connect(wan, "tcp", "10.96.0.10", 80)));
     }
 }

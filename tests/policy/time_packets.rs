@@ -16,25 +16,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::bin::edgenetd;
 use common::controller::Driver;
-use common::policy::{lan_wan, planned_policy_nft};
+use common::policy::{ZONES_ONLY, lan_wan, planned_policy_nft};
 use common::scratch::ScratchDir;
 use common::shell::sh;
 use common::topology::Host;
 use common::wait::poll_for;
 use edgenetd::calendar::{DAY, WEEKDAYS, format_time_of_day, weekday_from_days};
-
-const BASE: &str = r#"
-[policy]
-input = "drop"
-forward_default = "drop"
-output = "accept"
-
-[policy.zone.lan]
-interfaces = ["veth-lan"]
-
-[policy.zone.wan]
-interfaces = ["veth-wan"]
-"#;
 
 const HOUR: i64 = 3600;
 
@@ -53,7 +40,7 @@ fn hm(secs: i64) -> String {
 /// A rule accepting pings from the lan to the router with the time keys `keys`.
 fn config(keys: &str) -> String {
     format!(
-        "{BASE}[[policy.rule]]\nname = \"timed\"\nfrom = \"lan\"\nto = \"self\"\n\
+        "{ZONES_ONLY}[[policy.rule]]\nname = \"timed\"\nfrom = \"lan\"\nto = \"self\"\n\
          protocol = \"icmp\"\n{keys}\naction = \"accept\"\n"
     )
 }
@@ -268,7 +255,7 @@ netns_test! {
                 r#"meta day { "Sunday", "Monday", "Tuesday", "Wednesday", "Thursday" }"#,
             ),
         ];
-        let mut config = BASE.to_string();
+        let mut config = ZONES_ONLY.to_string();
         for (i, (keys, _)) in rules.iter().enumerate() {
             config.push_str(&format!(
                 "[[policy.rule]]\nname = \"time-rule-{}\"\nto = \"self\"\n{keys}\nutc_time = true\naction = \"accept\"\n",
