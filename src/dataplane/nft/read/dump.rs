@@ -142,6 +142,15 @@ impl Listing for Tables {
     }
 }
 
+/// The request of a dump filtered on one table. A chain's table attribute is attribute 1 of
+/// its message, as the table's name is of a table message (and so is every stateful object's
+/// and flowtable's): a table message naming it filters their dumps.
+pub(super) fn table_filter(t: &TableRef) -> Result<Box<dyn Payload>, CompileError> {
+    let mut o = ffi::Table::new();
+    o.set_str(table::NAME, &t.name)?;
+    Ok(Box::new(o))
+}
+
 /// The chains of one table.
 struct Chains<'a>(&'a TableRef);
 
@@ -152,9 +161,7 @@ impl Listing for Chains<'_> {
         family_code(self.0.family)
     }
     fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
-        let mut o = ffi::Table::new();
-        o.set_str(table::NAME, &self.0.name)?;
-        Ok(Box::new(o))
+        table_filter(self.0)
     }
     fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(ChainInfo)) {
         let Some(o) = ffi::Chain::parse(msg) else {

@@ -4,11 +4,10 @@
 
 use nftnl::nftnl_sys::libc;
 
-use super::dump::Listing;
+use super::dump::{Listing, table_filter};
 use crate::dataplane::nft::build::objects::family_code;
 use crate::dataplane::nft::error::{CompileError, NftError};
-use crate::dataplane::nft::ffi::attr::table;
-use crate::dataplane::nft::ffi::{self, NlMsg, Payload};
+use crate::dataplane::nft::ffi::{NlMsg, Payload};
 use crate::dataplane::nft::socket::Nft;
 use crate::dataplane::nft::table_ref::TableRef;
 
@@ -39,15 +38,6 @@ pub struct FlowtableInfo {
     pub flags: u32,
     /// Kernel handle.
     pub handle: u64,
-}
-
-/// The request of a dump filtered on one table. Every object kind's table attribute is
-/// attribute 1 of its message, as the table's name is of a table message, so the chain
-/// dump's trick works here too.
-fn table_filter(t: &TableRef) -> Result<Box<dyn Payload>, CompileError> {
-    let mut o = ffi::Table::new();
-    o.set_str(table::NAME, &t.name)?;
-    Ok(Box::new(o))
 }
 
 /// The stateful objects of one table.
