@@ -88,7 +88,8 @@ wait_for "notify socket" 10 test -S "$work/notify.sock"
 
 start_ms=$(date +%s%3N)
 NOTIFY_SOCKET="$work/notify.sock" WATCHDOG_USEC=2000000 EDGENETD_LOG=debug \
-  ip netns exec "$ns" $qemu "$bin" run --config "$config" > "$work/daemon.log" 2>&1 &
+  ip netns exec "$ns" $qemu "$bin" run --config "$config" \
+    --control-socket "$work/control.sock" --state-dir "$work/state" > "$work/daemon.log" 2>&1 &
 pid=$!
 
 wait_for "READY=1" "$timeout_s" notified "READY=1"
