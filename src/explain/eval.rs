@@ -266,10 +266,17 @@ impl Run<'_> {
                 pkt.ct_mark |= bits;
                 true
             }
-            Stmt::MetaMarkSet { value, mask } => {
-                pkt.mark = (pkt.mark & !mask) | value;
+            Stmt::MetaMarkSet { and, xor } => {
+                pkt.mark = (pkt.mark & and) ^ xor;
+                // `set_mark` (the value's bits all cleared first) reads as VALUE/BITS-OWNED;
+                // `set_xmark` as the bitwise step it is.
+                let change = if and & xor == 0 {
+                    format!("{xor:#x}/{:#x}", !and)
+                } else {
+                    format!("(mark & {and:#x}) ^ {xor:#x}")
+                };
                 trace.steps.push(format!(
-                    "{}: mark set {value:#x}/{mask:#x} by {} (the packet's mark is now {:#x})",
+                    "{}: mark set {change} by {} (the packet's mark is now {:#x})",
                     rule.chain,
                     super::report::rule_name(&self.rule_ref(rule)),
                     pkt.mark

@@ -101,7 +101,8 @@ to = "10.0.0.2"
         (
             Some(MarkSet {
                 value: 0x10,
-                mask: 0xff
+                mask: 0xff,
+                xor: false
             }),
             true
         )
@@ -113,7 +114,8 @@ to = "10.0.0.2"
         (
             Some(MarkSet {
                 value: 7,
-                mask: u32::MAX
+                mask: u32::MAX,
+                xor: false
             }),
             false
         )
@@ -270,7 +272,7 @@ fn bad_marks_are_reported_at_their_place() {
         r#"{ZONES}
 [[policy.rule]]
 name = "a"
-set_mark = "0x10/0x0f"
+set_xmark = "0/0"
 
 [[policy.rule]]
 name = "b"
@@ -290,16 +292,28 @@ set_mark = "0x10"
 name = "e"
 from = "self"
 set_mark = "0x10"
+
+[[policy.rule]]
+name = "f"
+set_mark = "0x10"
+set_xmark = "0x1/0x0"
+
+[[policy.rule]]
+name = "g"
+to = "wan"
+set_xmark = "0x1"
 "#
     ));
     assert_all(
         &out,
         &[
-            "main.toml:13:12: error: invalid set_mark 0x10/0xf: expected a non-zero mask that covers every bit of the mark",
+            "main.toml:13:13: error: invalid set_xmark 0x0/0x0: it changes no bit of the mark",
             "main.toml:17:12: error: invalid set_mark: expected a number or a string \"MARK\" or \"MARK/MASK\"",
             "main.toml:21:12: error: invalid set_mark 0x10/0x0: expected a non-zero mask",
             "main.toml:26:6: error: a rule with `set_mark` marks packets before routing, when their way out is not known yet: expected no `to` (select destinations with `to_addresses`)",
             "main.toml:32:12: error: `set_mark` marks packets arriving at the router (prerouting): expected a `from` other than \"self\"",
+            "main.toml:37:13: error: a rule has one mark change: expected `set_mark` or `set_xmark`, not both",
+            "main.toml:41:6: error: a rule with `set_xmark` marks packets before routing",
         ],
     );
 }

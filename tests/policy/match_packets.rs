@@ -293,6 +293,30 @@ netns_test! {
     }
 }
 
+netns_test! {
+    /// fw4's 03_rules/12_mark, with packets: `set_xmark` flips bits another rule set (fw4's
+    /// XOR), so the route rule sees 0x10 where an OR would leave 0x11.
+    fn fw4_12_mark_set_xmark_flips_the_bits_a_set_mark_rule_set_before_the_route_rule_reads_them() {
+        let t = two_uplinks();
+        let lan = t.host("lan");
+        let (tx, _rx) = trigger();
+        let mut routes = Driver::with(RouteController::new(tx), None);
+        routes.sync(SPLIT).unwrap();
+        let flipped = SPLIT.replace(
+            "set_mark = \"0x10/0xff\"",
+            "set_mark = \"0x11/0xff\"\n\n[[policy.rule]]\nname = \"flip\"\nfrom = \"lan\"\nset_xmark = \"0x1/0x0\"",
+        );
+        Driver::policy().sync(&flipped).unwrap();
+        assert_eq!(t.connect(lan, "tcp", "203.0.113.50", 443), "wan2");
+        let mangle = sh("nft list chain inet edgenetd-policy mangle_prerouting");
+        assert!(mangle.contains("meta mark set meta mark ^ 0x00000001"), "{mangle}");
+        // Without the flip the mark stays 0x11, which the route rule (0x10/0xff) does not take.
+        let unflipped = SPLIT.replace("set_mark = \"0x10/0xff\"", "set_mark = \"0x11/0xff\"");
+        Driver::policy().sync(&unflipped).unwrap();
+        assert_eq!(t.connect(lan, "tcp", "203.0.113.50", 443), "wan1");
+    }
+}
+
 /// `ping -Q <tos>` from `host` to `to` (IPv6 when `to` has a `:`; the TOS byte is the
 /// traffic class there): true when the echo came back.
 fn ping_with_tos(host: &Host, to: &str, tos: u8) -> bool {

@@ -130,6 +130,47 @@ fn a_marking_rule_marks_in_mangle_prerouting_only() {
     );
 }
 
+/// fw4's 03_rules/12_mark: the six mark rules (`set_mark` with and without a mask, whose
+/// value may have bits outside it, and `set_xmark` to set, flip, AND and OR bits) become
+/// the one bitwise step fw4 renders for each.
+#[test]
+fn fw4_12_mark_set_mark_and_set_xmark_compile_to_fw4s_bitwise_steps() {
+    let cases = [
+        ("set_mark = \"0xaa\"", "meta mark set 0x000000aa"),
+        (
+            "set_mark = \"0xab/0xff00\"",
+            "meta mark set meta mark & 0xffff0054 | 0x000000ab",
+        ),
+        ("set_xmark = \"0xac\"", "meta mark set 0x000000ac"),
+        (
+            "set_xmark = \"0xad/0xff00\"",
+            "meta mark set meta mark & 0xffff00ff ^ 0x000000ad",
+        ),
+        (
+            "set_xmark = \"0/0xffffff51\"",
+            "meta mark set meta mark & 0x000000ae | 0x00000000",
+        ),
+        (
+            "set_xmark = \"0xaf/0xaf\"",
+            "meta mark set meta mark & 0xffffff50 | 0x000000af",
+        ),
+    ];
+    let mut text = String::from(
+        "[policy]\n[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[policy.zone.wan]\ninterfaces = [\"eth0\"]\n",
+    );
+    for (i, (key, _)) in cases.iter().enumerate() {
+        text.push_str(&format!("[[policy.rule]]\nname = \"m{}\"\n{key}\n", i + 1));
+    }
+    let p = build(&text);
+    for (i, (key, want)) in cases.iter().enumerate() {
+        assert_eq!(
+            rules(&p, MANGLE_PREROUTING, &format!("mark m{}", i + 1)),
+            [format!("counter {want}")],
+            "{key}"
+        );
+    }
+}
+
 #[test]
 fn a_port_forward_range_maps_each_port_and_snat_replaces_masquerade() {
     let p = build(POLICY);

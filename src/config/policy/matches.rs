@@ -157,15 +157,18 @@ pub(super) fn parse_suffix(addr: &str, mask: &str) -> Result<(Ipv6Addr, Ipv6Addr
     Ok((addr, Ipv6Addr::from(mask)))
 }
 
-/// `set_mark`: `"MARK/MASK"` or a bare mark (all 32 bits), decimal or `0x` hex. `Some(None)`
-/// when absent, `None` when invalid (reported).
-pub(super) fn set_mark(
+/// `set_mark` (`xor` false) or `set_xmark` (`xor` true): `"MARK/MASK"` or a bare mark (all
+/// 32 bits), decimal or `0x` hex, read as fw4 reads them. `Some(None)` when absent, `None`
+/// when invalid (reported).
+pub(super) fn mark_set(
     raw: Option<&Spanned<RawPort>>,
+    xor: bool,
     diags: &mut Diagnostics,
 ) -> Option<Option<MarkSet>> {
     let Some(raw) = raw else {
         return Some(None);
     };
+    let key = if xor { "set_xmark" } else { "set_mark" };
     fn num(text: &str) -> Option<u32> {
         let t = text.trim();
         match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
@@ -183,18 +186,27 @@ pub(super) fn set_mark(
     let Some((value, mask)) = parsed else {
         diags.error(
             raw.span(),
-            "invalid set_mark: expected a number or a string \"MARK\" or \"MARK/MASK\" (decimal or 0x hex), e.g. \"0x10/0xff\"",
+            format!("invalid {key}: expected a number or a string \"MARK\" or \"MARK/MASK\" (decimal or 0x hex), e.g. \"0x10/0xff\""),
         );
         return None;
     };
-    if mask == 0 || value & !mask != 0 {
+    // A zero mask only ORs (`set_mark`) — say so rather than guess — or, with a zero value
+    // too, changes nothing.
+    if !xor && mask == 0 {
         diags.error(
             raw.span(),
-            format!("invalid set_mark 0x{value:x}/0x{mask:x}: expected a non-zero mask that covers every bit of the mark, e.g. \"0x10/0xff\""),
+            format!("invalid set_mark 0x{value:x}/0x0: expected a non-zero mask (the bits cleared before the mark's are set); to set bits and keep all others write set_xmark = \"0x{value:x}/0x{value:x}\""),
         );
         return None;
     }
-    Some(Some(MarkSet { value, mask }))
+    if xor && mask == 0 && value == 0 {
+        diags.error(
+            raw.span(),
+            "invalid set_xmark 0x0/0x0: it changes no bit of the mark; expected a non-zero mark or mask",
+        );
+        return None;
+    }
+    Some(Some(MarkSet { value, mask, xor }))
 }
 
 #[cfg(test)]

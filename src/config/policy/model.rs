@@ -156,13 +156,29 @@ pub enum AddressMatch {
     },
 }
 
-/// `set_mark = "0x10/0xff"`: the packet mark becomes `mark & !mask | value`.
+/// `set_mark = "0x10/0xff"` or `set_xmark = "0x10/0xff"`: how a rule changes the packet
+/// mark (fw4's `MARK` target with either key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MarkSet {
-    /// The bits set (always within `mask`).
+    /// The bits set (`set_mark`) or flipped (`set_xmark`) after the mask's bits are cleared.
     pub value: u32,
-    /// The bits of the mark the rule owns (all ones for a bare value); never zero.
+    /// The bits of the mark cleared first (all ones for a bare value).
     pub mask: u32,
+    /// `set_xmark`: `value` is XORed into the mark (fw4's `set_xmark`), not ORed.
+    pub xor: bool,
+}
+
+impl MarkSet {
+    /// The kernel's one bitwise step `mark = (mark & and) ^ xor` that does it. For
+    /// `set_mark` the value's own bits are cleared too, so XOR sets them: `mark & ~mask |
+    /// value` even where the value has bits outside the mask (fw4 sets those as well).
+    pub fn bitwise(&self) -> (u32, u32) {
+        if self.xor {
+            (!self.mask, self.value)
+        } else {
+            (!(self.mask | self.value), self.value)
+        }
+    }
 }
 
 /// A rate: `count` packets per `per_seconds`.

@@ -64,6 +64,7 @@ with_raw_match_keys! {
     } then {
         pub(super) action: Option<Spanned<String>>,
         pub(super) set_mark: Option<Spanned<RawPort>>,
+        pub(super) set_xmark: Option<Spanned<RawPort>>,
         pub(super) set_dscp: Option<Spanned<RawPort>>,
         #[serde(default)]
         pub(super) log: bool,

@@ -5,7 +5,7 @@
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
-use super::matches::set_mark;
+use super::matches::mark_set;
 use super::model::*;
 use super::raw::*;
 use super::rule_match::RuleMatch;
@@ -87,7 +87,7 @@ pub(super) fn validate_rule(
 ) -> Option<PolicyRule> {
     // Every step reports its own problems; the rule is kept only when all of them passed.
     let matches = RuleMatch::parse(&raw, cfg, diags);
-    let set_mark = set_mark(raw.set_mark.as_ref(), diags);
+    let set_mark = rule_mark(&raw, diags);
     let set_dscp = set_dscp(raw.set_dscp.as_ref(), diags);
     let marking = mark_place(&raw, diags);
     let action = action(raw.action.as_ref(), diags);
@@ -127,16 +127,33 @@ fn action(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Opti
     }
 }
 
-/// A rule with `set_mark` marks in prerouting, before routing: it cannot select the
-/// outgoing zone (`to`), nor the router's own traffic. False when that is asked (reported).
+/// The rule's `set_mark` or `set_xmark` (one of them: both is an error at the second).
+fn rule_mark(raw: &RawRule, diags: &mut Diagnostics) -> Option<Option<MarkSet>> {
+    let set = mark_set(raw.set_mark.as_ref(), false, diags);
+    let xset = mark_set(raw.set_xmark.as_ref(), true, diags);
+    if let (Some(_), Some(x)) = (&raw.set_mark, &raw.set_xmark) {
+        diags.error(
+            x.span(),
+            "a rule has one mark change: expected `set_mark` or `set_xmark`, not both",
+        );
+        return None;
+    }
+    Some(set?.or(xset?))
+}
+
+/// A rule with `set_mark` (or `set_xmark`) marks in prerouting, before routing: it cannot
+/// select the outgoing zone (`to`), nor the router's own traffic. False when that is asked
+/// (reported).
 fn mark_place(raw: &RawRule, diags: &mut Diagnostics) -> bool {
-    let Some(mark) = &raw.set_mark else {
-        return true;
+    let (key, mark) = match (&raw.set_mark, &raw.set_xmark) {
+        (Some(m), _) => ("set_mark", m),
+        (None, Some(m)) => ("set_xmark", m),
+        (None, None) => return true,
     };
     if let Some(to) = &raw.to {
         diags.error(
             to.span(),
-            "a rule with `set_mark` marks packets before routing, when their way out is not known yet: expected no `to` (select destinations with `to_addresses`)",
+            format!("a rule with `{key}` marks packets before routing, when their way out is not known yet: expected no `to` (select destinations with `to_addresses`)"),
         );
         return false;
     }
@@ -144,7 +161,7 @@ fn mark_place(raw: &RawRule, diags: &mut Diagnostics) -> bool {
     if matches!(raw.from.as_ref().map(|f| f.get_ref()), Some(RawFrom::One(s)) if s == "self") {
         diags.error(
             mark.span(),
-            "`set_mark` marks packets arriving at the router (prerouting): expected a `from` other than \"self\"",
+            format!("`{key}` marks packets arriving at the router (prerouting): expected a `from` other than \"self\""),
         );
         return false;
     }

@@ -814,13 +814,13 @@ pub enum Stmt {
         /// What they must equal (already masked).
         right: Value,
     },
-    /// `meta mark set meta mark & ~mask | value`, or `meta mark set value` when `mask` is
-    /// all ones: the packet's mark, for routing rules to match.
+    /// `meta mark set meta mark & and ^ xor` (the kernel's one bitwise step), or `meta mark
+    /// set xor` when `and` is zero: the packet's mark, for routing rules to match.
     MetaMarkSet {
-        /// The bits to set (within `mask`).
-        value: u32,
-        /// The bits of the mark this statement owns; the others are kept.
-        mask: u32,
+        /// The bits of the mark kept.
+        and: u32,
+        /// Then flipped (set, where `and` cleared them).
+        xor: u32,
     },
     /// `flow add @<flowtable>`: offloads the packet's connection to the flowtable (the
     /// kernel takes only confirmed TCP connections in established state, and UDP).

@@ -386,15 +386,15 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             out.push_str(" == ");
             render_value(out, right);
         }
-        Stmt::MetaMarkSet { value, mask } if *mask == u32::MAX => {
-            let _ = write!(out, "meta mark set 0x{value:08x}");
+        Stmt::MetaMarkSet { and: 0, xor } => {
+            let _ = write!(out, "meta mark set 0x{xor:08x}");
         }
-        Stmt::MetaMarkSet { value, mask } => {
-            let _ = write!(
-                out,
-                "meta mark set meta mark & 0x{:08x} | 0x{value:08x}",
-                !mask
-            );
+        // Disjoint bits: XOR sets them, and `|` reads as what it does.
+        Stmt::MetaMarkSet { and, xor } if and & xor == 0 => {
+            let _ = write!(out, "meta mark set meta mark & 0x{and:08x} | 0x{xor:08x}");
+        }
+        Stmt::MetaMarkSet { and, xor } => {
+            let _ = write!(out, "meta mark set meta mark & 0x{and:08x} ^ 0x{xor:08x}");
         }
         Stmt::CtHelperSet(name) => {
             let _ = write!(out, "ct helper set \"{name}\"");

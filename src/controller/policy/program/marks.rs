@@ -38,10 +38,8 @@ impl Builder {
                 for m in matches {
                     let mut stmts = m.stmts;
                     stmts.push(Stmt::Counter);
-                    stmts.push(Stmt::MetaMarkSet {
-                        value: mark.value,
-                        mask: mark.mask,
-                    });
+                    let (and, xor) = mark.bitwise();
+                    stmts.push(Stmt::MetaMarkSet { and, xor });
                     self.rule(MANGLE_PREROUTING, stmts);
                 }
             }

@@ -397,20 +397,20 @@ impl RuleCx<'_> {
                 self.raw.add_expr(expr::bitwise(reg, reg, &mask, &zero)?);
                 self.raw.add_expr(expr::cmp(reg, 0, &right)?);
             }
-            Stmt::MetaMarkSet { value, mask } => {
+            Stmt::MetaMarkSet { and, xor } => {
                 let key = libc::NFT_META_MARK as u32;
-                if *mask == u32::MAX {
+                if *and == 0 {
                     // As nft compiles `meta mark set VALUE`: no load, an immediate.
                     self.raw
-                        .add_expr(expr::immediate(REG_1, &value.to_ne_bytes())?);
+                        .add_expr(expr::immediate(REG_1, &xor.to_ne_bytes())?);
                 } else {
-                    // As nft compiles `meta mark set meta mark & ~MASK | VALUE`.
+                    // As nft compiles `meta mark set meta mark & AND ^ XOR` (and `| XOR`).
                     self.raw.add_expr(expr::meta(key, REG_1));
                     self.raw.add_expr(expr::bitwise(
                         REG_1,
                         REG_1,
-                        &(!mask).to_ne_bytes(),
-                        &value.to_ne_bytes(),
+                        &and.to_ne_bytes(),
+                        &xor.to_ne_bytes(),
                     )?);
                 }
                 self.raw.add_expr(expr::meta_set(key, REG_1));
