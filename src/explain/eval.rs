@@ -320,8 +320,10 @@ impl Run<'_> {
                 true
             }
             Stmt::Notrack => {
-                // Nothing later in `explain` depends on tracking but NAT, and the service
-                // table exempts only connections no service translates.
+                // Untracked: no `ct state established` accepts it later and no NAT chain
+                // sees it (the service table exempts only connections no service
+                // translates).
+                pkt.ct_state = CT_STATE_UNTRACKED;
                 trace.steps.push(format!(
                     "{}: notrack: this connection is not tracked (no conntrack entry)",
                     rule.chain

@@ -191,8 +191,9 @@ impl World<'_> {
         };
         let mut translated = false;
         for (table, chain, base) in chains {
-            // The kernel runs a hook's NAT chains only until one of them translated.
-            if base.kind == ChainType::Nat && translated {
+            // The kernel runs a hook's NAT chains only until one of them translated, and
+            // never for an untracked packet (NAT lives in the conntrack entry).
+            if base.kind == ChainType::Nat && (translated || pkt.ct_state == CT_STATE_UNTRACKED) {
                 continue;
             }
             let masq_addr = self.addresses.on(&pkt.oif, pkt.saddr);

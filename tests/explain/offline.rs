@@ -721,6 +721,47 @@ to = "wan"
     assert!(!steps(&j).contains("helper"), "{j}");
 }
 
+/// `action = "notrack"` (fw4's NOTRACK): the packet is untracked from `raw_prerouting` on,
+/// so no NAT chain sees it (no masquerade) and an answer is not `established`.
+#[test]
+fn a_notrack_rule_keeps_the_packet_out_of_nat_and_established() {
+    let cfg = r#"
+[policy]
+forward_default = "drop"
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+masquerade = true
+[[policy.forward]]
+from = "lan"
+to = "wan"
+[[policy.rule]]
+name = "web-untracked"
+protocol = "tcp"
+ports = [80]
+action = "notrack"
+"#;
+    let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", "192.0.2.2", 80, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("forward lan->wan")),
+        "{j}"
+    );
+    assert!(steps(&j).contains("raw_prerouting: notrack"), "{j}");
+    assert!(j["snat"].is_null(), "untracked, so not masqueraded: {j}");
+    // Tracked (another port): masqueraded.
+    let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", "192.0.2.2", 81, &[]);
+    assert_eq!(j["snat"]["masquerade"], true, "{j}");
+    // A packet the rule exempts is untracked even when its connection claims to be
+    // established: nothing accepts wan -> lan.
+    let mut answer = tcp("veth-wan", "192.0.2.2", "10.0.0.2", 80);
+    answer.extend(["--state".into(), "established".into()]);
+    let answer: Vec<&str> = answer.iter().map(String::as_str).collect();
+    let j = explain(cfg, &answer);
+    assert_eq!(j["verdict"], "drop", "{j}");
+}
+
 /// `edgenetd explain` under `config` with `args` as given (no `--addresses` added): the
 /// outcome, for its text or its JSON.
 fn explain_as_given(config: &str, args: &[&str]) -> (String, String) {

@@ -17,6 +17,7 @@ mod match_config;
 mod match_packets;
 mod match_plan;
 mod nat_packets;
+mod notrack;
 mod packets;
 mod plan;
 mod reflection;

@@ -337,7 +337,11 @@ fn the_documented_match_snat_and_mark_examples_validate() {
         .map(|b| b.split("```").next().unwrap())
         .filter(|b| keys.iter().any(|k| b.contains(&format!("{k} ="))))
         .collect();
-    assert_eq!(blocks.len(), 4, "one example per group of keys");
+    assert_eq!(
+        blocks.len(),
+        5,
+        "one example per group of keys, and notrack's"
+    );
     for b in blocks {
         let text = format!("{ZONES}{b}");
         if let Err(e) = load_str(&[("docs-example.toml", &text)]) {

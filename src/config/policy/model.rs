@@ -218,6 +218,9 @@ pub struct PolicyRule {
     pub log_limit: Option<Rate>,
     /// Only packets within this rate match (the rest fall through to later rules).
     pub limit: Option<Rate>,
+    /// `action = "notrack"` (fw4's `NOTRACK` target): conntrack never sees matching
+    /// packets; the rule lives in a raw chain, `action` is `None` and nothing else is set.
+    pub notrack: bool,
 }
 
 /// `[[policy.forward]]`: all traffic from one zone to another is accepted.

@@ -90,7 +90,12 @@ pub(super) fn validate_rule(
     let set_mark = rule_mark(&raw, diags);
     let set_dscp = set_dscp(raw.set_dscp.as_ref(), diags);
     let marking = mark_place(&raw, diags);
-    let action = action(raw.action.as_ref(), diags);
+    let notrack = raw.action.as_ref().is_some_and(|a| a.get_ref() == NOTRACK);
+    let alone = !notrack || notrack_alone(&raw, diags);
+    let action = match notrack {
+        true => Some(None),
+        false => action(raw.action.as_ref(), diags),
+    };
     let log_limit = limit("log_limit", raw.log_limit.as_ref(), diags);
     let limit = limit("limit", raw.limit.as_ref(), diags);
     let log_prefix = log_prefix(raw.log_prefix.as_ref(), diags);
@@ -102,7 +107,7 @@ pub(super) fn validate_rule(
     let (matches, limit, log_prefix, set_mark) = (matches?, limit?, log_prefix?, set_mark?);
     let set_dscp = set_dscp?;
     let (action, log_limit) = (action?, log_limit?);
-    if !marking || !matches.can_match(&raw.name, cfg, diags) {
+    if !marking || !alone || !matches.can_match(&raw.name, cfg, diags) {
         return None;
     }
     Some(PolicyRule {
@@ -115,7 +120,45 @@ pub(super) fn validate_rule(
         log_prefix,
         log_limit,
         limit,
+        notrack,
     })
+}
+
+/// The `action` of fw4's `NOTRACK` target.
+const NOTRACK: &str = "notrack";
+
+/// A notrack rule runs before conntrack and routing, in a raw chain: it selects packets by
+/// what is known there and does nothing but exempt them. False when it is asked for more
+/// (each key reported at its place).
+fn notrack_alone(raw: &RawRule, diags: &mut Diagnostics) -> bool {
+    let why = "a notrack rule only exempts packets from connection tracking, before routing";
+    let mut alone = true;
+    if let Some(to) = &raw.to {
+        diags.error(
+            to.span(),
+            format!("{why}, when their way out is not known yet: expected no `to` (select destinations with `to_addresses`)"),
+        );
+        alone = false;
+    }
+    let spans = [
+        ("set_mark", raw.set_mark.as_ref().map(|k| k.span())),
+        ("set_xmark", raw.set_xmark.as_ref().map(|k| k.span())),
+        ("set_dscp", raw.set_dscp.as_ref().map(|k| k.span())),
+        ("limit", raw.limit.as_ref().map(|k| k.span())),
+        ("log_limit", raw.log_limit.as_ref().map(|k| k.span())),
+        ("log_prefix", raw.log_prefix.as_ref().map(|k| k.span())),
+    ];
+    for (key, span) in spans {
+        if let Some(span) = span {
+            diags.error(span, format!("{why}: expected no `{key}`"));
+            alone = false;
+        }
+    }
+    if raw.log {
+        diags.error(raw.name.span(), format!("{why}: expected no `log`"));
+        alone = false;
+    }
+    alone
 }
 
 /// The rule's `action`: `Some(None)` when absent (the rule only counts, logs or marks, and
@@ -196,7 +239,7 @@ fn rule_action(raw: &Spanned<String>, diags: &mut Diagnostics) -> Option<Action>
         diags.error(
             raw.span(),
             format!(
-                "invalid action `{}`: expected \"accept\", \"drop\" or \"reject\"",
+                "invalid action `{}`: expected \"accept\", \"drop\", \"reject\" or \"notrack\"",
                 raw.get_ref()
             ),
         );

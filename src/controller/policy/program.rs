@@ -68,6 +68,7 @@ mod dscp;
 mod flowtable;
 mod helpers;
 mod marks;
+mod notrack;
 mod pods;
 mod port_forward;
 mod snat;
@@ -75,6 +76,7 @@ pub use dscp::{MANGLE_FORWARD, MANGLE_INPUT, MANGLE_OUTPUT};
 pub use flowtable::{FLOWTABLE, flowtable_devices};
 pub use helpers::HELPERS;
 pub use marks::MANGLE_PREROUTING;
+pub use notrack::{RAW_OUTPUT, RAW_PREROUTING};
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
 
 /// One rule group (see the module docs).
@@ -272,9 +274,10 @@ fn verdict(action: Action, protocol: Protocol) -> Stmt {
 }
 
 /// True for a rule with `set_mark` or `set_dscp` and no `action` nor log: it only marks (in
-/// the mangle chains, where it is counted) and adds nothing to the filter chains.
+/// the mangle chains, where it is counted) and adds nothing to the filter chains. A notrack
+/// rule too: it lives in the raw chains only.
 pub fn is_mark_only(r: &PolicyRule) -> bool {
-    (r.set_mark.is_some() || r.set_dscp.is_some()) && r.action.is_none() && !r.log
+    r.notrack || (r.set_mark.is_some() || r.set_dscp.is_some()) && r.action.is_none() && !r.log
 }
 
 /// Builds rules into a program, tagging each with the current group.
@@ -450,6 +453,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.mtu_fixes(cfg);
     b.flow_offload(cfg, addrs.links());
     b.always_present();
+    b.notracks(cfg);
     b.set_marks(cfg);
     b.set_dscps(cfg);
     b.config_rules(cfg);

@@ -384,6 +384,8 @@ pub const CT_STATE_ESTABLISHED: u32 = 2;
 pub const CT_STATE_RELATED: u32 = 4;
 /// `ct state new`.
 pub const CT_STATE_NEW: u32 = 8;
+/// `ct state untracked` (a `notrack` packet).
+pub const CT_STATE_UNTRACKED: u32 = 64;
 /// `ct status dnat` (IPS_DST_NAT).
 pub const CT_STATUS_DNAT: u32 = 0x20;
 /// `ct status snat` (IPS_SRC_NAT).

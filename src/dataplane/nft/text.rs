@@ -684,6 +684,7 @@ pub fn render_value(out: &mut String, v: &Value) {
                 (CT_STATE_ESTABLISHED, "established"),
                 (CT_STATE_RELATED, "related"),
                 (CT_STATE_NEW, "new"),
+                (CT_STATE_UNTRACKED, "untracked"),
             ],
         ),
         Value::CtStatus(bits) => render_bits(
