@@ -762,6 +762,41 @@ action = "notrack"
     assert_eq!(j["verdict"], "drop", "{j}");
 }
 
+/// `synflood_protect`: a new connection's SYN to the router goes through `syn_flood`
+/// (under its rate, as `explain` assumes, back to input); an established packet does not.
+#[test]
+fn a_syn_to_the_router_passes_the_synflood_chain_under_its_rate() {
+    let cfg = r#"
+[policy]
+synflood_protect = true
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+[[policy.rule]]
+name = "ssh"
+from = "lan"
+to = "self"
+protocol = "tcp"
+ports = [22]
+action = "accept"
+"#;
+    let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", "10.0.0.1", 22, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("ssh")),
+        "{j}"
+    );
+    assert!(steps(&j).contains("input: jump syn_flood"), "{j}");
+    let j = explain_tcp(
+        cfg,
+        "veth-lan",
+        "10.0.0.2",
+        "10.0.0.1",
+        22,
+        &["--state", "established"],
+    );
+    assert!(!steps(&j).contains("syn_flood"), "{j}");
+}
+
 /// `edgenetd explain` under `config` with `args` as given (no `--addresses` added): the
 /// outcome, for its text or its JSON.
 fn explain_as_given(config: &str, args: &[&str]) -> (String, String) {

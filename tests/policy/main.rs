@@ -23,5 +23,6 @@ mod plan;
 mod reflection;
 mod service;
 mod sets_helpers_config;
+mod synflood;
 mod time_packets;
 mod zone_packets;

@@ -31,6 +31,7 @@ mod raw;
 mod rule_match;
 mod rules;
 mod sets;
+mod synflood;
 mod time_match;
 mod zones;
 
@@ -43,6 +44,7 @@ use raw::*;
 pub use rule_match::RuleMatch;
 use rules::{parse_action, validate_rule};
 use sets::validate_set;
+use synflood::validate_synflood;
 pub use time_match::TimeMatch;
 use zones::{validate_zone, zone_ref};
 
@@ -59,6 +61,9 @@ const KEYS: &[&str] = &[
     "helpers",
     "flow_offload",
     "flow_offload_hw",
+    "synflood_protect",
+    "synflood_rate",
+    "synflood_burst",
 ];
 
 /// Validates `[policy]`; `None` when the section is absent (no firewall table at all).
@@ -84,9 +89,11 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         helpers: Vec::new(),
         flow_offload: false,
         flow_offload_hw: false,
+        synflood: None,
     };
     let forward_is_verdict = defaults(table, &mut cfg, diags);
     validate_offload(table, &mut cfg, diags);
+    validate_synflood(table, &mut cfg, diags);
     unknown_keys(table, diags);
     if let Some(v) = table.get("helpers") {
         cfg.helpers = helpers::declared(v, diags);

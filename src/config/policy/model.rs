@@ -190,6 +190,16 @@ pub struct Rate {
     pub per_seconds: u64,
 }
 
+/// `synflood_protect = true`: the rate of SYNs to the router that pass (fw4's
+/// `synflood_rate`, `synflood_burst`); the others are dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SynFlood {
+    /// SYNs that pass (`synflood_rate`, default 25/second).
+    pub rate: Rate,
+    /// Passed at once over the rate (`synflood_burst`, default 50).
+    pub burst: u32,
+}
+
 /// `[[policy.rule]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyRule {
@@ -286,6 +296,9 @@ pub struct PolicyConfig {
     pub flow_offload: bool,
     /// The flowtable asks the drivers for hardware offload (`flags offload`).
     pub flow_offload_hw: bool,
+    /// New TCP connections to the router are rate-limited (`synflood_protect`); `None`:
+    /// they are not.
+    pub synflood: Option<SynFlood>,
     /// Declared conntrack helpers (`[policy] helpers`), by config name (see
     /// [`KNOWN_HELPERS`](super::KNOWN_HELPERS)).
     pub helpers: Vec<String>,

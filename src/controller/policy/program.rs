@@ -72,12 +72,14 @@ mod notrack;
 mod pods;
 mod port_forward;
 mod snat;
+mod synflood;
 pub use dscp::{MANGLE_FORWARD, MANGLE_INPUT, MANGLE_OUTPUT};
 pub use flowtable::{FLOWTABLE, flowtable_devices};
 pub use helpers::HELPERS;
 pub use marks::MANGLE_PREROUTING;
 pub use notrack::{RAW_OUTPUT, RAW_PREROUTING};
 pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
+pub use synflood::SYN_FLOOD;
 
 /// One rule group (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -385,18 +387,35 @@ fn named_set(s: &NamedSet) -> Set {
 /// True when `a` and `b` differ at most in the elements of named sets (same set names and
 /// families, same everything else).
 pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
-    a.input == b.input
-        && a.forward == b.forward
-        && a.output == b.output
-        && a.zones == b.zones
-        && a.rules == b.rules
-        && a.forwards == b.forwards
-        && a.port_forwards == b.port_forwards
-        && a.forward_foreign_dnat == b.forward_foreign_dnat
-        && a.helpers == b.helpers
-        && (a.flow_offload, a.flow_offload_hw) == (b.flow_offload, b.flow_offload_hw)
-        && a.sets.len() == b.sets.len()
-        && a.sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
+    // Every field by name, none by `..`: a key added to `[policy]` is a compile error here
+    // until it is compared (one was once missed, and its change was taken for an element
+    // change: the sync kept the old rules).
+    let PolicyConfig {
+        input,
+        forward,
+        output,
+        zones,
+        sets,
+        rules,
+        forwards,
+        port_forwards,
+        forward_foreign_dnat,
+        helpers,
+        flow_offload,
+        flow_offload_hw,
+        synflood,
+    } = a;
+    (input, forward, output) == (&b.input, &b.forward, &b.output)
+        && zones == &b.zones
+        && rules == &b.rules
+        && forwards == &b.forwards
+        && port_forwards == &b.port_forwards
+        && forward_foreign_dnat == &b.forward_foreign_dnat
+        && helpers == &b.helpers
+        && (flow_offload, flow_offload_hw) == (&b.flow_offload, &b.flow_offload_hw)
+        && synflood == &b.synflood
+        && sets.len() == b.sets.len()
+        && sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
             n == m
                 && x.family == y.family
                 && (x.dynamic, x.timeout, x.size) == (y.dynamic, y.timeout, y.size)
@@ -453,6 +472,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.mtu_fixes(cfg);
     b.flow_offload(cfg, addrs.links());
     b.always_present();
+    b.synflood(cfg);
     b.notracks(cfg);
     b.set_marks(cfg);
     b.set_dscps(cfg);
@@ -519,7 +539,7 @@ pub fn log_limit_name(z: &Zone) -> String {
     format!("{}.log_limit", z.name)
 }
 
-fn rate_unit(r: Rate) -> RateUnit {
+pub(super) fn rate_unit(r: Rate) -> RateUnit {
     match r.per_seconds {
         1 => RateUnit::Second,
         60 => RateUnit::Minute,

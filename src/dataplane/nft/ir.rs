@@ -392,8 +392,14 @@ pub const CT_STATUS_DNAT: u32 = 0x20;
 pub const CT_STATUS_SNAT: u32 = 0x10;
 /// RTN_LOCAL: `fib daddr type local`.
 pub const ADDRTYPE_LOCAL: u32 = 2;
+/// `tcp flags fin`.
+pub const TCP_FIN: u8 = 0x01;
 /// `tcp flags syn`.
 pub const TCP_SYN: u8 = 0x02;
+/// `tcp flags rst`.
+pub const TCP_RST: u8 = 0x04;
+/// `tcp flags ack`.
+pub const TCP_ACK: u8 = 0x10;
 
 /// A set element key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -382,7 +382,14 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
         Stmt::MaskedCmp { left, mask, right } => {
             render_expr(out, left);
             out.push_str(" & ");
-            render_value(out, mask);
+            // Flag names as a mask: nft reads `a | b` only inside parentheses there.
+            if let Value::TcpFlags(_) = mask {
+                let mut names = String::new();
+                render_value(&mut names, mask);
+                let _ = write!(out, "({})", names.replace(',', " | "));
+            } else {
+                render_value(out, mask);
+            }
             out.push_str(" == ");
             render_value(out, right);
         }
@@ -696,11 +703,11 @@ pub fn render_value(out: &mut String, v: &Value) {
             out,
             u32::from(*bits),
             &[
-                (0x01, "fin"),
+                (u32::from(TCP_FIN), "fin"),
                 (u32::from(TCP_SYN), "syn"),
-                (0x04, "rst"),
+                (u32::from(TCP_RST), "rst"),
                 (0x08, "psh"),
-                (0x10, "ack"),
+                (u32::from(TCP_ACK), "ack"),
             ],
         ),
         Value::AddrType(t) => match *t {
