@@ -57,14 +57,14 @@ auth = DummyAuthorizer()
 auth.add_anonymous(sys.argv[1])
 FTPHandler.authorizer = auth
 FTPHandler.timeout = 10
-FTPServer(("192.0.2.2", 21), FTPHandler).serve_forever()
+FTPServer(("192.0.2.2", int(sys.argv[2])), FTPHandler).serve_forever()
 "#;
 
 const CLIENT: &str = r#"
 import ftplib, sys
 try:
     f = ftplib.FTP(timeout=3)
-    f.connect("192.0.2.2", 21)
+    f.connect("192.0.2.2", int(sys.argv[2]))
     f.login()
     f.set_pasv(sys.argv[1] == "passive")
     lines = []
@@ -77,23 +77,33 @@ except Exception as e:
 
 /// Starts the FTP server on the wan host; returns once it listens.
 fn ftp_server(t: &Topology, wan: &Host) -> std::process::Child {
+    ftp_server_on(t, wan, 21)
+}
+
+/// [`ftp_server`] on another control port.
+fn ftp_server_on(t: &Topology, wan: &Host, port: u16) -> std::process::Child {
     let root = t.script("ftp-root/hello.txt", "hello through the helper\n");
     let root = root.trim_end_matches("/hello.txt").to_string();
     let script = t.script("ftp_server.py", SERVER);
     let log = t.script("ftp_server.log", "");
     let child = wan.spawn(&format!(
-        "exec /usr/bin/python3 {script} {root} > {log} 2>&1"
+        "exec /usr/bin/python3 {script} {root} {port} > {log} 2>&1"
     ));
     wait_until("the FTP server", Duration::from_secs(10), || {
-        wan.sh("ss -ltn").contains("192.0.2.2:21")
+        wan.sh("ss -ltn").contains(&format!("192.0.2.2:{port} "))
     });
     child
 }
 
 /// One download from the lan host, `active` or `passive`: the file's line or `FAIL: ...`.
 fn download(t: &Topology, lan: &Host, mode: &str) -> String {
+    download_from(t, lan, mode, 21)
+}
+
+/// [`download`] from a server on another control port.
+fn download_from(t: &Topology, lan: &Host, mode: &str, port: u16) -> String {
     let script = t.script("ftp_client.py", CLIENT);
-    lan.sh(&format!("/usr/bin/python3 {script} {mode}"))
+    lan.sh(&format!("/usr/bin/python3 {script} {mode} {port}"))
         .trim()
         .to_string()
 }
@@ -121,6 +131,42 @@ netns_test! {
         for mode in ["active", "passive"] {
             let answer = download(&t, lan, mode);
             assert_eq!(answer, "hello through the helper", "{mode} with the helper");
+        }
+        server.kill().unwrap();
+        server.wait().unwrap();
+    }
+}
+
+netns_test! {
+    /// fw4's `config helper` (its 02_zones/07_helpers declares every helper so): a helper
+    /// defined as `[policy.helper.ftp-alt]` follows FTP on port 2121, which the built-in
+    /// `ftp` (port 21) never sees.
+    fn fw4_07_helpers_a_defined_helper_follows_ftp_on_the_port_it_names() {
+        let t = lan_wan();
+        let (lan, wan) = (t.host("lan"), t.host("wan"));
+        let mut server = ftp_server_on(&t, wan, 2121);
+        let on_2121 = FTP_ONLY.replace("ports = [21]", "ports = [2121]");
+        let mut d = Driver::policy();
+        // The built-in helper watches port 21: nothing is related on 2121.
+        d.sync(&on_2121
+            .replace("[policy]\n", "[policy]\nhelpers = [\"ftp\"]\n")
+            .replace("networks = [\"10.0.0.0/24\"]\n", "networks = [\"10.0.0.0/24\"]\nhelpers = [\"ftp\"]\n"))
+            .unwrap();
+        assert!(download_from(&t, lan, "passive", 2121).starts_with("FAIL"));
+        let defined = format!(
+            "{}\n[policy.helper.ftp-alt]\ntype = \"ftp\"\nprotocol = \"tcp\"\nport = 2121\n",
+            on_2121.replace(
+                "networks = [\"10.0.0.0/24\"]\n",
+                "networks = [\"10.0.0.0/24\"]\nhelpers = [\"ftp-alt\"]\n"
+            )
+        );
+        d.sync(&defined).unwrap();
+        let helpers = sh("nft list ct helpers table inet edgenetd-policy");
+        assert!(helpers.contains("ct helper helper-ftp-alt-ftp"), "{helpers}");
+        let chain = sh("nft list chain inet edgenetd-policy helpers");
+        assert!(chain.contains("tcp dport 2121 ct helper set \"helper-ftp-alt-ftp\""), "{chain}");
+        for mode in ["active", "passive"] {
+            assert_eq!(download_from(&t, lan, mode, 2121), "hello through the helper", "{mode}");
         }
         server.kill().unwrap();
         server.wait().unwrap();

@@ -104,3 +104,53 @@ helpers = ["sip", "nope"]
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
 }
+
+/// `[policy.helper.<name>]` (fw4's `config helper`): what a definition loads to, that it
+/// declares itself, and each bad key at its place.
+#[test]
+fn defined_helpers_are_read_and_checked_at_their_place() {
+    let ok = edgenetd::config::load_str(&[(
+        "main.toml",
+        r#"[policy]
+[policy.helper.sip-alt]
+type = "sip"
+protocol = "udp"
+port = 5062
+[policy.zone.lan]
+interfaces = ["br-lan"]
+helpers = ["sip-alt"]
+"#,
+    )])
+    .unwrap();
+    let p = ok.policy.unwrap();
+    assert_eq!(p.helpers, ["sip-alt"]);
+    let ports = p.helper_ports("sip-alt").unwrap();
+    assert_eq!((ports[0].kernel.as_ref(), ports[0].port), ("sip", 5062));
+    let out = edgenetd::config::load_str(&[(
+        "main.toml",
+        r#"[policy]
+[policy.helper.ftp]
+type = "ftp"
+protocol = "tcp"
+port = 2121
+[policy.helper.bad]
+type = "no such helper name at all"
+protocol = "sctp"
+port = "1000-1001"
+[policy.zone.lan]
+interfaces = ["br-lan"]
+helpers = ["nope"]
+"#,
+    )])
+    .expect_err("config must be rejected")
+    .rendered;
+    for e in [
+        "main.toml:2:16: error: `ftp` is a built-in helper: give the definition another name",
+        "main.toml:7:8: error: invalid helper type `no such helper name at all`",
+        "main.toml:8:12: error: invalid helper protocol `sctp`: expected \"tcp\" or \"udp\"",
+        "main.toml:9:8: error: a helper follows one server port",
+        "main.toml:12:12: error: unknown conntrack helper `nope`",
+    ] {
+        assert!(out.contains(e), "missing {e:?} in:\n{out}");
+    }
+}

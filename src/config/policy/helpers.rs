@@ -5,11 +5,21 @@
 //! stands for both of its helpers, `RAS` and `Q.931`), and `rtsp`, which fw4 offers from an
 //! out-of-tree module: a kernel without it refuses it at the sync, which reports it.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
 use super::super::doc::{Value, de};
 use super::model::{HelperPort, Protocol};
+use super::raw::RawPort;
+use super::rules::port_range;
+use super::zones::valid_name;
+
+/// The custom helpers by name, as [`defined`] reads them.
+pub(super) type Custom = BTreeMap<String, HelperPort>;
 
 /// Every helper edgenetd knows: its config name and what the kernel calls the helper(s), on
 /// which protocol and port.
@@ -35,7 +45,7 @@ pub const KNOWN_HELPERS: &[(&str, &[HelperPort])] = &[
 
 const fn port(kernel: &'static str, protocol: Protocol, port: u16) -> HelperPort {
     HelperPort {
-        kernel,
+        kernel: Cow::Borrowed(kernel),
         protocol,
         port,
     }
@@ -57,15 +67,16 @@ fn known_list() -> String {
         .join(", ")
 }
 
-/// True when `h` names a helper edgenetd knows; an error at its place otherwise.
-fn known(h: &Spanned<String>, diags: &mut Diagnostics) -> bool {
+/// True when `h` names a helper edgenetd knows or the config defines; an error at its
+/// place otherwise.
+fn known(h: &Spanned<String>, custom: &Custom, diags: &mut Diagnostics) -> bool {
     let name = h.get_ref();
-    let ok = helper_ports(name).is_some();
+    let ok = helper_ports(name).is_some() || custom.contains_key(name);
     if !ok {
         diags.error(
             h.span(),
             format!(
-                "unknown conntrack helper `{name}`: expected one of {}",
+                "unknown conntrack helper `{name}`: expected one of {}, or a helper defined as `[policy.helper.{name}]`",
                 known_list()
             ),
         );
@@ -73,15 +84,93 @@ fn known(h: &Spanned<String>, diags: &mut Diagnostics) -> bool {
     ok
 }
 
-/// `[policy] helpers`: the declared helpers, each known, each once.
-pub(super) fn declared(v: &Value<'_>, diags: &mut Diagnostics) -> Vec<String> {
+/// `[policy.helper.<name>]`: fw4's `config helper`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHelper {
+    /// The kernel's helper (`ftp`, `sip`): the `nf_conntrack_<type>` module provides it.
+    #[serde(rename = "type")]
+    kind: Spanned<String>,
+    protocol: Spanned<String>,
+    port: Spanned<RawPort>,
+}
+
+/// nf_conntrack's helper names are at most 15 bytes (`NF_CT_HELPER_NAME_LEN` 16).
+const KERNEL_NAME_MAX: usize = 15;
+
+/// One `[policy.helper.<name>]` table: a kernel helper on the protocol and port given
+/// (a helper follows the connections a rule attaches it to, on any port).
+pub(super) fn defined(
+    (name, span): (&str, std::ops::Range<usize>),
+    v: &Value<'_>,
+    diags: &mut Diagnostics,
+) -> Option<HelperPort> {
+    if !valid_name(name) {
+        diags.error(
+            span.clone(),
+            format!("invalid helper name `{name}`: expected a letter, then letters, digits, `_` or `-` (up to 32)"),
+        );
+        return None;
+    }
+    if helper_ports(name).is_some() {
+        diags.error(
+            span,
+            format!("`{name}` is a built-in helper: give the definition another name (e.g. `{name}-alt`) and use that name in the zones"),
+        );
+        return None;
+    }
+    let raw: RawHelper = de(v, diags)?;
+    let kernel = raw.kind.get_ref();
+    let kernel_ok = !kernel.is_empty()
+        && kernel.len() <= KERNEL_NAME_MAX
+        && kernel
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !kernel_ok {
+        diags.error(
+            raw.kind.span(),
+            format!("invalid helper type `{kernel}`: expected a kernel helper's name (up to 15 letters, digits, `-`, `_` or `.`), e.g. \"ftp\" or \"sip\""),
+        );
+    }
+    let protocol = match raw.protocol.get_ref().as_str() {
+        "tcp" => Some(Protocol::Tcp),
+        "udp" => Some(Protocol::Udp),
+        other => {
+            diags.error(
+                raw.protocol.span(),
+                format!("invalid helper protocol `{other}`: expected \"tcp\" or \"udp\""),
+            );
+            None
+        }
+    };
+    let port = match port_range(&raw.port, diags) {
+        Some((p, end)) if p == end => Some(p),
+        Some(_) => {
+            diags.error(
+                raw.port.span(),
+                "a helper follows one server port: expected a single port, not a range",
+            );
+            None
+        }
+        None => None,
+    };
+    let (protocol, port) = (protocol?, port?);
+    kernel_ok.then(|| HelperPort {
+        kernel: Cow::Owned(kernel.clone()),
+        protocol,
+        port,
+    })
+}
+
+/// `[policy] helpers`: the declared helpers, each known (built in or defined), each once.
+pub(super) fn declared(v: &Value<'_>, custom: &Custom, diags: &mut Diagnostics) -> Vec<String> {
     let Some(raw) = de::<Vec<Spanned<String>>>(v, diags) else {
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
     for h in &raw {
         let name = h.get_ref();
-        if !known(h, diags) {
+        if !known(h, custom, diags) {
             continue;
         }
         if out.contains(name) {
@@ -93,16 +182,17 @@ pub(super) fn declared(v: &Value<'_>, diags: &mut Diagnostics) -> Vec<String> {
     out
 }
 
-/// A zone's `helpers`: each declared in `[policy] helpers`.
+/// A zone's `helpers`: each declared in `[policy] helpers` or defined.
 pub(super) fn of_zone(
     raw: &[Spanned<String>],
     declared: &[String],
+    custom: &Custom,
     diags: &mut Diagnostics,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for h in raw {
         let name = h.get_ref();
-        if !known(h, diags) {
+        if !known(h, custom, diags) {
             continue;
         }
         if !declared.contains(name) {

@@ -59,6 +59,7 @@ const KEYS: &[&str] = &[
     "port_forward",
     "forward_foreign_dnat",
     "helpers",
+    "helper",
     "flow_offload",
     "flow_offload_hw",
     "synflood_protect",
@@ -87,6 +88,7 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         port_forwards: Vec::new(),
         forward_foreign_dnat: false,
         helpers: Vec::new(),
+        custom_helpers: BTreeMap::new(),
         flow_offload: false,
         flow_offload_hw: false,
         synflood: None,
@@ -95,8 +97,21 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
     validate_offload(table, &mut cfg, diags);
     validate_synflood(table, &mut cfg, diags);
     unknown_keys(table, diags);
+    if let Some(v) = table.get("helper") {
+        for (name, name_span, value) in subtables(v, "policy.helper", diags) {
+            if let Some(h) = helpers::defined((&name, name_span), value, diags) {
+                cfg.custom_helpers.insert(name, h);
+            }
+        }
+    }
     if let Some(v) = table.get("helpers") {
-        cfg.helpers = helpers::declared(v, diags);
+        cfg.helpers = helpers::declared(v, &cfg.custom_helpers, diags);
+    }
+    // A definition is a declaration: its helper is there for the zones to attach.
+    for name in cfg.custom_helpers.keys() {
+        if !cfg.helpers.contains(name) {
+            cfg.helpers.push(name.clone());
+        }
     }
     zones_and_sets(table, &mut cfg, diags);
     let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
@@ -174,7 +189,8 @@ fn unknown_keys(table: &DeTable<'_>, diags: &mut Diagnostics) {
 fn zones_and_sets(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
     if let Some(v) = table.get("zone") {
         for (name, name_span, value) in subtables(v, "policy.zone", diags) {
-            if let Some(z) = validate_zone((&name, name_span), value, &cfg.helpers, diags) {
+            let helpers = (&cfg.helpers[..], &cfg.custom_helpers);
+            if let Some(z) = validate_zone((&name, name_span), value, helpers, diags) {
                 cfg.zones.insert(name, z);
             }
         }

@@ -299,16 +299,29 @@ pub struct PolicyConfig {
     /// New TCP connections to the router are rate-limited (`synflood_protect`); `None`:
     /// they are not.
     pub synflood: Option<SynFlood>,
-    /// Declared conntrack helpers (`[policy] helpers`), by config name (see
-    /// [`KNOWN_HELPERS`](super::KNOWN_HELPERS)).
+    /// Declared conntrack helpers (`[policy] helpers`, and every `[policy.helper.<name>]`),
+    /// by config name (see [`KNOWN_HELPERS`](super::KNOWN_HELPERS)).
     pub helpers: Vec<String>,
+    /// Helpers the config defines (`[policy.helper.<name>]`, fw4's `config helper`): a
+    /// kernel helper on a protocol and port of the operator's choosing, by config name.
+    pub custom_helpers: BTreeMap<String, HelperPort>,
+}
+
+impl PolicyConfig {
+    /// The kernel helper(s) of the declared or defined helper `name`.
+    pub fn helper_ports(&self, name: &str) -> Option<Vec<HelperPort>> {
+        match self.custom_helpers.get(name) {
+            Some(custom) => Some(vec![custom.clone()]),
+            None => super::helper_ports(name).map(<[HelperPort]>::to_vec),
+        }
+    }
 }
 
 /// One kernel conntrack helper and the traffic it follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HelperPort {
     /// The kernel's name of the helper (`ftp`, `Q.931`).
-    pub kernel: &'static str,
+    pub kernel: std::borrow::Cow<'static, str>,
     /// TCP or UDP.
     pub protocol: Protocol,
     /// The server port of the connections it follows.

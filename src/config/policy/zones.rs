@@ -24,7 +24,7 @@ pub(super) fn valid_name(name: &str) -> bool {
 pub(super) fn validate_zone(
     (name, span): (&str, Range<usize>),
     v: &Value<'_>,
-    declared_helpers: &[String],
+    (declared_helpers, custom_helpers): (&[String], &super::helpers::Custom),
     diags: &mut Diagnostics,
 ) -> Option<Zone> {
     if !valid_name(name) || name == "self" {
@@ -51,7 +51,7 @@ pub(super) fn validate_zone(
         }
     }
     let networks = prefixes(&raw.networks, diags);
-    let helpers = super::helpers::of_zone(&raw.helpers, declared_helpers, diags);
+    let helpers = super::helpers::of_zone(&raw.helpers, declared_helpers, custom_helpers, diags);
     if raw.interfaces.is_empty() && raw.networks.is_empty() {
         diags.error(
             span,

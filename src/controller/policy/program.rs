@@ -401,6 +401,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         port_forwards,
         forward_foreign_dnat,
         helpers,
+        custom_helpers,
         flow_offload,
         flow_offload_hw,
         synflood,
@@ -412,6 +413,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && port_forwards == &b.port_forwards
         && forward_foreign_dnat == &b.forward_foreign_dnat
         && helpers == &b.helpers
+        && custom_helpers == &b.custom_helpers
         && (flow_offload, flow_offload_hw) == (&b.flow_offload, &b.flow_offload_hw)
         && synflood == &b.synflood
         && sets.len() == b.sets.len()

@@ -8,7 +8,7 @@
 //! refuses the object; the group is left out (its connections get no helper, nothing more
 //! is let through) and the sync reports it, while everything else stays programmed.
 
-use crate::config::policy::{PolicyConfig, Protocol, helper_ports};
+use crate::config::policy::{PolicyConfig, Protocol};
 use crate::dataplane::nft::ir::*;
 
 use super::super::matches::{Match, combine, zone_match};
@@ -41,16 +41,16 @@ impl Builder {
             ChainPolicy::Accept,
         ));
         for name in &cfg.helpers {
-            let Some(ports) = helper_ports(name) else {
+            let Some(ports) = cfg.helper_ports(name) else {
                 continue; // validated: never
             };
             self.group(format!("helper {name}"), false);
-            for hp in ports {
+            for hp in &ports {
                 let (protocol, field) = match hp.protocol {
                     Protocol::Udp => (17, Field::UdpDport),
                     _ => (6, Field::TcpDport),
                 };
-                let object = object_name(name, hp.kernel);
+                let object = object_name(name, &hp.kernel);
                 self.p.table.ct_helpers.push(CtHelper {
                     name: object.clone(),
                     helper: hp.kernel.to_string(),
