@@ -797,6 +797,40 @@ action = "accept"
     assert!(!steps(&j).contains("syn_flood"), "{j}");
 }
 
+/// An address·port set (`match`, `ipset`): only the listed pair is accepted.
+#[test]
+fn an_address_port_set_admits_its_pairs_only() {
+    let cfg = r#"
+[policy]
+forward_default = "drop"
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+[policy.set.allowed]
+type = "ipv4"
+match = ["dest_ip", "dest_port"]
+elements = ["192.0.2.2 80"]
+[[policy.rule]]
+name = "allowed-pairs"
+from = "lan"
+to = "wan"
+protocol = "tcp"
+ipset = "allowed"
+action = "accept"
+"#;
+    let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", "192.0.2.2", 80, &[]);
+    assert_eq!(
+        (j["verdict"].as_str(), j["rule"].as_str()),
+        (Some("accept"), Some("allowed-pairs")),
+        "{j}"
+    );
+    for (to, port) in [("192.0.2.2", 81), ("192.0.2.3", 80)] {
+        let j = explain_tcp(cfg, "veth-lan", "10.0.0.2", to, port, &[]);
+        assert_eq!(j["verdict"], "drop", "{to}:{port} {j}");
+    }
+}
+
 /// `edgenetd explain` under `config` with `args` as given (no `--addresses` added): the
 /// outcome, for its text or its JSON.
 fn explain_as_given(config: &str, args: &[&str]) -> (String, String) {

@@ -13,6 +13,7 @@ mod dynamic_sets;
 mod fault;
 mod flow_offload;
 mod helpers_packets;
+mod ipsets;
 mod match_config;
 mod match_packets;
 mod match_plan;

@@ -181,7 +181,7 @@ action = "accept"
             "main.toml:20:16: error: `source_ports` needs protocol = \"tcp\" or \"udp\" (or both: [\"tcp\", \"udp\"])",
             "main.toml:26:17: error: invalid port: expected a number 1-65535",
             "main.toml:27:16: error: empty `to_addresses`: expected addresses",
-            "main.toml:31:8: error: rule `d` can never match: its `from`, `to`, `to_addresses` and `protocol` have no IP version in common",
+            "main.toml:31:8: error: rule `d` can never match: its `from`, `to`, `to_addresses`, `ipset` and `protocol` have no IP version in common",
         ],
     );
 }
@@ -330,6 +330,7 @@ fn the_documented_match_snat_and_mark_examples_validate() {
         "source_ports",
         "set_mark",
         "from_addresses",
+        "ipset",
     ];
     let blocks: Vec<&str> = doc
         .split("```toml\n")
@@ -339,8 +340,8 @@ fn the_documented_match_snat_and_mark_examples_validate() {
         .collect();
     assert_eq!(
         blocks.len(),
-        5,
-        "one example per group of keys, and notrack's"
+        6,
+        "one example per group of keys, and notrack's and ipset's"
     );
     for b in blocks {
         let text = format!("{ZONES}{b}");

@@ -22,6 +22,7 @@ use super::doc::{Doc, Value, de, de_each};
 
 mod dual_forward;
 mod helpers;
+mod ipset;
 mod matches;
 mod model;
 mod offload;

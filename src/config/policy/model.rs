@@ -84,6 +84,32 @@ pub struct NamedSet {
     pub timeout: Option<Duration>,
     /// `size`: the most elements the kernel takes (dynamic sets only).
     pub size: Option<u32>,
+    /// `match` (fw4's ipset `match`): the set holds address·port pairs, its key these
+    /// fields in this order; empty: a set of addresses (`elements`).
+    pub tuple: Vec<TupleField>,
+    /// The pairs of a set with a `tuple` (address, port), whatever the fields' order.
+    pub pairs: Vec<(IpAddr, u16)>,
+}
+
+/// One field of an address·port set's key (fw4's ipset `match`: `src_ip`, `dest_port`…).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TupleField {
+    /// The address (`ip`), else the port.
+    pub address: bool,
+    /// Taken from the packet's source (`src_`, and fw4's default), else its destination.
+    pub source: bool,
+}
+
+/// `ipset = "name"` (fw4's rule `ipset`): the packet's address·port pair is (or, negated,
+/// is not) in the named set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IpsetMatch {
+    /// The set (one with a `match`).
+    pub set: String,
+    /// The set's fields, with the directions the rule gave (`"name dst src"`) or the set's.
+    pub fields: Vec<TupleField>,
+    /// `"!name"`: the pair is not in the set.
+    pub negate: bool,
 }
 
 /// Where a rule's traffic comes from.

@@ -37,6 +37,8 @@ pub(super) struct RawSet {
     pub(super) dynamic: bool,
     pub(super) timeout: Option<Spanned<String>>,
     pub(super) size: Option<Spanned<i64>>,
+    #[serde(rename = "match")]
+    pub(super) tuple: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]

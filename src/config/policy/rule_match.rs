@@ -42,6 +42,7 @@ macro_rules! with_raw_match_keys {
             pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
             pub(super) icmp_types: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) dscp: Option<Spanned<$crate::config::policy::rule_match::RawValues>>,
+            pub(super) ipset: Option<Spanned<String>>,
             pub(super) start_time: Option<Spanned<String>>,
             pub(super) stop_time: Option<Spanned<String>>,
             pub(super) weekdays: Option<Spanned<RawFrom>>,
@@ -140,6 +141,8 @@ pub struct RuleMatch {
     /// When the rule applies (`start_time`, `stop_time`, `weekdays`, `start_date`,
     /// `stop_date`, `utc_time`); `None` = always.
     pub time: Option<TimeMatch>,
+    /// An address·port set the packet's pair must (not) be in (`ipset`, fw4's).
+    pub ipset: Option<IpsetMatch>,
 }
 
 impl RuleMatch {
@@ -165,6 +168,7 @@ impl RuleMatch {
         let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
         let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
         let dscp = dscp(raw.dscp.as_ref(), diags);
+        let ipset = super::ipset::ipset(raw.ipset.as_ref(), protocol, cfg, diags);
         let time = time_match(
             RawTime {
                 start_time: raw.start_time.as_ref(),
@@ -187,6 +191,7 @@ impl RuleMatch {
             icmp_types: icmp_types?,
             dscp: dscp?,
             time: time?,
+            ipset: ipset?,
         };
         (!self_to_self).then_some(m)
     }
@@ -199,12 +204,29 @@ impl RuleMatch {
         cfg: &PolicyConfig,
         diags: &mut Diagnostics,
     ) -> bool {
-        let ok = can_match(&self.from, &self.to, &self.to_addresses, self.protocol, cfg);
+        let ok = can_match(&self.from, &self.to, &self.to_addresses, self.protocol, cfg)
+            && self.ipset.as_ref().is_none_or(|m| {
+                let family = cfg.sets.get(&m.set).map(|s| s.family);
+                let set = match family {
+                    Some(SetFamily::Ipv4) => (true, false),
+                    Some(SetFamily::Ipv6) => (false, true),
+                    None => (true, true),
+                };
+                let rest = and(
+                    and(
+                        source_versions(&self.from, cfg),
+                        dest_versions(&self.to, cfg),
+                    ),
+                    address_versions(&self.to_addresses, cfg),
+                );
+                let (v4, v6) = and(rest, set);
+                v4 || v6
+            });
         if !ok {
             diags.error(
                 name.span(),
                 format!(
-                    "rule `{}` can never match: its `from`, `to`, `to_addresses` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
+                    "rule `{}` can never match: its `from`, `to`, `to_addresses`, `ipset` and `protocol` have no IP version in common (e.g. an IPv4-only zone or set with icmpv6)",
                     name.get_ref()
                 ),
             );
@@ -248,7 +270,14 @@ pub(super) fn known_set(
     cfg: &PolicyConfig,
     diags: &mut Diagnostics,
 ) -> Option<String> {
-    if cfg.sets.contains_key(name) {
+    if let Some(set) = cfg.sets.get(name) {
+        if !set.tuple.is_empty() {
+            diags.error(
+                span,
+                format!("set `{name}` holds address·port pairs, not addresses: match it with `ipset = \"{name}\"`"),
+            );
+            return None;
+        }
         return Some(name.to_string());
     }
     let known: Vec<String> = cfg.sets.keys().map(|k| format!("`@{k}`")).collect();

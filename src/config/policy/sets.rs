@@ -47,7 +47,20 @@ pub(super) fn validate_set(
             return None;
         }
     };
-    let elements = elements(name, &raw, family, diags);
+    let tuple = super::ipset::tuple(raw.tuple.as_ref(), diags)?;
+    let (elements, pairs) = if tuple.is_empty() {
+        (elements(name, &raw, family, diags), Vec::new())
+    } else {
+        if raw.dynamic {
+            diags.error(
+                raw.tuple.as_ref().expect("a tuple").span(),
+                "an address·port set holds the config's pairs only: expected no `dynamic` with `match`",
+            );
+            return None;
+        }
+        let pairs = super::ipset::pairs(&raw.elements, &tuple, family, diags);
+        (Vec::new(), pairs)
+    };
     let timeout = raw
         .timeout
         .as_ref()
@@ -65,6 +78,8 @@ pub(super) fn validate_set(
         dynamic: raw.dynamic,
         timeout,
         size,
+        tuple,
+        pairs,
     })
 }
 

@@ -360,11 +360,14 @@ fn policy_of(a: Action) -> ChainPolicy {
 /// that asks for a packet-path-updatable hash, which can hold no prefix, and no rule of
 /// edgenetd updates the set from the packet path.
 fn named_set(s: &NamedSet) -> Set {
-    let key = match s.family {
+    let addr = match s.family {
         SetFamily::Ipv4 => DataType::Ipv4Addr,
         SetFamily::Ipv6 => DataType::Ipv6Addr,
     };
-    let mut set = Set::new(s.name.clone(), KeyType::single(key));
+    if !s.tuple.is_empty() {
+        return pair_set(s, addr);
+    }
+    let mut set = Set::new(s.name.clone(), KeyType::single(addr));
     let nets = normalize_prefixes(s.elements.iter().copied());
     set.interval = s.dynamic || nets.iter().any(|n| n.prefix_len() < n.max_prefix_len());
     if s.dynamic {
@@ -379,6 +382,39 @@ fn named_set(s: &NamedSet) -> Set {
             } else {
                 ElemKey::Value(Value::ip(n.addr()))
             })
+        })
+        .collect();
+    set
+}
+
+/// An address·port set (`match`): its key the two types in the set's field order, each
+/// element the concatenation of its pair in that order (exact pairs: a hash set).
+fn pair_set(s: &NamedSet, addr: DataType) -> Set {
+    let of = |f: &crate::config::policy::TupleField| {
+        if f.address {
+            addr
+        } else {
+            DataType::InetService
+        }
+    };
+    let key = KeyType(s.tuple.iter().map(of).collect());
+    let mut set = Set::new(s.name.clone(), key);
+    set.elements = s
+        .pairs
+        .iter()
+        .map(|(a, p)| {
+            let parts = s
+                .tuple
+                .iter()
+                .map(|f| {
+                    if f.address {
+                        Value::ip(*a)
+                    } else {
+                        Value::Port(*p)
+                    }
+                })
+                .collect();
+            Element::key(ElemKey::Value(Value::Concat(parts)))
         })
         .collect();
     set
@@ -418,9 +454,20 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && synflood == &b.synflood
         && sets.len() == b.sets.len()
         && sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
+            // As above: every field by name; only the elements may differ.
+            let NamedSet {
+                name: _,
+                family,
+                elements: _,
+                dynamic,
+                timeout,
+                size,
+                tuple,
+                pairs: _,
+            } = x;
             n == m
-                && x.family == y.family
-                && (x.dynamic, x.timeout, x.size) == (y.dynamic, y.timeout, y.size)
+                && (family, dynamic, timeout, size) == (&y.family, &y.dynamic, &y.timeout, &y.size)
+                && tuple == &y.tuple
         })
 }
 
@@ -436,7 +483,7 @@ pub fn with_set_elements(p: &Program, old: &PolicyConfig, new: &PolicyConfig) ->
     let mut out = p.clone();
     for set in out.table.sets.iter_mut() {
         if let (Some(o), Some(n)) = (old.sets.get(&set.name), new.sets.get(&set.name))
-            && o.elements != n.elements
+            && (o.elements != n.elements || o.pairs != n.pairs)
         {
             *set = named_set(n);
         }

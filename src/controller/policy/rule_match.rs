@@ -1,7 +1,9 @@
 //! The match of a config rule (`[[policy.rule]]`), built in one place for every chain that
 //! carries the rule: the filter chains and the mangle chain of `set_mark`.
 
-use crate::config::policy::{Destination, PolicyConfig, Protocol, RuleMatch, Source};
+use crate::config::policy::{
+    Destination, IpsetMatch, PolicyConfig, Protocol, RuleMatch, SetFamily, Source,
+};
 use crate::dataplane::nft::ir::*;
 use crate::sys;
 
@@ -39,6 +41,7 @@ pub(super) fn rule_matches(
         icmp_types,
         dscp,
         time,
+        ipset,
     } = m;
     let src = rule_source(cfg, from);
     let zone = match to {
@@ -56,7 +59,8 @@ pub(super) fn rule_matches(
         .into_iter()
         .map(|p| {
             let l4 = proto_match(p, ports, source_ports, icmp_types);
-            (p, combine(&combine(&src_dst, &[l4]), &when))
+            let l4 = combine(&[l4], &ipset_match(cfg, ipset.as_ref(), p));
+            (p, combine(&combine(&src_dst, &l4), &when))
         })
         .collect()
 }
@@ -102,6 +106,38 @@ fn dscp_matches(values: &[u8]) -> Vec<Match> {
         }
     })
     .collect()
+}
+
+/// `ipset`: the packet's address·port pair, in the set's field order, looked up in the set
+/// (after the protocol match, which the port field needs).
+fn ipset_match(cfg: &PolicyConfig, ipset: Option<&IpsetMatch>, p: Protocol) -> Vec<Match> {
+    let Some(m) = ipset else {
+        return any();
+    };
+    let v4 = cfg.sets[&m.set].family == SetFamily::Ipv4;
+    let parts = m
+        .fields
+        .iter()
+        .map(|f| {
+            Expr::Payload(match (f.address, f.source, v4, p) {
+                (true, true, true, _) => Field::IpSaddr,
+                (true, false, true, _) => Field::IpDaddr,
+                (true, true, false, _) => Field::Ip6Saddr,
+                (true, false, false, _) => Field::Ip6Daddr,
+                (false, true, _, _) => Field::ThSport,
+                (false, false, _, Protocol::Udp) => Field::UdpDport,
+                (false, false, _, _) => Field::TcpDport,
+            })
+        })
+        .collect();
+    vec![Match {
+        stmts: vec![Stmt::Lookup {
+            left: Expr::Concat(parts),
+            set: SetRef::Named(m.set.clone()),
+            negate: m.negate,
+        }],
+        version: Some(if v4 { IpVersion::V4 } else { IpVersion::V6 }),
+    }]
 }
 
 /// Where a rule's packets come from, as matches.
