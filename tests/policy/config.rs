@@ -137,7 +137,8 @@ fn defaults_and_zone_forwards() {
         p.forwards,
         [ZoneForward {
             from: "a".into(),
-            to: "b".into()
+            to: "b".into(),
+            family: Family::Any,
         }]
     );
     assert!(
@@ -356,7 +357,8 @@ fn the_schema_example_validates() {
         p.forwards,
         [ZoneForward {
             from: "lan".into(),
-            to: "wan".into()
+            to: "wan".into(),
+            family: Family::Any,
         }]
     );
     assert_eq!(p.port_forwards[0].to.to_string(), "10.0.0.10:80");

@@ -9,6 +9,8 @@ use super::super::diag::Diagnostics;
 use super::super::net::parse_prefix;
 use super::model::*;
 use super::raw::*;
+use super::rule_match::RawValues;
+use crate::names::ip_protocol_by_name;
 
 /// `protocol`: one name, or a list of "tcp" and "udp" (both = [`Protocol::TcpUdp`]).
 /// `Some(Any)` when absent, `None` when invalid (reported).
@@ -60,6 +62,108 @@ pub(super) fn protocol(p: Option<&Spanned<RawFrom>>, diags: &mut Diagnostics) ->
             None
         }
     }
+}
+
+/// A rule's `protocol`: one name of `/etc/protocols` (any case; `"any"`/`"all"` for any)
+/// or number 0-255, or a list of "tcp" and "udp" (both = [`Protocol::TcpUdp`]). `Some(Any)`
+/// when absent, `None` when invalid (reported).
+pub(super) fn rule_protocol(
+    p: Option<&Spanned<RawValues>>,
+    diags: &mut Diagnostics,
+) -> Option<Protocol> {
+    let Some(p) = p else {
+        return Some(Protocol::Any);
+    };
+    let one = match p.get_ref() {
+        RawValues::One(one) => one,
+        RawValues::Many(list) => {
+            // The list form is the TCP+UDP pair; its names are checked as before.
+            let names = list
+                .iter()
+                .map(|v| match v {
+                    RawPort::Text(t) => t.to_ascii_lowercase(),
+                    RawPort::Number(n) => n.to_string(),
+                })
+                .collect();
+            return protocol(Some(&Spanned::new(p.span(), RawFrom::Many(names))), diags);
+        }
+    };
+    let number = match one {
+        RawPort::Number(n) => u8::try_from(*n).ok(),
+        RawPort::Text(t) if matches!(t.trim().to_ascii_lowercase().as_str(), "any" | "all") => {
+            return Some(Protocol::Any);
+        }
+        RawPort::Text(t) => ip_protocol_by_name(t.trim()),
+    };
+    let Some(number) = number else {
+        let shown = match one {
+            RawPort::Number(n) => n.to_string(),
+            RawPort::Text(t) => format!("`{t}`"),
+        };
+        diags.error(
+            p.span(),
+            format!("invalid protocol {shown}: expected a name such as \"tcp\", \"udp\", \"icmp\", \"icmpv6\", \"gre\", \"esp\", \"ah\", \"igmp\", \"sctp\" (those of /etc/protocols), a number 0-255, \"any\", or [\"tcp\", \"udp\"]"),
+        );
+        return None;
+    };
+    Some(match number {
+        6 => Protocol::Tcp,
+        17 => Protocol::Udp,
+        1 => Protocol::Icmp,
+        58 => Protocol::Icmpv6,
+        n => Protocol::Other(n),
+    })
+}
+
+/// `family`: "ipv4", "ipv6" or "any" (any case, as fw4 reads "IPv6"). `Some(Any)` when
+/// absent, `None` when invalid (reported).
+pub(super) fn family(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Family> {
+    let Some(raw) = raw else {
+        return Some(Family::Any);
+    };
+    match raw.get_ref().trim().to_ascii_lowercase().as_str() {
+        "any" => Some(Family::Any),
+        "ipv4" => Some(Family::Ipv4),
+        "ipv6" => Some(Family::Ipv6),
+        _ => {
+            diags.error(
+                raw.span(),
+                format!(
+                    "invalid family `{}`: expected \"ipv4\", \"ipv6\" or \"any\"",
+                    raw.get_ref()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The error for an explicit `family` (`raw`, read as `family`) that rules out every IP
+/// version `what` (a key and its value, e.g. "`from` zone `lan`") allows (`allowed`).
+/// True when they agree.
+pub(super) fn family_agrees(
+    raw: Option<&Spanned<String>>,
+    family: Family,
+    allowed: (bool, bool),
+    what: &str,
+    diags: &mut Diagnostics,
+) -> bool {
+    let (f4, f6) = family.versions();
+    if (f4 && allowed.0) || (f6 && allowed.1) {
+        return true;
+    }
+    if let Some(raw) = raw {
+        let only = if allowed.0 { "IPv4" } else { "IPv6" };
+        diags.error(
+            raw.span(),
+            format!(
+                "`family = \"{}\"` conflicts with {what}, which is {only} only: expected family \"{}\" or \"any\" (or leave `family` out)",
+                family.name(),
+                only.to_ascii_lowercase(),
+            ),
+        );
+    }
+    false
 }
 
 /// True for protocols whose rules may match ports.

@@ -26,6 +26,38 @@ pub enum SetFamily {
     Ipv6,
 }
 
+/// The IP versions a zone, forward or rule is restricted to (`family`, fw4's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Family {
+    /// Both (`family = "any"`, or no `family`).
+    #[default]
+    Any,
+    /// IPv4 only (`family = "ipv4"`).
+    Ipv4,
+    /// IPv6 only (`family = "ipv6"`).
+    Ipv6,
+}
+
+impl Family {
+    /// (IPv4 allowed, IPv6 allowed).
+    pub fn versions(self) -> (bool, bool) {
+        match self {
+            Family::Any => (true, true),
+            Family::Ipv4 => (true, false),
+            Family::Ipv6 => (false, true),
+        }
+    }
+
+    /// The name as written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Any => "any",
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+        }
+    }
+}
+
 /// `[policy.zone.<name>]`: traffic arriving on its interfaces and/or from its networks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Zone {
@@ -34,8 +66,11 @@ pub struct Zone {
     /// Interfaces: exact names, or a stem ending in `*` that matches every name starting
     /// with it (also interfaces that appear later).
     pub interfaces: Vec<String>,
-    /// Source prefixes (IPv4 and/or IPv6).
+    /// Source prefixes (IPv4 and/or IPv6; only of `family`'s version when it has one).
     pub networks: Vec<IpNet>,
+    /// `family`: the zone's interfaces, networks, forwards, rules, masquerade and drop logs
+    /// see only this IP version's traffic.
+    pub family: Family,
     /// SNAT IPv4 traffic leaving through this zone to the router's address there.
     pub masquerade: bool,
     /// SNAT IPv6 traffic leaving through this zone to the router's address there.
@@ -57,6 +92,12 @@ pub struct Zone {
 }
 
 impl Zone {
+    /// True when the zone's `family` admits `ip`'s IP version.
+    pub fn admits(&self, ip: IpAddr) -> bool {
+        let (v4, v6) = self.family.versions();
+        if ip.is_ipv4() { v4 } else { v6 }
+    }
+
     /// True when interface `name` belongs to the zone (exactly or by a `*` stem).
     pub fn has_interface(&self, name: &str) -> bool {
         self.interfaces.iter().any(|i| match i.strip_suffix('*') {
@@ -127,6 +168,9 @@ pub enum Protocol {
     Icmpv6,
     /// TCP and UDP (`protocol = ["tcp", "udp"]`): the same ports of either.
     TcpUdp,
+    /// Another IP protocol, by its number (`protocol = "gre"` or `47`): `meta l4proto`,
+    /// no ports.
+    Other(u8),
 }
 
 impl Protocol {
@@ -211,6 +255,9 @@ pub struct ZoneForward {
     pub from: String,
     /// Destination zone.
     pub to: String,
+    /// `family`: only this IP version's traffic is accepted (the zones' own families
+    /// restrict it further).
+    pub family: Family,
 }
 
 /// `[[policy.port_forward]]`: DNAT of a port on the router's addresses to an inner host.

@@ -13,7 +13,7 @@ use toml::Spanned;
 
 use super::super::diag::Diagnostics;
 use super::super::net::parse_prefix;
-use super::matches::{addresses, has_ports, protocol};
+use super::matches::{addresses, family, family_agrees, has_ports, rule_protocol};
 use super::model::*;
 use super::raw::*;
 use super::rules::{icmp_type, port_range};
@@ -36,12 +36,13 @@ macro_rules! with_raw_match_keys {
             $($before)*
             pub(super) from: Option<Spanned<RawFrom>>,
             pub(super) to: Option<Spanned<String>>,
-            pub(super) protocol: Option<Spanned<RawFrom>>,
+            pub(super) protocol: Option<Spanned<$crate::config::policy::rule_match::RawValues>>,
             pub(super) ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) source_ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
             pub(super) icmp_types: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) dscp: Option<Spanned<$crate::config::policy::rule_match::RawValues>>,
+            pub(super) family: Option<Spanned<String>>,
             pub(super) start_time: Option<Spanned<String>>,
             pub(super) stop_time: Option<Spanned<String>>,
             pub(super) weekdays: Option<Spanned<RawFrom>>,
@@ -137,6 +138,9 @@ pub struct RuleMatch {
     pub icmp_types: Vec<u8>,
     /// DSCP values (`dscp`), of IPv4 and IPv6 alike; empty = any.
     pub dscp: Vec<u8>,
+    /// `family`: only this IP version's packets (the rule's zones, addresses and protocol
+    /// restrict it further, as fw4's rules inherit their zones' family).
+    pub family: Family,
     /// When the rule applies (`start_time`, `stop_time`, `weekdays`, `start_date`,
     /// `stop_date`, `utc_time`); `None` = always.
     pub time: Option<TimeMatch>,
@@ -159,12 +163,13 @@ impl RuleMatch {
                 "a rule from \"self\" cannot go to \"self\": expected a zone or no `to`",
             );
         }
-        let protocol = protocol(raw.protocol.as_ref(), diags);
+        let protocol = rule_protocol(raw.protocol.as_ref(), diags);
         let source_ports = ports("source_ports", raw.source_ports.as_ref(), protocol, diags);
         let ports = ports("ports", raw.ports.as_ref(), protocol, diags);
         let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
         let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
         let dscp = dscp(raw.dscp.as_ref(), diags);
+        let family = family(raw.family.as_ref(), diags);
         let time = time_match(
             RawTime {
                 start_time: raw.start_time.as_ref(),
@@ -186,9 +191,50 @@ impl RuleMatch {
             to_addresses: to_addresses?,
             icmp_types: icmp_types?,
             dscp: dscp?,
+            family: family?,
             time: time?,
         };
-        (!self_to_self).then_some(m)
+        let agrees = m.family_agrees(raw.family.as_ref(), cfg, diags);
+        (!self_to_self && agrees).then_some(m)
+    }
+
+    /// True when an explicit `family` (`raw`) allows an IP version of each of `from`, `to`,
+    /// `to_addresses` and the protocol; else reported at `family`, naming the first key that
+    /// rules it out.
+    fn family_agrees(
+        &self,
+        raw: Option<&Spanned<String>>,
+        cfg: &PolicyConfig,
+        diags: &mut Diagnostics,
+    ) -> bool {
+        if self.family == Family::Any {
+            return true;
+        }
+        let from = match &self.from {
+            Source::Zone(z) => format!("`from` zone `{z}`"),
+            Source::Set(s) => format!("`from` set `@{s}`"),
+            _ => "`from`".to_string(),
+        };
+        let to = match &self.to {
+            Destination::Zone(z) => format!("`to` zone `{z}`"),
+            _ => "`to`".to_string(),
+        };
+        let protocol = if self.protocol == Protocol::Icmp {
+            "`protocol = \"icmp\"`"
+        } else {
+            "`protocol = \"icmpv6\"`"
+        };
+        [
+            (source_versions(&self.from, cfg), from),
+            (dest_versions(&self.to, cfg), to),
+            (
+                address_versions(&self.to_addresses, cfg),
+                "`to_addresses`".to_string(),
+            ),
+            (protocol_versions(self.protocol), protocol.to_string()),
+        ]
+        .into_iter()
+        .all(|(versions, what)| family_agrees(raw, self.family, versions, &what, diags))
     }
 
     /// True when some IP version can satisfy `from`, `to`, `to_addresses` and the protocol
@@ -442,10 +488,7 @@ pub(super) fn net_versions(nets: &[ipnet::IpNet]) -> Versions {
 fn source_versions(s: &Source, cfg: &PolicyConfig) -> Versions {
     match s {
         Source::Any | Source::Router => (true, true),
-        Source::Zone(z) => cfg
-            .zones
-            .get(z)
-            .map_or((true, true), |z| net_versions(&z.networks)),
+        Source::Zone(z) => cfg.zones.get(z).map_or((true, true), zone_versions),
         Source::Set(n) => match cfg.sets.get(n).map(|s| s.family) {
             Some(SetFamily::Ipv4) => (true, false),
             Some(SetFamily::Ipv6) => (false, true),
@@ -458,11 +501,14 @@ fn source_versions(s: &Source, cfg: &PolicyConfig) -> Versions {
 fn dest_versions(d: &Destination, cfg: &PolicyConfig) -> Versions {
     match d {
         Destination::Any | Destination::Router => (true, true),
-        Destination::Zone(z) => cfg
-            .zones
-            .get(z)
-            .map_or((true, true), |z| net_versions(&z.networks)),
+        Destination::Zone(z) => cfg.zones.get(z).map_or((true, true), zone_versions),
     }
+}
+
+/// The IP versions zone `z` sees: its `family`'s, and of those only its networks' versions
+/// when it has networks.
+pub(super) fn zone_versions(z: &Zone) -> Versions {
+    and(z.family.versions(), net_versions(&z.networks))
 }
 
 fn protocol_versions(p: Protocol) -> Versions {

@@ -50,7 +50,9 @@ pub(super) fn validate_zone(
             interfaces.push(s.clone());
         }
     }
+    let family = super::matches::family(raw.family.as_ref(), diags);
     let networks = prefixes(&raw.networks, diags);
+    let networks = networks_of_family(&raw.networks, networks, family, diags);
     let helpers = super::helpers::of_zone(&raw.helpers, declared_helpers, diags);
     if raw.interfaces.is_empty() && raw.networks.is_empty() {
         diags.error(
@@ -64,7 +66,8 @@ pub(super) fn validate_zone(
     Some(Zone {
         name: name.to_string(),
         interfaces,
-        networks,
+        networks: networks?,
+        family: family?,
         masquerade: raw.masquerade,
         masquerade6: raw.masquerade6,
         mtu_fix: raw.mtu_fix,
@@ -114,6 +117,34 @@ fn snat(raw: &RawZone, diags: &mut Diagnostics) -> Option<Vec<std::net::IpAddr>>
         }
     }
     ok.then_some(out)
+}
+
+/// `networks` (parsed from `raw`, whose entries that did not parse are already reported)
+/// when all are of `family`'s IP version; each other one is reported at its place.
+fn networks_of_family(
+    raw: &[Spanned<String>],
+    networks: Vec<IpNet>,
+    family: Option<Family>,
+    diags: &mut Diagnostics,
+) -> Option<Vec<IpNet>> {
+    let (v4, v6) = family?.versions();
+    let mut ok = true;
+    for r in raw {
+        let Ok(n) = parse_prefix(r.get_ref()) else {
+            continue;
+        };
+        let (version, family) = match n {
+            IpNet::V4(_) if !v4 => ("IPv4", "ipv6"),
+            IpNet::V6(_) if !v6 => ("IPv6", "ipv4"),
+            _ => continue,
+        };
+        diags.error(
+            r.span(),
+            format!("{version} network `{n}` in a zone with `family = \"{family}\"`: expected {family} networks (or family \"any\")"),
+        );
+        ok = false;
+    }
+    ok.then_some(networks)
 }
 
 pub(super) fn prefixes(items: &[Spanned<String>], diags: &mut Diagnostics) -> Vec<IpNet> {

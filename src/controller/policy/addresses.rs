@@ -70,7 +70,9 @@ impl RouterAddresses {
             .entries
             .iter()
             .filter(|(ifname, addr)| {
-                if z.interfaces.is_empty() {
+                if !z.admits(*addr) {
+                    false
+                } else if z.interfaces.is_empty() {
                     ifname != "lo" && z.networks.iter().any(|n| n.contains(addr))
                 } else {
                     z.has_interface(ifname)
@@ -87,6 +89,9 @@ impl RouterAddresses {
     /// interfaces only, inside a network the router is connected to on one of them. That is
     /// the zone a port forward to `ip` reflects for by default (fw4's destination zone).
     pub fn zone_holds(&self, z: &Zone, ip: IpAddr) -> bool {
+        if !z.admits(ip) {
+            return false;
+        }
         if !z.networks.is_empty() {
             return z.networks.iter().any(|n| n.contains(&ip));
         }

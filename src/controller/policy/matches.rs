@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 
-use crate::config::policy::{AddressMatch, NamedSet, SetFamily, Zone};
+use crate::config::policy::{AddressMatch, Family, NamedSet, SetFamily, Zone};
 use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
@@ -151,8 +151,47 @@ fn interface_matches(key: MetaKey, ifs: &[String]) -> Vec<Match> {
     out
 }
 
-/// Traffic arriving from a zone (`source`) or leaving into it.
+/// The matches of `matches` that `family` allows: those of the other IP version dropped,
+/// those of no version limited to `family`'s by `meta nfproto` (fw4's family test).
+pub(super) fn restrict(matches: Vec<Match>, family: Family) -> Vec<Match> {
+    let (version, nfproto) = match family {
+        Family::Any => return matches,
+        Family::Ipv4 => (IpVersion::V4, NFPROTO_IPV4),
+        Family::Ipv6 => (IpVersion::V6, NFPROTO_IPV6),
+    };
+    matches
+        .into_iter()
+        .filter_map(|mut m| match m.version {
+            Some(v) if v != version => None,
+            Some(_) => Some(m),
+            None => {
+                m.stmts.insert(
+                    0,
+                    Stmt::Cmp {
+                        left: Expr::Meta(MetaKey::NfProto),
+                        op: CmpOp::Eq,
+                        right: Value::Proto(nfproto),
+                    },
+                );
+                m.version = Some(version);
+                Some(m)
+            }
+        })
+        .collect()
+}
+
+/// `meta nfproto ipv4`.
+const NFPROTO_IPV4: u8 = 2;
+/// `meta nfproto ipv6`.
+const NFPROTO_IPV6: u8 = 10;
+
+/// Traffic arriving from a zone (`source`) or leaving into it, of the zone's `family` only.
 pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
+    restrict(zone_match_any_family(z, source), z.family)
+}
+
+/// [`zone_match`] before the zone's `family` applies.
+fn zone_match_any_family(z: &Zone, source: bool) -> Vec<Match> {
     let key = if source {
         MetaKey::IifName
     } else {

@@ -6,8 +6,8 @@ use crate::dataplane::nft::ir::*;
 use crate::sys;
 
 use super::matches::{
-    Match, address_matches, any, combine, icmp_type_match, port_match, prefix_matches, set_match,
-    zone_match,
+    Match, address_matches, any, combine, icmp_type_match, port_match, prefix_matches, restrict,
+    set_match, zone_match,
 };
 use super::time_match::time_matches;
 
@@ -38,6 +38,7 @@ pub(super) fn rule_matches(
         to_addresses,
         icmp_types,
         dscp,
+        family,
         time,
     } = m;
     let src = rule_source(cfg, from);
@@ -56,7 +57,8 @@ pub(super) fn rule_matches(
         .into_iter()
         .map(|p| {
             let l4 = proto_match(p, ports, source_ports, icmp_types);
-            (p, combine(&combine(&src_dst, &[l4]), &when))
+            let m = combine(&combine(&src_dst, &[l4]), &when);
+            (p, restrict(m, *family))
         })
         .collect()
 }
@@ -137,6 +139,7 @@ fn proto_match(
             version = Some(IpVersion::V6);
             (58, None)
         }
+        Protocol::Other(n) => (n, None),
     };
     stmts.extend(dport.and_then(|f| port_match(f, ports)));
     if !icmp_types.is_empty() {

@@ -140,6 +140,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::policy::Family;
     use crate::dataplane::route::LinkInfo;
 
     fn zone(interfaces: &[&str]) -> Zone {
@@ -147,6 +148,7 @@ mod tests {
             name: "z".into(),
             interfaces: interfaces.iter().map(|s| s.to_string()).collect(),
             networks: Vec::new(),
+            family: Family::Any,
             masquerade: false,
             masquerade6: false,
             mtu_fix: false,
