@@ -526,7 +526,7 @@ reflection = "off"
     )]);
     for e in [
         "main.toml:2:24: error: invalid type: string \"yes\", expected a boolean",
-        "main.toml:5:15: error: invalid interface name `pp*p`: expected up to 15 characters, a `*` only at the end (\"ppp*\")",
+        "main.toml:5:15: error: invalid interface name `pp*p`: expected up to 15 characters, a `*` or `+` only at the end (\"ppp*\")",
         "main.toml:5:23: error: invalid interface name `*`",
         "main.toml:9:11: error: invalid type: integer `1`, expected a boolean",
         "main.toml:14:14: error: invalid log_prefix `say \"hi\"`: expected 1-127 printable ASCII characters",

@@ -421,10 +421,200 @@ netns_test! {
             ("fw4-inheritance", INHERITANCE),
             ("fw4-forwardings-01", FORWARDINGS_01),
             ("fw4-protocols", PROTOCOLS),
+            ("fw4-wildcards-04", WILDCARDS_04),
+            ("fw4-masks-05", MASKS_05),
         ] {
             let dir = ScratchDir::with_files(name, &[("edgenetd.toml", config)]);
             let (text, _) = planned_policy_nft(&dir);
-            assert!(text.contains("meta"), "{name}: {text}");
+            assert!(text.contains("edgenetd-policy"), "{name}: {text}");
         }
     }
+}
+
+/// fw4's `02_zones/04_wildcard_devices` (its zone of `"!+"` is an error here), each zone
+/// logging its drops so that its match shows.
+const WILDCARDS_04: &str = r#"
+[policy]
+input = "drop"
+
+[policy.zone.test1]
+interfaces = ["+"]
+log_drops = true
+
+[policy.zone.test3]
+interfaces = ["test+"]
+log_drops = true
+
+[policy.zone.test4]
+interfaces = ["foo+", "bar+", "test1", "test2"]
+log_drops = true
+
+[policy.zone.test5]
+interfaces = ["foo+", "bar+", "!baz+", "!qrx+", "test1", "test2", "!test3", "!test4"]
+log_drops = true
+
+[policy.zone.test6]
+interfaces = ["!eth1"]
+log_drops = true
+"#;
+
+#[test]
+fn fw4_04_wildcard_devices_plus_is_a_stem_and_bang_leaves_interfaces_out() {
+    let p = build(WILDCARDS_04);
+    let zone = |name: &str| -> Vec<String> {
+        let log = format!("counter limit rate 10/minute burst 5 packets log prefix \"drop {name} input: \"");
+        rules(&p, "input", &format!("log-drops {name}"))
+            .into_iter()
+            .map(|r| r.strip_suffix(&log).unwrap_or(&r).trim_end().to_string())
+            .collect()
+    };
+    // `"+"` alone: no interface test at all.
+    assert_eq!(zone("test1"), [""]);
+    assert_eq!(zone("test3"), ["iifname \"test*\""]);
+    assert_eq!(
+        zone("test4"),
+        ["iifname { \"test1\", \"test2\" }", "iifname \"bar*\"", "iifname \"foo*\""]
+    );
+    let out = "iifname != { \"test3\", \"test4\" } iifname != \"baz*\" iifname != \"qrx*\"";
+    assert_eq!(
+        zone("test5"),
+        [
+            format!("iifname {{ \"test1\", \"test2\" }} {out}"),
+            format!("iifname \"bar*\" {out}"),
+            format!("iifname \"foo*\" {out}"),
+        ]
+    );
+    // Only a name left out: every other interface.
+    assert_eq!(zone("test6"), ["iifname != \"eth1\""]);
+    let desired = load_str(&[("edgenetd.toml", WILDCARDS_04)]).unwrap();
+    let zones = &desired.policy.unwrap().zones;
+    let test5 = &zones["test5"];
+    assert!(test5.has_interface("foo0") && test5.has_interface("test2"));
+    assert!(!test5.has_interface("test3") && !test5.has_interface("baz0"));
+    assert!(!test5.has_interface("other"));
+    assert!(zones["test6"].has_interface("eth0") && !zones["test6"].has_interface("eth1"));
+}
+
+#[test]
+fn fw4_04_wildcard_devices_a_bad_device_pattern_is_an_error_at_its_place() {
+    let out = errors(
+        "[policy]\n[policy.zone.test2]\ninterfaces = [\"!+\", \"a+b\", \"!!x\", \"eth0\"]\n",
+    );
+    assert_all(
+        &out,
+        &[
+            "main.toml:3:15: error: `\"!+\"` leaves out every interface",
+            "main.toml:3:21: error: invalid interface name `a+b`: expected up to 15 characters, a `*` or `+` only at the end",
+            "main.toml:3:28: error: invalid interface name `!!x`",
+        ],
+    );
+}
+
+/// fw4's `02_zones/05_subnet_mask_matches` without its negated entries (edgenetd has no
+/// `!` on addresses), and an IPv4 zone of a dotted mask and a contiguous one.
+const MASKS_05: &str = r#"
+[policy]
+input = "drop"
+
+[policy.zone.test1]
+networks = ["::1/::ffff"]
+log_drops = true
+
+[policy.zone.test2]
+networks = ["::1/::ffff", "::2/::ffff", "::3/128", "::4/128"]
+log_drops = true
+
+[policy.zone.test3]
+networks = ["192.168.0.1/255.255.0.255", "10.0.0.0/255.255.255.0"]
+log_drops = true
+
+[[policy.rule]]
+name = "mask1"
+from = "::1/::ffff"
+to_addresses = ["::2/::ffff"]
+action = "accept"
+
+[[policy.rule]]
+name = "mask2"
+from = ["0.0.0.2/0.0.0.255", "10.1.0.0/16"]
+to = "self"
+to_addresses = ["0.0.0.1/0.0.0.255"]
+action = "accept"
+"#;
+
+#[test]
+fn fw4_05_subnet_mask_matches_a_non_contiguous_mask_is_a_bitwise_match_of_its_own() {
+    let p = build(MASKS_05);
+    let zone = |name: &str| -> Vec<String> {
+        let log = format!("counter limit rate 10/minute burst 5 packets log prefix \"drop {name} input: \"");
+        rules(&p, "input", &format!("log-drops {name}"))
+            .into_iter()
+            .map(|r| r.strip_suffix(&log).unwrap_or(&r).trim_end().to_string())
+            .collect()
+    };
+    assert_eq!(zone("test1"), ["ip6 saddr & ::ffff == ::1"]);
+    // Masked entries never go into a set: a rule each, after the prefixes' set.
+    assert_eq!(
+        zone("test2"),
+        [
+            "ip6 saddr { ::3, ::4 }",
+            "ip6 saddr & ::ffff == ::1",
+            "ip6 saddr & ::ffff == ::2",
+        ]
+    );
+    // A contiguous dotted mask is its prefix.
+    assert_eq!(
+        zone("test3"),
+        [
+            "ip saddr { 10.0.0.0/24 }",
+            "ip saddr & 255.255.0.255 == 192.168.0.1",
+        ]
+    );
+    let desired = load_str(&[("edgenetd.toml", MASKS_05)]).unwrap();
+    let test3 = &desired.policy.unwrap().zones["test3"];
+    assert!(test3.masked_networks[0].contains("192.168.77.1".parse().unwrap()));
+    assert!(!test3.masked_networks[0].contains("192.168.77.2".parse().unwrap()));
+}
+
+#[test]
+fn fw4_06_subnet_mask_matches_masked_rule_addresses_are_bitwise_matches() {
+    let p = build(MASKS_05);
+    assert_eq!(
+        rules(&p, "input", "rule mask1"),
+        ["ip6 saddr & ::ffff == ::1 ip6 daddr & ::ffff == ::2 counter accept"]
+    );
+    assert_eq!(
+        rules(&p, "input", "rule mask2"),
+        [
+            "ip saddr { 10.1.0.0/16 } ip daddr & 0.0.0.255 == 0.0.0.1 counter accept",
+            "ip saddr & 0.0.0.255 == 0.0.0.2 ip daddr & 0.0.0.255 == 0.0.0.1 counter accept",
+        ]
+    );
+}
+
+#[test]
+fn fw4_06_subnet_mask_matches_a_nonsense_mask_is_an_error_at_its_place() {
+    let out = errors(
+        r#"[policy]
+[policy.zone.a]
+networks = ["10.0.0.1/255.0.0.300", "10.0.0.1/0.0.0.0", "10.0.0.1/255.0.0.0", "10.0.0.1/::ff"]
+
+[[policy.rule]]
+name = "r"
+from = "192.168.1.1/255.255.0.254"
+to_addresses = ["1.2.3.4/255.x.0.0"]
+action = "accept"
+"#,
+    );
+    assert_all(
+        &out,
+        &[
+            "main.toml:3:13: error: invalid masked address `10.0.0.1/255.0.0.300`: expected an IPv4 address and mask, e.g. \"192.168.1.0/255.255.0.255\"",
+            "main.toml:3:37: error: invalid masked address `10.0.0.1/0.0.0.0`: the mask is 0.0.0.0",
+            "main.toml:3:57: error: invalid masked address `10.0.0.1/255.0.0.0`: the address has bits outside the mask; did you mean \"10.0.0.0/255.0.0.0\"?",
+            "main.toml:3:79: error: invalid suffix `10.0.0.1/::ff`",
+            "main.toml:7:8: error: invalid masked address `192.168.1.1/255.255.0.254`: the address has bits outside the mask; did you mean \"192.168.0.0/255.255.0.254\"?",
+            "main.toml:8:17: error: invalid masked address `1.2.3.4/255.x.0.0`",
+        ],
+    );
 }

@@ -192,3 +192,53 @@ netns_test! {
         assert_eq!(explain(&gre, "veth-lan", "10.0.0.2", "10.0.0.1", "esp"), "drop default");
     }
 }
+
+/// ZONES_ONLY with the lan zone's `interfaces` replaced by `interfaces` (and `more` keys),
+/// and a rule accepting everything from it to the router.
+fn lan_zone(interfaces: &str, more: &str) -> String {
+    let zones = ZONES_ONLY.replace(
+        "[policy.zone.lan]\ninterfaces = [\"veth-lan\"]\n",
+        &format!("[policy.zone.lan]\ninterfaces = {interfaces}\n{more}"),
+    );
+    assert_ne!(zones, ZONES_ONLY);
+    format!("{zones}[[policy.rule]]\nname = \"from-lan\"\nfrom = \"lan\"\nto = \"self\"\naction = \"accept\"\n")
+}
+
+netns_test! {
+    fn fw4_04_wildcard_devices_a_plus_stem_holds_the_veths_and_bang_leaves_one_out() {
+        let t = lan_wan();
+        let (lan, wan) = (t.host("lan"), t.host("wan"));
+        let mut d = Driver::policy();
+        // `veth+` but not `veth-wan`: the lan's veth only.
+        let config = lan_zone("[\"veth+\", \"!veth-wan\"]", "");
+        d.sync(&config).unwrap();
+        assert!(pings(lan, "10.0.0.1"), "veth-lan is in `veth+` and not left out");
+        assert!(!ping_once(wan, "192.0.2.1"), "veth-wan was left out, yet its ping passed");
+        assert_eq!(explain(&config, "veth-lan", "10.0.0.2", "10.0.0.1", "icmp"), "accept from-lan");
+        assert_eq!(explain(&config, "veth-wan", "192.0.2.2", "192.0.2.1", "icmp"), "drop default");
+        // Every interface but the lan's.
+        let config = lan_zone("[\"!veth-lan\"]", "");
+        d.sync(&config).unwrap();
+        assert!(pings(wan, "192.0.2.1"), "every interface but veth-lan: veth-wan refused");
+        assert!(!ping_once(lan, "10.0.0.1"), "veth-lan was left out, yet its ping passed");
+        assert_eq!(explain(&config, "veth-lan", "10.0.0.2", "10.0.0.1", "icmp"), "drop default");
+    }
+}
+
+netns_test! {
+    fn fw4_05_subnet_mask_matches_a_zone_of_a_masked_network_holds_only_those_hosts() {
+        let t = lan_wan();
+        let lan = t.host("lan");
+        // Host .2 of any 10.0.X.0/24 (the lan host has 10.0.0.2 and 10.0.0.10).
+        let config = lan_zone("[\"veth-lan\"]", "networks = [\"10.0.0.2/255.255.0.255\"]\n");
+        Driver::policy().sync(&config).unwrap();
+        let from = |src: &str| format!("ping -n -c 1 -W 1 -I {src} 10.0.0.1");
+        assert!(
+            poll_for(Duration::from_secs(10), || lan.sh_status(&from("10.0.0.2")).0.then_some(())).is_some(),
+            "10.0.0.2 is under the mask, yet refused"
+        );
+        assert!(!lan.sh_status(&from("10.0.0.10")).0, "10.0.0.10 is not under the mask, yet passed");
+        assert_eq!(explain(&config, "veth-lan", "10.0.0.2", "10.0.0.1", "icmp"), "accept from-lan");
+        assert_eq!(explain(&config, "veth-lan", "10.0.0.10", "10.0.0.1", "icmp"), "drop default");
+    }
+}

@@ -1,7 +1,9 @@
 //! The richer matches of rules and port forwards: protocol lists, destination and source
 //! address lists (prefixes, `@sets`, IPv6 suffixes) and marks.
 
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
 
 use toml::Spanned;
 
@@ -209,24 +211,52 @@ fn address(
     if let Some(name) = text.strip_prefix('@') {
         return super::rule_match::known_set(name, item.span(), cfg, diags).map(AddressMatch::Set);
     }
-    if let Some((addr, mask)) = text.split_once('/')
-        && (mask.starts_with('-') || mask.contains(':'))
-    {
-        return match parse_suffix(addr, mask) {
-            Ok((addr, mask)) => Some(AddressMatch::Suffix { addr, mask }),
-            Err(e) => {
-                diags.error(item.span(), e);
-                None
-            }
-        };
-    }
-    match parse_prefix(text) {
-        Ok(n) => Some(AddressMatch::Prefix(n)),
+    match parse_subnet(text) {
+        Ok(a) => Some(a),
         Err(e) => {
             diags.error(item.span(), e);
             None
         }
     }
+}
+
+/// An address, a prefix, or an address under a mask (fw4's subnets): an IPv4 mask in dotted
+/// form (`"10.0.0.1/255.0.0.255"`; a contiguous one is the prefix it stands for), an IPv6
+/// suffix (`"::1234/::ffff"`, `"::1234/-64"`).
+pub(super) fn parse_subnet(text: &str) -> Result<AddressMatch, String> {
+    let Some((addr, mask)) = text.split_once('/') else {
+        return parse_prefix(text).map(AddressMatch::Prefix);
+    };
+    if mask.starts_with('-') || mask.contains(':') {
+        let (addr, mask) = parse_suffix(addr, mask)?;
+        return Ok(AddressMatch::Suffix { addr, mask });
+    }
+    if !mask.contains('.') {
+        return parse_prefix(text).map(AddressMatch::Prefix);
+    }
+    let expected = "expected an IPv4 address and mask, e.g. \"192.168.1.0/255.255.0.255\"";
+    let (Ok(a), Ok(m)) = (addr.parse::<Ipv4Addr>(), mask.parse::<Ipv4Addr>()) else {
+        return Err(format!("invalid masked address `{text}`: {expected}"));
+    };
+    let (bits, m) = (u32::from(a), u32::from(m));
+    if m == 0 {
+        return Err(format!("invalid masked address `{text}`: the mask is 0.0.0.0, which matches every address; {expected}"));
+    }
+    if bits & !m != 0 {
+        return Err(format!(
+            "invalid masked address `{text}`: the address has bits outside the mask; did you mean \"{}/{}\"?",
+            Ipv4Addr::from(bits & m),
+            Ipv4Addr::from(m)
+        ));
+    }
+    if m.leading_ones() + m.trailing_zeros() == 32 {
+        let net = ipnet::Ipv4Net::new(a, m.leading_ones() as u8).expect("a length of 0-32");
+        return Ok(AddressMatch::Prefix(IpNet::V4(net)));
+    }
+    Ok(AddressMatch::Masked(MaskedAddr {
+        addr: a.into(),
+        mask: Ipv4Addr::from(m).into(),
+    }))
 }
 
 /// `"::1234/::ffff:ffff:ffff:ffff"` (a mask) or `"::1234/-64"` (the last 64 bits).

@@ -12,8 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
-use super::super::net::parse_prefix;
-use super::matches::{addresses, family, family_agrees, has_ports, rule_protocol};
+use super::matches::{addresses, family, family_agrees, has_ports, parse_subnet, rule_protocol};
 use super::model::*;
 use super::raw::*;
 use super::rules::{icmp_type, port_range};
@@ -273,13 +272,7 @@ fn source(
         RawFrom::One(s) if s.starts_with('@') => {
             known_set(&s[1..], f.span(), cfg, diags).map(Source::Set)
         }
-        RawFrom::One(s) if s.contains(['.', ':']) => match parse_prefix(s) {
-            Ok(n) => Some(Source::Prefixes(vec![n])),
-            Err(e) => {
-                diags.error(f.span(), e);
-                None
-            }
-        },
+        RawFrom::One(s) if s.contains(['.', ':']) => prefix_list(std::slice::from_ref(s), f.span(), diags),
         RawFrom::One(s) => {
             zone_ref(&Spanned::new(f.span(), s.clone()), cfg, diags).map(Source::Zone)
         }
@@ -308,26 +301,40 @@ pub(super) fn known_set(
     None
 }
 
+/// Source prefixes, or [`Source::Addresses`] when some are under a non-contiguous mask.
 fn prefix_list(list: &[String], span: Range<usize>, diags: &mut Diagnostics) -> Option<Source> {
     let mut nets = Vec::new();
     let mut ok = true;
     for s in list {
-        match parse_prefix(s) {
-            Ok(n) => nets.push(n),
+        match parse_subnet(s.trim()) {
+            Ok(a) => nets.push(a),
             Err(e) => {
                 diags.error(span.clone(), e);
                 ok = false;
             }
         }
     }
-    if nets.is_empty() && ok {
+    let prefixes: Vec<ipnet::IpNet> = nets
+        .iter()
+        .filter_map(|a| match a {
+            AddressMatch::Prefix(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let empty = nets.is_empty();
+    let source = if prefixes.len() == nets.len() {
+        Source::Prefixes(prefixes)
+    } else {
+        Source::Addresses(nets)
+    };
+    if empty && ok {
         diags.error(
             span,
             "empty `from` list: expected prefixes, e.g. [\"10.0.0.0/8\"]",
         );
         ok = false;
     }
-    ok.then_some(Source::Prefixes(nets))
+    ok.then_some(source)
 }
 
 /// A rule's `to`; `None` when it names an unknown zone (reported).
@@ -458,6 +465,7 @@ pub(super) fn address_versions(list: &[AddressMatch], cfg: &PolicyConfig) -> Ver
         let (a4, a6) = match a {
             AddressMatch::Prefix(n) => net_versions(std::slice::from_ref(n)),
             AddressMatch::Suffix { .. } => (false, true),
+            AddressMatch::Masked(m) => (m.addr.is_ipv4(), m.addr.is_ipv6()),
             AddressMatch::Set(s) => match cfg.sets.get(s).map(|s| s.family) {
                 Some(SetFamily::Ipv4) => (true, false),
                 Some(SetFamily::Ipv6) => (false, true),
@@ -495,6 +503,7 @@ fn source_versions(s: &Source, cfg: &PolicyConfig) -> Versions {
             None => (true, true),
         },
         Source::Prefixes(nets) => net_versions(nets),
+        Source::Addresses(list) => address_versions(list, cfg),
     }
 }
 
@@ -508,7 +517,19 @@ fn dest_versions(d: &Destination, cfg: &PolicyConfig) -> Versions {
 /// The IP versions zone `z` sees: its `family`'s, and of those only its networks' versions
 /// when it has networks.
 pub(super) fn zone_versions(z: &Zone) -> Versions {
-    and(z.family.versions(), net_versions(&z.networks))
+    if z.networks.is_empty() && z.masked_networks.is_empty() {
+        return z.family.versions();
+    }
+    let (n4, n6) = if z.networks.is_empty() {
+        (false, false)
+    } else {
+        net_versions(&z.networks)
+    };
+    let (m4, m6) = z
+        .masked_networks
+        .iter()
+        .fold((false, false), |(v4, v6), m| (v4 || m.addr.is_ipv4(), v6 || m.addr.is_ipv6()));
+    and(z.family.versions(), (n4 || m4, n6 || m6))
 }
 
 fn protocol_versions(p: Protocol) -> Versions {

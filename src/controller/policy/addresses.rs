@@ -73,7 +73,9 @@ impl RouterAddresses {
                 if !z.admits(*addr) {
                     false
                 } else if z.interfaces.is_empty() {
-                    ifname != "lo" && z.networks.iter().any(|n| n.contains(addr))
+                    ifname != "lo"
+                        && (z.networks.iter().any(|n| n.contains(addr))
+                            || z.masked_networks.iter().any(|m| m.contains(*addr)))
                 } else {
                     z.has_interface(ifname)
                 }
@@ -92,8 +94,9 @@ impl RouterAddresses {
         if !z.admits(ip) {
             return false;
         }
-        if !z.networks.is_empty() {
-            return z.networks.iter().any(|n| n.contains(&ip));
+        if !z.networks.is_empty() || !z.masked_networks.is_empty() {
+            return z.networks.iter().any(|n| n.contains(&ip))
+                || z.masked_networks.iter().any(|m| m.contains(ip));
         }
         self.connected
             .iter()

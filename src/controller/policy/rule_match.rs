@@ -113,6 +113,7 @@ fn rule_source(cfg: &PolicyConfig, from: &Source) -> Vec<Match> {
         Source::Zone(z) => zone_match(&cfg.zones[z], true),
         Source::Set(s) => vec![set_match(&cfg.sets, true, s)],
         Source::Prefixes(nets) => prefix_matches(true, nets),
+        Source::Addresses(list) => address_matches(&cfg.sets, true, list),
     }
 }
 

@@ -147,7 +147,9 @@ mod tests {
         Zone {
             name: "z".into(),
             interfaces: interfaces.iter().map(|s| s.to_string()).collect(),
+            excluded_interfaces: Vec::new(),
             networks: Vec::new(),
+            masked_networks: Vec::new(),
             family: Family::Any,
             masquerade: false,
             masquerade6: false,
