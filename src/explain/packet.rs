@@ -5,10 +5,10 @@
 use std::net::IpAddr;
 
 use crate::dataplane::nft::fields::Reads;
-use crate::names::ip_protocol_name;
 use crate::dataplane::nft::ir::{
     CT_STATE_ESTABLISHED, CT_STATE_NEW, CT_STATE_RELATED, Field, TCP_SYN, Value,
 };
+use crate::names::ip_protocol_name;
 
 /// ICMP destination unreachable.
 const ICMP_DEST_UNREACH: u8 = 3;

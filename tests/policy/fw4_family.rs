@@ -91,20 +91,28 @@ fn fw4_06_family_selections_a_zone_emits_only_its_familys_matches() {
     let log = "counter limit rate 10/minute burst 5 packets log prefix";
     assert_eq!(
         zone("test1"),
-        [format!("ip saddr {{ 10.0.0.0/8 }} {log} \"drop test1 input: \"")]
+        [format!(
+            "ip saddr {{ 10.0.0.0/8 }} {log} \"drop test1 input: \""
+        )]
     );
     assert_eq!(
         zone("test2"),
-        [format!("ip6 saddr {{ 2001:db8:1234::/64 }} {log} \"drop test2 input: \"")]
+        [format!(
+            "ip6 saddr {{ 2001:db8:1234::/64 }} {log} \"drop test2 input: \""
+        )]
     );
     assert_eq!(
         zone("test3"),
-        [format!("ip6 saddr {{ 2001:db8:1234::/64 }} {log} \"drop test3 input: \"")]
+        [format!(
+            "ip6 saddr {{ 2001:db8:1234::/64 }} {log} \"drop test3 input: \""
+        )]
     );
     // Interfaces only: the family is a test of its own.
     assert_eq!(
         zone("test5"),
-        [format!("meta nfproto ipv6 iifname \"eth0\" {log} \"drop test5 input: \"")]
+        [format!(
+            "meta nfproto ipv6 iifname \"eth0\" {log} \"drop test5 input: \""
+        )]
     );
     assert_eq!(
         zone("test6"),
@@ -288,7 +296,9 @@ fn fw4_01_family_selections_a_forward_accepts_only_its_family() {
     ));
     assert_all(
         &out,
-        &["main.toml:25:10: error: `family = \"ipv6\"` conflicts with `from` zone `v4`, which is IPv4 only"],
+        &[
+            "main.toml:25:10: error: `family = \"ipv6\"` conflicts with `from` zone `v4`, which is IPv4 only",
+        ],
     );
 }
 
@@ -387,14 +397,12 @@ fn fw4_03_constraints_a_bad_protocol_is_an_error_at_its_place() {
         )
     };
     let expected = "expected a name such as \"tcp\", \"udp\", \"icmp\", \"icmpv6\", \"gre\"";
-    for (value, shown) in [
-        ("\"grx\"", "`grx`"),
-        ("256", "256"),
-        ("-1", "-1"),
-    ] {
+    for (value, shown) in [("\"grx\"", "`grx`"), ("256", "256"), ("-1", "-1")] {
         assert_all(
             &errors(&rule(value, "")),
-            &[&format!("main.toml:4:12: error: invalid protocol {shown}: {expected}")],
+            &[&format!(
+                "main.toml:4:12: error: invalid protocol {shown}: {expected}"
+            )],
         );
     }
     assert_all(
@@ -462,7 +470,9 @@ log_drops = true
 fn fw4_04_wildcard_devices_plus_is_a_stem_and_bang_leaves_interfaces_out() {
     let p = build(WILDCARDS_04);
     let zone = |name: &str| -> Vec<String> {
-        let log = format!("counter limit rate 10/minute burst 5 packets log prefix \"drop {name} input: \"");
+        let log = format!(
+            "counter limit rate 10/minute burst 5 packets log prefix \"drop {name} input: \""
+        );
         rules(&p, "input", &format!("log-drops {name}"))
             .into_iter()
             .map(|r| r.strip_suffix(&log).unwrap_or(&r).trim_end().to_string())
@@ -473,7 +483,11 @@ fn fw4_04_wildcard_devices_plus_is_a_stem_and_bang_leaves_interfaces_out() {
     assert_eq!(zone("test3"), ["iifname \"test*\""]);
     assert_eq!(
         zone("test4"),
-        ["iifname { \"test1\", \"test2\" }", "iifname \"bar*\"", "iifname \"foo*\""]
+        [
+            "iifname { \"test1\", \"test2\" }",
+            "iifname \"bar*\"",
+            "iifname \"foo*\""
+        ]
     );
     let out = "iifname != { \"test3\", \"test4\" } iifname != \"baz*\" iifname != \"qrx*\"";
     assert_eq!(
@@ -546,7 +560,9 @@ action = "accept"
 fn fw4_05_subnet_mask_matches_a_non_contiguous_mask_is_a_bitwise_match_of_its_own() {
     let p = build(MASKS_05);
     let zone = |name: &str| -> Vec<String> {
-        let log = format!("counter limit rate 10/minute burst 5 packets log prefix \"drop {name} input: \"");
+        let log = format!(
+            "counter limit rate 10/minute burst 5 packets log prefix \"drop {name} input: \""
+        );
         rules(&p, "input", &format!("log-drops {name}"))
             .into_iter()
             .map(|r| r.strip_suffix(&log).unwrap_or(&r).trim_end().to_string())

@@ -73,7 +73,9 @@ fn delivered(t: &Topology, proto: u8, to: &str) -> bool {
 /// machine); `false` when the last one failed.
 fn pings(host: &Host, to: &str) -> bool {
     poll_for(Duration::from_secs(10), || {
-        host.sh_status(&format!("ping -n -c 1 -W 1 {to}")).0.then_some(())
+        host.sh_status(&format!("ping -n -c 1 -W 1 {to}"))
+            .0
+            .then_some(())
     })
     .is_some()
 }
@@ -201,7 +203,9 @@ fn lan_zone(interfaces: &str, more: &str) -> String {
         &format!("[policy.zone.lan]\ninterfaces = {interfaces}\n{more}"),
     );
     assert_ne!(zones, ZONES_ONLY);
-    format!("{zones}[[policy.rule]]\nname = \"from-lan\"\nfrom = \"lan\"\nto = \"self\"\naction = \"accept\"\n")
+    format!(
+        "{zones}[[policy.rule]]\nname = \"from-lan\"\nfrom = \"lan\"\nto = \"self\"\naction = \"accept\"\n"
+    )
 }
 
 netns_test! {

@@ -240,7 +240,9 @@ pub(super) fn parse_subnet(text: &str) -> Result<AddressMatch, String> {
     };
     let (bits, m) = (u32::from(a), u32::from(m));
     if m == 0 {
-        return Err(format!("invalid masked address `{text}`: the mask is 0.0.0.0, which matches every address; {expected}"));
+        return Err(format!(
+            "invalid masked address `{text}`: the mask is 0.0.0.0, which matches every address; {expected}"
+        ));
     }
     if bits & !m != 0 {
         return Err(format!(

@@ -228,7 +228,9 @@ impl MaskedAddr {
     /// True when `ip` (of the same IP version) has `addr`'s bits under `mask`.
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, self.mask, ip) {
-            (IpAddr::V4(a), IpAddr::V4(m), IpAddr::V4(i)) => u32::from(i) & u32::from(m) == u32::from(a),
+            (IpAddr::V4(a), IpAddr::V4(m), IpAddr::V4(i)) => {
+                u32::from(i) & u32::from(m) == u32::from(a)
+            }
             (IpAddr::V6(a), IpAddr::V6(m), IpAddr::V6(i)) => {
                 u128::from(i) & u128::from(m) == u128::from(a)
             }

@@ -272,7 +272,9 @@ fn source(
         RawFrom::One(s) if s.starts_with('@') => {
             known_set(&s[1..], f.span(), cfg, diags).map(Source::Set)
         }
-        RawFrom::One(s) if s.contains(['.', ':']) => prefix_list(std::slice::from_ref(s), f.span(), diags),
+        RawFrom::One(s) if s.contains(['.', ':']) => {
+            prefix_list(std::slice::from_ref(s), f.span(), diags)
+        }
         RawFrom::One(s) => {
             zone_ref(&Spanned::new(f.span(), s.clone()), cfg, diags).map(Source::Zone)
         }
@@ -528,7 +530,9 @@ pub(super) fn zone_versions(z: &Zone) -> Versions {
     let (m4, m6) = z
         .masked_networks
         .iter()
-        .fold((false, false), |(v4, v6), m| (v4 || m.addr.is_ipv4(), v6 || m.addr.is_ipv6()));
+        .fold((false, false), |(v4, v6), m| {
+            (v4 || m.addr.is_ipv4(), v6 || m.addr.is_ipv6())
+        });
     and(z.family.versions(), (n4 || m4, n6 || m6))
 }
 

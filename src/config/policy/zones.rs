@@ -8,8 +8,8 @@ use toml::Spanned;
 use super::super::diag::Diagnostics;
 use super::super::doc::{Value, de};
 use super::super::net::parse_addr;
-use super::matches::parse_subnet;
 use super::super::nul::no_nul;
+use super::matches::parse_subnet;
 use super::model::*;
 use super::raw::*;
 
@@ -96,9 +96,7 @@ fn interfaces(raw: &[Spanned<String>], diags: &mut Diagnostics) -> (Vec<String>,
             None => name.to_string(),
         };
         let stem = name.strip_suffix('*').unwrap_or(&name);
-        if stem.is_empty()
-            || name.len() > 15
-            || stem.contains(['*', '+', '!', '"', '\'', ' ', '/'])
+        if stem.is_empty() || name.len() > 15 || stem.contains(['*', '+', '!', '"', '\'', ' ', '/'])
         {
             diags.error(
                 i.span(),
@@ -186,7 +184,11 @@ fn networks(
             }
         };
         if (is_v4 && !v4) || (!is_v4 && !v6) {
-            let (version, family) = if is_v4 { ("IPv4", "ipv6") } else { ("IPv6", "ipv4") };
+            let (version, family) = if is_v4 {
+                ("IPv4", "ipv6")
+            } else {
+                ("IPv6", "ipv4")
+            };
             diags.error(
                 r.span(),
                 format!("{version} network `{text}` in a zone with `family = \"{family}\"`: expected {family} networks (or family \"any\")"),
