@@ -1,5 +1,6 @@
-//! The richer matches of rules and port forwards: protocol lists, destination and source
-//! address lists (prefixes, `@sets`, IPv6 suffixes) and marks.
+//! The richer matches of rules and port forwards: protocols (lists, names and numbers),
+//! destination and source address lists (prefixes, `@sets`, IPv6 suffixes, masked
+//! addresses), address families and marks.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 

@@ -1,7 +1,6 @@
 //! The match of a `[[policy.rule]]`: every key that selects its packets (`from`, `to`,
-//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`, and the time
-//! keys of `time_match`), parsed into one
-//! [`RuleMatch`]. A new match key is all in this file: its raw key (as written, with its
+//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`, `family`, and
+//! the time keys of `time_match`), parsed into one [`RuleMatch`]. A new match key is all in this file: its raw key (as written, with its
 //! span) in [`with_raw_match_keys`], its field in [`RuleMatch`] and its parser in
 //! [`RuleMatch::parse`]; the policy controller's `rule_matches` destructures the struct, so
 //! the compiler points there next.
