@@ -1,5 +1,5 @@
 //! Names the config and the dataplane share: ICMP and ICMPv6 type names and DSCP names as
-//! nft spells them.
+//! nft spells them, and IP protocol names as `/etc/protocols` does.
 //!
 //! A leaf: it imports nothing from the crate, so the config can accept a name and the
 //! nftables renderer can print it without either depending on the other.
@@ -62,6 +62,61 @@ pub const DSCP: &[(u8, &str)] = &[
     (1, "lephb"),
 ];
 
+/// IP protocols with their `/etc/protocols` names (netbase's well-known set; `ipv6-icmp`
+/// is also `icmpv6`, nft's name).
+pub const IP_PROTOCOLS: &[(u8, &str)] = &[
+    (0, "ip"),
+    (1, "icmp"),
+    (2, "igmp"),
+    (4, "ipencap"),
+    (6, "tcp"),
+    (8, "egp"),
+    (12, "pup"),
+    (17, "udp"),
+    (22, "xns-idp"),
+    (27, "rdp"),
+    (29, "iso-tp4"),
+    (33, "dccp"),
+    (36, "xtp"),
+    (41, "ipv6"),
+    (43, "ipv6-route"),
+    (44, "ipv6-frag"),
+    (46, "rsvp"),
+    (47, "gre"),
+    (50, "esp"),
+    (51, "ah"),
+    (58, "ipv6-icmp"),
+    (59, "ipv6-nonxt"),
+    (60, "ipv6-opts"),
+    (88, "eigrp"),
+    (89, "ospf"),
+    (94, "ipip"),
+    (97, "etherip"),
+    (98, "encap"),
+    (103, "pim"),
+    (108, "ipcomp"),
+    (112, "vrrp"),
+    (115, "l2tp"),
+    (124, "isis"),
+    (132, "sctp"),
+    (135, "mobility-header"),
+    (136, "udplite"),
+    (137, "mpls-in-ip"),
+];
+
+/// The IP protocol called `name` (any case; `icmpv6` too), if known.
+pub fn ip_protocol_by_name(name: &str) -> Option<u8> {
+    match name.to_ascii_lowercase().as_str() {
+        "icmpv6" => Some(58),
+        lower => by_name(IP_PROTOCOLS, lower),
+    }
+}
+
+/// The `/etc/protocols` name of IP protocol `p`, if it has one.
+pub fn ip_protocol_name(p: u8) -> Option<&'static str> {
+    name_of(IP_PROTOCOLS, p)
+}
+
 /// The DSCP called `name` (any case; `le` is fw4's and newer nft's name of `lephb`).
 pub fn dscp_by_name(name: &str) -> Option<u8> {
     match name.to_ascii_lowercase().as_str() {
@@ -121,6 +176,17 @@ mod tests {
             assert_eq!(dscp_by_name(&name.to_uppercase()), Some(d));
         }
         assert_eq!((dscp_by_name("le"), dscp_by_name("af44")), (Some(1), None));
+        for &(p, name) in IP_PROTOCOLS {
+            assert_eq!(
+                (ip_protocol_by_name(name), ip_protocol_name(p)),
+                (Some(p), Some(name))
+            );
+        }
+        assert_eq!(
+            (ip_protocol_by_name("GRE"), ip_protocol_by_name("icmpv6")),
+            (Some(47), Some(58))
+        );
+        assert_eq!(ip_protocol_by_name("nope"), None);
         assert_eq!(icmp_type_by_name("nd-router-advert"), None);
         assert_eq!(icmpv6_type_name(200), None);
     }

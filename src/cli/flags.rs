@@ -252,9 +252,11 @@ Its destination port; required for tcp and udp."#,
     Flag {
         long: "--proto",
         value: Some("PROTO"),
-        help: &["tcp, udp, icmp or icmpv6"],
+        help: &[
+            "tcp, udp, icmp, icmpv6, another name of /etc/protocols (gre, esp, ...) or a number",
+        ],
         man: r#".RB ( explain )
-One of tcp, udp, icmp (IPv4), icmpv6 (IPv6)."#,
+One of tcp, udp, icmp (IPv4), icmpv6 (IPv6), another protocol name of /etc/protocols (gre, esp, ah, igmp, sctp, ...) or a number 0-255 (no ports, no ICMP type)."#,
     },
     Flag {
         long: "--state",

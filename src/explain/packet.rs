@@ -8,6 +8,7 @@ use crate::dataplane::nft::fields::Reads;
 use crate::dataplane::nft::ir::{
     CT_STATE_ESTABLISHED, CT_STATE_NEW, CT_STATE_RELATED, Field, TCP_SYN, Value,
 };
+use crate::names::ip_protocol_name;
 
 /// ICMP destination unreachable.
 const ICMP_DEST_UNREACH: u8 = 3;
@@ -25,6 +26,8 @@ pub enum Proto {
     Icmp,
     /// ICMPv6.
     Icmpv6,
+    /// Another IP protocol, by number (`--proto gre`, `--proto 47`): no ports, no type.
+    Other(u8),
 }
 
 impl Proto {
@@ -35,6 +38,7 @@ impl Proto {
             Proto::Udp => 17,
             Proto::Icmp => 1,
             Proto::Icmpv6 => 58,
+            Proto::Other(n) => n,
         }
     }
 
@@ -43,13 +47,19 @@ impl Proto {
         matches!(self, Proto::Tcp | Proto::Udp)
     }
 
-    /// The name as typed on the command line.
-    pub fn name(self) -> &'static str {
+    /// True for ICMP and ICMPv6 (which have a type).
+    pub fn is_icmp(self) -> bool {
+        matches!(self, Proto::Icmp | Proto::Icmpv6)
+    }
+
+    /// The name as typed on the command line (the number of an unnamed protocol).
+    pub fn name(self) -> String {
         match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-            Proto::Icmp => "icmp",
-            Proto::Icmpv6 => "icmpv6",
+            Proto::Tcp => "tcp".into(),
+            Proto::Udp => "udp".into(),
+            Proto::Icmp => "icmp".into(),
+            Proto::Icmpv6 => "icmpv6".into(),
+            Proto::Other(n) => ip_protocol_name(n).map_or_else(|| n.to_string(), str::to_string),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use ipnet::IpNet;
 
 use crate::calendar;
-use crate::names::{dscp_by_name, icmp_type_by_name, icmpv6_type_by_name};
+use crate::names::{dscp_by_name, icmp_type_by_name, icmpv6_type_by_name, ip_protocol_by_name};
 use crate::sys;
 
 use super::kernel::Wanted;
@@ -98,13 +98,21 @@ fn at(v: &str) -> Result<i64, String> {
     Ok(naive - i64::from(sys::utc_offset_at(guess)))
 }
 
+/// A protocol name of `/etc/protocols` (`icmpv6` too) or a number 0-255.
 fn proto(v: &str) -> Result<Proto, String> {
-    Ok(match v {
-        "tcp" => Proto::Tcp,
-        "udp" => Proto::Udp,
-        "icmp" => Proto::Icmp,
-        "icmpv6" => Proto::Icmpv6,
-        _ => return Err(format!("--proto: `{v}` is not tcp, udp, icmp or icmpv6")),
+    let n = v
+        .parse::<u8>()
+        .ok()
+        .or_else(|| ip_protocol_by_name(v))
+        .ok_or_else(|| {
+            format!("--proto: `{v}` is not tcp, udp, icmp, icmpv6, another protocol name of /etc/protocols (gre, esp, ...) or a number 0-255")
+        })?;
+    Ok(match n {
+        6 => Proto::Tcp,
+        17 => Proto::Udp,
+        1 => Proto::Icmp,
+        58 => Proto::Icmpv6,
+        n => Proto::Other(n),
     })
 }
 
@@ -211,6 +219,9 @@ fn packet(raw: Raw) -> Result<Packet, String> {
     }
     if !proto.has_ports() && (raw.dport.is_some() || raw.sport.is_some()) {
         return Err(format!("--proto {} has no ports", proto.name()));
+    }
+    if matches!(proto, Proto::Other(_)) && raw.icmp_type.is_some() {
+        return Err(format!("--proto {} has no ICMP type", proto.name()));
     }
     let (sport, dport) = if proto.has_ports() {
         (raw.sport.unwrap_or(DEFAULT_SPORT), raw.dport.unwrap_or(0))

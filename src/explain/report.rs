@@ -129,11 +129,13 @@ fn packet_line(p: &Packet) -> String {
             endpoint(p.saddr, Some(p.sport)),
             endpoint(p.daddr, Some(p.dport)),
         )
-    } else {
+    } else if p.proto.is_icmp() {
         (
             p.saddr.to_string(),
             format!("{} (type {})", p.daddr, p.icmp_type),
         )
+    } else {
+        (p.saddr.to_string(), p.daddr.to_string())
     };
     let state = if p.established() {
         "established"

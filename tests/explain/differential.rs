@@ -155,7 +155,12 @@ struct Case {
 /// Cases every seed sends (sender, proto, source, destination, port), so each feature the
 /// config has is met whatever the seed: before the generated ones (their source ports,
 /// 20000 + id, are within `low-sports-to-7000`'s) ...
-const DIRECTED_FIRST: [(&str, &str, &str, &str, u16); 7] = [
+const DIRECTED_FIRST: [(&str, &str, &str, &str, u16); 11] = [
+    // `family = "ipv6"` and a masked source (issue 23): each side of both.
+    ("wan", "tcp", "2001:db8::2", "2001:db8::1", 80),
+    ("wan", "tcp", "192.0.2.2", "192.0.2.1", 80),
+    ("lan", "tcp", "10.0.0.10", "10.0.0.1", 80),
+    ("lan", "tcp", "10.0.0.2", "10.0.0.1", 80),
     ("lan", "tcp", "10.0.0.2", "198.51.100.20", 22),
     ("lan", "udp", "10.0.0.10", "198.51.100.20", 53),
     ("wan", "tcp", "2001:db8::2", "fd00::2", 8200),
@@ -381,7 +386,15 @@ fn coverage(cases: &[Case], predictions: &[Prediction]) {
         predictions.iter().all(|p| p.rule != "ssh-2222-ended"),
         "a rule that ended in 2023 decided a case"
     );
-    let checks: [(&str, Box<CaseCheck>); 8] = [
+    let checks: [(&str, Box<CaseCheck>); 10] = [
+        (
+            "a rule of family ipv6",
+            Box::new(decided_by("http-v6-from-wan", "tcp")),
+        ),
+        (
+            "a source under a non-contiguous mask",
+            Box::new(decided_by("http-from-hosts-10-11", "tcp")),
+        ),
         (
             "time rule around now",
             Box::new(decided_by("tcp-9000-now", "tcp")),

@@ -348,7 +348,7 @@ fn usage_mistakes_exit_2_and_say_what_is_wrong() {
         ),
         (
             vec![
-                "explain", "--in", "x", "--from", "10.0.0.2", "--to", "10.0.0.1", "--proto", "sctp",
+                "explain", "--in", "x", "--from", "10.0.0.2", "--to", "10.0.0.1", "--proto", "nope",
             ],
             "--proto",
         ),

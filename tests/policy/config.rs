@@ -137,7 +137,8 @@ fn defaults_and_zone_forwards() {
         p.forwards,
         [ZoneForward {
             from: "a".into(),
-            to: "b".into()
+            to: "b".into(),
+            family: Family::Any,
         }]
     );
     assert!(
@@ -356,7 +357,8 @@ fn the_schema_example_validates() {
         p.forwards,
         [ZoneForward {
             from: "lan".into(),
-            to: "wan".into()
+            to: "wan".into(),
+            family: Family::Any,
         }]
     );
     assert_eq!(p.port_forwards[0].to.to_string(), "10.0.0.10:80");
@@ -524,7 +526,7 @@ reflection = "off"
     )]);
     for e in [
         "main.toml:2:24: error: invalid type: string \"yes\", expected a boolean",
-        "main.toml:5:15: error: invalid interface name `pp*p`: expected up to 15 characters, a `*` only at the end (\"ppp*\")",
+        "main.toml:5:15: error: invalid interface name `pp*p`: expected up to 15 characters, a `*` or `+` only at the end (\"ppp*\")",
         "main.toml:5:23: error: invalid interface name `*`",
         "main.toml:9:11: error: invalid type: integer `1`, expected a boolean",
         "main.toml:14:14: error: invalid log_prefix `say \"hi\"`: expected 1-127 printable ASCII characters",

@@ -12,6 +12,8 @@ mod count_log;
 mod dynamic_sets;
 mod fault;
 mod flow_offload;
+mod fw4_family;
+mod fw4_family_packets;
 mod helpers_packets;
 mod ipsets;
 mod match_config;

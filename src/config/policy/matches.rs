@@ -1,7 +1,10 @@
-//! The richer matches of rules and port forwards: protocol lists, destination and source
-//! address lists (prefixes, `@sets`, IPv6 suffixes) and marks.
+//! The richer matches of rules and port forwards: protocols (lists, names and numbers),
+//! destination and source address lists (prefixes, `@sets`, IPv6 suffixes, masked
+//! addresses), address families and marks.
 
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
 
 use toml::Spanned;
 
@@ -9,6 +12,8 @@ use super::super::diag::Diagnostics;
 use super::super::net::parse_prefix;
 use super::model::*;
 use super::raw::*;
+use super::rule_match::RawValues;
+use crate::names::ip_protocol_by_name;
 
 /// `protocol`: one name, or a list of "tcp" and "udp" (both = [`Protocol::TcpUdp`]).
 /// `Some(Any)` when absent, `None` when invalid (reported).
@@ -62,6 +67,108 @@ pub(super) fn protocol(p: Option<&Spanned<RawFrom>>, diags: &mut Diagnostics) ->
     }
 }
 
+/// A rule's `protocol`: one name of `/etc/protocols` (any case; `"any"`/`"all"` for any)
+/// or number 0-255, or a list of "tcp" and "udp" (both = [`Protocol::TcpUdp`]). `Some(Any)`
+/// when absent, `None` when invalid (reported).
+pub(super) fn rule_protocol(
+    p: Option<&Spanned<RawValues>>,
+    diags: &mut Diagnostics,
+) -> Option<Protocol> {
+    let Some(p) = p else {
+        return Some(Protocol::Any);
+    };
+    let one = match p.get_ref() {
+        RawValues::One(one) => one,
+        RawValues::Many(list) => {
+            // The list form is the TCP+UDP pair; its names are checked as before.
+            let names = list
+                .iter()
+                .map(|v| match v {
+                    RawPort::Text(t) => t.to_ascii_lowercase(),
+                    RawPort::Number(n) => n.to_string(),
+                })
+                .collect();
+            return protocol(Some(&Spanned::new(p.span(), RawFrom::Many(names))), diags);
+        }
+    };
+    let number = match one {
+        RawPort::Number(n) => u8::try_from(*n).ok(),
+        RawPort::Text(t) if matches!(t.trim().to_ascii_lowercase().as_str(), "any" | "all") => {
+            return Some(Protocol::Any);
+        }
+        RawPort::Text(t) => ip_protocol_by_name(t.trim()),
+    };
+    let Some(number) = number else {
+        let shown = match one {
+            RawPort::Number(n) => n.to_string(),
+            RawPort::Text(t) => format!("`{t}`"),
+        };
+        diags.error(
+            p.span(),
+            format!("invalid protocol {shown}: expected a name such as \"tcp\", \"udp\", \"icmp\", \"icmpv6\", \"gre\", \"esp\", \"ah\", \"igmp\", \"sctp\" (those of /etc/protocols), a number 0-255, \"any\", or [\"tcp\", \"udp\"]"),
+        );
+        return None;
+    };
+    Some(match number {
+        6 => Protocol::Tcp,
+        17 => Protocol::Udp,
+        1 => Protocol::Icmp,
+        58 => Protocol::Icmpv6,
+        n => Protocol::Other(n),
+    })
+}
+
+/// `family`: "ipv4", "ipv6" or "any" (any case, as fw4 reads "IPv6"). `Some(Any)` when
+/// absent, `None` when invalid (reported).
+pub(super) fn family(raw: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Family> {
+    let Some(raw) = raw else {
+        return Some(Family::Any);
+    };
+    match raw.get_ref().trim().to_ascii_lowercase().as_str() {
+        "any" => Some(Family::Any),
+        "ipv4" => Some(Family::Ipv4),
+        "ipv6" => Some(Family::Ipv6),
+        _ => {
+            diags.error(
+                raw.span(),
+                format!(
+                    "invalid family `{}`: expected \"ipv4\", \"ipv6\" or \"any\"",
+                    raw.get_ref()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The error for an explicit `family` (`raw`, read as `family`) that rules out every IP
+/// version `what` (a key and its value, e.g. "`from` zone `lan`") allows (`allowed`).
+/// True when they agree.
+pub(super) fn family_agrees(
+    raw: Option<&Spanned<String>>,
+    family: Family,
+    allowed: (bool, bool),
+    what: &str,
+    diags: &mut Diagnostics,
+) -> bool {
+    let (f4, f6) = family.versions();
+    if (f4 && allowed.0) || (f6 && allowed.1) {
+        return true;
+    }
+    if let Some(raw) = raw {
+        let only = if allowed.0 { "IPv4" } else { "IPv6" };
+        diags.error(
+            raw.span(),
+            format!(
+                "`family = \"{}\"` conflicts with {what}, which is {only} only: expected family \"{}\" or \"any\" (or leave `family` out)",
+                family.name(),
+                only.to_ascii_lowercase(),
+            ),
+        );
+    }
+    false
+}
+
 /// True for protocols whose rules may match ports.
 pub(super) fn has_ports(p: Option<Protocol>) -> bool {
     matches!(p, Some(Protocol::Tcp | Protocol::Udp | Protocol::TcpUdp))
@@ -105,24 +212,54 @@ fn address(
     if let Some(name) = text.strip_prefix('@') {
         return super::rule_match::known_set(name, item.span(), cfg, diags).map(AddressMatch::Set);
     }
-    if let Some((addr, mask)) = text.split_once('/')
-        && (mask.starts_with('-') || mask.contains(':'))
-    {
-        return match parse_suffix(addr, mask) {
-            Ok((addr, mask)) => Some(AddressMatch::Suffix { addr, mask }),
-            Err(e) => {
-                diags.error(item.span(), e);
-                None
-            }
-        };
-    }
-    match parse_prefix(text) {
-        Ok(n) => Some(AddressMatch::Prefix(n)),
+    match parse_subnet(text) {
+        Ok(a) => Some(a),
         Err(e) => {
             diags.error(item.span(), e);
             None
         }
     }
+}
+
+/// An address, a prefix, or an address under a mask (fw4's subnets): an IPv4 mask in dotted
+/// form (`"10.0.0.1/255.0.0.255"`; a contiguous one is the prefix it stands for), an IPv6
+/// suffix (`"::1234/::ffff"`, `"::1234/-64"`).
+pub(super) fn parse_subnet(text: &str) -> Result<AddressMatch, String> {
+    let Some((addr, mask)) = text.split_once('/') else {
+        return parse_prefix(text).map(AddressMatch::Prefix);
+    };
+    if mask.starts_with('-') || mask.contains(':') {
+        let (addr, mask) = parse_suffix(addr, mask)?;
+        return Ok(AddressMatch::Suffix { addr, mask });
+    }
+    if !mask.contains('.') {
+        return parse_prefix(text).map(AddressMatch::Prefix);
+    }
+    let expected = "expected an IPv4 address and mask, e.g. \"192.168.1.0/255.255.0.255\"";
+    let (Ok(a), Ok(m)) = (addr.parse::<Ipv4Addr>(), mask.parse::<Ipv4Addr>()) else {
+        return Err(format!("invalid masked address `{text}`: {expected}"));
+    };
+    let (bits, m) = (u32::from(a), u32::from(m));
+    if m == 0 {
+        return Err(format!(
+            "invalid masked address `{text}`: the mask is 0.0.0.0, which matches every address; {expected}"
+        ));
+    }
+    if bits & !m != 0 {
+        return Err(format!(
+            "invalid masked address `{text}`: the address has bits outside the mask; did you mean \"{}/{}\"?",
+            Ipv4Addr::from(bits & m),
+            Ipv4Addr::from(m)
+        ));
+    }
+    if m.leading_ones() + m.trailing_zeros() == 32 {
+        let net = ipnet::Ipv4Net::new(a, m.leading_ones() as u8).expect("a length of 0-32");
+        return Ok(AddressMatch::Prefix(IpNet::V4(net)));
+    }
+    Ok(AddressMatch::Masked(MaskedAddr {
+        addr: a.into(),
+        mask: Ipv4Addr::from(m).into(),
+    }))
 }
 
 /// `"::1234/::ffff:ffff:ffff:ffff"` (a mask) or `"::1234/-64"` (the last 64 bits).

@@ -211,8 +211,18 @@ fn forwards(v: &Value<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
         let raw = raw.into_inner();
         let from = zone_ref(&raw.from, cfg, diags);
         let to = zone_ref(&raw.to, cfg, diags);
-        if let (Some(from), Some(to)) = (from, to) {
-            cfg.forwards.push(ZoneForward { from, to });
+        let family = matches::family(raw.family.as_ref(), diags);
+        if let (Some(from), Some(to), Some(family)) = (from, to, family) {
+            let agrees = [(&from, "`from`"), (&to, "`to`")]
+                .into_iter()
+                .all(|(z, key)| {
+                    let what = format!("{key} zone `{z}`");
+                    let versions = rule_match::zone_versions(&cfg.zones[z]);
+                    matches::family_agrees(raw.family.as_ref(), family, versions, &what, diags)
+                });
+            if agrees {
+                cfg.forwards.push(ZoneForward { from, to, family });
+            }
         }
     }
 }

@@ -26,16 +26,57 @@ pub enum SetFamily {
     Ipv6,
 }
 
+/// The IP versions a zone, forward or rule is restricted to (`family`, fw4's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Family {
+    /// Both (`family = "any"`, or no `family`).
+    #[default]
+    Any,
+    /// IPv4 only (`family = "ipv4"`).
+    Ipv4,
+    /// IPv6 only (`family = "ipv6"`).
+    Ipv6,
+}
+
+impl Family {
+    /// (IPv4 allowed, IPv6 allowed).
+    pub fn versions(self) -> (bool, bool) {
+        match self {
+            Family::Any => (true, true),
+            Family::Ipv4 => (true, false),
+            Family::Ipv6 => (false, true),
+        }
+    }
+
+    /// The name as written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Any => "any",
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+        }
+    }
+}
+
 /// `[policy.zone.<name>]`: traffic arriving on its interfaces and/or from its networks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Zone {
     /// The zone's name.
     pub name: String,
-    /// Interfaces: exact names, or a stem ending in `*` that matches every name starting
-    /// with it (also interfaces that appear later).
+    /// Interfaces: exact names, or a stem ending in `*` (fw4's `+`) that matches every name
+    /// starting with it (also interfaces that appear later); `"*"` alone is every interface.
     pub interfaces: Vec<String>,
-    /// Source prefixes (IPv4 and/or IPv6).
+    /// Interfaces left out (`"!eth1"`, `"!wg+"`), of the same forms: a packet on one of
+    /// them is not the zone's even when `interfaces` holds it.
+    pub excluded_interfaces: Vec<String>,
+    /// Source prefixes (IPv4 and/or IPv6; only of `family`'s version when it has one).
     pub networks: Vec<IpNet>,
+    /// Source addresses under non-contiguous masks (`networks = ["10.0.0.1/255.0.0.255"]`),
+    /// alternatives to `networks`.
+    pub masked_networks: Vec<MaskedAddr>,
+    /// `family`: the zone's interfaces, networks, forwards, rules, masquerade and drop logs
+    /// see only this IP version's traffic.
+    pub family: Family,
     /// SNAT IPv4 traffic leaving through this zone to the router's address there.
     pub masquerade: bool,
     /// SNAT IPv6 traffic leaving through this zone to the router's address there.
@@ -57,12 +98,20 @@ pub struct Zone {
 }
 
 impl Zone {
-    /// True when interface `name` belongs to the zone (exactly or by a `*` stem).
+    /// True when the zone's `family` admits `ip`'s IP version.
+    pub fn admits(&self, ip: IpAddr) -> bool {
+        let (v4, v6) = self.family.versions();
+        if ip.is_ipv4() { v4 } else { v6 }
+    }
+
+    /// True when interface `name` belongs to the zone (exactly or by a `*` stem, and not
+    /// left out).
     pub fn has_interface(&self, name: &str) -> bool {
-        self.interfaces.iter().any(|i| match i.strip_suffix('*') {
+        let matches = |i: &String| match i.strip_suffix('*') {
             Some(stem) => name.starts_with(stem),
             None => i == name,
-        })
+        };
+        self.interfaces.iter().any(matches) && !self.excluded_interfaces.iter().any(matches)
     }
 }
 
@@ -125,6 +174,9 @@ pub enum Source {
     Set(String),
     /// Source prefixes.
     Prefixes(Vec<IpNet>),
+    /// Source addresses of which some are under a non-contiguous mask (`from =
+    /// "10.0.0.1/255.0.0.255"`, fw4's masked `src_ip`): any of them matches.
+    Addresses(Vec<AddressMatch>),
 }
 
 /// Where a rule's traffic goes.
@@ -153,6 +205,9 @@ pub enum Protocol {
     Icmpv6,
     /// TCP and UDP (`protocol = ["tcp", "udp"]`): the same ports of either.
     TcpUdp,
+    /// Another IP protocol, by its number (`protocol = "gre"` or `47`): `meta l4proto`,
+    /// no ports.
+    Other(u8),
 }
 
 impl Protocol {
@@ -172,6 +227,9 @@ pub enum AddressMatch {
     Prefix(ipnet::IpNet),
     /// A named set (`"@name"`).
     Set(String),
+    /// An IPv4 address under a non-contiguous mask (`"10.0.0.1/255.0.0.255"`; IPv6 ones
+    /// are [`AddressMatch::Suffix`]).
+    Masked(MaskedAddr),
     /// An IPv6 suffix under any prefix: `address & mask == addr` (`"::1234/::ffff:ffff:ffff:ffff"`
     /// or `"::1234/-64"`), for a host whose delegated prefix changes.
     Suffix {
@@ -180,6 +238,31 @@ pub enum AddressMatch {
         /// The bits compared.
         mask: Ipv6Addr,
     },
+}
+
+/// An address under a non-contiguous mask (fw4's `"192.168.1.0/255.255.0.255"`,
+/// `"::1/::ffff"`): `address & mask == addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MaskedAddr {
+    /// The address bits that must match (zero outside `mask`).
+    pub addr: IpAddr,
+    /// The bits compared, of the same IP version.
+    pub mask: IpAddr,
+}
+
+impl MaskedAddr {
+    /// True when `ip` (of the same IP version) has `addr`'s bits under `mask`.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, self.mask, ip) {
+            (IpAddr::V4(a), IpAddr::V4(m), IpAddr::V4(i)) => {
+                u32::from(i) & u32::from(m) == u32::from(a)
+            }
+            (IpAddr::V6(a), IpAddr::V6(m), IpAddr::V6(i)) => {
+                u128::from(i) & u128::from(m) == u128::from(a)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// `set_mark = "0x10/0xff"` or `set_xmark = "0x10/0xff"`: how a rule changes the packet
@@ -266,6 +349,9 @@ pub struct ZoneForward {
     pub from: String,
     /// Destination zone.
     pub to: String,
+    /// `family`: only this IP version's traffic is accepted (the zones' own families
+    /// restrict it further).
+    pub family: Family,
 }
 
 /// `[[policy.port_forward]]`: DNAT of a port on the router's addresses to an inner host.

@@ -24,6 +24,7 @@ pub(super) struct RawZone {
     pub(super) snat: Option<Spanned<RawFrom>>,
     #[serde(default)]
     pub(super) helpers: Vec<Spanned<String>>,
+    pub(super) family: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -84,6 +85,7 @@ with_raw_match_keys! {
 pub(super) struct RawForward {
     pub(super) from: Spanned<String>,
     pub(super) to: Spanned<String>,
+    pub(super) family: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -1,7 +1,6 @@
 //! The match of a `[[policy.rule]]`: every key that selects its packets (`from`, `to`,
-//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`, and the time
-//! keys of `time_match`), parsed into one
-//! [`RuleMatch`]. A new match key is all in this file: its raw key (as written, with its
+//! `protocol`, `ports`, `source_ports`, `to_addresses`, `icmp_types`, `dscp`, `family`, and
+//! the time keys of `time_match`), parsed into one [`RuleMatch`]. A new match key is all in this file: its raw key (as written, with its
 //! span) in [`with_raw_match_keys`], its field in [`RuleMatch`] and its parser in
 //! [`RuleMatch::parse`]; the policy controller's `rule_matches` destructures the struct, so
 //! the compiler points there next.
@@ -12,8 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
-use super::super::net::parse_prefix;
-use super::matches::{addresses, has_ports, protocol};
+use super::matches::{addresses, family, family_agrees, has_ports, parse_subnet, rule_protocol};
 use super::model::*;
 use super::raw::*;
 use super::rules::{icmp_type, port_range};
@@ -36,13 +34,14 @@ macro_rules! with_raw_match_keys {
             $($before)*
             pub(super) from: Option<Spanned<RawFrom>>,
             pub(super) to: Option<Spanned<String>>,
-            pub(super) protocol: Option<Spanned<RawFrom>>,
+            pub(super) protocol: Option<Spanned<$crate::config::policy::rule_match::RawValues>>,
             pub(super) ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) source_ports: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
             pub(super) icmp_types: Option<Spanned<Vec<Spanned<RawPort>>>>,
             pub(super) dscp: Option<Spanned<$crate::config::policy::rule_match::RawValues>>,
             pub(super) ipset: Option<Spanned<String>>,
+            pub(super) family: Option<Spanned<String>>,
             pub(super) start_time: Option<Spanned<String>>,
             pub(super) stop_time: Option<Spanned<String>>,
             pub(super) weekdays: Option<Spanned<RawFrom>>,
@@ -138,6 +137,9 @@ pub struct RuleMatch {
     pub icmp_types: Vec<u8>,
     /// DSCP values (`dscp`), of IPv4 and IPv6 alike; empty = any.
     pub dscp: Vec<u8>,
+    /// `family`: only this IP version's packets (the rule's zones, addresses and protocol
+    /// restrict it further, as fw4's rules inherit their zones' family).
+    pub family: Family,
     /// When the rule applies (`start_time`, `stop_time`, `weekdays`, `start_date`,
     /// `stop_date`, `utc_time`); `None` = always.
     pub time: Option<TimeMatch>,
@@ -162,13 +164,14 @@ impl RuleMatch {
                 "a rule from \"self\" cannot go to \"self\": expected a zone or no `to`",
             );
         }
-        let protocol = protocol(raw.protocol.as_ref(), diags);
+        let protocol = rule_protocol(raw.protocol.as_ref(), diags);
         let source_ports = ports("source_ports", raw.source_ports.as_ref(), protocol, diags);
         let ports = ports("ports", raw.ports.as_ref(), protocol, diags);
         let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
         let icmp_types = icmp_types(raw.icmp_types.as_ref(), protocol, diags);
         let dscp = dscp(raw.dscp.as_ref(), diags);
         let ipset = super::ipset::ipset(raw.ipset.as_ref(), protocol, cfg, diags);
+        let family = family(raw.family.as_ref(), diags);
         let time = time_match(
             RawTime {
                 start_time: raw.start_time.as_ref(),
@@ -190,10 +193,51 @@ impl RuleMatch {
             to_addresses: to_addresses?,
             icmp_types: icmp_types?,
             dscp: dscp?,
+            family: family?,
             time: time?,
             ipset: ipset?,
         };
-        (!self_to_self).then_some(m)
+        let agrees = m.family_agrees(raw.family.as_ref(), cfg, diags);
+        (!self_to_self && agrees).then_some(m)
+    }
+
+    /// True when an explicit `family` (`raw`) allows an IP version of each of `from`, `to`,
+    /// `to_addresses` and the protocol; else reported at `family`, naming the first key that
+    /// rules it out.
+    fn family_agrees(
+        &self,
+        raw: Option<&Spanned<String>>,
+        cfg: &PolicyConfig,
+        diags: &mut Diagnostics,
+    ) -> bool {
+        if self.family == Family::Any {
+            return true;
+        }
+        let from = match &self.from {
+            Source::Zone(z) => format!("`from` zone `{z}`"),
+            Source::Set(s) => format!("`from` set `@{s}`"),
+            _ => "`from`".to_string(),
+        };
+        let to = match &self.to {
+            Destination::Zone(z) => format!("`to` zone `{z}`"),
+            _ => "`to`".to_string(),
+        };
+        let protocol = if self.protocol == Protocol::Icmp {
+            "`protocol = \"icmp\"`"
+        } else {
+            "`protocol = \"icmpv6\"`"
+        };
+        [
+            (source_versions(&self.from, cfg), from),
+            (dest_versions(&self.to, cfg), to),
+            (
+                address_versions(&self.to_addresses, cfg),
+                "`to_addresses`".to_string(),
+            ),
+            (protocol_versions(self.protocol), protocol.to_string()),
+        ]
+        .into_iter()
+        .all(|(versions, what)| family_agrees(raw, self.family, versions, &what, diags))
     }
 
     /// True when some IP version can satisfy `from`, `to`, `to_addresses` and the protocol
@@ -249,13 +293,9 @@ fn source(
         RawFrom::One(s) if s.starts_with('@') => {
             known_set(&s[1..], f.span(), cfg, diags).map(Source::Set)
         }
-        RawFrom::One(s) if s.contains(['.', ':']) => match parse_prefix(s) {
-            Ok(n) => Some(Source::Prefixes(vec![n])),
-            Err(e) => {
-                diags.error(f.span(), e);
-                None
-            }
-        },
+        RawFrom::One(s) if s.contains(['.', ':']) => {
+            prefix_list(std::slice::from_ref(s), f.span(), diags)
+        }
         RawFrom::One(s) => {
             zone_ref(&Spanned::new(f.span(), s.clone()), cfg, diags).map(Source::Zone)
         }
@@ -291,26 +331,40 @@ pub(super) fn known_set(
     None
 }
 
+/// Source prefixes, or [`Source::Addresses`] when some are under a non-contiguous mask.
 fn prefix_list(list: &[String], span: Range<usize>, diags: &mut Diagnostics) -> Option<Source> {
     let mut nets = Vec::new();
     let mut ok = true;
     for s in list {
-        match parse_prefix(s) {
-            Ok(n) => nets.push(n),
+        match parse_subnet(s.trim()) {
+            Ok(a) => nets.push(a),
             Err(e) => {
                 diags.error(span.clone(), e);
                 ok = false;
             }
         }
     }
-    if nets.is_empty() && ok {
+    let prefixes: Vec<ipnet::IpNet> = nets
+        .iter()
+        .filter_map(|a| match a {
+            AddressMatch::Prefix(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let empty = nets.is_empty();
+    let source = if prefixes.len() == nets.len() {
+        Source::Prefixes(prefixes)
+    } else {
+        Source::Addresses(nets)
+    };
+    if empty && ok {
         diags.error(
             span,
             "empty `from` list: expected prefixes, e.g. [\"10.0.0.0/8\"]",
         );
         ok = false;
     }
-    ok.then_some(Source::Prefixes(nets))
+    ok.then_some(source)
 }
 
 /// A rule's `to`; `None` when it names an unknown zone (reported).
@@ -441,6 +495,7 @@ pub(super) fn address_versions(list: &[AddressMatch], cfg: &PolicyConfig) -> Ver
         let (a4, a6) = match a {
             AddressMatch::Prefix(n) => net_versions(std::slice::from_ref(n)),
             AddressMatch::Suffix { .. } => (false, true),
+            AddressMatch::Masked(m) => (m.addr.is_ipv4(), m.addr.is_ipv6()),
             AddressMatch::Set(s) => match cfg.sets.get(s).map(|s| s.family) {
                 Some(SetFamily::Ipv4) => (true, false),
                 Some(SetFamily::Ipv6) => (false, true),
@@ -471,27 +526,42 @@ pub(super) fn net_versions(nets: &[ipnet::IpNet]) -> Versions {
 fn source_versions(s: &Source, cfg: &PolicyConfig) -> Versions {
     match s {
         Source::Any | Source::Router => (true, true),
-        Source::Zone(z) => cfg
-            .zones
-            .get(z)
-            .map_or((true, true), |z| net_versions(&z.networks)),
+        Source::Zone(z) => cfg.zones.get(z).map_or((true, true), zone_versions),
         Source::Set(n) => match cfg.sets.get(n).map(|s| s.family) {
             Some(SetFamily::Ipv4) => (true, false),
             Some(SetFamily::Ipv6) => (false, true),
             None => (true, true),
         },
         Source::Prefixes(nets) => net_versions(nets),
+        Source::Addresses(list) => address_versions(list, cfg),
     }
 }
 
 fn dest_versions(d: &Destination, cfg: &PolicyConfig) -> Versions {
     match d {
         Destination::Any | Destination::Router => (true, true),
-        Destination::Zone(z) => cfg
-            .zones
-            .get(z)
-            .map_or((true, true), |z| net_versions(&z.networks)),
+        Destination::Zone(z) => cfg.zones.get(z).map_or((true, true), zone_versions),
     }
+}
+
+/// The IP versions zone `z` sees: its `family`'s, and of those only its networks' versions
+/// when it has networks.
+pub(super) fn zone_versions(z: &Zone) -> Versions {
+    if z.networks.is_empty() && z.masked_networks.is_empty() {
+        return z.family.versions();
+    }
+    let (n4, n6) = if z.networks.is_empty() {
+        (false, false)
+    } else {
+        net_versions(&z.networks)
+    };
+    let (m4, m6) = z
+        .masked_networks
+        .iter()
+        .fold((false, false), |(v4, v6), m| {
+            (v4 || m.addr.is_ipv4(), v6 || m.addr.is_ipv6())
+        });
+    and(z.family.versions(), (n4 || m4, n6 || m6))
 }
 
 fn protocol_versions(p: Protocol) -> Versions {

@@ -7,8 +7,9 @@ use toml::Spanned;
 
 use super::super::diag::Diagnostics;
 use super::super::doc::{Value, de};
-use super::super::net::{parse_addr, parse_prefix};
+use super::super::net::parse_addr;
 use super::super::nul::no_nul;
+use super::matches::parse_subnet;
 use super::model::*;
 use super::raw::*;
 
@@ -34,23 +35,9 @@ pub(super) fn validate_zone(
         );
     }
     let raw: RawZone = de(v, diags)?;
-    let mut interfaces = Vec::new();
-    for i in &raw.interfaces {
-        let s = i.get_ref();
-        if !no_nul(i, "interface name", diags) {
-            continue;
-        }
-        let stem = s.strip_suffix('*').unwrap_or(s);
-        if stem.is_empty() || s.len() > 15 || stem.contains(['*', '"', '\'', ' ', '/']) {
-            diags.error(
-                i.span(),
-                format!("invalid interface name `{s}`: expected up to 15 characters, a `*` only at the end (\"ppp*\")"),
-            );
-        } else {
-            interfaces.push(s.clone());
-        }
-    }
-    let networks = prefixes(&raw.networks, diags);
+    let (interfaces, excluded_interfaces) = interfaces(&raw.interfaces, diags);
+    let family = super::matches::family(raw.family.as_ref(), diags);
+    let (networks, masked_networks) = networks(&raw.networks, family, diags);
     let helpers = super::helpers::of_zone(&raw.helpers, declared_helpers, custom_helpers, diags);
     if raw.interfaces.is_empty() && raw.networks.is_empty() {
         diags.error(
@@ -64,7 +51,10 @@ pub(super) fn validate_zone(
     Some(Zone {
         name: name.to_string(),
         interfaces,
+        excluded_interfaces,
         networks,
+        masked_networks,
+        family: family?,
         masquerade: raw.masquerade,
         masquerade6: raw.masquerade6,
         mtu_fix: raw.mtu_fix,
@@ -73,6 +63,55 @@ pub(super) fn validate_zone(
         snat,
         helpers,
     })
+}
+
+/// A zone's `interfaces`: (those it holds, those it leaves out), each reported at its
+/// place when invalid. A name is exact, or a stem ending in `*` or fw4's `+` (stored as
+/// `*`); `"+"` alone is every interface (stored as `"*"`); `!` before a name or stem leaves
+/// it out. With only names left out, the zone holds every other interface.
+fn interfaces(raw: &[Spanned<String>], diags: &mut Diagnostics) -> (Vec<String>, Vec<String>) {
+    let (mut held, mut excluded) = (Vec::new(), Vec::new());
+    for i in raw {
+        let s = i.get_ref();
+        if !no_nul(i, "interface name", diags) {
+            continue;
+        }
+        let (negated, name) = match s.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, s.as_str()),
+        };
+        if name == "+" {
+            if negated {
+                diags.error(
+                    i.span(),
+                    "`\"!+\"` leaves out every interface: expected names or stems to leave out, e.g. \"!eth1\" or \"!wg+\"",
+                );
+            } else {
+                held.push("*".to_string());
+            }
+            continue;
+        }
+        let name = match name.strip_suffix('+') {
+            Some(stem) => format!("{stem}*"),
+            None => name.to_string(),
+        };
+        let stem = name.strip_suffix('*').unwrap_or(&name);
+        if stem.is_empty() || name.len() > 15 || stem.contains(['*', '+', '!', '"', '\'', ' ', '/'])
+        {
+            diags.error(
+                i.span(),
+                format!("invalid interface name `{s}`: expected up to 15 characters, a `*` or `+` only at the end (\"ppp*\"), a `!` only at the start (\"!eth1\"), or \"+\" for every interface"),
+            );
+        } else if negated {
+            excluded.push(name);
+        } else {
+            held.push(name);
+        }
+    }
+    if held.is_empty() && !excluded.is_empty() {
+        held.push("*".to_string());
+    }
+    (held, excluded)
 }
 
 /// `snat`: one address or a list, at most one per IP version, and not for a version the
@@ -116,15 +155,52 @@ fn snat(raw: &RawZone, diags: &mut Diagnostics) -> Option<Vec<std::net::IpAddr>>
     ok.then_some(out)
 }
 
-pub(super) fn prefixes(items: &[Spanned<String>], diags: &mut Diagnostics) -> Vec<IpNet> {
-    let mut out = Vec::new();
-    for i in items {
-        match parse_prefix(i.get_ref()) {
-            Ok(n) => out.push(n),
-            Err(e) => diags.error(i.span(), e),
+/// A zone's `networks`: its prefixes and its addresses under non-contiguous masks (fw4's
+/// `"10.0.0.1/255.0.0.255"`, `"::1/::ffff"`). Each invalid entry, and each of the other IP
+/// version than `family`'s, is reported at its place (and left out).
+fn networks(
+    raw: &[Spanned<String>],
+    family: Option<Family>,
+    diags: &mut Diagnostics,
+) -> (Vec<IpNet>, Vec<MaskedAddr>) {
+    let (v4, v6) = family.map_or((true, true), Family::versions);
+    let (mut prefixes, mut masked) = (Vec::new(), Vec::new());
+    for r in raw {
+        let text = r.get_ref().trim();
+        let (is_v4, entry) = match parse_subnet(text) {
+            Ok(AddressMatch::Prefix(n)) => (n.addr().is_ipv4(), Ok(n)),
+            Ok(AddressMatch::Masked(m)) => (m.addr.is_ipv4(), Err(m)),
+            Ok(AddressMatch::Suffix { addr, mask }) => (
+                false,
+                Err(MaskedAddr {
+                    addr: addr.into(),
+                    mask: mask.into(),
+                }),
+            ),
+            Ok(AddressMatch::Set(_)) => unreachable!("parse_subnet reads no set"),
+            Err(e) => {
+                diags.error(r.span(), e);
+                continue;
+            }
+        };
+        if (is_v4 && !v4) || (!is_v4 && !v6) {
+            let (version, family) = if is_v4 {
+                ("IPv4", "ipv6")
+            } else {
+                ("IPv6", "ipv4")
+            };
+            diags.error(
+                r.span(),
+                format!("{version} network `{text}` in a zone with `family = \"{family}\"`: expected {family} networks (or family \"any\")"),
+            );
+            continue;
+        }
+        match entry {
+            Ok(n) => prefixes.push(n),
+            Err(m) => masked.push(m),
         }
     }
-    out
+    (prefixes, masked)
 }
 
 /// A zone used by a rule or forward: it must be defined.

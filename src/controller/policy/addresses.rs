@@ -70,8 +70,12 @@ impl RouterAddresses {
             .entries
             .iter()
             .filter(|(ifname, addr)| {
-                if z.interfaces.is_empty() {
-                    ifname != "lo" && z.networks.iter().any(|n| n.contains(addr))
+                if !z.admits(*addr) {
+                    false
+                } else if z.interfaces.is_empty() {
+                    ifname != "lo"
+                        && (z.networks.iter().any(|n| n.contains(addr))
+                            || z.masked_networks.iter().any(|m| m.contains(*addr)))
                 } else {
                     z.has_interface(ifname)
                 }
@@ -87,8 +91,12 @@ impl RouterAddresses {
     /// interfaces only, inside a network the router is connected to on one of them. That is
     /// the zone a port forward to `ip` reflects for by default (fw4's destination zone).
     pub fn zone_holds(&self, z: &Zone, ip: IpAddr) -> bool {
-        if !z.networks.is_empty() {
-            return z.networks.iter().any(|n| n.contains(&ip));
+        if !z.admits(ip) {
+            return false;
+        }
+        if !z.networks.is_empty() || !z.masked_networks.is_empty() {
+            return z.networks.iter().any(|n| n.contains(&ip))
+                || z.masked_networks.iter().any(|m| m.contains(ip));
         }
         self.connected
             .iter()

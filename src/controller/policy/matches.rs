@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 
-use crate::config::policy::{AddressMatch, NamedSet, SetFamily, Zone};
+use crate::config::policy::{AddressMatch, Family, MaskedAddr, NamedSet, SetFamily, Zone};
 use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
@@ -124,35 +124,100 @@ pub(super) fn prefix_matches(source: bool, nets: &[IpNet]) -> Vec<Match> {
 
 /// One match for the exact names (a comparison or a set) and one per `*` stem, compared by
 /// its first bytes only (nft's wildcard match, which also matches interfaces that appear
-/// later).
-fn interface_matches(key: MetaKey, ifs: &[String]) -> Vec<Match> {
-    let (stems, exact): (Vec<&String>, Vec<&String>) = ifs.iter().partition(|i| i.ends_with('*'));
+/// later); a single match of no interface test for `"*"`, every interface. Each then
+/// leaves out `excluded` (fw4's `"!eth1"`): a `!=` on the exact names (one or a set) and one
+/// per stem.
+fn interface_matches(key: MetaKey, ifs: &[String], excluded: &[String]) -> Vec<Match> {
     let mut out = Vec::new();
-    if !exact.is_empty() {
-        let exact: Vec<String> = exact.into_iter().cloned().collect();
-        out.push(Match {
-            stmts: vec![ifname_match(key, &exact, false)],
+    if ifs.iter().any(|i| i == "*") {
+        out.push(Match::default());
+    } else {
+        let (stems, exact): (Vec<String>, Vec<String>) =
+            ifs.iter().cloned().partition(|i| i.ends_with('*'));
+        if !exact.is_empty() {
+            out.push(Match {
+                stmts: vec![ifname_match(key, &exact, false)],
+                version: None,
+            });
+        }
+        out.extend(sorted(stems).into_iter().map(|stem| Match {
+            stmts: vec![wildcard_cmp(key, stem, CmpOp::Eq)],
             version: None,
-        });
+        }));
     }
-    let mut stems: Vec<&String> = stems;
-    stems.sort();
-    stems.dedup();
-    for stem in stems {
-        out.push(Match {
-            stmts: vec![Stmt::Cmp {
-                left: Expr::Meta(key),
-                op: CmpOp::Eq,
-                right: Value::IfName(stem.clone()),
-            }],
-            version: None,
-        });
+    let (stems, exact): (Vec<String>, Vec<String>) =
+        excluded.iter().cloned().partition(|i| i.ends_with('*'));
+    let mut leave_out = Vec::new();
+    if !exact.is_empty() {
+        leave_out.push(ifname_match(key, &exact, true));
+    }
+    leave_out.extend(
+        sorted(stems)
+            .into_iter()
+            .map(|stem| wildcard_cmp(key, stem, CmpOp::Neq)),
+    );
+    for m in &mut out {
+        m.stmts.extend(leave_out.iter().cloned());
     }
     out
 }
 
-/// Traffic arriving from a zone (`source`) or leaving into it.
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// `key` against wildcard `stem` (`"eth*"`).
+fn wildcard_cmp(key: MetaKey, stem: String, op: CmpOp) -> Stmt {
+    Stmt::Cmp {
+        left: Expr::Meta(key),
+        op,
+        right: Value::IfName(stem),
+    }
+}
+
+/// The matches of `matches` that `family` allows: those of the other IP version dropped,
+/// those of no version limited to `family`'s by `meta nfproto` (fw4's family test).
+pub(super) fn restrict(matches: Vec<Match>, family: Family) -> Vec<Match> {
+    let (version, nfproto) = match family {
+        Family::Any => return matches,
+        Family::Ipv4 => (IpVersion::V4, NFPROTO_IPV4),
+        Family::Ipv6 => (IpVersion::V6, NFPROTO_IPV6),
+    };
+    matches
+        .into_iter()
+        .filter_map(|mut m| match m.version {
+            Some(v) if v != version => None,
+            Some(_) => Some(m),
+            None => {
+                m.stmts.insert(
+                    0,
+                    Stmt::Cmp {
+                        left: Expr::Meta(MetaKey::NfProto),
+                        op: CmpOp::Eq,
+                        right: Value::Proto(nfproto),
+                    },
+                );
+                m.version = Some(version);
+                Some(m)
+            }
+        })
+        .collect()
+}
+
+/// `meta nfproto ipv4`.
+const NFPROTO_IPV4: u8 = 2;
+/// `meta nfproto ipv6`.
+const NFPROTO_IPV6: u8 = 10;
+
+/// Traffic arriving from a zone (`source`) or leaving into it, of the zone's `family` only.
 pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
+    restrict(zone_match_any_family(z, source), z.family)
+}
+
+/// [`zone_match`] before the zone's `family` applies.
+fn zone_match_any_family(z: &Zone, source: bool) -> Vec<Match> {
     let key = if source {
         MetaKey::IifName
     } else {
@@ -161,13 +226,14 @@ pub(super) fn zone_match(z: &Zone, source: bool) -> Vec<Match> {
     let ifs = if z.interfaces.is_empty() {
         any()
     } else {
-        interface_matches(key, &z.interfaces)
+        interface_matches(key, &z.interfaces, &z.excluded_interfaces)
     };
-    if z.networks.is_empty() {
-        ifs
-    } else {
-        combine(&ifs, &prefix_matches(source, &z.networks))
+    if z.networks.is_empty() && z.masked_networks.is_empty() {
+        return ifs;
     }
+    let mut nets = prefix_matches(source, &z.networks);
+    nets.extend(z.masked_networks.iter().map(|m| masked_match(source, m)));
+    combine(&ifs, &nets)
 }
 
 /// The port match of `field` for `ports` (one port, one range, or an interval set): the
@@ -264,6 +330,7 @@ pub(super) fn address_matches(
         match a {
             AddressMatch::Prefix(_) => {}
             AddressMatch::Set(name) => out.push(set_match(sets, source, name)),
+            AddressMatch::Masked(m) => out.push(masked_match(source, m)),
             AddressMatch::Suffix { addr, mask } => out.push(Match {
                 stmts: vec![Stmt::MaskedCmp {
                     left: Expr::Payload(if source {
@@ -279,6 +346,25 @@ pub(super) fn address_matches(
         }
     }
     out
+}
+
+/// Packets whose source (`source`) or destination address has `m.addr`'s bits under
+/// `m.mask` (`ip saddr & 255.0.0.255 == 10.0.0.1`): a bitwise match, never in a set.
+pub(super) fn masked_match(source: bool, m: &MaskedAddr) -> Match {
+    let (field, version) = match (m.addr.is_ipv4(), source) {
+        (true, true) => (Field::IpSaddr, IpVersion::V4),
+        (true, false) => (Field::IpDaddr, IpVersion::V4),
+        (false, true) => (Field::Ip6Saddr, IpVersion::V6),
+        (false, false) => (Field::Ip6Daddr, IpVersion::V6),
+    };
+    Match {
+        stmts: vec![Stmt::MaskedCmp {
+            left: Expr::Payload(field),
+            mask: Value::ip(m.mask),
+            right: Value::ip(m.addr),
+        }],
+        version: Some(version),
+    }
 }
 
 /// Packets whose source (`source`) or destination is in named set `name`.

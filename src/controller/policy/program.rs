@@ -58,7 +58,7 @@ use crate::config::policy::{
 use crate::dataplane::nft::intervals::normalize_prefixes;
 
 use super::addresses::RouterAddresses;
-use super::matches::{Match, combine, zone_match};
+use super::matches::{Match, combine, restrict, zone_match};
 use super::rule_match::rule_matches;
 use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
@@ -780,9 +780,12 @@ impl Builder {
     fn zone_forwards(&mut self, cfg: &PolicyConfig) {
         for f in &cfg.forwards {
             self.group(format!("forward {}->{}", f.from, f.to), false);
-            let m = combine(
-                &zone_match(&cfg.zones[&f.from], true),
-                &zone_match(&cfg.zones[&f.to], false),
+            let m = restrict(
+                combine(
+                    &zone_match(&cfg.zones[&f.from], true),
+                    &zone_match(&cfg.zones[&f.to], false),
+                ),
+                f.family,
             );
             for m in m {
                 let mut stmts = m.stmts;

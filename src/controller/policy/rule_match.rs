@@ -8,8 +8,8 @@ use crate::dataplane::nft::ir::*;
 use crate::sys;
 
 use super::matches::{
-    Match, address_matches, any, combine, icmp_type_match, port_match, prefix_matches, set_match,
-    zone_match,
+    Match, address_matches, any, combine, icmp_type_match, port_match, prefix_matches, restrict,
+    set_match, zone_match,
 };
 use super::time_match::time_matches;
 
@@ -40,6 +40,7 @@ pub(super) fn rule_matches(
         to_addresses,
         icmp_types,
         dscp,
+        family,
         time,
         ipset,
     } = m;
@@ -60,7 +61,8 @@ pub(super) fn rule_matches(
         .map(|p| {
             let l4 = proto_match(p, ports, source_ports, icmp_types);
             let l4 = combine(&[l4], &ipset_match(cfg, ipset.as_ref(), p));
-            (p, combine(&combine(&src_dst, &l4), &when))
+            let m = combine(&combine(&src_dst, &l4), &when);
+            (p, restrict(m, *family))
         })
         .collect()
 }
@@ -147,6 +149,7 @@ fn rule_source(cfg: &PolicyConfig, from: &Source) -> Vec<Match> {
         Source::Zone(z) => zone_match(&cfg.zones[z], true),
         Source::Set(s) => vec![set_match(&cfg.sets, true, s)],
         Source::Prefixes(nets) => prefix_matches(true, nets),
+        Source::Addresses(list) => address_matches(&cfg.sets, true, list),
     }
 }
 
@@ -173,6 +176,7 @@ fn proto_match(
             version = Some(IpVersion::V6);
             (58, None)
         }
+        Protocol::Other(n) => (n, None),
     };
     stmts.extend(dport.and_then(|f| port_match(f, ports)));
     if !icmp_types.is_empty() {

@@ -140,13 +140,17 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::policy::Family;
     use crate::dataplane::route::LinkInfo;
 
     fn zone(interfaces: &[&str]) -> Zone {
         Zone {
             name: "z".into(),
             interfaces: interfaces.iter().map(|s| s.to_string()).collect(),
+            excluded_interfaces: Vec::new(),
             networks: Vec::new(),
+            masked_networks: Vec::new(),
+            family: Family::Any,
             masquerade: false,
             masquerade6: false,
             mtu_fix: false,
