@@ -165,3 +165,47 @@ pub fn planned_policy_nft(dir: &ScratchDir) -> (String, PathBuf) {
     assert!(ok, "nft -c refused the plan: {err}\n{text}");
     (text, file)
 }
+
+/// The policy program `text` plans, with no router address known (pure: no kernel).
+pub fn program_of(text: &str) -> edgenetd::controller::policy::program::Program {
+    let desired =
+        edgenetd::config::load_str(&[("edgenetd.toml", text)]).unwrap_or_else(|e| panic!("{e}"));
+    edgenetd::controller::policy::program::build_with(
+        desired.policy.as_ref().expect("a [policy]"),
+        "edgenetd-policy",
+        &edgenetd::controller::policy::addresses::RouterAddresses::default(),
+    )
+}
+
+/// The rules of `chain` in `p` whose comment starts with `label`, as nft text without their
+/// comments.
+pub fn rendered_rules(
+    p: &edgenetd::controller::policy::program::Program,
+    chain: &str,
+    label: &str,
+) -> Vec<String> {
+    p.table
+        .rules
+        .iter()
+        .filter(|r| r.chain == chain)
+        .filter(|r| r.comment.as_deref().unwrap_or("").starts_with(label))
+        .map(|r| {
+            let text = edgenetd::dataplane::nft::text::render_rule(p.table.family, r);
+            text[..text.find(" comment").unwrap_or(text.len())].to_string()
+        })
+        .collect()
+}
+
+/// The rendered problems of loading `text` as `main.toml` (which must be rejected).
+pub fn config_errors(text: &str) -> String {
+    edgenetd::config::load_str(&[("main.toml", text)])
+        .expect_err("config must be rejected")
+        .rendered
+}
+
+/// Every one of `expected` is in `out` (each problem's text is searched, not its order).
+pub fn assert_all(out: &str, expected: &[&str]) {
+    for e in expected {
+        assert!(out.contains(e), "missing {e:?} in:\n{out}");
+    }
+}

@@ -9,47 +9,12 @@ use crate::netns_test;
 
 use edgenetd::config::load_str;
 use edgenetd::config::policy::{Family, Protocol};
-use edgenetd::controller::policy::addresses::RouterAddresses;
-use edgenetd::controller::policy::program::{self, Program};
-use edgenetd::dataplane::nft::text::render_rule;
 
-use common::policy::planned_policy_nft;
+use common::policy::{
+    assert_all, config_errors as errors, planned_policy_nft, program_of as build,
+    rendered_rules as rules,
+};
 use common::scratch::ScratchDir;
-
-fn errors(text: &str) -> String {
-    load_str(&[("main.toml", text)])
-        .expect_err("config must be rejected")
-        .rendered
-}
-
-fn assert_all(out: &str, expected: &[&str]) {
-    for e in expected {
-        assert!(out.contains(e), "missing {e:?} in:\n{out}");
-    }
-}
-
-fn build(text: &str) -> Program {
-    let desired = load_str(&[("edgenetd.toml", text)]).unwrap_or_else(|e| panic!("{e}"));
-    program::build_with(
-        desired.policy.as_ref().unwrap(),
-        "edgenetd-policy",
-        &RouterAddresses::default(),
-    )
-}
-
-/// The rules of `chain` whose comment starts with `label`, rendered, comments cut off.
-fn rules(p: &Program, chain: &str, label: &str) -> Vec<String> {
-    p.table
-        .rules
-        .iter()
-        .filter(|r| r.chain == chain)
-        .filter(|r| r.comment.as_deref().unwrap_or("").starts_with(label))
-        .map(|r| {
-            let text = render_rule(p.table.family, r);
-            text[..text.find(" comment").unwrap()].to_string()
-        })
-        .collect()
-}
 
 /// fw4's six zones of `02_zones/06_family_selections` (its fourth, IPv6 with an IPv6
 /// subnet again, is the third here), each logging its drops so that its match shows.

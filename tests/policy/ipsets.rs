@@ -6,12 +6,10 @@ use crate::common;
 use crate::netns_test;
 
 use edgenetd::config::load_str;
-use edgenetd::controller::policy::addresses::RouterAddresses;
-use edgenetd::controller::policy::program;
-use edgenetd::dataplane::nft::text::{render_rule, render_table};
+use edgenetd::dataplane::nft::text::render_table;
 
 use common::controller::Driver;
-use common::policy::{lan_wan, planned_policy_nft, rule_handles};
+use common::policy::{lan_wan, planned_policy_nft, program_of, rendered_rules, rule_handles};
 use common::scratch::ScratchDir;
 use common::topology::failed;
 
@@ -58,30 +56,10 @@ protocol = "tcp"
 ipset = "!test-set-1 dst src"
 "#;
 
-fn program_of(text: &str) -> program::Program {
-    let desired = load_str(&[("edgenetd.toml", text)]).unwrap();
-    program::build_with(
-        desired.policy.as_ref().unwrap(),
-        "edgenetd-policy",
-        &RouterAddresses::default(),
-    )
-}
-
 #[test]
 fn fw4_05_ipsets_02_usage_pairs_match_in_the_directions_fw4_gives_them() {
     let p = program_of(USAGE);
-    let forward: Vec<String> = p
-        .table
-        .rules
-        .iter()
-        .filter(|r| {
-            r.chain == "forward" && r.comment.as_deref().unwrap_or("").starts_with("rule set-")
-        })
-        .map(|r| {
-            let text = render_rule(p.table.family, r);
-            text[..text.find(" comment").unwrap()].to_string()
-        })
-        .collect();
+    let forward = rendered_rules(&p, "forward", "rule set-");
     assert_eq!(
         forward,
         [

@@ -4,19 +4,9 @@
 //! `file:line:col` with what was expected.
 
 use edgenetd::config::load_str;
+
+use crate::common::policy::{assert_all, config_errors as errors};
 use edgenetd::config::policy::{AddressMatch, MarkSet, Protocol};
-
-fn errors(text: &str) -> String {
-    load_str(&[("main.toml", text)])
-        .expect_err("config must be rejected")
-        .rendered
-}
-
-fn assert_all(out: &str, expected: &[&str]) {
-    for e in expected {
-        assert!(out.contains(e), "missing {e:?} in:\n{out}");
-    }
-}
 
 const ZONES: &str = r#"[policy]
 [policy.zone.lan]

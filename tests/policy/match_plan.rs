@@ -1,11 +1,10 @@
 //! The planner (pure, no kernel) for issue 11 items 8 and 9: the exact rules of richer
 //! matches, a port-forward range, zone SNAT and a marking rule, and where each goes.
 
-use edgenetd::config::load_str;
-use edgenetd::controller::policy::addresses::RouterAddresses;
-use edgenetd::controller::policy::program::{self, MANGLE_PREROUTING, Program};
+use edgenetd::controller::policy::program::MANGLE_PREROUTING;
+
+use crate::common::policy::{program_of as build, rendered_rules as rules};
 use edgenetd::dataplane::nft::ir::{ChainType, Hook};
-use edgenetd::dataplane::nft::text::render_rule;
 
 const POLICY: &str = r#"
 [policy]
@@ -42,29 +41,6 @@ port = "8000-8001"
 to = "10.0.0.2:9000-9001"
 from_addresses = ["203.0.113.0/24"]
 "#;
-
-fn build(text: &str) -> Program {
-    let desired = load_str(&[("edgenetd.toml", text)]).unwrap();
-    program::build_with(
-        desired.policy.as_ref().unwrap(),
-        "edgenetd-policy",
-        &RouterAddresses::default(),
-    )
-}
-
-/// The rules of `chain` whose comment starts with `label`, rendered, comments cut off.
-fn rules(p: &Program, chain: &str, label: &str) -> Vec<String> {
-    p.table
-        .rules
-        .iter()
-        .filter(|r| r.chain == chain)
-        .filter(|r| r.comment.as_deref().unwrap_or("").starts_with(label))
-        .map(|r| {
-            let text = render_rule(p.table.family, r);
-            text[..text.find(" comment").unwrap()].to_string()
-        })
-        .collect()
-}
 
 #[test]
 fn richer_matches_render_one_rule_per_protocol_and_address_kind() {

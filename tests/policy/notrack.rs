@@ -6,13 +6,16 @@ use crate::common;
 use crate::netns_test;
 
 use edgenetd::config::load_str;
-use edgenetd::controller::policy::addresses::RouterAddresses;
-use edgenetd::controller::policy::program::{self, RAW_OUTPUT, RAW_PREROUTING};
+use edgenetd::controller::policy::program::{RAW_OUTPUT, RAW_PREROUTING};
 use edgenetd::dataplane::nft::ir::Hook;
-use edgenetd::dataplane::nft::text::render_rule;
 
 use common::controller::Driver;
-use common::policy::{HOME, lan_wan};
+use common::policy::{HOME, lan_wan, program_of, rendered_rules};
+
+/// The rules of `chain` in the program of `text`, as nft text.
+fn rendered(text: &str, chain: &str) -> Vec<String> {
+    rendered_rules(&program_of(text), chain, "")
+}
 use common::shell::sh;
 
 /// fw4's three zones of 10_notrack (a device, loopback and a loopback subnet), with a
@@ -41,32 +44,9 @@ protocol = ["tcp", "udp"]
 action = "notrack"
 "#;
 
-fn rendered(text: &str, chain: &str) -> Vec<String> {
-    let desired = load_str(&[("edgenetd.toml", text)]).unwrap();
-    let p = program::build_with(
-        desired.policy.as_ref().unwrap(),
-        "edgenetd-policy",
-        &RouterAddresses::default(),
-    );
-    p.table
-        .rules
-        .iter()
-        .filter(|r| r.chain == chain)
-        .map(|r| {
-            let text = render_rule(p.table.family, r);
-            text[..text.find(" comment").unwrap()].to_string()
-        })
-        .collect()
-}
-
 #[test]
 fn fw4_10_notrack_rules_end_up_in_the_raw_chain_of_their_source() {
-    let desired = load_str(&[("edgenetd.toml", ZONES)]).unwrap();
-    let p = program::build_with(
-        desired.policy.as_ref().unwrap(),
-        "edgenetd-policy",
-        &RouterAddresses::default(),
-    );
+    let p = program_of(ZONES);
     for (name, hook) in [
         (RAW_PREROUTING, Hook::Prerouting),
         (RAW_OUTPUT, Hook::Output),
@@ -96,12 +76,7 @@ fn fw4_10_notrack_rules_end_up_in_the_raw_chain_of_their_source() {
     }
     let none = ZONES.replace("action = \"notrack\"", "action = \"accept\"");
     assert!(rendered(&none, RAW_PREROUTING).is_empty());
-    let desired = load_str(&[("edgenetd.toml", &none)]).unwrap();
-    let p = program::build_with(
-        desired.policy.as_ref().unwrap(),
-        "edgenetd-policy",
-        &RouterAddresses::default(),
-    );
+    let p = program_of(&none);
     assert!(p.table.chains.iter().all(|c| !c.name.starts_with("raw_")));
 }
 

@@ -6,33 +6,17 @@ use crate::common;
 use crate::netns_test;
 
 use edgenetd::config::load_str;
-use edgenetd::controller::policy::addresses::RouterAddresses;
 use edgenetd::controller::policy::program::{self, SYN_FLOOD};
-use edgenetd::dataplane::nft::text::render_rule;
 
 use common::controller::Driver;
-use common::policy::{HOME, lan_wan};
+use common::policy::{HOME, lan_wan, program_of, rendered_rules};
+
+/// The rules of `chain` in the program of `text`, as nft text.
+fn rendered(text: &str, chain: &str) -> Vec<String> {
+    rendered_rules(&program_of(text), chain, "")
+}
 use common::shell::sh;
 use common::topology::failed;
-
-/// The rules of `chain`, rendered without their comments.
-fn rendered(text: &str, chain: &str) -> Vec<String> {
-    let desired = load_str(&[("edgenetd.toml", text)]).unwrap();
-    let p = program::build_with(
-        desired.policy.as_ref().unwrap(),
-        "edgenetd-policy",
-        &RouterAddresses::default(),
-    );
-    p.table
-        .rules
-        .iter()
-        .filter(|r| r.chain == chain)
-        .map(|r| {
-            let text = render_rule(p.table.family, r);
-            text[..text.find(" comment").unwrap()].to_string()
-        })
-        .collect()
-}
 
 fn protected(keys: &str) -> String {
     HOME.replacen(
