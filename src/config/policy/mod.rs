@@ -22,8 +22,10 @@ use super::doc::{Doc, Value, de, de_each};
 
 mod dual_forward;
 mod helpers;
+mod masq;
 mod matches;
 mod model;
+mod nat;
 mod offload;
 pub mod pods;
 mod port_forward;
@@ -55,6 +57,7 @@ const KEYS: &[&str] = &[
     "set",
     "rule",
     "port_forward",
+    "nat",
     "forward_foreign_dnat",
     "helpers",
     "flow_offload",
@@ -80,6 +83,7 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         rules: Vec::new(),
         forwards: Vec::new(),
         port_forwards: Vec::new(),
+        nat: Vec::new(),
         forward_foreign_dnat: false,
         helpers: Vec::new(),
         flow_offload: false,
@@ -111,6 +115,15 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
             unique_name(&raw.name, &mut names, diags);
             if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
                 cfg.port_forwards.push(pf);
+            }
+        }
+    }
+    if let Some(v) = table.get("nat") {
+        for raw in de_each::<RawNat>(v, diags) {
+            let raw = raw.into_inner();
+            unique_name(&raw.name, &mut names, diags);
+            if let Some(n) = nat::validate_nat(raw, &cfg, diags) {
+                cfg.nat.push(n);
             }
         }
     }
@@ -243,7 +256,7 @@ fn unique_name(
     if let Some(first) = seen.get(n) {
         diags.error_also(
             name.span(),
-            format!("duplicate name `{n}`: rule and port forward names must be unique"),
+            format!("duplicate name `{n}`: rule, port forward and nat names must be unique"),
             first.clone(),
             "first used here",
         );

@@ -24,8 +24,13 @@
 //!   `reflection_zones` to the router's addresses on the forward's zone; each marks the
 //!   connection as edgenetd's.
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
-//!   the reflecting zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
-//!   IPv6 through zones with `masquerade6 = true`; SNAT of zones with `snat`.
+//!   the reflecting zones; `[[policy.nat]]` entries in config order (SNAT, masquerade, or
+//!   accept = no source NAT); masquerade of IPv4 leaving through zones with
+//!   `masquerade = true` and of IPv6 through zones with `masquerade6 = true`; SNAT of zones
+//!   with `snat` (both narrowed by `masq_src` / `masq_dest`).
+//! - `forward_invalid` (regular; only when a zone has `masq_allow_invalid`): the forward
+//!   chain jumps here for `ct state invalid`; traffic leaving through such a zone returns,
+//!   the rest is dropped.
 //! - `mangle_prerouting` (filter, priority -150; only when a rule has `set_mark`, or
 //!   `set_dscp` without `to`): the marks, set before the routing decision so route rules
 //!   can match them; DSCP rewrites.
@@ -68,6 +73,8 @@ mod dscp;
 mod flowtable;
 mod helpers;
 mod marks;
+mod masq;
+mod nat;
 mod pods;
 mod port_forward;
 mod snat;
@@ -113,6 +120,9 @@ pub const OUTPUT: &str = "output";
 pub const PREROUTING: &str = "prerouting";
 /// NAT postrouting chain.
 pub const POSTROUTING: &str = "postrouting";
+/// The regular chain the forward chain jumps to for `ct state invalid` when a zone has
+/// `masq_allow_invalid`: it returns what leaves through such a zone and drops the rest.
+pub const FORWARD_INVALID: &str = "forward_invalid";
 /// Log rate (per minute) of a log without a `log_limit` of its own or of its zone.
 pub const LOG_PER_MINUTE: u64 = 10;
 /// `meta nfproto ipv4`.
@@ -389,6 +399,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.rules == b.rules
         && a.forwards == b.forwards
         && a.port_forwards == b.port_forwards
+        && a.nat == b.nat
         && a.forward_foreign_dnat == b.forward_foreign_dnat
         && a.helpers == b.helpers
         && (a.flow_offload, a.flow_offload_hw) == (b.flow_offload, b.flow_offload_hw)
@@ -449,7 +460,8 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.log_limits(cfg);
     b.mtu_fixes(cfg);
     b.flow_offload(cfg, addrs.links());
-    b.always_present();
+    b.always_present(cfg);
+    b.invalid_exemptions(cfg);
     b.set_marks(cfg);
     b.set_dscps(cfg);
     b.config_rules(cfg);
@@ -458,6 +470,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     for pf in &cfg.port_forwards {
         b.port_forward(cfg, pf, addrs);
     }
+    b.nat_rules(cfg);
     b.masquerades(cfg);
     b.snats(cfg);
     b.drop_logs(cfg);
@@ -614,7 +627,7 @@ impl Builder {
 
     /// The skeleton's early rules: loopback, established/related, invalid, neighbour
     /// discovery.
-    fn always_present(&mut self) {
+    fn always_present(&mut self, cfg: &PolicyConfig) {
         self.group = 0;
         let lo = |key| Stmt::Cmp {
             left: Expr::Meta(key),
@@ -631,6 +644,11 @@ impl Builder {
         );
         for chain in [INPUT, FORWARD, OUTPUT] {
             self.rule(chain, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+            if chain == FORWARD && masq::allows_invalid(cfg) {
+                let to = Verdict::Jump(FORWARD_INVALID.into());
+                self.rule(chain, vec![ct_invalid(), Stmt::Verdict(to)]);
+                continue;
+            }
             self.rule(
                 chain,
                 vec![ct_invalid(), Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
@@ -716,27 +734,6 @@ impl Builder {
                 stmts.push(Stmt::Counter);
                 stmts.push(Stmt::Verdict(Verdict::Accept));
                 self.rule(FORWARD, stmts);
-            }
-        }
-    }
-
-    /// Masquerade of traffic leaving through zones with `masquerade = true` (IPv4) and
-    /// `masquerade6 = true` (IPv6), never through `lo`.
-    fn masquerades(&mut self, cfg: &PolicyConfig) {
-        for z in cfg.zones.values().filter(|z| z.masquerade || z.masquerade6) {
-            self.group(format!("masquerade {}", z.name), false);
-            for m in zone_match(z, false) {
-                // A match that implies a version needs no family test; one that does not is
-                // limited to the families asked for.
-                let nfproto = match (m.version, z.masquerade, z.masquerade6) {
-                    (Some(IpVersion::V4), false, _) | (Some(IpVersion::V6), _, false) => continue,
-                    (Some(_), _, _) | (None, true, true) => None,
-                    (None, true, false) => Some(NFPROTO_IPV4),
-                    (None, false, _) => Some(NFPROTO_IPV6),
-                };
-                let mut stmts = leaving_zone(nfproto, m.stmts);
-                stmts.push(Stmt::Masquerade);
-                self.rule(POSTROUTING, stmts);
             }
         }
     }
