@@ -110,8 +110,9 @@ fn fw4_02_masq_nat_entries_plan_before_the_zone_masquerade_and_nft_loads_them() 
     let accept = at("ip daddr { 198.51.100.0/24 } counter accept");
     let snat = at("snat ip to 192.0.2.9:40000");
     let masq = at("ip saddr @guests counter masquerade");
-    let zone =
-        at("ip saddr { 10.0.0.0/24 } ip saddr != 10.0.0.10 ip daddr != 192.0.2.3 counter masquerade");
+    let zone = at(
+        "ip saddr { 10.0.0.0/24 } ip saddr != 10.0.0.10 ip daddr != 192.0.2.3 counter masquerade",
+    );
     assert!(accept < snat && snat < masq && masq < zone, "{text}");
     // masq_src's IPv6 entries narrow the IPv6 masquerade only.
     at("ip6 saddr { fd00::/64 } ip6 saddr != fd00::10 counter masquerade");
@@ -243,5 +244,28 @@ action = "accept"
     ] {
         let e = format!("{}: {message}", place(text, needle));
         assert!(out.contains(&e), "missing {e:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn the_documented_nat_examples_validate() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md")).unwrap();
+    let blocks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .filter(|b| b.contains("[[policy.nat]]") || b.contains("masq_src"))
+        .collect();
+    assert_eq!(blocks.len(), 2, "docs/policy.md has its nat examples");
+    for b in blocks {
+        // The wan zone of the masq_src example, or one for the nat entries to leave through.
+        let zones = if b.contains("[policy.zone.wan]") {
+            ""
+        } else {
+            "[policy.zone.wan]\ninterfaces = [\"eth0\"]\nmasquerade = true\n"
+        };
+        let text = format!("[policy]\n{zones}{b}");
+        load_str(&[("docs-example.toml", &text)]).unwrap_or_else(|e| panic!("{e}\n{text}"));
     }
 }
