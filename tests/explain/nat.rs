@@ -42,7 +42,14 @@ snat_port = 40000
 
 /// `edgenetd explain --json` of a TCP packet from the lan host `from` to `to`:80.
 fn explain(from: &str, to: &str) -> Json {
-    let dir = ScratchDir::with_files("explain-nat", &[("edgenetd.toml", CONFIG)]);
+    explain_with(CONFIG, from, to, "tcp", 80)
+}
+
+/// `edgenetd explain --json` under `config` of a `proto` packet from the lan host `from`
+/// to `to`:`dport`.
+fn explain_with(config: &str, from: &str, to: &str, proto: &str, dport: u16) -> Json {
+    let dport = dport.to_string();
+    let dir = ScratchDir::with_files("explain-nat", &[("edgenetd.toml", config)]);
     let cfg = dir.config();
     let args = [
         "explain",
@@ -58,9 +65,9 @@ fn explain(from: &str, to: &str) -> Json {
         "--to",
         to,
         "--proto",
-        "tcp",
+        proto,
         "--dport",
-        "80",
+        &dport,
     ];
     let run = edgenetd(&args);
     assert_eq!(run.code, 0, "edgenetd {args:?}: {}", run.stderr);
@@ -111,4 +118,37 @@ fn fw4_03_masq_src_dest_restrictions_and_02_masq_nat_entries_are_explained() {
         Some(("192.0.2.9:40000".into(), false, "nat server-snat".into())),
         "{j}"
     );
+}
+
+/// fw4's 07_redirect: a lan DNS query to a wan server is the router's (`redirect to :53`
+/// to the incoming interface's address), admitted by the redirect's own input rule; the
+/// wan's own queries are not redirected.
+#[test]
+fn fw4_07_redirect_to_the_router_is_explained_as_a_dnat_to_its_lan_address() {
+    let config = format!(
+        "{CONFIG}\n[[policy.port_forward]]\nname = \"transparent-dns\"\nfrom = \"lan\"\nprotocol = \"udp\"\nport = 53\nto = \"self:53\"\n"
+    );
+    let j = explain_with(&config, "10.0.0.2", "192.0.2.2", "udp", 53);
+    assert_eq!(
+        (
+            j["verdict"].as_str(),
+            j["chain"].as_str(),
+            j["rule"].as_str()
+        ),
+        (
+            Some("accept"),
+            Some("input"),
+            Some("redirect transparent-dns")
+        ),
+        "{j}"
+    );
+    assert_eq!(
+        (j["dnat"]["to"].as_str(), j["dnat"]["rule"].as_str()),
+        (Some("10.0.0.1:53"), Some("redirect transparent-dns")),
+        "{j}"
+    );
+    // Another port is forwarded to the wan as before.
+    let j = explain_with(&config, "10.0.0.2", "192.0.2.2", "udp", 5353);
+    assert!(j["dnat"].is_null(), "{j}");
+    assert_eq!(j["rule"], "forward lan->wan", "{j}");
 }

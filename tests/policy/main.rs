@@ -13,6 +13,7 @@ mod dynamic_sets;
 mod fault;
 mod flow_offload;
 mod fw4_nat_packets;
+mod fw4_redirect_packets;
 mod helpers_packets;
 mod match_config;
 mod match_packets;

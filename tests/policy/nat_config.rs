@@ -269,3 +269,177 @@ fn the_documented_nat_examples_validate() {
         load_str(&[("docs-example.toml", &text)]).unwrap_or_else(|e| panic!("{e}\n{text}"));
     }
 }
+
+/// fw4's 07_redirect cases as port forwards: the lan's DNS to whatever server answered by
+/// the router (`dest_port` without `dest_ip`), every UDP port to one address (`src_dip`,
+/// no `src_dport`) to the router's proxy, and a forward whose reflection comes from the
+/// router's wan address (`reflection_src = "external"`).
+const REDIRECTS: &str = r#"
+[policy]
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+networks = ["10.0.0.0/24", "fd00::/64"]
+
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+masquerade = true
+
+[[policy.port_forward]]
+name = "transparent-dns"
+from = "lan"
+protocol = ["tcp", "udp"]
+port = 53
+to = "self:53"
+
+[[policy.port_forward]]
+name = "to-the-proxy"
+from = "lan"
+protocol = "udp"
+to = "self:8053"
+to_addresses = ["192.0.2.3"]
+
+[[policy.port_forward]]
+name = "web"
+from = "wan"
+port = 8080
+to = "10.0.0.10:80"
+reflection_src = "external"
+"#;
+
+#[test]
+fn fw4_07_redirect_keys_are_read() {
+    let p = load_str(&[("edgenetd.toml", REDIRECTS)])
+        .unwrap()
+        .policy
+        .unwrap();
+    assert_eq!(p.redirects.len(), 2);
+    let dns = &p.redirects[0];
+    assert_eq!(
+        (
+            dns.name.as_str(),
+            dns.from.as_str(),
+            dns.protocol,
+            dns.ports,
+            dns.to_port
+        ),
+        (
+            "transparent-dns",
+            "lan",
+            Protocol::TcpUdp,
+            Some((53, 53)),
+            Some(53)
+        )
+    );
+    assert!(dns.to_addresses.is_empty());
+    let proxy = &p.redirects[1];
+    assert_eq!((proxy.ports, proxy.to_port), (None, Some(8053)));
+    assert_eq!(
+        proxy.to_addresses,
+        [AddressMatch::Prefix("192.0.2.3/32".parse().unwrap())]
+    );
+    assert_eq!(p.port_forwards.len(), 1);
+    assert!(p.port_forwards[0].reflection_external);
+}
+
+#[test]
+fn fw4_07_redirect_plans_a_redirect_and_its_input_accept_and_nft_loads_them() {
+    let dir = ScratchDir::with_files("fw4-redirect-plan", &[("edgenetd.toml", REDIRECTS)]);
+    let (text, _) = planned_policy_nft(&dir);
+    for needle in [
+        "iifname \"veth-lan\" ip saddr { 10.0.0.0/24 } udp dport 53 counter ct mark set ct mark | 0x80000000 redirect to :53",
+        "iifname \"veth-lan\" ip6 saddr { fd00::/64 } tcp dport 53 counter ct mark set ct mark | 0x80000000 redirect to :53",
+        "iifname \"veth-lan\" ip saddr { 10.0.0.0/24 } ip daddr 192.0.2.3 meta l4proto udp counter ct mark set ct mark | 0x80000000 redirect to :8053",
+        "iifname \"veth-lan\" ip saddr { 10.0.0.0/24 } ct status dnat ct mark & 0x80000000 != 0 udp dport 8053 counter accept",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn fw4_07_redirect_key_errors_are_reported_at_their_place() {
+    let text = r#"[policy]
+[policy.zone.lan]
+interfaces = ["veth-lan"]
+
+[[policy.port_forward]]
+name = "bad-port"
+from = "lan"
+port = 53
+to = "self:0"
+
+[[policy.port_forward]]
+name = "no-port"
+from = "lan"
+to = "self"
+
+[[policy.port_forward]]
+name = "hairpin"
+from = "lan"
+port = 53
+to = "self"
+reflection = false
+
+[[policy.port_forward]]
+name = "host-without-port"
+from = "lan"
+to = "10.0.0.10"
+
+[[policy.port_forward]]
+name = "host-src-dip"
+from = "lan"
+port = 80
+to = "10.0.0.10"
+to_addresses = ["192.0.2.1"]
+
+[[policy.port_forward]]
+name = "src-word"
+from = "lan"
+port = 81
+to = "10.0.0.10"
+reflection_src = "outside"
+
+[[policy.port_forward]]
+name = "src-without-reflection"
+from = "lan"
+port = 82
+to = "10.0.0.10"
+reflection = false
+reflection_src = "external"
+"#;
+    let out = load_str(&[("main.toml", text)])
+        .expect_err("config must be rejected")
+        .rendered;
+    for (needle, message) in [
+        (
+            "\"self:0\"",
+            "error: invalid target `self:0`: expected \"self\" or \"self:PORT\"",
+        ),
+        (
+            "\"self\"\n\n[[policy.port_forward]]\nname = \"hairpin\"",
+            "error: a redirect of every port needs the router's port",
+        ),
+        (
+            "false\n\n[[policy.port_forward]]\nname = \"host-without-port\"",
+            "error: `reflection` is for a port forward to a host",
+        ),
+        (
+            "\"10.0.0.10\"\n\n[[policy.port_forward]]\nname = \"host-src-dip\"",
+            "error: a port forward to a host needs `port`",
+        ),
+        (
+            "[\"192.0.2.1\"]",
+            "error: `to_addresses` (fw4's `src_dip`) is only for a redirect to the router",
+        ),
+        (
+            "\"outside\"",
+            "error: invalid reflection_src `outside`: expected \"internal\"",
+        ),
+        (
+            "LAST \"external\"",
+            "error: `reflection_src = \"external\"` chooses the source of reflected traffic, but `reflection = false` turns reflection off",
+        ),
+    ] {
+        let e = format!("{}: {message}", place(text, needle));
+        assert!(out.contains(&e), "missing {e:?} in:\n{out}");
+    }
+}

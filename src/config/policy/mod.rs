@@ -30,6 +30,7 @@ mod offload;
 pub mod pods;
 mod port_forward;
 mod raw;
+mod redirect;
 mod rule_match;
 mod rules;
 mod sets;
@@ -84,6 +85,7 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         forwards: Vec::new(),
         port_forwards: Vec::new(),
         nat: Vec::new(),
+        redirects: Vec::new(),
         forward_foreign_dnat: false,
         helpers: Vec::new(),
         flow_offload: false,
@@ -113,7 +115,11 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         for raw in de_each::<RawPortForward>(v, diags) {
             let raw = raw.into_inner();
             unique_name(&raw.name, &mut names, diags);
-            if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
+            if redirect::to_router(&raw) {
+                if let Some(r) = redirect::validate_redirect(raw, &cfg, diags) {
+                    cfg.redirects.push(r);
+                }
+            } else if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
                 cfg.port_forwards.push(pf);
             }
         }

@@ -256,6 +256,31 @@ pub struct PortForward {
     /// More zones whose hosts reach it by hairpin (`reflection_zones`, fw4's
     /// `reflection_zone`); empty = the inner host's zone only.
     pub reflection_zones: Vec<String>,
+    /// `reflection_src = "external"`: reflected traffic reaches the inner host from the
+    /// router's address on the `from` zone (the address it was sent to), not from the
+    /// router's address towards the inner host (masquerade, `"internal"`, the default).
+    pub reflection_external: bool,
+}
+
+/// `[[policy.port_forward]]` whose `to` is `"self"`: fw4's redirect to the router itself
+/// (`dest_port` without `dest_ip`), e.g. transparent DNS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// Unique name.
+    pub name: String,
+    /// The zone whose traffic is redirected.
+    pub from: String,
+    /// TCP, UDP, or both ([`Protocol::TcpUdp`]).
+    pub protocol: Protocol,
+    /// The destination ports redirected (first, last); `None` = every port of the protocol.
+    pub ports: Option<(u16, u16)>,
+    /// The router's port they go to (`to = "self:PORT"`); `None` keeps the port.
+    pub to_port: Option<u16>,
+    /// Only sources among these (`from_addresses`); empty = any source.
+    pub from_addresses: Vec<AddressMatch>,
+    /// Only traffic to these destinations (`to_addresses`, fw4's `src_dip`); empty = to
+    /// any address, the router's or not.
+    pub to_addresses: Vec<AddressMatch>,
 }
 
 /// What a `[[policy.nat]]` entry does to the connections it matches.
@@ -306,6 +331,8 @@ pub struct PolicyConfig {
     pub forwards: Vec<ZoneForward>,
     /// Port forwards.
     pub port_forwards: Vec<PortForward>,
+    /// Port forwards to the router itself (`to = "self"`), in config order.
+    pub redirects: Vec<Redirect>,
     /// `[[policy.nat]]` entries, in config order.
     pub nat: Vec<NatRule>,
     /// The forward chain admits connections DNATed by other tables too (by default only

@@ -92,11 +92,13 @@ pub(super) struct RawPortForward {
     pub(super) name: Spanned<String>,
     pub(super) from: Spanned<String>,
     pub(super) protocol: Option<Spanned<RawFrom>>,
-    pub(super) port: Spanned<RawPort>,
+    pub(super) port: Option<Spanned<RawPort>>,
     pub(super) to: Spanned<String>,
-    pub(super) reflection: Option<bool>,
+    pub(super) reflection: Option<Spanned<bool>>,
     pub(super) reflection_zones: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) reflection_src: Option<Spanned<String>>,
     pub(super) from_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 // A `[[policy.nat]]`: a rule's match keys, then what it does to the source.

@@ -22,7 +22,8 @@
 //! - `prerouting` (nat, priority -100): port forwards for traffic from their zone to any of
 //!   the router's addresses, and (reflection) from the inner host's zone and the
 //!   `reflection_zones` to the router's addresses on the forward's zone; each marks the
-//!   connection as edgenetd's.
+//!   connection as edgenetd's; then redirects to the router (`to = "self"`), which also
+//!   add an input rule accepting what they redirected (after the rules).
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
 //!   the reflecting zones; `[[policy.nat]]` entries in config order (SNAT, masquerade, or
 //!   accept = no source NAT); masquerade of IPv4 leaving through zones with
@@ -77,6 +78,7 @@ mod masq;
 mod nat;
 mod pods;
 mod port_forward;
+mod redirect;
 mod snat;
 pub use dscp::{MANGLE_FORWARD, MANGLE_INPUT, MANGLE_OUTPUT};
 pub use flowtable::{FLOWTABLE, flowtable_devices};
@@ -400,6 +402,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && a.forwards == b.forwards
         && a.port_forwards == b.port_forwards
         && a.nat == b.nat
+        && a.redirects == b.redirects
         && a.forward_foreign_dnat == b.forward_foreign_dnat
         && a.helpers == b.helpers
         && (a.flow_offload, a.flow_offload_hw) == (b.flow_offload, b.flow_offload_hw)
@@ -469,6 +472,9 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.zone_forwards(cfg);
     for pf in &cfg.port_forwards {
         b.port_forward(cfg, pf, addrs);
+    }
+    for r in &cfg.redirects {
+        b.redirect(cfg, r);
     }
     b.nat_rules(cfg);
     b.masquerades(cfg);

@@ -129,6 +129,20 @@ fn reflecting_zones<'a>(
         .collect()
 }
 
+/// The source NAT of reflected traffic: masquerade, the router's address towards the inner
+/// host (`reflection_src = "internal"`); or, `"external"`, SNAT to the router's first
+/// address on the `from` zone (`outer`, never empty here), the address the host sent to.
+fn reflection_source(pf: &PortForward, outer: &[IpNet]) -> Stmt {
+    match outer.first() {
+        Some(a) if pf.reflection_external => Stmt::Nat {
+            kind: NatKind::Snat,
+            addr: a.addr(),
+            port: None,
+        },
+        _ => Stmt::Masquerade,
+    }
+}
+
 impl Builder {
     /// One `[[policy.port_forward]]`: DNAT of traffic from the zone it is exposed to (to any
     /// of the router's addresses; from `from_addresses` only when given); then, with
@@ -181,7 +195,7 @@ impl Builder {
                 for m in combine(&other, std::slice::from_ref(&inner)) {
                     let mut stmts = m.stmts;
                     stmts.push(Stmt::Counter);
-                    stmts.push(Stmt::Masquerade);
+                    stmts.push(reflection_source(pf, &outer));
                     self.rule(POSTROUTING, stmts);
                 }
             }
