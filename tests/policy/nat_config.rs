@@ -255,15 +255,21 @@ fn the_documented_nat_examples_validate() {
         .split("```toml\n")
         .skip(1)
         .map(|b| b.split("```").next().unwrap())
-        .filter(|b| b.contains("[[policy.nat]]") || b.contains("masq_src"))
+        .filter(|b| {
+            b.contains("[[policy.nat]]") || b.contains("masq_src") || b.contains("to = \"self:")
+        })
         .collect();
-    assert_eq!(blocks.len(), 2, "docs/policy.md has its nat examples");
+    assert_eq!(
+        blocks.len(),
+        3,
+        "docs/policy.md has its nat and redirect examples"
+    );
     for b in blocks {
-        // The wan zone of the masq_src example, or one for the nat entries to leave through.
+        // The wan zone of the masq_src example, or zones for the entries to name.
         let zones = if b.contains("[policy.zone.wan]") {
             ""
         } else {
-            "[policy.zone.wan]\ninterfaces = [\"eth0\"]\nmasquerade = true\n"
+            "[policy.zone.lan]\ninterfaces = [\"br-lan\"]\n[policy.zone.wan]\ninterfaces = [\"eth0\"]\nmasquerade = true\n"
         };
         let text = format!("[policy]\n{zones}{b}");
         load_str(&[("docs-example.toml", &text)]).unwrap_or_else(|e| panic!("{e}\n{text}"));
