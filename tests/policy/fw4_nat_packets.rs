@@ -132,6 +132,10 @@ netns_test! {
         d.sync(&home("masq_allow_invalid = true\n", "")).unwrap();
         send_syn_fin(lan, "10.0.0.2", "192.0.2.2", 3);
         assert_eq!(leaked(wan), 3);
+        // And back: the forward_invalid chain goes with the key, the drop is there again.
+        d.sync(HOME).unwrap();
+        send_syn_fin(lan, "10.0.0.2", "192.0.2.2", 3);
+        assert_eq!(leaked(wan), 3);
         // Valid traffic is masqueraded as before.
         t.serve(wan, "tcp", 80);
         assert_eq!(t.connect(lan, "tcp", "192.0.2.2", 80), "192.0.2.1");

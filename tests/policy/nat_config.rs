@@ -30,6 +30,11 @@ masq_src = ["10.0.0.0/24", "!10.0.0.10", "fd00::/64", "!fd00::10"]
 masq_dest = ["!192.0.2.3"]
 masq_allow_invalid = true
 
+[policy.zone.wan2]
+interfaces = ["veth-wan2"]
+snat = "203.0.113.7"
+masq_src = ["10.0.0.0/25"]
+
 [policy.set.guests]
 type = "ipv4"
 elements = ["10.0.0.128/25"]
@@ -116,6 +121,8 @@ fn fw4_02_masq_nat_entries_plan_before_the_zone_masquerade_and_nft_loads_them() 
     assert!(accept < snat && snat < masq && masq < zone, "{text}");
     // masq_src's IPv6 entries narrow the IPv6 masquerade only.
     at("ip6 saddr { fd00::/64 } ip6 saddr != fd00::10 counter masquerade");
+    // ...and a zone's `snat` the same way.
+    at("oifname \"veth-wan2\" ip saddr { 10.0.0.0/25 } counter snat ip to 203.0.113.7");
     // masq_allow_invalid: invalid forwarded packets leaving through the wan go back to the
     // rules; the rest are dropped as before.
     at("ct state invalid jump forward_invalid");
