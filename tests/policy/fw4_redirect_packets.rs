@@ -84,3 +84,25 @@ netns_test! {
         assert_eq!(t.connect(lan, "tcp", "192.0.2.1", 8080), "192.0.2.1");
     }
 }
+
+netns_test! {
+    fn fw4_07_redirect_src_dip_forwards_only_traffic_to_that_address() {
+        let t = lan_wan();
+        let (lan, wan) = (t.host("lan"), t.host("wan"));
+        t.router().sh("ip addr add 192.0.2.9/24 dev veth-wan");
+        t.serve(lan, "tcp", 80);
+        let mut d = Driver::policy();
+        // HOME's `web` forward (wan 8080 -> 10.0.0.10:80) for 192.0.2.9 only.
+        let src_dip = HOME.replace("to = \"10.0.0.10:80\"\n", "to = \"10.0.0.10:80\"\nto_addresses = [\"192.0.2.9\"]\n");
+        assert_ne!(src_dip, HOME);
+        d.sync(&src_dip).unwrap();
+        assert_eq!(t.connect(wan, "tcp", "192.0.2.9", 8080), "192.0.2.2");
+        assert!(failed(&t.connect(wan, "tcp", "192.0.2.1", 8080)));
+        // Reflection takes the same address.
+        assert_eq!(t.connect(lan, "tcp", "192.0.2.9", 8080), "10.0.0.1");
+        assert!(failed(&t.connect(lan, "tcp", "192.0.2.1", 8080)));
+        // Without it, every router address forwards.
+        d.sync(HOME).unwrap();
+        assert_eq!(t.connect(wan, "tcp", "192.0.2.1", 8080), "192.0.2.2");
+    }
+}

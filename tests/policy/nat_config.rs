@@ -317,6 +317,7 @@ from = "wan"
 port = 8080
 to = "10.0.0.10:80"
 reflection_src = "external"
+to_addresses = ["192.0.2.9"]
 "#;
 
 #[test]
@@ -352,6 +353,10 @@ fn fw4_07_redirect_keys_are_read() {
     );
     assert_eq!(p.port_forwards.len(), 1);
     assert!(p.port_forwards[0].reflection_external);
+    assert_eq!(
+        p.port_forwards[0].to_addresses,
+        [AddressMatch::Prefix("192.0.2.9/32".parse().unwrap())]
+    );
 }
 
 #[test]
@@ -363,6 +368,8 @@ fn fw4_07_redirect_plans_a_redirect_and_its_input_accept_and_nft_loads_them() {
         "iifname \"veth-lan\" ip6 saddr { fd00::/64 } tcp dport 53 counter ct mark set ct mark | 0x80000000 redirect to :53",
         "iifname \"veth-lan\" ip saddr { 10.0.0.0/24 } ip daddr 192.0.2.3 meta l4proto udp counter ct mark set ct mark | 0x80000000 redirect to :8053",
         "iifname \"veth-lan\" ip saddr { 10.0.0.0/24 } ct status dnat ct mark & 0x80000000 != 0 udp dport 8053 counter accept",
+        // A forward's to_addresses (fw4's src_dip) replaces the router's addresses.
+        "iifname \"veth-wan\" ip daddr 192.0.2.9 tcp dport 8080 counter ct mark set ct mark | 0x80000000 dnat ip to 10.0.0.10:80",
     ] {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");
     }
@@ -402,7 +409,7 @@ name = "host-src-dip"
 from = "lan"
 port = 80
 to = "10.0.0.10"
-to_addresses = ["192.0.2.1"]
+to_addresses = ["2001:db8::1"]
 
 [[policy.port_forward]]
 name = "src-word"
@@ -440,8 +447,8 @@ reflection_src = "external"
             "error: a port forward to a host needs `port`",
         ),
         (
-            "[\"192.0.2.1\"]",
-            "error: `to_addresses` (fw4's `src_dip`) is only for a redirect to the router",
+            "[\"2001:db8::1\"]",
+            "error: no entry of `to_addresses` is IPv4 like the target `10.0.0.10:80`",
         ),
         (
             "\"outside\"",

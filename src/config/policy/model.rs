@@ -260,6 +260,9 @@ pub struct PortForward {
     /// router's address on the `from` zone (the address it was sent to), not from the
     /// router's address towards the inner host (masquerade, `"internal"`, the default).
     pub reflection_external: bool,
+    /// Only traffic to these destinations is forwarded (`to_addresses`, fw4's `src_dip`),
+    /// instead of traffic to any of the router's addresses; reflection then takes them too.
+    pub to_addresses: Vec<AddressMatch>,
 }
 
 /// `[[policy.port_forward]]` whose `to` is `"self"`: fw4's redirect to the router itself

@@ -33,12 +33,7 @@ pub(super) fn validate_port_forward(
     let reflection = raw.reflection.as_ref().is_none_or(|r| *r.get_ref());
     let reflection_zones = reflection_zones(&raw, reflection, cfg, diags);
     let reflection_external = reflection_src(&raw, reflection, diags);
-    if let Some(t) = &raw.to_addresses {
-        diags.error(
-            t.span(),
-            "`to_addresses` (fw4's `src_dip`) is only for a redirect to the router (`to = \"self\"`) here: a port forward to a host takes the router's addresses",
-        );
-    }
+    let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
     let (from, protocol, (port, port_end), to, from_addresses, reflection_zones) = (
         from?,
         protocol?,
@@ -47,8 +42,20 @@ pub(super) fn validate_port_forward(
         from_addresses?,
         reflection_zones?,
     );
-    let reflection_external = reflection_external?;
-    if raw.to_addresses.is_some() {
+    let (reflection_external, to_addresses) = (reflection_external?, to_addresses?);
+    let (d4, d6) = address_versions(&to_addresses, cfg);
+    if let Some(list) = raw
+        .to_addresses
+        .as_ref()
+        .filter(|_| (to.is_ipv4() && !d4) || (to.is_ipv6() && !d6))
+    {
+        diags.error(
+            list.span(),
+            format!(
+                "no entry of `to_addresses` is IPv{} like the target `{to}`: the port forward could never match",
+                if to.is_ipv4() { 4 } else { 6 }
+            ),
+        );
         return None;
     }
     let zone = &cfg.zones[&from];
@@ -90,6 +97,7 @@ pub(super) fn validate_port_forward(
         reflection,
         reflection_zones,
         reflection_external,
+        to_addresses,
     })
 }
 
