@@ -82,7 +82,8 @@ pub struct Run<'a> {
     pub table: &'a Table,
     /// The router's own addresses.
     pub local: &'a dyn Locality,
-    /// The address masquerade picks on the outgoing interface, if known.
+    /// The address NAT to the router picks, if known: masquerade's on the outgoing
+    /// interface; before routing (no outgoing interface yet), redirect's on the incoming one.
     pub masq_addr: Option<IpAddr>,
 }
 
@@ -247,6 +248,14 @@ impl Run<'_> {
             Stmt::Reject(r) => return Ok(Some(Flow::End(Final::Reject(*r)))),
             Stmt::Masquerade => {
                 self.snat(pkt, trace, rule, None, None);
+                return Ok(Some(Flow::End(Final::Accept)));
+            }
+            // Before routing `masq_addr` is the incoming interface's address: the one the
+            // kernel's redirect picks.
+            Stmt::Redirect { port } => {
+                let event = self.nat_event(NatKind::Dnat, rule, self.masq_addr, *port, Vec::new());
+                apply_nat(pkt, &event);
+                trace.nat.push(event);
                 return Ok(Some(Flow::End(Final::Accept)));
             }
             // In an inet table a NAT of the other family does nothing, not even end the

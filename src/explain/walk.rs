@@ -196,7 +196,12 @@ impl World<'_> {
             if base.kind == ChainType::Nat && (translated || pkt.ct_state == CT_STATE_UNTRACKED) {
                 continue;
             }
-            let masq_addr = self.addresses.on(&pkt.oif, pkt.saddr);
+            let dev = if pkt.oif.is_empty() {
+                &pkt.iif
+            } else {
+                &pkt.oif
+            };
+            let masq_addr = self.addresses.on(dev, pkt.saddr);
             let run = Run {
                 table,
                 local: self.addresses,

@@ -333,3 +333,37 @@ netns_test! {
         assert_eq!(d.metric("edgenetd_config_reloads_total", &[]), Some(1.0), "one save, one reload");
     }
 }
+
+/// `[[test_controller]]` validated into the snapshot once installed, each problem at its
+/// place. In this binary, not the library's unit tests: installing changes every later
+/// load of the process (the section becomes known), which raced the library's config
+/// differential test (its two loads of one text saw different known sections).
+#[test]
+fn an_installed_test_controller_section_is_validated_with_each_problem_at_its_place() {
+    use edgenetd::config::load_str;
+    use edgenetd::fault::test_controller::{enabled, install, settings};
+    install();
+    let text = "[[test_controller]]\nname = \"ok\"\nbehaviour = \"succeed\"\nperiod = \"1s\"\n\
+                [[test_controller]]\nname = \"off\"\nbehaviour = \"fail\"\nenabled = false\n";
+    let desired = load_str(&[("main.toml", text)]).unwrap();
+    assert_eq!(settings(&desired, "ok").period.as_secs(), 1);
+    assert!(!settings(&desired, "off").enabled);
+    let names: Vec<String> = enabled(&desired)
+        .iter()
+        .map(|c| edgenetd::controller::Controller::name(c).to_string())
+        .collect();
+    assert_eq!(names, ["ok"], "a disabled test controller is not started");
+    let bad = "[[test_controller]]\nname = \"t\"\nbehaviour = \"sulk\"\nperiod = \"1ms\"\n";
+    let e = load_str(&[("main.toml", bad)]).unwrap_err().rendered;
+    assert!(
+        e.contains("main.toml:3:13: error: unknown behaviour `sulk`"),
+        "{e}"
+    );
+    let e = load_str(&[(
+        "main.toml",
+        "[[test_controller]]\nname = \"t\"\nbehaviour = \"hang\"\nhang = \"soon\"\n",
+    )])
+    .unwrap_err()
+    .rendered;
+    assert!(e.contains("main.toml:4:8: error:"), "{e}");
+}

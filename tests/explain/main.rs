@@ -6,5 +6,6 @@
 mod common;
 
 mod differential;
+mod nat;
 mod offline;
 mod services;

@@ -228,7 +228,7 @@ tpo = 1
         "main.toml:20:10: error: invalid port: expected a number 1-65535",
         "main.toml:20:13: error: invalid port",
         "main.toml:21:10: error: invalid action `allow`",
-        "main.toml:24:8: error: duplicate name `r1`: rule and port forward names must be unique",
+        "main.toml:24:8: error: duplicate name `r1`: rule, port forward and nat names must be unique",
         "main.toml:16:8: note: first used here",
         "main.toml:25:8: error: set `missing` is used but never defined: expected one of `@blocklist`",
         "main.toml:27:9: error: `ports` needs protocol = \"tcp\" or \"udp\"",

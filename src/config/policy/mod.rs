@@ -23,12 +23,15 @@ use super::doc::{Doc, Value, de, de_each};
 mod dual_forward;
 mod helpers;
 mod ipset;
+mod masq;
 mod matches;
 mod model;
+mod nat;
 mod offload;
 pub mod pods;
 mod port_forward;
 mod raw;
+mod redirect;
 mod rule_match;
 mod rules;
 mod sets;
@@ -58,6 +61,7 @@ const KEYS: &[&str] = &[
     "set",
     "rule",
     "port_forward",
+    "nat",
     "forward_foreign_dnat",
     "helpers",
     "helper",
@@ -87,6 +91,8 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         rules: Vec::new(),
         forwards: Vec::new(),
         port_forwards: Vec::new(),
+        nat: Vec::new(),
+        redirects: Vec::new(),
         forward_foreign_dnat: false,
         helpers: Vec::new(),
         custom_helpers: BTreeMap::new(),
@@ -132,8 +138,21 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
         for raw in de_each::<RawPortForward>(v, diags) {
             let raw = raw.into_inner();
             unique_name(&raw.name, &mut names, diags);
-            if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
+            if redirect::to_router(&raw) {
+                if let Some(r) = redirect::validate_redirect(raw, &cfg, diags) {
+                    cfg.redirects.push(r);
+                }
+            } else if let Some(pf) = validate_port_forward(raw, &cfg, diags) {
                 cfg.port_forwards.push(pf);
+            }
+        }
+    }
+    if let Some(v) = table.get("nat") {
+        for raw in de_each::<RawNat>(v, diags) {
+            let raw = raw.into_inner();
+            unique_name(&raw.name, &mut names, diags);
+            if let Some(n) = nat::validate_nat(raw, &cfg, diags) {
+                cfg.nat.push(n);
             }
         }
     }
@@ -277,7 +296,7 @@ fn unique_name(
     if let Some(first) = seen.get(n) {
         diags.error_also(
             name.span(),
-            format!("duplicate name `{n}`: rule and port forward names must be unique"),
+            format!("duplicate name `{n}`: rule, port forward and nat names must be unique"),
             first.clone(),
             "first used here",
         );

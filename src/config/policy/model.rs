@@ -95,6 +95,24 @@ pub struct Zone {
     /// Conntrack helpers (names of `[policy] helpers`) attached to new connections from this
     /// zone on the helpers' ports.
     pub helpers: Vec<String>,
+    /// `masq_src`: the zone's source NAT (masquerade and `snat`) only for these sources;
+    /// per IP version, empty for a version = any source of it.
+    pub masq_src: Vec<MasqAddress>,
+    /// `masq_dest`: the zone's source NAT only for these destinations (as `masq_src`).
+    pub masq_dest: Vec<MasqAddress>,
+    /// `masq_allow_invalid`: forwarded packets of `ct state invalid` leaving through this
+    /// zone are not dropped (they go on to the rules and the default).
+    pub masq_allow_invalid: bool,
+}
+
+/// One entry of `masq_src` / `masq_dest`: the address must be in `net`, or with `negate`
+/// (`"!10.0.0.1"`) must not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MasqAddress {
+    /// The prefix (a host is a full-length prefix).
+    pub net: IpNet,
+    /// `!`: the address must lie outside `net`.
+    pub negate: bool,
 }
 
 impl Zone {
@@ -379,6 +397,63 @@ pub struct PortForward {
     /// More zones whose hosts reach it by hairpin (`reflection_zones`, fw4's
     /// `reflection_zone`); empty = the inner host's zone only.
     pub reflection_zones: Vec<String>,
+    /// `reflection_src = "external"`: reflected traffic reaches the inner host from the
+    /// router's address on the `from` zone (the address it was sent to), not from the
+    /// router's address towards the inner host (masquerade, `"internal"`, the default).
+    pub reflection_external: bool,
+    /// Only traffic to these destinations is forwarded (`to_addresses`, fw4's `src_dip`),
+    /// instead of traffic to any of the router's addresses; reflection then takes them too.
+    pub to_addresses: Vec<AddressMatch>,
+}
+
+/// `[[policy.port_forward]]` whose `to` is `"self"`: fw4's redirect to the router itself
+/// (`dest_port` without `dest_ip`), e.g. transparent DNS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// Unique name.
+    pub name: String,
+    /// The zone whose traffic is redirected.
+    pub from: String,
+    /// TCP, UDP, or both ([`Protocol::TcpUdp`]).
+    pub protocol: Protocol,
+    /// The destination ports redirected (first, last); `None` = every port of the protocol.
+    pub ports: Option<(u16, u16)>,
+    /// The router's port they go to (`to = "self:PORT"`); `None` keeps the port.
+    pub to_port: Option<u16>,
+    /// Only sources among these (`from_addresses`); empty = any source.
+    pub from_addresses: Vec<AddressMatch>,
+    /// Only traffic to these destinations (`to_addresses`, fw4's `src_dip`); empty = to
+    /// any address, the router's or not.
+    pub to_addresses: Vec<AddressMatch>,
+}
+
+/// What a `[[policy.nat]]` entry does to the connections it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NatAction {
+    /// `action = "snat"`: the source becomes `address` (and `port`, if given).
+    Snat {
+        /// `snat_address`.
+        address: IpAddr,
+        /// `snat_port`; `None` keeps the source port (unless it clashes).
+        port: Option<u16>,
+    },
+    /// `action = "masquerade"`: the source becomes the outgoing interface's address.
+    Masquerade,
+    /// `action = "accept"`: no source NAT at all (the zone's masquerade or SNAT skipped).
+    Accept,
+}
+
+/// `[[policy.nat]]` (fw4's `config nat`): source NAT of the matching new connections,
+/// before the zones' masquerade and SNAT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatRule {
+    /// Unique name (shared with rules and port forwards).
+    pub name: String,
+    /// The packets it selects, with a rule's keys: `to` is the zone the traffic leaves
+    /// through (fw4's `src`), never `"self"`; `from` is never `"self"`.
+    pub matches: super::RuleMatch,
+    /// What it does.
+    pub action: NatAction,
 }
 
 /// The validated `[policy]` section.
@@ -400,6 +475,10 @@ pub struct PolicyConfig {
     pub forwards: Vec<ZoneForward>,
     /// Port forwards.
     pub port_forwards: Vec<PortForward>,
+    /// Port forwards to the router itself (`to = "self"`), in config order.
+    pub redirects: Vec<Redirect>,
+    /// `[[policy.nat]]` entries, in config order.
+    pub nat: Vec<NatRule>,
     /// The forward chain admits connections DNATed by other tables too (by default only
     /// those edgenetd DNATed, which carry its conntrack mark bit).
     pub forward_foreign_dnat: bool,

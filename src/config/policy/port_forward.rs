@@ -19,12 +19,21 @@ pub(super) fn validate_port_forward(
     diags: &mut Diagnostics,
 ) -> Option<PortForward> {
     let from = zone_ref(&raw.from, cfg, diags);
-    let protocol = forward_protocol(&raw, diags);
-    let ports = port_range(&raw.port, diags);
+    let protocol = forward_protocol(raw.protocol.as_ref(), &raw.name, diags);
+    let Some(port) = &raw.port else {
+        diags.error(
+            raw.to.span(),
+            "a port forward to a host needs `port` (only a redirect to the router, `to = \"self:PORT\"`, takes every port)",
+        );
+        return None;
+    };
+    let ports = port_range(port, diags);
     let from_addresses = addresses("from_addresses", raw.from_addresses.as_ref(), cfg, diags);
     let to = target(&raw.to, ports, diags);
-    let reflection = raw.reflection.unwrap_or(true);
+    let reflection = raw.reflection.as_ref().is_none_or(|r| *r.get_ref());
     let reflection_zones = reflection_zones(&raw, reflection, cfg, diags);
+    let reflection_external = reflection_src(&raw, reflection, diags);
+    let to_addresses = addresses("to_addresses", raw.to_addresses.as_ref(), cfg, diags);
     let (from, protocol, (port, port_end), to, from_addresses, reflection_zones) = (
         from?,
         protocol?,
@@ -33,6 +42,22 @@ pub(super) fn validate_port_forward(
         from_addresses?,
         reflection_zones?,
     );
+    let (reflection_external, to_addresses) = (reflection_external?, to_addresses?);
+    let (d4, d6) = address_versions(&to_addresses, cfg);
+    if let Some(list) = raw
+        .to_addresses
+        .as_ref()
+        .filter(|_| (to.is_ipv4() && !d4) || (to.is_ipv6() && !d6))
+    {
+        diags.error(
+            list.span(),
+            format!(
+                "no entry of `to_addresses` is IPv{} like the target `{to}`: the port forward could never match",
+                if to.is_ipv4() { 4 } else { 6 }
+            ),
+        );
+        return None;
+    }
     let zone = &cfg.zones[&from];
     let (z4, z6) = net_versions(&zone.networks);
     if (to.is_ipv4() && !z4) || (to.is_ipv6() && !z6) {
@@ -71,7 +96,30 @@ pub(super) fn validate_port_forward(
         from_addresses,
         reflection,
         reflection_zones,
+        reflection_external,
+        to_addresses,
     })
+}
+
+/// `reflection_src`: `"internal"` (the default) or `"external"`, only with reflection.
+/// `Some(true)` for external; `None` when invalid (reported).
+fn reflection_src(raw: &RawPortForward, reflection: bool, diags: &mut Diagnostics) -> Option<bool> {
+    let Some(src) = &raw.reflection_src else {
+        return Some(false);
+    };
+    let external = match src.get_ref().as_str() {
+        "internal" => false,
+        "external" => true,
+        other => {
+            diags.error(src.span(), format!("invalid reflection_src `{other}`: expected \"internal\" (the router's address towards the inner host) or \"external\" (its address on the `from` zone)"));
+            return None;
+        }
+    };
+    if external && !reflection {
+        diags.error(src.span(), "`reflection_src = \"external\"` chooses the source of reflected traffic, but `reflection = false` turns reflection off: drop one of them");
+        return None;
+    }
+    Some(external)
 }
 
 /// `reflection_zones`: defined zones, and only where there is reflection.
@@ -104,17 +152,17 @@ fn reflection_zones(
 }
 
 /// TCP when absent; tcp, udp or both.
-fn forward_protocol(raw: &RawPortForward, diags: &mut Diagnostics) -> Option<Protocol> {
-    match protocol(raw.protocol.as_ref(), diags) {
+pub(super) fn forward_protocol(
+    raw: Option<&Spanned<RawFrom>>,
+    name: &Spanned<String>,
+    diags: &mut Diagnostics,
+) -> Option<Protocol> {
+    match protocol(raw, diags) {
         None => None,
-        Some(Protocol::Any) if raw.protocol.is_none() => Some(Protocol::Tcp),
+        Some(Protocol::Any) if raw.is_none() => Some(Protocol::Tcp),
         Some(p @ (Protocol::Tcp | Protocol::Udp | Protocol::TcpUdp)) => Some(p),
         Some(_) => {
-            let span = raw
-                .protocol
-                .as_ref()
-                .map(|p| p.span())
-                .unwrap_or(raw.name.span());
+            let span = raw.map(|p| p.span()).unwrap_or(name.span());
             diags.error(
                 span,
                 "a port forward's protocol must be \"tcp\" or \"udp\" (or both: [\"tcp\", \"udp\"])",

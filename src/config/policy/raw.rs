@@ -25,6 +25,9 @@ pub(super) struct RawZone {
     #[serde(default)]
     pub(super) helpers: Vec<Spanned<String>>,
     pub(super) family: Option<Spanned<String>>,
+    pub(super) masq_src: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) masq_dest: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) masq_allow_invalid: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -94,9 +97,24 @@ pub(super) struct RawPortForward {
     pub(super) name: Spanned<String>,
     pub(super) from: Spanned<String>,
     pub(super) protocol: Option<Spanned<RawFrom>>,
-    pub(super) port: Spanned<RawPort>,
+    pub(super) port: Option<Spanned<RawPort>>,
     pub(super) to: Spanned<String>,
-    pub(super) reflection: Option<bool>,
+    pub(super) reflection: Option<Spanned<bool>>,
     pub(super) reflection_zones: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) reflection_src: Option<Spanned<String>>,
     pub(super) from_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) to_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+// A `[[policy.nat]]`: a rule's match keys, then what it does to the source.
+with_raw_match_keys! {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RawNat {
+        pub(super) name: Spanned<String>,
+    } then {
+        pub(super) action: Spanned<String>,
+        pub(super) snat_address: Option<Spanned<String>>,
+        pub(super) snat_port: Option<Spanned<RawPort>>,
+    }
 }

@@ -47,7 +47,9 @@ pub(super) fn validate_zone(
         return None;
     }
     let log_limit = super::rules::limit("log_limit", raw.log_limit.as_ref(), diags);
-    let snat = snat(&raw, diags)?;
+    let snat = snat(&raw, diags);
+    let (masq_src, masq_dest, masq_allow_invalid) = super::masq::restrictions(&raw, diags)?;
+    let snat = snat?;
     Some(Zone {
         name: name.to_string(),
         interfaces,
@@ -62,6 +64,9 @@ pub(super) fn validate_zone(
         log_limit: log_limit?,
         snat,
         helpers,
+        masq_src,
+        masq_dest,
+        masq_allow_invalid,
     })
 }
 

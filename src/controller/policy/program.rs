@@ -22,10 +22,16 @@
 //! - `prerouting` (nat, priority -100): port forwards for traffic from their zone to any of
 //!   the router's addresses, and (reflection) from the inner host's zone and the
 //!   `reflection_zones` to the router's addresses on the forward's zone; each marks the
-//!   connection as edgenetd's.
+//!   connection as edgenetd's; then redirects to the router (`to = "self"`), which also
+//!   add an input rule accepting what they redirected (after the rules).
 //! - `postrouting` (nat, priority 100): hairpin masquerade of port-forwarded traffic from
-//!   the reflecting zones; masquerade of IPv4 leaving through zones with `masquerade = true` and of
-//!   IPv6 through zones with `masquerade6 = true`; SNAT of zones with `snat`.
+//!   the reflecting zones; `[[policy.nat]]` entries in config order (SNAT, masquerade, or
+//!   accept = no source NAT); masquerade of IPv4 leaving through zones with
+//!   `masquerade = true` and of IPv6 through zones with `masquerade6 = true`; SNAT of zones
+//!   with `snat` (both narrowed by `masq_src` / `masq_dest`).
+//! - `forward_invalid` (regular; only when a zone has `masq_allow_invalid`): the forward
+//!   chain jumps here for `ct state invalid`; traffic leaving through such a zone returns,
+//!   the rest is dropped.
 //! - `mangle_prerouting` (filter, priority -150; only when a rule has `set_mark`, or
 //!   `set_dscp` without `to`): the marks, set before the routing decision so route rules
 //!   can match them; DSCP rewrites.
@@ -68,9 +74,12 @@ mod dscp;
 mod flowtable;
 mod helpers;
 mod marks;
+mod masq;
+mod nat;
 mod notrack;
 mod pods;
 mod port_forward;
+mod redirect;
 mod snat;
 mod synflood;
 pub use dscp::{MANGLE_FORWARD, MANGLE_INPUT, MANGLE_OUTPUT};
@@ -117,6 +126,9 @@ pub const OUTPUT: &str = "output";
 pub const PREROUTING: &str = "prerouting";
 /// NAT postrouting chain.
 pub const POSTROUTING: &str = "postrouting";
+/// The regular chain the forward chain jumps to for `ct state invalid` when a zone has
+/// `masq_allow_invalid`: it returns what leaves through such a zone and drops the rest.
+pub const FORWARD_INVALID: &str = "forward_invalid";
 /// Log rate (per minute) of a log without a `log_limit` of its own or of its zone.
 pub const LOG_PER_MINUTE: u64 = 10;
 /// `meta nfproto ipv4`.
@@ -435,6 +447,8 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         rules,
         forwards,
         port_forwards,
+        nat,
+        redirects,
         forward_foreign_dnat,
         helpers,
         custom_helpers,
@@ -447,6 +461,8 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && rules == &b.rules
         && forwards == &b.forwards
         && port_forwards == &b.port_forwards
+        && nat == &b.nat
+        && redirects == &b.redirects
         && forward_foreign_dnat == &b.forward_foreign_dnat
         && helpers == &b.helpers
         && custom_helpers == &b.custom_helpers
@@ -520,7 +536,8 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.log_limits(cfg);
     b.mtu_fixes(cfg);
     b.flow_offload(cfg, addrs.links());
-    b.always_present();
+    b.always_present(cfg);
+    b.invalid_exemptions(cfg);
     b.synflood(cfg);
     b.notracks(cfg);
     b.set_marks(cfg);
@@ -531,6 +548,10 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     for pf in &cfg.port_forwards {
         b.port_forward(cfg, pf, addrs);
     }
+    for r in &cfg.redirects {
+        b.redirect(cfg, r);
+    }
+    b.nat_rules(cfg);
     b.masquerades(cfg);
     b.snats(cfg);
     b.drop_logs(cfg);
@@ -687,7 +708,7 @@ impl Builder {
 
     /// The skeleton's early rules: loopback, established/related, invalid, neighbour
     /// discovery.
-    fn always_present(&mut self) {
+    fn always_present(&mut self, cfg: &PolicyConfig) {
         self.group = 0;
         let lo = |key| Stmt::Cmp {
             left: Expr::Meta(key),
@@ -704,6 +725,11 @@ impl Builder {
         );
         for chain in [INPUT, FORWARD, OUTPUT] {
             self.rule(chain, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+            if chain == FORWARD && masq::allows_invalid(cfg) {
+                let to = Verdict::Jump(FORWARD_INVALID.into());
+                self.rule(chain, vec![ct_invalid(), Stmt::Verdict(to)]);
+                continue;
+            }
             self.rule(
                 chain,
                 vec![ct_invalid(), Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
@@ -792,27 +818,6 @@ impl Builder {
                 stmts.push(Stmt::Counter);
                 stmts.push(Stmt::Verdict(Verdict::Accept));
                 self.rule(FORWARD, stmts);
-            }
-        }
-    }
-
-    /// Masquerade of traffic leaving through zones with `masquerade = true` (IPv4) and
-    /// `masquerade6 = true` (IPv6), never through `lo`.
-    fn masquerades(&mut self, cfg: &PolicyConfig) {
-        for z in cfg.zones.values().filter(|z| z.masquerade || z.masquerade6) {
-            self.group(format!("masquerade {}", z.name), false);
-            for m in zone_match(z, false) {
-                // A match that implies a version needs no family test; one that does not is
-                // limited to the families asked for.
-                let nfproto = match (m.version, z.masquerade, z.masquerade6) {
-                    (Some(IpVersion::V4), false, _) | (Some(IpVersion::V6), _, false) => continue,
-                    (Some(_), _, _) | (None, true, true) => None,
-                    (None, true, false) => Some(NFPROTO_IPV4),
-                    (None, false, _) => Some(NFPROTO_IPV6),
-                };
-                let mut stmts = leaving_zone(nfproto, m.stmts);
-                stmts.push(Stmt::Masquerade);
-                self.rule(POSTROUTING, stmts);
             }
         }
     }

@@ -259,6 +259,15 @@ pub(crate) fn masquerade() -> Expr<kind::Masq> {
     Expr::new()
 }
 
+/// `redir [proto_min reg <p>]`: to the incoming interface's address; the kernel derives
+/// the range flags from the register given.
+pub(crate) fn redirect(proto_reg: Option<u32>) -> Expr<kind::Redir> {
+    match proto_reg {
+        Some(p) => Expr::new().with_u32(redir::REG_PROTO_MIN, p),
+        None => Expr::new(),
+    }
+}
+
 /// `notrack`.
 pub(crate) fn notrack() -> Expr<kind::Notrack> {
     Expr::new()

@@ -766,6 +766,12 @@ pub enum Stmt {
     Reject(Reject),
     /// `masquerade`.
     Masquerade,
+    /// `redirect [to :<port>]`: DNAT to the router's own address on the incoming interface
+    /// (fw4's redirect to the router itself), to `port` or keeping the destination port.
+    Redirect {
+        /// The new destination port, if any.
+        port: Option<u16>,
+    },
     /// `notrack`: the packet's connection is not tracked (in a chain of priority `raw`, which
     /// runs before conntrack; later packets need their own `notrack`).
     Notrack,

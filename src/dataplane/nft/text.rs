@@ -374,6 +374,10 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
             Reject::IcmpxAdminProhibited => "reject with icmpx admin-prohibited",
         }),
         Stmt::Masquerade => out.push_str("masquerade"),
+        Stmt::Redirect { port: None } => out.push_str("redirect"),
+        Stmt::Redirect { port: Some(p) } => {
+            let _ = write!(out, "redirect to :{p}");
+        }
         Stmt::Notrack => out.push_str("notrack"),
         Stmt::CtMarkOr(bits) => {
             let _ = write!(out, "ct mark set ct mark | 0x{bits:08x}");

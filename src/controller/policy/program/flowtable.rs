@@ -158,6 +158,9 @@ mod tests {
             log_limit: None,
             snat: Vec::new(),
             helpers: Vec::new(),
+            masq_src: Vec::new(),
+            masq_dest: Vec::new(),
+            masq_allow_invalid: false,
         }
     }
 

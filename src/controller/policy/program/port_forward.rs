@@ -129,6 +129,20 @@ fn reflecting_zones<'a>(
         .collect()
 }
 
+/// The source NAT of reflected traffic: masquerade, the router's address towards the inner
+/// host (`reflection_src = "internal"`); or, `"external"`, SNAT to the router's first
+/// address on the `from` zone (`outer`, never empty here), the address the host sent to.
+fn reflection_source(pf: &PortForward, outer: &[IpNet]) -> Stmt {
+    match outer.first() {
+        Some(a) if pf.reflection_external => Stmt::Nat {
+            kind: NatKind::Snat,
+            addr: a.addr(),
+            port: None,
+        },
+        _ => Stmt::Masquerade,
+    }
+}
+
 impl Builder {
     /// One `[[policy.port_forward]]`: DNAT of traffic from the zone it is exposed to (to any
     /// of the router's addresses; from `from_addresses` only when given); then, with
@@ -163,25 +177,42 @@ impl Builder {
             } else {
                 Field::TcpDport
             };
-            let target = port_forward_target(pf, version, field);
+            // `to_addresses` (fw4's `src_dip`): those destinations, reflected or not, instead
+            // of the router's addresses.
+            let chosen = combine(
+                &address_matches(&cfg.sets, false, &pf.to_addresses),
+                &[Match {
+                    stmts: vec![port_span(field, pf.port, pf.port_end)],
+                    version: Some(version),
+                }],
+            );
+            let target = if pf.to_addresses.is_empty() {
+                vec![port_forward_target(pf, version, field)]
+            } else {
+                chosen.clone()
+            };
             let from_zone = combine(&zone_match(from, true), &sources);
-            for m in combine(&from_zone, std::slice::from_ref(&target)) {
+            for m in combine(&from_zone, &target) {
                 self.rule(PREROUTING, dnat_statements(m, pf, field, version));
             }
-            if !pf.reflection || outer.is_empty() {
+            if !pf.reflection || (outer.is_empty() && pf.to_addresses.is_empty()) {
                 continue;
             }
-            let reflected = reflection_target(pf, version, field, &outer);
+            let reflected = if pf.to_addresses.is_empty() {
+                vec![reflection_target(pf, version, field, &outer)]
+            } else {
+                chosen
+            };
             let inner = hairpin_match(pf, version, field);
             for z in reflecting_zones(cfg, pf, addrs) {
                 let other = combine(&zone_match(z, true), &sources);
-                for m in combine(&other, std::slice::from_ref(&reflected)) {
+                for m in combine(&other, &reflected) {
                     self.rule(PREROUTING, dnat_statements(m, pf, field, version));
                 }
                 for m in combine(&other, std::slice::from_ref(&inner)) {
                     let mut stmts = m.stmts;
                     stmts.push(Stmt::Counter);
-                    stmts.push(Stmt::Masquerade);
+                    stmts.push(reflection_source(pf, &outer));
                     self.rule(POSTROUTING, stmts);
                 }
             }

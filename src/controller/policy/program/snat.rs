@@ -1,10 +1,12 @@
 //! Zone `snat`: traffic leaving through the zone gets a fixed source address instead of
-//! the router's address there (masquerade).
+//! the router's address there (masquerade), narrowed by `masq_src` / `masq_dest` as the
+//! masquerade is.
 
 use crate::config::policy::PolicyConfig;
 use crate::dataplane::nft::ir::*;
 
 use super::super::matches::zone_match;
+use super::masq::restriction;
 use super::{Builder, NFPROTO_IPV4, NFPROTO_IPV6, POSTROUTING};
 
 impl Builder {
@@ -28,7 +30,9 @@ impl Builder {
                         None if addr.is_ipv4() => Some(NFPROTO_IPV4),
                         None => Some(NFPROTO_IPV6),
                     };
-                    let mut stmts = super::leaving_zone(nfproto, m.stmts);
+                    let mut selected = m.stmts;
+                    selected.extend(restriction(z, version));
+                    let mut stmts = super::leaving_zone(nfproto, selected);
                     stmts.push(Stmt::Nat {
                         kind: NatKind::Snat,
                         addr: *addr,

@@ -362,6 +362,16 @@ impl RuleCx<'_> {
             }
             Stmt::Reject(r) => self.raw.add_expr(reject_expr(*r)),
             Stmt::Masquerade => self.raw.add_expr(expr::masquerade()),
+            Stmt::Redirect { port } => {
+                let reg = match port {
+                    Some(p) => {
+                        self.raw.add_expr(expr::immediate(REG_1, &p.to_be_bytes())?);
+                        Some(REG_1)
+                    }
+                    None => None,
+                };
+                self.raw.add_expr(expr::redirect(reg));
+            }
             Stmt::Notrack => self.raw.add_expr(expr::notrack()),
             Stmt::Nat { kind, addr, port } => self.nat(*kind, addr, *port)?,
             Stmt::NatMap {

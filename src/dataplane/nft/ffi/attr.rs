@@ -307,6 +307,7 @@ pub(crate) mod expr {
         }
         flow_offload: FlowOffload { TABLE_NAME: Str = NFTNL_EXPR_FLOW_TABLE_NAME; }
         reject: Reject { TYPE: U32 = NFTNL_EXPR_REJECT_TYPE; CODE: U8 = NFTNL_EXPR_REJECT_CODE; }
+        redir: Redir { REG_PROTO_MIN: U32 = NFTNL_EXPR_REDIR_REG_PROTO_MIN; }
         nat: Nat {
             TYPE: U32 = NFTNL_EXPR_NAT_TYPE;
             FAMILY: U32 = NFTNL_EXPR_NAT_FAMILY;
