@@ -87,7 +87,13 @@ impl Controller for ServiceController {
         let period = desired.controller("service").period;
         self.backend_checks.reconcile(&desired.services.services);
         let checks = &self.backend_checks;
-        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b));
+        // The committed slots are the previous assignment: surviving backends keep theirs.
+        let previous = self
+            .kernel
+            .as_ref()
+            .and_then(|k| k.mirror())
+            .map(|m| &m.model);
+        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b), previous);
         checks.publish(&desired.services.services);
         let desired_counts = counts(&model);
         let exempt = local::of(desired.daemon.listen, &model);
