@@ -134,13 +134,24 @@ fn slot_count_of(live: &[(SocketAddr, u64)]) -> u32 {
 }
 
 /// The slot count of `backends` (those with weight 0 aside); 0 when none is live.
-pub fn slot_count(backends: &[Backend]) -> u32 {
+pub fn slots_for(backends: &[Backend]) -> u32 {
     let live = live(backends);
     if live.is_empty() {
         0
     } else {
         slot_count_of(&live)
     }
+}
+
+/// The slot count of `n` backends of equal weight (`n` itself up to [`EXACT_CLASSES`]).
+pub fn slot_count(n: usize) -> u32 {
+    if n == 0 {
+        return 0;
+    }
+    let equal: Vec<(SocketAddr, u64)> = (0..n)
+        .map(|i| (SocketAddr::from((std::net::Ipv4Addr::from(i as u32), 0)), 1))
+        .collect();
+    slot_count_of(&equal)
 }
 
 /// The backend of each slot, dealt afresh (see [`assign`]).
@@ -235,24 +246,26 @@ mod tests {
     #[test]
     fn equal_weights_get_one_slot_per_backend_up_to_thirty_two() {
         for n in 1..=32 {
-            assert_eq!(slot_count(&equal(n)), n as u32, "{n} backends");
+            assert_eq!(slots_for(&equal(n)), n as u32, "{n} backends");
         }
         // Beyond, the largest class (64 and 128 are exact for their own counts).
-        assert_eq!(slot_count(&equal(33)), 1024);
-        assert_eq!(slot_count(&equal(64)), 64);
-        assert_eq!(slot_count(&equal(2000)), 1024);
+        assert_eq!(slots_for(&equal(33)), 1024);
+        assert_eq!(slots_for(&equal(64)), 64);
+        assert_eq!(slots_for(&equal(2000)), 1024);
+        assert_eq!(slot_count(4), 4);
+        assert_eq!(slot_count(33), 1024);
     }
 
     #[test]
     fn weights_take_the_slots_they_need() {
-        assert_eq!(slot_count(&[b("10.0.0.1:80", 1), b("10.0.0.2:80", 3)]), 4);
-        assert_eq!(slot_count(&[b("10.0.0.1:80", 20), b("10.0.0.2:80", 60)]), 4);
+        assert_eq!(slots_for(&[b("10.0.0.1:80", 1), b("10.0.0.2:80", 3)]), 4);
+        assert_eq!(slots_for(&[b("10.0.0.1:80", 20), b("10.0.0.2:80", 60)]), 4);
         // 100:101 is 50/50 within 2 %: two slots, not 201.
         assert_eq!(
-            slot_count(&[b("10.0.0.1:80", 100), b("10.0.0.2:80", 101)]),
+            slots_for(&[b("10.0.0.1:80", 100), b("10.0.0.2:80", 101)]),
             2
         );
-        assert_eq!(slot_count(&[b("10.0.0.1:80", 0)]), 0);
+        assert_eq!(slots_for(&[b("10.0.0.1:80", 0)]), 0);
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn a_removed_service_deletes_all_its_elements_and_nothing_else() {
     let l = lines(&d);
     assert_eq!(
         l[0],
-        "- service v6 [fd96::1]:443/tcp (was source-ip over 1 slots: [fd01::5]:443×1)"
+        "- service v6 [fd96::1]:443/tcp (was source-ip over 1 slot: [fd01::5]:443×1)"
     );
     assert_eq!(l[1], "- services6 { fd96::1 . tcp . 443 }");
     assert_eq!(l.len(), 2 + 1 + 3);
