@@ -1,7 +1,8 @@
 //! Slots kept across a backend change, with real packets (issue 24): forty client addresses
 //! on one client host hash (`affinity = "source-ip"`) to the slots of a service whose
 //! backends are three servers; replacing one of them must leave every client of the other
-//! two on its backend, and write only the replaced backend's slots.
+//! two on its backend, and write only the replaced backend's slots; a restarted controller
+//! keeps the kernel's slots.
 
 use crate::common;
 use crate::netns_test;
@@ -94,5 +95,14 @@ netns_test! {
                 assert_eq!(now, was, "{src} left unchanged {was} for {now}");
             }
         }
+        // A restart deals afresh (b2 first) but adopts the kernel's places: nothing written,
+        // nobody moves.
+        drop(ctrl);
+        let mut restarted = Driver::service();
+        let r = restarted
+            .sync(&service(&["10.0.2.2:8080", "10.0.3.2:8080", "10.0.3.2:8081"]))
+            .expect("sync");
+        assert_eq!((r.changes, r.drift_repairs), (0, 0), "{r:?}");
+        assert_eq!(backend_of_each(&net, &script), after, "a restart moved clients");
     }
 }

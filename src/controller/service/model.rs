@@ -347,3 +347,27 @@ fn build_parts(
         cluster_cidrs,
     }
 }
+
+/// The slots of every entry of `model` rebased on `kernel` (slot number -> backend, per key:
+/// the `backends` maps read back, the internal slots from
+/// [`INTERNAL_SLOT_BASE`](super::layout::INTERNAL_SLOT_BASE)): each backend keeps its
+/// count and takes the kernel's places where it has them (see [`slots::rebase`]).
+pub fn rebase_slots(model: &mut Model, kernel: &BTreeMap<VipKey, BTreeMap<u32, SocketAddr>>) {
+    use super::layout::INTERNAL_SLOT_BASE;
+    for (k, e) in model.entries.iter_mut() {
+        let Some(have) = kernel.get(k) else {
+            continue;
+        };
+        let placed = |base: u32, n: usize| -> Vec<Option<SocketAddr>> {
+            (0..n as u32)
+                .map(|i| have.get(&(base + i)).copied())
+                .collect()
+        };
+        if let Action::Balance { slots, .. } = &mut e.action {
+            *slots = slots::rebase(slots, &placed(0, slots.len()));
+        }
+        if let Some(Action::Balance { slots, .. }) = &mut e.internal {
+            *slots = slots::rebase(slots, &placed(INTERNAL_SLOT_BASE, slots.len()));
+        }
+    }
+}

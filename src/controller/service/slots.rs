@@ -200,6 +200,42 @@ pub fn assign(backends: &[Backend], previous: &[SocketAddr]) -> Vec<SocketAddr> 
         .collect()
 }
 
+/// `fresh` (a deal of the same backends) with each slot of `previous` kept where its backend
+/// still has that many slots in `fresh`: the same counts, the previous places. For an
+/// assignment read back from the kernel, whose weights are not known (a restart adopting
+/// the table: slots dealt afresh would move the clients of every backend that changed
+/// place).
+pub fn rebase(fresh: &[SocketAddr], previous: &[Option<SocketAddr>]) -> Vec<SocketAddr> {
+    let mut left: BTreeMap<SocketAddr, usize> = BTreeMap::new();
+    for b in fresh {
+        *left.entry(*b).or_insert(0) += 1;
+    }
+    let mut out: Vec<Option<SocketAddr>> = vec![None; fresh.len()];
+    for (slot, b) in previous.iter().take(fresh.len()).enumerate() {
+        if let Some(b) = b
+            && let Some(n) = left.get_mut(b)
+            && *n > 0
+        {
+            *n -= 1;
+            out[slot] = Some(*b);
+        }
+    }
+    // The rest in the fresh deal's order: each backend's remaining slots, spread as dealt.
+    let mut rest = fresh.iter().filter(|b| match left.get_mut(*b) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    });
+    out.into_iter()
+        .map(|s| {
+            s.or_else(|| rest.next().copied())
+                .expect("counts sum to the slots")
+        })
+        .collect()
+}
+
 /// Smooth weighted round-robin over `counts` (summing to `n`): `n` indexes, each index as
 /// often as its count, evenly interleaved.
 fn smooth(counts: &[u64], n: usize) -> Vec<usize> {
@@ -345,6 +381,26 @@ mod tests {
         assert_eq!(after.len(), 2);
         // Slots 0 and 1 were backends 1 and 2's (smooth order): kept.
         assert_eq!(&after[..], &before[..2]);
+    }
+
+    #[test]
+    fn rebase_keeps_the_kernels_places_and_the_fresh_counts() {
+        let a: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let c: SocketAddr = "10.0.0.3:80".parse().unwrap();
+        let d: SocketAddr = "10.0.0.4:80".parse().unwrap();
+        // After a replacement the kernel has d in slot 0; a fresh deal would put a there.
+        let fresh = spread(&[
+            b("10.0.0.1:80", 1),
+            b("10.0.0.3:80", 1),
+            b("10.0.0.4:80", 1),
+        ]);
+        assert_eq!(fresh, [a, c, d]);
+        let kernel = [Some(d), Some(a), Some(c)];
+        assert_eq!(rebase(&fresh, &kernel), [d, a, c]);
+        // A slot the kernel lacks, or holds for a backend gone: dealt from the fresh counts.
+        let gone: SocketAddr = "10.9.9.9:80".parse().unwrap();
+        assert_eq!(rebase(&fresh, &[Some(gone), None, Some(c)]), [a, d, c]);
+        assert_eq!(rebase(&fresh, &[]), fresh);
     }
 
     /// xorshift64*: a fixed-seed generator for the property tests.
