@@ -68,6 +68,15 @@ pub fn status_line(report: &LivenessReport, config_problem: Option<&str>) -> Str
         .iter()
         .filter(|c| c.last_success.is_some())
         .count();
+    // A controller with a desired state queued or in its sync is not in sync yet: the cluster
+    // source is ready as soon as its state is composed, seconds before the service
+    // controller has installed it (issue 24).
+    let syncing: Vec<&str> = report
+        .controllers
+        .iter()
+        .filter(|c| !c.settled)
+        .map(|c| c.name.as_str())
+        .collect();
     let mut line = if report.controllers.is_empty() {
         "running; no controllers enabled".to_string()
     } else if ready == total
@@ -76,7 +85,14 @@ pub fn status_line(report: &LivenessReport, config_problem: Option<&str>) -> Str
             .iter()
             .all(|c| c.live && c.last_error.is_none())
     {
-        format!("{total}/{total} controllers in sync")
+        if syncing.is_empty() {
+            format!("{total}/{total} controllers in sync")
+        } else {
+            format!(
+                "{total}/{total} ready; installing the latest state: {}",
+                syncing.join(", ")
+            )
+        }
     } else {
         format!("{ready}/{total} ready")
     };
@@ -326,6 +342,22 @@ mod tests {
             "1/2 ready; route: sync failing: route 10.0.0.0/8: Network is unreachable"
         );
         route.record_outcome(None);
+        assert_eq!(
+            status_line(&liveness.report(), None),
+            "2/2 controllers in sync"
+        );
+        // Issue 24: a state queued (the cluster's, say) is not in sync until its sync ends.
+        policy.queued();
+        assert_eq!(
+            status_line(&liveness.report(), None),
+            "2/2 ready; installing the latest state: policy"
+        );
+        policy.sync_started();
+        assert_eq!(
+            status_line(&liveness.report(), None),
+            "2/2 ready; installing the latest state: policy"
+        );
+        policy.record_outcome(None);
         assert_eq!(
             status_line(&liveness.report(), None),
             "2/2 controllers in sync"

@@ -1,10 +1,13 @@
-//! When to compose: after the cluster's updates have been quiet for a moment, but never later
-//! than a bound after the first of them.
+//! When to compose: a lone change at once (the leading edge), the changes that follow it
+//! within the quiet gap after the burst has been quiet for that gap, but never later than a
+//! bound after the first of them.
 //!
 //! A rollout sends EndpointSlice updates in a stream; composing after each would sync the
 //! kernel once per update. Waiting for a quiet gap turns a burst into one snapshot; the bound
 //! keeps a stream that never pauses (a big cluster always changing somewhere) from postponing
-//! every change forever. Pure: the caller passes the time and sleeps until [`Pacer::due`].
+//! every change forever. A change that comes after a quiet gap is no burst yet: it is
+//! composed at once, so a lone endpoint change pays no wait (issue 24). Pure: the caller
+//! passes the time and sleeps until [`Pacer::due`].
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +26,10 @@ pub struct Pacer {
     max_wait: Duration,
     /// (first, last) change since the last compose.
     pending: Option<(Instant, Instant)>,
+    /// The last change seen, composed or not: a change a quiet gap after it leads.
+    last_change: Option<Instant>,
+    /// The pending change leads (no change in the quiet gap before it): due at once.
+    leading: bool,
 }
 
 impl Default for Pacer {
@@ -38,18 +45,32 @@ impl Pacer {
             quiet,
             max_wait,
             pending: None,
+            last_change: None,
+            leading: false,
         }
     }
 
     /// Something changed at `now`.
     pub fn changed(&mut self, now: Instant) {
-        let first = self.pending.map_or(now, |(first, _)| first);
-        self.pending = Some((first, now));
+        let quiet_before = self
+            .last_change
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.quiet);
+        self.last_change = Some(now);
+        match self.pending {
+            None => {
+                self.pending = Some((now, now));
+                self.leading = quiet_before;
+            }
+            Some((first, _)) => self.pending = Some((first, now)),
+        }
     }
 
     /// When to compose: `None` while nothing is pending.
     pub fn due(&self) -> Option<Instant> {
         let (first, last) = self.pending?;
+        if self.leading {
+            return Some(first);
+        }
         Some((last + self.quiet).min(first + self.max_wait))
     }
 
@@ -61,6 +82,7 @@ impl Pacer {
     /// The pending changes were composed.
     pub fn composed(&mut self) {
         self.pending = None;
+        self.leading = false;
     }
 }
 
@@ -70,27 +92,47 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// Issue 24: every change waited for the quiet gap, a lone one too.
     #[test]
-    fn one_change_is_composed_after_the_quiet_gap() {
+    fn a_lone_change_is_composed_at_once() {
         let t0 = Instant::now();
         let mut p = Pacer::default();
         assert_eq!(p.due(), None);
         p.changed(t0);
-        assert_eq!(p.due(), Some(t0 + QUIET));
-        assert!(!p.is_due(t0 + QUIET - MS));
-        assert!(p.is_due(t0 + QUIET));
+        assert_eq!(p.due(), Some(t0));
+        assert!(p.is_due(t0));
         p.composed();
         assert_eq!(p.due(), None);
+        // Another lone one, a quiet gap later: at once again.
+        p.changed(t0 + QUIET);
+        assert!(p.is_due(t0 + QUIET));
     }
 
     #[test]
-    fn a_burst_is_one_compose_after_its_last_update() {
+    fn a_change_soon_after_another_waits_for_the_quiet_gap() {
         let t0 = Instant::now();
         let mut p = Pacer::default();
+        p.changed(t0);
+        p.composed();
+        p.changed(t0 + 10 * MS);
+        assert_eq!(p.due(), Some(t0 + 10 * MS + QUIET));
+        assert!(!p.is_due(t0 + 10 * MS + QUIET - MS));
+    }
+
+    #[test]
+    fn a_burst_is_its_leading_change_then_one_compose_after_its_last_update() {
+        let t0 = Instant::now();
+        let mut p = Pacer::default();
+        let mut composes = Vec::new();
         for i in 0..50 {
-            p.changed(t0 + i * MS);
-            assert!(!p.is_due(t0 + i * MS), "update {i}");
+            let now = t0 + i * MS;
+            p.changed(now);
+            if p.is_due(now) {
+                composes.push(i);
+                p.composed();
+            }
         }
+        assert_eq!(composes, [0], "the first at once, the rest wait");
         assert_eq!(p.due(), Some(t0 + 49 * MS + QUIET));
     }
 
@@ -108,6 +150,10 @@ mod tests {
                 p.composed();
             }
         }
-        assert_eq!(composes, [1000, 2001], "once per MAX_WAIT, not per update");
+        assert_eq!(
+            composes,
+            [0, 1001, 2002],
+            "the leading one, then once per MAX_WAIT, not per update"
+        );
     }
 }

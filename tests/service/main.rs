@@ -11,5 +11,6 @@ mod backend_check_probes;
 mod daemon;
 mod packets;
 mod paths;
+mod slots;
 mod sticky;
 mod sync;

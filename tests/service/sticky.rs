@@ -276,7 +276,7 @@ netns_test! {
         let c = service("10.96.0.11", "affinity = \"sticky\"", &b);
         // `plan` names the mode and shows the recorder of each timeout.
         let text = smol::block_on(service::plan(&load(&format!("{a}{c}")))).unwrap();
-        assert!(text.contains("sticky 60s, else random over 16 slots: 10.0.1.2:8080×16"), "{text}");
+        assert!(text.contains("sticky 60s, else random over 1 slot: 10.0.1.2:8080×1"), "{text}");
         assert!(text.contains("update @sticky4 { ip saddr . ct original ip daddr . meta l4proto . ct original proto-dst timeout 10800s : ip daddr . th dport }"), "{text}");
         let part = &text[text.find("# nft begin:").unwrap()..];
         let dir = ScratchDir::with_files("sticky-plan", &[("plan.nft", part)]);
@@ -289,12 +289,12 @@ netns_test! {
         let before = t.stuck("10.96.0.10", 1);
         let text = smol::block_on(service::plan(&load(&a.replace("60s", "1h")))).unwrap();
         assert!(
-            text.contains("~ service 10-96-0-10 10.96.0.10:80/tcp: delete 1, add 1 elements (now sticky 3600s, else random over 16 slots"),
+            text.contains("~ service 10-96-0-10 10.96.0.10:80/tcp: delete 1, add 1 elements (now sticky 3600s, else random over 1 slot"),
             "{text}"
         );
         // One timeout left: its chain goes, the other service's clients stay remembered.
         let r = t.sync(&a);
-        assert_eq!(r.changes, 19, "only the removed service's 16 slots, verdict, recorder and its address's `owned` element: {r:?}");
+        assert_eq!(r.changes, 4, "only the removed service's one slot, verdict, recorder and its address's `owned` element: {r:?}");
         let chains = sh("nft list table inet edgenetd-service");
         assert!(!chains.contains("chain sticky_rec_10800s_4 "), "{chains}");
         assert!(sticky_map(true).contains("192.168.10.100 . 10.96.0.10"));

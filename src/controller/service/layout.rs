@@ -37,7 +37,7 @@
 //!   ct state new ct status != dnat ip daddr @servicecidrs4 ip daddr != @owned4 drop
 //! ```
 //!
-//! One dispatch chain per slot class (16, 64, 256, 1024), per selection (random, source
+//! One dispatch chain per slot class (1 to 32, 64, 128, 256, 512, 1024), per selection (random, source
 //! hash, sticky), per family, and per backend set (the service's, the internal one). Cost is
 //! linear in services and an update to one service touches only its own elements.
 //!

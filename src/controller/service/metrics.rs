@@ -6,6 +6,11 @@ pub const SERVICES: &str = "edgenetd_services";
 pub const BACKENDS: &str = "edgenetd_service_backends";
 /// Drift repairs.
 pub const DRIFT_REPAIRS: &str = "edgenetd_service_drift_repairs_total";
+/// Full compares of the table with the kernel (at startup, after a failed batch or a foreign
+/// commit, once per period).
+pub const FULL_COMPARES: &str = "edgenetd_service_full_compares_total";
+/// Seconds the last full compare took.
+pub const FULL_COMPARE_SECONDS: &str = "edgenetd_service_full_compare_last_seconds";
 /// 1 while a health-checked backend is up (labels `service`, `backend`; see `backend_check`).
 pub const BACKEND_UP: &str = "edgenetd_backend_up";
 /// Failed health checks of a backend.
@@ -24,6 +29,14 @@ pub fn describe_metrics() {
         DRIFT_REPAIRS,
         "Service table elements or structure found changed behind edgenetd's back and repaired"
     );
+    metrics::describe_counter!(
+        FULL_COMPARES,
+        "Full compares of the service table with the kernel (a change that arrives meanwhile waits for it)"
+    );
+    metrics::describe_gauge!(
+        FULL_COMPARE_SECONDS,
+        "Seconds the last full compare of the service table took"
+    );
     // Per backend: the health checks create each backend's series when it gets a probe.
     metrics::describe_gauge!(
         BACKEND_UP,
@@ -34,6 +47,14 @@ pub fn describe_metrics() {
     metrics::gauge!(SERVICES).set(0.0);
     metrics::gauge!(BACKENDS).set(0.0);
     metrics::counter!(DRIFT_REPAIRS).absolute(0);
+    metrics::counter!(FULL_COMPARES).absolute(0);
+    metrics::gauge!(FULL_COMPARE_SECONDS).set(0.0);
+}
+
+/// Counts one full compare that took `took`.
+pub fn record_full_compare(took: std::time::Duration) {
+    metrics::counter!(FULL_COMPARES).increment(1);
+    metrics::gauge!(FULL_COMPARE_SECONDS).set(took.as_secs_f64());
 }
 
 /// Records what is programmed: `services` and the `backends` with slots summed over them.

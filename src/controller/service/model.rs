@@ -189,15 +189,18 @@ impl FromIterator<(VipKey, Entry)> for Model {
 
 /// The entry of one validated service, every backend up, without cluster prefixes.
 pub fn entry(s: &Service) -> Entry {
-    entry_with(s, &[], &|_, _| true)
+    entry_with(s, &[], &|_, _| true, None)
 }
 
 /// The entry of one validated service; backends for which `up` says false get no slots.
-/// `cluster_cidrs` are the cluster's pod prefixes (for [`Masquerade::OffCluster`]).
+/// `cluster_cidrs` are the cluster's pod prefixes (for [`Masquerade::OffCluster`]);
+/// `previous` is the entry last planned for the same key, whose slots the surviving
+/// backends keep (see [`slots::assign`]).
 pub fn entry_with(
     s: &Service,
     cluster_cidrs: &[IpNet],
     up: &dyn Fn(&Service, SocketAddr) -> bool,
+    previous: Option<&Entry>,
 ) -> Entry {
     let v4 = s.address.is_ipv4();
     let detector = cluster_cidrs.iter().any(|n| n.addr().is_ipv4() == v4);
@@ -210,8 +213,11 @@ pub fn entry_with(
     };
     Entry {
         name: s.name.clone(),
-        action: action(s, &s.backends, up),
-        internal: s.internal_backends.as_ref().map(|b| action(s, b, up)),
+        action: action(s, &s.backends, up, previous.map(|p| slots_of(&p.action))),
+        internal: s.internal_backends.as_ref().map(|b| {
+            let before = previous.and_then(|p| p.internal.as_ref()).map(slots_of);
+            action(s, b, up, before)
+        }),
         masquerade,
         reject_unserved_ports: s.reject_unserved_ports,
         source_ranges: (!s.source_ranges.is_empty()).then(|| {
@@ -226,17 +232,24 @@ pub fn entry_with(
 }
 
 /// What new connections get from `backends` (the service's, or its internal ones): each set
-/// is empty on its own, and `when_empty`/`fallback` apply to it alone.
-fn action(s: &Service, backends: &[Backend], up: &dyn Fn(&Service, SocketAddr) -> bool) -> Action {
+/// is empty on its own, and `when_empty`/`fallback` apply to it alone. `previous`: the slots
+/// this backend set had (the surviving backends keep theirs).
+fn action(
+    s: &Service,
+    backends: &[Backend],
+    up: &dyn Fn(&Service, SocketAddr) -> bool,
+    previous: Option<&[SocketAddr]>,
+) -> Action {
+    let previous = previous.unwrap_or_default();
     let slots = if backends.iter().all(|b| up(s, b.address)) {
-        slots::spread(backends)
+        slots::assign(backends, previous)
     } else {
         let live: Vec<_> = backends
             .iter()
             .filter(|b| up(s, b.address))
             .copied()
             .collect();
-        slots::spread(&live)
+        slots::assign(&live, previous)
     };
     if slots.is_empty() {
         match (s.fallback, s.when_empty) {
@@ -280,19 +293,31 @@ pub fn recorders(model: &Model) -> std::collections::BTreeSet<(u32, bool)> {
         .collect()
 }
 
-/// The model of a whole config, every backend up (validation guarantees unique keys).
+/// The model of a whole config, every backend up (validation guarantees unique keys), its
+/// slots dealt afresh.
 pub fn build(services: &ServicesConfig) -> Model {
-    build_with(services, &|_, _| true)
+    build_with(services, &|_, _| true, None)
 }
 
 /// The model of services alone (no cluster or service prefixes), every backend up.
 pub fn build_list(services: &[Service]) -> Model {
-    build_parts(services, &[], &[], &|_, _| true)
+    build_parts(services, &[], &[], &|_, _| true, None)
 }
 
-/// The model of a whole config; backends for which `up` says false get no slots.
-pub fn build_with(cfg: &ServicesConfig, up: &dyn Fn(&Service, SocketAddr) -> bool) -> Model {
-    build_parts(&cfg.services, &cfg.cluster_cidrs, &cfg.service_cidrs, up)
+/// The model of a whole config; backends for which `up` says false get no slots. With
+/// `previous` (the model last planned), each entry's surviving backends keep their slots.
+pub fn build_with(
+    cfg: &ServicesConfig,
+    up: &dyn Fn(&Service, SocketAddr) -> bool,
+    previous: Option<&Model>,
+) -> Model {
+    build_parts(
+        &cfg.services,
+        &cfg.cluster_cidrs,
+        &cfg.service_cidrs,
+        up,
+        previous,
+    )
 }
 
 fn build_parts(
@@ -300,25 +325,49 @@ fn build_parts(
     cluster_cidrs: &[IpNet],
     service_cidrs: &[IpNet],
     up: &dyn Fn(&Service, SocketAddr) -> bool,
+    previous: Option<&Model>,
 ) -> Model {
     use crate::dataplane::nft::intervals::normalize_prefixes;
     let cluster_cidrs = normalize_prefixes(cluster_cidrs.iter().copied());
     let entries = services
         .iter()
         .map(|s| {
-            (
-                VipKey {
-                    addr: s.address,
-                    proto: s.protocol,
-                    port: s.port,
-                },
-                entry_with(s, &cluster_cidrs, up),
-            )
+            let key = VipKey {
+                addr: s.address,
+                proto: s.protocol,
+                port: s.port,
+            };
+            let before = previous.and_then(|m| m.entries.get(&key));
+            (key, entry_with(s, &cluster_cidrs, up, before))
         })
         .collect();
     Model {
         entries,
         service_cidrs: normalize_prefixes(service_cidrs.iter().copied()),
         cluster_cidrs,
+    }
+}
+
+/// The slots of every entry of `model` rebased on `kernel` (slot number -> backend, per key:
+/// the `backends` maps read back, the internal slots from
+/// [`INTERNAL_SLOT_BASE`](super::layout::INTERNAL_SLOT_BASE)): each backend keeps its
+/// count and takes the kernel's places where it has them (see [`slots::rebase`]).
+pub fn rebase_slots(model: &mut Model, kernel: &BTreeMap<VipKey, BTreeMap<u32, SocketAddr>>) {
+    use super::layout::INTERNAL_SLOT_BASE;
+    for (k, e) in model.entries.iter_mut() {
+        let Some(have) = kernel.get(k) else {
+            continue;
+        };
+        let placed = |base: u32, n: usize| -> Vec<Option<SocketAddr>> {
+            (0..n as u32)
+                .map(|i| have.get(&(base + i)).copied())
+                .collect()
+        };
+        if let Action::Balance { slots, .. } = &mut e.action {
+            *slots = slots::rebase(slots, &placed(0, slots.len()));
+        }
+        if let Some(Action::Balance { slots, .. }) = &mut e.internal {
+            *slots = slots::rebase(slots, &placed(INTERNAL_SLOT_BASE, slots.len()));
+        }
     }
 }

@@ -134,6 +134,32 @@ pub struct Findings {
     pub udp_gone: Vec<(VipKey, SocketAddr)>,
 }
 
+/// The kernel's slots: per service, slot number -> backend (both families' `backends` maps).
+pub fn kernel_slots(
+    nft: &mut crate::dataplane::nft::Nft,
+    table: &crate::dataplane::nft::TableRef,
+) -> Result<BTreeMap<VipKey, BTreeMap<u32, SocketAddr>>, NftError> {
+    let out = std::cell::RefCell::new(BTreeMap::<VipKey, BTreeMap<u32, SocketAddr>>::new());
+    for set in [SetId::Backends4, SetId::Backends6] {
+        nft.for_each_element(
+            table,
+            set.name(),
+            &mut |info| {
+                let b = info.data.as_deref().and_then(backend_of);
+                if let (Some((k, Some(slot))), Some(b)) = (decode_vip(set, &info.key), b) {
+                    out.borrow_mut().entry(k).or_default().insert(slot, b);
+                }
+            },
+            // A dump that starts again (the set changed meanwhile): what it read is forgotten.
+            &mut || {
+                out.borrow_mut()
+                    .retain(|k, _| k.addr.is_ipv4() != set.is_v4())
+            },
+        )?;
+    }
+    Ok(out.into_inner())
+}
+
 /// The backend of map data `d` (address, then the port padded to 4 bytes).
 fn backend_of(d: &[u8]) -> Option<SocketAddr> {
     let (ip, rest): (IpAddr, &[u8]) = match d.len() {

@@ -117,7 +117,8 @@ fn describe_action(a: &Action) -> String {
                 Selection::SourceHash => "source-ip".to_string(),
                 Selection::Sticky { timeout } => format!("sticky {timeout}s, else random"),
             };
-            format!("{how} over {} slots: {}", slots.len(), list.join(" "))
+            let unit = if slots.len() == 1 { "slot" } else { "slots" };
+            format!("{how} over {} {unit}: {}", slots.len(), list.join(" "))
         }
         Action::Reject => "no backend: reject".into(),
         Action::Drop => "no backend: drop".into(),

@@ -87,7 +87,13 @@ impl Controller for ServiceController {
         let period = desired.controller("service").period;
         self.backend_checks.reconcile(&desired.services.services);
         let checks = &self.backend_checks;
-        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b));
+        // The committed slots are the previous assignment: surviving backends keep theirs.
+        let previous = self
+            .kernel
+            .as_ref()
+            .and_then(|k| k.mirror())
+            .map(|m| &m.model);
+        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b), previous);
         checks.publish(&desired.services.services);
         let desired_counts = counts(&model);
         let exempt = local::of(desired.daemon.listen, &model);
@@ -204,7 +210,29 @@ impl Kernel {
             .check(&mut self.cache, self.generation, generation, now, period);
         match check.decision {
             Decision::Trusted if self.recorders.is_some() => self.sync_delta(desired),
-            _ => self.full_sync(desired, now),
+            _ => {
+                // Every full compare at info, whatever it finds: a change that arrived
+                // meanwhile waited for it, and an operator must see why.
+                let services = desired.len();
+                let why = match (check.foreign, self.cache.snapshot().is_some()) {
+                    (true, _) => "another process committed, or the first look",
+                    (false, false) => "after a failed batch or at startup",
+                    (false, true) => "the period",
+                };
+                let started = Instant::now();
+                let result = self.full_sync(desired, now);
+                let took = started.elapsed();
+                super::metrics::record_full_compare(took);
+                let outcome = match &result {
+                    Ok(r) => r.summary.clone(),
+                    Err(e) => format!("failed: {e}"),
+                };
+                log::info!(
+                    "service: full compare of {services} services with the kernel took {} ms ({why}): {outcome}",
+                    took.as_millis()
+                );
+                result
+            }
         }
     }
 
@@ -306,7 +334,7 @@ impl Kernel {
     }
 
     /// The full dump-and-diff (see the module docs).
-    fn full_sync(&mut self, desired: Model, now: Instant) -> Result<SyncReport, SyncError> {
+    fn full_sync(&mut self, mut desired: Model, now: Instant) -> Result<SyncReport, SyncError> {
         let known = self.cache.take();
         let table = self.table.clone();
         let exists = self
@@ -326,6 +354,14 @@ impl Kernel {
             return self.install(desired, drift);
         };
         self.recorders = Some(have);
+        if known.is_none() {
+            // Nothing committed known (a restart, a failed batch): the slots were planned
+            // without the kernel's, so adopt the kernel's places; dealt afresh, they would
+            // move the source-ip clients of backends that only changed place.
+            let kernel = observe::kernel_slots(self.nft.socket(), &table)
+                .map_err(|e| nft_err("list slots", e))?;
+            model::rebase_slots(&mut desired, &kernel);
+        }
         let want = model::recorders(&desired);
         self.add_recorders(&want)?;
         // Structure intact: check every kernel element against the model; differences in

@@ -73,11 +73,11 @@ backends = ["10.0.1.5:8080", "10.0.1.6:8080"]
 fn a_new_service_is_one_verdict_and_its_slots() {
     let d = Mirror::default().diff(&model_of(WEB));
     let mut want = vec![
-        "+ service web 10.96.0.10:80/tcp: random over 16 slots: 10.0.1.5:8080×8 10.0.1.6:8080×8"
+        "+ service web 10.96.0.10:80/tcp: random over 2 slots: 10.0.1.5:8080×1 10.0.1.6:8080×1"
             .to_string(),
-        "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }".to_string(),
+        "+ services4 { 10.96.0.10 . tcp . 80 : goto random2_4 }".to_string(),
     ];
-    for i in 0..16 {
+    for i in 0..2 {
         want.push(format!(
             "+ backends4 {{ 10.96.0.10 . tcp . 80 . {i} : 10.0.1.{} . 8080 }}",
             5 + i % 2
@@ -90,7 +90,11 @@ fn a_new_service_is_one_verdict_and_its_slots() {
         "+ owned4 { 10.96.0.10 }".to_string(),
     ]);
     assert_eq!(lines(&d), want);
-    assert_eq!(d.writes(), 20);
+    assert_eq!(
+        d.writes(),
+        6,
+        "one slot per equal backend, the verdict, the shared three"
+    );
 }
 
 #[test]
@@ -108,16 +112,10 @@ fn replacing_one_backend_touches_only_its_slots() {
     let after = model_of(&two.replace("10.0.2.6:53", "10.0.2.7:53"));
     let d = mirror(&before).diff(&after);
     let mut want = vec![
-        "~ service dns 10.96.0.53:53/udp: random over 16 slots: 10.0.2.5:53×8 10.0.2.6:53×8 -> random over 16 slots: 10.0.2.5:53×8 10.0.2.7:53×8".to_string(),
+        "~ service dns 10.96.0.53:53/udp: random over 2 slots: 10.0.2.5:53×1 10.0.2.6:53×1 -> random over 2 slots: 10.0.2.5:53×1 10.0.2.7:53×1".to_string(),
+        "- backends4 { 10.96.0.53 . udp . 53 . 1 }".to_string(),
+        "+ backends4 { 10.96.0.53 . udp . 53 . 1 : 10.0.2.7 . 53 }".to_string(),
     ];
-    for i in (1..16).step_by(2) {
-        want.push(format!("- backends4 {{ 10.96.0.53 . udp . 53 . {i} }}"));
-    }
-    for i in (1..16).step_by(2) {
-        want.push(format!(
-            "+ backends4 {{ 10.96.0.53 . udp . 53 . {i} : 10.0.2.7 . 53 }}"
-        ));
-    }
     want.extend([
         "~ shared: +1 -1 address elements; cluster [] service []".to_string(),
         "- hairpin4 { 10.0.2.6 . 10.0.2.6 }".to_string(),
@@ -143,13 +141,10 @@ fn removing_every_backend_switches_to_the_empty_verdict() {
     let d = mirror(&before).diff(&after);
     let l = lines(&d);
     assert_eq!(l[1], "- services4 { 10.96.0.10 . tcp . 80 }");
+    assert_eq!(l.iter().filter(|x| x.starts_with("- backends4")).count(), 2);
+    assert_eq!(l[4], "+ services4 { 10.96.0.10 . tcp . 80 : drop }");
     assert_eq!(
-        l.iter().filter(|x| x.starts_with("- backends4")).count(),
-        16
-    );
-    assert_eq!(l[18], "+ services4 { 10.96.0.10 . tcp . 80 : drop }");
-    assert_eq!(
-        l[19..],
+        l[5..],
         [
             "~ shared: +0 -2 address elements; cluster [] service []",
             "- hairpin4 { 10.0.1.5 . 10.0.1.5 }",
@@ -169,17 +164,13 @@ fn a_removed_service_deletes_all_its_elements_and_nothing_else() {
     let l = lines(&d);
     assert_eq!(
         l[0],
-        "- service v6 [fd96::1]:443/tcp (was source-ip over 16 slots: [fd01::5]:443×16)"
+        "- service v6 [fd96::1]:443/tcp (was source-ip over 1 slot: [fd01::5]:443×1)"
     );
     assert_eq!(l[1], "- services6 { fd96::1 . tcp . 443 }");
-    assert_eq!(l.len(), 2 + 16 + 3);
-    assert!(
-        l[2..18]
-            .iter()
-            .all(|x| x.starts_with("- backends6 { fd96::1 . tcp . 443 . "))
-    );
+    assert_eq!(l.len(), 2 + 1 + 3);
+    assert_eq!(l[2], "- backends6 { fd96::1 . tcp . 443 . 0 }");
     assert_eq!(
-        l[19..],
+        l[4..],
         ["- hairpin6 { fd01::5 . fd01::5 }", "- owned6 { fd96::1 }"]
     );
 }
@@ -239,11 +230,11 @@ backends = ["10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"]
     let d = Mirror::default().diff(&m);
     assert_eq!(
         lines(&d)[1],
-        "+ services4 { 10.96.0.12 . tcp . 80 : goto source64_4 }"
+        "+ services4 { 10.96.0.12 . tcp . 80 : goto source3_4 }"
     );
     assert_eq!(
         d.writes(),
-        65 + 3 + 1,
+        4 + 3 + 1,
         "and a hairpin element per backend, the address"
     );
 }
@@ -266,17 +257,17 @@ fn a_sticky_service_dispatches_to_the_sticky_chain_and_names_its_recorder() {
     let l = lines(&d);
     assert_eq!(
         l[0],
-        "+ service web 10.96.0.10:80/tcp: sticky 30s, else random over 16 slots: 10.0.1.5:8080×8 10.0.1.6:8080×8"
+        "+ service web 10.96.0.10:80/tcp: sticky 30s, else random over 2 slots: 10.0.1.5:8080×1 10.0.1.6:8080×1"
     );
     assert_eq!(
         l[1],
-        "+ services4 { 10.96.0.10 . tcp . 80 : goto sticky16_4 }"
+        "+ services4 { 10.96.0.10 . tcp . 80 : goto sticky2_4 }"
     );
     assert_eq!(
         l[2],
         "+ stickyvips4 { 10.96.0.10 . tcp . 80 : goto sticky_rec_30s_4 }"
     );
-    assert_eq!(d.writes(), 18 + 3);
+    assert_eq!(d.writes(), 4 + 3);
     assert!(d.sticky_lost.is_empty());
 }
 
@@ -508,16 +499,13 @@ fn internal_backends_are_a_second_verdict_and_slots_from_65536() {
     assert_eq!(l[2], "+ shortcut4 { 10.96.0.10 . tcp . 80 }");
     assert_eq!(
         l[3],
-        "+ internal4 { 10.96.0.10 . tcp . 80 : goto irandom16_4 }"
+        "+ internal4 { 10.96.0.10 . tcp . 80 : goto irandom2_4 }"
     );
     assert_eq!(
         l[4],
         "+ backends4 { 10.96.0.10 . tcp . 80 . 65536 : 10.0.1.5 . 8080 }"
     );
-    assert_eq!(
-        l.iter().filter(|x| x.starts_with("+ backends4")).count(),
-        16
-    );
+    assert_eq!(l.iter().filter(|x| x.starts_with("+ backends4")).count(), 2);
     // Gaining a local endpoint touches the external verdict and slots only.
     let local = model_with(&WEB.replace(", \"10.0.1.6:8080\"", ""), |c| {
         let s = &mut c.services[0];
@@ -538,9 +526,9 @@ fn internal_backends_are_a_second_verdict_and_slots_from_65536() {
     assert_eq!(l[1], "- services4 { 10.96.0.10 . tcp . 80 }", "{l:#?}");
     assert_eq!(
         l[2],
-        "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }"
+        "+ services4 { 10.96.0.10 . tcp . 80 : goto random1_4 }"
     );
-    assert_eq!(l.len(), 3 + 16, "{l:#?}");
+    assert_eq!(l.len(), 3 + 1, "{l:#?}");
     assert!(
         l[3..]
             .iter()
@@ -565,7 +553,7 @@ fn source_ranges_are_a_fence_and_one_element_per_prefix() {
     assert_eq!(
         l[1..4],
         [
-            "+ services4 { 10.96.0.10 . tcp . 80 : goto random16_4 }".to_string(),
+            "+ services4 { 10.96.0.10 . tcp . 80 : goto random2_4 }".to_string(),
             "+ fenced4 { 10.96.0.10 . tcp . 80 }".to_string(),
             // The /24's network with its marker bit (the first host bit) set; the /25 inside it
             // and the IPv6 prefix are gone; the host as it is.
@@ -671,10 +659,10 @@ mod verify_tests {
         let empty = vec![Vec::new(); SetId::ALL.len()];
         let f = verify(&empty, &m, None);
         // Verdict and slots of each, dns's masquerade; the two addresses, three hairpins.
-        assert_eq!(f.missing.len(), 1 + 16 + 1 + 16 + 1 + 2 + 3);
+        assert_eq!(f.missing.len(), 1 + 2 + 1 + 1 + 1 + 2 + 3);
         assert_eq!(f.drift, 0, "nothing was believed installed");
         let f = verify(&empty, &m, Some(&mirror(&m)));
-        assert_eq!(f.drift, 40);
+        assert_eq!(f.drift, 11);
     }
 
     #[test]
@@ -719,8 +707,8 @@ mod verify_tests {
             WEB.replace("10.0.1.6:8080", "10.0.1.9:8080")
         ));
         let f = verify(&kernel_of(&before), &after, Some(&mirror(&before)));
-        // Eight slots and the old backend's hairpin element each way.
-        assert_eq!((f.strays.len(), f.missing.len(), f.drift), (9, 9, 0));
+        // One slot and the old backend's hairpin element each way.
+        assert_eq!((f.strays.len(), f.missing.len(), f.drift), (2, 2, 0));
     }
 
     #[test]
@@ -735,7 +723,7 @@ mod verify_tests {
         }
         v.restart(SetId::Backends4);
         let f = v.finish();
-        assert_eq!(f.missing.len(), 32, "every IPv4 slot must be seen again");
+        assert_eq!(f.missing.len(), 3, "every IPv4 slot must be seen again");
     }
 
     /// Every kind of element: per-path masquerade, short-circuit, fence, shared, prefixes.
@@ -798,7 +786,7 @@ mod verify_tests {
             l,
             [
                 "- servicecidrs4 10.97.0.0-10.97.255.255",
-                "+ internal6 { fd96::53 . udp . 53 : goto irandom16_6 }",
+                "+ internal6 { fd96::53 . udp . 53 : goto irandom1_6 }",
                 "+ hairpin6 { fd01::5 . fd01::5 }",
                 "+ hairpin6 { fd02::5 . fd02::5 }",
                 "+ servicecidrs4 10.96.0.0/16",
@@ -825,4 +813,82 @@ mod verify_tests {
             ]
         );
     }
+}
+
+// ------------------------------------------------------------------ slots kept across changes
+
+const FOUR: &str = r#"
+[[service]]
+name = "web"
+address = "10.96.0.10"
+port = 80
+affinity = "source-ip"
+backends = ["10.0.1.5:8080", "10.0.1.6:8080", "10.0.1.7:8080", "10.0.1.8:8080"]
+"#;
+
+fn model_after(toml: &str, previous: &Model) -> Model {
+    let state = load_str(&[("edgenetd.toml", toml)]).unwrap_or_else(|e| panic!("{e}"));
+    model::build_with(&state.services, &|_, _| true, Some(previous))
+}
+
+#[test]
+fn four_equal_endpoints_are_four_slots_and_a_verdict() {
+    let d = Mirror::default().diff(&model_of(FOUR));
+    let own: usize = d.services.iter().map(|c| c.adds.len()).sum();
+    assert_eq!(own, 5, "{:#?}", lines(&d));
+}
+
+/// Issue 24: replacing one of four endpoints dealt the slots again over the sorted
+/// backends, rewriting most of them and moving the unchanged backends' clients.
+#[test]
+fn replacing_one_of_four_endpoints_rewrites_its_slot_only() {
+    let before = model_of(FOUR);
+    // 10.0.1.1 sorts first: a fresh deal shifts .5 and .6 by a slot.
+    let toml = FOUR.replace("10.0.1.7:8080", "10.0.1.1:8080");
+    let fresh = model_of(&toml);
+    let fresh_writes = mirror(&before).diff(&fresh).services[0].adds.len();
+    assert_eq!(
+        fresh_writes, 3,
+        "the old way: .5's and .6's slots moved too"
+    );
+    let after = model_after(&toml, &before);
+    let d = mirror(&before).diff(&after);
+    assert_eq!(
+        lines(&d)[1..3],
+        [
+            "- backends4 { 10.96.0.10 . tcp . 80 . 2 }".to_string(),
+            "+ backends4 { 10.96.0.10 . tcp . 80 . 2 : 10.0.1.1 . 8080 }".to_string(),
+        ]
+    );
+    assert_eq!(d.services[0].deletes.len() + d.services[0].adds.len(), 2);
+}
+
+#[test]
+fn internal_slots_keep_their_backends_too() {
+    let with_internal = |backends: &[&str]| {
+        let list: Vec<crate::config::service::Backend> = backends
+            .iter()
+            .map(|b| crate::config::service::Backend {
+                address: b.parse().unwrap(),
+                weight: 1,
+            })
+            .collect();
+        move |c: &mut crate::config::service::ServicesConfig| {
+            c.services[0].internal_backends = Some(list.clone());
+        }
+    };
+    let state = load_str(&[("edgenetd.toml", WEB)]).unwrap();
+    let mut cfg = state.services.clone();
+    with_internal(&["10.0.2.5:8080", "10.0.2.6:8080", "10.0.2.7:8080"])(&mut cfg);
+    let before = model::build_with(&cfg, &|_, _| true, None);
+    with_internal(&["10.0.2.1:8080", "10.0.2.6:8080", "10.0.2.7:8080"])(&mut cfg);
+    let after = model::build_with(&cfg, &|_, _| true, Some(&before));
+    let d = mirror(&before).diff(&after);
+    assert_eq!(
+        lines(&d)[1..3],
+        [
+            "- backends4 { 10.96.0.10 . tcp . 80 . 65536 }".to_string(),
+            "+ backends4 { 10.96.0.10 . tcp . 80 . 65536 : 10.0.2.1 . 8080 }".to_string(),
+        ]
+    );
 }

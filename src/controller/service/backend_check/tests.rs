@@ -43,7 +43,7 @@ fn initial_down_holds_a_new_backend_down_and_the_default_holds_it_up() {
     checks.reconcile(std::slice::from_ref(&down));
     assert!(!checks.is_up(&down, down.backends[0].address));
     assert_eq!(
-        entry_with(&down, &[], &|s, b| checks.is_up(s, b)).action,
+        entry_with(&down, &[], &|s, b| checks.is_up(s, b), None).action,
         Action::Reject
     );
     let up = service(Initial::Up, Affinity::None, None);
@@ -59,14 +59,14 @@ fn the_fallback_is_dealt_at_random_only_while_no_backend_is_up() {
     };
     let s = service(Initial::Up, sticky, Some("192.0.2.99:80"));
     let sorry = "192.0.2.99:80".parse().unwrap();
-    match entry_with(&s, &[], &|_, _| false).action {
+    match entry_with(&s, &[], &|_, _| false, None).action {
         Action::Balance { selection, slots } => {
             assert_eq!(selection, Selection::Random, "never remembered");
             assert!(slots.iter().all(|b| *b == sorry), "{slots:?}");
         }
         other => panic!("{other:?}"),
     }
-    match entry_with(&s, &[], &|_, _| true).action {
+    match entry_with(&s, &[], &|_, _| true, None).action {
         Action::Balance { selection, slots } => {
             assert_eq!(selection, Selection::Sticky { timeout: 60 });
             assert!(!slots.contains(&sorry), "{slots:?}");
