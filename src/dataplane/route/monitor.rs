@@ -12,23 +12,21 @@
 //! writes are dropped by a socket filter in the kernel, so they cost nothing and never fill
 //! the buffer.
 
-use futures_lite::StreamExt;
-use futures_lite::stream::Boxed;
-use rtnetlink::MulticastGroup;
-use rtnetlink::packet_core::NetlinkMessage;
-use rtnetlink::packet_core::NetlinkPayload;
-use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::LinkAttribute;
-use rtnetlink::sys::{AsyncSocket, SmolSocket};
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::RouteError;
-use super::socket::force_rcvbuf;
+use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
-type Receiver = Boxed<(
-    NetlinkMessage<RouteNetlinkMessage>,
-    rtnetlink::sys::SocketAddr,
-)>;
+use super::RouteError;
+use super::codec::{Messages, address, link, route, rule};
+use super::socket::{force_rcvbuf, skipped};
+
+/// The multicast groups (`RTNLGRP_*`, all below 32, so one bind mask holds them): links,
+/// IPv4 and IPv6 addresses, routes and rules.
+const GROUPS: [u32; 7] = [1, 5, 7, 8, 9, 11, 19];
+/// The receive buffer to start with: a notification is one message, a link's the largest
+/// (a bigger one grows it).
+const RECV_BYTES: usize = 16 << 10;
 
 /// Something that may need a sync.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +62,10 @@ pub enum RouteEvent {
 
 /// A subscription to route, rule and link notifications.
 pub struct RouteMonitor {
-    rx: Receiver,
+    socket: smol::Async<Socket>,
+    buf: Vec<u8>,
+    /// Events of the last datagram not handed out yet.
+    pending: VecDeque<RouteEvent>,
     protocol: u8,
     own_port: Option<u32>,
 }
@@ -76,86 +77,95 @@ impl RouteMonitor {
     /// Subscribes (on the calling thread's network namespace). Changes made through the socket
     /// with port id `own_port` (see [`super::RouteSocket::port`]) are not reported.
     pub fn open(protocol: u8, own_port: Option<u32>) -> Result<RouteMonitor, RouteError> {
-        let (mut conn, _handle, rx) =
-            rtnetlink::new_multicast_connection_with_socket::<SmolSocket>(&[
-                MulticastGroup::Ipv4Route,
-                MulticastGroup::Ipv6Route,
-                MulticastGroup::Ipv4Rule,
-                MulticastGroup::Ipv6Rule,
-                MulticastGroup::Link,
-                MulticastGroup::Ipv4Ifaddr,
-                MulticastGroup::Ipv6Ifaddr,
-            ])
-            .map_err(RouteError::from)?;
-        let fd = conn.socket_mut().socket_ref().as_fd();
-        force_rcvbuf(fd, MONITOR_RCVBUF);
+        let mut socket = Socket::new(NETLINK_ROUTE)?;
+        let mask = GROUPS.iter().fold(0, |mask, g| mask | 1 << (g - 1));
+        socket.bind(&SocketAddr::new(0, mask))?;
+        force_rcvbuf(socket.as_fd(), MONITOR_RCVBUF);
         if let Some(port) = own_port {
             // Best effort: without the filter the same messages are dropped in `next`.
-            let _ = drop_own_notifications(fd, port);
+            let _ = drop_own_notifications(socket.as_fd(), port);
         }
-        smol::spawn(conn).detach();
         Ok(RouteMonitor {
-            rx: rx.boxed(),
+            socket: smol::Async::new(socket)?,
+            buf: Vec::with_capacity(RECV_BYTES),
+            pending: VecDeque::new(),
             protocol,
             own_port,
         })
     }
 
-    /// The next event worth a sync; `None` when the connection ended.
+    /// The next event worth a sync; `None` when the socket failed.
     pub async fn next(&mut self) -> Option<RouteEvent> {
-        while let Some((msg, _from)) = self.rx.next().await {
-            let by_self = self.own_port.is_some_and(|p| p == msg.header.port_number);
-            let event = match msg.payload {
-                NetlinkPayload::Overrun(_) => Some(RouteEvent::Overrun),
-                NetlinkPayload::InnerMessage(inner) => self.classify(inner, by_self),
-                _ => None,
-            };
-            if event.is_some() {
-                return event;
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            let buf = &mut self.buf;
+            match self
+                .socket
+                .read_with(|s| crate::sys::recv_datagram(s.as_fd(), buf))
+                .await
+            {
+                Ok(_) => {}
+                // The receive buffer overflowed: notifications were lost.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    return Some(RouteEvent::Overrun);
+                }
+                Err(e) => {
+                    log::warn!("route monitor: {e}");
+                    return None;
+                }
+            }
+            for msg in Messages::new(&self.buf) {
+                match msg {
+                    Ok(msg) => {
+                        let by_self = self.own_port == Some(msg.port);
+                        match self.classify(msg.kind, msg.body, by_self) {
+                            Ok(event) => self.pending.extend(event),
+                            Err(e) => skipped(e),
+                        }
+                    }
+                    Err(e) => {
+                        // Whatever it said is lost: resync to be sure.
+                        skipped(e);
+                        self.pending.push_back(RouteEvent::Overrun);
+                    }
+                }
             }
         }
-        None
     }
 
-    fn classify(&self, msg: RouteNetlinkMessage, by_self: bool) -> Option<RouteEvent> {
-        match msg {
-            RouteNetlinkMessage::NewRoute(r) | RouteNetlinkMessage::DelRoute(r)
-                if by_self || u8::from(r.header.protocol) != self.protocol =>
-            {
-                None
+    fn classify(
+        &self,
+        kind: u16,
+        body: &[u8],
+        by_self: bool,
+    ) -> Result<Option<RouteEvent>, super::codec::Malformed> {
+        let owned = |protocol: u8| !by_self && protocol == self.protocol;
+        Ok(match kind {
+            route::RTM_NEWROUTE | route::RTM_DELROUTE => {
+                owned(route::protocol(body)?).then_some(RouteEvent::OwnedRoute {
+                    removed: kind == route::RTM_DELROUTE,
+                })
             }
-            RouteNetlinkMessage::NewRoute(_) => Some(RouteEvent::OwnedRoute { removed: false }),
-            RouteNetlinkMessage::DelRoute(_) => Some(RouteEvent::OwnedRoute { removed: true }),
-            RouteNetlinkMessage::NewRule(r) | RouteNetlinkMessage::DelRule(r)
-                if by_self || !rule_is_owned(&r, self.protocol) =>
-            {
-                None
+            rule::RTM_NEWRULE | rule::RTM_DELRULE => {
+                owned(rule::protocol(body)?).then_some(RouteEvent::OwnedRule {
+                    removed: kind == rule::RTM_DELRULE,
+                })
             }
-            RouteNetlinkMessage::NewRule(_) => Some(RouteEvent::OwnedRule { removed: false }),
-            RouteNetlinkMessage::DelRule(_) => Some(RouteEvent::OwnedRule { removed: true }),
-            RouteNetlinkMessage::NewLink(l) => Some(link_event(&l, false)),
-            RouteNetlinkMessage::DelLink(l) => Some(link_event(&l, true)),
-            RouteNetlinkMessage::NewAddress(_) => Some(RouteEvent::Address { removed: false }),
-            RouteNetlinkMessage::DelAddress(_) => Some(RouteEvent::Address { removed: true }),
+            link::RTM_NEWLINK | link::RTM_DELLINK => {
+                let link = link::parse(body)?;
+                Some(RouteEvent::Link {
+                    index: link.index,
+                    name: link.name,
+                    removed: kind == link::RTM_DELLINK,
+                })
+            }
+            address::RTM_NEWADDR | address::RTM_DELADDR => Some(RouteEvent::Address {
+                removed: kind == address::RTM_DELADDR,
+            }),
             _ => None,
-        }
-    }
-}
-
-fn rule_is_owned(rule: &rtnetlink::packet_route::rule::RuleMessage, protocol: u8) -> bool {
-    rule.attributes.iter().any(|a| {
-        matches!(a, rtnetlink::packet_route::rule::RuleAttribute::Protocol(p) if u8::from(*p) == protocol)
-    })
-}
-
-fn link_event(link: &rtnetlink::packet_route::link::LinkMessage, removed: bool) -> RouteEvent {
-    RouteEvent::Link {
-        index: link.header.index,
-        name: link.attributes.iter().find_map(|a| match a {
-            LinkAttribute::IfName(n) => Some(n.clone()),
-            _ => None,
-        }),
-        removed,
+        })
     }
 }
 
