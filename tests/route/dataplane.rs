@@ -399,6 +399,32 @@ netns_test! {
 }
 
 netns_test! {
+    fn dumps_dropped_after_one_poll_do_not_stop_the_next_one() {
+        // The kernel runs one dump per socket at a time and refuses another while one is
+        // running (EBUSY): a dump whose future is dropped before its end must be read to its
+        // end before the next request. (The kernel queues each datagram of a dump as the
+        // previous one is read, so a poll mostly reads a dump whole; this holds both cases.)
+        let _net = Topology::with_veth("r0", "r1", R0);
+        let sock = RouteSocket::open().unwrap();
+        let routes: Vec<RouteSpec> = (0..3000)
+            .map(|i| RouteSpec {
+                via: gw("192.0.2.2"),
+                ..r(&format!("10.{}.{}.0/24", 100 + i / 256, i % 256))
+            })
+            .collect();
+        assert!(add_all(&sock, &routes).failures.is_empty());
+        let links = smol::block_on(sock.links()).unwrap();
+        for _ in 0..3 {
+            let abandoned = Box::pin(sock.dump_routes(PROTO, &links));
+            let _ = smol::block_on(futures_lite::future::poll_once(abandoned));
+        }
+        assert_eq!(dump(&sock).len(), 3000);
+        let rules = smol::block_on(sock.dump_rules(PROTO)).unwrap();
+        assert!(rules.is_empty(), "{rules:?}");
+    }
+}
+
+netns_test! {
     fn every_kind_of_change_converges_in_one_sync_and_then_plans_nothing() {
         let _net = Topology::with_veth("r0", "r1", R0);
         sh("ip addr add 192.0.2.9/24 dev r0 && ip addr add 2001:db8:ff::9/64 dev r0 nodad");

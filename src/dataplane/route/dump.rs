@@ -17,7 +17,9 @@ use rtnetlink::sys::{Socket, protocols::NETLINK_ROUTE};
 
 use super::RouteError;
 use super::codec::Messages;
-use super::codec::header::{NLM_F_DUMP_INTR, NLMSG_DONE, NLMSG_ERROR, code};
+use super::codec::header::{
+    HEADER_LEN, NLM_F_CAPPED, NLM_F_DUMP_INTR, NLMSG_DONE, NLMSG_ERROR, code,
+};
 use super::socket::kernel_error;
 
 /// Attempts of one dump while the kernel says it was interrupted; the last result is then
@@ -68,6 +70,7 @@ impl Dumper {
         if let Some(seq) = self.unfinished {
             // Its errors were its caller's; this dump only needs the socket free again.
             let _ = self.answer(seq, &mut (), &mut |_, _, _| {}).await;
+            self.unfinished = None;
         }
         let mut attempt = 1;
         loop {
@@ -81,7 +84,12 @@ impl Dumper {
             self.socket.write_with(|s| s.send(request, 0)).await?;
             let mut out = T::default();
             self.unfinished = Some(seq);
-            if !self.answer(seq, &mut out, &mut each).await? {
+            let interrupted = self.answer(seq, &mut out, &mut each).await;
+            // Only a dropped future leaves the dump unfinished: after a failed receive or a
+            // malformed datagram the end may never come, and waiting for it would hang every
+            // later dump (a dump still running refuses the next with `EBUSY`, an error).
+            self.unfinished = None;
+            if !interrupted? {
                 return Ok(out);
             }
             if attempt == ATTEMPTS {
@@ -92,8 +100,8 @@ impl Dumper {
         }
     }
 
-    /// Reads the answer to dump `seq` up to its done message (or error), after which the
-    /// dump is no longer [`Dumper::unfinished`]: whether the kernel flagged it interrupted.
+    /// Reads the answer to dump `seq` up to its done message (or error): whether the kernel
+    /// flagged it interrupted.
     async fn answer<T>(
         &mut self,
         seq: u32,
@@ -128,11 +136,8 @@ impl Dumper {
                 match msg.kind {
                     // A dump that failed part-way ends with the errno in its done message.
                     NLMSG_DONE | NLMSG_ERROR => {
-                        self.unfinished = None;
                         return match code(msg.body).and_then(std::num::NonZeroI32::new) {
-                            Some(c) if c.get() < 0 => {
-                                Err(kernel_error(c, &msg.body[4..], msg.flags))
-                            }
+                            Some(c) if c.get() < 0 => Err(failed(c, msg.kind, msg.body, msg.flags)),
                             _ => Ok(interrupted),
                         };
                     }
@@ -140,5 +145,41 @@ impl Dumper {
                 }
             }
         }
+    }
+}
+
+/// The error a dump ended with. An error message echoes the request (its header, when capped)
+/// before the extended-ack attributes; a done message has the attributes right after the
+/// errno, so it is given an empty echo to read the same way.
+fn failed(code: std::num::NonZeroI32, kind: u16, body: &[u8], flags: u16) -> RouteError {
+    if kind == NLMSG_ERROR {
+        return kernel_error(code, &body[4..], flags);
+    }
+    let mut echoed = vec![0; HEADER_LEN];
+    echoed.extend_from_slice(&body[4..]);
+    kernel_error(code, &echoed, flags | NLM_F_CAPPED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataplane::route::codec::header::NLM_F_ACK_TLVS;
+
+    #[test]
+    fn a_dump_that_failed_part_way_gives_the_kernels_message() {
+        let mut done = (-libc::EINVAL).to_ne_bytes().to_vec();
+        crate::dataplane::route::codec::nla::put_string(&mut done, 1, "Invalid dump filter");
+        let code = std::num::NonZeroI32::new(-libc::EINVAL).unwrap();
+        assert_eq!(
+            failed(code, NLMSG_DONE, &done, NLM_F_ACK_TLVS).to_string(),
+            "Invalid argument: Invalid dump filter"
+        );
+        let mut error = (-libc::EINVAL).to_ne_bytes().to_vec();
+        error.extend_from_slice(&[0; HEADER_LEN]);
+        crate::dataplane::route::codec::nla::put_string(&mut error, 1, "Invalid dump filter");
+        assert_eq!(
+            failed(code, NLMSG_ERROR, &error, NLM_F_ACK_TLVS | NLM_F_CAPPED).to_string(),
+            "Invalid argument: Invalid dump filter"
+        );
     }
 }
