@@ -58,7 +58,7 @@ budget_size=${FOOTPRINT_BUDGET_SIZE:-2500000}
 # dataplane had its own rtnetlink codec (netlink-packet-route's parse and emit code, 0.45 MB,
 # was linked and resident, with netlink-proto's connection buffers) these were goals the
 # builds missed (5.6-5.9 and 5.9-6.2 MiB), and CI enforced ceilings half a MiB above them;
-# since, the builds measure 5.1-5.2 and 5.3-5.4 MiB, and the goals are the budgets.
+# since, the builds measure 5.0-5.2 and 5.4-5.6 MiB, and the goals are the budgets.
 budget_rss=${FOOTPRINT_BUDGET_RSS:-$((11 * 512 * 1024))}              # 5.5 MiB
 budget_rss_k8s=${FOOTPRINT_BUDGET_RSS_KUBERNETES:-$((6 * 1024 * 1024))} # 6 MiB
 budget_wakeups=${FOOTPRINT_BUDGET_WAKEUPS:-5}
