@@ -120,7 +120,7 @@ impl RouteMonitor {
                 match msg {
                     Ok(msg) => {
                         let by_self = self.own_port == Some(msg.port);
-                        match self.classify(msg.kind, msg.body, by_self) {
+                        match classify(msg.kind, msg.body, by_self, self.protocol) {
                             Ok(event) => self.pending.extend(event),
                             Err(e) => skipped(e),
                         }
@@ -134,39 +134,41 @@ impl RouteMonitor {
             }
         }
     }
+}
 
-    fn classify(
-        &self,
-        kind: u16,
-        body: &[u8],
-        by_self: bool,
-    ) -> Result<Option<RouteEvent>, super::codec::Malformed> {
-        let owned = |protocol: u8| !by_self && protocol == self.protocol;
-        Ok(match kind {
-            route::RTM_NEWROUTE | route::RTM_DELROUTE => {
-                owned(route::protocol(body)?).then_some(RouteEvent::OwnedRoute {
-                    removed: kind == route::RTM_DELROUTE,
-                })
-            }
-            rule::RTM_NEWRULE | rule::RTM_DELRULE => {
-                owned(rule::protocol(body)?).then_some(RouteEvent::OwnedRule {
-                    removed: kind == rule::RTM_DELRULE,
-                })
-            }
-            link::RTM_NEWLINK | link::RTM_DELLINK => {
-                let link = link::parse(body)?;
-                Some(RouteEvent::Link {
-                    index: link.index,
-                    name: link.name,
-                    removed: kind == link::RTM_DELLINK,
-                })
-            }
-            address::RTM_NEWADDR | address::RTM_DELADDR => Some(RouteEvent::Address {
-                removed: kind == address::RTM_DELADDR,
-            }),
-            _ => None,
-        })
-    }
+/// The event one notification is worth, if any: a route or rule change counts only when it
+/// carries `protocol` and another socket than edgenetd's own (`by_self`) made it.
+fn classify(
+    kind: u16,
+    body: &[u8],
+    by_self: bool,
+    protocol: u8,
+) -> Result<Option<RouteEvent>, super::codec::Malformed> {
+    let owned = |p: u8| !by_self && p == protocol;
+    Ok(match kind {
+        route::RTM_NEWROUTE | route::RTM_DELROUTE => {
+            owned(route::protocol(body)?).then_some(RouteEvent::OwnedRoute {
+                removed: kind == route::RTM_DELROUTE,
+            })
+        }
+        rule::RTM_NEWRULE | rule::RTM_DELRULE => {
+            owned(rule::protocol(body)?).then_some(RouteEvent::OwnedRule {
+                removed: kind == rule::RTM_DELRULE,
+            })
+        }
+        link::RTM_NEWLINK | link::RTM_DELLINK => {
+            let link = link::parse(body)?;
+            Some(RouteEvent::Link {
+                index: link.index,
+                name: link.name,
+                removed: kind == link::RTM_DELLINK,
+            })
+        }
+        address::RTM_NEWADDR | address::RTM_DELADDR => Some(RouteEvent::Address {
+            removed: kind == address::RTM_DELADDR,
+        }),
+        _ => None,
+    })
 }
 
 /// Attaches a classic BPF filter that drops, in the kernel, every notification caused by the
@@ -204,4 +206,75 @@ fn drop_own_notifications(fd: BorrowedFd<'_>, port: u32) -> std::io::Result<()> 
         },
     ];
     crate::sys::attach_socket_filter(fd, &program)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataplane::route::codec::nla::{put_attr, put_string};
+    use crate::dataplane::route::spec::{Family, RouteSpec, RuleSpec};
+
+    fn route_body(protocol: u8) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let spec = RouteSpec::new("10.0.0.0/8".parse().unwrap(), protocol);
+        route::put_delete(&mut buf, &spec, 1);
+        buf[16..].to_vec()
+    }
+
+    #[test]
+    fn only_foreign_changes_of_owned_routes_and_rules_are_events() {
+        let ours = route_body(190);
+        assert_eq!(
+            classify(route::RTM_NEWROUTE, &ours, false, 190),
+            Ok(Some(RouteEvent::OwnedRoute { removed: false }))
+        );
+        assert_eq!(
+            classify(route::RTM_DELROUTE, &ours, false, 190),
+            Ok(Some(RouteEvent::OwnedRoute { removed: true }))
+        );
+        assert_eq!(classify(route::RTM_NEWROUTE, &ours, true, 190), Ok(None));
+        assert_eq!(
+            classify(route::RTM_NEWROUTE, &route_body(4), false, 190),
+            Ok(None)
+        );
+        assert!(classify(route::RTM_NEWROUTE, &ours[..4], false, 190).is_err());
+
+        let mut rule = Vec::new();
+        rule::put(
+            &mut rule,
+            rule::RTM_NEWRULE,
+            &RuleSpec::new(Family::Ipv4, 9, 100, 190),
+            0,
+            1,
+        );
+        assert_eq!(
+            classify(rule::RTM_DELRULE, &rule[16..], false, 190),
+            Ok(Some(RouteEvent::OwnedRule { removed: true }))
+        );
+        assert_eq!(classify(rule::RTM_NEWRULE, &rule[16..], false, 7), Ok(None));
+        // A rule without FRA_PROTOCOL is nobody's.
+        assert_eq!(classify(rule::RTM_NEWRULE, &[2; 12], false, 190), Ok(None));
+    }
+
+    #[test]
+    fn link_and_address_changes_are_always_events() {
+        let mut link = vec![0u8; 16];
+        link[4..8].copy_from_slice(&3u32.to_ne_bytes());
+        put_string(&mut link, 3, "wan0");
+        assert_eq!(
+            classify(link::RTM_DELLINK, &link, true, 190),
+            Ok(Some(RouteEvent::Link {
+                index: 3,
+                name: Some("wan0".into()),
+                removed: true
+            }))
+        );
+        let mut addr = vec![2, 24, 0, 0, 3, 0, 0, 0];
+        put_attr(&mut addr, 2, &[192, 0, 2, 1]);
+        assert_eq!(
+            classify(address::RTM_NEWADDR, &addr, false, 190),
+            Ok(Some(RouteEvent::Address { removed: false }))
+        );
+        assert_eq!(classify(99, &addr, false, 190), Ok(None));
+    }
 }
