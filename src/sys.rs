@@ -1,5 +1,6 @@
 //! Safe wrappers of the few libc calls outside the nftables FFI module that need `unsafe`:
-//! integer socket options, a classic BPF socket filter, a listen backlog, `setns(2)`,
+//! integer socket options, a classic BPF socket filter, a datagram receive that tells
+//! truncation, a listen backlog, `setns(2)`,
 //! `malloc_trim(3)`, `mallopt(3)`, a unix socket peer's credentials, a group's id by name and
 //! the local time zone's offset (`localtime_r(3)`).
 //! Everything else in the crate stays free of `unsafe` (the crate denies it).
@@ -75,6 +76,39 @@ pub fn attach_socket_filter(fd: impl AsFd, program: &[libc::sock_filter]) -> io:
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Receives one whole datagram into `buf` (cleared first, grown to fit: the datagram's
+/// length is peeked with `MSG_TRUNC` first, so nothing is ever cut off). `MSG_DONTWAIT`, so
+/// it suits a readiness loop (`WouldBlock` when nothing is queued). Returns its length.
+pub fn recv_datagram(fd: impl AsFd, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let fd = fd.as_fd().as_raw_fd();
+    buf.clear();
+    // SAFETY: a zero-length read writes nothing; the fd is borrowed for the call.
+    let peeked = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            0,
+            libc::MSG_PEEK | libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+        )
+    };
+    if peeked < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // An emulator may answer the peek with 0: the buffer then keeps its capacity.
+    buf.reserve(peeked as usize);
+    let cap = buf.capacity();
+    // SAFETY: the kernel writes at most `cap` bytes at `buf`'s allocation, which has that
+    // capacity; the fd is borrowed for the call.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), cap, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the first `n` bytes (at most `cap`: no `MSG_TRUNC` here) were written by the
+    // kernel just now.
+    unsafe { buf.set_len((n as usize).min(cap)) };
+    Ok(n as usize)
 }
 
 /// Sets the accept backlog of a listening socket (`listen(2)` again: Linux then only

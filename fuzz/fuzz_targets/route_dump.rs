@@ -1,5 +1,6 @@
-//! The rtnetlink dump parser: arbitrary bytes as the kernel's answer to a route or rule dump
-//! give specs or nothing, never a panic; a spec read back renders and normalizes.
+//! The rtnetlink dump parser (edgenetd's own codec, `route::codec`): arbitrary bytes as the
+//! kernel's answer to a route or rule dump give specs or nothing, never a panic; a spec read
+//! back renders and normalizes.
 #![no_main]
 
 use edgenetd::dataplane::route::Links;

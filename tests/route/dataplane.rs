@@ -10,7 +10,7 @@ use common::shell::sh;
 use common::topology::Topology;
 use edgenetd::controller::route::plan::Plan;
 use edgenetd::dataplane::route::{
-    Family, NextHop, RouteSocket, RouteSpec, RouteType, RouteWrite, RuleSpec, RuleWrite,
+    Family, LinkKind, NextHop, RouteSocket, RouteSpec, RouteType, RouteWrite, RuleSpec, RuleWrite,
 };
 use serde_json::Value;
 
@@ -395,6 +395,75 @@ netns_test! {
         assert_eq!(dump(&sock).len(), 5000 - bad.len());
         let count = sh("ip route show proto 190 | wc -l");
         assert_eq!(count.trim(), (5000 - bad.len()).to_string());
+    }
+}
+
+netns_test! {
+    fn dumps_dropped_after_one_poll_do_not_stop_the_next_one() {
+        // The kernel runs one dump per socket at a time and refuses another while one is
+        // running (EBUSY): a dump whose future is dropped before its end must be read to its
+        // end before the next request. (The kernel queues each datagram of a dump as the
+        // previous one is read, so a poll mostly reads a dump whole; this holds both cases.)
+        let _net = Topology::with_veth("r0", "r1", R0);
+        let sock = RouteSocket::open().unwrap();
+        let routes: Vec<RouteSpec> = (0..3000)
+            .map(|i| RouteSpec {
+                via: gw("192.0.2.2"),
+                ..r(&format!("10.{}.{}.0/24", 100 + i / 256, i % 256))
+            })
+            .collect();
+        assert!(add_all(&sock, &routes).failures.is_empty());
+        let links = smol::block_on(sock.links()).unwrap();
+        for _ in 0..3 {
+            let abandoned = Box::pin(sock.dump_routes(PROTO, &links));
+            let _ = smol::block_on(futures_lite::future::poll_once(abandoned));
+        }
+        assert_eq!(dump(&sock).len(), 3000);
+        let rules = smol::block_on(sock.dump_rules(PROTO)).unwrap();
+        assert!(rules.is_empty(), "{rules:?}");
+    }
+}
+
+netns_test! {
+    fn links_and_addresses_are_read_as_ip_shows_them() {
+        let _net = Topology::with_veth("r0", "r1", R0);
+        // (No VLAN: the test kernel may lack 8021q; the codec's unit tests read a VLAN's
+        // kind and parent from a hand-built message.)
+        sh("ip link add br-t type bridge && ip link add d0 type veth peer name d1 \
+            && ip link set d0 master br-t \
+            && ip addr add 10.9.9.1/24 dev d1 && ip addr add 2001:db8:9::1/64 dev d1 nodad \
+            && ip link set d0 up && ip link set d1 up");
+        let index = |name: &str| -> u32 {
+            // (/sys shows the host's links: the namespace's come from `ip`.)
+            let out = sh(&format!("ip -o link show {name}"));
+            out.split(':').next().unwrap().trim().parse().unwrap()
+        };
+        let sock = RouteSocket::open().unwrap();
+        let table = smol::block_on(sock.link_table()).unwrap();
+        let link = |name: &str| {
+            table
+                .links
+                .iter()
+                .find(|l| l.name == name)
+                .unwrap_or_else(|| panic!("{name} not in {table:?}"))
+                .clone()
+        };
+        assert_eq!(link("br-t").kind, LinkKind::Bridge);
+        assert_eq!(link("d0").master, Some(index("br-t")));
+        // A veth's IFLA_LINK names its peer, not a parent.
+        assert_eq!((link("d1").kind, link("d1").parent), (LinkKind::Other, None));
+        assert_eq!(link("d1").master, None);
+        let links = smol::block_on(sock.links()).unwrap();
+        assert_eq!(links.index("d1"), Some(index("d1")));
+        assert_eq!(links.len(), table.links.len());
+        let nets = smol::block_on(sock.address_networks()).unwrap();
+        for net in ["10.9.9.1/24", "2001:db8:9::1/64"] {
+            assert!(
+                nets.contains(&(index("d1"), net.parse().unwrap())),
+                "{net} not in {nets:?}"
+            );
+        }
+        assert!(nets.contains(&(index("r0"), "192.0.2.1/24".parse().unwrap())), "{nets:?}");
     }
 }
 

@@ -1,13 +1,9 @@
 //! The links with what a flowtable needs to know of them: kind, bridge master, VLAN parent,
 //! and the devices PPPoE sessions run over.
 
-use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::{
-    InfoKind, LinkAttribute, LinkInfo as Nla, LinkLayerType, LinkMessage,
-};
-
 use super::RouteError;
-use super::socket::RouteSocket;
+use super::codec::link::{self, Link};
+use super::socket::{RouteSocket, skipped};
 
 /// What kind of device a link is, as far as resolving it to real devices goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,16 +47,16 @@ impl RouteSocket {
     /// The links of the socket's namespace, with the PPPoE devices of the calling thread's
     /// namespace (the same one when the socket was opened there).
     pub async fn link_table(&self) -> Result<LinkTable, RouteError> {
-        let mut links = Vec::new();
-        self.dump(
-            RouteNetlinkMessage::GetLink(LinkMessage::default()),
-            |msg| {
-                if let RouteNetlinkMessage::NewLink(link) = msg {
-                    links.extend(link_info(link));
+        let mut links = self
+            .dump(link::put_dump, |links: &mut Vec<_>, kind, body| {
+                if kind == link::RTM_NEWLINK {
+                    match link::parse(body) {
+                        Ok(link) => links.extend(link_info(link)),
+                        Err(e) => skipped(e),
+                    }
                 }
-            },
-        )
-        .await?;
+            })
+            .await?;
         links.sort();
         // This thread's namespace (`/proc/net` is the process's), empty without PPPoE.
         let pppoe = std::fs::read_to_string("/proc/thread-self/net/pppoe")
@@ -73,36 +69,20 @@ impl RouteSocket {
     }
 }
 
-fn link_info(link: LinkMessage) -> Option<LinkInfo> {
-    let mut kind = match link.header.link_layer_type {
-        LinkLayerType::Ppp => LinkKind::Ppp,
+fn link_info(link: Link) -> Option<LinkInfo> {
+    let kind = match link.kind.as_deref() {
+        Some("bridge") => LinkKind::Bridge,
+        Some("vlan") => LinkKind::Vlan,
+        Some("ppp") => LinkKind::Ppp,
+        _ if link.ppp => LinkKind::Ppp,
         _ => LinkKind::Other,
     };
-    let (mut name, mut master, mut lower) = (None, None, None);
-    for attr in link.attributes {
-        match attr {
-            LinkAttribute::IfName(n) => name = Some(n),
-            LinkAttribute::Controller(m) => master = Some(m),
-            LinkAttribute::Link(l) => lower = Some(l),
-            LinkAttribute::LinkInfo(infos) => {
-                for i in infos {
-                    match i {
-                        Nla::Kind(InfoKind::Bridge) => kind = LinkKind::Bridge,
-                        Nla::Kind(InfoKind::Vlan) => kind = LinkKind::Vlan,
-                        Nla::Kind(InfoKind::Other(k)) if k == "ppp" => kind = LinkKind::Ppp,
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
     Some(LinkInfo {
-        index: link.header.index,
-        name: name?,
+        index: link.index,
+        name: link.name?,
         kind,
-        master,
-        parent: lower.filter(|_| kind == LinkKind::Vlan),
+        master: link.master,
+        parent: link.lower.filter(|_| kind == LinkKind::Vlan),
     })
 }
 

@@ -1,12 +1,14 @@
-//! Routes and routing rules through rtnetlink (on smol).
+//! Routes and routing rules through rtnetlink (netlink sockets on smol).
 //!
 //! Thin by design: [`spec`] describes routes and rules with device names and no netlink
-//! types, [`message`] translates them to and from rtnetlink messages, [`socket`] dumps (the
-//! kernel filters routes by protocol) and writes (pipelined, every ack mapped back to its
-//! write), and [`monitor`] turns kernel notifications into "maybe sync" events. Nothing here
-//! knows about TOML or about what *should* be installed; that is the route controller's job.
+//! types, [`codec`] encodes requests and reads the kernel's messages (routes, rules, links,
+//! addresses: only the attributes edgenetd uses), [`socket`] dumps (the kernel filters routes
+//! by protocol; see [`dump`]) and writes (pipelined, every ack mapped back to its write), and
+//! [`monitor`] turns kernel notifications into "maybe sync" events. Nothing here knows about
+//! TOML or about what *should* be installed; that is the route controller's job.
 
-mod datagram;
+pub mod codec;
+mod dump;
 pub mod link_table;
 pub mod message;
 pub mod monitor;

@@ -12,23 +12,21 @@
 //! writes are dropped by a socket filter in the kernel, so they cost nothing and never fill
 //! the buffer.
 
-use futures_lite::StreamExt;
-use futures_lite::stream::Boxed;
-use rtnetlink::MulticastGroup;
-use rtnetlink::packet_core::NetlinkMessage;
-use rtnetlink::packet_core::NetlinkPayload;
-use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::LinkAttribute;
-use rtnetlink::sys::{AsyncSocket, SmolSocket};
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::RouteError;
-use super::socket::force_rcvbuf;
+use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
-type Receiver = Boxed<(
-    NetlinkMessage<RouteNetlinkMessage>,
-    rtnetlink::sys::SocketAddr,
-)>;
+use super::RouteError;
+use super::codec::{Messages, address, link, route, rule};
+use super::socket::{force_rcvbuf, skipped};
+
+/// The multicast groups (`RTNLGRP_*`, all below 32, so one bind mask holds them): links,
+/// IPv4 and IPv6 addresses, routes and rules.
+const GROUPS: [u32; 7] = [1, 5, 7, 8, 9, 11, 19];
+/// The receive buffer to start with: a notification is one message, a link's the largest
+/// (a bigger one grows it).
+const RECV_BYTES: usize = 16 << 10;
 
 /// Something that may need a sync.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +62,10 @@ pub enum RouteEvent {
 
 /// A subscription to route, rule and link notifications.
 pub struct RouteMonitor {
-    rx: Receiver,
+    socket: smol::Async<Socket>,
+    buf: Vec<u8>,
+    /// Events of the last datagram not handed out yet.
+    pending: VecDeque<RouteEvent>,
     protocol: u8,
     own_port: Option<u32>,
 }
@@ -76,87 +77,98 @@ impl RouteMonitor {
     /// Subscribes (on the calling thread's network namespace). Changes made through the socket
     /// with port id `own_port` (see [`super::RouteSocket::port`]) are not reported.
     pub fn open(protocol: u8, own_port: Option<u32>) -> Result<RouteMonitor, RouteError> {
-        let (mut conn, _handle, rx) =
-            rtnetlink::new_multicast_connection_with_socket::<SmolSocket>(&[
-                MulticastGroup::Ipv4Route,
-                MulticastGroup::Ipv6Route,
-                MulticastGroup::Ipv4Rule,
-                MulticastGroup::Ipv6Rule,
-                MulticastGroup::Link,
-                MulticastGroup::Ipv4Ifaddr,
-                MulticastGroup::Ipv6Ifaddr,
-            ])
-            .map_err(RouteError::from)?;
-        let fd = conn.socket_mut().socket_ref().as_fd();
-        force_rcvbuf(fd, MONITOR_RCVBUF);
+        let mut socket = Socket::new(NETLINK_ROUTE)?;
+        let mask = GROUPS.iter().fold(0, |mask, g| mask | 1 << (g - 1));
+        socket.bind(&SocketAddr::new(0, mask))?;
+        force_rcvbuf(socket.as_fd(), MONITOR_RCVBUF);
         if let Some(port) = own_port {
             // Best effort: without the filter the same messages are dropped in `next`.
-            let _ = drop_own_notifications(fd, port);
+            let _ = drop_own_notifications(socket.as_fd(), port);
         }
-        smol::spawn(conn).detach();
         Ok(RouteMonitor {
-            rx: rx.boxed(),
+            socket: smol::Async::new(socket)?,
+            buf: Vec::with_capacity(RECV_BYTES),
+            pending: VecDeque::new(),
             protocol,
             own_port,
         })
     }
 
-    /// The next event worth a sync; `None` when the connection ended.
+    /// The next event worth a sync; `None` when the socket failed.
     pub async fn next(&mut self) -> Option<RouteEvent> {
-        while let Some((msg, _from)) = self.rx.next().await {
-            let by_self = self.own_port.is_some_and(|p| p == msg.header.port_number);
-            let event = match msg.payload {
-                NetlinkPayload::Overrun(_) => Some(RouteEvent::Overrun),
-                NetlinkPayload::InnerMessage(inner) => self.classify(inner, by_self),
-                _ => None,
-            };
-            if event.is_some() {
-                return event;
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
             }
-        }
-        None
-    }
-
-    fn classify(&self, msg: RouteNetlinkMessage, by_self: bool) -> Option<RouteEvent> {
-        match msg {
-            RouteNetlinkMessage::NewRoute(r) | RouteNetlinkMessage::DelRoute(r)
-                if by_self || u8::from(r.header.protocol) != self.protocol =>
+            let buf = &mut self.buf;
+            match self
+                .socket
+                .read_with(|s| crate::sys::recv_datagram(s.as_fd(), buf))
+                .await
             {
-                None
+                Ok(_) => {}
+                // The receive buffer overflowed: notifications were lost.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    return Some(RouteEvent::Overrun);
+                }
+                Err(e) => {
+                    log::warn!("route monitor: {e}");
+                    return None;
+                }
             }
-            RouteNetlinkMessage::NewRoute(_) => Some(RouteEvent::OwnedRoute { removed: false }),
-            RouteNetlinkMessage::DelRoute(_) => Some(RouteEvent::OwnedRoute { removed: true }),
-            RouteNetlinkMessage::NewRule(r) | RouteNetlinkMessage::DelRule(r)
-                if by_self || !rule_is_owned(&r, self.protocol) =>
-            {
-                None
+            for msg in Messages::new(&self.buf) {
+                match msg {
+                    Ok(msg) => {
+                        let by_self = self.own_port == Some(msg.port);
+                        match classify(msg.kind, msg.body, by_self, self.protocol) {
+                            Ok(event) => self.pending.extend(event),
+                            Err(e) => skipped(e),
+                        }
+                    }
+                    Err(e) => {
+                        // Whatever it said is lost: resync to be sure.
+                        skipped(e);
+                        self.pending.push_back(RouteEvent::Overrun);
+                    }
+                }
             }
-            RouteNetlinkMessage::NewRule(_) => Some(RouteEvent::OwnedRule { removed: false }),
-            RouteNetlinkMessage::DelRule(_) => Some(RouteEvent::OwnedRule { removed: true }),
-            RouteNetlinkMessage::NewLink(l) => Some(link_event(&l, false)),
-            RouteNetlinkMessage::DelLink(l) => Some(link_event(&l, true)),
-            RouteNetlinkMessage::NewAddress(_) => Some(RouteEvent::Address { removed: false }),
-            RouteNetlinkMessage::DelAddress(_) => Some(RouteEvent::Address { removed: true }),
-            _ => None,
         }
     }
 }
 
-fn rule_is_owned(rule: &rtnetlink::packet_route::rule::RuleMessage, protocol: u8) -> bool {
-    rule.attributes.iter().any(|a| {
-        matches!(a, rtnetlink::packet_route::rule::RuleAttribute::Protocol(p) if u8::from(*p) == protocol)
-    })
-}
-
-fn link_event(link: &rtnetlink::packet_route::link::LinkMessage, removed: bool) -> RouteEvent {
-    RouteEvent::Link {
-        index: link.header.index,
-        name: link.attributes.iter().find_map(|a| match a {
-            LinkAttribute::IfName(n) => Some(n.clone()),
-            _ => None,
+/// The event one notification is worth, if any: a route or rule change counts only when it
+/// carries `protocol` and another socket than edgenetd's own (`by_self`) made it.
+fn classify(
+    kind: u16,
+    body: &[u8],
+    by_self: bool,
+    protocol: u8,
+) -> Result<Option<RouteEvent>, super::codec::Malformed> {
+    let owned = |p: u8| !by_self && p == protocol;
+    Ok(match kind {
+        route::RTM_NEWROUTE | route::RTM_DELROUTE => {
+            owned(route::protocol(body)?).then_some(RouteEvent::OwnedRoute {
+                removed: kind == route::RTM_DELROUTE,
+            })
+        }
+        rule::RTM_NEWRULE | rule::RTM_DELRULE => {
+            owned(rule::protocol(body)?).then_some(RouteEvent::OwnedRule {
+                removed: kind == rule::RTM_DELRULE,
+            })
+        }
+        link::RTM_NEWLINK | link::RTM_DELLINK => {
+            let link = link::parse(body)?;
+            Some(RouteEvent::Link {
+                index: link.index,
+                name: link.name,
+                removed: kind == link::RTM_DELLINK,
+            })
+        }
+        address::RTM_NEWADDR | address::RTM_DELADDR => Some(RouteEvent::Address {
+            removed: kind == address::RTM_DELADDR,
         }),
-        removed,
-    }
+        _ => None,
+    })
 }
 
 /// Attaches a classic BPF filter that drops, in the kernel, every notification caused by the
@@ -194,4 +206,75 @@ fn drop_own_notifications(fd: BorrowedFd<'_>, port: u32) -> std::io::Result<()> 
         },
     ];
     crate::sys::attach_socket_filter(fd, &program)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataplane::route::codec::nla::{put_attr, put_string};
+    use crate::dataplane::route::spec::{Family, RouteSpec, RuleSpec};
+
+    fn route_body(protocol: u8) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let spec = RouteSpec::new("10.0.0.0/8".parse().unwrap(), protocol);
+        route::put_delete(&mut buf, &spec, 1);
+        buf[16..].to_vec()
+    }
+
+    #[test]
+    fn only_foreign_changes_of_owned_routes_and_rules_are_events() {
+        let ours = route_body(190);
+        assert_eq!(
+            classify(route::RTM_NEWROUTE, &ours, false, 190),
+            Ok(Some(RouteEvent::OwnedRoute { removed: false }))
+        );
+        assert_eq!(
+            classify(route::RTM_DELROUTE, &ours, false, 190),
+            Ok(Some(RouteEvent::OwnedRoute { removed: true }))
+        );
+        assert_eq!(classify(route::RTM_NEWROUTE, &ours, true, 190), Ok(None));
+        assert_eq!(
+            classify(route::RTM_NEWROUTE, &route_body(4), false, 190),
+            Ok(None)
+        );
+        assert!(classify(route::RTM_NEWROUTE, &ours[..4], false, 190).is_err());
+
+        let mut rule = Vec::new();
+        rule::put(
+            &mut rule,
+            rule::RTM_NEWRULE,
+            &RuleSpec::new(Family::Ipv4, 9, 100, 190),
+            0,
+            1,
+        );
+        assert_eq!(
+            classify(rule::RTM_DELRULE, &rule[16..], false, 190),
+            Ok(Some(RouteEvent::OwnedRule { removed: true }))
+        );
+        assert_eq!(classify(rule::RTM_NEWRULE, &rule[16..], false, 7), Ok(None));
+        // A rule without FRA_PROTOCOL is nobody's.
+        assert_eq!(classify(rule::RTM_NEWRULE, &[2; 12], false, 190), Ok(None));
+    }
+
+    #[test]
+    fn link_and_address_changes_are_always_events() {
+        let mut link = vec![0u8; 16];
+        link[4..8].copy_from_slice(&3u32.to_ne_bytes());
+        put_string(&mut link, 3, "wan0");
+        assert_eq!(
+            classify(link::RTM_DELLINK, &link, true, 190),
+            Ok(Some(RouteEvent::Link {
+                index: 3,
+                name: Some("wan0".into()),
+                removed: true
+            }))
+        );
+        let mut addr = vec![2, 24, 0, 0, 3, 0, 0, 0];
+        put_attr(&mut addr, 2, &[192, 0, 2, 1]);
+        assert_eq!(
+            classify(address::RTM_NEWADDR, &addr, false, 190),
+            Ok(Some(RouteEvent::Address { removed: false }))
+        );
+        assert_eq!(classify(99, &addr, false, 190), Ok(None));
+    }
 }

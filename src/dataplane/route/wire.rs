@@ -1,44 +1,15 @@
-//! Route write requests encoded straight into a datagram buffer, and the kernel's answers
-//! read straight from one.
+//! Write requests encoded straight into a datagram buffer (by [`super::codec`]), and the
+//! kernel's answers read straight from one.
 //!
-//! Why not `netlink-packet-route` for every write: each request there is a `RouteMessage`
-//! with a vector of attribute enums, sized and emitted attribute by attribute, then parsed
-//! back on the answer side; at 100,000 routes that was most of the controller's own time in
-//! a cold sync. The routes almost every config holds (one gateway of the route's family
-//! and/or one device, any type, table, metric, source) are written here field by field, with
-//! the bytes `route_add_message`/`route_delete_message` serialize to (a test holds them
-//! equal); anything else (multipath, `mtu`, an IPv6 gateway for an IPv4 route) and every rule
-//! is serialized through the library into the same buffer.
-
-use std::net::IpAddr;
-
-use rtnetlink::packet_core::{
-    NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
-};
-use rtnetlink::packet_route::RouteNetlinkMessage;
+//! Why field by field into one buffer: at 100,000 routes, building a message value per route
+//! (a vector of attribute enums, sized and emitted attribute by attribute, then parsed back on
+//! the answer side) was most of the controller's own time in a cold sync.
 
 use super::RouteError;
-use super::message::{Links, route_add_message, route_delete_message, rule_message};
+use super::codec::header::{HEADER_LEN, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLMSG_ERROR};
+use super::codec::{route, rule};
+use super::message::Links;
 use super::socket::{RouteWrite, RuleWrite};
-use super::spec::{Family, RouteSpec, RouteType};
-
-/// `NLMSG_ERROR`: an ack (error 0) or an error.
-pub const NLMSG_ERROR: u16 = 2;
-const RTM_NEWROUTE: u16 = 24;
-const RTM_DELROUTE: u16 = 25;
-const RTA_DST: u16 = 1;
-const RTA_OIF: u16 = 4;
-const RTA_GATEWAY: u16 = 5;
-const RTA_PRIORITY: u16 = 6;
-const RTA_PREFSRC: u16 = 7;
-const RTA_TABLE: u16 = 15;
-const RTM_F_ONLINK: u32 = 4;
-const RT_SCOPE_UNIVERSE: u8 = 0;
-const RT_SCOPE_LINK: u8 = 253;
-const RT_SCOPE_NOWHERE: u8 = 255;
-
-/// The netlink header's length.
-pub const HEADER_LEN: usize = 16;
 
 /// Appends the request for one route write (sequence number `seq`, no ack asked: the
 /// kernel answers a request without `NLM_F_ACK` only when it fails); the devices are
@@ -49,88 +20,25 @@ pub fn route_write<'a>(
     links: &mut Devices<'a>,
     seq: u32,
 ) -> Result<(), RouteError> {
-    let (spec, kind, flags) = match *write {
-        RouteWrite::Add(spec) => (spec, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL),
-        RouteWrite::Replace(spec) => (spec, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE),
-        RouteWrite::Delete(spec) => (spec, RTM_DELROUTE, 0),
-    };
-    if !plain(spec) {
-        let body = match *write {
-            RouteWrite::Delete(spec) => RouteNetlinkMessage::DelRoute(route_delete_message(spec)),
-            _ => RouteNetlinkMessage::NewRoute(route_add_message(spec, links.links)?),
-        };
-        serialize(buf, body, flags, seq);
-        return Ok(());
-    }
-    let oif = match (&spec.dev, kind, spec.kind.forwards()) {
-        (Some(dev), RTM_NEWROUTE, true) => Some(
-            links
-                .index(dev)
-                .ok_or_else(|| RouteError::NoSuchDevice(dev.clone()))?,
-        ),
-        _ => None,
+    let (spec, flags) = match *write {
+        RouteWrite::Add(spec) => (spec, NLM_F_CREATE | NLM_F_EXCL),
+        RouteWrite::Replace(spec) => (spec, NLM_F_CREATE | NLM_F_REPLACE),
+        RouteWrite::Delete(spec) => {
+            route::put_delete(buf, spec, seq);
+            return Ok(());
+        }
     };
     let start = buf.len();
-    buf.reserve(96);
-    // Header, its length patched at the end.
-    put_u32(buf, 0);
-    put_u16(buf, kind);
-    put_u16(buf, NLM_F_REQUEST | flags);
-    put_u32(buf, seq);
-    put_u32(buf, 0);
-    let family = spec.family();
-    let (scope, rtm_type, rtm_flags) = if kind == RTM_DELROUTE {
-        (RT_SCOPE_NOWHERE, 0, 0)
-    } else {
-        let forwards = spec.kind.forwards();
-        let scope = if family == Family::Ipv4 && forwards && spec.via.is_none() {
-            RT_SCOPE_LINK
-        } else {
-            RT_SCOPE_UNIVERSE
-        };
-        let onlink = if forwards && spec.onlink {
-            RTM_F_ONLINK
-        } else {
-            0
-        };
-        (scope, type_byte(spec.kind), onlink)
+    let mut device = |name: &'a str| {
+        links
+            .index(name)
+            .ok_or_else(|| RouteError::NoSuchDevice(name.to_string()))
     };
-    buf.extend_from_slice(&[
-        match family {
-            Family::Ipv4 => libc::AF_INET as u8,
-            Family::Ipv6 => libc::AF_INET6 as u8,
-        },
-        spec.dst.prefix_len(),
-        0,
-        0,
-        if spec.table < 256 {
-            spec.table as u8
-        } else {
-            0
-        },
-        spec.protocol,
-        scope,
-        rtm_type,
-    ]);
-    put_u32(buf, rtm_flags);
-    if spec.dst.prefix_len() > 0 {
-        put_addr(buf, RTA_DST, spec.dst.addr());
+    let written = route::put_new(buf, spec, flags, seq, &mut device);
+    if written.is_err() {
+        buf.truncate(start);
     }
-    put_attr_u32(buf, RTA_TABLE, spec.table);
-    put_attr_u32(buf, RTA_PRIORITY, spec.metric);
-    let gateway = kind == RTM_DELROUTE || spec.kind.forwards();
-    if let (Some(via), true) = (spec.via, gateway) {
-        put_addr(buf, RTA_GATEWAY, via);
-    }
-    if let Some(oif) = oif {
-        put_attr_u32(buf, RTA_OIF, oif);
-    }
-    if let (Some(src), true) = (spec.src, kind == RTM_NEWROUTE) {
-        put_addr(buf, RTA_PREFSRC, src);
-    }
-    let len = (buf.len() - start) as u32;
-    buf[start..start + 4].copy_from_slice(&len.to_ne_bytes());
-    Ok(())
+    written
 }
 
 /// The links, with the last device looked up remembered: the routes of a config mostly
@@ -159,85 +67,13 @@ impl<'a> Devices<'a> {
     }
 }
 
-/// Appends the request for one rule write (serialized by the library; rules are few).
+/// Appends the request for one rule write.
 pub fn rule_write(buf: &mut Vec<u8>, write: &RuleWrite<'_>, seq: u32) {
-    let (body, flags) = match *write {
-        RuleWrite::Add(spec) => (
-            RouteNetlinkMessage::NewRule(rule_message(spec)),
-            NLM_F_CREATE | NLM_F_EXCL,
-        ),
-        RuleWrite::Delete(spec) => (RouteNetlinkMessage::DelRule(rule_message(spec)), 0),
-    };
-    serialize(buf, body, flags, seq);
-}
-
-/// True for a route written field by field here: no multipath, no metrics, and a gateway
-/// (if any) of the route's own family.
-fn plain(spec: &RouteSpec) -> bool {
-    spec.nexthops.is_empty()
-        && spec.mtu.is_none()
-        && spec
-            .via
-            .is_none_or(|via| Family::of_addr(&via) == spec.family())
-}
-
-fn type_byte(kind: RouteType) -> u8 {
-    match kind {
-        RouteType::Unicast => 1,
-        RouteType::Blackhole => 6,
-        RouteType::Unreachable => 7,
-        RouteType::Prohibit => 8,
-        RouteType::Throw => 9,
-        RouteType::Other(n) => n,
-    }
-}
-
-fn serialize(buf: &mut Vec<u8>, body: RouteNetlinkMessage, flags: u16, seq: u32) {
-    let mut msg = NetlinkMessage::from(body);
-    msg.header.flags = NLM_F_REQUEST | flags;
-    msg.header.sequence_number = seq;
-    msg.finalize();
-    let start = buf.len();
-    buf.resize(start + msg.buffer_len(), 0);
-    msg.serialize(&mut buf[start..]);
-    // Messages of one datagram start 4-byte aligned.
-    buf.resize(buf.len().div_ceil(4) * 4, 0);
-}
-
-// Inlined: the crate is built for size, and these run a few times per route.
-#[inline(always)]
-fn put_u16(buf: &mut Vec<u8>, v: u16) {
-    buf.extend_from_slice(&v.to_ne_bytes());
-}
-
-// Inlined: the crate is built for size, and these run a few times per route.
-#[inline(always)]
-fn put_u32(buf: &mut Vec<u8>, v: u32) {
-    buf.extend_from_slice(&v.to_ne_bytes());
-}
-
-// Inlined: the crate is built for size, and these run a few times per route.
-#[inline(always)]
-fn put_attr_u32(buf: &mut Vec<u8>, kind: u16, v: u32) {
-    put_u16(buf, 8);
-    put_u16(buf, kind);
-    put_u32(buf, v);
-}
-
-// Inlined: the crate is built for size, and these run a few times per route.
-#[inline(always)]
-fn put_addr(buf: &mut Vec<u8>, kind: u16, addr: IpAddr) {
-    match addr {
-        IpAddr::V4(a) => {
-            put_u16(buf, 8);
-            put_u16(buf, kind);
-            buf.extend_from_slice(&a.octets());
+    match *write {
+        RuleWrite::Add(spec) => {
+            rule::put(buf, rule::RTM_NEWRULE, spec, NLM_F_CREATE | NLM_F_EXCL, seq)
         }
-        IpAddr::V6(a) => {
-            put_u16(buf, 20);
-            put_u16(buf, kind);
-            buf.extend_from_slice(&a.octets());
-        }
+        RuleWrite::Delete(spec) => rule::put(buf, rule::RTM_DELRULE, spec, 0, seq),
     }
 }
 
@@ -278,7 +114,12 @@ pub fn answers(datagram: &[u8]) -> Vec<Answer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtnetlink::packet_core::NLM_F_ACK;
+    use crate::dataplane::route::codec::header::{NLM_F_ACK, NLM_F_CAPPED};
+    use crate::dataplane::route::codec::reference::{
+        route_add_message, route_delete_message, rule_message, serialize,
+    };
+    use crate::dataplane::route::spec::{Family, NextHop, RouteSpec, RouteType, RuleSpec};
+    use rtnetlink::packet_route::RouteNetlinkMessage;
 
     fn links() -> Links {
         let mut l = Links::default();
@@ -300,13 +141,11 @@ mod tests {
             ),
             RouteWrite::Delete(s) => (RouteNetlinkMessage::DelRoute(route_delete_message(s)), 0),
         };
-        let mut buf = Vec::new();
-        serialize(&mut buf, body, flags, seq);
-        buf
+        serialize(body, flags, seq)
     }
 
     #[test]
-    fn plain_routes_are_encoded_as_the_library_serializes_them() {
+    fn routes_are_encoded_as_the_library_serializes_them() {
         let base = |dst: &str| RouteSpec::new(dst.parse().unwrap(), 190);
         let specs = [
             RouteSpec {
@@ -351,6 +190,46 @@ mod tests {
                 kind: RouteType::Other(2),
                 ..base("10.1.0.0/16")
             },
+            // What used to go through the library: multipath, metrics, RFC 5549 gateways.
+            RouteSpec {
+                mtu: Some(1400),
+                dev: Some("eth1".into()),
+                ..base("10.2.0.0/16")
+            },
+            RouteSpec {
+                via: Some("2001:db8::1".parse().unwrap()),
+                dev: Some("eth1".into()),
+                ..base("10.3.0.0/16")
+            },
+            RouteSpec {
+                nexthops: vec![
+                    NextHop {
+                        via: Some("192.0.2.2".parse().unwrap()),
+                        dev: Some("eth1".into()),
+                        weight: 1,
+                        onlink: false,
+                    },
+                    NextHop {
+                        via: Some("2001:db8::2".parse().unwrap()),
+                        dev: None,
+                        weight: 256,
+                        onlink: true,
+                    },
+                ],
+                src: Some("192.0.2.1".parse().unwrap()),
+                mtu: Some(9000),
+                ..base("10.4.0.0/16")
+            },
+            RouteSpec {
+                nexthops: vec![NextHop {
+                    via: Some("2001:db8::2".parse().unwrap()),
+                    dev: Some("lo".into()),
+                    weight: 10,
+                    onlink: false,
+                }],
+                via: Some("2001:db8::9".parse().unwrap()),
+                ..base("2001:db8:6::/48")
+            },
         ];
         for spec in &specs {
             let l = links();
@@ -378,6 +257,31 @@ mod tests {
             ),
             Err(RouteError::NoSuchDevice("eth9".into()))
         );
+        let hop = NextHop {
+            via: None,
+            dev: Some("eth9".into()),
+            weight: 1,
+            onlink: false,
+        };
+        let missing_hop = RouteSpec {
+            nexthops: vec![hop],
+            ..base("10.0.0.0/8")
+        };
+        let mut buf = vec![1, 2, 3, 4];
+        assert_eq!(
+            route_write(
+                &mut buf,
+                &RouteWrite::Add(&missing_hop),
+                &mut Devices::new(&l),
+                1
+            ),
+            Err(RouteError::NoSuchDevice("eth9".into()))
+        );
+        assert_eq!(
+            buf,
+            [1, 2, 3, 4],
+            "a failed write leaves the datagram as it was"
+        );
         // A delete names no device, so a missing one does not matter.
         assert!(
             route_write(
@@ -402,7 +306,7 @@ mod tests {
             msg.extend_from_slice(&[0u8; HEADER_LEN]);
             let len = msg.len() as u32;
             msg[..4].copy_from_slice(&len.to_ne_bytes());
-            msg[6..8].copy_from_slice(&(rtnetlink::packet_core::NLM_F_CAPPED).to_ne_bytes());
+            msg[6..8].copy_from_slice(&NLM_F_CAPPED.to_ne_bytes());
             datagram.extend(msg);
         }
         assert_eq!(
@@ -424,6 +328,42 @@ mod tests {
         for cut in 0..datagram.len() {
             assert!(answers(&datagram[..cut]).len() <= 2);
         }
-        let _ = NLM_F_ACK;
+    }
+
+    #[test]
+    fn rules_are_encoded_as_the_library_serializes_them() {
+        let mut full = RuleSpec::new(Family::Ipv4, 1000, 100, 190);
+        full.from = Some("10.0.5.0/24".parse().unwrap());
+        full.to = Some("10.9.0.0/16".parse().unwrap());
+        full.iif = Some("eth1".into());
+        full.oif = Some("wg0-long-name".into());
+        full.fwmark = Some(7);
+        full.fwmask = Some(0xff);
+        let mut v6 = RuleSpec::new(Family::Ipv6, 5, 1000, 190);
+        v6.from = Some("2001:db8::/32".parse().unwrap());
+        let mut other = RuleSpec::new(Family::Ipv4, 9, 0, 190);
+        other.action = crate::dataplane::route::RuleAction::Other(6);
+        for spec in [full, v6, other] {
+            let mut ours = Vec::new();
+            rule_write(&mut ours, &RuleWrite::Add(&spec), 3);
+            let lib = serialize(
+                RouteNetlinkMessage::NewRule(rule_message(&spec)),
+                NLM_F_CREATE | NLM_F_EXCL,
+                3,
+            );
+            assert_eq!(ours, lib, "{spec}");
+            let mut ours = Vec::new();
+            rule_write(&mut ours, &RuleWrite::Delete(&spec), 4);
+            let lib = serialize(RouteNetlinkMessage::DelRule(rule_message(&spec)), 0, 4);
+            assert_eq!(ours, lib, "{spec}");
+        }
+        // The ack bit the pipeline sets on the last request of a chunk is where it expects.
+        let mut buf = Vec::new();
+        rule_write(
+            &mut buf,
+            &RuleWrite::Delete(&RuleSpec::new(Family::Ipv4, 1, 1, 1)),
+            1,
+        );
+        assert_eq!(u16::from_ne_bytes([buf[6], buf[7]]) & NLM_F_ACK, 0);
     }
 }
