@@ -80,17 +80,30 @@ impl LastGood {
             return;
         }
         let paths: Vec<String> = texts
-            .0
+            .files
             .iter()
             .map(|(p, _)| p.display().to_string())
             .collect();
         let files: Vec<(&str, &str)> = paths
             .iter()
-            .zip(&texts.0)
+            .zip(&texts.files)
+            .map(|(p, (_, t))| (p.as_str(), t.as_str()))
+            .collect();
+        let data_paths: Vec<String> = texts
+            .data
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        let data: Vec<(&str, &str)> = data_paths
+            .iter()
+            .zip(&texts.data)
             .map(|(p, (_, t))| (p.as_str(), t.as_str()))
             .collect();
         let saved_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        match self.store.save_last_good(&self.main, saved_unix, &files) {
+        match self
+            .store
+            .save_last_good(&self.main, saved_unix, &files, &data)
+        {
             Ok(()) => {
                 log::debug!(
                     "kept the configuration in force as {}",
@@ -129,13 +142,16 @@ impl LastGood {
                 self.main
             ));
         }
-        let texts = ConfigTexts(
-            record
-                .files
+        let paths = |files: Vec<(String, String)>| {
+            files
                 .into_iter()
                 .map(|(p, t)| (PathBuf::from(p), t))
-                .collect(),
-        );
+                .collect()
+        };
+        let texts = ConfigTexts {
+            files: paths(record.files),
+            data: paths(record.data),
+        };
         let state = config::boot::load_texts(&texts).map_err(|e: ConfigError| {
             error!("the last good configuration does not load with this edgenetd:");
             for line in e.rendered.lines() {
@@ -149,9 +165,10 @@ impl LastGood {
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).print = Some(digest(&texts));
         let saved = UNIX_EPOCH + Duration::from_secs(record.saved_unix);
         info!(
-            "loaded the last good configuration, kept {} ({} file(s))",
+            "loaded the last good configuration, kept {} ({} file(s), {} data file(s))",
             rfc3339(saved),
-            texts.0.len()
+            texts.files.len(),
+            texts.data.len()
         );
         Ok((state, saved))
     }
@@ -172,7 +189,7 @@ impl LastGood {
 /// A digest of every path and text (compared within this process only; no copy of them).
 fn digest(texts: &ConfigTexts) -> u64 {
     let mut hasher = DefaultHasher::new();
-    texts.0.hash(&mut hasher);
+    texts.hash(&mut hasher);
     hasher.finish()
 }
 
