@@ -17,6 +17,8 @@ pub struct DataFiles {
     kept: Option<BTreeMap<PathBuf, String>>,
     /// What this load read, in the order first asked for.
     read: Vec<(PathBuf, String)>,
+    /// Every path asked for, read or not, in the order first asked for.
+    named: Vec<PathBuf>,
     /// Bytes of the data files read so far, against [`limits::MAX_DATA_TOTAL_BYTES`].
     total: u64,
 }
@@ -40,6 +42,9 @@ impl DataFiles {
     pub fn text(&mut self, path: &Path) -> Result<&str, String> {
         if let Some(i) = self.read.iter().position(|(p, _)| p == path) {
             return Ok(&self.read[i].1);
+        }
+        if !self.named.iter().any(|p| p == path) {
+            self.named.push(path.to_path_buf());
         }
         let text = match &mut self.kept {
             Some(kept) => kept.remove(path).ok_or_else(|| {
@@ -82,6 +87,11 @@ impl DataFiles {
     /// What this load read, (path, text), in the order first asked for.
     pub fn into_read(self) -> Vec<(PathBuf, String)> {
         self.read
+    }
+
+    /// Every data file this load asked for, read or not.
+    pub fn named(&self) -> &[PathBuf] {
+        &self.named
     }
 }
 

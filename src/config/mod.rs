@@ -231,7 +231,10 @@ fn load_files(
         };
         Ok((DesiredState { files, ..state }, texts))
     } else {
-        Err(ConfigError::new(&diags, &sources))
+        Err(ConfigError {
+            data_files: data.named().to_vec(),
+            ..ConfigError::new(&diags, &sources)
+        })
     }
 }
 

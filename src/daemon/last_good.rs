@@ -31,6 +31,9 @@ pub struct LastGood {
     kept: Mutex<Kept>,
     /// Numbers the keeps in the order configurations came into force.
     next: AtomicU64,
+    /// The data files (`loadfile`) of the configuration last come into force: the file
+    /// watch follows them besides the config files.
+    data_paths: Mutex<Vec<PathBuf>>,
 }
 
 /// What the last write kept.
@@ -50,6 +53,7 @@ impl LastGood {
             main: canonical(main).display().to_string(),
             kept: Mutex::new(Kept::default()),
             next: AtomicU64::new(0),
+            data_paths: Mutex::new(Vec::new()),
         }
     }
 
@@ -58,6 +62,7 @@ impl LastGood {
     /// neither delay READY=1 nor stall the controller loops' executor. A failure is logged
     /// (the daemon runs on; the previous copy stays).
     pub fn keep(self: &Arc<Self>, texts: ConfigTexts, now: SystemTime) {
+        self.set_data_paths(&texts);
         let seq = self.next.fetch_add(1, Ordering::SeqCst) + 1;
         let me = self.clone();
         let spawned = std::thread::Builder::new()
@@ -163,6 +168,7 @@ impl LastGood {
             )
         })?;
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).print = Some(digest(&texts));
+        self.set_data_paths(&texts);
         let saved = UNIX_EPOCH + Duration::from_secs(record.saved_unix);
         info!(
             "loaded the last good configuration, kept {} ({} file(s), {} data file(s))",
@@ -171,6 +177,21 @@ impl LastGood {
             texts.data.len()
         );
         Ok((state, saved))
+    }
+}
+
+impl LastGood {
+    /// The data files of the configuration last come into force (or loaded from the copy).
+    pub fn data_paths(&self) -> Vec<PathBuf> {
+        self.data_paths
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_data_paths(&self, texts: &ConfigTexts) {
+        *self.data_paths.lock().unwrap_or_else(|p| p.into_inner()) =
+            texts.data.iter().map(|(p, _)| p.clone()).collect();
     }
 }
 

@@ -1,5 +1,5 @@
 //! A set's `loadfile` (fw4's ipset `loadfile`) in the running daemon: an edit of the data file
-//! takes effect on reload, and the last good copy keeps the data file's text, so a start on a
+//! takes effect (the file watch follows it; SIGHUP reloads it), and the last good copy keeps the data file's text, so a start on a
 //! broken data file runs the set as it was. Each test in its own network namespace.
 
 use crate::common;
@@ -43,16 +43,18 @@ fn kernel_set() -> String {
     sh("nft list set inet edgenetd-policy blocked 2>/dev/null || true")
 }
 
+/// How long a reload may take on a loaded machine (the file watch waits for its events to
+/// settle first).
+const WAIT: Duration = Duration::from_secs(20);
+
 fn wait_set_holds(what: &str) {
-    wait_until(
-        &format!("the kernel's set to hold {what}"),
-        Duration::from_secs(20),
-        || kernel_set().contains(what),
-    );
+    wait_until(&format!("the kernel's set to hold {what}"), WAIT, || {
+        kernel_set().contains(what)
+    });
 }
 
 netns_test! {
-    fn fw4_ipset_loadfile_an_edit_of_the_data_file_takes_effect_on_reload() {
+    fn fw4_ipset_loadfile_an_edit_of_the_data_file_takes_effect_by_the_watch_and_by_sighup() {
         let data_dir = ScratchDir::new("loadfile-data");
         let data = data_dir.join("blocklist.txt");
         std::fs::write(&data, "# blocklist\n192.0.2.1\n").unwrap();
@@ -60,18 +62,27 @@ netns_test! {
         d.wait_ready();
         wait_set_holds("192.0.2.1");
         assert!(kernel_set().contains("203.0.113.1"), "the config's own element: {}", kernel_set());
-        // The data file changes; the config file does not.
+        // The data file changes; the config file does not. The file watch follows it.
         std::fs::write(&data, "# blocklist\n192.0.2.1\n198.51.100.7   # new\n").unwrap();
-        d.signal("HUP");
         wait_set_holds("198.51.100.7");
-        // A bad line is a rejected reload naming the data file's line; the set stays.
-        std::fs::write(&data, "192.0.2.1\n198.51.100\n").unwrap();
+        // So does SIGHUP (`systemctl reload`).
+        std::fs::write(&data, "192.0.2.1\n198.51.100.7\n198.51.100.8\n").unwrap();
         d.signal("HUP");
-        wait_until("the rejected reload", Duration::from_secs(10), || {
+        wait_set_holds("198.51.100.8");
+        // A bad line is a rejected reload naming the data file's line; the set stays.
+        std::fs::write(&data, "192.0.2.1\n198.51.100.7\n198.51.100\n").unwrap();
+        d.signal("HUP");
+        wait_until("the rejected reload", WAIT, || {
             d.metric("edgenetd_config_reload_failures_total", &[]) == Some(1.0)
         });
-        let want = format!("{}:2:1: invalid prefix `198.51.100`", data.display());
+        let want = format!("{}:3:1: invalid prefix `198.51.100`", data.display());
         assert!(d.log().contains(&want), "missing {want:?} in\n{}", d.log());
+        // Another bad data file is another failure, not "unchanged since rejected": the
+        // rejected content covers the data files.
+        std::fs::write(&data, "192.0.2.1\n198.51.100.7\n198.51\n").unwrap();
+        wait_until("a second rejected reload", WAIT, || {
+            d.metric("edgenetd_config_reload_failures_total", &[]) == Some(2.0)
+        });
         assert!(kernel_set().contains("198.51.100.7"), "{}", kernel_set());
     }
 }
