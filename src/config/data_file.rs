@@ -62,6 +62,12 @@ impl DataFiles {
 
     fn read_disk(&self, path: &Path) -> Result<String, String> {
         let shown = path.display();
+        // A FIFO or a device would block the read, or never end: only regular files.
+        if let Ok(meta) = std::fs::metadata(path)
+            && !meta.is_file()
+        {
+            return Err(format!("{shown}: not a regular file"));
+        }
         match text::read_at_most(path, limits::data_budget(self.total)) {
             text::FileText::Text(t) => Ok(t),
             text::FileText::NotUtf8 {
@@ -137,6 +143,16 @@ mod tests {
         let e = data.text(Path::new("/etc/passwd")).unwrap_err();
         assert!(e.contains("not in the kept copy"), "{e}");
         assert_eq!(data.into_read(), [(gone, "192.0.2.1\n".to_string())]);
+    }
+
+    #[test]
+    fn a_data_file_that_is_not_a_regular_file_is_refused_unopened() {
+        let e = DataFiles::from_disk()
+            .text(Path::new("/dev/zero"))
+            .unwrap_err();
+        assert_eq!(e, "/dev/zero: not a regular file");
+        let e = DataFiles::from_disk().text(Path::new("/tmp")).unwrap_err();
+        assert_eq!(e, "/tmp: not a regular file");
     }
 
     #[test]

@@ -243,4 +243,40 @@ mod tests {
         assert!(other.load().unwrap_err().contains("was kept for"));
         std::fs::remove_dir_all(dir).unwrap();
     }
+
+    /// A change of a data file alone is another configuration: kept again, and the copy
+    /// loads with the new text whatever the disk holds.
+    #[test]
+    fn a_change_of_a_loadfile_alone_is_kept_and_the_copy_runs_its_text() {
+        let dir = scratch("data");
+        let (main, data) = (dir.join("edgenetd.toml"), dir.join("blocklist.txt"));
+        std::fs::write(
+            &main,
+            format!(
+                "[policy]\n[policy.set.b]\ntype = \"ipv4\"\nloadfile = \"{}\"\n",
+                data.display()
+            ),
+        )
+        .unwrap();
+        let keeper = Arc::new(LastGood::new(&main, Store::new(dir.join("state"))));
+        for address in ["192.0.2.1", "192.0.2.2"] {
+            std::fs::write(&data, format!("{address}\n")).unwrap();
+            let (_, texts) = config::load_keeping_texts(&main).unwrap();
+            keeper.keep(texts, SystemTime::now());
+            keeper.settle();
+        }
+        assert_eq!(
+            keeper.data_paths(),
+            std::slice::from_ref(&data),
+            "what the watch follows"
+        );
+        std::fs::write(&data, "garbage\n").unwrap();
+        let (state, _) = keeper.load().unwrap();
+        let set = &state.policy.unwrap().sets["b"];
+        assert_eq!(
+            set.elements,
+            ["192.0.2.2/32".parse::<ipnet::IpNet>().unwrap()]
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -2,7 +2,7 @@
 //! The file is read at load time (see `data_file`); every problem of it is reported at the
 //! `loadfile` key, a bad line's message naming its place in the data file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use toml::Spanned;
 
@@ -13,22 +13,22 @@ use super::super::diag::Diagnostics;
 pub(super) const SHOWN_BAD_LINES: usize = 20;
 
 /// A data file that was read: its text, and the key that named it.
-pub(super) struct LoadFile<'d> {
+pub(super) struct LoadFile<'k, 'd> {
     /// The `loadfile` key's value (where its problems are reported).
-    key: &'d Spanned<String>,
+    key: &'k Spanned<String>,
     /// The file's path.
-    path: PathBuf,
-    /// The file's text.
-    text: String,
+    path: &'k Path,
+    /// The file's text (as `data` keeps it: not copied, it may be megabytes).
+    text: &'d str,
 }
 
-impl<'d> LoadFile<'d> {
+impl<'k, 'd> LoadFile<'k, 'd> {
     /// Reads the file `key` names; `None` when it cannot be (reported at `key`).
     pub(super) fn read(
-        key: &'d Spanned<String>,
-        data: &mut DataFiles,
+        key: &'k Spanned<String>,
+        data: &'d mut DataFiles,
         diags: &mut Diagnostics,
-    ) -> Option<LoadFile<'d>> {
+    ) -> Option<LoadFile<'k, 'd>> {
         let path = Path::new(key.get_ref());
         if !path.is_absolute() {
             diags.error(
@@ -41,12 +41,7 @@ impl<'d> LoadFile<'d> {
             return None;
         }
         match data.text(path) {
-            // A copy: the same file may fill several sets, and `data` keeps its own.
-            Ok(text) => Some(LoadFile {
-                key,
-                path: path.to_path_buf(),
-                text: text.to_string(),
-            }),
+            Ok(text) => Some(LoadFile { key, path, text }),
             Err(why) => {
                 diags.error(key.span(), why);
                 None
@@ -63,7 +58,7 @@ impl<'d> LoadFile<'d> {
     ) -> Vec<T> {
         let mut out = Vec::new();
         let mut bad = 0usize;
-        for (line, column, element) in data_file::lines(&self.text) {
+        for (line, column, element) in data_file::lines(self.text) {
             match parse(element) {
                 Ok(v) => out.push(v),
                 Err(why) => {

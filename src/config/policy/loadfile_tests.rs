@@ -140,8 +140,8 @@ fn a_missing_too_large_or_not_utf8_data_file_is_an_error_at_the_key() {
     );
     let big = dir.join("big.txt");
     let f = std::fs::File::create(&big).unwrap();
-    f.set_len(crate::config::limits::MAX_DATA_FILE_BYTES + 1)
-        .unwrap();
+    // One byte over the limit of one data file (8 MiB).
+    f.set_len((8 << 20) + 1).unwrap();
     let out = errors(&set_config("", &big.display().to_string()));
     assert!(
         out.contains("the data file is 8,388,609 bytes, over the limit of 8,388,608 bytes (8 MiB) for one data file"),
