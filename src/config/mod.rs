@@ -24,7 +24,7 @@
 
 pub mod boot;
 mod daemon;
-pub mod data_file;
+mod data_file;
 mod diag;
 pub(crate) mod doc;
 mod duration;
@@ -245,10 +245,7 @@ pub fn load_str(files: &[(&str, &str)]) -> Result<DesiredState, ConfigError> {
 }
 
 /// [`load_str`] with the data files taken from `data`.
-pub(crate) fn load_str_with(
-    files: &[(&str, &str)],
-    data: DataFiles,
-) -> Result<DesiredState, ConfigError> {
+fn load_str_with(files: &[(&str, &str)], data: DataFiles) -> Result<DesiredState, ConfigError> {
     load_str_split_with(files, split::MIN_BLOCKS, data)
 }
 
