@@ -9,15 +9,21 @@ use std::path::{Path, PathBuf};
 use toml::de::DeTable;
 
 use super::daemon::{self, ControllerSettings, DaemonSettings};
+use super::data_file::DataFiles;
 use super::diag::Diagnostics;
 use super::doc::{Doc, shift_table};
 use super::source_map::SourceMap;
-use super::{ConfigError, DesiredState, config_files, limits, load_str, text};
+use super::{ConfigError, DesiredState, config_files, limits, load_str, load_str_with, text};
 
-/// The files of one valid load as they were read: (path, text), the main file first, then
-/// `conf.d` in name order. What the daemon keeps as the last good configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConfigTexts(pub Vec<(PathBuf, String)>);
+/// The files of one valid load as they were read. What the daemon keeps as the last good
+/// configuration: with the data files, it loads again without reading the disk.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ConfigTexts {
+    /// The config files, (path, text): the main file first, then `conf.d` in name order.
+    pub files: Vec<(PathBuf, String)>,
+    /// The data files they name (`loadfile`), (path, text), in the order first read.
+    pub data: Vec<(PathBuf, String)>,
+}
 
 /// The name the built-in lockdown is shown as (in logs and `files`).
 pub const LOCKDOWN_NAME: &str = "(built-in lockdown)";
@@ -26,21 +32,22 @@ pub const LOCKDOWN_NAME: &str = "(built-in lockdown)";
 const MANAGEMENT_ZONE: &str = "management";
 
 /// Loads `texts` (kept from an earlier valid load) as if they were the files they came from:
-/// problems name those paths, and `files` lists them.
+/// problems name those paths, and `files` lists them. Data files come from `texts.data`
+/// only, never from disk.
 pub fn load_texts(texts: &ConfigTexts) -> Result<DesiredState, ConfigError> {
     let names: Vec<String> = texts
-        .0
+        .files
         .iter()
         .map(|(p, _)| p.display().to_string())
         .collect();
     let files: Vec<(&str, &str)> = names
         .iter()
-        .zip(&texts.0)
+        .zip(&texts.files)
         .map(|(n, (_, t))| (n.as_str(), t.as_str()))
         .collect();
-    let state = load_str(&files)?;
+    let state = load_str_with(&files, DataFiles::from_kept(&texts.data))?;
     Ok(DesiredState {
-        files: texts.0.iter().map(|(p, _)| p.clone()).collect(),
+        files: texts.files.iter().map(|(p, _)| p.clone()).collect(),
         ..state
     })
 }
@@ -193,25 +200,67 @@ mod tests {
 
     #[test]
     fn kept_texts_load_under_their_own_names() {
-        let texts = ConfigTexts(vec![
-            (
-                PathBuf::from("/etc/edgenetd/edgenetd.toml"),
-                "[daemon]\nroute_protocol = 191\n".into(),
-            ),
-            (
-                PathBuf::from("/etc/edgenetd/conf.d/10-a.toml"),
-                "[daemon]\nroute_protocol = 192\n".into(),
-            ),
-        ]);
+        let texts = ConfigTexts {
+            files: vec![
+                (
+                    PathBuf::from("/etc/edgenetd/edgenetd.toml"),
+                    "[daemon]\nroute_protocol = 191\n".into(),
+                ),
+                (
+                    PathBuf::from("/etc/edgenetd/conf.d/10-a.toml"),
+                    "[daemon]\nroute_protocol = 192\n".into(),
+                ),
+            ],
+            data: Vec::new(),
+        };
         let e = load_texts(&texts).unwrap_err();
         assert!(
             e.rendered.contains("/etc/edgenetd/conf.d/10-a.toml:2:"),
             "{}",
             e.rendered
         );
-        let good = ConfigTexts(vec![texts.0[0].clone()]);
+        let good = ConfigTexts {
+            files: vec![texts.files[0].clone()],
+            data: Vec::new(),
+        };
         let state = load_texts(&good).unwrap();
         assert_eq!(state.daemon.route_protocol, 191);
         assert_eq!(state.files, [PathBuf::from("/etc/edgenetd/edgenetd.toml")]);
+    }
+
+    /// The last good copy runs what was in force: a `loadfile` is served from the texts kept
+    /// with it, even when the file on disk is gone or now broken.
+    #[test]
+    fn kept_texts_serve_loadfile_data_from_the_copy_never_from_disk() {
+        let dir = scratch("kept-data");
+        let data = dir.join("blocklist.txt");
+        std::fs::write(&data, "not an address\n").unwrap();
+        let main = format!(
+            "[policy]\n[policy.set.blocked]\ntype = \"ipv4\"\nloadfile = \"{}\"\n",
+            data.display()
+        );
+        let texts = ConfigTexts {
+            files: vec![(dir.join("edgenetd.toml"), main)],
+            data: vec![(data.clone(), "# kept\n192.0.2.7\n".into())],
+        };
+        let state = load_texts(&texts).unwrap();
+        let set = &state.policy.unwrap().sets["blocked"];
+        assert_eq!(
+            set.elements,
+            ["192.0.2.7/32".parse::<ipnet::IpNet>().unwrap()]
+        );
+        std::fs::remove_file(&data).unwrap();
+        assert!(load_texts(&texts).is_ok(), "the disk is never read");
+        let without = ConfigTexts {
+            data: Vec::new(),
+            ..texts
+        };
+        let e = load_texts(&without).unwrap_err();
+        assert!(
+            e.rendered.contains("not in the kept copy"),
+            "{}",
+            e.rendered
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -258,6 +258,9 @@ pub struct ConfigError {
     pub count: usize,
     /// The first problem's one-line summary (for the systemd STATUS line).
     pub first: String,
+    /// The data files the config named (`loadfile`), read or not: with the config files,
+    /// what the rejected content was (a reload tells a new attempt from the same one by them).
+    pub data_files: Vec<std::path::PathBuf>,
 }
 
 impl ConfigError {
@@ -281,6 +284,7 @@ impl ConfigError {
             rendered: diags.render(sources),
             count: diags.len(),
             first,
+            data_files: Vec::new(),
         }
     }
 }

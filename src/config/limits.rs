@@ -17,6 +17,15 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// The largest total of one load (the main file and every `conf.d/*.toml`), in bytes.
 pub const MAX_TOTAL_BYTES: u64 = 32 << 20;
 
+/// The largest data file a config names (`loadfile` of a `[policy.set.*]`), in bytes: 8 MiB,
+/// about 550,000 IPv4 addresses one a line. Never parsed as TOML, so it costs its text and
+/// its elements, not toml's tree; but it is kept in `last-good.json` too, and the unit's
+/// `MemoryMax=128M` holds all of it.
+pub const MAX_DATA_FILE_BYTES: u64 = 8 << 20;
+
+/// The largest total of the data files of one load, in bytes.
+pub const MAX_DATA_TOTAL_BYTES: u64 = 16 << 20;
+
 /// The deepest nesting accepted: table header and dotted key segments, arrays and inline
 /// tables, counted together. Below toml's own limit (80 of each), so this message comes first.
 pub const MAX_DEPTH: usize = 32;
@@ -176,6 +185,37 @@ pub fn size_message(size: u64, at_least: bool, before: u64) -> String {
         )
     };
     format!("{what}; it was not read (see \"Limits of a config\" in docs/operations.md)")
+}
+
+/// Why a data file is not read: it is `size` bytes (`at_least`: or more), over
+/// [`MAX_DATA_FILE_BYTES`] alone or over [`MAX_DATA_TOTAL_BYTES`] with the `before` bytes of
+/// the data files read before it.
+pub fn data_size_message(size: u64, at_least: bool, before: u64) -> String {
+    let size_text = format!(
+        "the data file is {}{} bytes",
+        if at_least { "at least " } else { "" },
+        grouped(size)
+    );
+    let what = if size > MAX_DATA_FILE_BYTES {
+        format!(
+            "{size_text}, over the limit of {} bytes ({} MiB) for one data file",
+            grouped(MAX_DATA_FILE_BYTES),
+            MAX_DATA_FILE_BYTES >> 20
+        )
+    } else {
+        format!(
+            "{size_text}; with the {} bytes of the data files before it, over the limit of {} bytes ({} MiB) for all data files of one load",
+            grouped(before),
+            grouped(MAX_DATA_TOTAL_BYTES),
+            MAX_DATA_TOTAL_BYTES >> 20
+        )
+    };
+    format!("{what}; it was not read (see \"Limits of a config\" in docs/operations.md)")
+}
+
+/// How many bytes the next data file may have, after `before` bytes of data files read.
+pub fn data_budget(before: u64) -> u64 {
+    MAX_DATA_FILE_BYTES.min(MAX_DATA_TOTAL_BYTES.saturating_sub(before))
 }
 
 /// How many bytes the next file may have, after `before` bytes of files read.

@@ -24,6 +24,7 @@
 
 pub mod boot;
 mod daemon;
+mod data_file;
 mod diag;
 pub(crate) mod doc;
 mod duration;
@@ -45,6 +46,7 @@ use std::path::{Path, PathBuf};
 
 pub use boot::ConfigTexts;
 pub use daemon::{CONTROLLERS, ControllerSettings, DaemonSettings};
+use data_file::DataFiles;
 pub use diag::{ConfigError, Diagnostic, Diagnostics};
 pub use doc::{Doc, Value, de, de_each, de_owned};
 pub use duration::{format_duration, parse_duration};
@@ -213,29 +215,58 @@ fn load_files(
             }
         }
     }
-    let state = validate_sources(&sources, &unparsed, split::MIN_BLOCKS, &mut diags);
+    let mut data = DataFiles::from_disk();
+    let state = validate_sources(
+        &sources,
+        &unparsed,
+        split::MIN_BLOCKS,
+        &mut data,
+        &mut diags,
+    );
     if diags.is_empty() {
         // A valid load read every file as text, one source per file, in order.
-        let texts = files.iter().cloned().zip(sources.into_texts()).collect();
-        Ok((DesiredState { files, ..state }, ConfigTexts(texts)))
+        let texts = ConfigTexts {
+            files: files.iter().cloned().zip(sources.into_texts()).collect(),
+            data: data.into_read(),
+        };
+        Ok((DesiredState { files, ..state }, texts))
     } else {
-        Err(ConfigError::new(&diags, &sources))
+        Err(ConfigError {
+            data_files: data.named().to_vec(),
+            ..ConfigError::new(&diags, &sources)
+        })
     }
 }
 
-/// Loads from in-memory files (name, text); for tests and embedded defaults.
+/// Loads from in-memory files (name, text); for tests and embedded defaults. Data files
+/// (`loadfile`) are read from disk.
 pub fn load_str(files: &[(&str, &str)]) -> Result<DesiredState, ConfigError> {
-    load_str_split(files, split::MIN_BLOCKS)
+    load_str_with(files, DataFiles::from_disk())
 }
 
-/// [`load_str`] that takes the `[[route]]` fast path from `min_blocks` blocks on.
+/// [`load_str`] with the data files taken from `data`.
+fn load_str_with(files: &[(&str, &str)], data: DataFiles) -> Result<DesiredState, ConfigError> {
+    load_str_split_with(files, split::MIN_BLOCKS, data)
+}
+
+/// [`load_str`] that takes the `[[route]]` fast path from `min_blocks` blocks on (the
+/// differential oracle's and the route tests' way in).
+#[cfg(any(test, fuzzing))]
 fn load_str_split(files: &[(&str, &str)], min_blocks: usize) -> Result<DesiredState, ConfigError> {
+    load_str_split_with(files, min_blocks, DataFiles::from_disk())
+}
+
+fn load_str_split_with(
+    files: &[(&str, &str)],
+    min_blocks: usize,
+    mut data: DataFiles,
+) -> Result<DesiredState, ConfigError> {
     let mut sources = SourceMap::default();
     for (name, text) in files {
         sources.add(PathBuf::from(name), text.to_string());
     }
     let mut diags = Diagnostics::default();
-    let state = validate_sources(&sources, &[], min_blocks, &mut diags);
+    let state = validate_sources(&sources, &[], min_blocks, &mut data, &mut diags);
     if diags.is_empty() {
         Ok(state)
     } else {
@@ -248,6 +279,7 @@ fn validate_sources(
     sources: &SourceMap,
     unparsed: &[usize],
     min_blocks: usize,
+    data: &mut DataFiles,
     diags: &mut Diagnostics,
 ) -> DesiredState {
     let mut doc = Doc::new(KEY_CLASHES);
@@ -296,7 +328,7 @@ fn validate_sources(
     DesiredState {
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
-        policy: policy::validate(&doc, diags),
+        policy: policy::validate(&doc, data, diags),
         pod_policies: policy::pods::PodPolicies::default(),
         services: service::validate(&doc, diags),
         routing: route::validate(&doc, routes, diags),

@@ -33,6 +33,9 @@ pub struct LastGoodRecord {
     pub saved_unix: u64,
     /// Every file of it, (path, text), the main file first, then `conf.d` in name order.
     pub files: Vec<(String, String)>,
+    /// The data files they name (`loadfile`), (path, text); empty in a record an older
+    /// edgenetd wrote.
+    pub data: Vec<(String, String)>,
 }
 
 /// A confirm that is pending, as written to disk.
@@ -122,13 +125,15 @@ impl Store {
         self.dir.join(LAST_GOOD)
     }
 
-    /// Replaces the last good configuration: `files` (path, text) kept for `main` at
-    /// `saved_unix`. Streamed to the file: a config of 100,000 routes is not copied again.
+    /// Replaces the last good configuration: `files` (path, text) and the `data` files they
+    /// name, kept for `main` at `saved_unix`. Streamed to the file: a config of 100,000 routes
+    /// is not copied again.
     pub fn save_last_good(
         &self,
         main: &str,
         saved_unix: u64,
         files: &[(&str, &str)],
+        data: &[(&str, &str)],
     ) -> io::Result<()> {
         #[derive(serde::Serialize)]
         struct File<'a> {
@@ -140,12 +145,17 @@ impl Store {
             main: &'a str,
             saved_unix: u64,
             files: Vec<File<'a>>,
+            data: Vec<File<'a>>,
         }
         fs::create_dir_all(&self.dir)?;
         let record = Record {
             main,
             saved_unix,
             files: files
+                .iter()
+                .map(|&(path, text)| File { path, text })
+                .collect(),
+            data: data
                 .iter()
                 .map(|&(path, text)| File { path, text })
                 .collect(),
@@ -194,22 +204,28 @@ fn parse_pending(bytes: &[u8]) -> Result<PendingRecord, String> {
 
 fn parse_last_good(bytes: &[u8]) -> Result<LastGoodRecord, String> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let files = value["files"]
-        .as_array()
-        .ok_or("no `files`")?
-        .iter()
-        .map(|f| match (f["path"].as_str(), f["text"].as_str()) {
-            (Some(path), Some(text)) => Ok((path.to_string(), text.to_string())),
-            _ => Err("a file without `path` or `text`".to_string()),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    fn texts(list: &[Value]) -> Result<Vec<(String, String)>, String> {
+        list.iter()
+            .map(|f| match (f["path"].as_str(), f["text"].as_str()) {
+                (Some(path), Some(text)) => Ok((path.to_string(), text.to_string())),
+                _ => Err("a file without `path` or `text`".to_string()),
+            })
+            .collect()
+    }
+    let files = texts(value["files"].as_array().ok_or("no `files`")?)?;
     if files.is_empty() {
         return Err("no files".into());
     }
+    // Absent in a record from before `loadfile`: no data files.
+    let data = match &value["data"] {
+        Value::Null => Vec::new(),
+        v => texts(v.as_array().ok_or("`data` is not a list")?)?,
+    };
     Ok(LastGoodRecord {
         main: value["main"].as_str().ok_or("no `main`")?.to_string(),
         saved_unix: value["saved_unix"].as_u64().ok_or("no `saved_unix`")?,
         files,
+        data,
     })
 }
 
@@ -329,16 +345,28 @@ mod tests {
                 ),
                 ("/etc/edgenetd/conf.d/10-a.toml".into(), String::new()),
             ],
+            data: vec![(
+                "/etc/edgenetd/blocklist.txt".into(),
+                "# \"not toml\" = [\n192.0.2.1\n".into(),
+            )],
         };
-        let files: Vec<(&str, &str)> = record
-            .files
-            .iter()
-            .map(|(p, t)| (p.as_str(), t.as_str()))
-            .collect();
+        fn refs(l: &[(String, String)]) -> Vec<(&str, &str)> {
+            l.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect()
+        }
+        let (files, data) = (refs(&record.files), refs(&record.data));
         store
-            .save_last_good(&record.main, record.saved_unix, &files)
+            .save_last_good(&record.main, record.saved_unix, &files, &data)
             .unwrap();
-        assert_eq!(store.read_last_good().unwrap(), Some(Ok(record)));
+        assert_eq!(store.read_last_good().unwrap(), Some(Ok(record.clone())));
+        // A record an older edgenetd wrote has no `data`: it still reads, with none.
+        let old = serde_json::json!({
+            "main": record.main,
+            "saved_unix": record.saved_unix,
+            "files": [{ "path": "/etc/edgenetd/edgenetd.toml", "text": "" }],
+        });
+        fs::write(store.last_good_path(), old.to_string()).unwrap();
+        let read = store.read_last_good().unwrap().unwrap().unwrap();
+        assert!(read.data.is_empty() && read.files.len() == 1);
         let mode = fs::metadata(store.last_good_path())
             .unwrap()
             .permissions()

@@ -31,6 +31,9 @@ pub struct LastGood {
     kept: Mutex<Kept>,
     /// Numbers the keeps in the order configurations came into force.
     next: AtomicU64,
+    /// The data files (`loadfile`) of the configuration last come into force: the file
+    /// watch follows them besides the config files.
+    data_paths: Mutex<Vec<PathBuf>>,
 }
 
 /// What the last write kept.
@@ -50,6 +53,7 @@ impl LastGood {
             main: canonical(main).display().to_string(),
             kept: Mutex::new(Kept::default()),
             next: AtomicU64::new(0),
+            data_paths: Mutex::new(Vec::new()),
         }
     }
 
@@ -58,6 +62,7 @@ impl LastGood {
     /// neither delay READY=1 nor stall the controller loops' executor. A failure is logged
     /// (the daemon runs on; the previous copy stays).
     pub fn keep(self: &Arc<Self>, texts: ConfigTexts, now: SystemTime) {
+        self.set_data_paths(&texts);
         let seq = self.next.fetch_add(1, Ordering::SeqCst) + 1;
         let me = self.clone();
         let spawned = std::thread::Builder::new()
@@ -80,17 +85,30 @@ impl LastGood {
             return;
         }
         let paths: Vec<String> = texts
-            .0
+            .files
             .iter()
             .map(|(p, _)| p.display().to_string())
             .collect();
         let files: Vec<(&str, &str)> = paths
             .iter()
-            .zip(&texts.0)
+            .zip(&texts.files)
+            .map(|(p, (_, t))| (p.as_str(), t.as_str()))
+            .collect();
+        let data_paths: Vec<String> = texts
+            .data
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        let data: Vec<(&str, &str)> = data_paths
+            .iter()
+            .zip(&texts.data)
             .map(|(p, (_, t))| (p.as_str(), t.as_str()))
             .collect();
         let saved_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        match self.store.save_last_good(&self.main, saved_unix, &files) {
+        match self
+            .store
+            .save_last_good(&self.main, saved_unix, &files, &data)
+        {
             Ok(()) => {
                 log::debug!(
                     "kept the configuration in force as {}",
@@ -129,13 +147,16 @@ impl LastGood {
                 self.main
             ));
         }
-        let texts = ConfigTexts(
-            record
-                .files
+        let paths = |files: Vec<(String, String)>| {
+            files
                 .into_iter()
                 .map(|(p, t)| (PathBuf::from(p), t))
-                .collect(),
-        );
+                .collect()
+        };
+        let texts = ConfigTexts {
+            files: paths(record.files),
+            data: paths(record.data),
+        };
         let state = config::boot::load_texts(&texts).map_err(|e: ConfigError| {
             error!("the last good configuration does not load with this edgenetd:");
             for line in e.rendered.lines() {
@@ -147,13 +168,30 @@ impl LastGood {
             )
         })?;
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).print = Some(digest(&texts));
+        self.set_data_paths(&texts);
         let saved = UNIX_EPOCH + Duration::from_secs(record.saved_unix);
         info!(
-            "loaded the last good configuration, kept {} ({} file(s))",
+            "loaded the last good configuration, kept {} ({} file(s), {} data file(s))",
             rfc3339(saved),
-            texts.0.len()
+            texts.files.len(),
+            texts.data.len()
         );
         Ok((state, saved))
+    }
+}
+
+impl LastGood {
+    /// The data files of the configuration last come into force (or loaded from the copy).
+    pub fn data_paths(&self) -> Vec<PathBuf> {
+        self.data_paths
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_data_paths(&self, texts: &ConfigTexts) {
+        *self.data_paths.lock().unwrap_or_else(|p| p.into_inner()) =
+            texts.data.iter().map(|(p, _)| p.clone()).collect();
     }
 }
 
@@ -172,7 +210,7 @@ impl LastGood {
 /// A digest of every path and text (compared within this process only; no copy of them).
 fn digest(texts: &ConfigTexts) -> u64 {
     let mut hasher = DefaultHasher::new();
-    texts.0.hash(&mut hasher);
+    texts.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -203,6 +241,42 @@ mod tests {
         assert_eq!(state.daemon.route_protocol, 191);
         let other = LastGood::new(&b, Store::new(dir.join("state")));
         assert!(other.load().unwrap_err().contains("was kept for"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A change of a data file alone is another configuration: kept again, and the copy
+    /// loads with the new text whatever the disk holds.
+    #[test]
+    fn a_change_of_a_loadfile_alone_is_kept_and_the_copy_runs_its_text() {
+        let dir = scratch("data");
+        let (main, data) = (dir.join("edgenetd.toml"), dir.join("blocklist.txt"));
+        std::fs::write(
+            &main,
+            format!(
+                "[policy]\n[policy.set.b]\ntype = \"ipv4\"\nloadfile = \"{}\"\n",
+                data.display()
+            ),
+        )
+        .unwrap();
+        let keeper = Arc::new(LastGood::new(&main, Store::new(dir.join("state"))));
+        for address in ["192.0.2.1", "192.0.2.2"] {
+            std::fs::write(&data, format!("{address}\n")).unwrap();
+            let (_, texts) = config::load_keeping_texts(&main).unwrap();
+            keeper.keep(texts, SystemTime::now());
+            keeper.settle();
+        }
+        assert_eq!(
+            keeper.data_paths(),
+            std::slice::from_ref(&data),
+            "what the watch follows"
+        );
+        std::fs::write(&data, "garbage\n").unwrap();
+        let (state, _) = keeper.load().unwrap();
+        let set = &state.policy.unwrap().sets["b"];
+        assert_eq!(
+            set.elements,
+            ["192.0.2.2/32".parse::<ipnet::IpNet>().unwrap()]
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -477,8 +477,10 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         bg.shutdown.clone(),
     ))
     .detach();
+    let last_good = bg.last_good.clone();
     ex.spawn(source::watch_files(
         bg.main.clone(),
+        move || last_good.data_paths(),
         reload_tx.clone(),
         bg.shutdown.clone(),
     ))

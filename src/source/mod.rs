@@ -2,8 +2,9 @@
 //! feature, the cluster (not built yet).
 //!
 //! A reload is asked for by SIGHUP or by a change to any config file (the main file, any
-//! `conf.d/*.toml`, or the set of files in `conf.d`). Changes are noticed through inotify on
-//! the config directory and `conf.d` (no wake-up while nothing changes); once events have been
+//! `conf.d/*.toml`, or the set of files in `conf.d`) or to a data file the configuration in
+//! force names (a set's `loadfile`). Changes are noticed through inotify on the config
+//! directory, `conf.d` and the data files' directories (no wake-up while nothing changes); once events have been
 //! quiet for [`SETTLE`] (an editor saves in steps), the files' fingerprints decide whether
 //! anything really changed. Where inotify is unavailable, the files are polled every
 //! [`POLL_INTERVAL`] instead.
@@ -37,12 +38,13 @@ type FileStamp = (SystemTime, u64, u64);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint(Vec<(PathBuf, Option<FileStamp>)>);
 
-/// Reads the fingerprint of every file a load of `main` would read.
-pub fn fingerprint(main: &Path) -> Fingerprint {
+/// Reads the fingerprint of every file a load of `main` would read, and of the `data` files.
+pub fn fingerprint(main: &Path, data: &[PathBuf]) -> Fingerprint {
     use std::os::unix::fs::MetadataExt;
     Fingerprint(
         config::config_files(main)
             .into_iter()
+            .chain(data.iter().cloned())
             .map(|p| {
                 let meta = std::fs::metadata(&p).ok().map(|m| {
                     (
@@ -57,7 +59,8 @@ pub fn fingerprint(main: &Path) -> Fingerprint {
     )
 }
 
-/// Fires `reload` whenever the config files change (until shutdown).
+/// Fires `reload` whenever the config files change, or the data files `data` names (those of
+/// the configuration in force, asked again at every change; until shutdown).
 ///
 /// The watch is set up and the files fingerprinted *here*, before the returned future is
 /// first polled: the daemon calls this before it can send READY=1, so an edit made right
@@ -66,6 +69,7 @@ pub fn fingerprint(main: &Path) -> Fingerprint {
 /// inotify watch, so it was never reloaded.)
 pub fn watch_files(
     main: PathBuf,
+    data: impl Fn() -> Vec<PathBuf> + 'static,
     reload: Trigger,
     shutdown: Shutdown,
 ) -> impl Future<Output = ()> + 'static {
@@ -80,6 +84,7 @@ pub fn watch_files(
             // conf.d may not exist yet; it is added again after every event (adding twice is
             // harmless).
             let _ = watch.add(&config::conf_d_dir(&main));
+            add_data_dirs(&watch, &data());
             Some(watch)
         }
         Err(e) => {
@@ -91,17 +96,26 @@ pub fn watch_files(
         }
     };
     // After the watch is in place: any later edit either differs from this or raises an event.
-    let seen = fingerprint(&main);
+    let seen = fingerprint(&main, &data());
     async move {
         match watch {
-            Some(watch) => watch_with_inotify(&main, watch, seen, reload, shutdown).await,
-            None => poll_files(main, seen, reload, shutdown).await,
+            Some(watch) => watch_with_inotify(&main, &data, watch, seen, reload, shutdown).await,
+            None => poll_files(main, &data, seen, reload, shutdown).await,
         }
+    }
+}
+
+/// Watches the directories of the data files too (adding one twice is harmless; one that
+/// cannot be watched is still compared at every other change, and polled by nothing).
+fn add_data_dirs(watch: &inotify::DirWatch, data: &[PathBuf]) {
+    for dir in data.iter().filter_map(|p| p.parent()) {
+        let _ = watch.add(dir);
     }
 }
 
 async fn watch_with_inotify(
     main: &Path,
+    data: &impl Fn() -> Vec<PathBuf>,
     watch: inotify::DirWatch,
     mut seen: Fingerprint,
     reload: Trigger,
@@ -126,7 +140,9 @@ async fn watch_with_inotify(
         .await
         {}
         let _ = watch.add(&conf_d);
-        let now = fingerprint(main);
+        let data = data();
+        add_data_dirs(&watch, &data);
+        let now = fingerprint(main, &data);
         if now != seen {
             info!("config files changed; reloading");
             seen = now;
@@ -136,7 +152,13 @@ async fn watch_with_inotify(
 }
 
 /// The fallback: compare fingerprints every [`POLL_INTERVAL`], starting from `seen`.
-async fn poll_files(main: PathBuf, mut seen: Fingerprint, reload: Trigger, shutdown: Shutdown) {
+async fn poll_files(
+    main: PathBuf,
+    data: &impl Fn() -> Vec<PathBuf>,
+    mut seen: Fingerprint,
+    reload: Trigger,
+    shutdown: Shutdown,
+) {
     let mut pending: Option<Fingerprint> = None;
     loop {
         if unless_shutdown(&shutdown, smol::Timer::after(POLL_INTERVAL))
@@ -145,7 +167,7 @@ async fn poll_files(main: PathBuf, mut seen: Fingerprint, reload: Trigger, shutd
         {
             return;
         }
-        let now = fingerprint(&main);
+        let now = fingerprint(&main, &data());
         if now == seen {
             pending = None;
             continue;
@@ -170,14 +192,30 @@ pub struct ContentHash(u64);
 
 /// Hashes every file a load of `main` would read.
 pub fn content_hash(main: &Path) -> ContentHash {
-    let mut hasher = DefaultHasher::new();
-    for path in config::config_files(main) {
+    ContentHash(hash_files(config::config_files(main), DefaultHasher::new()))
+}
+
+impl ContentHash {
+    /// This content with the data files at `data` (those a load of it named).
+    fn with_data(self, data: &[PathBuf]) -> ContentHash {
+        if data.is_empty() {
+            return self;
+        }
+        let mut hasher = DefaultHasher::new();
+        self.0.hash(&mut hasher);
+        ContentHash(hash_files(data.iter().cloned(), hasher))
+    }
+}
+
+/// Hashes each path and its bytes (or the error that kept it from being read) into `hasher`.
+fn hash_files(paths: impl IntoIterator<Item = PathBuf>, mut hasher: DefaultHasher) -> u64 {
+    for path in paths {
         path.hash(&mut hasher);
         if let Err(e) = hash_file(&path, &mut hasher) {
             e.kind().hash(&mut hasher);
         }
     }
-    ContentHash(hasher.finish())
+    hasher.finish()
 }
 
 /// Hashes a file's bytes a block at a time: a file far over the size limit (which the load
@@ -224,8 +262,13 @@ pub fn load(main: &Path) -> Load {
         Err(e) => Outcome::Rejected(e),
     };
     // Hashing again, rather than hashing what the load read, keeps this out of `config`;
-    // a file replaced in between makes the two differ.
-    let content = (content_hash(main) == before).then_some(before);
+    // a file replaced in between makes the two differ. The data files are known only once
+    // the config is read: hashed after (a data file changed during the load goes unseen).
+    let data: Vec<PathBuf> = match &outcome {
+        Outcome::Loaded(_, texts) => texts.data.iter().map(|(p, _)| p.clone()).collect(),
+        Outcome::Rejected(e) => e.data_files.clone(),
+    };
+    let content = (content_hash(main) == before).then(|| before.with_data(&data));
     Load { content, outcome }
 }
 
@@ -267,7 +310,7 @@ mod tests {
         std::fs::write(&main, "").unwrap();
         let (reload, requests) = crate::sync::trigger();
         let (_stop, shutdown) = async_channel::bounded::<()>(1);
-        let watch = watch_files(main.clone(), reload, shutdown);
+        let watch = watch_files(main.clone(), Vec::new, reload, shutdown);
         std::fs::write(&main, "[daemon]\nroute_protocol = 191\n").unwrap();
         let fired = smol::block_on(future::or(
             future::or(async { requests.recv().await.is_some() }, async {
@@ -280,6 +323,73 @@ mod tests {
             },
         ));
         assert!(fired, "the edit asked for a reload");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The content of a rejected load covered the config files only: a data file edited
+    /// from one bad line to another was "unchanged since rejected", and not counted.
+    #[test]
+    fn a_rejected_loads_content_covers_the_data_files_it_named() {
+        let dir = std::env::temp_dir().join(format!("edgenetd-source-data-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (main, data) = (dir.join("edgenetd.toml"), dir.join("blocklist.txt"));
+        std::fs::write(
+            &main,
+            format!(
+                "[policy]\n[policy.set.b]\ntype = \"ipv4\"\nloadfile = \"{}\"\n",
+                data.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(&data, "1.2.3\n").unwrap();
+        let first = load(&main);
+        assert!(matches!(first.outcome, Outcome::Rejected(_)));
+        assert!(first.content.is_some());
+        assert_eq!(
+            load(&main).content,
+            first.content,
+            "same bytes, same content"
+        );
+        std::fs::write(&data, "4.5.6\n").unwrap();
+        assert_ne!(load(&main).content, first.content, "another bad data file");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_edit_of_a_data_file_of_the_config_in_force_asks_for_a_reload() {
+        let dir = std::env::temp_dir().join(format!("edgenetd-watch-data-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // The data file lives apart from the config: its directory is watched too.
+        std::fs::create_dir_all(dir.join("config")).unwrap();
+        std::fs::create_dir_all(dir.join("lists")).unwrap();
+        let main = dir.join("config/edgenetd.toml");
+        let data = dir.join("lists/blocklist.txt");
+        std::fs::write(&main, "").unwrap();
+        std::fs::write(&data, "192.0.2.1\n").unwrap();
+        let (reload, requests) = crate::sync::trigger();
+        let (_stop, shutdown) = async_channel::bounded::<()>(1);
+        let named = data.clone();
+        let watch = watch_files(main.clone(), move || vec![named.clone()], reload, shutdown);
+        let fired = smol::block_on(future::or(
+            future::or(
+                async {
+                    // After the watch's first poll (its setup is done already).
+                    smol::Timer::after(Duration::from_millis(50)).await;
+                    std::fs::write(&data, "192.0.2.1\n192.0.2.2\n").unwrap();
+                    requests.recv().await.is_some()
+                },
+                async {
+                    watch.await;
+                    false
+                },
+            ),
+            async {
+                smol::Timer::after(Duration::from_secs(10)).await;
+                false
+            },
+        ));
+        assert!(fired, "the data file's edit asked for a reload");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

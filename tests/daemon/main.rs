@@ -13,5 +13,6 @@ mod heartbeat;
 mod http_hostile;
 #[cfg(feature = "fault-injection")]
 mod http_server;
+mod loadfile;
 mod restart_no_gap;
 mod systemd_notify;

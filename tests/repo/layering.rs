@@ -165,6 +165,12 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::boot", "config::policy"),
     ("config::boot", "config::source_map"),
     ("config::boot", "config::text"),
+    // Kept data files (`loadfile`) are served to a load of kept texts.
+    ("config::boot", "config::data_file"),
+    // A data file is read bounded and checked as a config file is; a set reads its own.
+    ("config::data_file", "config::limits"),
+    ("config::data_file", "config::text"),
+    ("config::policy", "config::data_file"),
     // The sections registered from above (`[[test_controller]]`) are validated like the others.
     ("config::extension", "config::diag"),
     ("config::extension", "config::doc"),

@@ -76,59 +76,57 @@ pub(super) fn pairs(
     diags: &mut Diagnostics,
 ) -> Vec<(IpAddr, u16)> {
     let mut out = Vec::with_capacity(elements.len());
-    let address_first = fields[0].address;
     for e in elements {
-        // nft writes the pair `ADDR . PORT`; the dot then stands alone.
-        let words: Vec<&str> = e
-            .get_ref()
-            .split_whitespace()
-            .filter(|w| *w != ".")
-            .collect();
-        let parsed = match words.as_slice() {
-            [a, b] => {
-                let (addr, port) = if address_first { (a, b) } else { (b, a) };
-                addr.parse::<IpAddr>().ok().zip(parse_port(port))
-            }
-            _ => None,
-        };
-        match parsed {
-            Some((addr, port)) if addr.is_ipv4() == (family == SetFamily::Ipv4) => {
-                out.push((addr, port))
-            }
-            Some((addr, _)) => diags.error(
-                e.span(),
-                format!(
-                    "element `{}`: {addr} is not of the set's type (\"{}\")",
-                    e.get_ref(),
-                    if family == SetFamily::Ipv4 {
-                        "ipv4"
-                    } else {
-                        "ipv6"
-                    }
-                ),
-            ),
-            None => diags.error(
-                e.span(),
-                format!(
-                    "invalid element `{}`: expected {}, e.g. \"{}\"",
-                    e.get_ref(),
-                    if address_first {
-                        "\"ADDRESS PORT\""
-                    } else {
-                        "\"PORT ADDRESS\""
-                    },
-                    if address_first {
-                        "192.0.2.10 443"
-                    } else {
-                        "443 192.0.2.10"
-                    }
-                ),
-            ),
+        match pair(e.get_ref(), fields, family) {
+            Ok(p) => out.push(p),
+            Err(msg) => diags.error(e.span(), msg),
         }
     }
     out.sort();
     out.dedup();
     out
+}
+
+/// One pair of an address·port set (see [`pairs`]), or what is wrong with it.
+pub(super) fn pair(
+    text: &str,
+    fields: &[TupleField],
+    family: SetFamily,
+) -> Result<(IpAddr, u16), String> {
+    let address_first = fields[0].address;
+    // nft writes the pair `ADDR . PORT`; the dot then stands alone.
+    let words: Vec<&str> = text.split_whitespace().filter(|w| *w != ".").collect();
+    let parsed = match words.as_slice() {
+        [a, b] => {
+            let (addr, port) = if address_first { (a, b) } else { (b, a) };
+            addr.parse::<IpAddr>().ok().zip(parse_port(port))
+        }
+        _ => None,
+    };
+    match parsed {
+        Some((addr, port)) if addr.is_ipv4() == (family == SetFamily::Ipv4) => Ok((addr, port)),
+        Some((addr, _)) => Err(format!(
+            "element `{text}`: {addr} is not of the set's type (\"{}\")",
+            if family == SetFamily::Ipv4 {
+                "ipv4"
+            } else {
+                "ipv6"
+            }
+        )),
+        None => Err(format!(
+            "invalid element `{text}`: expected {}, e.g. \"{}\"",
+            if address_first {
+                "\"ADDRESS PORT\""
+            } else {
+                "\"PORT ADDRESS\""
+            },
+            if address_first {
+                "192.0.2.10 443"
+            } else {
+                "443 192.0.2.10"
+            }
+        )),
+    }
 }
 
 /// A rule's `ipset`: `"name"`, `"!name"`, and optionally one direction per field of the set

@@ -17,12 +17,14 @@ use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::data_file::DataFiles;
 use super::diag::Diagnostics;
 use super::doc::{Doc, Value, de, de_each};
 
 mod dual_forward;
 mod helpers;
 mod ipset;
+mod loadfile;
 mod masq;
 mod matches;
 mod model;
@@ -72,8 +74,13 @@ const KEYS: &[&str] = &[
     "synflood_burst",
 ];
 
-/// Validates `[policy]`; `None` when the section is absent (no firewall table at all).
-pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> {
+/// Validates `[policy]`; `None` when the section is absent (no firewall table at all). The
+/// sets' `loadfile`s are read from `data`.
+pub fn validate(
+    doc: &Doc<'_>,
+    data: &mut DataFiles,
+    diags: &mut Diagnostics,
+) -> Option<PolicyConfig> {
     let section = doc.value("policy")?;
     let DeValue::Table(table) = section.get_ref() else {
         diags.error(
@@ -120,7 +127,7 @@ pub fn validate(doc: &Doc<'_>, diags: &mut Diagnostics) -> Option<PolicyConfig> 
             cfg.helpers.push(name.clone());
         }
     }
-    zones_and_sets(table, &mut cfg, diags);
+    zones_and_sets(table, &mut cfg, data, diags);
     let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
     if let Some(v) = table.get("rule") {
         for raw in de_each::<RawRule>(v, diags) {
@@ -206,7 +213,12 @@ fn unknown_keys(table: &DeTable<'_>, diags: &mut Diagnostics) {
     }
 }
 
-fn zones_and_sets(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics) {
+fn zones_and_sets(
+    table: &DeTable<'_>,
+    cfg: &mut PolicyConfig,
+    data: &mut DataFiles,
+    diags: &mut Diagnostics,
+) {
     if let Some(v) = table.get("zone") {
         for (name, name_span, value) in subtables(v, "policy.zone", diags) {
             let helpers = (&cfg.helpers[..], &cfg.custom_helpers);
@@ -217,7 +229,7 @@ fn zones_and_sets(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagn
     }
     if let Some(v) = table.get("set") {
         for (name, name_span, value) in subtables(v, "policy.set", diags) {
-            if let Some(s) = validate_set(&name, name_span, value, diags) {
+            if let Some(s) = validate_set(&name, name_span, value, data, diags) {
                 cfg.sets.insert(name, s);
             }
         }

@@ -141,7 +141,7 @@ pub struct NamedSet {
     pub name: String,
     /// Its address family.
     pub family: SetFamily,
-    /// Addresses and prefixes, as written.
+    /// Addresses and prefixes, as written: those of `elements`, then those of `loadfile`.
     pub elements: Vec<IpNet>,
     /// `dynamic = true`: other programs (fail2ban, CrowdSec, dnsmasq's nftset) add elements
     /// too, which are kept; only the config's elements are edgenetd's to add and delete.
@@ -154,7 +154,8 @@ pub struct NamedSet {
     /// `match` (fw4's ipset `match`): the set holds address·port pairs, its key these
     /// fields in this order; empty: a set of addresses (`elements`).
     pub tuple: Vec<TupleField>,
-    /// The pairs of a set with a `tuple` (address, port), whatever the fields' order.
+    /// The pairs of a set with a `tuple` (address, port), whatever the fields' order: those
+    /// of `elements` and `loadfile`, sorted, once each.
     pub pairs: Vec<(IpAddr, u16)>,
 }
 

@@ -43,6 +43,7 @@ pub(super) struct RawSet {
     pub(super) size: Option<Spanned<i64>>,
     #[serde(rename = "match")]
     pub(super) tuple: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) loadfile: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use toml::Spanned;
 
+use super::super::data_file::DataFiles;
 use super::super::diag::Diagnostics;
 use super::super::doc::{Value, de};
 use super::super::duration::parse_duration;
@@ -27,6 +28,7 @@ pub(super) fn validate_set(
     name: &str,
     span: Range<usize>,
     v: &Value<'_>,
+    data: &mut DataFiles,
     diags: &mut Diagnostics,
 ) -> Option<NamedSet> {
     if !valid_name(name) {
@@ -48,8 +50,17 @@ pub(super) fn validate_set(
         }
     };
     let tuple = super::ipset::tuple(raw.tuple.as_ref(), diags)?;
+    let loaded = raw
+        .loadfile
+        .as_ref()
+        .and_then(|f| super::loadfile::LoadFile::read(f, data, diags));
     let (elements, pairs) = if tuple.is_empty() {
-        (elements(name, &raw, family, diags), Vec::new())
+        let mut elements = elements(name, &raw, family, diags);
+        if let Some(file) = &loaded {
+            let kind = raw.kind.get_ref();
+            elements.extend(file.elements(|e| element(e, name, kind, family), diags));
+        }
+        (elements, Vec::new())
     } else {
         if raw.dynamic {
             diags.error(
@@ -58,7 +69,12 @@ pub(super) fn validate_set(
             );
             return None;
         }
-        let pairs = super::ipset::pairs(&raw.elements, &tuple, family, diags);
+        let mut pairs = super::ipset::pairs(&raw.elements, &tuple, family, diags);
+        if let Some(file) = &loaded {
+            pairs.extend(file.elements(|e| super::ipset::pair(e, &tuple, family), diags));
+            pairs.sort();
+            pairs.dedup();
+        }
         (Vec::new(), pairs)
     };
     let timeout = raw
@@ -87,32 +103,31 @@ pub(super) fn validate_set(
 fn elements(name: &str, raw: &RawSet, family: SetFamily, diags: &mut Diagnostics) -> Vec<IpNet> {
     let mut out = Vec::with_capacity(raw.elements.len());
     for e in &raw.elements {
-        match parse_prefix(e.get_ref()) {
-            Ok(n)
-                if matches!(
-                    (family, n),
-                    (SetFamily::Ipv4, IpNet::V4(_)) | (SetFamily::Ipv6, IpNet::V6(_))
-                ) =>
-            {
-                out.push(n)
-            }
-            Ok(_) => diags.error(
-                e.span(),
-                format!(
-                    "element `{}` is not an {} address or prefix, but set `{name}` has type \"{}\"",
-                    e.get_ref(),
-                    if family == SetFamily::Ipv4 {
-                        "IPv4"
-                    } else {
-                        "IPv6"
-                    },
-                    raw.kind.get_ref()
-                ),
-            ),
+        match element(e.get_ref(), name, raw.kind.get_ref(), family) {
+            Ok(n) => out.push(n),
             Err(msg) => diags.error(e.span(), msg),
         }
     }
     out
+}
+
+/// One address or prefix of set `name` (of type `kind`), or what is wrong with it.
+fn element(text: &str, name: &str, kind: &str, family: SetFamily) -> Result<IpNet, String> {
+    let n = parse_prefix(text)?;
+    if matches!(
+        (family, n),
+        (SetFamily::Ipv4, IpNet::V4(_)) | (SetFamily::Ipv6, IpNet::V6(_))
+    ) {
+        return Ok(n);
+    }
+    Err(format!(
+        "element `{text}` is not an {} address or prefix, but set `{name}` has type \"{kind}\"",
+        if family == SetFamily::Ipv4 {
+            "IPv4"
+        } else {
+            "IPv6"
+        },
+    ))
 }
 
 /// `timeout` and `size` describe elements others add: a static set has none, and its own
