@@ -306,6 +306,56 @@ netns_test! {
     }
 }
 
+/// The table's handle (global, so a replaced table gets a new one) and the handles of the
+/// fence rules, which no service change touches.
+fn handles(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .filter(|l| l.starts_with("table ") || l.contains("comment \"fence4: "))
+        .map(|l| {
+            l.rsplit_once("# handle ")
+                .expect("listed with -a")
+                .1
+                .to_string()
+        })
+        .collect()
+}
+
+netns_test! {
+    fn dispatch_chains_come_and_go_with_a_services_slot_class_in_place() {
+        let mut t = Lab::new();
+        t.net.serve_named(t.net.host("b1"), "b4", 8081);
+        t.net.serve_named(t.net.host("b2"), "b5", 8081);
+        let three = ["10.0.1.2:8080", "10.0.2.2:8080", "10.0.3.2:8080"];
+        let five = ["10.0.1.2:8080", "10.0.2.2:8080", "10.0.3.2:8080", "10.0.1.2:8081", "10.0.2.2:8081"];
+        // A sticky service of another VIP: its remembered clients would go with a rewritten table.
+        let other = service("10.96.0.11", STICKY, &["10.0.3.2:8080"]);
+        let table = || sh("nft -a list table inet edgenetd-service");
+        let answers = |t: &Lab| -> std::collections::BTreeSet<String> {
+            t.per_client("10.96.0.10", 10).into_values().flatten().collect()
+        };
+        t.sync(&format!("{other}{}", service("10.96.0.10", "", &three)));
+        t.stuck("10.96.0.11", 1);
+        let first = table();
+        assert!(first.contains("chain random3_4 ") && first.contains("chain sticky1_4 "), "{first}");
+        for absent in ["chain random5_4 ", "chain random3_6 ", "chain irandom", "chain source", "chain sticky3_4 "] {
+            assert!(!first.contains(absent), "{absent}: {first}");
+        }
+        assert_eq!(answers(&t), ["b1", "b2", "b3"].map(String::from).into());
+        let r = t.sync(&format!("{other}{}", service("10.96.0.10", "", &five)));
+        let grown = table();
+        assert!(grown.contains("chain random5_4 ") && !grown.contains("chain random3_4 "), "{grown}");
+        assert_eq!(handles(&grown), handles(&first), "the table was rewritten: {r:?}");
+        assert_eq!(answers(&t), ["b1", "b2", "b3", "b4", "b5"].map(String::from).into());
+        t.sync(&format!("{other}{}", service("10.96.0.10", "", &three)));
+        let back = table();
+        assert!(back.contains("chain random3_4 ") && !back.contains("chain random5_4 "), "{back}");
+        assert_eq!(handles(&back), handles(&first));
+        assert_eq!(answers(&t), ["b1", "b2", "b3"].map(String::from).into());
+        assert!(sticky_map(true).contains("192.168.10.100 . 10.96.0.11"), "{}", sticky_map(true));
+    }
+}
+
 netns_test! {
     fn clients_stuck_to_a_backend_that_fails_its_health_check_are_dealt_anew() {
         let mut t = Lab::new();

@@ -1,9 +1,11 @@
 //! Apply: the only part of the service controller that writes to the kernel: every commit
 //! (its generation recorded in the shared generation watch, see
 //! [`crate::controller::nft_core`]), the table's skeleton, the batch writer (`write`, which
-//! isolates refused services), the recorder chains of sticky services (`recorders`), and the
-//! conntrack entries of drained UDP backends.
+//! isolates refused services), the chains on demand (`on_demand`: dispatch chains of the
+//! slot classes in use, recorder chains of sticky services), forgetting remembered clients
+//! (`recorders`), and the conntrack entries of drained UDP backends.
 
+mod on_demand;
 mod recorders;
 mod write;
 
@@ -13,8 +15,8 @@ use crate::dataplane::nft::{Batch, Commit, NftError};
 use crate::sync::SyncError;
 
 use super::layout;
+use super::layout::Demand;
 use super::model::VipKey;
-use super::observe::Recorders;
 use super::plan::{Delta, ServiceChange};
 use super::sync::Kernel;
 
@@ -35,9 +37,9 @@ impl Kernel {
     }
 
     /// A batch that replaces the table with the bare skeleton (no service elements yet) and
-    /// the recorder chains of `recorders`.
-    pub(super) fn skeleton_batch(&self, recorders: &Recorders) -> Result<Batch, SyncError> {
-        let skeleton = layout::skeleton_with(&self.table.name, recorders, self.local);
+    /// the chains on demand of `demand`.
+    pub(super) fn skeleton_batch(&self, demand: &Demand) -> Result<Batch, SyncError> {
+        let skeleton = layout::skeleton_with(&self.table.name, demand, self.local);
         let mut batch = Batch::new();
         batch.tag(TAG_SHARED);
         batch

@@ -124,7 +124,7 @@ pub(super) fn stream_elements(
 /// The skeleton with every desired element and the loopback exemption `local` (the text a
 /// cold install is equivalent to).
 pub fn full_table(name: &str, model: &Model, local: Option<super::local::Local>) -> Table {
-    let mut t = layout::skeleton_with(name, &super::model::recorders(model), local);
+    let mut t = layout::skeleton_with(name, &super::model::on_demand(model), local);
     each_element(model, |s, el| t.sets[s.index()].elements.push(el));
     t
 }

@@ -38,8 +38,11 @@
 //! ```
 //!
 //! One dispatch chain per slot class (1 to 32, 64, 128, 256, 512, 1024), per selection (random, source
-//! hash, sticky), per family, and per backend set (the service's, the internal one). Cost is
-//! linear in services and an update to one service touches only its own elements.
+//! hash, sticky), per family, and per backend set (the service's, the internal one), but only
+//! those some service's verdict points at ([`OnDemand`]): all 444 would cost the idle daemon
+//! half a MiB of kernel-side memory and the skeleton 40 ms to load, for the two or three a
+//! small config uses. Cost is linear in services and an update to one service touches only
+//! its own elements (and, when it moves to a slot class no other service uses, one chain).
 //!
 //! **Masquerade is decided per path, before DNAT**, on the address the connection was sent
 //! to: the rules above set the `MASQ` conntrack mark bit, and postrouting masquerades the
@@ -574,23 +577,143 @@ fn vmap(set: SetId, v4: bool) -> Stmt {
     }
 }
 
+/// A chain the table has only while some service's elements point at it (directly, or
+/// through the sticky chain's fallback to the random one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OnDemand {
+    /// A dispatch chain ([`dispatch_chain_of`]); a sticky one's timeout is always 0 (the
+    /// chain does not depend on it).
+    Dispatch {
+        /// IPv4.
+        v4: bool,
+        /// Over the internal backends' slots.
+        internal: bool,
+        /// The selection.
+        selection: Selection,
+        /// The slot class.
+        slots: u32,
+    },
+    /// The recorder chain of sticky services of one timeout (seconds) and family.
+    Recorder {
+        /// The remembering timeout, in seconds.
+        timeout: u32,
+        /// IPv4.
+        v4: bool,
+    },
+}
+
+/// The chains on demand a table has or needs.
+pub type Demand = BTreeSet<OnDemand>;
+
+impl OnDemand {
+    /// The dispatch chain(s) a balanced action needs: a sticky chain needs the random one of
+    /// the same class and backend set, where its new clients go.
+    pub fn dispatch(selection: Selection, slots: u32, v4: bool, internal: bool) -> Vec<OnDemand> {
+        let of = |selection| OnDemand::Dispatch {
+            v4,
+            internal,
+            selection,
+            slots,
+        };
+        match selection {
+            Selection::Sticky { .. } => {
+                vec![of(Selection::Sticky { timeout: 0 }), of(Selection::Random)]
+            }
+            s => vec![of(s)],
+        }
+    }
+
+    /// The chain's name.
+    pub fn chain(self) -> String {
+        match self {
+            OnDemand::Dispatch {
+                v4,
+                internal,
+                selection,
+                slots,
+            } => dispatch_chain_of(selection, slots as usize, v4, internal),
+            OnDemand::Recorder { timeout, v4 } => recorder_chain(timeout, v4),
+        }
+    }
+
+    /// The chain on demand a kernel chain's name stands for.
+    pub fn parse(name: &str) -> Option<OnDemand> {
+        if let Some((timeout, v4)) = parse_recorder_chain(name) {
+            return Some(OnDemand::Recorder { timeout, v4 });
+        }
+        let (internal, rest) = match name.strip_prefix('i') {
+            Some(rest) => (true, rest),
+            None => (false, name),
+        };
+        let (selection, rest) = [
+            ("random", Selection::Random),
+            ("source", Selection::SourceHash),
+            ("sticky", Selection::Sticky { timeout: 0 }),
+        ]
+        .into_iter()
+        .find_map(|(p, s)| Some((s, rest.strip_prefix(p)?)))?;
+        let (digits, fam) = rest.split_once('_')?;
+        let v4 = match fam {
+            "4" => true,
+            "6" => false,
+            _ => return None,
+        };
+        let slots: u32 = digits.parse().ok()?;
+        (digits == slots.to_string() && SLOT_CLASSES.contains(&slots)).then_some(
+            OnDemand::Dispatch {
+                v4,
+                internal,
+                selection,
+                slots,
+            },
+        )
+    }
+}
+
+/// The chains and rules of `demand`: its dispatch chains, its recorder chains and, when it
+/// has any recorder, the base chains that reach them.
+pub fn on_demand_objects(demand: &Demand) -> (Vec<Chain>, Vec<Rule>) {
+    let recorders: BTreeSet<(u32, bool)> = demand
+        .iter()
+        .filter_map(|d| match *d {
+            OnDemand::Recorder { timeout, v4 } => Some((timeout, v4)),
+            OnDemand::Dispatch { .. } => None,
+        })
+        .collect();
+    let mut chains = Vec::new();
+    let mut rules = Vec::new();
+    for d in demand {
+        if let OnDemand::Dispatch {
+            v4,
+            internal,
+            selection,
+            slots,
+        } = *d
+        {
+            chains.push(Chain::regular(d.chain()));
+            rules.extend(dispatch_rules(v4, selection, slots, internal));
+        }
+    }
+    let (c, r) = recorder_objects(&recorders);
+    chains.extend(c);
+    rules.extend(r);
+    (chains, rules)
+}
+
 /// [`skeleton`] with the loopback exemption of the daemon's listener (`super::local`).
-pub fn skeleton_with(
-    table: &str,
-    recorders: &BTreeSet<(u32, bool)>,
-    local: Option<super::local::Local>,
-) -> Table {
-    let mut t = skeleton(table, recorders);
+pub fn skeleton_with(table: &str, demand: &Demand, local: Option<super::local::Local>) -> Table {
+    let mut t = skeleton(table, demand);
     let (chains, rules) = super::local::objects(local);
     t.chains.extend(chains);
     t.rules.extend(rules);
     t
 }
 
-/// The whole table without elements: sets, chains and rules, plus the recorder chains of
-/// the (timeout, family) pairs in `recorders`. Constant in size but for one chain per
-/// distinct sticky timeout and family.
-pub fn skeleton(table: &str, recorders: &BTreeSet<(u32, bool)>) -> Table {
+/// The whole table without elements: sets, chains and rules, plus the chains on demand of
+/// `demand` (dispatch and recorder chains). Constant in size but for one chain per slot
+/// class, selection, backend set and family in use, and per distinct sticky timeout and
+/// family.
+pub fn skeleton(table: &str, demand: &Demand) -> Table {
     let mut t = Table::new(Family::Inet, table);
     t.sets = SetId::ALL.iter().map(|s| s.definition()).collect();
     t.sets.extend([sticky_map(true), sticky_map(false)]);
@@ -669,37 +792,21 @@ pub fn skeleton(table: &str, recorders: &BTreeSet<(u32, bool)>) -> Table {
         ));
     }
     t.rules.extend(empty_reject_rules());
-    for v4 in [true, false] {
-        for internal in [false, true] {
-            for selection in SELECTIONS {
-                for k in SLOT_CLASSES {
-                    t.rules.extend(dispatch_rules(v4, selection, k, internal));
-                }
-            }
-        }
-    }
     t.rules.extend(masquerade_rules());
     t.rules.extend(unserved_rules());
     t.rules.extend(fence_rules());
-    let (chains, rules) = recorder_objects(recorders);
+    let (chains, rules) = on_demand_objects(demand);
     t.chains.extend(chains);
     t.rules.extend(rules);
     t
 }
-
-/// One dispatch chain family per selection (the sticky one's timeout is not in its name).
-const SELECTIONS: [Selection; 3] = [
-    Selection::Random,
-    Selection::SourceHash,
-    Selection::Sticky { timeout: 0 },
-];
 
 fn rule(chain: &str, stmts: Vec<Stmt>, comment: &str) -> Rule {
     Rule::new(chain, stmts).with_comment(comment)
 }
 
 /// The NAT base chains, `services`, the empty-service reject chain, the unserved-port
-/// chains, the fence chains and every dispatch chain.
+/// chains and the fence chains.
 fn skeleton_chains() -> Vec<Chain> {
     let mut chains = vec![
         Chain::base(
@@ -738,17 +845,6 @@ fn skeleton_chains() -> Vec<Chain> {
             -1,
             ChainPolicy::Accept,
         ));
-    }
-    for v4 in [true, false] {
-        for internal in [false, true] {
-            for selection in SELECTIONS {
-                for k in SLOT_CLASSES {
-                    chains.push(Chain::regular(dispatch_chain_of(
-                        selection, k as usize, v4, internal,
-                    )));
-                }
-            }
-        }
     }
     chains
 }
@@ -1017,7 +1113,7 @@ fn fence_rules() -> Vec<Rule> {
 /// in `stickyvips`) is recorded; `update` adds the client or restarts its timeout.
 /// `ct original proto-dst` is typed by nft only after a protocol match, hence a rule per
 /// protocol.
-pub fn recorder_objects(recorders: &BTreeSet<(u32, bool)>) -> (Vec<Chain>, Vec<Rule>) {
+fn recorder_objects(recorders: &BTreeSet<(u32, bool)>) -> (Vec<Chain>, Vec<Rule>) {
     let mut chains = Vec::new();
     let mut rules = Vec::new();
     if recorders.is_empty() {

@@ -293,6 +293,30 @@ pub fn recorders(model: &Model) -> std::collections::BTreeSet<(u32, bool)> {
         .collect()
 }
 
+/// The chains on demand the elements of `model` point at: the dispatch chains of its
+/// balanced services (and internal backend sets), and the recorder chains of its sticky ones.
+pub fn on_demand(model: &Model) -> super::layout::Demand {
+    use super::layout::OnDemand;
+    let mut demand: super::layout::Demand = recorders(model)
+        .into_iter()
+        .map(|(timeout, v4)| OnDemand::Recorder { timeout, v4 })
+        .collect();
+    for (k, e) in model.iter() {
+        let v4 = k.addr.is_ipv4();
+        for (action, internal) in [(Some(&e.action), false), (e.internal.as_ref(), true)] {
+            if let Some(Action::Balance { selection, slots }) = action {
+                demand.extend(OnDemand::dispatch(
+                    *selection,
+                    slots.len() as u32,
+                    v4,
+                    internal,
+                ));
+            }
+        }
+    }
+    demand
+}
+
 /// The model of a whole config, every backend up (validation guarantees unique keys), its
 /// slots dealt afresh.
 pub fn build(services: &ServicesConfig) -> Model {

@@ -22,9 +22,6 @@ use super::layout::{self, SetId, SetRole, Shared};
 use super::model::{Model, VipKey};
 use super::plan::{Mirror, all_slots, shared_refs};
 
-/// The (timeout, family) pairs of recorder chains.
-pub(super) type Recorders = std::collections::BTreeSet<(u32, bool)>;
-
 /// A set as compared: name, key type id and length, map data type id and length.
 type SetShape = (String, u32, u32, Option<(u32, u32)>);
 
@@ -39,9 +36,9 @@ impl Kernel {
             .collect())
     }
 
-    /// When sets, chains and rules are what the skeleton installs with the recorder chains
-    /// the kernel has, those recorders' (timeout, family) pairs; `None` when anything differs.
-    pub(super) fn structure_ok(&mut self) -> Result<Option<Recorders>, NftError> {
+    /// When sets, chains and rules are what the skeleton installs with the chains on demand
+    /// the kernel has (dispatch and recorder chains), those; `None` when anything differs.
+    pub(super) fn structure_ok(&mut self) -> Result<Option<layout::Demand>, NftError> {
         let mut chains: Vec<String> = self
             .nft
             .socket()
@@ -49,11 +46,11 @@ impl Kernel {
             .into_iter()
             .map(|c| c.name)
             .collect();
-        let recorders: Recorders = chains
+        let demand: layout::Demand = chains
             .iter()
-            .filter_map(|c| layout::parse_recorder_chain(c))
+            .filter_map(|c| layout::OnDemand::parse(c))
             .collect();
-        let skeleton = layout::skeleton_with(&self.table.name, &recorders, self.local);
+        let skeleton = layout::skeleton_with(&self.table.name, &demand, self.local);
         let sets = self.nft.socket().list_sets(&self.table)?;
         let mut want_sets: Vec<SetShape> = skeleton
             .sets
@@ -91,7 +88,7 @@ impl Kernel {
         }
         let rules = self.fingerprints_now()?;
         match &self.fingerprints {
-            Some(f) => Ok((*f == rules).then_some(recorders)),
+            Some(f) => Ok((*f == rules).then_some(demand)),
             None => {
                 // Adopting a table from an earlier run: same rule count per chain and the same
                 // comments; later checks compare full fingerprints.
@@ -109,7 +106,7 @@ impl Kernel {
                 if ok {
                     self.fingerprints = Some(rules);
                 }
-                Ok(ok.then_some(recorders))
+                Ok(ok.then_some(demand))
             }
         }
     }

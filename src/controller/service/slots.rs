@@ -16,8 +16,8 @@
 //! range rather than bunched), in address order: the same config then gives the same slots.
 //!
 //! K comes from a fixed list of classes (one dispatch chain per class, selection and
-//! family), so the rule count is constant and only elements grow with the number of
-//! services. A change of K (a backend added or removed) changes the slot of most clients:
+//! family, present while some service uses it), so the rule count is bounded and only
+//! elements grow with the number of services. A change of K (a backend added or removed) changes the slot of most clients:
 //! `mod K` hashing keeps nothing across a different K.
 
 use std::collections::BTreeMap;

@@ -21,8 +21,9 @@ use crate::sync::{Progress, SyncError, SyncReport, Trigger};
 
 use super::apply::{groups_of, joined, nft_err};
 use super::elements::{group, stream_elements, vip_of};
+use super::layout::Demand;
 use super::model::{self, Model, VipKey};
-use super::observe::{self, Recorders};
+use super::observe;
 use super::plan::{Delta, Mirror, ServiceChange};
 use super::{backend_check, local};
 
@@ -153,9 +154,9 @@ pub struct Kernel {
     pub(super) fingerprints: Option<Vec<(String, String)>>,
     /// Generation at which the table was last seen absent while no service was desired.
     pub(super) absent_at: Option<u32>,
-    /// The (timeout, family) pairs whose recorder chains the table has, when known (after
+    /// The chains on demand (dispatch and recorder chains) the table has, when known (after
     /// an install or a structure check).
-    pub(super) recorders: Option<Recorders>,
+    pub(super) on_demand: Option<Demand>,
     /// Kernel messages written by the last sync.
     pub last_writes: u64,
     /// The loopback exemption of the daemon's listener the table carries (see `local`).
@@ -173,7 +174,7 @@ impl Kernel {
             generation: None,
             fingerprints: None,
             absent_at: None,
-            recorders: None,
+            on_demand: None,
             last_writes: 0,
             local: None,
         })
@@ -209,7 +210,7 @@ impl Kernel {
             .nft
             .check(&mut self.cache, self.generation, generation, now, period);
         match check.decision {
-            Decision::Trusted if self.recorders.is_some() => self.sync_delta(desired),
+            Decision::Trusted if self.on_demand.is_some() => self.sync_delta(desired),
             _ => {
                 // Every full compare at info, whatever it finds: a change that arrived
                 // meanwhile waited for it, and an operator must see why.
@@ -253,8 +254,8 @@ impl Kernel {
             drift_repairs: 0,
             summary: summarize(&delta),
         };
-        let want = model::recorders(&desired);
-        if let Err(e) = self.add_recorders(&want) {
+        let want = model::on_demand(&desired);
+        if let Err(e) = self.add_on_demand(&want) {
             self.cache.forget();
             return Err(e);
         }
@@ -270,7 +271,7 @@ impl Kernel {
         if failures.is_empty() {
             self.generation = commit;
             let after =
-                self.drop_recorders(&want)
+                self.drop_on_demand(&want)
                     .and_then(|()| match delta.sticky_lost.is_empty() {
                         true => Ok(()),
                         false => self.sweep_sticky(&desired),
@@ -321,7 +322,7 @@ impl Kernel {
         self.cache.forget();
         self.generation = None;
         self.fingerprints = None;
-        self.recorders = None;
+        self.on_demand = None;
         Ok(SyncReport {
             changes,
             drift_repairs: 0,
@@ -353,7 +354,7 @@ impl Kernel {
             }
             return self.install(desired, drift);
         };
-        self.recorders = Some(have);
+        self.on_demand = Some(have);
         if known.is_none() {
             // Nothing committed known (a restart, a failed batch): the slots were planned
             // without the kernel's, so adopt the kernel's places; dealt afresh, they would
@@ -362,8 +363,8 @@ impl Kernel {
                 .map_err(|e| nft_err("list slots", e))?;
             model::rebase_slots(&mut desired, &kernel);
         }
-        let want = model::recorders(&desired);
-        self.add_recorders(&want)?;
+        let want = model::on_demand(&desired);
+        self.add_on_demand(&want)?;
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
         let mut found = observe::verify_kernel(self.nft.socket(), &table, &desired, known.as_ref())
@@ -397,7 +398,7 @@ impl Kernel {
         if !failures.is_empty() {
             return joined(failures).into_result(report);
         }
-        self.drop_recorders(&want)?;
+        self.drop_on_demand(&want)?;
         // Clients remembered with a backend that is no longer a live one of their sticky
         // service (changed while no one watched, or a sweep that failed) are forgotten.
         self.sweep_sticky(&desired)?;
@@ -415,7 +416,7 @@ impl Kernel {
 
     /// Replaces the whole table with the skeleton and every desired element (one batch).
     fn install(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let mut batch = self.skeleton_batch(&model::recorders(&desired))?;
+        let mut batch = self.skeleton_batch(&model::on_demand(&desired))?;
         let elements = stream_elements(&mut batch, &self.table, &desired)
             .map_err(|e| nft_err("compile service elements", e.into()))?;
         let commit = match self.commit(batch) {
@@ -439,13 +440,13 @@ impl Kernel {
     }
 
     fn install_isolated(&mut self, desired: Model, drift: u64) -> Result<SyncReport, SyncError> {
-        let want = model::recorders(&desired);
+        let want = model::on_demand(&desired);
         let batch = self.skeleton_batch(&want)?;
         let commit = self
             .commit(batch)
             .map_err(|e| nft_err("install service table", e))?;
         self.after_install(Model::new(), commit.generation)?;
-        self.recorders = Some(want);
+        self.on_demand = Some(want);
         let mirror = self.cache.snapshot().expect("just installed");
         let delta = mirror.diff(&desired);
         let groups = groups_of(&delta);
@@ -459,7 +460,7 @@ impl Kernel {
     }
 
     fn after_install(&mut self, desired: Model, generation: u32) -> Result<(), SyncError> {
-        self.recorders = Some(model::recorders(&desired));
+        self.on_demand = Some(model::on_demand(&desired));
         self.fingerprints = Some(
             self.fingerprints_now()
                 .map_err(|e| nft_err("list rules", e))?,
