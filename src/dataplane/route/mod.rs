@@ -3,7 +3,7 @@
 //! Thin by design: [`spec`] describes routes and rules with device names and no netlink
 //! types, [`codec`] encodes requests and reads the kernel's messages (routes, rules, links,
 //! addresses: only the attributes edgenetd uses), [`socket`] dumps (the kernel filters routes
-//! by protocol; see [`dump`]) and writes (pipelined, every ack mapped back to its write), and
+//! by protocol; see `dump`) and writes (pipelined, every ack mapped back to its write), and
 //! [`monitor`] turns kernel notifications into "maybe sync" events. Nothing here knows about
 //! TOML or about what *should* be installed; that is the route controller's job.
 

@@ -1,4 +1,4 @@
-//! One netlink socket for dumps (see [`super::dump`]) and one for pipelined writes, both
+//! One netlink socket for dumps (see the `dump` module) and one for pipelined writes, both
 //! plain `netlink-sys` sockets on smol, every message encoded and read by [`super::codec`].
 //!
 //! Why not one `rtnetlink` request future per route: each would cost a `sendto`, a `recvfrom`
