@@ -98,6 +98,13 @@ pub trait Progress {
     /// stall, until its next [`beat`](Progress::beat). (Lets idle work sleep instead of
     /// ticking to stay live.)
     fn rest(&self) {}
+
+    /// Whether newer work (a new desired state, a kernel event) waits for the loop running
+    /// this sync: a long sync that can stop early and be done again may give way to it.
+    /// Nothing ever waits by default (a sync driven by hand, a tool).
+    fn waiting(&self) -> Waiting {
+        Waiting::never()
+    }
 }
 
 /// A progress sink that ignores beats (for `plan` and unit tests).
@@ -139,6 +146,31 @@ impl TriggerRx {
     /// Consumes a pending wake-up, if any, without waiting; true if there was one.
     pub fn take_pending(&self) -> bool {
         self.0.try_recv().is_ok()
+    }
+}
+
+/// Whether a wake-up waits on some triggers, read without taking it: the runner hands its
+/// loop's receivers to a sync (through [`Progress::waiting`]) so that a long one can see newer
+/// work came since it started. Cheap to clone and `Send`: a blocking sync polls it from its
+/// own thread.
+#[derive(Clone, Debug, Default)]
+pub struct Waiting(Vec<async_channel::Receiver<()>>);
+
+impl Waiting {
+    /// Watches nothing: never waiting.
+    pub fn never() -> Waiting {
+        Waiting::default()
+    }
+
+    /// Watches `rx` too.
+    pub fn and(mut self, rx: &TriggerRx) -> Waiting {
+        self.0.push(rx.0.clone());
+        self
+    }
+
+    /// True while a wake-up of a watched trigger is pending (fired, not yet taken).
+    pub fn now(&self) -> bool {
+        self.0.iter().any(|rx| !rx.is_empty())
     }
 }
 
@@ -193,6 +225,20 @@ mod tests {
         assert!(!rx.take_pending());
         drop(tx);
         assert_eq!(smol::block_on(rx.recv()), None);
+    }
+
+    #[test]
+    fn waiting_sees_a_pending_wake_up_without_taking_it() {
+        let (tx, rx) = trigger();
+        let (_other_tx, other) = trigger();
+        let waiting = Waiting::never().and(&other).and(&rx);
+        assert!(!waiting.now());
+        assert!(!Waiting::never().now());
+        tx.fire();
+        assert!(waiting.now());
+        assert!(waiting.now(), "looking takes nothing");
+        assert!(rx.take_pending());
+        assert!(!waiting.now());
     }
 
     #[test]

@@ -122,6 +122,14 @@ impl<S> KernelCache<S> {
         self.snapshot.take()
     }
 
+    /// Puts back a snapshot [`KernelCache::take`] took, for a full compare that stopped before
+    /// it wrote anything (it gave way to a change): as trusted for a delta as before, and
+    /// never verified, so the compare stays due.
+    pub fn put_back(&mut self, snapshot: S) {
+        self.snapshot = Some(snapshot);
+        self.verified_at = None;
+    }
+
     /// Stores the state a sync that dumped and compared the kernel (at `at`) left behind.
     pub fn store_verified(&mut self, snapshot: S, complete: bool, at: Instant) {
         self.snapshot = Some(snapshot);
@@ -225,6 +233,23 @@ mod tests {
         assert_eq!(cache.decide(t0 + PERIOD, PERIOD, true), Decision::Verify);
         cache.store_verified(9, true, t0 + PERIOD);
         assert_eq!(cache.decide(t0 + PERIOD, PERIOD, true), Decision::Trusted);
+    }
+
+    #[test]
+    fn a_snapshot_put_back_is_kept_but_stays_due() {
+        let t0 = Instant::now();
+        let mut cache = verified_cache(t0);
+        let s = cache.take().unwrap();
+        cache.put_back(s);
+        assert_eq!(cache.snapshot(), Some(&7));
+        assert!(cache.is_complete());
+        assert_eq!(cache.decide(t0, PERIOD, true), Decision::Verify);
+        cache.store_incremental(8, true);
+        assert_eq!(
+            cache.decide(t0, PERIOD, true),
+            Decision::Verify,
+            "a delta meanwhile does not make it verified"
+        );
     }
 
     #[test]

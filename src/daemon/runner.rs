@@ -4,6 +4,10 @@
 //! Bursts coalesce: each wake-up source is a channel of capacity one, so any number of
 //! triggers that arrive during a sync leave at most one wake-up pending, which causes at most
 //! one more sync, which reads the newest snapshot.
+//!
+//! A sync sees those wake-ups pending without taking them ([`Progress::waiting`]): the service
+//! controller's periodic full compare gives way to a change that waits (see
+//! `controller::service::defer`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +21,7 @@ use crate::config::{ControllerSettings, DesiredState};
 use crate::controller::Controller;
 use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
-use crate::sync::{SyncReport, Trigger, TriggerRx};
+use crate::sync::{Progress, SyncReport, Trigger, TriggerRx, Waiting};
 
 /// Why a loop woke up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +55,12 @@ pub struct LoopInputs {
 pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
     let name = controller.name();
     let mut wake = Wake::Start;
+    let progress = LoopProgress {
+        heartbeat: &inputs.heartbeat,
+        waiting: Waiting::never()
+            .and(&inputs.snapshot_rx)
+            .and(&inputs.kernel_rx),
+    };
     loop {
         if wake == Wake::Shutdown {
             info!("{name}: loop stopped");
@@ -67,7 +77,7 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
                     ..SyncReport::default()
                 })
             } else {
-                controller.sync(&desired, &inputs.heartbeat).await
+                controller.sync(&desired, &progress).await
             }
         };
         let result = run_observed_sync(&inputs.heartbeat, sync).await;
@@ -85,6 +95,27 @@ pub async fn run_loop<C: Controller>(mut controller: C, inputs: LoopInputs) {
         // so the idle daemon holds what it keeps, not its last sync's peak.
         crate::sys::trim_heap();
         wake = next_wake(&inputs, settings.period).await;
+    }
+}
+
+/// A sync's progress: beats go to the loop's heartbeat; newer work is whatever wakes the loop
+/// (a snapshot, a kernel event) pending while it syncs.
+struct LoopProgress<'a> {
+    heartbeat: &'a Heartbeat,
+    waiting: Waiting,
+}
+
+impl Progress for LoopProgress<'_> {
+    fn beat(&self) {
+        self.heartbeat.beat();
+    }
+
+    fn rest(&self) {
+        self.heartbeat.rest();
+    }
+
+    fn waiting(&self) -> Waiting {
+        self.waiting.clone()
     }
 }
 

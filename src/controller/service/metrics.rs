@@ -6,10 +6,13 @@ pub const SERVICES: &str = "edgenetd_services";
 pub const BACKENDS: &str = "edgenetd_service_backends";
 /// Drift repairs.
 pub const DRIFT_REPAIRS: &str = "edgenetd_service_drift_repairs_total";
-/// Full compares of the table with the kernel (at startup, after a failed batch or a foreign
-/// commit, once per period).
+/// Full compares of the table with the kernel that ran to the end (at startup, after a failed
+/// batch or a foreign commit, once per period).
 pub const FULL_COMPARES: &str = "edgenetd_service_full_compares_total";
-/// Seconds the last full compare took.
+/// Periodic full compares stopped partway to let a waiting change go first (each starts again
+/// after it; see `defer`).
+pub const FULL_COMPARES_INTERRUPTED: &str = "edgenetd_service_full_compares_interrupted_total";
+/// Seconds the last full compare that ran to the end took.
 pub const FULL_COMPARE_SECONDS: &str = "edgenetd_service_full_compare_last_seconds";
 /// 1 while a health-checked backend is up (labels `service`, `backend`; see `backend_check`).
 pub const BACKEND_UP: &str = "edgenetd_backend_up";
@@ -31,11 +34,15 @@ pub fn describe_metrics() {
     );
     metrics::describe_counter!(
         FULL_COMPARES,
-        "Full compares of the service table with the kernel (a change that arrives meanwhile waits for it)"
+        "Full compares of the service table with the kernel that ran to the end"
+    );
+    metrics::describe_counter!(
+        FULL_COMPARES_INTERRUPTED,
+        "Periodic full compares of the service table stopped partway for a waiting change (started again after it)"
     );
     metrics::describe_gauge!(
         FULL_COMPARE_SECONDS,
-        "Seconds the last full compare of the service table took"
+        "Seconds the last full compare of the service table that ran to the end took"
     );
     // Per backend: the health checks create each backend's series when it gets a probe.
     metrics::describe_gauge!(
@@ -48,6 +55,7 @@ pub fn describe_metrics() {
     metrics::gauge!(BACKENDS).set(0.0);
     metrics::counter!(DRIFT_REPAIRS).absolute(0);
     metrics::counter!(FULL_COMPARES).absolute(0);
+    metrics::counter!(FULL_COMPARES_INTERRUPTED).absolute(0);
     metrics::gauge!(FULL_COMPARE_SECONDS).set(0.0);
 }
 
@@ -55,6 +63,11 @@ pub fn describe_metrics() {
 pub fn record_full_compare(took: std::time::Duration) {
     metrics::counter!(FULL_COMPARES).increment(1);
     metrics::gauge!(FULL_COMPARE_SECONDS).set(took.as_secs_f64());
+}
+
+/// Counts one full compare stopped partway for a waiting change.
+pub fn record_interrupted_compare() {
+    metrics::counter!(FULL_COMPARES_INTERRUPTED).increment(1);
 }
 
 /// Records what is programmed: `services` and the `backends` with slots summed over them.

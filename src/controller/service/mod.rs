@@ -4,7 +4,8 @@
 //! - [`sync`]: the controller (constructor, one sync): incremental, or the full compare when
 //!   the cache is not trusted (at startup, after a failed batch, when another process
 //!   committed to nftables, once per period); whatever it finds changed behind our back is
-//!   repaired and counted in `edgenetd_service_drift_repairs_total`;
+//!   repaired and counted in `edgenetd_service_drift_repairs_total`; the periodic compare
+//!   gives way to a waiting change, within a bound ([`defer`]);
 //! - [`metrics`]: its metric names, descriptions and recording;
 //! - [`model`]: the validated services -> one entry per VIP (pure);
 //! - [`plan`](mod@plan): the mirror (what this process last committed, the cache's snapshot) against
@@ -28,6 +29,7 @@
 
 pub mod apply;
 pub mod backend_check;
+pub mod defer;
 pub mod elements;
 pub mod layout;
 pub mod local;

@@ -536,14 +536,60 @@ pub fn verify_kernel(
     desired: &Model,
     believed: Option<&Mirror>,
 ) -> Result<Findings, crate::dataplane::nft::NftError> {
+    let found = verify_kernel_until(nft, table, desired, believed, &|| false)?;
+    Ok(found.expect("never stopped"))
+}
+
+/// Elements fed between two looks at `stop`: a look is an atomic read, the feed of an
+/// element a few hash lookups, so this keeps the looks free and the stop prompt.
+const STOP_EVERY: usize = 256;
+
+/// [`verify_kernel`], stopping early (`Ok(None)`) once `stop` says so: it is asked between
+/// sets and every [`STOP_EVERY`] elements. A set's dump that is under way is read to its end
+/// (the socket must be drained), but its elements are no longer checked.
+pub fn verify_kernel_until(
+    nft: &mut crate::dataplane::nft::Nft,
+    table: &crate::dataplane::nft::TableRef,
+    desired: &Model,
+    believed: Option<&Mirror>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Findings>, crate::dataplane::nft::NftError> {
     let v = std::cell::RefCell::new(Verifier::new(desired, believed));
+    let stopped = std::cell::Cell::new(false);
+    let fed = std::cell::Cell::new(0usize);
+    let slow = crate::fault_hook!(
+        crate::fault::by_name::slow_compare(desired.values().map(|e| e.name.as_str())),
+        false
+    );
     for set in SetId::ALL {
+        if slow {
+            crate::fault_hook!(
+                crate::fault::by_name::compare_pause(set == SetId::ALL[0], stop),
+                ()
+            );
+        }
+        if stop() {
+            return Ok(None);
+        }
         nft.for_each_element(
             table,
             set.name(),
-            &mut |info| v.borrow_mut().feed(set, &info),
+            &mut |info| {
+                if stopped.get() {
+                    return;
+                }
+                fed.set(fed.get() + 1);
+                if fed.get() % STOP_EVERY == 0 && stop() {
+                    stopped.set(true);
+                    return;
+                }
+                v.borrow_mut().feed(set, &info);
+            },
             &mut || v.borrow_mut().restart(set),
         )?;
+        if stopped.get() {
+            return Ok(None);
+        }
     }
-    Ok(v.into_inner().finish())
+    Ok(Some(v.into_inner().finish()))
 }

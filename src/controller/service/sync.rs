@@ -8,6 +8,9 @@
 //! through [`super::observe`]; a broken structure replaces the table in one atomic batch, stray
 //! or missing elements are fixed by delta. What differs from what this process had committed
 //! counts as drift. The writes themselves are [`super::apply`]'s.
+//!
+//! The periodic compare gives way to changes (a change waiting for the loop goes first, by
+//! delta), within a bound: [`super::defer`] says how and why so.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -25,6 +28,7 @@ use super::layout::Demand;
 use super::model::{self, Model, VipKey};
 use super::observe;
 use super::plan::{Delta, Mirror, ServiceChange};
+use super::defer::Deferral;
 use super::{backend_check, local};
 
 /// The service controller (see the module docs).
@@ -36,6 +40,8 @@ pub struct ServiceController {
     /// The foreign-commit watch, shared with the policy controller (its flag is handed to
     /// each kernel opened).
     core: NftCore,
+    /// Wakes the loop again at once after a sync that put the periodic compare off.
+    resume: Trigger,
 }
 
 impl ServiceController {
@@ -49,7 +55,8 @@ impl ServiceController {
         ServiceController {
             kernel: None,
             core: NftCore::new(OwnedTable::Service, watch, trigger.clone()),
-            backend_checks: backend_check::BackendChecks::new(trigger),
+            backend_checks: backend_check::BackendChecks::new(trigger.clone()),
+            resume: trigger,
         }
     }
 
@@ -111,12 +118,18 @@ impl Controller for ServiceController {
                     .with_local(exempt)
             }
         };
+        let waiting = progress.waiting();
         let (kernel, result) = crate::sync::unblock(move || {
-            let r = kernel.sync(model, period, Instant::now());
+            let r = kernel.sync_giving_way(model, period, Instant::now(), &|| waiting.now());
             (kernel, r)
         })
         .await;
         progress.beat();
+        if result.is_ok() && kernel.compare_put_off() {
+            // The compare is still due: come back for it as soon as the change is in (a
+            // change that keeps waiting stops it again).
+            self.resume.fire();
+        }
         // What is programmed: everything desired after a clean sync, else what the mirror
         // knows (unknown after a failure: left as it was).
         let counts = match (&result, kernel.mirror()) {
@@ -161,6 +174,8 @@ pub struct Kernel {
     pub last_writes: u64,
     /// The loopback exemption of the daemon's listener the table carries (see `local`).
     pub local: Option<super::local::Local>,
+    /// How long the periodic compare has given way to changes (see [`super::defer`]).
+    deferral: Deferral,
 }
 
 impl Kernel {
@@ -177,6 +192,7 @@ impl Kernel {
             on_demand: None,
             last_writes: 0,
             local: None,
+            deferral: Deferral::default(),
         })
     }
 
@@ -191,12 +207,31 @@ impl Kernel {
         self.cache.snapshot()
     }
 
-    /// One sync against `desired` (blocking).
+    /// True when the periodic full compare gave way to a change and is still due.
+    pub fn compare_put_off(&self) -> bool {
+        self.deferral.pending()
+    }
+
+    /// One sync against `desired` (blocking); a periodic full compare runs to the end.
     pub fn sync(
         &mut self,
         desired: Model,
         period: Duration,
         now: Instant,
+    ) -> Result<SyncReport, SyncError> {
+        self.sync_giving_way(desired, period, now, &|| false)
+    }
+
+    /// One sync against `desired` (blocking). A periodic full compare gives way to a change,
+    /// within the bound of [`super::defer`]: it is put off when `desired` differs from the
+    /// mirror (the delta runs instead), and stops partway, writing nothing, once `waiting`
+    /// says newer work waits (see [`Kernel::compare_put_off`]).
+    pub fn sync_giving_way(
+        &mut self,
+        desired: Model,
+        period: Duration,
+        now: Instant,
+        waiting: &dyn Fn() -> bool,
     ) -> Result<SyncReport, SyncError> {
         self.last_writes = 0;
         let generation = self
@@ -209,38 +244,75 @@ impl Kernel {
         let check = self
             .nft
             .check(&mut self.cache, self.generation, generation, now, period);
-        match check.decision {
-            Decision::Trusted if self.on_demand.is_some() => self.sync_delta(desired),
-            _ => {
-                // Every full compare at info, whatever it finds: a change that arrived
-                // meanwhile waited for it, and an operator must see why.
-                let services = desired.len();
-                let why = match (check.foreign, self.cache.snapshot().is_some()) {
-                    (true, _) => "another process committed, or the first look",
-                    (false, false) => "after a failed batch or at startup",
-                    (false, true) => "the period",
-                };
-                let started = Instant::now();
-                let result = self.full_sync(desired, now);
-                let took = started.elapsed();
-                super::metrics::record_full_compare(took);
-                let outcome = match &result {
-                    Ok(r) => r.summary.clone(),
-                    Err(e) => format!("failed: {e}"),
-                };
-                log::info!(
-                    "service: full compare of {services} services with the kernel took {} ms ({why}): {outcome}",
-                    took.as_millis()
-                );
-                result
+        if check.decision == Decision::Trusted && self.on_demand.is_some() {
+            let mirror = self.cache.snapshot().expect("trusted implies a mirror");
+            let delta = mirror.diff(&desired);
+            return self.sync_delta(desired, delta);
+        }
+        // Only the periodic compare may give way: the mirror is known and no other process
+        // committed, so it is as good for a delta as before the compare fell due.
+        let periodic = !check.foreign
+            && self.cache.is_complete()
+            && self.on_demand.is_some()
+            && self.cache.snapshot().is_some();
+        let may_yield = periodic && self.deferral.may_yield(now, period);
+        if may_yield {
+            let mirror = self.cache.snapshot().expect("periodic implies a mirror");
+            let delta = mirror.diff(&desired);
+            if !delta.is_empty() {
+                self.deferral.yielded(now);
+                log::debug!("service: a change goes before the periodic full compare");
+                return self.sync_delta(desired, delta);
             }
         }
+        // Every full compare at info, whatever it finds: a change that arrived meanwhile
+        // waited for it (unless it stopped for it), and an operator must see why.
+        let services = desired.len();
+        let why = match (check.foreign, self.cache.snapshot().is_some()) {
+            (true, _) => "another process committed, or the first look",
+            (false, false) => "after a failed batch or at startup",
+            (false, true) => "the period",
+        };
+        let started = Instant::now();
+        let stop = || may_yield && waiting();
+        let result = self.full_sync(desired, now, &stop);
+        let took = started.elapsed();
+        let result = match result {
+            Ok(None) => {
+                self.deferral.yielded(now);
+                super::metrics::record_interrupted_compare();
+                log::info!(
+                    "service: full compare of {services} services with the kernel interrupted after {} ms ({why}): a change waits; it goes first, the compare starts again after it",
+                    took.as_millis()
+                );
+                return Ok(SyncReport {
+                    changes: 0,
+                    drift_repairs: 0,
+                    summary: "full compare interrupted: a change goes first".into(),
+                });
+            }
+            Ok(Some(r)) => Ok(r),
+            Err(e) => Err(e),
+        };
+        super::metrics::record_full_compare(took);
+        let put_off = match self.deferral.done(now) {
+            Some((d, n)) => format!(", put off {n} times over {} ms", d.as_millis()),
+            None => String::new(),
+        };
+        let outcome = match &result {
+            Ok(r) => r.summary.clone(),
+            Err(e) => format!("failed: {e}"),
+        };
+        log::info!(
+            "service: full compare of {services} services with the kernel took {} ms ({why}{put_off}): {outcome}",
+            took.as_millis()
+        );
+        result
     }
 
-    /// An incremental sync: the mirror's delta, in one batch.
-    fn sync_delta(&mut self, desired: Model) -> Result<SyncReport, SyncError> {
+    /// An incremental sync: the mirror's `delta` (to `desired`), in one batch.
+    fn sync_delta(&mut self, desired: Model, delta: Delta) -> Result<SyncReport, SyncError> {
         let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
-        let delta = mirror.diff(&desired);
         if delta.is_empty() {
             mirror.model = desired;
             return Ok(SyncReport {
@@ -320,6 +392,7 @@ impl Kernel {
         );
         // The next sync with services installs the table (a full sync).
         self.cache.forget();
+        self.deferral = Deferral::default();
         self.generation = None;
         self.fingerprints = None;
         self.on_demand = None;
@@ -334,8 +407,14 @@ impl Kernel {
         })
     }
 
-    /// The full dump-and-diff (see the module docs).
-    fn full_sync(&mut self, mut desired: Model, now: Instant) -> Result<SyncReport, SyncError> {
+    /// The full dump-and-diff (see the module docs); `None` when `stop` stopped it before it
+    /// wrote anything (the mirror is put back, the compare stays due).
+    fn full_sync(
+        &mut self,
+        mut desired: Model,
+        now: Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<SyncReport>, SyncError> {
         let known = self.cache.take();
         let table = self.table.clone();
         let exists = self
@@ -352,7 +431,7 @@ impl Kernel {
             if known.is_some() {
                 drift += 1;
             }
-            return self.install(desired, drift);
+            return self.install(desired, drift).map(Some);
         };
         self.on_demand = Some(have);
         if known.is_none() {
@@ -367,8 +446,16 @@ impl Kernel {
         self.add_on_demand(&want)?;
         // Structure intact: check every kernel element against the model; differences in
         // services the mirror holds unchanged are drift.
-        let mut found = observe::verify_kernel(self.nft.socket(), &table, &desired, known.as_ref())
-            .map_err(|e| nft_err("list elements", e))?;
+        let found =
+            observe::verify_kernel_until(self.nft.socket(), &table, &desired, known.as_ref(), stop)
+                .map_err(|e| nft_err("list elements", e))?;
+        let Some(mut found) = found else {
+            // Stopped before writing anything: what this process committed is what it was.
+            if let Some(known) = known {
+                self.cache.put_back(known);
+            }
+            return Ok(None);
+        };
         drift += found.drift;
         let changes = (found.strays.len() + found.missing.len()) as u64;
         let udp_gone = std::mem::take(&mut found.udp_gone);
@@ -396,7 +483,7 @@ impl Kernel {
         // same.
         self.conntrack_flush(&udp_gone);
         if !failures.is_empty() {
-            return joined(failures).into_result(report);
+            return joined(failures).into_result(report).map(Some);
         }
         self.drop_on_demand(&want)?;
         // Clients remembered with a backend that is no longer a live one of their sticky
@@ -411,7 +498,7 @@ impl Kernel {
             ),
         };
         self.cache.store_verified(Mirror::of(desired), true, now);
-        Ok(report)
+        Ok(Some(report))
     }
 
     /// Replaces the whole table with the skeleton and every desired element (one batch).
