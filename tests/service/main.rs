@@ -9,6 +9,7 @@ mod backend_check;
 mod backend_check_daemon;
 mod backend_check_probes;
 mod daemon;
+mod give_way;
 mod packets;
 mod paths;
 mod slots;

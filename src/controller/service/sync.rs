@@ -296,7 +296,11 @@ impl Kernel {
         };
         super::metrics::record_full_compare(took);
         let put_off = match self.deferral.done(now) {
-            Some((d, n)) => format!(", put off {n} times over {} ms", d.as_millis()),
+            Some((d, n)) => format!(
+                ", put off {n} time{} over {} ms",
+                if n == 1 { "" } else { "s" },
+                d.as_millis()
+            ),
             None => String::new(),
         };
         let outcome = match &result {
