@@ -243,6 +243,82 @@ mod tests {
         assert_eq!(*syncs.borrow(), 2);
     }
 
+    /// Records, in each sync, whether newer work waits when it starts and after it is held.
+    struct Looking {
+        seen: Rc<RefCell<Vec<(bool, bool)>>>,
+        hold: async_channel::Receiver<()>,
+    }
+
+    impl Controller for Looking {
+        fn name(&self) -> &'static str {
+            "looking"
+        }
+        async fn sync(
+            &mut self,
+            _: &DesiredState,
+            progress: &dyn Progress,
+        ) -> Result<SyncReport, SyncError> {
+            let waiting = progress.waiting();
+            let at_start = waiting.now();
+            let _ = self.hold.recv().await;
+            self.seen.borrow_mut().push((at_start, waiting.now()));
+            Ok(SyncReport::default())
+        }
+    }
+
+    #[test]
+    fn a_sync_sees_a_snapshot_or_kernel_event_that_came_during_it_as_waiting() {
+        let ex = smol::LocalExecutor::new();
+        let liveness = Liveness::new(Arc::new(SystemClock));
+        let handle = liveness.register("looking", Duration::from_secs(60));
+        let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
+        let (kernel_tx, kernel_rx) = trigger();
+        let (shutdown_tx, shutdown) = async_channel::bounded(1);
+        let (release_tx, release_rx) = async_channel::unbounded();
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let inputs = LoopInputs {
+            heartbeat: handle.clone(),
+            snapshot_rx: snapshots.subscribe(handle),
+            snapshots: snapshots.clone(),
+            kernel_rx,
+            shutdown,
+            settings: long_period,
+            sync_done: None,
+        };
+        let task = ex.spawn(run_loop(
+            Looking {
+                seen: seen.clone(),
+                hold: release_rx,
+            },
+            inputs,
+        ));
+        let settle = || async {
+            for _ in 0..50 {
+                smol::future::yield_now().await;
+            }
+        };
+        smol::block_on(ex.run(async {
+            settle().await;
+            // During the first sync a snapshot comes; during the second, a kernel event; the
+            // third is left alone.
+            snapshots.publish(Arc::new(DesiredState::default()));
+            release_tx.send(()).await.unwrap();
+            settle().await;
+            kernel_tx.fire();
+            release_tx.send(()).await.unwrap();
+            settle().await;
+            release_tx.send(()).await.unwrap();
+            settle().await;
+            drop(shutdown_tx);
+            task.await;
+        }));
+        assert_eq!(
+            *seen.borrow(),
+            [(false, true), (false, true), (false, false)],
+            "taken by the loop when the next sync starts, never by looking"
+        );
+    }
+
     #[test]
     fn shutdown_stops_an_idle_loop_at_once() {
         let ex = smol::LocalExecutor::new();

@@ -98,7 +98,10 @@ mod tests {
             d.yielded(t);
             t += Duration::from_secs(1);
         }
-        assert!(!d.may_yield(t0 + bound(PERIOD), PERIOD), "at the bound: runs to the end");
+        assert!(
+            !d.may_yield(t0 + bound(PERIOD), PERIOD),
+            "at the bound: runs to the end"
+        );
         assert!(!d.may_yield(t0 + PERIOD, PERIOD));
         assert_eq!(d.done(t0 + bound(PERIOD)), Some((bound(PERIOD), 16)));
     }

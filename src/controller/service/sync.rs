@@ -23,12 +23,12 @@ use crate::dataplane::nft::{Batch, GenerationWatch, NftError, Op, TableRef};
 use crate::sync::{Progress, SyncError, SyncReport, Trigger};
 
 use super::apply::{groups_of, joined, nft_err};
+use super::defer::Deferral;
 use super::elements::{group, stream_elements, vip_of};
 use super::layout::Demand;
 use super::model::{self, Model, VipKey};
 use super::observe;
 use super::plan::{Delta, Mirror, ServiceChange};
-use super::defer::Deferral;
 use super::{backend_check, local};
 
 /// The service controller (see the module docs).
