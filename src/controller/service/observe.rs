@@ -545,8 +545,8 @@ pub fn verify_kernel(
 const STOP_EVERY: usize = 256;
 
 /// [`verify_kernel`], stopping early (`Ok(None)`) once `stop` says so: it is asked between
-/// sets and every [`STOP_EVERY`] elements. A set's dump that is under way is read to its end
-/// (the socket must be drained), but its elements are no longer checked.
+/// sets and every 256 elements (`STOP_EVERY`). A set's dump that is under way is read to its
+/// end (the socket must be drained), but its elements are no longer checked.
 pub fn verify_kernel_until(
     nft: &mut crate::dataplane::nft::Nft,
     table: &crate::dataplane::nft::TableRef,
