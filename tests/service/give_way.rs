@@ -128,7 +128,8 @@ netns_test! {
         assert_eq!(repaired_at, defer::bound(PERIOD), "repaired at the bound, not later");
         assert_eq!(put_off, defer::bound(PERIOD).as_secs(), "changes went first until then");
         assert!(!k.compare_put_off());
-        assert!(sh("nft list map inet edgenetd-service services4").contains("10.96.0.53 . udp . 53"));
+        let services4 = sh("nft list map inet edgenetd-service services4");
+        assert!(services4.contains("10.96.0.53 . udp . 53"), "{services4}");
     }
 }
 
@@ -196,5 +197,55 @@ netns_test! {
         let log = d.log();
         assert!(log.contains("with the kernel interrupted after"), "{log}");
         assert!(log.contains("(the period, put off "), "{log}");
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+netns_test! {
+    fn under_a_stream_of_changes_the_slow_compare_still_runs_to_the_end_and_drift_is_repaired() {
+        use common::daemon::Daemon;
+        use common::wait::wait_until;
+        const STEP: Duration = Duration::from_secs(10);
+        const DONE: &str = "edgenetd_service_full_compares_total";
+        // Period 2 s: the compare may give way for 1 s, then runs to the end (over 5 s).
+        let config = format!(
+            "[controller.policy]\nenabled = false\n[controller.route]\nenabled = false\n\
+             [controller.service]\nperiod = \"2s\"\n{CONFIG}\n\
+             [[service]]\nname = \"fault-slow-compare\"\naddress = \"10.96.0.99\"\nport = 80\n\
+             backends = [\"10.0.9.2:80\"]\n"
+        );
+        let d = Daemon::start("service-give-way-stream", &config);
+        wait_until("the table installed", STEP, || {
+            d.metric(DONE, &[]).is_some_and(|n| n >= 1.0)
+        });
+        let done = d.metric(DONE, &[]).unwrap();
+        let repaired = || {
+            sh_status("nft list map inet edgenetd-service services4")
+                .1
+                .contains("10.96.0.53 . udp . 53")
+        };
+        let mut deleted = false;
+        let started = Instant::now();
+        let mut n = 0u32;
+        // A change every 300 ms, never a pause as long as a compare.
+        while !(deleted && repaired()) {
+            let late = started.elapsed() > STEP * 4;
+            assert!(!late, "no compare to the end, or no repair:\n{}", d.log());
+            n += 1;
+            let second = format!("10.0.{}.2:8080", 3 + n % 2);
+            d.reload(&config.replace("10.0.2.2:8080", &second));
+            std::thread::sleep(Duration::from_millis(300));
+            if !deleted && d.metric(DONE, &[]).unwrap() > done {
+                // Deleted by hand meanwhile: another process's commit, so a compare that
+                // never gives way repairs it.
+                sh("nft delete element inet edgenetd-service services4 \
+                    '{ 10.96.0.53 . udp . 53 }'");
+                deleted = true;
+            }
+        }
+        let log = d.log();
+        assert!(log.contains("(the period, put off "), "{log}");
+        assert!(log.contains("(another process committed"), "{log}");
+        assert!(d.metric("edgenetd_service_drift_repairs_total", &[]).unwrap() >= 1.0);
     }
 }
