@@ -58,6 +58,13 @@ impl Snapshots {
 
     /// Replaces the snapshot, tells every observer and wakes every subscriber.
     pub fn publish(&self, next: Arc<DesiredState>) {
+        self.publish_waking(next, &|_| true);
+    }
+
+    /// [`Snapshots::publish`], waking only the loops `wake` accepts (by their name in the
+    /// liveness registry): for a snapshot that changed nothing the others read, which they
+    /// take as it is at their next sync.
+    pub fn publish_waking(&self, next: Arc<DesiredState>, wake: &dyn Fn(&str) -> bool) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&next);
         for observer in self
             .observers
@@ -73,8 +80,10 @@ impl Snapshots {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            heartbeat.queued();
-            tx.fire();
+            if wake(&heartbeat.name()) {
+                heartbeat.queued();
+                tx.fire();
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::dataplane::nft::ir::*;
 
-use super::model::Model;
+use super::model::{Entry, Model, slots_of};
 
 /// The base chain of the exemption.
 pub const CHAIN: &str = "local_notrack";
@@ -44,7 +44,7 @@ pub fn of(listen: SocketAddr, model: &Model) -> Option<Local> {
     let port = listen.port();
     let used = model
         .iter()
-        .any(|(key, entry)| key.port == port || entry.backends().iter().any(|b| b.port() == port));
+        .any(|(key, entry)| key.port == port || uses_port(entry, port));
     if used {
         return None;
     }
@@ -53,6 +53,14 @@ pub fn of(listen: SocketAddr, model: &Model) -> Option<Local> {
         addr: (!addr.is_unspecified()).then_some(addr.to_canonical()),
         port,
     })
+}
+
+/// Whether one of the entry's backends listens on `port` (run for every entry at every
+/// sync: read in place, nothing collected).
+fn uses_port(entry: &Entry, port: u16) -> bool {
+    std::iter::once(&entry.action)
+        .chain(&entry.internal)
+        .any(|a| slots_of(a).iter().any(|b| b.port() == port))
 }
 
 /// The chain and its two rules (to the listener, from it); nothing for None.

@@ -9,7 +9,7 @@
 //! or missing elements are fixed by delta. What differs from what this process had committed
 //! counts as drift. The writes themselves are [`super::apply`]'s.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use crate::config::DesiredState;
@@ -25,6 +25,7 @@ use super::layout::Demand;
 use super::model::{self, Model, VipKey};
 use super::observe;
 use super::plan::{Delta, Mirror, ServiceChange};
+use super::rebuild::Memo;
 use super::{backend_check, local};
 
 /// The service controller (see the module docs).
@@ -33,6 +34,8 @@ pub struct ServiceController {
     kernel: Option<Kernel>,
     /// Checks of the backends that have them.
     backend_checks: backend_check::BackendChecks,
+    /// What the mirror's model was built from: unchanged services keep their entries.
+    memo: Memo,
     /// The foreign-commit watch, shared with the policy controller (its flag is handed to
     /// each kernel opened).
     core: NftCore,
@@ -48,6 +51,7 @@ impl ServiceController {
     pub fn new(trigger: Trigger, watch: GenerationWatch) -> ServiceController {
         ServiceController {
             kernel: None,
+            memo: Memo::default(),
             core: NftCore::new(OwnedTable::Service, watch, trigger.clone()),
             backend_checks: backend_check::BackendChecks::new(trigger),
         }
@@ -94,7 +98,10 @@ impl Controller for ServiceController {
             .as_ref()
             .and_then(|k| k.mirror())
             .map(|m| &m.model);
-        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b), previous);
+        let rebuilt = self
+            .memo
+            .build(&desired.services, &|s, b| checks.is_up(s, b), previous);
+        let (model, changed) = (rebuilt.model, rebuilt.changed);
         checks.publish(&desired.services.services);
         let desired_counts = counts(&model);
         let exempt = local::of(desired.daemon.listen, &model);
@@ -112,7 +119,7 @@ impl Controller for ServiceController {
             }
         };
         let (kernel, result) = crate::sync::unblock(move || {
-            let r = kernel.sync(model, period, Instant::now());
+            let r = kernel.sync_changed(model, changed.as_ref(), period, Instant::now());
             (kernel, r)
         })
         .await;
@@ -127,6 +134,8 @@ impl Controller for ServiceController {
         if let Some((services, backends)) = counts {
             super::metrics::record_programmed(services, backends);
         }
+        self.memo
+            .synced(result.is_ok() && kernel.mirror().is_some());
         self.kernel = Some(kernel);
         result
     }
@@ -198,6 +207,18 @@ impl Kernel {
         period: Duration,
         now: Instant,
     ) -> Result<SyncReport, SyncError> {
+        self.sync_changed(desired, None, period, now)
+    }
+
+    /// [`Kernel::sync`], where only the entries of `changed` may differ from the mirror's
+    /// (`None`: any may): an incremental sync compares those alone.
+    pub fn sync_changed(
+        &mut self,
+        desired: Model,
+        changed: Option<&BTreeSet<VipKey>>,
+        period: Duration,
+        now: Instant,
+    ) -> Result<SyncReport, SyncError> {
         self.last_writes = 0;
         let generation = self
             .nft
@@ -210,7 +231,7 @@ impl Kernel {
             .nft
             .check(&mut self.cache, self.generation, generation, now, period);
         match check.decision {
-            Decision::Trusted if self.on_demand.is_some() => self.sync_delta(desired),
+            Decision::Trusted if self.on_demand.is_some() => self.sync_delta(desired, changed),
             _ => {
                 // Every full compare at info, whatever it finds: a change that arrived
                 // meanwhile waited for it, and an operator must see why.
@@ -238,9 +259,16 @@ impl Kernel {
     }
 
     /// An incremental sync: the mirror's delta, in one batch.
-    fn sync_delta(&mut self, desired: Model) -> Result<SyncReport, SyncError> {
+    fn sync_delta(
+        &mut self,
+        desired: Model,
+        changed: Option<&BTreeSet<VipKey>>,
+    ) -> Result<SyncReport, SyncError> {
         let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
-        let delta = mirror.diff(&desired);
+        let delta = match changed {
+            Some(keys) => mirror.diff_keys(&desired, keys),
+            None => mirror.diff(&desired),
+        };
         if delta.is_empty() {
             mirror.model = desired;
             return Ok(SyncReport {
