@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::dataplane::nft::ir::*;
 
-use super::model::{Entry, Model, slots_of};
+use super::model::{Entry, Model, VipKey, slots_of};
 
 /// The base chain of the exemption.
 pub const CHAIN: &str = "local_notrack";
@@ -41,10 +41,16 @@ pub struct Local {
 /// The exemption for the daemon listening on `listen`, or None when a service of `model`
 /// uses its port (as a VIP's port or a backend's).
 pub fn of(listen: SocketAddr, model: &Model) -> Option<Local> {
+    of_entries(listen, model.iter())
+}
+
+/// [`of`] over entries given one by one (a patched model's, without building it).
+pub fn of_entries<'a>(
+    listen: SocketAddr,
+    mut entries: impl Iterator<Item = (&'a VipKey, &'a Entry)>,
+) -> Option<Local> {
     let port = listen.port();
-    let used = model
-        .iter()
-        .any(|(key, entry)| key.port == port || uses_port(entry, port));
+    let used = entries.any(|(key, entry)| key.port == port || uses_port(entry, port));
     if used {
         return None;
     }

@@ -6,8 +6,10 @@
 //! backends keep; given the same service that is the committed entry itself). So the entry
 //! committed for a key is taken again as it is when the service at that key equals the one it
 //! was built from, the prefixes are the same, and the service has no backend checks (whose
-//! verdicts change without the service changing). Everything else is built anew, and the keys
-//! built anew or gone are the only ones the plan compares ([`Mirror::diff_keys`]).
+//! verdicts change without the service changing). Everything else is built anew: the result
+//! is a [`Patch`] of the committed model (the entries built anew or gone, and the prefixes),
+//! which an incremental sync applies to the mirror's model in place and plans alone
+//! ([`Mirror::diff_keys`]); a sync that compares the whole kernel applies it to a copy.
 //!
 //! The services the committed model was built from are kept only while that model is the
 //! mirror's: after a sync that failed, or with no mirror, the next build starts over (every
@@ -24,24 +26,83 @@ use ipnet::IpNet;
 use crate::config::service::{BackendCheckKind, Service, ServicesConfig};
 use crate::dataplane::nft::intervals::normalize_prefixes;
 
-use super::model::{self, Model, VipKey};
+use super::model::{self, Entry, Model, VipKey};
 
-/// What a model was built from.
-#[derive(Debug, Clone, Default)]
-struct Built {
-    /// The service of each key.
-    services: BTreeMap<VipKey, Service>,
-    /// The cluster's pod prefixes (normalized).
-    cluster_cidrs: Vec<IpNet>,
+/// What the controller hands the kernel side: a whole model, or a patch of the mirror's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Desired {
+    /// The whole model.
+    Whole(Model),
+    /// The mirror's model with these changes.
+    Patch(Patch),
 }
 
-/// A model and which of its keys may differ from the previous model's.
-#[derive(Debug, Clone)]
-pub struct Rebuilt {
-    /// The model, equal to [`model::build_with`]'s.
-    pub model: Model,
-    /// The keys built anew or gone; `None`: every key (nothing was taken again).
-    pub changed: Option<BTreeSet<VipKey>>,
+/// The committed model's changes: entries built anew (`None`: gone) and the prefixes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Patch {
+    /// The entries built anew, and the keys gone.
+    pub entries: BTreeMap<VipKey, Option<Entry>>,
+    /// The cluster's pod prefixes (normalized).
+    pub cluster_cidrs: Vec<IpNet>,
+    /// The service prefixes (normalized).
+    pub service_cidrs: Vec<IpNet>,
+}
+
+impl Patch {
+    /// Applies the patch to `model` in place; returns what it replaced (the previous entries
+    /// of its keys, and the previous prefixes) and its keys.
+    pub fn apply(self, model: &mut Model) -> (Model, BTreeSet<VipKey>) {
+        let mut old = Model {
+            cluster_cidrs: std::mem::replace(&mut model.cluster_cidrs, self.cluster_cidrs),
+            service_cidrs: std::mem::replace(&mut model.service_cidrs, self.service_cidrs),
+            ..Model::default()
+        };
+        let keys = self.entries.keys().copied().collect();
+        for (k, e) in self.entries {
+            let before = match e {
+                Some(e) => model.entries.insert(k, e),
+                None => model.entries.remove(&k),
+            };
+            if let Some(before) = before {
+                old.entries.insert(k, before);
+            }
+        }
+        (old, keys)
+    }
+
+    /// The entries of `base` with the patch applied, unordered, without copying any.
+    pub fn view<'a>(&'a self, base: &'a Model) -> impl Iterator<Item = (&'a VipKey, &'a Entry)> {
+        base.iter()
+            .filter(|(k, _)| !self.entries.contains_key(k))
+            .chain(
+                self.entries
+                    .iter()
+                    .filter_map(|(k, e)| e.as_ref().map(|e| (k, e))),
+            )
+    }
+}
+
+impl Desired {
+    /// The whole model: `base` (the model the patch was made against) patched.
+    pub fn into_model(self, base: Option<&Model>) -> Model {
+        match self {
+            Desired::Whole(m) => m,
+            Desired::Patch(p) => {
+                let mut m = base.cloned().unwrap_or_default();
+                p.apply(&mut m);
+                m
+            }
+        }
+    }
+}
+
+/// What the committed model was built from.
+#[derive(Debug, Clone, Default)]
+struct Built {
+    /// The service of each key, and the last build that saw it.
+    services: BTreeMap<VipKey, (Service, u64)>,
+    /// The cluster's pod prefixes (normalized).
+    cluster_cidrs: Vec<IpNet>,
 }
 
 /// What the last builds were made from (see the module docs).
@@ -51,6 +112,8 @@ pub struct Memo {
     committed: Option<Built>,
     /// What the last build was made from, until its sync says whether it was committed.
     pending: Option<Built>,
+    /// Builds so far (marks the services each saw).
+    round: u64,
 }
 
 /// The key of a service's entry.
@@ -63,61 +126,77 @@ fn key_of(s: &Service) -> VipKey {
 }
 
 impl Memo {
-    /// The model of `cfg` (as [`model::build_with`] builds it), taking again the entries of
-    /// `previous` (the mirror's model) whose services did not change.
+    /// The model of `cfg` (as [`model::build_with`] builds it): a [`Patch`] of `previous`
+    /// (the mirror's model) when what it was built from is known, else the whole model.
     pub fn build(
         &mut self,
         cfg: &ServicesConfig,
         up: &dyn Fn(&Service, SocketAddr) -> bool,
         previous: Option<&Model>,
-    ) -> Rebuilt {
+    ) -> Desired {
+        self.round += 1;
+        let round = self.round;
         let cluster_cidrs = normalize_prefixes(cfg.cluster_cidrs.iter().copied());
         let base = self
             .committed
             .take()
             .zip(previous)
             .filter(|(b, _)| b.cluster_cidrs == cluster_cidrs);
-        let (mut built, previous_model) = match base {
-            Some((b, p)) => (b, Some(p)),
-            None => (Built::default(), None),
+        let Some((mut built, previous)) = base else {
+            let model = model::build_with(cfg, up, previous);
+            let services = cfg
+                .services
+                .iter()
+                .map(|s| (key_of(s), (s.clone(), round)))
+                .collect();
+            self.pending = Some(Built {
+                services,
+                cluster_cidrs,
+            });
+            return Desired::Whole(model);
         };
-        built.cluster_cidrs = cluster_cidrs;
-        let mut changed = BTreeSet::new();
-        let mut entries = BTreeMap::new();
+        let mut patch = Patch {
+            service_cidrs: normalize_prefixes(cfg.service_cidrs.iter().copied()),
+            ..Patch::default()
+        };
         for s in &cfg.services {
             let key = key_of(s);
-            let unchanged = s.backend_check.check == BackendCheckKind::None
-                && built.services.get(&key) == Some(s);
-            let kept = previous_model
-                .filter(|_| unchanged)
-                .and_then(|p| p.entries.get(&key));
-            let entry = match kept {
-                Some(e) => e.clone(),
+            let unchanged = match built.services.get_mut(&key) {
+                Some((was, seen)) if was == s => {
+                    *seen = round;
+                    s.backend_check.check == BackendCheckKind::None
+                }
+                Some((was, seen)) => {
+                    *was = s.clone();
+                    *seen = round;
+                    false
+                }
                 None => {
-                    changed.insert(key);
-                    if built.services.get(&key) != Some(s) {
-                        built.services.insert(key, s.clone());
-                    }
-                    let before = previous.and_then(|m| m.entries.get(&key));
-                    model::entry_with(s, &built.cluster_cidrs, up, before)
+                    built.services.insert(key, (s.clone(), round));
+                    false
                 }
             };
-            entries.insert(key, entry);
+            if !unchanged {
+                let before = previous.entries.get(&key);
+                let entry = model::entry_with(s, &cluster_cidrs, up, before);
+                patch.entries.insert(key, Some(entry));
+            }
         }
-        built.services.retain(|k, _| entries.contains_key(k));
-        if let Some(p) = previous_model {
-            changed.extend(p.entries.keys().filter(|k| !entries.contains_key(k)));
+        built.services.retain(|k, (_, seen)| {
+            if *seen != round {
+                patch.entries.insert(*k, None);
+            }
+            *seen == round
+        });
+        // Keys the mirror has that no service built (none, while the two agree).
+        for k in previous.keys() {
+            if !built.services.contains_key(k) {
+                patch.entries.insert(*k, None);
+            }
         }
-        let model = Model {
-            entries,
-            service_cidrs: normalize_prefixes(cfg.service_cidrs.iter().copied()),
-            cluster_cidrs: built.cluster_cidrs.clone(),
-        };
+        patch.cluster_cidrs = cluster_cidrs;
         self.pending = Some(built);
-        Rebuilt {
-            model,
-            changed: previous_model.map(|_| changed),
-        }
+        Desired::Patch(patch)
     }
 
     /// The last build's sync ended: committed (its model is the mirror's now), or not (the

@@ -9,7 +9,7 @@
 //! or missing elements are fixed by delta. What differs from what this process had committed
 //! counts as drift. The writes themselves are [`super::apply`]'s.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::config::DesiredState;
@@ -25,7 +25,7 @@ use super::layout::Demand;
 use super::model::{self, Model, VipKey};
 use super::observe;
 use super::plan::{Delta, Mirror, ServiceChange};
-use super::rebuild::Memo;
+use super::rebuild::{Desired, Memo};
 use super::{backend_check, local};
 
 /// The service controller (see the module docs).
@@ -98,13 +98,34 @@ impl Controller for ServiceController {
             .as_ref()
             .and_then(|k| k.mirror())
             .map(|m| &m.model);
-        let rebuilt = self
+        let mut model = self
             .memo
             .build(&desired.services, &|s, b| checks.is_up(s, b), previous);
-        let (model, changed) = (rebuilt.model, rebuilt.changed);
         checks.publish(&desired.services.services);
-        let desired_counts = counts(&model);
-        let exempt = local::of(desired.daemon.listen, &model);
+        let (desired_counts, exempt) = match (&model, previous) {
+            (Desired::Patch(p), Some(base)) => (
+                counts(p.view(base)),
+                local::of_entries(desired.daemon.listen, p.view(base)),
+            ),
+            (m, _) => {
+                let whole = match m {
+                    Desired::Whole(w) => w,
+                    Desired::Patch(_) => unreachable!("a patch is made only against a mirror"),
+                };
+                (
+                    counts(whole.iter()),
+                    local::of(desired.daemon.listen, whole),
+                )
+            }
+        };
+        let reused = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.table == table && k.local == exempt);
+        if !reused {
+            // A new socket has no mirror to patch.
+            model = Desired::Whole(model.into_model(previous));
+        }
         progress.beat();
         let mut kernel = match self.kernel.take() {
             Some(k) if k.table == table && k.local == exempt => k,
@@ -119,7 +140,7 @@ impl Controller for ServiceController {
             }
         };
         let (kernel, result) = crate::sync::unblock(move || {
-            let r = kernel.sync_changed(model, changed.as_ref(), period, Instant::now());
+            let r = kernel.sync_desired(model, period, Instant::now());
             (kernel, r)
         })
         .await;
@@ -128,7 +149,7 @@ impl Controller for ServiceController {
         // knows (unknown after a failure: left as it was).
         let counts = match (&result, kernel.mirror()) {
             (Ok(_), _) => Some(desired_counts),
-            (Err(_), Some(m)) => Some(counts(&m.model)),
+            (Err(_), Some(m)) => Some(counts(m.model.iter())),
             (Err(_), None) => None,
         };
         if let Some((services, backends)) = counts {
@@ -142,11 +163,8 @@ impl Controller for ServiceController {
 }
 
 /// Services, and backends with slots summed over services.
-fn counts(model: &model::Model) -> (usize, usize) {
-    (
-        model.len(),
-        model.values().map(|e| e.backends().len()).sum(),
-    )
+fn counts<'a>(entries: impl Iterator<Item = (&'a VipKey, &'a model::Entry)>) -> (usize, usize) {
+    entries.fold((0, 0), |(n, b), (_, e)| (n + 1, b + e.backend_count()))
 }
 
 /// Kernel-side state of the controller: the socket, the mirror and what we last saw.
@@ -207,15 +225,14 @@ impl Kernel {
         period: Duration,
         now: Instant,
     ) -> Result<SyncReport, SyncError> {
-        self.sync_changed(desired, None, period, now)
+        self.sync_desired(Desired::Whole(desired), period, now)
     }
 
-    /// [`Kernel::sync`], where only the entries of `changed` may differ from the mirror's
-    /// (`None`: any may): an incremental sync compares those alone.
-    pub fn sync_changed(
+    /// [`Kernel::sync`] of a whole model or of a patch of the mirror's: an incremental sync
+    /// applies a patch to the mirror's model in place and compares its keys alone.
+    pub fn sync_desired(
         &mut self,
-        desired: Model,
-        changed: Option<&BTreeSet<VipKey>>,
+        desired: Desired,
         period: Duration,
         now: Instant,
     ) -> Result<SyncReport, SyncError> {
@@ -224,15 +241,29 @@ impl Kernel {
             .nft
             .generation()
             .map_err(|e| nft_err("nftables generation", e))?;
-        if desired.needs_no_table() {
+        let desired = match desired {
+            Desired::Patch(p) => match self.mirror() {
+                Some(m) if p.view(&m.model).next().is_some() || !p.service_cidrs.is_empty() => {
+                    Desired::Patch(p)
+                }
+                // Nothing left (the table goes), or no mirror to patch (not expected: a
+                // patch is made against the mirror): the whole model.
+                base => Desired::Whole(Desired::Patch(p).into_model(base.map(|m| &m.model))),
+            },
+            whole => whole,
+        };
+        if let Desired::Whole(m) = &desired
+            && m.needs_no_table()
+        {
             return self.ensure_absent(generation);
         }
         let check = self
             .nft
             .check(&mut self.cache, self.generation, generation, now, period);
         match check.decision {
-            Decision::Trusted if self.on_demand.is_some() => self.sync_delta(desired, changed),
+            Decision::Trusted if self.on_demand.is_some() => self.sync_delta(desired),
             _ => {
+                let desired = desired.into_model(self.mirror().map(|m| &m.model));
                 // Every full compare at info, whatever it finds: a change that arrived
                 // meanwhile waited for it, and an operator must see why.
                 let services = desired.len();
@@ -259,15 +290,26 @@ impl Kernel {
     }
 
     /// An incremental sync: the mirror's delta, in one batch.
-    fn sync_delta(
-        &mut self,
-        desired: Model,
-        changed: Option<&BTreeSet<VipKey>>,
-    ) -> Result<SyncReport, SyncError> {
+    fn sync_delta(&mut self, desired: Desired) -> Result<SyncReport, SyncError> {
         let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
-        let delta = match changed {
-            Some(keys) => mirror.diff_keys(&desired, keys),
-            None => mirror.diff(&desired),
+        let (desired, delta) = match desired {
+            Desired::Whole(m) => {
+                let delta = mirror.diff(&m);
+                (m, delta)
+            }
+            Desired::Patch(p) => {
+                // The mirror's model becomes the desired one in place; until the commit
+                // puts it back the mirror holds none, and every failure below forgets it.
+                let mut model = std::mem::take(&mut mirror.model);
+                let (old, keys) = p.apply(&mut model);
+                let before = Mirror {
+                    model: old,
+                    shared_refs: std::mem::take(&mut mirror.shared_refs),
+                };
+                let delta = before.diff_keys(&model, &keys);
+                mirror.shared_refs = before.shared_refs;
+                (model, delta)
+            }
         };
         if delta.is_empty() {
             mirror.model = desired;

@@ -1,6 +1,6 @@
 //! The incremental build and plan against the full ones: over random service changes, the
-//! memo's model equals `model::build_with`'s, and the delta of the keys it names equals the
-//! full diff.
+//! memo's patch applied to the mirror's model equals `model::build_with`'s model, and the
+//! delta of the patched keys alone equals the full diff.
 
 use std::net::SocketAddr;
 
@@ -99,38 +99,52 @@ fn the_incremental_model_and_plan_equal_the_full_ones_over_random_changes() {
         };
         let previous = mirror.as_ref().map(|m| &m.model);
         let full = model::build_with(&cfg, &up, previous);
-        let rebuilt = memo.build(&cfg, &up, previous);
-        assert_eq!(rebuilt.model, full, "step {step}: the model");
+        let built = memo.build(&cfg, &up, previous);
+        let patch = match &built {
+            Desired::Patch(p) => Some(p.clone()),
+            Desired::Whole(_) => None,
+        };
+        let model = built.into_model(previous);
+        assert_eq!(model, full, "step {step}: the model");
         let committed = rng.below(10) != 0;
         if let Some(m) = &mut mirror {
-            let delta = m.diff(&rebuilt.model);
-            if let Some(keys) = &rebuilt.changed {
-                assert_eq!(
-                    m.diff_keys(&rebuilt.model, keys),
-                    delta,
-                    "step {step}: the plan"
-                );
-                if keys.len() < cfg.services.len() {
+            let delta = m.diff(&model);
+            if let Some(p) = patch {
+                if p.entries.len() < cfg.services.len() {
                     narrow += 1;
                 }
+                let checked = cfg
+                    .services
+                    .iter()
+                    .filter(|s| s.backend_check.check != BackendCheckKind::None)
+                    .count();
                 if touched == 1 {
                     assert!(
-                        keys.len()
-                            <= 1 + cfg
-                                .services
-                                .iter()
-                                .filter(|s| s.backend_check.check != BackendCheckKind::None)
-                                .count(),
-                        "step {step}: one change compares its key and the checked services, no more"
+                        p.entries.len() <= 1 + checked,
+                        "step {step}: one change patches its key and the checked services, no more"
                     );
                     lone += 1;
                 }
+                // As an incremental sync plans it: the patch applied to the mirror's model
+                // in place, its keys compared alone.
+                let mut patched = m.model.clone();
+                let (old, keys) = p.apply(&mut patched);
+                assert_eq!(patched, model, "step {step}: the patch applied");
+                let before = Mirror {
+                    model: old,
+                    shared_refs: m.shared_refs.clone(),
+                };
+                assert_eq!(
+                    before.diff_keys(&patched, &keys),
+                    delta,
+                    "step {step}: the plan"
+                );
             }
             if committed {
-                m.commit(rebuilt.model, &delta);
+                m.commit(model, &delta);
             }
         } else if committed {
-            mirror = Some(Mirror::of(rebuilt.model));
+            mirror = Some(Mirror::of(model));
         }
         if !committed {
             // A failed sync: the controller forgets the mirror, the memo starts over.
@@ -154,12 +168,51 @@ fn a_failed_sync_makes_the_next_build_start_over() {
     };
     let mut memo = Memo::default();
     let first = memo.build(&cfg, &|_, _| true, None);
-    assert!(first.changed.is_none(), "no mirror: every key");
+    let Desired::Whole(mirror) = first else {
+        panic!("no mirror: the whole model")
+    };
     memo.synced(true);
-    let mirror = first.model.clone();
     let again = memo.build(&cfg, &|_, _| true, Some(&mirror));
-    assert_eq!(again.changed, Some(BTreeSet::new()), "nothing changed");
+    assert_eq!(
+        again,
+        Desired::Patch(Patch {
+            cluster_cidrs: mirror.cluster_cidrs.clone(),
+            service_cidrs: mirror.service_cidrs.clone(),
+            ..Patch::default()
+        }),
+        "nothing changed: an empty patch"
+    );
     memo.synced(false);
     let after = memo.build(&cfg, &|_, _| true, Some(&mirror));
-    assert!(after.changed.is_none(), "after a failure: every key");
+    assert!(
+        matches!(after, Desired::Whole(_)),
+        "after a failure: the whole model"
+    );
+}
+
+#[test]
+fn the_backend_count_is_the_distinct_backends_of_the_slots() {
+    let base = base();
+    let mut s = base.clone();
+    s.backends = (1..=3)
+        .map(|i| Backend {
+            address: SocketAddr::new(format!("10.0.1.{i}").parse().unwrap(), 80),
+            weight: i,
+        })
+        .collect();
+    let e = model::entry(&s);
+    assert_eq!(e.backend_count(), e.backends().len());
+    assert_eq!(e.backend_count(), 3);
+    s.backends = (1..=100)
+        .map(|i| Backend {
+            address: SocketAddr::new(format!("10.0.2.{i}").parse().unwrap(), 80),
+            weight: 1,
+        })
+        .collect();
+    let many = model::entry(&s);
+    assert_eq!(
+        many.backend_count(),
+        100,
+        "past 64 slots, counted by sorting"
+    );
 }
