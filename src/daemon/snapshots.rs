@@ -100,3 +100,30 @@ impl TomlSink for Snapshots {
         self.publish(toml);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::liveness::Liveness;
+
+    #[test]
+    fn a_snapshot_published_for_some_loops_wakes_those_alone_and_is_current_for_all() {
+        let liveness = Liveness::new(Arc::new(SystemClock));
+        let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
+        let service = snapshots.subscribe(liveness.register("service", Duration::from_secs(60)));
+        let policy = snapshots.subscribe(liveness.register("policy", Duration::from_secs(60)));
+        let next = Arc::new(DesiredState::default());
+        snapshots.publish_waking(Arc::clone(&next), &|name| name != "policy");
+        assert!(service.take_pending());
+        assert!(!policy.take_pending(), "not woken");
+        assert!(
+            Arc::ptr_eq(&snapshots.current(), &next),
+            "but current for every loop"
+        );
+        snapshots.publish(Arc::new(DesiredState::default()));
+        assert!(service.take_pending() && policy.take_pending());
+    }
+}

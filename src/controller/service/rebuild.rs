@@ -4,7 +4,7 @@
 //! An entry is a pure function of its service, the cluster's pod prefixes, the backend
 //! checks' verdicts and the entry last committed for its key (whose slots the surviving
 //! backends keep; given the same service that is the committed entry itself). So the entry
-//! committed for a key is taken again as it is when the service at that key equals the one it
+//! committed for a key stays as it is when the service at that key equals the one it
 //! was built from, the prefixes are the same, and the service has no backend checks (whose
 //! verdicts change without the service changing). Everything else is built anew: the result
 //! is a [`Patch`] of the committed model (the entries built anew or gone, and the prefixes),

@@ -13,6 +13,10 @@
 //! [`Watcher::watch`] call in [`Watcher::new`], and a part made from its store in
 //! `Watcher::parts` (and its kind in [`Watcher::kinds`], for readiness).
 //!
+//! The services part is made from what changed: the stores list the keys changed since the
+//! last part ([`Store::take_changes`]), and `memo` keeps each Service's translation, so an
+//! EndpointSlice event translates its Service alone.
+//!
 //! Heartbeats: each reflector beats at every page, event line, reconnect attempt and back-off
 //! wait, and the compose step beats before and after each compose; every wait is bounded (a
 //! watch read by the idle timeout, a back-off by its cap), so an API server that is down
