@@ -67,7 +67,6 @@ fn service(rng: &mut Rng, ns: &str, name: &str) -> objects::Service {
                 protocol: Some("TCP".into()),
                 port: 80,
                 node_port: local_lb.then_some(30080),
-                ..ServicePort::default()
             }],
             external_traffic_policy: local_lb.then(|| "Local".into()),
             health_check_node_port: local_lb.then_some(32000 + rng.below(100) as i32),
