@@ -29,6 +29,10 @@ use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses}
 use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
 
+/// The loops that read nothing of the services (so a snapshot that changed only services
+/// does not wake them).
+const BLIND_TO_SERVICES: [&str; 2] = ["policy", "route"];
+
 /// The service account's files in a pod.
 const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -185,7 +189,14 @@ impl Shared {
     /// Composes and publishes if the result changed; caches a changed cluster state.
     fn compose(&self, inner: &mut Inner) {
         if let Some(next) = inner.composer.take_if_changed() {
-            self.snapshots.publish(next);
+            if inner.composer.services_only() {
+                // An endpoint change wakes the service controller alone: the policy and
+                // route controllers read none of it (issue 24).
+                self.snapshots
+                    .publish_waking(next, &|name| !BLIND_TO_SERVICES.contains(&name));
+            } else {
+                self.snapshots.publish(next);
+            }
         }
         let ready = inner.composer.ready(&self.kinds);
         let cluster = inner.composer.cluster();

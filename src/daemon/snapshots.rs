@@ -58,6 +58,13 @@ impl Snapshots {
 
     /// Replaces the snapshot, tells every observer and wakes every subscriber.
     pub fn publish(&self, next: Arc<DesiredState>) {
+        self.publish_waking(next, &|_| true);
+    }
+
+    /// [`Snapshots::publish`], waking only the loops `wake` accepts (by their name in the
+    /// liveness registry): for a snapshot that changed nothing the others read, which they
+    /// take as it is at their next sync.
+    pub fn publish_waking(&self, next: Arc<DesiredState>, wake: &dyn Fn(&str) -> bool) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&next);
         for observer in self
             .observers
@@ -73,8 +80,10 @@ impl Snapshots {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            heartbeat.queued();
-            tx.fire();
+            if wake(&heartbeat.name()) {
+                heartbeat.queued();
+                tx.fire();
+            }
         }
     }
 }
@@ -89,5 +98,32 @@ pub trait TomlSink: Send + Sync {
 impl TomlSink for Snapshots {
     fn take_toml(&self, toml: Arc<DesiredState>) {
         self.publish(toml);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::liveness::Liveness;
+
+    #[test]
+    fn a_snapshot_published_for_some_loops_wakes_those_alone_and_is_current_for_all() {
+        let liveness = Liveness::new(Arc::new(SystemClock));
+        let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
+        let service = snapshots.subscribe(liveness.register("service", Duration::from_secs(60)));
+        let policy = snapshots.subscribe(liveness.register("policy", Duration::from_secs(60)));
+        let next = Arc::new(DesiredState::default());
+        snapshots.publish_waking(Arc::clone(&next), &|name| name != "policy");
+        assert!(service.take_pending());
+        assert!(!policy.take_pending(), "not woken");
+        assert!(
+            Arc::ptr_eq(&snapshots.current(), &next),
+            "but current for every loop"
+        );
+        snapshots.publish(Arc::new(DesiredState::default()));
+        assert!(service.take_pending() && policy.take_pending());
     }
 }

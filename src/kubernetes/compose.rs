@@ -158,12 +158,26 @@ fn vip_key(s: &Service) -> VipKey {
     (s.address, s.port, s.protocol)
 }
 
-/// What the last published snapshot was made of.
+/// The last published snapshot and what it was made of.
 struct Published {
     /// Its TOML part.
     toml: Arc<DesiredState>,
-    /// The cluster entries it kept.
-    kept: ClusterState,
+    /// The snapshot (at first the TOML state alone).
+    composed: Arc<DesiredState>,
+}
+
+impl Published {
+    /// Whether `next`, composed from the same TOML state, holds what this one holds: only
+    /// the fields the cluster adds to can differ.
+    fn same_as(&self, next: &DesiredState) -> bool {
+        let (a, b) = (&*self.composed, next);
+        a.services.services == b.services.services
+            && a.services.service_cidrs == b.services.service_cidrs
+            && a.services.cluster_cidrs == b.services.cluster_cidrs
+            && a.services.health_check_ports == b.services.health_check_ports
+            && a.routing.routes == b.routing.routes
+            && a.pod_policies == b.pod_policies
+    }
 }
 
 /// Holds both sources and produces the composed snapshot.
@@ -184,6 +198,9 @@ pub struct Composer {
     listed: BTreeSet<Kind>,
     /// The cluster state was restored from the cache.
     restored: bool,
+    /// The last snapshot taken differs from the one before only in its services (see
+    /// [`Composer::services_only`]).
+    services_only: bool,
 }
 
 impl Composer {
@@ -192,7 +209,7 @@ impl Composer {
         Composer {
             published: Published {
                 toml: Arc::clone(&toml),
-                kept: ClusterState::default(),
+                composed: Arc::clone(&toml),
             },
             toml,
             cluster: ClusterState::default(),
@@ -200,6 +217,7 @@ impl Composer {
             clashes: BTreeSet::new(),
             listed: BTreeSet::new(),
             restored: false,
+            services_only: false,
         }
     }
 
@@ -241,9 +259,13 @@ impl Composer {
                     mut cluster_cidrs,
                     mut health_check_ports,
                 } = part;
-                order::sort_by(&mut services, |a, b| {
-                    (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)))
-                });
+                // Mostly in order already (the translation orders by Service): checked in one
+                // pass, sorted only when not.
+                let order =
+                    |a: &Service, b: &Service| (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)));
+                if !services.is_sorted_by(|a, b| order(a, b).is_le()) {
+                    order::sort_by(&mut services, order);
+                }
                 for nets in [&mut service_cidrs, &mut cluster_cidrs] {
                     order::sort(nets);
                     nets.dedup();
@@ -316,15 +338,22 @@ impl Composer {
         }
         let (kept, clashes) = resolve(&self.toml, &self.cluster);
         self.report(clashes);
-        if Arc::ptr_eq(&self.published.toml, &self.toml) && kept == self.published.kept {
-            return None;
-        }
+        let cluster = &self.cluster;
         let mut composed = DesiredState::clone(&self.toml);
         let services = &mut composed.services;
-        services.services.extend(kept.services.iter().cloned());
+        // Each kept entry is cloned once, into the snapshot (the snapshot is what the next
+        // compose compares with).
+        services.services.extend(
+            cluster
+                .services
+                .iter()
+                .zip(&kept.services)
+                .filter(|(_, kept)| **kept)
+                .map(|(s, _)| s.clone()),
+        );
         for (into, from) in [
-            (&mut services.service_cidrs, &kept.service_cidrs),
-            (&mut services.cluster_cidrs, &kept.cluster_cidrs),
+            (&mut services.service_cidrs, &cluster.service_cidrs),
+            (&mut services.cluster_cidrs, &cluster.cluster_cidrs),
         ] {
             into.extend(
                 from.iter()
@@ -333,17 +362,41 @@ impl Composer {
                     .collect::<Vec<_>>(),
             );
         }
-        composed.routing.routes.extend(kept.routes.iter().cloned());
-        composed.pod_policies = kept.pod_policies.clone();
+        composed.routing.routes.extend(
+            cluster
+                .routes
+                .iter()
+                .zip(&kept.routes)
+                .filter(|(_, kept)| **kept)
+                .map(|(r, _)| r.clone()),
+        );
+        composed.pod_policies = cluster.pod_policies.clone();
+        // No clash: a port belongs to one Service, and TOML has none (the node's health
+        // answer follows the cluster even where a TOML service keeps the traffic).
         composed
             .services
             .health_check_ports
-            .extend(kept.health_check_ports.iter().cloned());
+            .extend(cluster.health_check_ports.iter().cloned());
+        if Arc::ptr_eq(&self.published.toml, &self.toml) && self.published.same_as(&composed) {
+            return None;
+        }
+        let before = &self.published.composed;
+        self.services_only = Arc::ptr_eq(&self.published.toml, &self.toml)
+            && before.routing.routes == composed.routing.routes
+            && before.pod_policies == composed.pod_policies;
+        let composed = Arc::new(composed);
         self.published = Published {
             toml: Arc::clone(&self.toml),
-            kept,
+            composed: Arc::clone(&composed),
         };
-        Some(Arc::new(composed))
+        Some(composed)
+    }
+
+    /// Whether the last snapshot [`Composer::take_if_changed`] returned differs from the one
+    /// before only in its services (the TOML state, the routes and the pod isolation are
+    /// the same): the daemon then wakes only the loops that read services.
+    pub fn services_only(&self) -> bool {
+        self.services_only
     }
 
     /// Logs and counts the clashes that were not in force at the last compose.
@@ -383,34 +436,64 @@ impl Composer {
     }
 }
 
-/// The cluster entries that do not clash, and the clashes.
-fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeSet<Clash>) {
+/// Which cluster entries are kept: one flag per entry of the cluster state's lists.
+#[derive(Debug, Default)]
+struct Kept {
+    /// Per cluster service: no clash.
+    services: Vec<bool>,
+    /// Per cluster route: no clash.
+    routes: Vec<bool>,
+}
+
+/// Who claims a VIP first.
+#[derive(Clone, Copy)]
+enum Claim<'a> {
+    /// A TOML service (its name).
+    Toml(&'a str),
+    /// An earlier cluster service (its name).
+    Cluster(&'a str),
+}
+
+impl Claim<'_> {
+    /// The other side of a clash, as the log line says it.
+    fn with(self) -> String {
+        match self {
+            Claim::Toml(name) => format!("TOML service {name}"),
+            Claim::Cluster(name) => format!("service {name}"),
+        }
+    }
+}
+
+/// Which cluster entries do not clash, and the clashes. Nothing is cloned or formatted for
+/// an entry that does not clash: this runs at every compose, over every cluster service.
+fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (Kept, BTreeSet<Clash>) {
     let mut clashes = BTreeSet::new();
-    let mut vips: BTreeMap<VipKey, String> = toml
+    let mut vips: BTreeMap<VipKey, Claim<'_>> = toml
         .services
         .services
         .iter()
-        .map(|s| (vip_key(s), format!("TOML service {}", s.name)))
+        .map(|s| (vip_key(s), Claim::Toml(&s.name)))
         .collect();
-    let mut services = Vec::new();
+    let mut kept = Kept::default();
     for s in &cluster.services {
-        match vips.get(&vip_key(s)) {
-            Some(with) => {
+        let key = vip_key(s);
+        match vips.get(&key) {
+            Some(claim) => {
                 clashes.insert(Clash::Service {
                     name: s.name.clone(),
-                    vip: vip_key(s),
-                    with: with.clone(),
+                    vip: key,
+                    with: claim.with(),
                 });
+                kept.services.push(false);
             }
             None => {
-                vips.insert(vip_key(s), format!("service {}", s.name));
-                services.push(s.clone());
+                vips.insert(key, Claim::Cluster(&s.name));
+                kept.services.push(true);
             }
         }
     }
     let toml_routes: BTreeSet<RouteKey> = toml.routing.routes.iter().map(route_key).collect();
     let mut seen = BTreeSet::new();
-    let mut routes = Vec::new();
     for r in &cluster.routes {
         let key = route_key(r);
         if toml_routes.contains(&key) || !seen.insert(key) {
@@ -418,25 +501,12 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
                 key,
                 with_toml: toml_routes.contains(&key),
             });
+            kept.routes.push(false);
         } else {
-            routes.push(r.clone());
+            kept.routes.push(true);
         }
     }
-    let pod_policies = cluster.pod_policies.clone();
-    // No clash: a port belongs to one Service, and TOML has none (the node's health answer
-    // follows the cluster even where a TOML service keeps the traffic).
-    let health_check_ports = cluster.health_check_ports.clone();
-    (
-        ClusterState {
-            services,
-            service_cidrs: cluster.service_cidrs.clone(),
-            cluster_cidrs: cluster.cluster_cidrs.clone(),
-            routes,
-            pod_policies,
-            health_check_ports,
-        },
-        clashes,
-    )
+    (kept, clashes)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::dataplane::nft::ir::*;
 
-use super::model::Model;
+use super::model::{Entry, Model, VipKey, slots_of};
 
 /// The base chain of the exemption.
 pub const CHAIN: &str = "local_notrack";
@@ -41,10 +41,16 @@ pub struct Local {
 /// The exemption for the daemon listening on `listen`, or None when a service of `model`
 /// uses its port (as a VIP's port or a backend's).
 pub fn of(listen: SocketAddr, model: &Model) -> Option<Local> {
+    of_entries(listen, model.iter())
+}
+
+/// [`of`] over entries given one by one (a patched model's, without building it).
+pub fn of_entries<'a>(
+    listen: SocketAddr,
+    mut entries: impl Iterator<Item = (&'a VipKey, &'a Entry)>,
+) -> Option<Local> {
     let port = listen.port();
-    let used = model
-        .iter()
-        .any(|(key, entry)| key.port == port || entry.backends().iter().any(|b| b.port() == port));
+    let used = entries.any(|(key, entry)| key.port == port || uses_port(entry, port));
     if used {
         return None;
     }
@@ -53,6 +59,14 @@ pub fn of(listen: SocketAddr, model: &Model) -> Option<Local> {
         addr: (!addr.is_unspecified()).then_some(addr.to_canonical()),
         port,
     })
+}
+
+/// Whether one of the entry's backends listens on `port` (run for every entry at every
+/// sync: read in place, nothing collected).
+fn uses_port(entry: &Entry, port: u16) -> bool {
+    std::iter::once(&entry.action)
+        .chain(&entry.internal)
+        .any(|a| slots_of(a).iter().any(|b| b.port() == port))
 }
 
 /// The chain and its two rules (to the listener, from it); nothing for None.

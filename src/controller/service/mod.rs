@@ -7,7 +7,8 @@
 //!   repaired and counted in `edgenetd_service_drift_repairs_total`; the periodic compare
 //!   gives way to a waiting change, within a bound ([`defer`]);
 //! - [`metrics`]: its metric names, descriptions and recording;
-//! - [`model`]: the validated services -> one entry per VIP (pure);
+//! - [`model`]: the validated services -> one entry per VIP (pure); [`rebuild`] builds it
+//!   again only where services changed, and tells the plan which keys to compare;
 //! - [`plan`](mod@plan): the mirror (what this process last committed, the cache's snapshot) against
 //!   the model -> element deletes/adds for the changed services only (pure, unit-tested);
 //! - [`apply`]: the only part that writes to the kernel: one batch, a service the kernel
@@ -37,6 +38,7 @@ pub mod metrics;
 pub mod model;
 pub mod observe;
 pub mod plan;
+pub mod rebuild;
 pub mod slots;
 pub mod sync;
 #[cfg(test)]

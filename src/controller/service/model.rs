@@ -131,6 +131,25 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// How many distinct backends its slots hold ([`Entry::backends`]'s length), counted
+    /// in place: this runs for every entry at every sync.
+    pub fn backend_count(&self) -> usize {
+        let all = || {
+            std::iter::once(&self.action)
+                .chain(&self.internal)
+                .flat_map(|a| slots_of(a).iter())
+        };
+        if all().count() > 64 {
+            return self.backends().len();
+        }
+        all()
+            .enumerate()
+            .filter(|(i, b)| all().take(*i).all(|a| a != *b))
+            .count()
+    }
+}
+
 /// The slots of an action (none unless it balances).
 pub fn slots_of(a: &Action) -> &[SocketAddr] {
     match a {

@@ -7,7 +7,7 @@
 //! are diffed as lists. Nothing here keys by name: the entries of one Kubernetes Service
 //! port share one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use ipnet::IpNet;
@@ -185,6 +185,27 @@ impl Mirror {
                 }
             }
         }
+        self.shared_changes(desired, delta)
+    }
+
+    /// [`Mirror::diff`] when only the entries of `keys` may differ (the service controller
+    /// knows which it built again): the same delta, found without comparing the others.
+    pub fn diff_keys(&self, desired: &Model, keys: &BTreeSet<VipKey>) -> Delta {
+        let mut delta = Delta::default();
+        // In key order, as the full diff walks them.
+        for k in keys {
+            match (self.model.get(k), desired.get(k)) {
+                (None, None) => {}
+                (old, new) if old != new => delta.change(k, old, new),
+                _ => {}
+            }
+        }
+        self.shared_changes(desired, delta)
+    }
+
+    /// The shared elements whose reference count crosses zero with `delta`'s entry changes,
+    /// and the prefix changes.
+    fn shared_changes(&self, desired: &Model, mut delta: Delta) -> Delta {
         let (mut added, mut removed) = (0, 0);
         for (m, d) in &delta.shared_refs {
             let before = self.shared_refs.get(m).copied().unwrap_or(0) as i64;

@@ -29,6 +29,7 @@ use super::layout::Demand;
 use super::model::{self, Model, VipKey};
 use super::observe;
 use super::plan::{Delta, Mirror, ServiceChange};
+use super::rebuild::{Desired, Memo};
 use super::{backend_check, local};
 
 /// The service controller (see the module docs).
@@ -37,6 +38,8 @@ pub struct ServiceController {
     kernel: Option<Kernel>,
     /// Checks of the backends that have them.
     backend_checks: backend_check::BackendChecks,
+    /// What the mirror's model was built from: unchanged services keep their entries.
+    memo: Memo,
     /// The foreign-commit watch, shared with the policy controller (its flag is handed to
     /// each kernel opened).
     core: NftCore,
@@ -54,6 +57,7 @@ impl ServiceController {
     pub fn new(trigger: Trigger, watch: GenerationWatch) -> ServiceController {
         ServiceController {
             kernel: None,
+            memo: Memo::default(),
             core: NftCore::new(OwnedTable::Service, watch, trigger.clone()),
             backend_checks: backend_check::BackendChecks::new(trigger.clone()),
             resume: trigger,
@@ -101,10 +105,34 @@ impl Controller for ServiceController {
             .as_ref()
             .and_then(|k| k.mirror())
             .map(|m| &m.model);
-        let model = model::build_with(&desired.services, &|s, b| checks.is_up(s, b), previous);
+        let mut model = self
+            .memo
+            .build(&desired.services, &|s, b| checks.is_up(s, b), previous);
         checks.publish(&desired.services.services);
-        let desired_counts = counts(&model);
-        let exempt = local::of(desired.daemon.listen, &model);
+        let (desired_counts, exempt) = match (&model, previous) {
+            (Desired::Patch(p), Some(base)) => (
+                counts(p.view(base)),
+                local::of_entries(desired.daemon.listen, p.view(base)),
+            ),
+            (m, _) => {
+                let whole = match m {
+                    Desired::Whole(w) => w,
+                    Desired::Patch(_) => unreachable!("a patch is made only against a mirror"),
+                };
+                (
+                    counts(whole.iter()),
+                    local::of(desired.daemon.listen, whole),
+                )
+            }
+        };
+        let reused = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.table == table && k.local == exempt);
+        if !reused {
+            // A new socket has no mirror to patch.
+            model = Desired::Whole(model.into_model(previous));
+        }
         progress.beat();
         let mut kernel = match self.kernel.take() {
             Some(k) if k.table == table && k.local == exempt => k,
@@ -120,7 +148,7 @@ impl Controller for ServiceController {
         };
         let waiting = progress.waiting();
         let (kernel, result) = crate::sync::unblock(move || {
-            let r = kernel.sync_giving_way(model, period, Instant::now(), &|| waiting.now());
+            let r = kernel.sync_desired(model, period, Instant::now(), &|| waiting.now());
             (kernel, r)
         })
         .await;
@@ -134,23 +162,22 @@ impl Controller for ServiceController {
         // knows (unknown after a failure: left as it was).
         let counts = match (&result, kernel.mirror()) {
             (Ok(_), _) => Some(desired_counts),
-            (Err(_), Some(m)) => Some(counts(&m.model)),
+            (Err(_), Some(m)) => Some(counts(m.model.iter())),
             (Err(_), None) => None,
         };
         if let Some((services, backends)) = counts {
             super::metrics::record_programmed(services, backends);
         }
+        self.memo
+            .synced(result.is_ok() && kernel.mirror().is_some());
         self.kernel = Some(kernel);
         result
     }
 }
 
 /// Services, and backends with slots summed over services.
-fn counts(model: &model::Model) -> (usize, usize) {
-    (
-        model.len(),
-        model.values().map(|e| e.backends().len()).sum(),
-    )
+fn counts<'a>(entries: impl Iterator<Item = (&'a VipKey, &'a model::Entry)>) -> (usize, usize) {
+    entries.fold((0, 0), |(n, b), (_, e)| (n + 1, b + e.backend_count()))
 }
 
 /// Kernel-side state of the controller: the socket, the mirror and what we last saw.
@@ -219,16 +246,29 @@ impl Kernel {
         period: Duration,
         now: Instant,
     ) -> Result<SyncReport, SyncError> {
-        self.sync_giving_way(desired, period, now, &|| false)
+        self.sync_desired(Desired::Whole(desired), period, now, &|| false)
     }
 
-    /// One sync against `desired` (blocking). A periodic full compare gives way to a change,
-    /// within the bound of [`super::defer`]: it is put off when `desired` differs from the
-    /// mirror (the delta runs instead), and stops partway, writing nothing, once `waiting`
-    /// says newer work waits (see [`Kernel::compare_put_off`]).
+    /// [`Kernel::sync_desired`] of a whole model.
     pub fn sync_giving_way(
         &mut self,
         desired: Model,
+        period: Duration,
+        now: Instant,
+        waiting: &dyn Fn() -> bool,
+    ) -> Result<SyncReport, SyncError> {
+        self.sync_desired(Desired::Whole(desired), period, now, waiting)
+    }
+
+    /// One sync against `desired` (blocking), a whole model or a patch of the mirror's: an
+    /// incremental sync applies a patch to the mirror's model in place and compares its keys
+    /// alone. A periodic full compare gives way to a change, within the bound of
+    /// [`super::defer`]: it is put off when `desired` differs from the mirror (the delta runs
+    /// instead), and stops partway, writing nothing, once `waiting` says newer work waits
+    /// (see [`Kernel::compare_put_off`]).
+    pub fn sync_desired(
+        &mut self,
+        desired: Desired,
         period: Duration,
         now: Instant,
         waiting: &dyn Fn() -> bool,
@@ -238,16 +278,28 @@ impl Kernel {
             .nft
             .generation()
             .map_err(|e| nft_err("nftables generation", e))?;
-        if desired.needs_no_table() {
+        let desired = match desired {
+            Desired::Patch(p) => match self.mirror() {
+                Some(m) if p.view(&m.model).next().is_some() || !p.service_cidrs.is_empty() => {
+                    Desired::Patch(p)
+                }
+                // Nothing left (the table goes), or no mirror to patch (not expected: a
+                // patch is made against the mirror): the whole model.
+                base => Desired::Whole(Desired::Patch(p).into_model(base.map(|m| &m.model))),
+            },
+            whole => whole,
+        };
+        if let Desired::Whole(m) = &desired
+            && m.needs_no_table()
+        {
             return self.ensure_absent(generation);
         }
         let check = self
             .nft
             .check(&mut self.cache, self.generation, generation, now, period);
         if check.decision == Decision::Trusted && self.on_demand.is_some() {
-            let mirror = self.cache.snapshot().expect("trusted implies a mirror");
-            let delta = mirror.diff(&desired);
-            return self.sync_delta(desired, delta);
+            let (model, delta) = self.plan_delta(desired);
+            return self.sync_delta(model, delta);
         }
         // Only the periodic compare may give way: the mirror is known and no other process
         // committed, so it is as good for a delta as before the compare fell due.
@@ -256,15 +308,21 @@ impl Kernel {
             && self.on_demand.is_some()
             && self.cache.snapshot().is_some();
         let may_yield = periodic && self.deferral.may_yield(now, period);
-        if may_yield {
-            let mirror = self.cache.snapshot().expect("periodic implies a mirror");
-            let delta = mirror.diff(&desired);
+        let desired = if may_yield {
+            let (model, delta) = self.plan_delta(desired);
             if !delta.is_empty() {
                 self.deferral.yielded(now);
                 log::debug!("service: a change goes before the periodic full compare");
-                return self.sync_delta(desired, delta);
+                return self.sync_delta(model, delta);
             }
-        }
+            // Nothing goes first: the mirror keeps the model (a patch took it out), and the
+            // compare checks the kernel against the same.
+            let mirror = self.cache.snapshot_mut().expect("periodic implies a mirror");
+            mirror.model = model.clone();
+            model
+        } else {
+            desired.into_model(self.mirror().map(|m| &m.model))
+        };
         // Every full compare at info, whatever it finds: a change that arrived meanwhile
         // waited for it (unless it stopped for it), and an operator must see why.
         let services = desired.len();
@@ -312,6 +370,30 @@ impl Kernel {
             took.as_millis()
         );
         result
+    }
+
+    /// The desired model and the mirror's delta to it. A patch is applied to the mirror's
+    /// model in place: until the commit (or [`Kernel::sync_delta`] on no change) puts a model
+    /// back, the mirror holds none, and every failure after forgets it.
+    fn plan_delta(&mut self, desired: Desired) -> (Model, Delta) {
+        let mirror = self.cache.snapshot_mut().expect("trusted implies a mirror");
+        match desired {
+            Desired::Whole(m) => {
+                let delta = mirror.diff(&m);
+                (m, delta)
+            }
+            Desired::Patch(p) => {
+                let mut model = std::mem::take(&mut mirror.model);
+                let (old, keys) = p.apply(&mut model);
+                let before = Mirror {
+                    model: old,
+                    shared_refs: std::mem::take(&mut mirror.shared_refs),
+                };
+                let delta = before.diff_keys(&model, &keys);
+                mirror.shared_refs = before.shared_refs;
+                (model, delta)
+            }
+        }
     }
 
     /// An incremental sync: the mirror's `delta` (to `desired`), in one batch.

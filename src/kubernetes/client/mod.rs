@@ -29,4 +29,4 @@ pub use endpoint::{Auth, Endpoint};
 pub use error::Error;
 pub use meta::{HasMeta, ObjectMeta};
 pub use reflector::{Reflector, ReflectorConfig};
-pub use store::{ObjectKey, Store, WatchStatus};
+pub use store::{Changes, ObjectKey, Store, WatchStatus};

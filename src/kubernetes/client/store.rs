@@ -1,7 +1,11 @@
 //! What a reflector knows: the objects by namespace/name, whether the first list completed,
 //! and the state of the watch, shared with readers behind a lock.
+//!
+//! The store also notes which keys changed since its reader last took them
+//! ([`Store::take_changes`]), so that the parts made from it can re-translate only what
+//! changed (issue 24).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
 use super::meta::HasMeta;
@@ -61,11 +65,58 @@ impl StatusCell {
     }
 }
 
+/// Which objects of a store changed since the changes were last taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changes {
+    /// Possibly every one: a complete list replaced them, or too many changed to list.
+    All,
+    /// These keys (added, modified or deleted); none when nothing changed.
+    Keys(BTreeSet<ObjectKey>),
+}
+
+impl Changes {
+    /// Nothing changed.
+    pub fn none() -> Changes {
+        Changes::Keys(BTreeSet::new())
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Changes::Keys(k) if k.is_empty())
+    }
+
+    /// Notes a change of `key`. The list is bounded: past `limit` keys it becomes
+    /// [`Changes::All`], so a store whose changes nobody takes (or that churns through
+    /// objects faster than they are taken) holds no more than about its own size.
+    fn note(&mut self, key: &ObjectKey, limit: usize) {
+        if let Changes::Keys(keys) = self {
+            if keys.len() >= limit {
+                *self = Changes::All;
+            } else if !keys.contains(key) {
+                keys.insert(key.clone());
+            }
+        }
+    }
+}
+
+/// The objects and what changed among them, under one lock so that both are read together.
+#[derive(Debug)]
+struct Objects<T> {
+    /// The objects: an immutable snapshot, replaced (copied on write) by the reflector.
+    now: Arc<BTreeMap<ObjectKey, T>>,
+    /// The changes since the last [`Store::take_changes`].
+    changes: Changes,
+}
+
+/// The fewest keys a change list holds before it says [`Changes::All`] (a small store may
+/// still list a burst of its changes).
+const MIN_CHANGES_LIMIT: usize = 64;
+
 /// A reader's handle on a reflector's store; cheap to clone.
 #[derive(Debug)]
 pub struct Store<T> {
-    /// The objects: an immutable snapshot, replaced (copied on write) by the reflector.
-    objects: Arc<RwLock<Arc<BTreeMap<ObjectKey, T>>>>,
+    /// The objects and their changes.
+    objects: Arc<RwLock<Objects<T>>>,
     /// The watch's state (apart from the objects, so the reflector's untyped part can
     /// write it).
     status: StatusCell,
@@ -84,7 +135,10 @@ impl<T: Clone> Store<T> {
     /// An empty, unsynced store.
     pub fn new() -> Store<T> {
         Store {
-            objects: Arc::new(RwLock::new(Arc::new(BTreeMap::new()))),
+            objects: Arc::new(RwLock::new(Objects {
+                now: Arc::new(BTreeMap::new()),
+                changes: Changes::All,
+            })),
             status: StatusCell::default(),
         }
     }
@@ -94,7 +148,17 @@ impl<T: Clone> Store<T> {
         self.objects
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .now
             .clone()
+    }
+
+    /// The objects now and which of them changed since the last call (every one at the
+    /// first). Meant for one reader, the one that makes the parts: each call starts the
+    /// list afresh.
+    pub fn take_changes(&self) -> (Arc<BTreeMap<ObjectKey, T>>, Changes) {
+        let mut guard = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        let changes = std::mem::replace(&mut guard.changes, Changes::none());
+        (guard.now.clone(), changes)
     }
 
     /// One object.
@@ -121,13 +185,18 @@ impl<T: Clone> Store<T> {
 
     /// Replaces every object at once (a complete list).
     pub(super) fn replace(&self, objects: BTreeMap<ObjectKey, T>) {
-        *self.objects.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(objects);
+        let mut guard = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        guard.now = Arc::new(objects);
+        guard.changes = Changes::All;
     }
 
     /// Inserts or removes one object.
     pub(super) fn apply(&self, key: ObjectKey, obj: Option<T>) {
         let mut guard = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        let objects = Arc::make_mut(&mut guard);
+        let guard = &mut *guard;
+        let limit = guard.now.len().max(MIN_CHANGES_LIMIT);
+        guard.changes.note(&key, limit);
+        let objects = Arc::make_mut(&mut guard.now);
         match obj {
             Some(obj) => objects.insert(key, obj),
             None => objects.remove(&key),
@@ -138,5 +207,52 @@ impl<T: Clone> Store<T> {
 impl<T: Clone> Default for Store<T> {
     fn default() -> Self {
         Store::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ("ns".to_string(), name.to_string())
+    }
+
+    #[test]
+    fn the_store_lists_the_keys_changed_since_they_were_last_taken() {
+        let store: Store<u32> = Store::new();
+        assert_eq!(store.take_changes().1, Changes::All, "at first: everything");
+        store.replace([(key("a"), 1), (key("b"), 2)].into_iter().collect());
+        assert_eq!(
+            store.take_changes().1,
+            Changes::All,
+            "a list replaces everything"
+        );
+        assert!(store.take_changes().1.is_empty());
+        store.apply(key("a"), Some(3));
+        store.apply(key("c"), Some(4));
+        store.apply(key("b"), None);
+        store.apply(key("a"), Some(5));
+        let (now, changes) = store.take_changes();
+        assert_eq!(
+            changes,
+            Changes::Keys([key("a"), key("b"), key("c")].into_iter().collect())
+        );
+        assert_eq!(now.get(&key("a")), Some(&5));
+        assert!(!now.contains_key(&key("b")));
+        assert!(store.take_changes().1.is_empty());
+    }
+
+    #[test]
+    fn a_change_list_nobody_takes_stays_bounded() {
+        let store: Store<u32> = Store::new();
+        store.replace(BTreeMap::new());
+        store.take_changes();
+        for i in 0..MIN_CHANGES_LIMIT + 1 {
+            let k = key(&i.to_string());
+            store.apply(k.clone(), Some(1));
+            store.apply(k, None);
+        }
+        assert_eq!(store.take_changes().1, Changes::All);
     }
 }

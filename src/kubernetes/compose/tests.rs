@@ -510,3 +510,40 @@ fn the_services_part_brings_its_prefixes_into_the_composed_state() {
         nets(&["10.96.0.0/12"])
     );
 }
+
+#[test]
+fn a_snapshot_that_changed_only_services_says_so() {
+    let mut c = Composer::new(toml(TOML));
+    c.set_cluster(ClusterPart::Routes(vec![route(
+        "10.244.2.0/24",
+        "192.168.1.2",
+    )]));
+    c.set_cluster(ClusterPart::services(vec![service(
+        "a",
+        "10.96.0.20",
+        80,
+        "10.0.1.1:80",
+    )]));
+    assert!(c.take_if_changed().is_some());
+    assert!(!c.services_only(), "the routes changed too");
+    c.set_cluster(ClusterPart::services(vec![service(
+        "a",
+        "10.96.0.20",
+        80,
+        "10.0.1.2:80",
+    )]));
+    assert!(c.take_if_changed().is_some());
+    assert!(c.services_only(), "an endpoint moved: only services");
+    c.set_cluster(ClusterPart::NetworkPolicies(pods(&["p"])));
+    c.set_cluster(ClusterPart::services(vec![service(
+        "a",
+        "10.96.0.20",
+        80,
+        "10.0.1.3:80",
+    )]));
+    assert!(c.take_if_changed().is_some());
+    assert!(!c.services_only(), "the pod isolation changed too");
+    c.set_toml(toml(TOML));
+    assert!(c.take_if_changed().is_some(), "every reload is published");
+    assert!(!c.services_only(), "a reload wakes every loop");
+}

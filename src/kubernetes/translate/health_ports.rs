@@ -33,29 +33,39 @@ pub fn translate<'a>(
     let mut out: Vec<HealthCheckPort> = services
         .into_iter()
         .filter_map(|svc| {
-            let port = health_check_port(svc)?;
             let mine = |s: &&&EndpointSlice| {
                 s.metadata.namespace == svc.metadata.namespace
                     && s.metadata.labels.get(SERVICE_NAME_LABEL) == Some(&svc.metadata.name)
             };
             let own: Vec<&EndpointSlice> = slices.iter().filter(mine).copied().collect();
-            let v4 = local_ready(&own, "IPv4", node_name);
-            let v6 = local_ready(&own, "IPv6", node_name);
-            let (local_endpoints, local_endpoints_v6) = match families(svc) {
-                (true, false) => (v4, v4),
-                (false, true) => (v6, v6),
-                _ => (v4, v6),
-            };
-            Some(HealthCheckPort {
-                service: format!("{}/{}", svc.metadata.namespace, svc.metadata.name),
-                port,
-                local_endpoints,
-                local_endpoints_v6,
-            })
+            one(svc, &own, node_name)
         })
         .collect();
     order::sort_by(&mut out, |a, b| a.service.cmp(&b.service));
     out
+}
+
+/// The health-check node port of one Service, if it has one, counted over `own`: the
+/// EndpointSlices labelled with its name in its namespace (what [`translate`] makes of it).
+pub fn one(
+    svc: &objects::Service,
+    own: &[&EndpointSlice],
+    node_name: &str,
+) -> Option<HealthCheckPort> {
+    let port = health_check_port(svc)?;
+    let v4 = local_ready(own, "IPv4", node_name);
+    let v6 = local_ready(own, "IPv6", node_name);
+    let (local_endpoints, local_endpoints_v6) = match families(svc) {
+        (true, false) => (v4, v4),
+        (false, true) => (v6, v6),
+        _ => (v4, v6),
+    };
+    Some(HealthCheckPort {
+        service: format!("{}/{}", svc.metadata.namespace, svc.metadata.name),
+        port,
+        local_endpoints,
+        local_endpoints_v6,
+    })
 }
 
 /// The Service's health-check node port, if kube-proxy would serve one for it.

@@ -197,13 +197,7 @@ pub fn translate<'a>(
     node: ThisNode<'_>,
 ) -> Translated {
     let mut by_service: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
-    // kube-proxy's EndpointSlice informer leaves out the slices labelled as its Service
-    // informer leaves out Services.
-    let proxied = |s: &&EndpointSlice| {
-        !s.metadata.labels.contains_key(HEADLESS_LABEL)
-            && !s.metadata.labels.contains_key(SERVICE_PROXY_NAME_LABEL)
-    };
-    for slice in slices.into_iter().filter(proxied) {
+    for slice in slices.into_iter().filter(|s| proxied(s)) {
         if let Some(svc) = slice.metadata.labels.get(SERVICE_NAME_LABEL) {
             by_service
                 .entry((slice.metadata.namespace.as_str(), svc.as_str()))
@@ -221,6 +215,27 @@ pub fn translate<'a>(
         one_service(svc, slices, node, &mut out);
     }
     out
+}
+
+/// Translates one Service with its EndpointSlices (those labelled with its name, in its
+/// namespace; the ones kube-proxy does not read are left out here): what [`translate`] makes
+/// of it. The watcher's memo calls this for each Service that changed.
+pub fn translate_service(
+    svc: &objects::Service,
+    slices: &[&EndpointSlice],
+    node: ThisNode<'_>,
+) -> Translated {
+    let read: Vec<&EndpointSlice> = slices.iter().copied().filter(|s| proxied(s)).collect();
+    let mut out = Translated::default();
+    one_service(svc, &read, node, &mut out);
+    out
+}
+
+/// Whether kube-proxy reads this EndpointSlice: its EndpointSlice informer leaves out the
+/// slices labelled as its Service informer leaves out Services.
+fn proxied(s: &EndpointSlice) -> bool {
+    !s.metadata.labels.contains_key(HEADLESS_LABEL)
+        && !s.metadata.labels.contains_key(SERVICE_PROXY_NAME_LABEL)
 }
 
 fn key(s: &objects::Service) -> (&str, &str) {

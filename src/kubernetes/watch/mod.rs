@@ -13,6 +13,10 @@
 //! [`Watcher::watch`] call in [`Watcher::new`], and a part made from its store in
 //! `Watcher::parts` (and its kind in [`Watcher::kinds`], for readiness).
 //!
+//! The services part is made from what changed: the stores list the keys changed since the
+//! last part ([`Store::take_changes`]), and `memo` keeps each Service's translation, so an
+//! EndpointSlice event translates its Service alone.
+//!
 //! Heartbeats: each reflector beats at every page, event line, reconnect attempt and back-off
 //! wait, and the compose step beats before and after each compose; every wait is bounded (a
 //! watch read by the idle timeout, a back-off by its cap), so an API server that is down
@@ -21,6 +25,7 @@
 #[cfg(test)]
 mod docs_tests;
 pub mod local;
+mod memo;
 pub mod metrics;
 mod parts;
 pub mod skips;
@@ -117,6 +122,8 @@ pub struct Watcher {
     watched: Vec<Watched>,
     /// What the translation left out (for the log, /healthz and metrics).
     skips: Skips,
+    /// Each Service's translation, kept between parts.
+    memo: std::cell::RefCell<memo::ServicesMemo>,
     /// Fired by every reflector when its store changed.
     changed: Trigger,
     /// The other end.
@@ -133,6 +140,7 @@ impl Watcher {
             stores: Stores::default(),
             watched: Vec::new(),
             skips: Skips::default(),
+            memo: Default::default(),
             changed,
             changed_rx,
         };
@@ -251,14 +259,27 @@ impl Watcher {
         let listed_nodes = self.stores.nodes.as_ref().and_then(parts::listed);
         let mut out = Vec::new();
         if let (Some(svcs), Some(slices), Some(cidrs), Some(nodes)) = (
-            self.stores.services.as_ref().and_then(parts::listed),
-            self.stores.endpointslices.as_ref().and_then(parts::listed),
+            self.stores.services.as_ref().filter(|s| s.is_synced()),
+            self.stores
+                .endpointslices
+                .as_ref()
+                .filter(|s| s.is_synced()),
             self.stores.service_cidrs.as_ref().and_then(parts::listed),
             listed_nodes.as_ref(),
         ) {
+            // Taken only here, once both have listed: changes taken and not translated
+            // would be lost to the memo.
+            let (svcs, svc_changes) = svcs.take_changes();
+            let (slices, slice_changes) = slices.take_changes();
             out.push(parts::services_part(
-                &svcs,
-                &slices,
+                memo::Changed {
+                    now: &svcs,
+                    changes: &svc_changes,
+                },
+                memo::Changed {
+                    now: &slices,
+                    changes: &slice_changes,
+                },
                 &cidrs,
                 nodes,
                 parts::Here {
@@ -267,6 +288,7 @@ impl Watcher {
                     host_addresses: &host.addresses,
                     skips: &self.skips,
                 },
+                &mut self.memo.borrow_mut(),
             ));
         }
         if let (true, Some(nodes)) = (s.feeds.contains(&Feed::Routes), listed_nodes.as_ref()) {

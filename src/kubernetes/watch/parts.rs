@@ -11,6 +11,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::Settings;
+use super::memo::{Changed, ServicesMemo};
 use super::skips::{Skip, Skips};
 use crate::config::kubernetes::NodePortAddresses;
 use crate::config::kubernetes::selector::LabelSelector;
@@ -18,7 +19,7 @@ use crate::config::service::ServicesConfig;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;
 use crate::kubernetes::objects;
-use crate::kubernetes::translate::{health_ports, network_policies, nodes, services, sloppy};
+use crate::kubernetes::translate::{network_policies, nodes, services, sloppy};
 
 /// The Node label that names its zone (topology-aware routing).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -99,13 +100,15 @@ pub struct Here<'a> {
 
 /// Every service entry the cluster's Services and EndpointSlices make on this node, with
 /// the cluster IP ranges, the local-traffic detector's pod prefixes and the health-check
-/// node ports with this node's counts.
+/// node ports with this node's counts. `memo` keeps each Service's translation: only the
+/// Services the changes touch are translated again.
 pub fn services_part(
-    svcs: &BTreeMap<ObjectKey, objects::Service>,
-    slices: &BTreeMap<ObjectKey, objects::EndpointSlice>,
+    svcs: Changed<'_, objects::Service>,
+    slices: Changed<'_, objects::EndpointSlice>,
     cidrs: &BTreeMap<ObjectKey, objects::ServiceCidr>,
     nodes: &BTreeMap<ObjectKey, objects::Node>,
     here: Here<'_>,
+    memo: &mut ServicesMemo,
 ) -> ClusterPart {
     let me = nodes.get(&(String::new(), here.node_name.to_string()));
     let addresses =
@@ -113,14 +116,20 @@ pub fn services_part(
     let zone = me
         .and_then(|n| n.metadata.labels.get(ZONE_LABEL))
         .map(String::as_str);
-    let t = services::translate(
-        svcs.values(),
-        slices.values(),
+    let count = svcs.now.len();
+    let t = memo.update(
+        svcs,
+        slices,
         services::ThisNode {
             name: here.node_name,
             zone,
             addresses: &addresses,
         },
+    );
+    log::debug!(
+        "kubernetes: {} of {} Services translated",
+        memo.translated(),
+        count
     );
     here.skips.report(
         "services",
@@ -147,6 +156,7 @@ pub fn services_part(
         }
     }
     here.skips.report("servicecidrs", bad_cidrs);
+
     let cluster_cidrs = here
         .settings
         .cluster_cidrs
@@ -156,7 +166,7 @@ pub fn services_part(
         services: t.services,
         service_cidrs,
         cluster_cidrs,
-        health_check_ports: health_ports::translate(svcs.values(), slices.values(), here.node_name),
+        health_check_ports: t.health_check_ports,
     })
 }
 
