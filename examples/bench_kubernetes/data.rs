@@ -49,12 +49,13 @@ pub fn service_name(i: usize) -> (String, String) {
 /// ones many charts still write). The EndpointSlice controller copies them onto the slices.
 fn chart_labels(i: usize, name: &str) -> serde_json::Map<String, Value> {
     let release = format!("release-{}", i / 10);
+    let component = ["api", "web", "worker", "cache"][i % 4];
     let labels = json!({
         "app": name,
         "app.kubernetes.io/name": name,
         "app.kubernetes.io/instance": release,
         "app.kubernetes.io/version": format!("1.{}.{}", i % 7, i % 13),
-        "app.kubernetes.io/component": ["api", "web", "worker", "cache"][i % 4],
+        "app.kubernetes.io/component": component,
         "app.kubernetes.io/part-of": format!("product-{}", i % 25),
         "app.kubernetes.io/managed-by": "Helm",
         "helm.sh/chart": format!("{name}-chart-0.{}.{}", i % 9, i % 4),
