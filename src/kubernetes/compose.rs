@@ -158,12 +158,15 @@ fn vip_key(s: &Service) -> VipKey {
     (s.address, s.port, s.protocol)
 }
 
-/// What the last published snapshot was made of.
+/// The last published snapshot, and the TOML state it was made from. The snapshot itself is
+/// what the next compose compares with (the cluster entries it holds follow the TOML ones):
+/// it is shared with the daemon, so keeping it costs nothing, where a copy of the entries it
+/// kept would be a third copy of every service.
 struct Published {
     /// Its TOML part.
     toml: Arc<DesiredState>,
-    /// The cluster entries it kept.
-    kept: ClusterState,
+    /// The snapshot.
+    snapshot: Arc<DesiredState>,
 }
 
 /// Holds both sources and produces the composed snapshot.
@@ -184,6 +187,9 @@ pub struct Composer {
     listed: BTreeSet<Kind>,
     /// The cluster state was restored from the cache.
     restored: bool,
+    /// Bumped at each change of the cluster state (what the cache holds is compared by it,
+    /// not by a copy of the state).
+    generation: u64,
 }
 
 impl Composer {
@@ -192,7 +198,7 @@ impl Composer {
         Composer {
             published: Published {
                 toml: Arc::clone(&toml),
-                kept: ClusterState::default(),
+                snapshot: Arc::clone(&toml),
             },
             toml,
             cluster: ClusterState::default(),
@@ -200,6 +206,7 @@ impl Composer {
             clashes: BTreeSet::new(),
             listed: BTreeSet::new(),
             restored: false,
+            generation: 0,
         }
     }
 
@@ -260,6 +267,7 @@ impl Composer {
                     state.cluster_cidrs = cluster_cidrs;
                     state.health_check_ports = health_check_ports;
                     self.dirty = true;
+                    self.generation += 1;
                 }
             }
             ClusterPart::Routes(mut routes) => {
@@ -267,6 +275,7 @@ impl Composer {
                 if routes != self.cluster.routes {
                     self.cluster.routes = routes;
                     self.dirty = true;
+                    self.generation += 1;
                 }
             }
             ClusterPart::NetworkPolicies(mut pods) => {
@@ -274,6 +283,7 @@ impl Composer {
                 if pods != self.cluster.pod_policies {
                     self.cluster.pod_policies = pods;
                     self.dirty = true;
+                    self.generation += 1;
                 }
             }
         }
@@ -304,6 +314,11 @@ impl Composer {
         &self.cluster
     }
 
+    /// Changes whenever [`Composer::cluster`] does (equal generations, equal states).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Whether something was set since the last compose (the daemon's cue to schedule one).
     pub fn is_dirty(&self) -> bool {
         self.dirty
@@ -315,76 +330,124 @@ impl Composer {
             return None;
         }
         let (kept, clashes) = resolve(&self.toml, &self.cluster);
-        self.report(clashes);
-        if Arc::ptr_eq(&self.published.toml, &self.toml) && kept == self.published.kept {
+        report(&mut self.clashes, clashes);
+        if Arc::ptr_eq(&self.published.toml, &self.toml)
+            && kept.is_in(&self.published.snapshot, &self.toml)
+        {
             return None;
         }
-        let mut composed = DesiredState::clone(&self.toml);
-        let services = &mut composed.services;
-        services.services.extend(kept.services.iter().cloned());
-        for (into, from) in [
-            (&mut services.service_cidrs, &kept.service_cidrs),
-            (&mut services.cluster_cidrs, &kept.cluster_cidrs),
-        ] {
-            into.extend(
-                from.iter()
-                    .filter(|n| !into.contains(n))
-                    .copied()
-                    .collect::<Vec<_>>(),
-            );
-        }
-        composed.routing.routes.extend(kept.routes.iter().cloned());
-        composed.pod_policies = kept.pod_policies.clone();
-        composed
-            .services
-            .health_check_ports
-            .extend(kept.health_check_ports.iter().cloned());
+        let composed = Arc::new(kept.compose(&self.toml));
         self.published = Published {
             toml: Arc::clone(&self.toml),
-            kept,
+            snapshot: Arc::clone(&composed),
         };
-        Some(Arc::new(composed))
-    }
-
-    /// Logs and counts the clashes that were not in force at the last compose.
-    fn report(&mut self, now: BTreeSet<Clash>) {
-        for clash in now.difference(&self.clashes) {
-            let kind = match clash {
-                Clash::Service {
-                    name,
-                    vip: (address, port, protocol),
-                    with,
-                } => {
-                    let vip = std::net::SocketAddr::new(*address, *port);
-                    warn!(
-                        "kubernetes service {name} on {vip}/{} is left out: {with} has that address, port and protocol and is kept",
-                        protocol.name()
-                    );
-                    Kind::Services
-                }
-                Clash::Route {
-                    key: (table, to, metric),
-                    with_toml,
-                } => {
-                    let with = if *with_toml {
-                        "a TOML route"
-                    } else {
-                        "another node's route"
-                    };
-                    warn!(
-                        "kubernetes route to {to} (table {table}, metric {metric}) is left out: {with} has the same destination, table and metric and is kept"
-                    );
-                    Kind::Routes
-                }
-            };
-            metrics::counter!(CONFLICTS_METRIC, "kind" => kind.label()).increment(1);
-        }
-        self.clashes = now;
+        Some(composed)
     }
 }
 
+/// The cluster entries a compose keeps (those that do not clash), borrowed from the
+/// cluster state: they are copied once, into the snapshot, and only when it changed.
+struct Kept<'a> {
+    /// The services kept, in order.
+    services: Vec<&'a Service>,
+    /// The routes kept, in order.
+    routes: Vec<&'a Route>,
+    /// The rest, kept whole (no clash).
+    cluster: &'a ClusterState,
+}
+
+impl Kept<'_> {
+    /// The snapshot: the TOML state, then the cluster entries kept.
+    fn compose(&self, toml: &DesiredState) -> DesiredState {
+        let mut composed = DesiredState::clone(toml);
+        let services = &mut composed.services;
+        services
+            .services
+            .extend(self.services.iter().map(|&s| s.clone()));
+        services.service_cidrs =
+            with_cidrs(&toml.services.service_cidrs, &self.cluster.service_cidrs);
+        services.cluster_cidrs =
+            with_cidrs(&toml.services.cluster_cidrs, &self.cluster.cluster_cidrs);
+        composed
+            .routing
+            .routes
+            .extend(self.routes.iter().map(|&r| r.clone()));
+        composed.pod_policies = self.cluster.pod_policies.clone();
+        composed
+            .services
+            .health_check_ports
+            .extend(self.cluster.health_check_ports.iter().cloned());
+        composed
+    }
+
+    /// True when `snapshot`, composed from `toml`, is what [`Kept::compose`] would make.
+    fn is_in(&self, snapshot: &DesiredState, toml: &DesiredState) -> bool {
+        let (s, t) = (&snapshot.services, &toml.services);
+        s.services.get(t.services.len()..).is_some_and(|added| {
+            added.len() == self.services.len()
+                && added.iter().zip(&self.services).all(|(a, &b)| a == b)
+        }) && snapshot
+            .routing
+            .routes
+            .get(toml.routing.routes.len()..)
+            .is_some_and(|added| {
+                added.len() == self.routes.len()
+                    && added.iter().zip(&self.routes).all(|(a, &b)| a == b)
+            })
+            && s.health_check_ports.get(t.health_check_ports.len()..)
+                == Some(&self.cluster.health_check_ports[..])
+            && s.service_cidrs == with_cidrs(&t.service_cidrs, &self.cluster.service_cidrs)
+            && s.cluster_cidrs == with_cidrs(&t.cluster_cidrs, &self.cluster.cluster_cidrs)
+            && snapshot.pod_policies == self.cluster.pod_policies
+    }
+}
+
+/// `toml`'s prefixes, then the cluster's that TOML does not have.
+fn with_cidrs(toml: &[IpNet], cluster: &[IpNet]) -> Vec<IpNet> {
+    let mut all = toml.to_vec();
+    all.extend(cluster.iter().filter(|n| !toml.contains(n)));
+    all
+}
+
+/// Logs and counts the clashes that were not in force at the last compose (`known`), and
+/// makes `now` the ones in force.
+fn report(known: &mut BTreeSet<Clash>, now: BTreeSet<Clash>) {
+    for clash in now.difference(known) {
+        let kind = match clash {
+            Clash::Service {
+                name,
+                vip: (address, port, protocol),
+                with,
+            } => {
+                let vip = std::net::SocketAddr::new(*address, *port);
+                warn!(
+                    "kubernetes service {name} on {vip}/{} is left out: {with} has that address, port and protocol and is kept",
+                    protocol.name()
+                );
+                Kind::Services
+            }
+            Clash::Route {
+                key: (table, to, metric),
+                with_toml,
+            } => {
+                let with = if *with_toml {
+                    "a TOML route"
+                } else {
+                    "another node's route"
+                };
+                warn!(
+                    "kubernetes route to {to} (table {table}, metric {metric}) is left out: {with} has the same destination, table and metric and is kept"
+                );
+                Kind::Routes
+            }
+        };
+        metrics::counter!(CONFLICTS_METRIC, "kind" => kind.label()).increment(1);
+    }
+    *known = now;
+}
+
 /// The cluster entries that do not clash, and the clashes.
-fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeSet<Clash>) {
+fn resolve<'a>(toml: &DesiredState, cluster: &'a ClusterState) -> (Kept<'a>, BTreeSet<Clash>) {
     let mut clashes = BTreeSet::new();
     let mut vips: BTreeMap<VipKey, String> = toml
         .services
@@ -404,7 +467,7 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
             }
             None => {
                 vips.insert(vip_key(s), format!("service {}", s.name));
-                services.push(s.clone());
+                services.push(s);
             }
         }
     }
@@ -419,21 +482,17 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (ClusterState, BTreeS
                 with_toml: toml_routes.contains(&key),
             });
         } else {
-            routes.push(r.clone());
+            routes.push(r);
         }
     }
-    let pod_policies = cluster.pod_policies.clone();
-    // No clash: a port belongs to one Service, and TOML has none (the node's health answer
-    // follows the cluster even where a TOML service keeps the traffic).
-    let health_check_ports = cluster.health_check_ports.clone();
+    // Pod policies and health-check ports never clash: a port belongs to one Service, and
+    // TOML has none (the node's health answer follows the cluster even where a TOML service
+    // keeps the traffic).
     (
-        ClusterState {
+        Kept {
             services,
-            service_cidrs: cluster.service_cidrs.clone(),
-            cluster_cidrs: cluster.cluster_cidrs.clone(),
             routes,
-            pod_policies,
-            health_check_ports,
+            cluster,
         },
         clashes,
     )

@@ -808,7 +808,23 @@ pub fn percent_encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::meta::ObjectMeta;
     use super::*;
+
+    #[test]
+    fn a_reflector_told_which_labels_to_keep_drops_the_others() {
+        let mut meta = ObjectMeta::default();
+        for k in ["topology.kubernetes.io/zone", "kubernetes.io/arch", "role"] {
+            meta.labels.insert(k.into(), "x".into());
+        }
+        let keys = Some(vec!["topology.kubernetes.io/zone".into(), "role".into()]);
+        let kept = trimmed(meta.clone(), &keys);
+        assert_eq!(
+            kept.labels.keys().collect::<Vec<_>>(),
+            ["role", "topology.kubernetes.io/zone"]
+        );
+        assert_eq!(trimmed(meta, &None).labels.len(), 3, "None keeps all");
+    }
 
     #[test]
     fn query_values_are_percent_encoded() {

@@ -424,3 +424,23 @@ fn node_label_keys(selector: Option<&LabelSelector>) -> Vec<String> {
     }
     keys
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_keep_the_zone_and_the_node_selectors_keys() {
+        let sel = LabelSelector::parse("edgenetd.io/router=true,!cordoned,zone-x in (a)").unwrap();
+        assert_eq!(
+            node_label_keys(Some(&sel)),
+            [
+                parts::ZONE_LABEL,
+                "edgenetd.io/router",
+                "cordoned",
+                "zone-x"
+            ]
+        );
+        assert_eq!(node_label_keys(None), [parts::ZONE_LABEL]);
+    }
+}
