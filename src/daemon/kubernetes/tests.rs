@@ -4,9 +4,9 @@ use std::path::Path;
 
 use super::*;
 use crate::clock::FakeClock;
-use crate::kubernetes::compose::ClusterState;
 use crate::config::route::Route;
 use crate::config::service::Service;
+use crate::kubernetes::compose::ClusterState;
 use crate::liveness::Liveness;
 use crate::metrics::render_with;
 
