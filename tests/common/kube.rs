@@ -88,11 +88,12 @@ pub fn lists(fake: &FakeApiServer, path: &str) -> Vec<Request> {
         .collect()
 }
 
-/// The watch requests (a streamed list included) the fake answered 200 for `path`.
+/// The watch requests (a streamed list included: it goes on as the watch) the fake answered
+/// 200 for `path`.
 pub fn watches(fake: &FakeApiServer, path: &str) -> Vec<Request> {
     fake.requests()
         .into_iter()
-        .filter(|r| r.path == path && r.is_watch() && r.code == 200)
+        .filter(|r| r.path == path && (r.is_watch() || r.is_streamed_list()) && r.code == 200)
         .collect()
 }
 

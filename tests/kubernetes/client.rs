@@ -1026,7 +1026,7 @@ fn a_server_that_refuses_streamed_lists_is_listed_in_pages_from_then_on() {
     let requests = fake.requests();
     assert!(requests[0].is_streamed_list() && requests[0].code == 422);
     assert_eq!(
-        requests.iter().filter(|q| !q.is_watch()).count(),
+        requests.iter().filter(|q| q.is_paged_list()).count(),
         3,
         "5 objects in pages of 2: {requests:?}"
     );
@@ -1062,7 +1062,7 @@ fn a_streamed_list_without_its_end_bookmark_falls_back_to_pages_in_bounded_time(
     assert_eq!(names(&r.store).len(), 3);
     let status = r.store.status();
     assert_eq!((status.lists, status.lists_streamed), (1, 0));
-    assert!(fake.requests().iter().any(|q| !q.is_watch()), "paged");
+    assert!(fake.requests().iter().any(|q| q.is_paged_list()), "paged");
 }
 
 #[test]

@@ -72,19 +72,25 @@ pub struct Request {
 }
 
 impl Request {
-    /// True for a watch request (a streamed list included).
+    /// True for a watch request that is not a streamed list (which is a list, though
+    /// asked as a watch).
     pub fn is_watch(&self) -> bool {
-        query_bool(&self.query, "watch")
+        query_bool(&self.query, "watch") && !self.is_streamed_list()
     }
 
     /// True for a streamed list: a watch with `sendInitialEvents=true` (KEP-3157).
     pub fn is_streamed_list(&self) -> bool {
-        self.is_watch() && query_bool(&self.query, "sendInitialEvents")
+        query_bool(&self.query, "watch") && query_bool(&self.query, "sendInitialEvents")
     }
 
     /// True for a list, paged or streamed.
     pub fn is_list(&self) -> bool {
-        !self.is_watch() || self.is_streamed_list()
+        !self.is_watch()
+    }
+
+    /// True for a list page (`limit`, `continue`).
+    pub fn is_paged_list(&self) -> bool {
+        !query_bool(&self.query, "watch")
     }
 }
 
