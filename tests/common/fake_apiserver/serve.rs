@@ -139,21 +139,21 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
         match streamed_lists {
             StreamedLists::Rejected => {
                 log(422);
-                return status(
+                status(
                     &mut stream,
                     422,
                     "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
                     None,
-                );
+                )
             }
             StreamedLists::Served if !valid => {
                 log(422);
-                return status(
+                status(
                     &mut stream,
                     422,
                     "sendInitialEvents requires resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true",
                     None,
-                );
+                )
             }
             StreamedLists::Served => watch_stream(&mut stream, &shared, &target, true, log),
             StreamedLists::Ignored => watch_stream(&mut stream, &shared, &target, false, log),
