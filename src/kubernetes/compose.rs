@@ -330,7 +330,7 @@ impl Composer {
             return None;
         }
         let (kept, clashes) = resolve(&self.toml, &self.cluster);
-        report(&mut self.clashes, clashes);
+        Self::report(&mut self.clashes, clashes);
         if Arc::ptr_eq(&self.published.toml, &self.toml)
             && kept.is_in(&self.published.snapshot, &self.toml)
         {
@@ -342,6 +342,43 @@ impl Composer {
             snapshot: Arc::clone(&composed),
         };
         Some(composed)
+    }
+
+    /// Logs and counts the clashes that were not in force at the last compose (`known`), and
+    /// makes `now` the ones in force.
+    fn report(known: &mut BTreeSet<Clash>, now: BTreeSet<Clash>) {
+        for clash in now.difference(known) {
+            let kind = match clash {
+                Clash::Service {
+                    name,
+                    vip: (address, port, protocol),
+                    with,
+                } => {
+                    let vip = std::net::SocketAddr::new(*address, *port);
+                    warn!(
+                        "kubernetes service {name} on {vip}/{} is left out: {with} has that address, port and protocol and is kept",
+                        protocol.name()
+                    );
+                    Kind::Services
+                }
+                Clash::Route {
+                    key: (table, to, metric),
+                    with_toml,
+                } => {
+                    let with = if *with_toml {
+                        "a TOML route"
+                    } else {
+                        "another node's route"
+                    };
+                    warn!(
+                        "kubernetes route to {to} (table {table}, metric {metric}) is left out: {with} has the same destination, table and metric and is kept"
+                    );
+                    Kind::Routes
+                }
+            };
+            metrics::counter!(CONFLICTS_METRIC, "kind" => kind.label()).increment(1);
+        }
+        *known = now;
     }
 }
 
@@ -407,43 +444,6 @@ fn with_cidrs(toml: &[IpNet], cluster: &[IpNet]) -> Vec<IpNet> {
     let mut all = toml.to_vec();
     all.extend(cluster.iter().filter(|n| !toml.contains(n)));
     all
-}
-
-/// Logs and counts the clashes that were not in force at the last compose (`known`), and
-/// makes `now` the ones in force.
-fn report(known: &mut BTreeSet<Clash>, now: BTreeSet<Clash>) {
-    for clash in now.difference(known) {
-        let kind = match clash {
-            Clash::Service {
-                name,
-                vip: (address, port, protocol),
-                with,
-            } => {
-                let vip = std::net::SocketAddr::new(*address, *port);
-                warn!(
-                    "kubernetes service {name} on {vip}/{} is left out: {with} has that address, port and protocol and is kept",
-                    protocol.name()
-                );
-                Kind::Services
-            }
-            Clash::Route {
-                key: (table, to, metric),
-                with_toml,
-            } => {
-                let with = if *with_toml {
-                    "a TOML route"
-                } else {
-                    "another node's route"
-                };
-                warn!(
-                    "kubernetes route to {to} (table {table}, metric {metric}) is left out: {with} has the same destination, table and metric and is kept"
-                );
-                Kind::Routes
-            }
-        };
-        metrics::counter!(CONFLICTS_METRIC, "kind" => kind.label()).increment(1);
-    }
-    *known = now;
 }
 
 /// The cluster entries that do not clash, and the clashes.
