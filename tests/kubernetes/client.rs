@@ -1098,3 +1098,23 @@ fn a_streamed_list_resumes_without_a_relist_and_streams_again_after_410() {
             .collect()
     );
 }
+
+#[test]
+fn a_streamed_list_whose_watch_ends_before_its_end_bookmark_falls_back_to_pages() {
+    let fake = FakeApiServer::start();
+    fake.set_streamed_lists(StreamedLists::Ignored);
+    fake.apply("services", svc("default", "s0", 80));
+    let mut c = streaming_config();
+    // The server ends the watch (timeoutSeconds) long before the bound.
+    c.watch_timeout = Duration::from_secs(1);
+    c.initial_events_timeout = Duration::from_secs(30);
+    let started = Instant::now();
+    let r = run(&fake, c);
+    wait_until("listed", WAIT, || r.store.is_synced());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not held to the bound"
+    );
+    assert_eq!(r.store.status().lists_streamed, 0);
+    assert!(fake.requests().iter().any(|q| q.is_paged_list()), "paged");
+}
