@@ -1,8 +1,9 @@
 //! The cluster of the benchmark, as the API server would hold it: 5,000 Services in 50
 //! namespaces, each with one EndpointSlice of 4 ready endpoints (20,000 endpoints), and the
 //! Node edgenetd runs on. Objects carry the metadata a real cluster writes (uid, timestamps,
-//! managedFields, kubectl's last-applied annotation), since decoding and skipping those is
-//! part of what a list costs.
+//! managedFields, kubectl's last-applied annotation, and the dozen labels and the annotations
+//! a Helm chart puts on what it installs), since decoding and skipping those is part of what a
+//! list costs, and keeping them of what the stores hold.
 
 use std::net::Ipv4Addr;
 
@@ -43,6 +44,40 @@ pub fn service_name(i: usize) -> (String, String) {
     (format!("ns-{}", i % NAMESPACES), format!("svc-{i}"))
 }
 
+/// The labels a Helm chart puts on service `i`'s objects (12, as real charts carry: the
+/// recommended `app.kubernetes.io/*` set, Helm's own, and the older `app`/`release`/`tier`
+/// ones many charts still write). The EndpointSlice controller copies them onto the slices.
+fn chart_labels(i: usize, name: &str) -> serde_json::Map<String, Value> {
+    let release = format!("release-{}", i / 10);
+    let component = ["api", "web", "worker", "cache"][i % 4];
+    let labels = json!({
+        "app": name,
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/instance": release,
+        "app.kubernetes.io/version": format!("1.{}.{}", i % 7, i % 13),
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": format!("product-{}", i % 25),
+        "app.kubernetes.io/managed-by": "Helm",
+        "helm.sh/chart": format!("{name}-chart-0.{}.{}", i % 9, i % 4),
+        "release": release,
+        "heritage": "Helm",
+        "tier": "backend",
+        "team": format!("team-{}", i % 12),
+    });
+    let Value::Object(labels) = labels else {
+        unreachable!()
+    };
+    labels
+}
+
+/// The annotations Helm puts on what it installs.
+fn chart_annotations(i: usize, ns: &str) -> Value {
+    json!({
+        "meta.helm.sh/release-name": format!("release-{}", i / 10),
+        "meta.helm.sh/release-namespace": ns,
+    })
+}
+
 /// What every object's metadata carries besides name and namespace.
 fn metadata(ns: &str, name: &str, labels: Value, extra_annotations: Value) -> Value {
     let mut annotations = json!({
@@ -77,7 +112,7 @@ pub fn service(i: usize) -> Value {
     json!({
         "kind": "Service",
         "apiVersion": "v1",
-        "metadata": metadata(&ns, &name, json!({"app": name}), json!({})),
+        "metadata": metadata(&ns, &name, Value::Object(chart_labels(i, &name)), chart_annotations(i, &ns)),
         "spec": {
             "type": "ClusterIP",
             "clusterIP": vip(i).to_string(),
@@ -108,13 +143,19 @@ pub fn slice(i: usize, addresses: &[Ipv4Addr]) -> Value {
             })
         })
         .collect();
+    let mut labels = chart_labels(i, &name);
+    labels.insert("kubernetes.io/service-name".into(), json!(name));
+    labels.insert(
+        "endpointslice.kubernetes.io/managed-by".into(),
+        json!("endpointslice-controller.k8s.io"),
+    );
     json!({
         "kind": "EndpointSlice",
         "apiVersion": "discovery.k8s.io/v1",
         "metadata": metadata(
             &ns,
             &format!("{name}-abcde"),
-            json!({"kubernetes.io/service-name": name, "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}),
+            Value::Object(labels),
             json!({"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-30T12:00:00Z"}),
         ),
         "addressType": "IPv4",
@@ -133,7 +174,23 @@ pub fn node() -> Value {
     json!({
         "kind": "Node",
         "apiVersion": "v1",
-        "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}},
+        "metadata": {"name": NODE, "labels": {
+            "kubernetes.io/hostname": NODE,
+            "kubernetes.io/arch": "arm64",
+            "kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "arm64",
+            "beta.kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": "edge-router",
+            "topology.kubernetes.io/region": "eu-west",
+            "topology.kubernetes.io/zone": "eu-west-a",
+            "failure-domain.beta.kubernetes.io/region": "eu-west",
+            "failure-domain.beta.kubernetes.io/zone": "eu-west-a",
+            "node-role.kubernetes.io/edge": "",
+            "edgenetd.io/router": "true"
+        }, "annotations": {
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true"
+        }},
         "spec": {"podCIDR": "10.244.0.0/24", "podCIDRs": ["10.244.0.0/24"]},
         "status": {"addresses": [{"type": "InternalIP", "address": NODE_IP.to_string()}, {"type": "Hostname", "address": NODE}]}
     })

@@ -166,33 +166,58 @@ fn one_change(
     );
 }
 
-/// Lists Services and EndpointSlices with the real client (TLS, pages of 500) from `fake`.
+/// Lists Services and EndpointSlices with the real client (TLS) from `fake`, both ways: in
+/// pages of 500 (`limit`/`continue`) and streamed (one watch with `sendInitialEvents`).
 pub fn client_list(fake: &FakeApiServer) {
+    let paged = client_list_once(fake, false);
+    let streamed = client_list_once(fake, true);
+    println!(
+        "  client list over TLS from the fake, both kinds at once: paged {}, streamed {}",
+        ms(paged),
+        ms(streamed)
+    );
+}
+
+/// One list of both kinds, streamed or in pages; how long until both stores were complete.
+fn client_list_once(fake: &FakeApiServer, streaming: bool) -> Duration {
     let (cert, key) = fake.client_cert_files();
     let endpoint =
         Endpoint::from_url(&fake.url(), &fake.ca_file(), Auth::ClientCert { cert, key }).unwrap();
     let (changed, _rx) = trigger();
+    let config = |path: &str| {
+        let mut c = ReflectorConfig::new(path);
+        c.streaming = streaming;
+        c
+    };
     let mut svc: Reflector<Service> = Reflector::new(
         endpoint.clone(),
-        ReflectorConfig::new("/api/v1/services"),
+        config("/api/v1/services"),
         changed.clone(),
     );
     let mut eps: Reflector<EndpointSlice> = Reflector::new(
         endpoint,
-        ReflectorConfig::new("/apis/discovery.k8s.io/v1/endpointslices"),
+        config("/apis/discovery.k8s.io/v1/endpointslices"),
         changed,
     );
     let t = Instant::now();
-    smol::block_on(futures_lite::future::zip(
-        svc.step(&NoProgress),
-        eps.step(&NoProgress),
-    ));
-    let took = t.elapsed();
-    assert!(svc.store().is_synced() && eps.store().is_synced());
+    let (svc_store, eps_store) = (svc.store(), eps.store());
+    let both_listed = async {
+        while !(svc_store.is_synced() && eps_store.is_synced()) {
+            smol::Timer::after(Duration::from_millis(1)).await;
+        }
+        t.elapsed()
+    };
+    let took = smol::block_on(futures_lite::future::or(both_listed, async {
+        futures_lite::future::zip(svc.step(&NoProgress), eps.step(&NoProgress)).await;
+        futures_lite::future::pending().await
+    }));
     assert_eq!(svc.store().snapshot().len(), data::SERVICES);
     assert_eq!(eps.store().snapshot().len(), data::SERVICES);
-    println!(
-        "  client list over TLS from the fake, both kinds at once {}",
-        ms(took)
+    let streamed = svc.store().status().lists_streamed + eps.store().status().lists_streamed;
+    assert_eq!(
+        streamed,
+        if streaming { 2 } else { 0 },
+        "the mode asked for"
     );
+    took
 }

@@ -24,7 +24,7 @@ use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
 use crate::kubernetes::cache::{self, Cache};
 use crate::kubernetes::client::{Auth, Endpoint};
-use crate::kubernetes::compose::{self, ClusterPart, ClusterState, Composer, Kind};
+use crate::kubernetes::compose::{self, ClusterPart, Composer, Kind};
 use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
 use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
@@ -46,8 +46,8 @@ pub struct Prepared {
     composer: Composer,
     /// Where the cluster state is cached.
     cache: Cache,
-    /// What the cache held at start.
-    cached: Option<ClusterState>,
+    /// The composer's generation of what the cache held at start.
+    cached: Option<u64>,
 }
 
 /// Builds the source for `[kubernetes]` (if the section is there) and the first snapshot:
@@ -76,8 +76,10 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
             .clone()
             .unwrap_or_else(|| PathBuf::from(cache::DEFAULT_PATH)),
     );
-    let cached = cache.load();
-    let (composer, first) = Composer::start(toml, cached.clone());
+    let loaded = cache.load();
+    let had_cache = loaded.is_some();
+    let (composer, first) = Composer::start(toml, loaded);
+    let cached = had_cache.then(|| composer.generation());
     let prepared = Prepared {
         watcher,
         statuses,
@@ -178,8 +180,10 @@ struct Inner {
     composer: Composer,
     /// The cache file.
     cache: Cache,
-    /// The cluster state last written to the cache (or loaded from it).
-    cached: Option<ClusterState>,
+    /// The composer's generation of the cluster state last written to the cache (or
+    /// loaded from it): a generation, not a copy of the state, which would be one more copy
+    /// of every service.
+    cached: Option<u64>,
     /// The last cache write failed (the next failure is logged quietly, not again as a
     /// warning, until a write succeeds).
     cache_failing: bool,
@@ -199,14 +203,13 @@ impl Shared {
             }
         }
         let ready = inner.composer.ready(&self.kinds);
-        let cluster = inner.composer.cluster();
+        let generation = inner.composer.generation();
         // Before every kind is in (or the cache was loaded) the state is partial: caching it
         // would make a restart during an outage take it for the whole.
-        if ready && inner.cached.as_ref() != Some(cluster) {
-            let state = cluster.clone();
-            match inner.cache.store(&state) {
+        if ready && inner.cached != Some(generation) {
+            match inner.cache.store(inner.composer.cluster()) {
                 Ok(()) => {
-                    inner.cached = Some(state);
+                    inner.cached = Some(generation);
                     inner.cache_failing = false;
                 }
                 Err(e) => {

@@ -158,26 +158,15 @@ fn vip_key(s: &Service) -> VipKey {
     (s.address, s.port, s.protocol)
 }
 
-/// The last published snapshot and what it was made of.
+/// The last published snapshot, and the TOML state it was made from. The snapshot itself is
+/// what the next compose compares with (the cluster entries it holds follow the TOML ones):
+/// it is shared with the daemon, so keeping it costs nothing, where a copy of the entries it
+/// kept would be a third copy of every service.
 struct Published {
     /// Its TOML part.
     toml: Arc<DesiredState>,
-    /// The snapshot (at first the TOML state alone).
-    composed: Arc<DesiredState>,
-}
-
-impl Published {
-    /// Whether `next`, composed from the same TOML state, holds what this one holds: only
-    /// the fields the cluster adds to can differ.
-    fn same_as(&self, next: &DesiredState) -> bool {
-        let (a, b) = (&*self.composed, next);
-        a.services.services == b.services.services
-            && a.services.service_cidrs == b.services.service_cidrs
-            && a.services.cluster_cidrs == b.services.cluster_cidrs
-            && a.services.health_check_ports == b.services.health_check_ports
-            && a.routing.routes == b.routing.routes
-            && a.pod_policies == b.pod_policies
-    }
+    /// The snapshot.
+    snapshot: Arc<DesiredState>,
 }
 
 /// Holds both sources and produces the composed snapshot.
@@ -201,6 +190,9 @@ pub struct Composer {
     /// The last snapshot taken differs from the one before only in its services (see
     /// [`Composer::services_only`]).
     services_only: bool,
+    /// Bumped at each change of the cluster state (what the cache holds is compared by it,
+    /// not by a copy of the state).
+    generation: u64,
 }
 
 impl Composer {
@@ -209,7 +201,7 @@ impl Composer {
         Composer {
             published: Published {
                 toml: Arc::clone(&toml),
-                composed: Arc::clone(&toml),
+                snapshot: Arc::clone(&toml),
             },
             toml,
             cluster: ClusterState::default(),
@@ -218,6 +210,7 @@ impl Composer {
             listed: BTreeSet::new(),
             restored: false,
             services_only: false,
+            generation: 0,
         }
     }
 
@@ -282,6 +275,7 @@ impl Composer {
                     state.cluster_cidrs = cluster_cidrs;
                     state.health_check_ports = health_check_ports;
                     self.dirty = true;
+                    self.generation += 1;
                 }
             }
             ClusterPart::Routes(mut routes) => {
@@ -289,6 +283,7 @@ impl Composer {
                 if routes != self.cluster.routes {
                     self.cluster.routes = routes;
                     self.dirty = true;
+                    self.generation += 1;
                 }
             }
             ClusterPart::NetworkPolicies(mut pods) => {
@@ -296,6 +291,7 @@ impl Composer {
                 if pods != self.cluster.pod_policies {
                     self.cluster.pod_policies = pods;
                     self.dirty = true;
+                    self.generation += 1;
                 }
             }
         }
@@ -326,6 +322,11 @@ impl Composer {
         &self.cluster
     }
 
+    /// Changes whenever [`Composer::cluster`] does (equal generations, equal states).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Whether something was set since the last compose (the daemon's cue to schedule one).
     pub fn is_dirty(&self) -> bool {
         self.dirty
@@ -337,57 +338,21 @@ impl Composer {
             return None;
         }
         let (kept, clashes) = resolve(&self.toml, &self.cluster);
-        self.report(clashes);
-        let cluster = &self.cluster;
-        let mut composed = DesiredState::clone(&self.toml);
-        let services = &mut composed.services;
-        // Each kept entry is cloned once, into the snapshot (the snapshot is what the next
-        // compose compares with).
-        services.services.extend(
-            cluster
-                .services
-                .iter()
-                .zip(&kept.services)
-                .filter(|(_, kept)| **kept)
-                .map(|(s, _)| s.clone()),
-        );
-        for (into, from) in [
-            (&mut services.service_cidrs, &cluster.service_cidrs),
-            (&mut services.cluster_cidrs, &cluster.cluster_cidrs),
-        ] {
-            into.extend(
-                from.iter()
-                    .filter(|n| !into.contains(n))
-                    .copied()
-                    .collect::<Vec<_>>(),
-            );
-        }
-        composed.routing.routes.extend(
-            cluster
-                .routes
-                .iter()
-                .zip(&kept.routes)
-                .filter(|(_, kept)| **kept)
-                .map(|(r, _)| r.clone()),
-        );
-        composed.pod_policies = cluster.pod_policies.clone();
-        // No clash: a port belongs to one Service, and TOML has none (the node's health
-        // answer follows the cluster even where a TOML service keeps the traffic).
-        composed
-            .services
-            .health_check_ports
-            .extend(cluster.health_check_ports.iter().cloned());
-        if Arc::ptr_eq(&self.published.toml, &self.toml) && self.published.same_as(&composed) {
+        Self::report(&mut self.clashes, clashes);
+        if Arc::ptr_eq(&self.published.toml, &self.toml)
+            && kept.is_in(&self.published.snapshot, &self.toml)
+        {
             return None;
         }
-        let before = &self.published.composed;
+        let composed = kept.compose(&self.toml);
+        let before = &self.published.snapshot;
         self.services_only = Arc::ptr_eq(&self.published.toml, &self.toml)
             && before.routing.routes == composed.routing.routes
             && before.pod_policies == composed.pod_policies;
         let composed = Arc::new(composed);
         self.published = Published {
             toml: Arc::clone(&self.toml),
-            composed: Arc::clone(&composed),
+            snapshot: Arc::clone(&composed),
         };
         Some(composed)
     }
@@ -399,9 +364,10 @@ impl Composer {
         self.services_only
     }
 
-    /// Logs and counts the clashes that were not in force at the last compose.
-    fn report(&mut self, now: BTreeSet<Clash>) {
-        for clash in now.difference(&self.clashes) {
+    /// Logs and counts the clashes that were not in force at the last compose (`known`), and
+    /// makes `now` the ones in force.
+    fn report(known: &mut BTreeSet<Clash>, now: BTreeSet<Clash>) {
+        for clash in now.difference(known) {
             let kind = match clash {
                 Clash::Service {
                     name,
@@ -432,19 +398,76 @@ impl Composer {
             };
             metrics::counter!(CONFLICTS_METRIC, "kind" => kind.label()).increment(1);
         }
-        self.clashes = now;
+        *known = now;
     }
 }
 
-/// Which cluster entries are kept: one flag per entry of the cluster state's lists.
-#[derive(Debug, Default)]
-struct Kept {
-    /// Per cluster service: no clash.
-    services: Vec<bool>,
-    /// Per cluster route: no clash.
-    routes: Vec<bool>,
+/// The cluster entries a compose keeps (those that do not clash), borrowed from the
+/// cluster state: they are copied once, into the snapshot, and only when it changed.
+struct Kept<'a> {
+    /// The services kept, in order.
+    services: Vec<&'a Service>,
+    /// The routes kept, in order.
+    routes: Vec<&'a Route>,
+    /// The rest, kept whole (no clash).
+    cluster: &'a ClusterState,
 }
 
+impl Kept<'_> {
+    /// The snapshot: the TOML state, then the cluster entries kept.
+    fn compose(&self, toml: &DesiredState) -> DesiredState {
+        let mut composed = DesiredState::clone(toml);
+        let services = &mut composed.services;
+        services
+            .services
+            .extend(self.services.iter().map(|&s| s.clone()));
+        services.service_cidrs =
+            with_cidrs(&toml.services.service_cidrs, &self.cluster.service_cidrs);
+        services.cluster_cidrs =
+            with_cidrs(&toml.services.cluster_cidrs, &self.cluster.cluster_cidrs);
+        composed
+            .routing
+            .routes
+            .extend(self.routes.iter().map(|&r| r.clone()));
+        composed.pod_policies = self.cluster.pod_policies.clone();
+        composed
+            .services
+            .health_check_ports
+            .extend(self.cluster.health_check_ports.iter().cloned());
+        composed
+    }
+
+    /// True when `snapshot`, composed from `toml`, is what [`Kept::compose`] would make.
+    fn is_in(&self, snapshot: &DesiredState, toml: &DesiredState) -> bool {
+        let (s, t) = (&snapshot.services, &toml.services);
+        s.services.get(t.services.len()..).is_some_and(|added| {
+            added.len() == self.services.len()
+                && added.iter().zip(&self.services).all(|(a, &b)| a == b)
+        }) && snapshot
+            .routing
+            .routes
+            .get(toml.routing.routes.len()..)
+            .is_some_and(|added| {
+                added.len() == self.routes.len()
+                    && added.iter().zip(&self.routes).all(|(a, &b)| a == b)
+            })
+            && s.health_check_ports.get(t.health_check_ports.len()..)
+                == Some(&self.cluster.health_check_ports[..])
+            && s.service_cidrs == with_cidrs(&t.service_cidrs, &self.cluster.service_cidrs)
+            && s.cluster_cidrs == with_cidrs(&t.cluster_cidrs, &self.cluster.cluster_cidrs)
+            && snapshot.pod_policies == self.cluster.pod_policies
+    }
+}
+
+/// `toml`'s prefixes, then the cluster's that TOML does not have.
+fn with_cidrs(toml: &[IpNet], cluster: &[IpNet]) -> Vec<IpNet> {
+    let mut all = toml.to_vec();
+    all.extend(cluster.iter().filter(|n| !toml.contains(n)));
+    all
+}
+
+/// The cluster entries that do not clash, and the clashes. Nothing is cloned or formatted
+/// for an entry that does not clash: this runs at every compose, over every cluster service.
 /// Who claims a VIP first.
 #[derive(Clone, Copy)]
 enum Claim<'a> {
@@ -464,9 +487,7 @@ impl Claim<'_> {
     }
 }
 
-/// Which cluster entries do not clash, and the clashes. Nothing is cloned or formatted for
-/// an entry that does not clash: this runs at every compose, over every cluster service.
-fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (Kept, BTreeSet<Clash>) {
+fn resolve<'a>(toml: &DesiredState, cluster: &'a ClusterState) -> (Kept<'a>, BTreeSet<Clash>) {
     let mut clashes = BTreeSet::new();
     let mut vips: BTreeMap<VipKey, Claim<'_>> = toml
         .services
@@ -474,7 +495,7 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (Kept, BTreeSet<Clash
         .iter()
         .map(|s| (vip_key(s), Claim::Toml(&s.name)))
         .collect();
-    let mut kept = Kept::default();
+    let mut services = Vec::new();
     for s in &cluster.services {
         let key = vip_key(s);
         match vips.get(&key) {
@@ -484,16 +505,16 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (Kept, BTreeSet<Clash
                     vip: key,
                     with: claim.with(),
                 });
-                kept.services.push(false);
             }
             None => {
                 vips.insert(key, Claim::Cluster(&s.name));
-                kept.services.push(true);
+                services.push(s);
             }
         }
     }
     let toml_routes: BTreeSet<RouteKey> = toml.routing.routes.iter().map(route_key).collect();
     let mut seen = BTreeSet::new();
+    let mut routes = Vec::new();
     for r in &cluster.routes {
         let key = route_key(r);
         if toml_routes.contains(&key) || !seen.insert(key) {
@@ -501,12 +522,21 @@ fn resolve(toml: &DesiredState, cluster: &ClusterState) -> (Kept, BTreeSet<Clash
                 key,
                 with_toml: toml_routes.contains(&key),
             });
-            kept.routes.push(false);
         } else {
-            kept.routes.push(true);
+            routes.push(r);
         }
     }
-    (kept, clashes)
+    // Pod policies and health-check ports never clash: a port belongs to one Service, and
+    // TOML has none (the node's health answer follows the cluster even where a TOML service
+    // keeps the traffic).
+    (
+        Kept {
+            services,
+            routes,
+            cluster,
+        },
+        clashes,
+    )
 }
 
 #[cfg(test)]

@@ -23,6 +23,10 @@ macro_rules! has_meta {
             fn metadata(&self) -> &ObjectMeta {
                 &self.metadata
             }
+
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
         }
     )*};
 }

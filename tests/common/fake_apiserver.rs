@@ -1,6 +1,8 @@
 //! A fake Kubernetes API server for the tests: the real protocol over TLS on 127.0.0.1.
 //!
 //! It serves paged lists with continue tokens (each paged list is a consistent snapshot),
+//! streamed lists (`sendInitialEvents`, KEP-3157; or refuses them, or ignores them, as older
+//! servers do),
 //! resourceVersions from one global counter, label selectors (equality and set-based), watch
 //! streams in chunked encoding whose chunks split event lines (`chunk_size`), bookmarks,
 //! `timeoutSeconds`, a bounded history (a watch from before it gets 410, as an ERROR event or
@@ -24,7 +26,7 @@ use serde_json::Value;
 
 use super::scratch::ScratchDir;
 use serve::Shared;
-pub use state::{Fault, On, Request};
+pub use state::{Fault, On, Request, StreamedLists};
 
 /// A running (or stopped) fake API server.
 pub struct FakeApiServer {
@@ -190,6 +192,11 @@ impl FakeApiServer {
     /// Watch streams write chunks of at most `size` bytes.
     pub fn set_chunk_size(&self, size: usize) {
         self.with(|st| st.chunk_size = size);
+    }
+
+    /// Answers streamed lists as `mode` says (served by default).
+    pub fn set_streamed_lists(&self, mode: StreamedLists) {
+        self.with(|st| st.streamed_lists = mode);
     }
 
     /// Watches that allow bookmarks get one every `every` (None: never).

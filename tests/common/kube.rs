@@ -79,19 +79,21 @@ pub fn node(name: &str, internal_ip: &str, pod_cidr: &str) -> Value {
     })
 }
 
-/// The list requests (not watches) the fake answered for `path`.
+/// The list requests (paged, or streamed: a watch with `sendInitialEvents`) the fake
+/// answered for `path`.
 pub fn lists(fake: &FakeApiServer, path: &str) -> Vec<Request> {
     fake.requests()
         .into_iter()
-        .filter(|r| r.path == path && !r.is_watch())
+        .filter(|r| r.path == path && r.is_list())
         .collect()
 }
 
-/// The watch requests the fake answered 200 for `path`.
+/// The watch requests (a streamed list included: it goes on as the watch) the fake answered
+/// 200 for `path`.
 pub fn watches(fake: &FakeApiServer, path: &str) -> Vec<Request> {
     fake.requests()
         .into_iter()
-        .filter(|r| r.path == path && r.is_watch() && r.code == 200)
+        .filter(|r| r.path == path && (r.is_watch() || r.is_streamed_list()) && r.code == 200)
         .collect()
 }
 

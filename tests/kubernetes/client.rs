@@ -1,6 +1,6 @@
-//! The list+watch client against the fake API server (TLS on 127.0.0.1): paging, events,
-//! resuming without a relist, 410 Gone, Retry-After, hung connections, chunk-split lines,
-//! credentials.
+//! The list+watch client against the fake API server (TLS on 127.0.0.1): paging, streamed
+//! lists and their fallback to pages, events, resuming without a relist, 410 Gone,
+//! Retry-After, hung connections, chunk-split lines, credentials.
 
 use crate::common;
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::fake_apiserver::{FakeApiServer, Fault, On, Request};
+use common::fake_apiserver::{FakeApiServer, Fault, On, Request, StreamedLists};
 use common::wait::wait_until;
 use edgenetd::kubernetes::client::json::{self, Decode, Reader};
 use edgenetd::kubernetes::client::{
@@ -49,6 +49,10 @@ impl HasMeta for Obj {
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 /// How long any wait in these tests may take.
@@ -87,9 +91,11 @@ impl Drop for Running {
     }
 }
 
-/// Test bounds: quick back-off, small pages.
+/// Test bounds: quick back-off, small pages, lists in pages (the streamed lists have their
+/// own tests, at the end).
 fn config() -> ReflectorConfig {
     let mut c = ReflectorConfig::new("/api/v1/services");
+    c.streaming = false;
     c.page_size = 2;
     c.watch_timeout = Duration::from_secs(60);
     c.idle_timeout = Duration::from_secs(5);
@@ -961,4 +967,154 @@ fn one_huge_object_in_a_watch_is_refused_and_counted_the_watch_goes_on() {
         r.store.get("default", "later").is_some()
     });
     assert_eq!(r.store.status().refused_too_large, 2);
+}
+
+/// [`config`] with streamed lists tried first, as the daemon runs.
+fn streaming_config() -> ReflectorConfig {
+    let mut c = config();
+    c.streaming = true;
+    c.initial_events_timeout = Duration::from_millis(500);
+    c
+}
+
+#[test]
+fn streamed_list_takes_every_object_in_one_watch_that_goes_on_as_the_watch() {
+    let fake = FakeApiServer::start();
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let r = run(&fake, streaming_config());
+    wait_until("listed", WAIT, || r.store.is_synced());
+    assert_eq!(names(&r.store).len(), 5);
+    let status = r.store.status();
+    assert_eq!((status.lists, status.lists_streamed), (1, 1));
+    assert_eq!(status.resource_version, "5", "the end bookmark's version");
+    let requests = fake.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "one request lists and watches: {requests:?}"
+    );
+    let q = &requests[0].query;
+    assert_eq!(q["sendInitialEvents"], "true");
+    assert_eq!(q["resourceVersionMatch"], "NotOlderThan");
+    assert_eq!(q["allowWatchBookmarks"], "true");
+    assert!(!q.contains_key("limit") && !q.contains_key("resourceVersion"));
+    // The same connection brings the changes after the list.
+    fake.apply("services", svc("default", "s5", 80));
+    fake.delete("services", "default", "s0");
+    wait_until("watched", WAIT, || {
+        let n = names(&r.store);
+        n.contains("default/s5") && !n.contains("default/s0")
+    });
+    assert_eq!(fake.requests().len(), 1, "no second request");
+    assert_eq!(r.store.status().events, 2);
+}
+
+#[test]
+fn a_server_that_refuses_streamed_lists_is_listed_in_pages_from_then_on() {
+    let mut fake = FakeApiServer::start();
+    fake.set_streamed_lists(StreamedLists::Rejected);
+    for i in 0..5 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let r = run(&fake, streaming_config());
+    wait_watch(&fake, 1);
+    assert_eq!(names(&r.store).len(), 5);
+    let status = r.store.status();
+    assert_eq!((status.lists, status.lists_streamed), (1, 0));
+    let requests = fake.requests();
+    assert!(requests[0].is_streamed_list() && requests[0].code == 422);
+    assert_eq!(
+        requests.iter().filter(|q| q.is_paged_list()).count(),
+        3,
+        "5 objects in pages of 2: {requests:?}"
+    );
+    // A relist (410) goes straight to pages: the server said it does not stream.
+    fake.stop();
+    fake.apply("services", svc("default", "s5", 80));
+    fake.compact();
+    fake.restart();
+    wait_until("relisted", WAIT, || r.store.status().lists == 2);
+    assert_eq!(names(&r.store).len(), 6);
+    let streamed = fake
+        .requests()
+        .iter()
+        .filter(|q| q.is_streamed_list())
+        .count();
+    assert_eq!(streamed, 1, "streaming was tried once");
+}
+
+#[test]
+fn a_streamed_list_without_its_end_bookmark_falls_back_to_pages_in_bounded_time() {
+    let fake = FakeApiServer::start();
+    fake.set_streamed_lists(StreamedLists::Ignored);
+    for i in 0..3 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let started = Instant::now();
+    let r = run(&fake, streaming_config());
+    wait_until("listed", WAIT, || r.store.is_synced());
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "not before the bound"
+    );
+    assert_eq!(names(&r.store).len(), 3);
+    let status = r.store.status();
+    assert_eq!((status.lists, status.lists_streamed), (1, 0));
+    assert!(fake.requests().iter().any(|q| q.is_paged_list()), "paged");
+}
+
+#[test]
+fn a_streamed_list_resumes_without_a_relist_and_streams_again_after_410() {
+    let mut fake = FakeApiServer::start();
+    for i in 0..3 {
+        fake.apply("services", svc("default", &format!("s{i}"), 80));
+    }
+    let r = run(&fake, streaming_config());
+    wait_until("listed", WAIT, || r.store.is_synced());
+    // A dropped connection resumes from the last version, without a list.
+    fake.drop_connections();
+    fake.apply("services", svc("default", "s3", 80));
+    wait_until("resumed", WAIT, || names(&r.store).contains("default/s3"));
+    let resumed = fake.requests().pop().unwrap();
+    assert!(!resumed.is_streamed_list(), "{resumed:?}");
+    assert_eq!(resumed.query["resourceVersion"], "3");
+    assert_eq!(r.store.status().lists, 1);
+    // A version gone from the history: listed again, streamed again.
+    fake.stop();
+    fake.apply("services", svc("default", "s4", 80));
+    fake.delete("services", "default", "s0");
+    fake.compact();
+    fake.restart();
+    wait_until("relisted", WAIT, || r.store.status().lists == 2);
+    let status = r.store.status();
+    assert_eq!((status.lists_streamed, status.relists_gone), (2, 1));
+    assert_eq!(
+        names(&r.store),
+        ["default/s1", "default/s2", "default/s3", "default/s4"]
+            .map(String::from)
+            .into_iter()
+            .collect()
+    );
+}
+
+#[test]
+fn a_streamed_list_whose_watch_ends_before_its_end_bookmark_falls_back_to_pages() {
+    let fake = FakeApiServer::start();
+    fake.set_streamed_lists(StreamedLists::Ignored);
+    fake.apply("services", svc("default", "s0", 80));
+    let mut c = streaming_config();
+    // The server ends the watch (timeoutSeconds) long before the bound.
+    c.watch_timeout = Duration::from_secs(1);
+    c.initial_events_timeout = Duration::from_secs(30);
+    let started = Instant::now();
+    let r = run(&fake, c);
+    wait_until("listed", WAIT, || r.store.is_synced());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not held to the bound"
+    );
+    assert_eq!(r.store.status().lists_streamed, 0);
+    assert!(fake.requests().iter().any(|q| q.is_paged_list()), "paged");
 }

@@ -6,6 +6,7 @@ use super::*;
 use crate::clock::FakeClock;
 use crate::config::route::Route;
 use crate::config::service::Service;
+use crate::kubernetes::compose::ClusterState;
 use crate::liveness::Liveness;
 use crate::metrics::render_with;
 
@@ -22,7 +23,9 @@ fn cluster_entries() -> (Service, Route) {
 
 fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Liveness>) {
     let toml = Arc::new(crate::config::load_str(&[("a.toml", "")]).unwrap());
-    let (composer, first) = Composer::start(toml, cached.clone());
+    let had_cache = cached.is_some();
+    let (composer, first) = Composer::start(toml, cached);
+    let cached = had_cache.then(|| composer.generation());
     let liveness = Liveness::new(FakeClock::new());
     let shared = Arc::new(Shared {
         inner: Mutex::new(Inner {

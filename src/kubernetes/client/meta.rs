@@ -6,6 +6,9 @@
 //! - Unknown fields are ignored (the API grows; edgenetd must not break when it does).
 //! - A missing field and an explicit `null` both read as the default: the API server writes
 //!   `null` for some empty lists, and a lean struct must not fail on it.
+//! - Labels are kept as each kind says ([`ObjectMeta::decode_keeping`]): only those the
+//!   translation reads, or every one where selectors the cluster writes may read any (Pods,
+//!   Namespaces).
 //! - Annotations are dropped except kube-router's (`kube-router.io/…`), which the route
 //!   translation reads; `kubectl apply` stores whole objects in an annotation, which is the
 //!   largest thing a lean object avoids keeping (it lives only while its object is read).
@@ -21,6 +24,9 @@ use super::json::{self, Decode, Reader};
 
 /// Annotations with this prefix are kept; all others are dropped while reading.
 pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
+
+/// The annotation of the bookmark that ends a streamed list's initial events (KEP-3157).
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// serde's `Deserialize` for types that [`Decode`]: the object's text is taken whole and read
 /// field by field. A convenience for tests and tools (`serde_json::from_value`); the reflector
@@ -63,13 +69,21 @@ pub struct ObjectMeta {
 
 impl Decode for ObjectMeta {
     fn decode(r: &mut Reader<'_>) -> json::Result<ObjectMeta> {
+        ObjectMeta::decode_keeping(r, |_| true)
+    }
+}
+
+impl ObjectMeta {
+    /// Reads `metadata`, keeping only the labels whose key `keep` accepts (the others are
+    /// skipped, never built: most labels of a Helm chart's objects are read by nothing here).
+    pub fn decode_keeping(r: &mut Reader<'_>, keep: fn(&str) -> bool) -> json::Result<ObjectMeta> {
         let mut m = ObjectMeta::default();
         r.object(&mut |r, key| {
             match key {
                 "name" => m.name = r.str()?,
                 "namespace" => m.namespace = r.str()?,
                 "resourceVersion" => m.resource_version = r.str()?,
-                "labels" => m.labels = r.string_map(|_| true)?,
+                "labels" => m.labels = r.string_map(keep)?,
                 "annotations" => {
                     m.annotations = r.string_map(|k| k.starts_with(KEPT_ANNOTATION_PREFIX))?
                 }
@@ -85,10 +99,16 @@ impl Decode for ObjectMeta {
 pub trait HasMeta {
     /// The object's metadata.
     fn metadata(&self) -> &ObjectMeta;
+    /// The object's metadata, to trim (the labels a reflector is told to keep).
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
 }
 
 impl HasMeta for ObjectMeta {
     fn metadata(&self) -> &ObjectMeta {
+        self
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
         self
     }
 }
@@ -281,21 +301,38 @@ impl Decode for Status {
     }
 }
 
-/// The `object` of a BOOKMARK event: only the version the watch has reached.
+/// The `object` of a BOOKMARK event: only the version the watch has reached, and whether it
+/// ends a streamed list's initial events.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bookmark {
-    /// `resourceVersion` (and nothing else edgenetd reads).
+    /// `resourceVersion`, and of the annotations only [`INITIAL_EVENTS_END`].
     pub metadata: ObjectMeta,
+}
+
+impl Bookmark {
+    /// True for the bookmark that ends a streamed list's initial events.
+    pub fn is_initial_events_end(&self) -> bool {
+        self.metadata
+            .annotations
+            .get(INITIAL_EVENTS_END)
+            .is_some_and(|v| v == "true")
+    }
 }
 
 impl Decode for Bookmark {
     fn decode(r: &mut Reader<'_>) -> json::Result<Bookmark> {
         let mut b = Bookmark::default();
         r.object(&mut |r, key| match key {
-            "metadata" => {
-                b.metadata = ObjectMeta::decode(r)?;
+            "metadata" => r.object(&mut |r, key| {
+                match key {
+                    "resourceVersion" => b.metadata.resource_version = r.str()?,
+                    "annotations" => {
+                        b.metadata.annotations = r.string_map(|k| k == INITIAL_EVENTS_END)?
+                    }
+                    _ => r.skip()?,
+                }
                 Ok(())
-            }
+            }),
             _ => r.skip(),
         })?;
         Ok(b)

@@ -36,6 +36,8 @@ pub struct WatchStatus {
     pub absent: bool,
     /// Complete lists stored (the first included).
     pub lists: u64,
+    /// Of `lists`, those streamed (a watch with `sendInitialEvents`); the rest came in pages.
+    pub lists_streamed: u64,
     /// Relists caused by 410 Gone.
     pub relists_gone: u64,
     /// Watch events applied (bookmarks excluded).

@@ -3,6 +3,26 @@
 
 use super::*;
 use crate::kubernetes::client::json::{self, Decode, Reader};
+use crate::kubernetes::translate::services::{
+    HEADLESS_LABEL, SERVICE_NAME_LABEL, SERVICE_PROXY_NAME_LABEL,
+};
+
+/// The labels of a Service the translation reads (the ones that make kube-proxy leave it
+/// out); a chart's dozen others are read by nothing.
+pub(super) fn service_label(key: &str) -> bool {
+    key == SERVICE_PROXY_NAME_LABEL || key == HEADLESS_LABEL
+}
+
+/// The labels of an EndpointSlice the translation reads: its Service, and the ones that
+/// leave it out as its Service would be.
+pub(super) fn endpoint_slice_label(key: &str) -> bool {
+    key == SERVICE_NAME_LABEL || service_label(key)
+}
+
+/// No label: kinds whose labels only the API server's `labelSelector` reads.
+pub(super) fn no_label(_: &str) -> bool {
+    false
+}
 
 /// `Decode` for a struct whose fields are read by the match arms given: `key => place =
 /// reader call`; every other key is skipped.
@@ -25,7 +45,7 @@ macro_rules! decode_fields {
 }
 
 decode_fields!(Service, |r, s| {
-    "metadata" => s.metadata = ObjectMeta::decode(r)?,
+    "metadata" => s.metadata = ObjectMeta::decode_keeping(r, service_label)?,
     "spec" => s.spec = ServiceSpec::decode(r)?,
     "status" => s.status = ServiceStatus::decode(r)?,
 });
@@ -73,7 +93,7 @@ decode_fields!(LoadBalancerIngress, |r, i| {
 });
 
 decode_fields!(EndpointSlice, |r, s| {
-    "metadata" => s.metadata = ObjectMeta::decode(r)?,
+    "metadata" => s.metadata = ObjectMeta::decode_keeping(r, endpoint_slice_label)?,
     "addressType" => s.address_type = r.str()?,
     "endpoints" => s.endpoints = r.objects()?,
     "ports" => s.ports = r.objects()?,
@@ -147,7 +167,7 @@ decode_fields!(NodeAddress, |r, a| {
 });
 
 decode_fields!(ServiceCidr, |r, c| {
-    "metadata" => c.metadata = ObjectMeta::decode(r)?,
+    "metadata" => c.metadata = ObjectMeta::decode_keeping(r, no_label)?,
     "spec" => r.object(&mut |r, key| {
         match key {
             "cidrs" => c.cidrs = r.strings()?,
@@ -158,7 +178,7 @@ decode_fields!(ServiceCidr, |r, c| {
 });
 
 decode_fields!(NetworkPolicy, |r, p| {
-    "metadata" => p.metadata = ObjectMeta::decode(r)?,
+    "metadata" => p.metadata = ObjectMeta::decode_keeping(r, no_label)?,
     "spec" => p.spec = NetworkPolicySpec::decode(r)?,
 });
 

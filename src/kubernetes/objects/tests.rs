@@ -78,10 +78,7 @@ fn a_service_reads_every_field_used_and_drops_foreign_annotations() {
         ),
         ("shop", "web", "41")
     );
-    assert_eq!(
-        s.metadata.labels.get("app").map(String::as_str),
-        Some("web")
-    );
+    assert!(s.metadata.labels.is_empty(), "no label read: none kept");
     assert!(s.metadata.annotations.is_empty());
     assert_eq!(s.spec.type_.as_deref(), Some("LoadBalancer"));
     assert_eq!(s.spec.cluster_ip.as_deref(), Some("10.96.0.10"));
@@ -493,4 +490,89 @@ fn a_wrong_type_deep_in_an_object_names_its_path() {
     let line = br#"{"type":"MODIFIED","object":[]}"#;
     let err = WatchEvent::<Pod>::from_line(line, usize::MAX).unwrap_err();
     assert_eq!(err, "object: expected an object, found a list");
+}
+
+/// A Helm chart's labels, and the ones edgenetd reads of some kinds.
+fn chart_labels(extra: &[(&str, &str)]) -> String {
+    let mut labels: BTreeMap<&str, &str> = BTreeMap::from([
+        ("app.kubernetes.io/name", "web"),
+        ("app.kubernetes.io/instance", "shop"),
+        ("app.kubernetes.io/version", "1.2.3"),
+        ("app.kubernetes.io/managed-by", "Helm"),
+        ("helm.sh/chart", "web-0.1.0"),
+        ("pod-template-hash", "5d4f8c7b9"),
+    ]);
+    labels.extend(extra.iter().copied());
+    serde_json::to_string(&labels).unwrap()
+}
+
+/// The labels of `T` read from an object with a chart's labels and `extra`.
+fn kept_labels<T: HasMeta + crate::kubernetes::client::json::Decode>(
+    extra: &[(&str, &str)],
+) -> Vec<String> {
+    let text = format!(
+        r#"{{"metadata":{{"name":"x","namespace":"shop","labels":{}}}}}"#,
+        chart_labels(extra)
+    );
+    let obj: T = crate::kubernetes::client::json::from_slice(text.as_bytes()).unwrap();
+    obj.metadata().labels.keys().cloned().collect()
+}
+
+#[test]
+fn a_service_keeps_only_the_labels_that_leave_it_out() {
+    let read = [
+        ("service.kubernetes.io/service-proxy-name", "other"),
+        ("service.kubernetes.io/headless", ""),
+    ];
+    assert_eq!(
+        kept_labels::<Service>(&read),
+        [
+            "service.kubernetes.io/headless",
+            "service.kubernetes.io/service-proxy-name"
+        ]
+    );
+    assert!(kept_labels::<Service>(&[]).is_empty());
+}
+
+#[test]
+fn an_endpoint_slice_keeps_its_service_and_the_labels_that_leave_it_out() {
+    let read = [
+        ("kubernetes.io/service-name", "web"),
+        (
+            "endpointslice.kubernetes.io/managed-by",
+            "endpointslice-controller.k8s.io",
+        ),
+        ("service.kubernetes.io/headless", ""),
+    ];
+    assert_eq!(
+        kept_labels::<EndpointSlice>(&read),
+        [
+            "kubernetes.io/service-name",
+            "service.kubernetes.io/headless"
+        ]
+    );
+}
+
+#[test]
+fn pods_and_namespaces_keep_every_label_for_the_policies_selectors() {
+    // A policy may select on any label, pod-template-hash included.
+    assert_eq!(kept_labels::<Pod>(&[("team", "a")]).len(), 7);
+    assert_eq!(kept_labels::<Namespace>(&[("team", "a")]).len(), 7);
+}
+
+#[test]
+fn network_policies_and_service_cidrs_keep_no_label() {
+    // Their selector (`network_policy_selector`) is the API server's to apply.
+    assert!(kept_labels::<NetworkPolicy>(&[("team", "a")]).is_empty());
+    assert!(kept_labels::<ServiceCidr>(&[("team", "a")]).is_empty());
+}
+
+#[test]
+fn a_node_decodes_every_label_for_its_reflector_to_trim() {
+    // Which Node labels are read is known at run time only (the zone and `node_selector`'s
+    // keys): the reflector trims them (`ReflectorConfig::label_keys`).
+    assert_eq!(
+        kept_labels::<Node>(&[("topology.kubernetes.io/zone", "a")]).len(),
+        7
+    );
 }

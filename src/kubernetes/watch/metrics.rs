@@ -10,6 +10,8 @@ pub const CONNECTED: &str = "edgenetd_kubernetes_connected";
 pub const SYNCED: &str = "edgenetd_kubernetes_synced";
 /// Watch lines received, by kind and type.
 pub const EVENTS: &str = "edgenetd_kubernetes_events_total";
+/// Complete lists, by kind and mode (`streaming` or `paged`).
+pub const LISTS: &str = "edgenetd_kubernetes_lists_total";
 /// Lists after the first, by kind and reason.
 pub const RELISTS: &str = "edgenetd_kubernetes_relists_total";
 /// Failed requests and streams, by kind and code.
@@ -39,6 +41,10 @@ pub fn describe() {
     metrics::describe_counter!(
         EVENTS,
         "Watch events received, by API resource and type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)."
+    );
+    metrics::describe_counter!(
+        LISTS,
+        "Complete lists stored, by API resource and mode (streaming: one watch with sendInitialEvents, Kubernetes 1.32 and later; paged: limit and continue, the fallback)."
     );
     metrics::describe_counter!(
         RELISTS,
@@ -76,6 +82,9 @@ pub fn record(statuses: &Statuses) {
         metrics::gauge!(SYNCED, "kind" => kind).set(f64::from(u8::from(s.synced)));
         metrics::gauge!(OBJECTS, "kind" => kind).set(objects as f64);
         metrics::counter!(RELISTS, "kind" => kind, "reason" => "gone").absolute(s.relists_gone);
+        metrics::counter!(LISTS, "kind" => kind, "mode" => "streaming").absolute(s.lists_streamed);
+        metrics::counter!(LISTS, "kind" => kind, "mode" => "paged")
+            .absolute(s.lists - s.lists_streamed);
         metrics::counter!(REFUSED, "kind" => kind, "reason" => "too_large")
             .absolute(s.refused_too_large);
         for t in EVENT_TYPES {

@@ -160,6 +160,7 @@ impl Watcher {
                 "/apis/networking.k8s.io/v1/servicecidrs",
                 None,
                 true,
+                None,
             ));
         }
         if feeds.contains(&Feed::Services) || feeds.contains(&Feed::Routes) {
@@ -170,7 +171,9 @@ impl Watcher {
             } else {
                 w.settings.node_selector.clone()
             };
-            w.stores.nodes = Some(w.watch("nodes", "/api/v1/nodes", sel.as_ref()));
+            let keys = node_label_keys(w.settings.node_selector.as_ref());
+            w.stores.nodes =
+                Some(w.watch_with("nodes", "/api/v1/nodes", sel.as_ref(), false, Some(keys)));
         }
         if feeds.contains(&Feed::NetworkPolicies) {
             let sel = w.settings.network_policy_selector.clone();
@@ -195,7 +198,7 @@ impl Watcher {
     where
         T: Decode + HasMeta + Clone + Send + Sync + 'static,
     {
-        self.watch_with(kind, path, selector, false)
+        self.watch_with(kind, path, selector, false, None)
     }
 
     /// [`Watcher::watch`], for a resource the server may not serve when `absent_ok`.
@@ -205,12 +208,14 @@ impl Watcher {
         path: &str,
         selector: Option<&LabelSelector>,
         absent_ok: bool,
+        label_keys: Option<Vec<String>>,
     ) -> Store<T>
     where
         T: Decode + HasMeta + Clone + Send + Sync + 'static,
     {
         let mut config = ReflectorConfig::new(&format!("{}{path}", self.settings.path_prefix));
         config.absent_ok = absent_ok;
+        config.label_keys = label_keys;
         config.label_selector = selector.map(|s| s.to_string()).filter(|s| !s.is_empty());
         config.idle_timeout = IDLE_TIMEOUT;
         let reflector: Reflector<T> =
@@ -428,4 +433,36 @@ fn read_connected() -> Vec<IpNet> {
         log::warn!("kubernetes: cannot read the interfaces' addresses: {e}");
         Vec::new()
     })
+}
+
+/// The labels of a Node anything here reads: the zone (topology hints) and the keys of
+/// `node_selector` (applied here, to the routes, when the services feed lists every Node).
+fn node_label_keys(selector: Option<&LabelSelector>) -> Vec<String> {
+    let mut keys = vec![parts::ZONE_LABEL.to_string()];
+    for r in selector.map_or(&[][..], |s| s.requirements.as_slice()) {
+        if !keys.contains(&r.key) {
+            keys.push(r.key.clone());
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_keep_the_zone_and_the_node_selectors_keys() {
+        let sel = LabelSelector::parse("edgenetd.io/router=true,!cordoned,zone-x in (a)").unwrap();
+        assert_eq!(
+            node_label_keys(Some(&sel)),
+            [
+                parts::ZONE_LABEL,
+                "edgenetd.io/router",
+                "cordoned",
+                "zone-x"
+            ]
+        );
+        assert_eq!(node_label_keys(None), [parts::ZONE_LABEL]);
+    }
 }

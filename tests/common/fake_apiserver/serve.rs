@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::selector::Selector;
-use super::state::{Fault, Request, State, labels_of, namespace_of, query_bool};
+use super::state::{Fault, Request, State, StreamedLists, labels_of, namespace_of, query_bool};
 
 /// The state and the condition variable watches wait on.
 pub struct Shared {
@@ -59,9 +59,14 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
         .peer_certificates()
         .is_some_and(|c| !c.is_empty());
     let watch = query_bool(&query, "watch");
-    let (fault, token) = {
+    let streamed = watch && query_bool(&query, "sendInitialEvents");
+    let (fault, token, streamed_lists) = {
         let mut st = shared.lock();
-        (st.take_fault(watch), st.token.clone())
+        (
+            st.take_fault(watch && !streamed),
+            st.token.clone(),
+            st.streamed_lists,
+        )
     };
     let log = |code: u16| {
         shared.lock().log.push(Request {
@@ -125,8 +130,36 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
             return status(&mut stream, code, &msg, None);
         }
     };
-    if watch {
-        watch_stream(&mut stream, &shared, &target, log);
+    if streamed {
+        let valid = target
+            .query
+            .get("resourceVersionMatch")
+            .is_some_and(|m| m == "NotOlderThan")
+            && query_bool(&target.query, "allowWatchBookmarks");
+        match streamed_lists {
+            StreamedLists::Rejected => {
+                log(422);
+                status(
+                    &mut stream,
+                    422,
+                    "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                    None,
+                )
+            }
+            StreamedLists::Served if !valid => {
+                log(422);
+                status(
+                    &mut stream,
+                    422,
+                    "sendInitialEvents requires resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true",
+                    None,
+                )
+            }
+            StreamedLists::Served => watch_stream(&mut stream, &shared, &target, true, log),
+            StreamedLists::Ignored => watch_stream(&mut stream, &shared, &target, false, log),
+        }
+    } else if watch {
+        watch_stream(&mut stream, &shared, &target, false, log);
     } else {
         list(&mut stream, &shared, &target, log);
     }
@@ -329,8 +362,15 @@ fn end_chunks(stream: &mut Tls) {
 }
 
 /// A watch: events after the requested resourceVersion, bookmarks, until timeoutSeconds, a
-/// drop or a stop.
-fn watch_stream(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)) {
+/// drop or a stop. A watch from now (no version) starts with the objects as ADDED events,
+/// and then, for a streamed list (`initial_end`), the bookmark that ends them.
+fn watch_stream(
+    stream: &mut Tls,
+    shared: &Shared,
+    t: &Target,
+    initial_end: bool,
+    log: impl Fn(u16),
+) {
     let from = t.query.get("resourceVersion").cloned().unwrap_or_default();
     let bookmarks = query_bool(&t.query, "allowWatchBookmarks");
     let timeout = t
@@ -356,12 +396,15 @@ fn watch_stream(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)
         }
         // "" or "0": the current state as ADDED events first, as the API server does.
         _ => {
-            let added = st
+            let mut added: Vec<String> = st
                 .objects
                 .iter()
                 .filter(|((r, _, _), o)| *r == t.resource && t.selects(o))
                 .map(|(_, o)| event_line("ADDED", o))
                 .collect();
+            if initial_end {
+                added.push(bookmark_line(&t.kind(), st.rv, true));
+            }
             (st.rv, added)
         }
     };
@@ -418,7 +461,7 @@ fn watch_stream(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)
         if let (true, Some(every)) = (bookmarks, st.bookmark_every) {
             if now >= last_bookmark + every {
                 last_bookmark = now;
-                pending.push(bookmark_line(&t.kind(), st.rv));
+                pending.push(bookmark_line(&t.kind(), st.rv, false));
                 continue;
             }
         }
@@ -434,16 +477,16 @@ fn event_line(kind: &str, obj: &Value) -> String {
     line
 }
 
-/// One bookmark line at `rv`.
-fn bookmark_line(kind: &str, rv: u64) -> String {
-    let obj = json!({
+/// One bookmark line at `rv`; `end` for the one that ends a streamed list's initial events.
+fn bookmark_line(kind: &str, rv: u64, end: bool) -> String {
+    let mut obj = json!({
         "kind": kind,
         "apiVersion": "v1",
-        "metadata": {
-            "resourceVersion": rv.to_string(),
-            "annotations": {"k8s.io/initial-events-end": "true"},
-        },
+        "metadata": {"resourceVersion": rv.to_string()},
     });
+    if end {
+        obj["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
     event_line("BOOKMARK", &obj)
 }
 

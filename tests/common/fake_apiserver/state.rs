@@ -72,10 +72,40 @@ pub struct Request {
 }
 
 impl Request {
-    /// True for a watch request.
+    /// True for a watch request that is not a streamed list (which is a list, though
+    /// asked as a watch).
     pub fn is_watch(&self) -> bool {
-        query_bool(&self.query, "watch")
+        query_bool(&self.query, "watch") && !self.is_streamed_list()
     }
+
+    /// True for a streamed list: a watch with `sendInitialEvents=true` (KEP-3157).
+    pub fn is_streamed_list(&self) -> bool {
+        query_bool(&self.query, "watch") && query_bool(&self.query, "sendInitialEvents")
+    }
+
+    /// True for a list, paged or streamed.
+    pub fn is_list(&self) -> bool {
+        !self.is_watch()
+    }
+
+    /// True for a list page (`limit`, `continue`).
+    pub fn is_paged_list(&self) -> bool {
+        !query_bool(&self.query, "watch")
+    }
+}
+
+/// How the fake answers a streamed list (`watch=1&sendInitialEvents=true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamedLists {
+    /// As Kubernetes 1.32 and later do: every object as ADDED, then the bookmark annotated
+    /// `k8s.io/initial-events-end`, then the watch.
+    #[default]
+    Served,
+    /// As older servers (or the `WatchList` feature off) do: 422 Invalid.
+    Rejected,
+    /// As a server that ignores the parameters would: a plain watch from now (the objects as
+    /// ADDED), with no end bookmark.
+    Ignored,
 }
 
 /// A boolean query parameter as Go's `strconv.ParseBool` reads it (clients send `1`, `true`
@@ -123,6 +153,8 @@ pub struct State {
     /// Resources this server does not serve (every request for them is a 404), as an older
     /// API server lacks a newer kind.
     pub absent: BTreeSet<String>,
+    /// How streamed lists are answered.
+    pub streamed_lists: StreamedLists,
 }
 
 impl State {
@@ -155,7 +187,8 @@ impl State {
         }
     }
 
-    /// Takes the first fault that applies to a list (`watch` false) or a watch.
+    /// Takes the first fault that applies to a list (`watch` false, a streamed list too) or a
+    /// watch.
     pub fn take_fault(&mut self, watch: bool) -> Option<Fault> {
         let i = self.faults.iter().position(|(on, _)| match on {
             On::Any => true,
