@@ -64,8 +64,15 @@ fn fw4_05_ipsets_loadfile_fills_an_address_port_set_with_its_pairs() {
         "match = [\"src_ip\", \"dest_port\"]\nelements = [\"1.2.3.4 80\"]\n",
         &file.display().to_string(),
     ));
-    let pairs: Vec<String> = set.pairs.iter().map(|(a, p)| format!("{a} {p}")).collect();
-    assert_eq!(pairs, ["1.2.3.4 80", "5.6.7.8 22"], "the union, once each");
+    let pairs: Vec<String> = set.tuples.iter().map(|t| format!("{t:?}")).collect();
+    assert_eq!(
+        pairs,
+        [
+            "[Address(1.2.3.4/32), Port(80)]",
+            "[Address(5.6.7.8/32), Port(22)]"
+        ],
+        "the union, once each"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

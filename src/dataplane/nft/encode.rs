@@ -86,11 +86,29 @@ pub struct RawKey {
     pub key: Vec<u8>,
     /// `NFT_SET_ELEM_INTERVAL_END`: the first value after an interval.
     pub interval_end: bool,
+    /// `NFTA_SET_ELEM_KEY_END` of a concatenated interval set: the interval's last key
+    /// (inclusive); such a set's element is one key pair, never an interval end.
+    pub key_end: Option<Vec<u8>>,
 }
 
 /// The kernel keys of one element: one key for plain sets; for interval sets a start key and,
-/// unless the interval reaches the top of the key space, an end key (exclusive).
+/// unless the interval reaches the top of the key space, an end key (exclusive). An element
+/// of a concatenated interval set is one key with its last key (inclusive) beside it.
 pub fn element_keys(key: &ElemKey, interval: bool) -> Result<Vec<RawKey>, CompileError> {
+    if interval {
+        let concat = match key {
+            ElemKey::Value(v @ Value::Concat(_)) => Some((v, v)),
+            ElemKey::Range(a @ Value::Concat(_), b @ Value::Concat(_)) => Some((a, b)),
+            _ => None,
+        };
+        if let Some((first, last)) = concat {
+            return Ok(vec![RawKey {
+                key: encode(first)?,
+                interval_end: false,
+                key_end: Some(encode(last)?),
+            }]);
+        }
+    }
     let (start, last) = match key {
         ElemKey::Value(v) => {
             let k = encode(v)?;
@@ -98,6 +116,7 @@ pub fn element_keys(key: &ElemKey, interval: bool) -> Result<Vec<RawKey>, Compil
                 return Ok(vec![RawKey {
                     key: k,
                     interval_end: false,
+                    key_end: None,
                 }]);
             }
             (k.clone(), k)
@@ -122,11 +141,13 @@ pub fn element_keys(key: &ElemKey, interval: bool) -> Result<Vec<RawKey>, Compil
     let mut keys = vec![RawKey {
         key: start,
         interval_end: false,
+        key_end: None,
     }];
     if let Some(end) = increment(&last) {
         keys.push(RawKey {
             key: end,
             interval_end: true,
+            key_end: None,
         });
     }
     Ok(keys)
@@ -165,17 +186,41 @@ mod tests {
             vec![
                 RawKey {
                     key: vec![10, 0, 0, 0],
-                    interval_end: false
+                    interval_end: false,
+                    key_end: None,
                 },
                 RawKey {
                     key: vec![10, 0, 1, 0],
-                    interval_end: true
+                    interval_end: true,
+                    key_end: None,
                 }
             ]
         );
         let top =
             element_keys(&ElemKey::Prefix("255.255.255.0/24".parse().unwrap()), true).unwrap();
         assert_eq!(top.len(), 1, "no end element past the top of the space");
+    }
+
+    #[test]
+    fn a_concatenated_interval_element_is_one_key_with_its_inclusive_last_key() {
+        let low = Value::Concat(vec![Value::Ipv4([10, 0, 0, 0].into()), Value::Port(80)]);
+        let high = Value::Concat(vec![Value::Ipv4([10, 0, 0, 255].into()), Value::Port(80)]);
+        let keys = element_keys(&ElemKey::Range(low.clone(), high), true).unwrap();
+        assert_eq!(
+            keys,
+            vec![RawKey {
+                key: vec![10, 0, 0, 0, 0, 80, 0, 0],
+                interval_end: false,
+                key_end: Some(vec![10, 0, 0, 255, 0, 80, 0, 0]),
+            }]
+        );
+        let exact = element_keys(&ElemKey::Value(low), true).unwrap();
+        assert_eq!(
+            exact[0].key_end.as_ref(),
+            Some(&exact[0].key),
+            "a single tuple ends where it starts"
+        );
+        assert_eq!(exact.len(), 1);
     }
 
     #[test]

@@ -89,6 +89,7 @@ impl Batch {
                 let key = RawKey {
                     key: k.elem.key.clone(),
                     interval_end: k.elem.interval_end,
+                    key_end: k.elem.key_end.clone(),
                 };
                 (key, ElemData::None)
             })

@@ -132,6 +132,7 @@ pub fn raw_elements(set: &Set, elements: &[Element]) -> Result<Vec<ElemInfo>, Co
             out.push(ElemInfo {
                 key: k.key,
                 interval_end: end,
+                key_end: k.key_end,
                 data: if end { None } else { data.clone() },
                 chain: if end { None } else { chain.clone() },
             });

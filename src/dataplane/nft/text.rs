@@ -293,6 +293,14 @@ fn render_element(out: &mut String, e: &Element) {
         ElemKey::Prefix(net) => {
             let _ = write!(out, "{net}");
         }
+        ElemKey::Range(Value::Concat(a), Value::Concat(b)) if a.len() == b.len() => {
+            for (i, (a, b)) in a.iter().zip(b).enumerate() {
+                if i > 0 {
+                    out.push_str(" . ");
+                }
+                render_span(out, a, b);
+            }
+        }
         ElemKey::Range(a, b) => {
             render_value(out, a);
             out.push('-');
@@ -303,6 +311,49 @@ fn render_element(out: &mut String, e: &Element) {
         out.push_str(" : ");
         render_value(out, data);
     }
+}
+
+/// One field of a concatenated interval element, as nft lists it: a single value, a prefix
+/// when the span is one (`10.0.0.0/24`), else a range.
+fn render_span(out: &mut String, a: &Value, b: &Value) {
+    if a == b {
+        return render_value(out, a);
+    }
+    let prefix = match (a, b) {
+        (Value::Ipv4(x), Value::Ipv4(y)) => {
+            span_prefix(u128::from(u32::from(*x)), u128::from(u32::from(*y)), 32)
+        }
+        (Value::Ipv6(x), Value::Ipv6(y)) => span_prefix(u128::from(*x), u128::from(*y), 128),
+        _ => None,
+    };
+    match prefix {
+        Some(len) => {
+            render_value(out, a);
+            let _ = write!(out, "/{len}");
+        }
+        None => {
+            render_value(out, a);
+            out.push('-');
+            render_value(out, b);
+        }
+    }
+}
+
+/// The prefix length of the span `lo..=hi` of a `bits`-bit key when it is exactly one prefix.
+fn span_prefix(lo: u128, hi: u128, bits: u32) -> Option<u32> {
+    let host = lo ^ hi;
+    let len = bits - (128 - host.leading_zeros());
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len) >> (128 - bits)
+    };
+    let all = if bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    (lo & !mask & all == 0 && hi == (lo | (!mask & all))).then_some(len)
 }
 
 /// Renders one rule's statements (and comment), without the chain.
