@@ -134,7 +134,7 @@ fn reflecting_zones<'a>(
 /// first single address of `to_addresses` of the host's version (fw4's `src_dip`, which it
 /// takes first too), else the router's lowest address on the `from` zone (`outer`). fw4
 /// writes one SNAT rule per address of the zone's networks, of which the first in netifd's
-/// order always wins; edgenetd, which reads the kernel's addresses, has no such order.
+/// order always wins; edgenetd reads the kernel's addresses, where that order is not to be had.
 fn reflection_source(pf: &PortForward, outer: &[IpNet]) -> Stmt {
     let chosen = pf.to_addresses.iter().find_map(|a| match a {
         AddressMatch::Prefix(n)
