@@ -816,3 +816,49 @@ fn render_bits(out: &mut String, bits: u32, names: &[(u32, &str)]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(low: Vec<Value>, high: Vec<Value>) -> String {
+        let mut out = String::new();
+        render_element(
+            &mut out,
+            &Element::key(ElemKey::Range(Value::Concat(low), Value::Concat(high))),
+        );
+        out
+    }
+
+    #[test]
+    fn a_concatenated_interval_element_renders_each_field_as_nft_lists_it() {
+        let v4 = |s: &str| Value::Ipv4(s.parse().unwrap());
+        let v6 = |s: &str| Value::Ipv6(s.parse().unwrap());
+        assert_eq!(
+            rendered(
+                vec![v4("10.0.0.0"), v4("192.0.2.7"), Value::Port(80)],
+                vec![v4("10.0.0.255"), v4("192.0.2.7"), Value::Port(80)]
+            ),
+            "10.0.0.0/24 . 192.0.2.7 . 80"
+        );
+        assert_eq!(
+            rendered(
+                vec![v6("::"), v4("0.0.0.0"), Value::Port(1)],
+                vec![
+                    v6("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+                    v4("255.255.255.255"),
+                    Value::Port(1024)
+                ]
+            ),
+            "::/0 . 0.0.0.0/0 . 1-1024"
+        );
+        // A span that is no one prefix stays a range.
+        assert_eq!(
+            rendered(
+                vec![v4("10.0.0.1"), Value::Port(80)],
+                vec![v4("10.0.0.2"), Value::Port(80)]
+            ),
+            "10.0.0.1-10.0.0.2 . 80"
+        );
+    }
+}
