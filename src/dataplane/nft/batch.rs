@@ -600,19 +600,18 @@ fn kernel_elements(
         check_data(set, &data)?;
         for k in element_keys(&e.key, set.interval)? {
             let ends_right = k
-                .key_end
-                .as_ref()
+                .key_end()
                 .is_none_or(|e| e.len() == set.key.byte_len() as usize);
-            if !k.interval_end && (k.key.len() != set.key.byte_len() as usize || !ends_right) {
+            if !k.interval_end && (k.start().len() != set.key.byte_len() as usize || !ends_right) {
                 return Err(CompileError::Invalid(format!(
                     "set {}: element key of {} bytes, the set's key has {}",
                     set.name,
-                    k.key.len(),
+                    k.start().len(),
                     set.key.byte_len()
                 )));
             }
-            if k.key.len() > DATA_MAX {
-                return Err(too_long(set, "key", k.key.len()));
+            if k.start().len() > DATA_MAX {
+                return Err(too_long(set, "key", k.start().len()));
             }
             let d = if k.interval_end {
                 ElemData::None

@@ -234,8 +234,8 @@ pub(crate) fn set_definition(
 /// One kernel element: key (or interval end) and data.
 pub(crate) fn elem(k: &RawKey, d: &ElemData) -> Result<ffi::Elem, CompileError> {
     let mut e = ffi::Elem::new();
-    e.set_data(elem::KEY, &k.key)?;
-    if let Some(end) = &k.key_end {
+    e.set_data(elem::KEY, k.start())?;
+    if let Some(end) = k.key_end() {
         e.set_data(elem::KEY_END, end)?;
     }
     if k.interval_end {
