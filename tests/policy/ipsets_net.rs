@@ -199,3 +199,23 @@ netns_test! {
         assert!(text.contains("db80:1:2:3:4::1 . ::/0 . 443"), "{text}");
     }
 }
+
+/// `edgenetd check` itself names the overlapping element at its place and exits 1.
+#[test]
+fn fw4_05_ipsets_check_reports_an_overlapping_net_element_at_its_place() {
+    let text = "[policy]\n[policy.set.nets]\ntype = \"ipv4\"\nmatch = [\"src_net\", \"dest_port\"]\nelements = [\"10.0.0.0/8 80\", \"10.1.0.0/16 80\", \"10.1.0.0/16 81\"]\n";
+    let dir = ScratchDir::with_files("ipsets-net-check", &[("edgenetd.toml", text)]);
+    let path = dir.config();
+    let run = common::bin::edgenetd(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let want = format!(
+        "{}:5:30: error: element `10.1.0.0/16 80` overlaps element `10.0.0.0/8 80`",
+        path.display()
+    );
+    assert!(
+        run.stderr.contains(&want),
+        "missing {want:?} in\n{}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.matches("overlaps").count(), 1, "{}", run.stderr);
+}
