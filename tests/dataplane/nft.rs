@@ -562,3 +562,49 @@ netns_test! {
         assert!(matches!(nft.list_rules(&bad), Err(NftError::Compile(CompileError::NulInName { .. }))));
     }
 }
+
+/// A concatenated interval element `net . port` (fw4's `net` ipset fields).
+fn net_port(net: &str, port: u16) -> Element {
+    let n: ipnet::IpNet = net.parse().unwrap();
+    let bound = |a| Value::Concat(vec![Value::ip(a), Value::Port(port)]);
+    Element::key(ElemKey::Range(bound(n.network()), bound(n.broadcast())))
+}
+
+netns_test! {
+    fn a_concatenated_interval_set_is_written_listed_and_changed_by_element() {
+        let mut table = Table::new(Family::Inet, "edgenetd-test");
+        let mut set = Set::new(
+            "nets",
+            KeyType(vec![DataType::Ipv4Addr, DataType::InetService]),
+        );
+        set.interval = true;
+        set.elements = vec![net_port("10.0.0.0/24", 80), net_port("192.0.2.7/32", 22)];
+        table.sets.push(set);
+        let t = TableRef::from(&table);
+        let mut nft = Nft::open().unwrap();
+        let mut batch = Batch::new();
+        batch.replace_table(&table).unwrap();
+        nft.execute(batch).unwrap();
+        let listed = sh("nft list set inet edgenetd-test nets");
+        for want in ["type ipv4_addr . inet_service", "flags interval", "10.0.0.0/24 . 80", "192.0.2.7 . 22"] {
+            assert!(listed.contains(want), "missing `{want}` in:\n{listed}");
+        }
+        // Each element is read back with its last key: the listing is the desired kernel form.
+        let set = table.set("nets").unwrap();
+        let got = nft.list_elements(&t, "nets").unwrap();
+        assert_eq!(got, raw_elements(set, &set.elements).unwrap());
+        assert!(got.iter().all(|e| e.key_end.is_some() && !e.interval_end), "{got:?}");
+        // By delta: one added, one deleted.
+        let mut batch = Batch::new();
+        batch.elements(&t, set, &[net_port("10.1.0.0/16", 80)], Op::Add).unwrap();
+        batch.elements(&t, set, &[net_port("192.0.2.7/32", 22)], Op::Delete).unwrap();
+        nft.execute(batch).unwrap();
+        let listed = sh("nft list set inet edgenetd-test nets");
+        assert!(listed.contains("10.1.0.0/16 . 80") && !listed.contains("192.0.2.7 . 22"), "{listed}");
+        // The text form of the same set is what nft itself loads to the same set.
+        let text = text::render_replace(&table);
+        let dir = ScratchDir::with_files("concat-render", &[("render.nft", &text)]);
+        let (ok, _, err) = sh_status(&format!("nft -c -f {}", dir.join("render.nft").display()));
+        assert!(ok, "nft -c refused the rendered text: {err}\n{text}");
+    }
+}

@@ -7,5 +7,6 @@ mod common;
 
 mod differential;
 mod nat;
+mod nat_differential;
 mod offline;
 mod services;

@@ -963,3 +963,35 @@ fn a_rule_without_action_counts_logs_and_lets_evaluation_go_on() {
         "{steps}"
     );
 }
+
+/// An address·port set with `net` fields (fw4's 05_ipsets `net`, a concatenated interval
+/// set): a packet inside one tuple's prefixes matches, one outside every tuple does not.
+#[test]
+fn fw4_05_ipsets_a_net_tuple_set_matches_the_prefixes_of_its_elements() {
+    let cfg = r#"
+[policy]
+input = "drop"
+[policy.zone.wan]
+interfaces = ["veth-wan"]
+[policy.set.partners]
+type = "ipv4"
+match = ["src_net", "dest_ip", "dest_port"]
+elements = ["192.0.2.0/28 192.0.2.1 2222", "198.51.100.0/24 192.0.2.1 22"]
+[[policy.rule]]
+name = "partners"
+from = "wan"
+to = "self"
+protocol = "tcp"
+ipset = "partners"
+action = "accept"
+"#;
+    for (from, dport, verdict) in [
+        ("192.0.2.9", 2222, "accept"),
+        ("192.0.2.17", 2222, "drop"),
+        ("198.51.100.200", 22, "accept"),
+        ("198.51.100.200", 2222, "drop"),
+    ] {
+        let j = explain_tcp(cfg, "veth-wan", from, "192.0.2.1", dport, &[]);
+        assert_eq!(j["verdict"].as_str(), Some(verdict), "{from}:{dport}: {j}");
+    }
+}

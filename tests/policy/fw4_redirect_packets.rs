@@ -86,6 +86,25 @@ netns_test! {
 }
 
 netns_test! {
+    fn fw4_07_redirect_reflection_src_external_takes_the_src_dip_address_among_several() {
+        let t = lan_wan();
+        let lan = t.host("lan");
+        // A second wan address: fw4 reflects with the first `src_dip` address when one is
+        // given, and so does edgenetd; without one, the router's lowest wan address.
+        t.router().sh("ip addr add 192.0.2.9/24 dev veth-wan");
+        t.serve(lan, "tcp", 80);
+        let mut d = Driver::policy();
+        let external = HOME.replace("to = \"10.0.0.10:80\"\n", "to = \"10.0.0.10:80\"\nreflection_src = \"external\"\n");
+        d.sync(&external).unwrap();
+        assert_eq!(t.connect(lan, "tcp", "192.0.2.9", 8080), "192.0.2.1");
+        let src_dip = external.replace("reflection_src = \"external\"\n", "reflection_src = \"external\"\nto_addresses = [\"192.0.2.9\"]\n");
+        assert_ne!(src_dip, external);
+        d.sync(&src_dip).unwrap();
+        assert_eq!(t.connect(lan, "tcp", "192.0.2.9", 8080), "192.0.2.9");
+    }
+}
+
+netns_test! {
     fn fw4_07_redirect_src_dip_forwards_only_traffic_to_that_address() {
         let t = lan_wan();
         let (lan, wan) = (t.host("lan"), t.host("wan"));

@@ -88,9 +88,9 @@ fn bad_ipset_keys_are_reported_at_their_place() {
 type = "ipv4"
 match = ["dest_ip", "dest_port"]
 elements = ["192.0.2.1 80", "2001:db8::1 80", "192.0.2.1"]
-[policy.set.nets]
+[policy.set.macs]
 type = "ipv4"
-match = ["src_net", "dest_port"]
+match = ["src_mac", "dest_port"]
 [policy.set.plain]
 type = "ipv4"
 [[policy.rule]]
@@ -114,8 +114,8 @@ ipset = "pairs dst"
     .rendered;
     for e in [
         "main.toml:5:29: error: element `2001:db8::1 80`: 2001:db8::1 is not of the set's type (\"ipv4\")",
-        "main.toml:5:47: error: invalid element `192.0.2.1`: expected \"ADDRESS PORT\"",
-        "main.toml:8:10: error: prefixes in an address·port set are not supported yet",
+        "main.toml:5:47: error: invalid element `192.0.2.1`: expected 2 values separated by blanks (ADDRESS PORT), e.g. \"192.0.2.10 443\"",
+        "main.toml:8:10: error: invalid set match field `mac`: expected `ip`, `net` or `port`",
         "main.toml:13:9: error: set `pairs` matches ports: expected `protocol` \"tcp\", \"udp\" or both",
         "main.toml:17:9: error: set `plain` holds addresses, not address·port pairs",
         "main.toml:21:8: error: set `pairs` holds address·port pairs, not addresses: match it with `ipset = \"pairs\"`",

@@ -18,6 +18,7 @@ mod fw4_nat_packets;
 mod fw4_redirect_packets;
 mod helpers_packets;
 mod ipsets;
+mod ipsets_net;
 mod loadfile;
 mod match_config;
 mod match_packets;

@@ -64,8 +64,15 @@ fn fw4_05_ipsets_loadfile_fills_an_address_port_set_with_its_pairs() {
         "match = [\"src_ip\", \"dest_port\"]\nelements = [\"1.2.3.4 80\"]\n",
         &file.display().to_string(),
     ));
-    let pairs: Vec<String> = set.pairs.iter().map(|(a, p)| format!("{a} {p}")).collect();
-    assert_eq!(pairs, ["1.2.3.4 80", "5.6.7.8 22"], "the union, once each");
+    let pairs: Vec<String> = set.tuples.iter().map(|t| format!("{t:?}")).collect();
+    assert_eq!(
+        pairs,
+        [
+            "[Address(1.2.3.4/32), Port(80)]",
+            "[Address(5.6.7.8/32), Port(22)]"
+        ],
+        "the union, once each"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -167,5 +174,32 @@ fn a_data_file_named_by_two_sets_is_read_once_and_kept_once() {
     let sets = state.policy.unwrap().sets;
     assert_eq!(sets["a"].elements, sets["b"].elements);
     assert_eq!(texts.data, [(file, "192.0.2.1\n".to_string())]);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn fw4_05_ipsets_a_loadfile_line_overlapping_an_element_of_a_net_set_is_an_error_at_the_key() {
+    let dir = scratch("net-overlap");
+    let file = dir.join("nets.txt");
+    std::fs::write(&file, "10.1.0.0/16 80\n10.2.0.0/16 80\n").unwrap();
+    let out = errors(&set_config(
+        "match = [\"src_net\", \"dest_port\"]\nelements = [\"10.0.0.0/8 80\", \"10.2.0.0/16 80\"]\n",
+        &file.display().to_string(),
+    ));
+    // The loadfile key's value is at line 6, column 12; the duplicate 10.2.0.0/16 of the
+    // file is only dropped.
+    assert!(
+        out.contains(
+            "main.toml:6:12: error: element `10.1.0.0/16 80` overlaps element `10.0.0.0/8 80`"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "main.toml:5:30: error: element `10.2.0.0/16 80` overlaps element `10.0.0.0/8 80`"
+        ),
+        "{out}"
+    );
+    assert_eq!(out.matches("overlaps").count(), 2, "{out}");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -151,21 +151,57 @@ pub struct NamedSet {
     pub timeout: Option<Duration>,
     /// `size`: the most elements the kernel takes (dynamic sets only).
     pub size: Option<u32>,
-    /// `match` (fw4's ipset `match`): the set holds address·port pairs, its key these
-    /// fields in this order; empty: a set of addresses (`elements`).
+    /// `match` (fw4's ipset `match`): the set holds tuples of addresses, prefixes and ports,
+    /// its key these fields in this order; empty: a set of addresses (`elements`).
     pub tuple: Vec<TupleField>,
-    /// The pairs of a set with a `tuple` (address, port), whatever the fields' order: those
-    /// of `elements` and `loadfile`, sorted, once each.
-    pub pairs: Vec<(IpAddr, u16)>,
+    /// The tuples of a set with a `match`, each one value per field in the fields' order:
+    /// those of `elements` and `loadfile`, sorted, once each.
+    pub tuples: Vec<Vec<TupleValue>>,
 }
 
-/// One field of an address·port set's key (fw4's ipset `match`: `src_ip`, `dest_port`…).
+impl NamedSet {
+    /// True when a field of the set's `match` holds prefixes (`net`): the kernel's set is
+    /// then a concatenated interval set.
+    pub fn has_prefix_field(&self) -> bool {
+        self.tuple.iter().any(|f| f.kind == TupleKind::Net)
+    }
+}
+
+/// One field of an address·port set's key (fw4's ipset `match`: `src_ip`, `dest_net`,
+/// `dest_port`…).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TupleField {
-    /// The address (`ip`), else the port.
-    pub address: bool,
+    /// What the field holds.
+    pub kind: TupleKind,
     /// Taken from the packet's source (`src_`, and fw4's default), else its destination.
     pub source: bool,
+}
+
+impl TupleField {
+    /// True for an address field (`ip` or `net`), false for a port.
+    pub fn is_address(&self) -> bool {
+        self.kind != TupleKind::Port
+    }
+}
+
+/// What one field of an address·port set holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TupleKind {
+    /// `ip`: one address.
+    Ip,
+    /// `net`: a prefix (an address is its host prefix).
+    Net,
+    /// `port`: one port.
+    Port,
+}
+
+/// One value of a tuple of an address·port set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TupleValue {
+    /// An `ip` field's address (a host prefix) or a `net` field's prefix (host bits clear).
+    Address(IpNet),
+    /// A `port` field's port.
+    Port(u16),
 }
 
 /// `ipset = "name"` (fw4's rule `ipset`): the packet's address·port pair is (or, negated,

@@ -33,7 +33,7 @@ pub(super) fn validate_set(
 ) -> Option<NamedSet> {
     if !valid_name(name) {
         diags.error(
-            span,
+            span.clone(),
             format!("invalid set name `{name}`: expected a letter, then letters, digits, `_` or `-` (up to 32)"),
         );
     }
@@ -49,12 +49,12 @@ pub(super) fn validate_set(
             return None;
         }
     };
-    let tuple = super::ipset::tuple(raw.tuple.as_ref(), diags)?;
+    let tuple = super::ipset::tuple(raw.tuple.as_ref(), family, diags)?;
     let loaded = raw
         .loadfile
         .as_ref()
         .and_then(|f| super::loadfile::LoadFile::read(f, data, diags));
-    let (elements, pairs) = if tuple.is_empty() {
+    let (elements, tuples) = if tuple.is_empty() {
         let mut elements = elements(name, &raw, family, diags);
         if let Some(file) = &loaded {
             let kind = raw.kind.get_ref();
@@ -69,13 +69,14 @@ pub(super) fn validate_set(
             );
             return None;
         }
-        let mut pairs = super::ipset::pairs(&raw.elements, &tuple, family, diags);
+        let mut tuples = super::ipset::tuples(&raw.elements, &tuple, family, diags);
         if let Some(file) = &loaded {
-            pairs.extend(file.elements(|e| super::ipset::pair(e, &tuple, family), diags));
-            pairs.sort();
-            pairs.dedup();
+            let from_file = file.elements(|e| super::ipset::tuple_value(e, &tuple, family), diags);
+            tuples.extend(from_file.into_iter().map(|t| (t, None)));
         }
-        (Vec::new(), pairs)
+        let whole = raw.loadfile.as_ref().map_or(span.clone(), |f| f.span());
+        let tuples = super::ipset::settle(tuples, &tuple, whole, diags);
+        (Vec::new(), tuples)
     };
     let timeout = raw
         .timeout
@@ -95,7 +96,7 @@ pub(super) fn validate_set(
         timeout,
         size,
         tuple,
-        pairs,
+        tuples,
     })
 }
 

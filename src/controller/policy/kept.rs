@@ -135,6 +135,7 @@ mod tests {
         ElemInfo {
             key: vec![10, 0, 0, key],
             interval_end: end,
+            key_end: None,
             data: None,
             chain: None,
         }

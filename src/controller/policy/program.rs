@@ -59,7 +59,7 @@ use std::collections::BTreeSet;
 
 use crate::config::policy::{
     Action, Destination, NamedSet, PolicyConfig, PolicyRule, Protocol, Rate, SetFamily, Source,
-    Zone,
+    TupleValue, Zone,
 };
 use crate::dataplane::nft::intervals::normalize_prefixes;
 
@@ -399,11 +399,13 @@ fn named_set(s: &NamedSet) -> Set {
     set
 }
 
-/// An address·port set (`match`): its key the two types in the set's field order, each
-/// element the concatenation of its pair in that order (exact pairs: a hash set).
+/// An address·port set (`match`): its key the fields' types in the set's field order, each
+/// element the concatenation of its tuple in that order. Exact tuples make a hash set; with
+/// a `net` field it is a concatenated interval set, each element the range from the tuple's
+/// lowest key to its highest (a prefix spans its network to its broadcast address).
 fn pair_set(s: &NamedSet, addr: DataType) -> Set {
     let of = |f: &crate::config::policy::TupleField| {
-        if f.address {
+        if f.is_address() {
             addr
         } else {
             DataType::InetService
@@ -411,22 +413,24 @@ fn pair_set(s: &NamedSet, addr: DataType) -> Set {
     };
     let key = KeyType(s.tuple.iter().map(of).collect());
     let mut set = Set::new(s.name.clone(), key);
+    set.interval = s.has_prefix_field();
+    let bound = |v: &TupleValue, last: bool| match v {
+        TupleValue::Address(n) => Value::ip(if last { n.broadcast() } else { n.network() }),
+        TupleValue::Port(p) => Value::Port(*p),
+    };
     set.elements = s
-        .pairs
+        .tuples
         .iter()
-        .map(|(a, p)| {
-            let parts = s
-                .tuple
-                .iter()
-                .map(|f| {
-                    if f.address {
-                        Value::ip(*a)
-                    } else {
-                        Value::Port(*p)
-                    }
-                })
-                .collect();
-            Element::key(ElemKey::Value(Value::Concat(parts)))
+        .map(|t| {
+            let low = Value::Concat(t.iter().map(|v| bound(v, false)).collect());
+            Element::key(if set.interval {
+                ElemKey::Range(
+                    low,
+                    Value::Concat(t.iter().map(|v| bound(v, true)).collect()),
+                )
+            } else {
+                ElemKey::Value(low)
+            })
         })
         .collect();
     set
@@ -479,7 +483,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
                 timeout,
                 size,
                 tuple,
-                pairs: _,
+                tuples: _,
             } = x;
             n == m
                 && (family, dynamic, timeout, size) == (&y.family, &y.dynamic, &y.timeout, &y.size)
@@ -499,7 +503,7 @@ pub fn with_set_elements(p: &Program, old: &PolicyConfig, new: &PolicyConfig) ->
     let mut out = p.clone();
     for set in out.table.sets.iter_mut() {
         if let (Some(o), Some(n)) = (old.sets.get(&set.name), new.sets.get(&set.name))
-            && (o.elements != n.elements || o.pairs != n.pairs)
+            && (o.elements != n.elements || o.tuples != n.tuples)
         {
             *set = named_set(n);
         }

@@ -121,7 +121,7 @@ fn ipset_match(cfg: &PolicyConfig, ipset: Option<&IpsetMatch>, p: Protocol) -> V
         .fields
         .iter()
         .map(|f| {
-            Expr::Payload(match (f.address, f.source, v4, p) {
+            Expr::Payload(match (f.is_address(), f.source, v4, p) {
                 (true, true, true, _) => Field::IpSaddr,
                 (true, false, true, _) => Field::IpDaddr,
                 (true, true, false, _) => Field::Ip6Saddr,

@@ -564,12 +564,6 @@ impl PreparedSet {
         id: Option<u32>,
         anonymous: bool,
     ) -> Result<PreparedSet, CompileError> {
-        if set.interval && set.key.is_concat() {
-            return Err(CompileError::Invalid(format!(
-                "set {}: concatenated interval sets are not supported",
-                set.name
-            )));
-        }
         let definition = objects::set_definition(t, set, id, anonymous)?;
         let elements = kernel_elements(set, &set.elements, Op::Add)?;
         // An anonymous set carries nft's name template (`__set%d`, `__map%d`).
@@ -605,16 +599,19 @@ fn kernel_elements(
         }
         check_data(set, &data)?;
         for k in element_keys(&e.key, set.interval)? {
-            if !k.interval_end && k.key.len() != set.key.byte_len() as usize {
+            let ends_right = k
+                .key_end()
+                .is_none_or(|e| e.len() == set.key.byte_len() as usize);
+            if !k.interval_end && (k.start().len() != set.key.byte_len() as usize || !ends_right) {
                 return Err(CompileError::Invalid(format!(
                     "set {}: element key of {} bytes, the set's key has {}",
                     set.name,
-                    k.key.len(),
+                    k.start().len(),
                     set.key.byte_len()
                 )));
             }
-            if k.key.len() > DATA_MAX {
-                return Err(too_long(set, "key", k.key.len()));
+            if k.start().len() > DATA_MAX {
+                return Err(too_long(set, "key", k.start().len()));
             }
             let d = if k.interval_end {
                 ElemData::None

@@ -86,10 +86,8 @@ impl Batch {
         let raw: Vec<(RawKey, ElemData)> = kept
             .iter()
             .map(|k| {
-                let key = RawKey {
-                    key: k.elem.key.clone(),
-                    interval_end: k.elem.interval_end,
-                };
+                // A kept element is of a plain set with timeouts: never a concatenated interval.
+                let key = RawKey::plain(k.elem.key.clone(), k.elem.interval_end);
                 (key, ElemData::None)
             })
             .collect();

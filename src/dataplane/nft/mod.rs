@@ -129,9 +129,15 @@ pub fn raw_elements(set: &Set, elements: &[Element]) -> Result<Vec<ElemInfo>, Co
         };
         for k in element_keys(&e.key, set.interval)? {
             let end = k.interval_end;
+            // The key moves as it is unless a last key shares its buffer.
+            let (key, key_end) = match k.key_end() {
+                None => (k.key, None),
+                Some(last) => (k.start().to_vec(), Some(last.to_vec())),
+            };
             out.push(ElemInfo {
-                key: k.key,
+                key,
                 interval_end: end,
+                key_end,
                 data: if end { None } else { data.clone() },
                 chain: if end { None } else { chain.clone() },
             });

@@ -293,6 +293,14 @@ fn render_element(out: &mut String, e: &Element) {
         ElemKey::Prefix(net) => {
             let _ = write!(out, "{net}");
         }
+        ElemKey::Range(Value::Concat(a), Value::Concat(b)) if a.len() == b.len() => {
+            for (i, (a, b)) in a.iter().zip(b).enumerate() {
+                if i > 0 {
+                    out.push_str(" . ");
+                }
+                render_span(out, a, b);
+            }
+        }
         ElemKey::Range(a, b) => {
             render_value(out, a);
             out.push('-');
@@ -303,6 +311,49 @@ fn render_element(out: &mut String, e: &Element) {
         out.push_str(" : ");
         render_value(out, data);
     }
+}
+
+/// One field of a concatenated interval element, as nft lists it: a single value, a prefix
+/// when the span is one (`10.0.0.0/24`), else a range.
+fn render_span(out: &mut String, a: &Value, b: &Value) {
+    if a == b {
+        return render_value(out, a);
+    }
+    let prefix = match (a, b) {
+        (Value::Ipv4(x), Value::Ipv4(y)) => {
+            span_prefix(u128::from(u32::from(*x)), u128::from(u32::from(*y)), 32)
+        }
+        (Value::Ipv6(x), Value::Ipv6(y)) => span_prefix(u128::from(*x), u128::from(*y), 128),
+        _ => None,
+    };
+    match prefix {
+        Some(len) => {
+            render_value(out, a);
+            let _ = write!(out, "/{len}");
+        }
+        None => {
+            render_value(out, a);
+            out.push('-');
+            render_value(out, b);
+        }
+    }
+}
+
+/// The prefix length of the span `lo..=hi` of a `bits`-bit key when it is exactly one prefix.
+fn span_prefix(lo: u128, hi: u128, bits: u32) -> Option<u32> {
+    let host = lo ^ hi;
+    let len = bits - (128 - host.leading_zeros());
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len) >> (128 - bits)
+    };
+    let all = if bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    (lo & !mask & all == 0 && hi == (lo | (!mask & all))).then_some(len)
 }
 
 /// Renders one rule's statements (and comment), without the chain.
@@ -763,5 +814,51 @@ fn render_bits(out: &mut String, bits: u32, names: &[(u32, &str)]) {
             out.push_str(name);
             first = false;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(low: Vec<Value>, high: Vec<Value>) -> String {
+        let mut out = String::new();
+        render_element(
+            &mut out,
+            &Element::key(ElemKey::Range(Value::Concat(low), Value::Concat(high))),
+        );
+        out
+    }
+
+    #[test]
+    fn a_concatenated_interval_element_renders_each_field_as_nft_lists_it() {
+        let v4 = |s: &str| Value::Ipv4(s.parse().unwrap());
+        let v6 = |s: &str| Value::Ipv6(s.parse().unwrap());
+        assert_eq!(
+            rendered(
+                vec![v4("10.0.0.0"), v4("192.0.2.7"), Value::Port(80)],
+                vec![v4("10.0.0.255"), v4("192.0.2.7"), Value::Port(80)]
+            ),
+            "10.0.0.0/24 . 192.0.2.7 . 80"
+        );
+        assert_eq!(
+            rendered(
+                vec![v6("::"), v4("0.0.0.0"), Value::Port(1)],
+                vec![
+                    v6("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+                    v4("255.255.255.255"),
+                    Value::Port(1024)
+                ]
+            ),
+            "::/0 . 0.0.0.0/0 . 1-1024"
+        );
+        // A span that is no one prefix stays a range.
+        assert_eq!(
+            rendered(
+                vec![v4("10.0.0.1"), Value::Port(80)],
+                vec![v4("10.0.0.2"), Value::Port(80)]
+            ),
+            "10.0.0.1-10.0.0.2 . 80"
+        );
     }
 }

@@ -3,7 +3,7 @@
 
 use ipnet::IpNet;
 
-use crate::config::policy::{PolicyConfig, PortForward, Protocol, Zone};
+use crate::config::policy::{AddressMatch, PolicyConfig, PortForward, Protocol, Zone};
 use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
 
@@ -130,13 +130,24 @@ fn reflecting_zones<'a>(
 }
 
 /// The source NAT of reflected traffic: masquerade, the router's address towards the inner
-/// host (`reflection_src = "internal"`); or, `"external"`, SNAT to the router's first
-/// address on the `from` zone (`outer`, never empty here), the address the host sent to.
+/// host (`reflection_src = "internal"`); or, `"external"`, SNAT to an outside address: the
+/// first single address of `to_addresses` of the host's version (fw4's `src_dip`, which it
+/// takes first too), else the router's lowest address on the `from` zone (`outer`). fw4
+/// writes one SNAT rule per address of the zone's networks, of which the first in netifd's
+/// order always wins; edgenetd reads the kernel's addresses, where that order is not to be had.
 fn reflection_source(pf: &PortForward, outer: &[IpNet]) -> Stmt {
-    match outer.first() {
-        Some(a) if pf.reflection_external => Stmt::Nat {
+    let chosen = pf.to_addresses.iter().find_map(|a| match a {
+        AddressMatch::Prefix(n)
+            if n.prefix_len() == n.max_prefix_len() && n.addr().is_ipv4() == pf.to.is_ipv4() =>
+        {
+            Some(n.addr())
+        }
+        _ => None,
+    });
+    match chosen.or_else(|| outer.first().map(IpNet::addr)) {
+        Some(addr) if pf.reflection_external => Stmt::Nat {
             kind: NatKind::Snat,
-            addr: a.addr(),
+            addr,
             port: None,
         },
         _ => Stmt::Masquerade,

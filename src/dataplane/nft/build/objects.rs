@@ -154,6 +154,9 @@ const SET_INTERVAL: u32 = 0x4;
 const SET_MAP: u32 = 0x8;
 const SET_TIMEOUT: u32 = 0x10;
 const SET_EVAL: u32 = 0x20;
+/// `NFT_SET_CONCAT`: an interval set of a concatenation, its field lengths in the
+/// description (the kernel then picks its pipapo backend).
+const SET_CONCAT: u32 = 0x80;
 
 /// A set object carrying only table, name, family and (when given) the batch-local id.
 pub(crate) fn set_named(
@@ -191,6 +194,12 @@ pub(crate) fn set_definition(
     if set.interval {
         flags |= SET_INTERVAL;
     }
+    if set.interval && set.key.is_concat() {
+        flags |= SET_CONCAT;
+        // libnftnl reads one byte per field, up to the first zero.
+        let lengths: Vec<u8> = set.key.0.iter().map(|t| t.byte_len() as u8).collect();
+        s.set_blob(set_attr::DESC_CONCAT, &lengths);
+    }
     if set.data.is_some() {
         flags |= SET_MAP;
     }
@@ -225,7 +234,10 @@ pub(crate) fn set_definition(
 /// One kernel element: key (or interval end) and data.
 pub(crate) fn elem(k: &RawKey, d: &ElemData) -> Result<ffi::Elem, CompileError> {
     let mut e = ffi::Elem::new();
-    e.set_data(elem::KEY, &k.key)?;
+    e.set_data(elem::KEY, k.start())?;
+    if let Some(end) = k.key_end() {
+        e.set_data(elem::KEY_END, end)?;
+    }
     if k.interval_end {
         e.set_u32(elem::FLAGS, libc::NFT_SET_ELEM_INTERVAL_END as u32);
     }

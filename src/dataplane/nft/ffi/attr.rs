@@ -119,6 +119,7 @@ pub(crate) mod set {
         DESC_SIZE: U32 = NFTNL_SET_DESC_SIZE, "set size";
         TIMEOUT: U64 = NFTNL_SET_TIMEOUT, "set default element timeout";
         USERDATA: Blob = NFTNL_SET_USERDATA, "set user data";
+        DESC_CONCAT: Blob = NFTNL_SET_DESC_CONCAT, "set field lengths";
         HANDLE: U64 = NFTNL_SET_HANDLE, "set handle";
     });
 }
@@ -158,6 +159,7 @@ pub(crate) mod elem {
     use super::*;
     attrs!(crate::dataplane::nft::ffi::kind::Elem {
         KEY: Data = NFTNL_SET_ELEM_KEY, "element key";
+        KEY_END: Data = NFTNL_SET_ELEM_KEY_END, "element key end";
         FLAGS: U32 = NFTNL_SET_ELEM_FLAGS, "element flags";
         DATA: Data = NFTNL_SET_ELEM_DATA, "element data";
         VERDICT: U32 = NFTNL_SET_ELEM_VERDICT, "element verdict";

@@ -73,6 +73,8 @@ pub struct ElemInfo {
     pub key: Vec<u8>,
     /// Interval end marker.
     pub interval_end: bool,
+    /// The last key of an element of a concatenated interval set (inclusive).
+    pub key_end: Option<Vec<u8>>,
     /// Data bytes for maps, or for verdict maps the verdict code (as 4 bytes) plus the chain.
     pub data: Option<Vec<u8>>,
     /// Chain of a jump/goto verdict.

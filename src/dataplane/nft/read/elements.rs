@@ -57,6 +57,7 @@ pub(crate) fn elem_info(e: Ref<'_, kind::Elem>) -> ElemInfo {
     ElemInfo {
         key: e.data(elem::KEY).map(<[u8]>::to_vec).unwrap_or_default(),
         interval_end: flags & libc::NFT_SET_ELEM_INTERVAL_END as u32 != 0,
+        key_end: e.data(elem::KEY_END).map(<[u8]>::to_vec),
         data,
         chain,
     }
