@@ -94,6 +94,7 @@ mod kept;
 pub mod read;
 mod socket;
 mod table_ref;
+pub mod snippet;
 pub mod table_tag;
 pub mod text;
 pub mod watch;
