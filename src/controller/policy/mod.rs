@@ -33,6 +33,7 @@
 
 pub mod addresses;
 pub mod adopt;
+pub mod includes;
 pub mod apply;
 mod kept;
 mod matches;

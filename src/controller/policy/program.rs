@@ -114,6 +114,9 @@ pub struct Program {
     pub flowtable_groups: Vec<u32>,
     /// Groups by id; 0 is the skeleton.
     pub groups: Vec<Group>,
+    /// `[[policy.include]]` snippets still to be compiled into `table` (by nft, where the
+    /// kernel is: [`super::includes`]); empty once they are.
+    pub includes: Vec<crate::config::policy::Include>,
 }
 
 /// Chain names.
@@ -455,6 +458,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         flow_offload,
         flow_offload_hw,
         synflood,
+        includes,
     } = a;
     (input, forward, output) == (&b.input, &b.forward, &b.output)
         && zones == &b.zones
@@ -468,6 +472,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && custom_helpers == &b.custom_helpers
         && (flow_offload, flow_offload_hw) == (&b.flow_offload, &b.flow_offload_hw)
         && synflood == &b.synflood
+        && includes == &b.includes
         && sets.len() == b.sets.len()
         && sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
             // As above: every field by name; only the elements may differ.
@@ -527,6 +532,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
                 label: "base".into(),
                 deny: false,
             }],
+            includes: Vec::new(),
         },
         group: 0,
     };
@@ -556,6 +562,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.snats(cfg);
     b.drop_logs(cfg);
     b.reject_defaults(cfg);
+    b.p.includes = cfg.includes.clone();
     b.p
 }
 

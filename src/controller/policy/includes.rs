@@ -1,0 +1,125 @@
+//! `[[policy.include]]`: the program's snippets compiled by nft (in a scratch table of the
+//! daemon's namespace, [`snippet`]) and spliced into its table where fw4 puts them, as one
+//! group that denies: the one atomic batch writes them with the rest, a drift check compares
+//! them like any rule, and a kernel that refuses them gets the group's barrier instead.
+//!
+//! | position | what goes where |
+//! |---|---|
+//! | `table-pre` | the snippet's chains, before edgenetd's |
+//! | `table-post` | after them (the default) |
+//! | `chain-pre` | its rules, above the first rule of `chain` |
+//! | `chain-post` | below the last one |
+
+use crate::config::policy::{Include, IncludePosition};
+use crate::dataplane::nft::snippet::{self, Compiled, Snippet};
+use crate::dataplane::nft::Nft;
+
+use super::program::{Group, Program};
+
+/// Why the includes were refused: the first refused one, at its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: include {path}: {message}")]
+pub struct IncludeError {
+    /// The include's `path` key, `file:line:col`.
+    pub at: String,
+    /// Its snippet file.
+    pub path: String,
+    /// What nft (or the splice) said.
+    pub message: String,
+}
+
+/// The group label of every included rule and chain.
+pub const GROUP: &str = "includes";
+
+/// `p` with its includes compiled and spliced in (`p` itself when it has none).
+pub fn resolve(nft: &mut Nft, p: &Program) -> Result<Program, IncludeError> {
+    if p.includes.is_empty() {
+        return Ok(p.clone());
+    }
+    let err = |i: usize, message: String| {
+        let inc = &p.includes[i];
+        IncludeError {
+            at: inc.at.clone(),
+            path: inc.path.display().to_string(),
+            message,
+        }
+    };
+    let snippets: Vec<Snippet> = p
+        .includes
+        .iter()
+        .map(|inc| Snippet {
+            chain: inc.chain.clone(),
+            text: inc.text.clone(),
+            shown: inc.path.display().to_string(),
+        })
+        .collect();
+    let mut scratch = p.table.clone();
+    scratch.name = format!("{}-include", p.table.name);
+    // Chains of table-level snippets, for chain snippets to name; compiled first.
+    let compiled =
+        snippet::compile(nft, &scratch, &snippets).map_err(|e| err(e.index, e.message))?;
+    splice(p, &compiled).map_err(|(i, m)| err(i, m))
+}
+
+/// `p` with `compiled` (one per include) spliced in; an unknown chain is refused.
+pub fn splice(p: &Program, compiled: &[Compiled]) -> Result<Program, (usize, String)> {
+    let mut out = p.clone();
+    out.includes.clear();
+    out.groups.push(Group {
+        label: GROUP.into(),
+        deny: true,
+    });
+    let group = (out.groups.len() - 1) as u32;
+    let mut pre = Vec::new();
+    let mut post = Vec::new();
+    for (inc, c) in p.includes.iter().zip(compiled) {
+        match inc.position {
+            IncludePosition::TablePre => pre.extend(c.chains.iter().cloned()),
+            IncludePosition::TablePost => post.extend(c.chains.iter().cloned()),
+            _ => {}
+        }
+    }
+    out.table.chains.splice(0..0, pre);
+    out.table.chains.extend(post);
+    // Rules already put at the top of each chain: a later chain-pre include goes below them.
+    let mut on_top: std::collections::BTreeMap<String, usize> = Default::default();
+    for (i, (inc, c)) in p.includes.iter().zip(compiled).enumerate() {
+        let rules = c.rules.iter().cloned().map(|mut r| {
+            r.comment = Some(origin(inc, r.comment.as_deref()));
+            r
+        });
+        let at = match (inc.position, &inc.chain) {
+            (IncludePosition::ChainPre | IncludePosition::ChainPost, Some(chain)) => {
+                if !out.table.chains.iter().any(|c| &c.name == chain) {
+                    return Err((
+                        i,
+                        format!("no chain {chain} in table {} for its rules", out.table.name),
+                    ));
+                }
+                let mut mine = out.table.rules.iter().enumerate().filter(|(_, r)| &r.chain == chain);
+                if inc.position == IncludePosition::ChainPre {
+                    let top = on_top.entry(chain.clone()).or_default();
+                    let k = mine.next().map_or(out.table.rules.len(), |(k, _)| k) + *top;
+                    *top += c.rules.len();
+                    k
+                } else {
+                    mine.last().map_or(out.table.rules.len(), |(k, _)| k + 1)
+                }
+            }
+            _ => out.table.rules.len(),
+        };
+        let rules: Vec<_> = rules.collect();
+        let n = rules.len();
+        out.table.rules.splice(at..at, rules);
+        out.rule_groups.splice(at..at, std::iter::repeat_n(group, n));
+    }
+    Ok(out)
+}
+
+/// An included rule's comment: where it came from, then its own.
+fn origin(inc: &Include, own: Option<&str>) -> String {
+    match own {
+        Some(c) => format!("include {}: {c}", inc.path.display()),
+        None => format!("include {}", inc.path.display()),
+    }
+}
