@@ -22,7 +22,10 @@ fn rejection(e: &PolicyCliError) -> ConfigError {
             let mut lines = i.message.lines();
             let head = lines.next().unwrap_or("nft refused it");
             let first = format!("{}: include {}: {head}", i.at, i.path);
-            let mut rendered = format!("{}: error: include {}: nft refused the snippet:\n", i.at, i.path);
+            let mut rendered = format!(
+                "{}: error: include {}: nft refused the snippet:\n",
+                i.at, i.path
+            );
             for l in i.message.lines() {
                 rendered.push_str("  ");
                 rendered.push_str(l.trim_start());

@@ -50,7 +50,11 @@ pub(super) fn validate_includes(
     out
 }
 
-fn validate_include(raw: RawInclude, data: &mut DataFiles, diags: &mut Diagnostics) -> Option<Include> {
+fn validate_include(
+    raw: RawInclude,
+    data: &mut DataFiles,
+    diags: &mut Diagnostics,
+) -> Option<Include> {
     let mut ok = true;
     if let Some(k) = &raw.kind
         && k.get_ref() != "nftables"

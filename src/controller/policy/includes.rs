@@ -11,8 +11,8 @@
 //! | `chain-post` | below the last one |
 
 use crate::config::policy::{Include, IncludePosition};
-use crate::dataplane::nft::snippet::{self, Compiled, Snippet};
 use crate::dataplane::nft::Nft;
+use crate::dataplane::nft::snippet::{self, Compiled, Snippet};
 
 use super::program::{Group, Program};
 
@@ -96,7 +96,12 @@ pub fn splice(p: &Program, compiled: &[Compiled]) -> Result<Program, (usize, Str
                         format!("no chain {chain} in table {} for its rules", out.table.name),
                     ));
                 }
-                let mut mine = out.table.rules.iter().enumerate().filter(|(_, r)| &r.chain == chain);
+                let mut mine = out
+                    .table
+                    .rules
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| &r.chain == chain);
                 if inc.position == IncludePosition::ChainPre {
                     let top = on_top.entry(chain.clone()).or_default();
                     let k = mine.next().map_or(out.table.rules.len(), |(k, _)| k) + *top;
@@ -111,7 +116,8 @@ pub fn splice(p: &Program, compiled: &[Compiled]) -> Result<Program, (usize, Str
         let rules: Vec<_> = rules.collect();
         let n = rules.len();
         out.table.rules.splice(at..at, rules);
-        out.rule_groups.splice(at..at, std::iter::repeat_n(group, n));
+        out.rule_groups
+            .splice(at..at, std::iter::repeat_n(group, n));
     }
     Ok(out)
 }

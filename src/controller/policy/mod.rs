@@ -33,8 +33,8 @@
 
 pub mod addresses;
 pub mod adopt;
-pub mod includes;
 pub mod apply;
+pub mod includes;
 mod kept;
 mod matches;
 pub mod metrics;

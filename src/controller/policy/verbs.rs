@@ -15,8 +15,8 @@ use crate::controller::nft_core::{NftSession, OwnedTable};
 use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elements, text};
 
 use super::addresses::{self, RouterAddresses};
-use super::includes::{self, IncludeError};
 use super::apply;
+use super::includes::{self, IncludeError};
 use super::program::{self, Program, keeps_foreign_elements};
 
 /// Errors of `plan` and `cleanup`.

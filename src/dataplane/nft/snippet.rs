@@ -84,7 +84,11 @@ pub fn compile(
             s
         })
         .collect();
-    skeleton.chains = scratch.chains.iter().map(|c| Chain::regular(&c.name)).collect();
+    skeleton.chains = scratch
+        .chains
+        .iter()
+        .map(|c| Chain::regular(&c.name))
+        .collect();
     for (i, s) in snippets.iter().enumerate() {
         if s.chain.is_some() {
             skeleton.chains.push(Chain::regular(scratch_chain(i)));
@@ -290,7 +294,12 @@ fn chain_of(c: &super::read::dump::ChainInfo) -> Result<Chain, String> {
         libc::NF_INET_FORWARD => Hook::Forward,
         libc::NF_INET_LOCAL_OUT => Hook::Output,
         libc::NF_INET_POST_ROUTING => Hook::Postrouting,
-        _ => return Err(format!("chain {}: an include cannot carry its hook", c.name)),
+        _ => {
+            return Err(format!(
+                "chain {}: an include cannot carry its hook",
+                c.name
+            ));
+        }
     };
     let kind = match kind.as_str() {
         "filter" => ChainType::Filter,
