@@ -108,7 +108,7 @@ pub fn splice(p: &Program, compiled: &[Compiled]) -> Result<Program, (usize, Str
                     *top += c.rules.len();
                     k
                 } else {
-                    mine.last().map_or(out.table.rules.len(), |(k, _)| k + 1)
+                    mine.next_back().map_or(out.table.rules.len(), |(k, _)| k + 1)
                 }
             }
             _ => out.table.rules.len(),
