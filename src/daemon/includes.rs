@@ -16,6 +16,36 @@ pub fn vet(state: DesiredState) -> Result<DesiredState, ConfigError> {
     }
 }
 
+/// [`vet`] in network namespace `netns` (the one `run --netns` programs), from a thread of
+/// its own: the first load comes before the daemon enters it. A namespace that cannot be
+/// entered leaves the question to the start, which fails on it.
+pub fn vet_in(netns: Option<&str>, state: DesiredState) -> Result<DesiredState, ConfigError> {
+    let Some(ns) = netns.filter(|_| has_includes(&state)) else {
+        return vet(state);
+    };
+    let ns = ns.to_string();
+    let asked = std::thread::Builder::new()
+        .name("includes".into())
+        .spawn(move || match super::netns::enter_netns(&ns) {
+            Ok(()) => vet(state),
+            Err(_) => Ok(state),
+        });
+    match asked.map(|t| t.join()) {
+        Ok(Ok(r)) => r,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => Err(ConfigError {
+            rendered: format!("error: the includes could not be checked: {e}\n"),
+            count: 1,
+            first: format!("the includes could not be checked: {e}"),
+            data_files: Vec::new(),
+        }),
+    }
+}
+
+fn has_includes(state: &DesiredState) -> bool {
+    state.policy.as_ref().is_some_and(|p| !p.includes.is_empty())
+}
+
 fn rejection(e: &PolicyCliError) -> ConfigError {
     let (first, rendered) = match e {
         PolicyCliError::Include(i) => {

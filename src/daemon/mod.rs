@@ -224,7 +224,7 @@ fn load_first(
     last_good: &Arc<LastGood>,
 ) -> (DesiredState, Option<DegradedInfo>) {
     let loaded = config::load_keeping_texts(&opts.config)
-        .and_then(|(state, texts)| Ok((includes::vet(state)?, texts)));
+        .and_then(|(state, texts)| Ok((includes::vet_in(opts.netns.as_deref(), state)?, texts)));
     let e = match loaded {
         Ok((state, texts)) => {
             last_good.keep(texts, std::time::SystemTime::now());

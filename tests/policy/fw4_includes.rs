@@ -111,6 +111,10 @@ netns_test! {
         // A second sync of the same config writes nothing: the included rules compare equal.
         let again = d.sync(&config(&includes)).unwrap();
         assert_eq!((again.changes, again.drift_repairs), (0, 0), "{again:?}");
+        // A restarted daemon adopts the table as it finds it: the included rules are the
+        // ones its own compile of the snippets makes.
+        let adopted = Driver::policy().sync(&config(&includes)).unwrap();
+        assert_eq!((adopted.changes, adopted.drift_repairs), (0, 0), "{adopted:?}");
     }
 }
 

@@ -283,6 +283,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon::reload", "daemon::snapshots"),
     // A reload whose includes nft refuses is a rejected one.
     ("daemon::reload", "daemon::includes"),
+    ("daemon::confirm", "daemon::includes"),
+    ("daemon::includes", "daemon::netns"),
     // Apply with automatic rollback: the shared confirm state (the reloader refuses while
     // a confirm is pending), the plan shown before applying, the sink it publishes to.
     ("daemon::reload", "daemon::confirm_state"),
