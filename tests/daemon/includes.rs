@@ -91,6 +91,7 @@ netns_test! {
         let d = d.start_again("includes-boot", Options::default());
         let ready = d.wait_ready();
         assert!(d.message(ready).contains("DEGRADED: running the last good configuration"), "{}", d.message(ready));
-        wait_input_holds("tcp dport 2222 counter accept");
+        wait_input_holds("tcp dport 2222 counter packets");
+        assert!(!input_chain().contains("frobnicate"), "{}", input_chain());
     }
 }
