@@ -43,7 +43,10 @@ pub fn vet_in(netns: Option<&str>, state: DesiredState) -> Result<DesiredState, 
 }
 
 fn has_includes(state: &DesiredState) -> bool {
-    state.policy.as_ref().is_some_and(|p| !p.includes.is_empty())
+    state
+        .policy
+        .as_ref()
+        .is_some_and(|p| !p.includes.is_empty())
 }
 
 fn rejection(e: &PolicyCliError) -> ConfigError {

@@ -305,3 +305,27 @@ netns_test! {
         assert!(out.contains(&format!("include {}", path.display())), "{out}");
     }
 }
+
+netns_test! {
+    fn fw4_06_includes_a_snippet_matches_a_named_set_of_the_config() {
+        let t = lan_wan();
+        let (lan, wan) = (t.host("lan"), t.host("wan"));
+        t.serve(wan, "tcp", 80);
+        let dir = ScratchDir::new("includes-set");
+        let path = dir.join("blocked.nft");
+        std::fs::write(&path, "ip daddr @blocked counter drop\n").unwrap();
+        let cfg = config(&(include(&path, Some("chain-pre"), Some("forward"))
+            + "\n[policy.set.blocked]\ntype = \"ipv4\"\nelements = [\"192.0.2.3\"]\n"));
+        let mut d = Driver::policy();
+        d.sync(&cfg).unwrap();
+        assert!(failed(&t.connect(lan, "tcp", "192.0.2.3", 80)), "a member of the set passed");
+        assert!(!failed(&t.connect(lan, "tcp", "192.0.2.2", 80)), "a non-member was dropped");
+        // An anonymous set is refused at the include, naming what to do instead.
+        std::fs::write(&path, "tcp dport { 80, 443 } drop\n").unwrap();
+        dir.write("edgenetd.toml", &cfg);
+        let run = edgenetd(&["check", "--config", dir.config().to_str().unwrap()]);
+        assert!(!run.ok(), "{}", run.stdout);
+        assert!(run.stderr.contains("the snippet makes a set"), "{}", run.stderr);
+        assert!(!sh("nft list tables").contains("edgenetd-policy-include"));
+    }
+}

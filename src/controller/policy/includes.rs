@@ -108,7 +108,8 @@ pub fn splice(p: &Program, compiled: &[Compiled]) -> Result<Program, (usize, Str
                     *top += c.rules.len();
                     k
                 } else {
-                    mine.next_back().map_or(out.table.rules.len(), |(k, _)| k + 1)
+                    mine.next_back()
+                        .map_or(out.table.rules.len(), |(k, _)| k + 1)
                 }
             }
             _ => out.table.rules.len(),
@@ -127,5 +128,143 @@ fn origin(inc: &Include, own: Option<&str>) -> String {
     match own {
         Some(c) => format!("include {}: {c}", inc.path.display()),
         None => format!("include {}", inc.path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::policy::Include;
+    use crate::dataplane::nft::ir::{Chain, Opaque, Rule, Stmt};
+
+    fn opaque(chain: &str, text: &str) -> Rule {
+        Rule::new(
+            chain,
+            vec![Stmt::Opaque(Opaque {
+                exprs: Vec::new(),
+                text: text.into(),
+            })],
+        )
+    }
+
+    fn include(position: IncludePosition, chain: Option<&str>, path: &str) -> Include {
+        Include {
+            path: path.into(),
+            position,
+            chain: chain.map(str::to_string),
+            text: String::new(),
+            span: 0..0,
+            at: "edgenetd.toml:1:1".into(),
+        }
+    }
+
+    /// A program of two chains, `a` with rules a1 a2, `b` with b1.
+    fn program(includes: Vec<Include>) -> Program {
+        let mut p = super::super::program::build(
+            &crate::config::load_str(&[("x.toml", "[policy]\n")])
+                .unwrap()
+                .policy
+                .unwrap(),
+            "t",
+        );
+        p.table.chains = vec![Chain::regular("a"), Chain::regular("b")];
+        p.table.rules = vec![opaque("a", "a1"), opaque("a", "a2"), opaque("b", "b1")];
+        p.rule_groups = vec![0, 0, 0];
+        p.includes = includes;
+        p
+    }
+
+    fn texts(p: &Program) -> Vec<String> {
+        p.table
+            .rules
+            .iter()
+            .map(|r| match &r.stmts[..] {
+                [Stmt::Opaque(o)] => format!("{}:{}", r.chain, o.text),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn positions_put_rules_and_chains_where_fw4_does_in_file_order() {
+        use IncludePosition::*;
+        let p = program(vec![
+            include(ChainPre, Some("a"), "/1"),
+            include(ChainPost, Some("a"), "/2"),
+            include(ChainPre, Some("a"), "/3"),
+            include(TablePre, None, "/4"),
+            include(TablePost, None, "/5"),
+            include(ChainPost, Some("x5"), "/6"),
+        ]);
+        let compiled = vec![
+            Compiled {
+                chains: vec![],
+                rules: vec![opaque("", "pre1")],
+            },
+            Compiled {
+                chains: vec![],
+                rules: vec![opaque("", "post2")],
+            },
+            Compiled {
+                chains: vec![],
+                rules: vec![opaque("", "pre3a"), opaque("", "pre3b")],
+            },
+            Compiled {
+                chains: vec![Chain::regular("x4")],
+                rules: vec![opaque("x4", "x4r")],
+            },
+            Compiled {
+                chains: vec![Chain::regular("x5")],
+                rules: vec![],
+            },
+            Compiled {
+                chains: vec![],
+                rules: vec![opaque("", "into-x5")],
+            },
+        ];
+        let mut compiled = compiled;
+        for (c, inc) in compiled.iter_mut().zip(&p.includes) {
+            if let Some(chain) = &inc.chain {
+                c.rules.iter_mut().for_each(|r| r.chain = chain.clone());
+            }
+        }
+        let out = splice(&p, &compiled).unwrap();
+        let chains: Vec<&str> = out.table.chains.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(chains, ["x4", "a", "b", "x5"]);
+        assert_eq!(
+            texts(&out),
+            [
+                "a:pre1",
+                "a:pre3a",
+                "a:pre3b",
+                "a:a1",
+                "a:a2",
+                "a:post2",
+                "b:b1",
+                "x4:x4r",
+                "x5:into-x5"
+            ]
+        );
+        let group = out.groups.iter().position(|g| g.label == GROUP).unwrap() as u32;
+        assert!(out.groups[group as usize].deny, "the includes fail closed");
+        let grouped: Vec<bool> = out.rule_groups.iter().map(|g| *g == group).collect();
+        assert_eq!(
+            grouped,
+            [true, true, true, false, false, true, false, true, true]
+        );
+        assert!(out.includes.is_empty());
+        assert_eq!(out.table.rules[0].comment.as_deref(), Some("include /1"));
+    }
+
+    #[test]
+    fn a_chain_no_include_or_program_has_is_refused_at_that_include() {
+        let p = program(vec![include(IncludePosition::ChainPre, Some("nope"), "/1")]);
+        let compiled = vec![Compiled {
+            chains: vec![],
+            rules: vec![opaque("nope", "r")],
+        }];
+        let (i, why) = splice(&p, &compiled).unwrap_err();
+        assert_eq!(i, 0);
+        assert!(why.contains("no chain nope"), "{why}");
     }
 }
