@@ -320,6 +320,16 @@ netns_test! {
         d.sync(&cfg).unwrap();
         assert!(failed(&t.connect(lan, "tcp", "192.0.2.3", 80)), "a member of the set passed");
         assert!(!failed(&t.connect(lan, "tcp", "192.0.2.2", 80)), "a non-member was dropped");
+        // A change of the set's elements alone is one commit: the snippet is not compiled
+        // again (that would be a scratch table's commits too).
+        let generation = || edgenetd::dataplane::nft::Nft::open().unwrap().generation().unwrap();
+        let before = generation();
+        let changed = cfg.replace("[\"192.0.2.3\"]", "[\"192.0.2.2\"]");
+        assert_ne!(changed, cfg);
+        d.sync(&changed).unwrap();
+        assert_eq!(generation().wrapping_sub(before), 1, "commits of an element change");
+        assert!(failed(&t.connect(lan, "tcp", "192.0.2.2", 80)), "the new member passed");
+        assert!(!failed(&t.connect(lan, "tcp", "192.0.2.3", 80)), "the old member was dropped");
         // An anonymous set is refused at the include, naming what to do instead.
         std::fs::write(&path, "tcp dport { 80, 443 } drop\n").unwrap();
         dir.write("edgenetd.toml", &cfg);

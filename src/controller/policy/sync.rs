@@ -127,10 +127,19 @@ fn resolve(
             return Ok(other);
         }
     };
-    if let Some((from, to)) = memo
-        && (Arc::ptr_eq(from, &p) || **from == *p)
-    {
-        return Ok(Some(Arc::clone(to)));
+    if let Some((from, to)) = memo {
+        if Arc::ptr_eq(from, &p) || **from == *p {
+            return Ok(Some(Arc::clone(to)));
+        }
+        // Only set elements changed (a blocklist update): the snippets compile as before,
+        // and the sets' new elements go in as they are. nft is not asked again.
+        if from.includes == p.includes && from.same_structure(&p) {
+            let mut next = (**to).clone();
+            next.table.sets.clone_from(&p.table.sets);
+            let next = Arc::new(next);
+            *memo = Some((p, Arc::clone(&next)));
+            return Ok(Some(next));
+        }
     }
     let to = Arc::new(includes::resolve(nft.socket(), &p)?);
     *memo = Some((p, Arc::clone(&to)));
