@@ -339,3 +339,60 @@ netns_test! {
         assert!(!sh("nft list tables").contains("edgenetd-policy-include"));
     }
 }
+
+netns_test! {
+    fn fw4_06_includes_what_an_include_cannot_carry_fails_check_at_its_place() {
+        let _t = lan_wan();
+        let dir = ScratchDir::new("includes-cannot");
+        // (snippet, position, chain, what `check` says)
+        let cases: &[(&str, &str, Option<&str>, &str)] = &[
+            ("tcp dport 22 frobnicate\n", "chain-pre", Some("input"), "snippet.nft:1:"),
+            ("tcp dport { 22, 80 } accept\n", "chain-pre", Some("input"), "the snippet makes a set"),
+            ("accept\n}\ntable ip elsewhere {\n", "chain-pre", Some("input"), "snippet.nft:2:1: this `}` closes a block"),
+            ("chain input {\n  counter\n}\n", "table-pre", None, "adds rules to chain input, which the table has already"),
+            ("counter\n", "chain-post", Some("no_such_chain"), "no chain no_such_chain in table edgenetd-policy"),
+        ];
+        let path = dir.join("snippet.nft");
+        for (snippet, position, chain, said) in cases {
+            std::fs::write(&path, snippet).unwrap();
+            dir.write("edgenetd.toml", &config(&include(&path, Some(position), *chain)));
+            let run = edgenetd(&["check", "--config", dir.config().to_str().unwrap()]);
+            assert!(!run.ok(), "{snippet:?} passed: {}", run.stdout);
+            assert!(run.stderr.contains(":15:8: error: include "), "{snippet:?}: {}", run.stderr);
+            assert!(run.stderr.contains(said), "{snippet:?}: {said:?} not in {}", run.stderr);
+        }
+        assert!(!sh("nft list tables").contains("edgenetd-policy-include"), "a scratch table was left");
+        assert!(!sh("nft list tables").contains("elsewhere"), "a snippet wrote outside its table");
+    }
+}
+
+netns_test! {
+    fn fw4_06_includes_a_group_the_kernel_refuses_at_write_fails_closed_and_the_rest_works() {
+        let t = lan_wan();
+        let (lan, wan) = (t.host("lan"), t.host("wan"));
+        t.serve(wan, "tcp", 80);
+        let dir = ScratchDir::new("includes-closed");
+        // nft compiles it in the scratch table's unhooked chain; the kernel refuses it under
+        // the input hook (masquerade needs a nat chain). `check` cannot see that.
+        let path = dir.join("masq.nft");
+        std::fs::write(&path, "tcp dport 2222 accept\nmeta l4proto tcp masquerade\n").unwrap();
+        let cfg = config(&include(&path, Some("chain-pre"), Some("input")));
+        let mut d = Driver::policy();
+        let err = d.sync(&cfg).unwrap_err();
+        assert_eq!(err.failures.len(), 1, "{err}");
+        assert!(err.failures[0].object.contains("includes"), "{err}");
+        let input = sh("nft list chain inet edgenetd-policy input");
+        assert!(!input.contains("masquerade") && !input.contains("2222"), "{input}");
+        // In its place, the group's barrier: nothing of what the snippet might have let in.
+        let first = input.lines().map(str::trim).find(|l| l.contains("drop") || l.contains("accept")).unwrap();
+        assert!(first.contains("drop"), "the first rule of input is not the barrier: {input}");
+        t.serve(t.router(), "tcp", 2222);
+        assert!(failed(&t.connect(lan, "tcp", "10.0.0.1", 2222)), "the refused accept let it in");
+        // Everything else is written and works.
+        assert!(!failed(&t.connect(lan, "tcp", "192.0.2.2", 80)), "forwarding broke");
+        // Fixed, the next sync writes it.
+        std::fs::write(&path, "tcp dport 2222 accept\n").unwrap();
+        d.sync(&cfg).unwrap();
+        assert!(!failed(&t.connect(lan, "tcp", "10.0.0.1", 2222)), "the fixed include did not let it in");
+    }
+}

@@ -122,13 +122,16 @@ fn compile_all(
     let mut out = vec![Compiled::default(); snippets.len()];
     let mut known: Vec<String> = skeleton.chains.iter().map(|c| c.name.clone()).collect();
     let sets: Vec<String> = skeleton.sets.iter().map(|s| s.name.clone()).collect();
+    // Rules in the scratch table before each snippet: a table-level one may only add rules
+    // to chains it declares.
+    let mut before: Vec<String> = Vec::new();
     let table_first = (0..snippets.len())
         .filter(|i| snippets[*i].chain.is_none())
         .chain((0..snippets.len()).filter(|i| snippets[*i].chain.is_some()));
     for i in table_first {
         let s = &snippets[i];
         let fail = |message: String| SnippetError { index: i, message };
-        balanced(&s.text).map_err(|why| fail(format!("{}: {why}", s.shown)))?;
+        balanced(&s.text).map_err(|why| fail(format!("{}{why}", s.shown)))?;
         let (wrapped, lead) = wrap(&t, s, i);
         run_nft(&["-c", "-f", "-"], &wrapped, &s.shown, lead).map_err(fail)?;
         run_nft(&["-f", "-"], &wrapped, &s.shown, lead).map_err(fail)?;
@@ -161,6 +164,17 @@ fn compile_all(
                     compiled.chains.push(chain);
                 }
                 let mine: Vec<String> = compiled.chains.iter().map(|c| c.name.clone()).collect();
+                let mut theirs = rules.iter().map(|r| &r.chain).filter(|c| !mine.contains(c));
+                let mut was = before.iter();
+                if let Some(c) = theirs.find(|c| was.next() != Some(*c)) {
+                    return Err(fail(format!(
+                        "{}: the snippet adds rules to chain {c}, which the table has already: a table-level include declares chains of its own (rules for an existing chain: position chain-pre or chain-post)",
+                        s.shown
+                    )));
+                }
+                for r in rules.iter().filter(|r| mine.contains(&r.chain)) {
+                    before.push(r.chain.clone());
+                }
                 for r in rules.into_iter().filter(|r| mine.contains(&r.chain)) {
                     let chain = r.chain.clone();
                     compiled.rules.push(r.into_rule(&chain, &texts));
@@ -185,7 +199,7 @@ fn wrap(t: &TableRef, s: &Snippet, i: usize) -> (String, usize) {
 }
 
 /// Refuses a snippet that closes a block it did not open (braces outside quotes and
-/// comments), or leaves one open.
+/// comments), or leaves one open: the message follows the snippet's name (`:LINE:COL: ...`).
 fn balanced(text: &str) -> Result<(), String> {
     let mut depth = 0i64;
     for (n, line) in text.lines().enumerate() {
@@ -199,7 +213,7 @@ fn balanced(text: &str) -> Result<(), String> {
                     depth -= 1;
                     if depth < 0 {
                         return Err(format!(
-                            "{}:{}: this `}}` closes a block the snippet did not open",
+                            ":{}:{}: this `}}` closes a block the snippet did not open",
                             n + 1,
                             col + 1
                         ));
@@ -210,7 +224,7 @@ fn balanced(text: &str) -> Result<(), String> {
         }
     }
     if depth != 0 {
-        return Err("a `{` is never closed".into());
+        return Err(": a `{` is never closed".into());
     }
     Ok(())
 }
@@ -413,7 +427,7 @@ mod tests {
         assert!(balanced("tcp dport 22 accept\n# } in a comment\n").is_ok());
         assert!(balanced("chain x {\n  counter comment \"}\"\n}\n").is_ok());
         let e = balanced("accept\n}\ntable ip other {\n").unwrap_err();
-        assert!(e.starts_with("2:1:"), "{e}");
+        assert!(e.starts_with(":2:1:"), "{e}");
         assert!(balanced("chain x {\n").is_err());
     }
 
