@@ -12,6 +12,7 @@
 
 use crate::config::policy::{Include, IncludePosition};
 use crate::dataplane::nft::Nft;
+use crate::dataplane::nft::ir::{Family, Rule};
 use crate::dataplane::nft::snippet::{self, Compiled, Snippet};
 
 use super::program::{Group, Program};
@@ -85,7 +86,7 @@ pub fn splice(p: &Program, compiled: &[Compiled]) -> Result<Program, (usize, Str
     let mut on_top: std::collections::BTreeMap<String, usize> = Default::default();
     for (i, (inc, c)) in p.includes.iter().zip(compiled).enumerate() {
         let rules = c.rules.iter().cloned().map(|mut r| {
-            r.comment = Some(origin(inc, r.comment.as_deref()));
+            r.comment = Some(origin(inc, &r));
             r
         });
         let at = match (inc.position, &inc.chain) {
@@ -123,11 +124,14 @@ pub fn splice(p: &Program, compiled: &[Compiled]) -> Result<Program, (usize, Str
     Ok(out)
 }
 
-/// An included rule's comment: where it came from, then its own.
-fn origin(inc: &Include, own: Option<&str>) -> String {
-    match own {
-        Some(c) => format!("include {}: {c}", inc.path.display()),
-        None => format!("include {}", inc.path.display()),
+/// An included rule's comment: where it came from, then its own, then the hash of its text
+/// (as every rule's comment ends, so `plan` tells an edited snippet rule by its comment).
+fn origin(inc: &Include, r: &Rule) -> String {
+    let text = crate::dataplane::nft::text::render_rule(Family::Inet, r);
+    let hash = super::program::fnv1a(text.as_bytes());
+    match &r.comment {
+        Some(c) => format!("include {}: {c} #{hash:08x}", inc.path.display()),
+        None => format!("include {} #{hash:08x}", inc.path.display()),
     }
 }
 
@@ -135,7 +139,7 @@ fn origin(inc: &Include, own: Option<&str>) -> String {
 mod tests {
     use super::*;
     use crate::config::policy::Include;
-    use crate::dataplane::nft::ir::{Chain, Opaque, Rule, Stmt};
+    use crate::dataplane::nft::ir::{Chain, Opaque, Stmt};
 
     fn opaque(chain: &str, text: &str) -> Rule {
         Rule::new(
@@ -253,7 +257,8 @@ mod tests {
             [true, true, true, false, false, true, false, true, true]
         );
         assert!(out.includes.is_empty());
-        assert_eq!(out.table.rules[0].comment.as_deref(), Some("include /1"));
+        let comment = out.table.rules[0].comment.as_deref().unwrap();
+        assert!(comment.starts_with("include /1 #"), "{comment}");
     }
 
     #[test]

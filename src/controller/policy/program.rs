@@ -319,7 +319,9 @@ impl Builder {
     }
 }
 
-fn fnv1a(bytes: &[u8]) -> u32 {
+/// The 32-bit FNV-1a hash a rule's comment carries (`label #hash`), so a listing shows a
+/// changed rule by its comment alone.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c9dc5u32, |h, b| {
         (h ^ u32::from(*b)).wrapping_mul(0x01000193)
     })
