@@ -303,6 +303,14 @@ netns_test! {
         let out = format!("{}{}", run.stdout, run.stderr);
         assert!(out.contains("included rule `tcp dport 22 ct state new limit rate 10/minute accept`"), "{out}");
         assert!(out.contains(&format!("include {}", path.display())), "{out}");
+        // Installed, then the snippet edited: plan's differences name the old and new rule.
+        Driver::policy().sync(&std::fs::read_to_string(dir.config()).unwrap()).unwrap();
+        std::fs::write(&path, "tcp dport 22 ct state new limit rate 20/minute accept\n").unwrap();
+        let run = edgenetd(&["plan", "--config", dir.config().to_str().unwrap()]);
+        assert!(run.ok(), "{}", run.stderr);
+        let added = format!("#   + rule input \"include {} #", path.display());
+        let removed = format!("#   - rule input \"include {} #", path.display());
+        assert!(run.stdout.contains(&added) && run.stdout.contains(&removed), "{}", run.stdout);
     }
 }
 
