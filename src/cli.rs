@@ -381,7 +381,7 @@ pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
 }
 
 fn check(path: &Path) -> Exit {
-    match config::load(path) {
+    match config::load(path).and_then(daemon::includes::vet) {
         Ok(state) => {
             let files: Vec<String> = state
                 .files

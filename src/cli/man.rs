@@ -113,6 +113,12 @@ A file over 16 MiB, the files of one load over 32 MiB together, or nesting deepe
 for toml to parse whole (a table weighs 10, an array 3, a key 2, an array element 1;
 trailing [[route]] entries are not weighed);
 a long line is quoted as a window around the column.
+A
+.B [[policy.include]]
+snippet is compiled by
+.B nft
+in a scratch table (which needs CAP_NET_ADMIN); one nft refuses is a problem at the
+include's path key, nft's own message placed in the snippet file's lines.
 .TP
 .B plan
 Print what a sync would change in the running kernel (tables, chains, sets, rules,

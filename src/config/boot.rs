@@ -263,4 +263,26 @@ mod tests {
         );
         std::fs::remove_dir_all(dir).unwrap();
     }
+
+    /// An include's snippet is kept like a data file: the copy runs the text that was in
+    /// force, whatever the file on disk now says.
+    #[test]
+    fn kept_texts_serve_an_include_s_snippet_from_the_copy() {
+        let dir = scratch("kept-include");
+        let snippet = dir.join("extra.nft");
+        std::fs::write(&snippet, "tcp dport 9 frobnicate\n").unwrap();
+        let main = format!(
+            "[policy]\n[[policy.include]]\npath = \"{}\"\nposition = \"chain-pre\"\nchain = \"input\"\n",
+            snippet.display()
+        );
+        let texts = ConfigTexts {
+            files: vec![(dir.join("edgenetd.toml"), main)],
+            data: vec![(snippet.clone(), "tcp dport 22 accept\n".into())],
+        };
+        let state = load_texts(&texts).unwrap();
+        let inc = &state.policy.unwrap().includes[0];
+        assert_eq!(inc.text, "tcp dport 22 accept\n");
+        assert!(inc.at.ends_with("edgenetd.toml:3:8"), "{}", inc.at);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

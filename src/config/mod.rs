@@ -325,7 +325,7 @@ fn validate_sources(
             );
         }
     }
-    DesiredState {
+    let mut state = DesiredState {
         daemon: daemon::validate_daemon(&doc, diags),
         controllers: daemon::validate_controllers(&doc, diags),
         policy: policy::validate(&doc, data, diags),
@@ -336,7 +336,14 @@ fn validate_sources(
         extensions: extension::validate(&extensions, &doc, diags),
         files: Vec::new(),
         held: Vec::new(),
+    };
+    // The kernel's verdict on a snippet comes after the load: keep where to report it.
+    for inc in state.policy.iter_mut().flat_map(|p| p.includes.iter_mut()) {
+        if let Some(l) = sources.locate(&inc.span) {
+            inc.at = format!("{}:{}:{}", l.path.display(), l.line, l.column);
+        }
     }
+    state
 }
 
 /// The differential oracle of the `[[route]]` fast path: a test and fuzz oracle, not part of

@@ -113,7 +113,8 @@ impl Confirmer {
             &self.main,
             Path::new(&shown_as),
             text.clone(),
-        );
+        )
+        .and_then(|(desired, texts)| Ok((super::includes::vet(desired)?, texts)));
         let (desired, texts) = match loaded {
             Ok(d) => d,
             Err(e) => {

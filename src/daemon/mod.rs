@@ -19,6 +19,7 @@ pub mod confirm_state;
 pub mod degraded;
 mod health_ports;
 pub mod healthz;
+pub mod includes;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 pub mod last_good;
@@ -222,7 +223,9 @@ fn load_first(
     opts: &RunOptions,
     last_good: &Arc<LastGood>,
 ) -> (DesiredState, Option<DegradedInfo>) {
-    let e = match config::load_keeping_texts(&opts.config) {
+    let loaded = config::load_keeping_texts(&opts.config)
+        .and_then(|(state, texts)| Ok((includes::vet_in(opts.netns.as_deref(), state)?, texts)));
+    let e = match loaded {
         Ok((state, texts)) => {
             last_good.keep(texts, std::time::SystemTime::now());
             return (state, None);

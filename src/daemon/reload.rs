@@ -67,7 +67,14 @@ impl Reloader {
             }
         }
         systemd::reloading();
-        let taken = self.react(source::load(&self.main));
+        let mut load = source::load(&self.main);
+        if let Outcome::Loaded(next, texts) = load.outcome {
+            load.outcome = match super::includes::vet(*next) {
+                Ok(next) => Outcome::Loaded(Box::new(next), texts),
+                Err(e) => Outcome::Rejected(e),
+            };
+        }
+        let taken = self.react(load);
         systemd::ready(&systemd::status_line(
             &self.liveness.report(),
             self.problem.get().as_deref(),

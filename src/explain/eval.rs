@@ -236,6 +236,17 @@ impl Run<'_> {
                 None => false,
             },
             Stmt::Verdict(v) => return Ok(Some(flow_of(v))),
+            Stmt::Opaque(o) => {
+                // nft compiled it from an operator's snippet; explain reads only what it
+                // built itself, so it names the rule and its origin and goes on.
+                trace.steps.push(format!(
+                    "{}: included rule `{}` ({}) is not evaluated: taken as not matching",
+                    rule.chain,
+                    o.text,
+                    rule.comment.as_deref().unwrap_or("no comment")
+                ));
+                return Ok(Some(Flow::Next));
+            }
             Stmt::Vmap { key, map } => {
                 let Some(k) = load(key, pkt, self.local)? else {
                     return Ok(Some(Flow::Next));

@@ -51,7 +51,7 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
             &desired.daemon.policy_table(),
             &router,
         );
-        out.extend(policy.map(|p| p.table));
+        out.extend(policy.map(|p| with_includes(p).table));
     }
     if desired.controller("service").enabled {
         // Backend checks are unknown offline: every backend counts as up.
@@ -64,6 +64,45 @@ pub fn tables(desired: &DesiredState, addrs: &Addresses) -> Vec<Table> {
         ));
     }
     out
+}
+
+/// `p` with its includes compiled by nft where this process may (root, in its namespace),
+/// else with one opaque line per chain include naming it, so the path shows where they are.
+fn with_includes(p: program::Program) -> program::Program {
+    use crate::controller::policy::includes;
+    use crate::dataplane::nft::ir::{Opaque, Rule, Stmt};
+    use crate::dataplane::nft::snippet::Compiled;
+    if p.includes.is_empty() {
+        return p;
+    }
+    let compiled = crate::dataplane::nft::Nft::open()
+        .map_err(|e| e.to_string())
+        .and_then(|mut nft| includes::resolve(&mut nft, &p).map_err(|e| e.to_string()));
+    let why = match compiled {
+        Ok(resolved) => return resolved,
+        Err(why) => why,
+    };
+    let placeholders: Vec<Compiled> = p
+        .includes
+        .iter()
+        .map(|inc| Compiled {
+            chains: Vec::new(),
+            rules: inc
+                .chain
+                .iter()
+                .map(|chain| {
+                    Rule::new(
+                        chain,
+                        vec![Stmt::Opaque(Opaque {
+                            exprs: Vec::new(),
+                            text: format!("(not compiled: {why})"),
+                        })],
+                    )
+                })
+                .collect(),
+        })
+        .collect();
+    includes::splice(&p, &placeholders).unwrap_or(p)
 }
 
 /// The interfaces `--addresses` names, as plain devices: the flowtable (`flow_offload`)

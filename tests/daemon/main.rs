@@ -13,6 +13,7 @@ mod heartbeat;
 mod http_hostile;
 #[cfg(feature = "fault-injection")]
 mod http_server;
+mod includes;
 mod loadfile;
 mod restart_no_gap;
 mod systemd_notify;

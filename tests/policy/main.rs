@@ -14,6 +14,7 @@ mod fault;
 mod flow_offload;
 mod fw4_family;
 mod fw4_family_packets;
+mod fw4_includes;
 mod fw4_nat_packets;
 mod fw4_redirect_packets;
 mod helpers_packets;

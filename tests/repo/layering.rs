@@ -229,6 +229,16 @@ const ALLOWED: &[(&str, &str)] = &[
     ("dataplane::nft::socket", "dataplane::nft::batch"),
     ("dataplane::nft::socket", "dataplane::nft::error"),
     ("dataplane::nft::socket", "dataplane::nft::ffi"),
+    // Snippets (`[[policy.include]]`): compiled by nft in a scratch table, read back raw.
+    ("dataplane::nft::snippet", "dataplane::nft::batch"),
+    ("dataplane::nft::snippet", "dataplane::nft::build"),
+    ("dataplane::nft::snippet", "dataplane::nft::error"),
+    ("dataplane::nft::snippet", "dataplane::nft::ffi"),
+    ("dataplane::nft::snippet", "dataplane::nft::ir"),
+    ("dataplane::nft::snippet", "dataplane::nft::read"),
+    ("dataplane::nft::snippet", "dataplane::nft::socket"),
+    ("dataplane::nft::snippet", "dataplane::nft::table_ref"),
+    ("dataplane::nft::snippet", "dataplane::nft::text"),
     ("dataplane::nft::read", "dataplane::nft::build"),
     ("dataplane::nft::read", "dataplane::nft::error"),
     ("dataplane::nft::read", "dataplane::nft::ffi"),
@@ -271,6 +281,10 @@ const ALLOWED: &[(&str, &str)] = &[
     ("daemon::registry", "daemon::spawner"),
     ("daemon::registry", "daemon::tracks"),
     ("daemon::reload", "daemon::snapshots"),
+    // A reload whose includes nft refuses is a rejected one.
+    ("daemon::reload", "daemon::includes"),
+    ("daemon::confirm", "daemon::includes"),
+    ("daemon::includes", "daemon::netns"),
     // Apply with automatic rollback: the shared confirm state (the reloader refuses while
     // a confirm is pending), the plan shown before applying, the sink it publishes to.
     ("daemon::reload", "daemon::confirm_state"),

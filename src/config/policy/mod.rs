@@ -23,6 +23,7 @@ use super::doc::{Doc, Value, de, de_each};
 
 mod dual_forward;
 mod helpers;
+mod include;
 mod ipset;
 mod loadfile;
 mod masq;
@@ -72,6 +73,7 @@ const KEYS: &[&str] = &[
     "synflood_protect",
     "synflood_rate",
     "synflood_burst",
+    "include",
 ];
 
 /// Validates `[policy]`; `None` when the section is absent (no firewall table at all). The
@@ -106,6 +108,7 @@ pub fn validate(
         flow_offload: false,
         flow_offload_hw: false,
         synflood: None,
+        includes: Vec::new(),
     };
     let forward_is_verdict = defaults(table, &mut cfg, diags);
     validate_offload(table, &mut cfg, diags);
@@ -162,6 +165,9 @@ pub fn validate(
                 cfg.nat.push(n);
             }
         }
+    }
+    if let Some(v) = table.get("include") {
+        cfg.includes = include::validate_includes(v, data, diags);
     }
     Some(cfg)
 }

@@ -533,6 +533,8 @@ pub struct PolicyConfig {
     /// Helpers the config defines (`[policy.helper.<name>]`, fw4's `config helper`): a
     /// kernel helper on a protocol and port of the operator's choosing, by config name.
     pub custom_helpers: BTreeMap<String, HelperPort>,
+    /// `[[policy.include]]`s (enabled ones), in file order.
+    pub includes: Vec<Include>,
 }
 
 impl PolicyConfig {
@@ -554,4 +556,34 @@ pub struct HelperPort {
     pub protocol: Protocol,
     /// The server port of the connections it follows.
     pub port: u16,
+}
+
+/// Where an include's snippet goes (fw4's `position`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludePosition {
+    /// `table-pre`: its chains before edgenetd's.
+    TablePre,
+    /// `table-post` (the default): its chains after edgenetd's.
+    TablePost,
+    /// `chain-pre`: its rules at the top of `chain`.
+    ChainPre,
+    /// `chain-post`: its rules at the bottom of `chain`.
+    ChainPost,
+}
+
+/// `[[policy.include]]`: a snippet of nft's language, read at load time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Include {
+    /// The snippet file (absolute).
+    pub path: std::path::PathBuf,
+    /// Where it goes.
+    pub position: IncludePosition,
+    /// The chain of a `chain-pre`/`chain-post` include.
+    pub chain: Option<String>,
+    /// The file's text.
+    pub text: String,
+    /// The `path` key's place in the config (global offsets).
+    pub span: std::ops::Range<usize>,
+    /// That place as `file:line:col` (what nft's refusal of the snippet is reported at).
+    pub at: String,
 }

@@ -100,6 +100,24 @@ pub fn full_write(
                 return Ok((applied, done.messages as u64, failures));
             }
             Err(NftError::Rejected(refused)) => {
+                // A refused include makes the kernel refuse rules of other groups too (its
+                // table does not validate as a whole): leave the includes out first, and
+                // only then judge what is still refused.
+                let includes = desired
+                    .groups
+                    .iter()
+                    .position(|g| g.label == super::includes::GROUP)
+                    .map(|g| g as u32);
+                if let Some(g) = includes
+                    && let Some(f) = refused.iter().find(|f| f.tag == g)
+                    && failed.insert(g)
+                {
+                    failures.push(
+                        format!("policy {}", group_label(desired, g)),
+                        format!("refused by the kernel: {f}"),
+                    );
+                    continue;
+                }
                 let mut progress = false;
                 for f in &refused {
                     if f.tag == 0 || f.tag == TAG_BATCH {

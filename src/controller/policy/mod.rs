@@ -34,6 +34,7 @@
 pub mod addresses;
 pub mod adopt;
 pub mod apply;
+pub mod includes;
 mod kept;
 mod matches;
 pub mod metrics;

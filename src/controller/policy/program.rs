@@ -114,6 +114,9 @@ pub struct Program {
     pub flowtable_groups: Vec<u32>,
     /// Groups by id; 0 is the skeleton.
     pub groups: Vec<Group>,
+    /// `[[policy.include]]` snippets still to be compiled into `table` (by nft, where the
+    /// kernel is: [`super::includes`]); empty once they are.
+    pub includes: Vec<crate::config::policy::Include>,
 }
 
 /// Chain names.
@@ -316,7 +319,9 @@ impl Builder {
     }
 }
 
-fn fnv1a(bytes: &[u8]) -> u32 {
+/// The 32-bit FNV-1a hash a rule's comment carries (`label #hash`), so a listing shows a
+/// changed rule by its comment alone.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c9dc5u32, |h, b| {
         (h ^ u32::from(*b)).wrapping_mul(0x01000193)
     })
@@ -459,6 +464,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         flow_offload,
         flow_offload_hw,
         synflood,
+        includes,
     } = a;
     (input, forward, output) == (&b.input, &b.forward, &b.output)
         && zones == &b.zones
@@ -472,6 +478,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && custom_helpers == &b.custom_helpers
         && (flow_offload, flow_offload_hw) == (&b.flow_offload, &b.flow_offload_hw)
         && synflood == &b.synflood
+        && includes == &b.includes
         && sets.len() == b.sets.len()
         && sets.iter().zip(&b.sets).all(|((n, x), (m, y))| {
             // As above: every field by name; only the elements may differ.
@@ -531,6 +538,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
                 label: "base".into(),
                 deny: false,
             }],
+            includes: Vec::new(),
         },
         group: 0,
     };
@@ -560,6 +568,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.snats(cfg);
     b.drop_logs(cfg);
     b.reject_defaults(cfg);
+    b.p.includes = cfg.includes.clone();
     b.p
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::observe::{self, Applied, Check};
 use super::plan::{self, Step};
 use super::program::Program;
-use super::{addresses, adopt, apply, model};
+use super::{addresses, adopt, apply, includes, model};
 use crate::config::DesiredState;
 use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
@@ -32,6 +32,8 @@ pub struct PolicyController {
     core: NftCore,
     /// Wakes the loop early (the watch's callback and the address monitor fire it).
     trigger: Trigger,
+    /// The last program with includes and what it compiled to (nft runs once per change).
+    resolved: Option<(Arc<Program>, Arc<Program>)>,
 }
 
 impl PolicyController {
@@ -49,6 +51,7 @@ impl PolicyController {
             cache: core.cache(),
             core,
             trigger,
+            resolved: None,
         }
     }
 }
@@ -89,19 +92,58 @@ impl Controller for PolicyController {
             cache: std::mem::take(&mut self.cache),
         };
         let rules = program.as_ref().map_or(0, |p| p.rule_count());
-        let (kernel, result) = crate::sync::unblock(move || {
+        let mut resolved = self.resolved.take();
+        let (kernel, resolved, result) = crate::sync::unblock(move || {
+            let program = match resolve(&mut kernel.nft, &mut resolved, program) {
+                Ok(p) => p,
+                // Nothing is written: the table in force stays as it is.
+                Err(e) => return (kernel, resolved, Err(SyncError::whole("includes", e))),
+            };
             let r = kernel.sync(&table, program, period);
             if r.is_ok() {
                 kernel.record_rule_counters();
             }
-            (kernel, r)
+            (kernel, resolved, r)
         })
         .await;
+        self.resolved = resolved;
         self.nft = Some(kernel.nft);
         self.cache = kernel.cache;
         super::metrics::record(&result, rules);
         result
     }
+}
+
+/// `program` with its includes compiled (nft is asked again only when it changed).
+fn resolve(
+    nft: &mut NftSession,
+    memo: &mut Option<(Arc<Program>, Arc<Program>)>,
+    program: Option<Arc<Program>>,
+) -> Result<Option<Arc<Program>>, includes::IncludeError> {
+    let p = match program {
+        Some(p) if !p.includes.is_empty() => p,
+        other => {
+            *memo = None;
+            return Ok(other);
+        }
+    };
+    if let Some((from, to)) = memo {
+        if Arc::ptr_eq(from, &p) || **from == *p {
+            return Ok(Some(Arc::clone(to)));
+        }
+        // Only set elements changed (a blocklist update): the snippets compile as before,
+        // and the sets' new elements go in as they are. nft is not asked again.
+        if from.includes == p.includes && from.same_structure(&p) {
+            let mut next = (**to).clone();
+            next.table.sets.clone_from(&p.table.sets);
+            let next = Arc::new(next);
+            *memo = Some((p, Arc::clone(&next)));
+            return Ok(Some(next));
+        }
+    }
+    let to = Arc::new(includes::resolve(nft.socket(), &p)?);
+    *memo = Some((p, Arc::clone(&to)));
+    Ok(Some(to))
 }
 
 /// What one (blocking) sync works with.

@@ -16,6 +16,7 @@ use crate::dataplane::nft::{GenerationWatch, Nft, NftError, TableRef, raw_elemen
 
 use super::addresses::{self, RouterAddresses};
 use super::apply;
+use super::includes::{self, IncludeError};
 use super::program::{self, Program, keeps_foreign_elements};
 
 /// Errors of `plan` and `cleanup`.
@@ -24,6 +25,23 @@ pub enum PolicyCliError {
     /// Talking to nftables failed.
     #[error(transparent)]
     Nft(#[from] NftError),
+    /// nft refused an include's snippet.
+    #[error(transparent)]
+    Include(#[from] IncludeError),
+}
+
+/// Asks nft whether it takes the includes of `desired`'s policy (in the calling thread's
+/// network namespace, which needs CAP_NET_ADMIN): `check` and a reload do, so a snippet nft
+/// refuses is a rejected configuration, never a sync that cannot write. Blocking.
+pub fn check_includes(desired: &DesiredState) -> Result<(), PolicyCliError> {
+    let Some(policy) = desired.policy.as_ref().filter(|p| !p.includes.is_empty()) else {
+        return Ok(());
+    };
+    let table = OwnedTable::Policy.of(&desired.daemon);
+    let p = program::build(policy, &table.name);
+    let mut nft = Nft::open()?;
+    includes::resolve(&mut nft, &p)?;
+    Ok(())
 }
 
 /// `edgenetd plan`: the ruleset the policy would load, in nft syntax between the plan markers
@@ -48,7 +66,11 @@ pub async fn plan(desired: &DesiredState) -> Result<String, PolicyCliError> {
         }
         nft = Nft::open()?;
     }
-    let (text, diff) = smol::unblock(move || -> Result<(String, String), NftError> {
+    let (text, diff) = smol::unblock(move || -> Result<(String, String), PolicyCliError> {
+        let program = match program {
+            Some(p) => Some(includes::resolve(&mut nft, &p)?),
+            None => None,
+        };
         let diff = diff(&mut nft, &table, program.as_ref())?;
         let text = match &program {
             Some(p) => text::render_plan_block(&p.table),

@@ -373,7 +373,16 @@ impl Batch {
 
     /// Appends a rule to its chain (anonymous sets it uses are created just before it).
     pub fn add_rule(&mut self, t: &TableRef, rule: &Rule) -> Result<(), CompileError> {
-        let mut raw = objects::rule_in(t, &rule.chain)?;
+        let mut raw = match rule.stmts.as_slice() {
+            [Stmt::Opaque(o)] => objects::opaque_rule_in(t, &rule.chain, &o.exprs)?,
+            stmts if stmts.iter().any(|s| matches!(s, Stmt::Opaque(_))) => {
+                return Err(CompileError::Invalid(format!(
+                    "rule in chain {}: an opaque statement must be the rule's only one",
+                    rule.chain
+                )));
+            }
+            _ => objects::rule_in(t, &rule.chain)?,
+        };
         if let Some(c) = &rule.comment {
             objects::set_comment(&mut raw, c)?;
         }

@@ -839,6 +839,10 @@ pub enum Stmt {
     /// `flow add @<flowtable>`: offloads the packet's connection to the flowtable (the
     /// kernel takes only confirmed TCP connections in established state, and UDP).
     FlowOffload(String),
+    /// A rule nft compiled from text edgenetd does not model (an operator's snippet, fw4's
+    /// `include`): the kernel's expressions as nft wrote them, carried unread. It must be the
+    /// rule's only statement.
+    Opaque(Opaque),
     /// `<field> set <value>` (`ip dscp set af41`): rewrites a numeric header field
     /// ([`FieldDef::numeric`](super::fields::FieldDef)), keeping the other bits of its
     /// bytes; the kernel updates the IPv4 header checksum.
@@ -848,6 +852,15 @@ pub enum Stmt {
         /// Its new value.
         value: u32,
     },
+}
+
+/// The expressions of a rule nft compiled ([`Stmt::Opaque`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Opaque {
+    /// The payload of the rule's `NFTA_RULE_EXPRESSIONS` attribute, as the kernel listed it.
+    pub exprs: Vec<u8>,
+    /// The rule as `nft list` prints it (what `plan` shows and `explain` names).
+    pub text: String,
 }
 
 /// One rule.

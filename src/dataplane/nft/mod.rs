@@ -23,6 +23,7 @@
 //! | `socket` | sends it, reads the generation ([`Nft`]) |
 //! | [`read`] | kernel -> listings comparable with the IR: [`read::dump`] (tables, chains, rules, sets), `read::objects` (objects, flowtables), `read::elements` (one set's elements, streamed) |
 //! | [`watch`] | notices other processes' commits ([`GenerationWatch`]) |
+//! | [`snippet`] | operator snippets in nft's language, compiled by `nft` in a scratch table and read back as [`ir::Opaque`] rules |
 //! | [`table_tag`], `kept` | a table's owner tag; elements kept across replaces |
 //! | `ffi` | every libnftnl/libmnl call, behind owned wrappers |
 //!
@@ -92,6 +93,7 @@ pub mod intervals;
 pub mod ir;
 mod kept;
 pub mod read;
+pub mod snippet;
 mod socket;
 mod table_ref;
 pub mod table_tag;

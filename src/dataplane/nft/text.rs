@@ -464,6 +464,7 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
         Stmt::FlowOffload(name) => {
             let _ = write!(out, "flow add @{name}");
         }
+        Stmt::Opaque(o) => out.push_str(&o.text),
         Stmt::FieldSet { field, value } => {
             let _ = write!(out, "{} set ", field.def().text);
             render_value(out, &Value::Field(*field, *value));

@@ -115,6 +115,7 @@ pub fn build_with_pods(
                 label: "base".into(),
                 deny: false,
             }],
+            includes: Vec::new(),
         },
     };
     if pods.is_empty() {

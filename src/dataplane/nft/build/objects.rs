@@ -127,6 +127,61 @@ pub(crate) fn rule_in(t: &TableRef, chain: &str) -> Result<ffi::Rule, CompileErr
     Ok(r)
 }
 
+/// `NFTA_RULE_TABLE`, `NFTA_RULE_CHAIN`, `NFTA_RULE_EXPRESSIONS` (linux/netfilter/nf_tables.h).
+const NFTA_RULE_TABLE: u16 = 1;
+const NFTA_RULE_CHAIN: u16 = 2;
+pub(crate) const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NLA_F_NESTED: u16 = 0x8000;
+
+/// A rule in `chain` of `t` whose expressions are `exprs`, the payload of an
+/// `NFTA_RULE_EXPRESSIONS` attribute the kernel listed ([`Opaque`]). libnftnl reads them
+/// from a message made as a dump reply would be, so every expression nft can write comes
+/// back as an object the batch sends like any other.
+pub(crate) fn opaque_rule_in(
+    t: &TableRef,
+    chain: &str,
+    exprs: &[u8],
+) -> Result<ffi::Rule, CompileError> {
+    fn attr(out: &mut Vec<u8>, ty: u16, payload: &[u8]) -> Result<(), CompileError> {
+        let len = u16::try_from(4 + payload.len())
+            .map_err(|_| CompileError::Invalid("an included rule is too long".into()))?;
+        out.extend_from_slice(&len.to_ne_bytes());
+        out.extend_from_slice(&ty.to_ne_bytes());
+        out.extend_from_slice(payload);
+        out.resize(out.len().div_ceil(4) * 4, 0);
+        Ok(())
+    }
+    let cstr = |s: &str| {
+        if s.contains('\0') {
+            return Err(CompileError::NulInName {
+                what: "chain",
+                name: s.to_string(),
+            });
+        }
+        let mut v = s.as_bytes().to_vec();
+        v.push(0);
+        Ok(v)
+    };
+    let mut msg = vec![0u8; 16];
+    // nfgenmsg: family, version 0, resource id 0.
+    msg.extend_from_slice(&[family_code(t.family) as u8, 0, 0, 0]);
+    attr(&mut msg, NFTA_RULE_TABLE, &cstr(&t.name)?)?;
+    attr(&mut msg, NFTA_RULE_CHAIN, &cstr(chain)?)?;
+    attr(&mut msg, NFTA_RULE_EXPRESSIONS | NLA_F_NESTED, exprs)?;
+    let len = msg.len() as u32;
+    msg[0..4].copy_from_slice(&len.to_ne_bytes());
+    let ty = ((libc::NFNL_SUBSYS_NFTABLES as u16) << 8) | libc::NFT_MSG_NEWRULE as u16;
+    msg[4..6].copy_from_slice(&ty.to_ne_bytes());
+    let mut words = vec![std::mem::MaybeUninit::<u64>::uninit(); msg.len().div_ceil(8)];
+    let aligned = ffi::aligned_copy(&msg, &mut words);
+    let parsed = ffi::NlMsg::first(aligned).and_then(ffi::Rule::parse);
+    let mut r = parsed.ok_or_else(|| {
+        CompileError::Invalid(format!("an included rule of chain {chain} does not parse"))
+    })?;
+    r.set_u32(rule_attr::FAMILY, family_u32(t.family));
+    Ok(r)
+}
+
 /// Attaches `comment` as nft's comment user data. A comment longer than nft allows is left
 /// out (nft would refuse it); one with a NUL byte is an error.
 pub(crate) fn set_comment(r: &mut ffi::Rule, comment: &str) -> Result<(), CompileError> {

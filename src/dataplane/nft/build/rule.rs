@@ -428,6 +428,8 @@ impl RuleCx<'_> {
             Stmt::CtHelperSet(name) => self.raw.add_expr(expr::ct_helper_set(name)?),
             Stmt::FlowOffload(name) => self.raw.add_expr(expr::flow_offload(name)?),
             Stmt::FieldSet { field, value } => self.field_set(*field, *value)?,
+            // Its expressions are the rule's own, set when the rule object was made.
+            Stmt::Opaque(_) => {}
             Stmt::ClampMssToRoute => {
                 emit_deps(
                     self.family,
