@@ -1,17 +1,24 @@
 #!/bin/sh
 # Kubernetes source benchmark (prints figures): 5,000 Services with 20,000 endpoints served by
-# the tests' fake API server (TLS, paged lists, watches).
+# the tests' fake API server (TLS, lists, watches), side by side with the same services from
+# TOML and with kube-proxy's nftables layout loaded by nft -f.
 #
-#   scripts/bench-kubernetes.sh [--feed cluster|toml|both]   (default both)
+#   scripts/bench-kubernetes.sh [--feed cluster|toml|kube-proxy|both|all]   (default all)
+#                               [--services N] [--changes N] [--period MS] [--no-rollout]
 #   scripts/bench-kubernetes.sh --pipeline                   the pure pipeline only (no root)
+#   scripts/bench-kubernetes.sh --scale                      30,000 Services: cold start and
+#                                                            5 changes (kube-proxy's regime)
 #
 # Prints the pure pipeline (JSON decode of the lists, translation, compose, cache write, one
 # endpoint change) and the client's list over TLS; then runs the release daemon
 # (`--features kubernetes`) in a throwaway network namespace, fed by the fake listening on
-# that namespace's loopback: first list request to READY=1, one endpoint change to the kernel
-# (polled with `nft get element` on the service's slots), the daemon's RSS. `--feed toml` runs
-# the same services from a TOML file (the baseline; a change is a file rewrite, which the
-# daemon picks up after its 200 ms quiet gap).
+# that namespace's loopback: first list request to READY=1, the kernel objects of its table,
+# 50 endpoint changes at random gaps (100-900 ms) with the service controller's full compare
+# every 5 s among them, timed to the element `nft monitor` reports (median, p99, worst; how
+# many met a full compare), a rollout (every endpoint of 100 services), the daemon's RSS.
+# `--feed toml` runs the same services from a TOML file (the baseline; a change is a file
+# rewrite, which the daemon picks up after its 200 ms quiet gap); `kube-proxy` loads
+# kube-proxy's layout (the reference; only its nft -f is timed).
 set -eu
 cd "$(dirname "$0")/.."
 nice -n 10 cargo build --release --locked --features kubernetes --bin edgenetd --example bench_kubernetes
@@ -20,11 +27,12 @@ if [ "${1:-}" = "--pipeline" ]; then
   exec "$bench"
 fi
 [ "$(id -u)" = 0 ] || { echo "bench-kubernetes: needs root (network namespace)" >&2; exit 1; }
-feed=both
-if [ "${1:-}" = "--feed" ]; then feed=$2; fi
+if [ "${1:-}" = "--scale" ]; then
+  set -- --services 30000 --changes 5 --no-rollout
+fi
 ns="edgenetd-bench-k8s-$$"
 ip netns add "$ns"
 trap 'ip netns del "$ns" 2>/dev/null || true' EXIT INT TERM
 ip -n "$ns" link set lo up
 echo "edgenetd kubernetes benchmark ($(git describe --always --dirty 2>/dev/null || echo '?'), kernel $(uname -r), $(nproc) CPUs)"
-ip netns exec "$ns" "$bench" --daemon target/release/edgenetd --netns "$ns" --feed "$feed"
+ip netns exec "$ns" "$bench" --daemon target/release/edgenetd --netns "$ns" "$@"

@@ -1,11 +1,17 @@
-//! The real daemon fed the benchmark's cluster: from the first list request to READY=1, one
-//! endpoint change to the kernel, and the daemon's memory. Must run inside a throwaway network
-//! namespace (`scripts/bench-kubernetes.sh` makes one and passes its name for `--netns`);
-//! the fake API server listens on that namespace's loopback.
+//! The real daemon fed the benchmark's cluster: from the first list request to READY=1, the
+//! kernel objects its table holds, endpoint changes to the kernel (a series spread over time,
+//! with full compares running among them), a rollout, and the daemon's memory. Must run
+//! inside a throwaway network namespace (`scripts/bench-kubernetes.sh` makes one and passes
+//! its name for `--netns`); the fake API server listens on that namespace's loopback.
 //!
-//! The same measurement with the same services written as TOML (`--toml`) is the baseline,
-//! and exercises every measuring step with a daemon that has no cluster wiring.
+//! A change is timed from the write (the fake's update, or the TOML file's rename) to the
+//! moment `nft monitor` reports the new backend in an added element: the kernel's commit, seen
+//! from outside the daemon.
+//!
+//! The same measurement with the same services written as TOML (`--feed toml`) is the
+//! baseline, and exercises every measuring step with a daemon that has no cluster wiring.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::net::UnixDatagram;
@@ -13,12 +19,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use edgenetd::controller::service::slots::slot_count;
-
 use crate::common::fake_apiserver::FakeApiServer;
 use crate::common::scratch::ScratchDir;
-use crate::data;
-use crate::ms;
+use crate::monitor::Monitor;
+use crate::series::{Gaps, Series};
+use crate::{data, kernel, ms};
 
 /// The daemon's HTTP address, in the benchmark's namespace.
 const LISTEN: &str = "127.0.0.1:19751";
@@ -26,8 +31,19 @@ const LISTEN: &str = "127.0.0.1:19751";
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long one change may take to reach the kernel.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(300);
-/// Endpoint changes measured (median reported).
-const CHANGES: usize = 5;
+/// Services a rollout replaces every endpoint of.
+const ROLLOUT: usize = 100;
+
+/// What the run measures besides the cold start.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Endpoint changes in the series (0: none).
+    pub changes: usize,
+    /// Run the rollout.
+    pub rollout: bool,
+    /// `[controller.service] period` (full compares come this often).
+    pub period: Duration,
+}
 
 /// Where the cluster comes from.
 pub enum Feed<'a> {
@@ -70,14 +86,19 @@ fn kubernetes_section(fake: &FakeApiServer, cache: &Path) -> String {
     )
 }
 
-/// Every service as TOML, service 0's first backend at `first`.
-fn toml_services(first: Ipv4Addr) -> String {
-    let mut t = String::with_capacity(data::SERVICES * 160);
-    for i in 0..data::SERVICES {
-        let mut addrs = data::addresses(i);
-        if i == 0 {
-            addrs[0] = first;
-        }
+/// The services' endpoints where they differ from the first ones (by service).
+type Moved = BTreeMap<usize, Vec<Ipv4Addr>>;
+
+/// Service `i`'s endpoints now.
+fn endpoints(moved: &Moved, i: usize) -> Vec<Ipv4Addr> {
+    moved.get(&i).cloned().unwrap_or_else(|| data::addresses(i))
+}
+
+/// Every service as TOML, with its endpoints now.
+fn toml_services(moved: &Moved) -> String {
+    let mut t = String::with_capacity(data::services() * 160);
+    for i in 0..data::services() {
+        let addrs = endpoints(moved, i);
         let backends: Vec<String> = addrs
             .iter()
             .map(|a| format!("\"{a}:{}\"", data::TARGET_PORT))
@@ -94,15 +115,18 @@ fn toml_services(first: Ipv4Addr) -> String {
 
 /// Writes the config; with the fake, drops `cache_file` if this build does not know the key
 /// (the cache then goes to the daemon's default under /run/edgenetd).
-fn write_config(binary: &Path, dir: &ScratchDir, feed: &Feed) -> PathBuf {
+fn write_config(binary: &Path, dir: &ScratchDir, feed: &Feed, period: Duration) -> PathBuf {
     // A directory of its own: the daemon watches the config's directory, and the log and the
     // notify socket beside it would look like config changes.
     let etc = dir.path().join("etc");
     std::fs::create_dir_all(&etc).unwrap();
     let path = etc.join("edgenetd.toml");
-    let head = format!("[daemon]\nlisten = \"{LISTEN}\"\n\n");
+    let head = format!(
+        "[daemon]\nlisten = \"{LISTEN}\"\n\n[controller.service]\nperiod = \"{}ms\"\n\n",
+        period.as_millis()
+    );
     let text = match feed {
-        Feed::Toml => format!("{head}{}", toml_services(data::endpoint_ip(0, 0))),
+        Feed::Toml => format!("{head}{}", toml_services(&Moved::new())),
         Feed::Cluster(fake) => format!(
             "{head}{}",
             kubernetes_section(fake, &dir.path().join("cluster.json"))
@@ -197,23 +221,6 @@ fn nft(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Service 0's slots in the kernel, as `nft get element` prints them.
-fn service0_slots() -> Option<String> {
-    let slots = slot_count(data::ENDPOINTS);
-    let keys: Vec<String> = (0..slots)
-        .map(|s| format!("{} . tcp . {} . {s}", data::vip(0), data::PORT))
-        .collect();
-    let elements = format!("{{ {} }}", keys.join(", "));
-    nft(&[
-        "get",
-        "element",
-        "inet",
-        "edgenetd-service",
-        "backends4",
-        &elements,
-    ])
-}
-
 /// How many VIPs the kernel's `services4` map holds.
 fn kernel_services() -> usize {
     nft(&["list", "map", "inet", "edgenetd-service", "services4"])
@@ -233,57 +240,41 @@ fn memory(pid: u32) -> (f64, f64) {
     (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
 }
 
-/// The service controller's completed syncs (`edgenetd_controller_syncs_total`).
-fn service_syncs() -> u64 {
+/// A figure of the daemon's /metrics (the first series of that name), 0 when absent.
+fn metric(name: &str) -> f64 {
     let mut tcp = TcpStream::connect(LISTEN).unwrap();
     tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut text = String::new();
     tcp.read_to_string(&mut text).unwrap();
     text.lines()
-        .find_map(|l| l.strip_prefix("edgenetd_controller_syncs_total{controller=\"service\"} "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .expect("edgenetd_controller_syncs_total{controller=\"service\"} in /metrics") as u64
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (key, value) = l.rsplit_once(' ')?;
+            (key == name || key.starts_with(&format!("{name}{{")))
+                .then(|| value.trim().parse::<f64>().ok())?
+        })
+        .unwrap_or(0.0)
 }
 
-/// Makes one change and times it to the end of the service sync that put it in the kernel.
-/// `nft get element` is far slower than a sync on a map this large (it reads the whole set),
-/// so the sync counter is polled instead and the kernel checked after each completed sync;
-/// a periodic sync that finished first is not taken for the change's.
-fn change_to_kernel(feed: &Feed, config: &Path, to: Ipv4Addr) -> Duration {
-    let wanted = format!("{to} . {}", data::TARGET_PORT);
-    let mut seen = service_syncs();
-    let t = Instant::now();
-    change(feed, config, to);
-    loop {
-        let now = service_syncs();
-        if now > seen {
-            let took = t.elapsed();
-            if service0_slots().is_some_and(|s| s.contains(&wanted)) {
-                return took;
-            }
-            seen = now;
-        }
-        assert!(
-            t.elapsed() < CHANGE_TIMEOUT,
-            "{to} never reached the kernel"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+/// Full compares the service controller has finished.
+fn full_compares() -> f64 {
+    metric("edgenetd_service_full_compares_total")
 }
 
-/// Moves service 0's first endpoint to `to`, through the fake or by rewriting the TOML.
-fn change(feed: &Feed, config: &Path, to: Ipv4Addr) {
+/// Writes service `i`'s endpoints as they are in `moved`: through the fake, or (for the TOML
+/// feed, once for all the services changed) by rewriting the file.
+fn publish(feed: &Feed, config: &Path, moved: &Moved, changed: &[usize]) {
     match feed {
         Feed::Cluster(fake) => {
-            let mut addrs = data::addresses(0);
-            addrs[0] = to;
-            fake.apply("endpointslices", data::slice(0, &addrs));
+            for &i in changed {
+                fake.apply("endpointslices", data::slice(i, &endpoints(moved, i)));
+            }
         }
         Feed::Toml => {
             let text = std::fs::read_to_string(config).unwrap();
             let old = text.find("[[service]]").unwrap();
-            let fresh = format!("{}{}", &text[..old], toml_services(to));
+            let fresh = format!("{}{}", &text[..old], toml_services(moved));
             let tmp = config.with_extension("tmp");
             std::fs::write(&tmp, fresh).unwrap();
             std::fs::rename(&tmp, config).unwrap();
@@ -291,10 +282,75 @@ fn change(feed: &Feed, config: &Path, to: Ipv4Addr) {
     }
 }
 
+/// One endpoint change: service `i`'s first endpoint moves to `to`; how long until the
+/// kernel had it, and whether a full compare finished meanwhile.
+fn one_change(
+    feed: &Feed,
+    config: &Path,
+    monitor: &Monitor,
+    moved: &mut Moved,
+    i: usize,
+    to: Ipv4Addr,
+) -> (Duration, bool) {
+    let mut addrs = endpoints(moved, i);
+    addrs[0] = to;
+    moved.insert(i, addrs);
+    let compares = full_compares();
+    let t = Instant::now();
+    publish(feed, config, moved, &[i]);
+    let seen = monitor
+        .wait_all(&[to], CHANGE_TIMEOUT)
+        .unwrap_or_else(|| panic!("{to} never reached the kernel"));
+    let took = seen.saturating_duration_since(t);
+    // A compare that ended after the change was written ran (at least in part) while the
+    // change waited or was applied.
+    (took, full_compares() > compares)
+}
+
+/// The series: `n` changes to services spread over the table, at random gaps.
+fn change_series(
+    feed: &Feed,
+    config: &Path,
+    monitor: &Monitor,
+    moved: &mut Moved,
+    n: usize,
+) -> Series {
+    let mut series = Series::default();
+    let mut gaps = Gaps::new(0x5eed);
+    for k in 0..n {
+        std::thread::sleep(gaps.next());
+        // Spread over the table; never service 0 twice in a row (each a separate change).
+        let i = (k * 997 + 1) % data::services();
+        let (took, met) = one_change(feed, config, monitor, moved, i, data::moved_ip(k + 1));
+        series.push(took, met);
+    }
+    series
+}
+
+/// Every endpoint of `ROLLOUT` services replaced at once; how long until all were in.
+fn rollout(feed: &Feed, config: &Path, monitor: &Monitor, moved: &mut Moved) -> Duration {
+    let first = data::services() / 5;
+    let changed: Vec<usize> = (first..first + ROLLOUT.min(data::services())).collect();
+    let mut fresh = Vec::new();
+    for &i in &changed {
+        let addrs: Vec<Ipv4Addr> = (0..data::ENDPOINTS)
+            .map(|j| data::rolled_ip(i, j))
+            .collect();
+        fresh.extend(&addrs);
+        moved.insert(i, addrs);
+    }
+    let t = Instant::now();
+    publish(feed, config, moved, &changed);
+    let seen = monitor
+        .wait_all(&fresh, CHANGE_TIMEOUT)
+        .expect("the rollout never reached the kernel");
+    seen.saturating_duration_since(t)
+}
+
 /// Runs the daemon, prints its figures.
-pub fn run(binary: &Path, netns: &str, feed: Feed) {
+pub fn run(binary: &Path, netns: &str, feed: Feed, plan: Plan) {
     let dir = ScratchDir::new("bench-kubernetes-daemon");
-    let config = write_config(binary, &dir, &feed);
+    let config = write_config(binary, &dir, &feed, plan.period);
     let d = spawn(binary, &config, netns, &dir);
     let ready = wait_ready(&d, &dir.path().join("daemon.log"));
     let in_kernel = kernel_services();
@@ -306,7 +362,7 @@ pub fn run(binary: &Path, netns: &str, feed: Feed) {
         let first_list = fake
             .requests()
             .iter()
-            .filter(|r| !r.is_watch() && r.at >= d.spawned)
+            .filter(|r| r.at >= d.spawned)
             .map(|r| r.at)
             .min()
             .expect("the daemon listed nothing before READY=1 (is the daemon wiring in?)");
@@ -316,30 +372,53 @@ pub fn run(binary: &Path, netns: &str, feed: Feed) {
         );
     }
     println!("  services in the kernel at READY=1         {in_kernel:>9}");
-    assert_eq!(in_kernel, data::SERVICES, "not every service is programmed");
-    let t = Instant::now();
-    assert!(
-        service0_slots().is_some(),
-        "service 0 has no slots in the kernel"
+    assert_eq!(
+        in_kernel,
+        data::services(),
+        "not every service is programmed"
+    );
+    let objects = kernel::count("inet", "edgenetd-service");
+    let map_elements: usize = objects
+        .sets
+        .iter()
+        .filter(|(name, _)| name.starts_with("services") || name.starts_with("backends"))
+        .map(|(_, n)| n)
+        .sum();
+    println!(
+        "  map elements (services, backends)         {map_elements:>9} ({:.1} per service)",
+        map_elements as f64 / data::services() as f64
     );
     println!(
-        "  (one kernel read, nft get element: {}; changes are timed by the service",
-        ms(t.elapsed()).trim()
-    );
-    println!("   controller's sync counter, then checked in the kernel, untimed)");
-    let mut runs = Vec::new();
-    for n in 0..CHANGES {
-        let to = data::moved_ip(n + 1);
-        runs.push(change_to_kernel(&feed, &config, to));
-    }
-    runs.sort();
-    println!(
-        "  one endpoint change to the kernel         {} (median of {CHANGES}; worst {})",
-        ms(runs[CHANGES / 2]),
-        ms(runs[CHANGES - 1]).trim()
+        "  kernel objects of the service table       {:>9} ({:.1} per service; {objects})",
+        objects.total(),
+        objects.total() as f64 / data::services() as f64
     );
     let (rss, hwm) = memory(d.child.id());
-    println!("  daemon RSS after the changes (VmRSS)      {rss:9.1} MiB");
+    println!("  daemon RSS at READY=1 (VmRSS)             {rss:9.1} MiB");
+    println!("  daemon peak RSS until then (VmHWM)        {hwm:9.1} MiB");
+    let monitor = Monitor::start();
+    let mut moved = Moved::new();
+    if plan.changes > 0 {
+        let series = change_series(&feed, &config, &monitor, &mut moved, plan.changes);
+        println!(
+            "  one endpoint change to the kernel         {}",
+            series.summary()
+        );
+        println!(
+            "  (service period {} ms; the last full compare took {:.0} ms)",
+            plan.period.as_millis(),
+            metric("edgenetd_service_full_compare_last_seconds") * 1000.0
+        );
+    }
+    if plan.rollout {
+        let took = rollout(&feed, &config, &monitor, &mut moved);
+        println!(
+            "  rollout: every endpoint of {ROLLOUT} services  {} to the kernel",
+            ms(took)
+        );
+    }
+    let (rss, hwm) = memory(d.child.id());
+    println!("  daemon RSS at the end (VmRSS)             {rss:9.1} MiB");
     println!("  daemon peak RSS (VmHWM)                   {hwm:9.1} MiB");
     if std::env::var_os("BENCH_DAEMON_LOG").is_some() {
         let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();

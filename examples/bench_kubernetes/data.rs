@@ -1,4 +1,4 @@
-//! The cluster of the benchmark, as the API server would hold it: 5,000 Services in 50
+//! The cluster of the benchmark, as the API server would hold it: 5,000 Services (`--services`) in 50
 //! namespaces, each with one EndpointSlice of 4 ready endpoints (20,000 endpoints), and the
 //! Node edgenetd runs on. Objects carry the metadata a real cluster writes (uid, timestamps,
 //! managedFields, kubectl's last-applied annotation, and the dozen labels and the annotations
@@ -9,8 +9,20 @@ use std::net::Ipv4Addr;
 
 use serde_json::{Value, json};
 
+/// Services in the cluster unless `--services` says otherwise.
+pub const DEFAULT_SERVICES: usize = 5000;
+/// Services in this run (`--services`, set once before anything is generated).
+static SERVICES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Sets the run's service count (first call wins).
+pub fn set_services(n: usize) {
+    let _ = SERVICES.set(n);
+}
+
 /// Services in the cluster.
-pub const SERVICES: usize = 5000;
+pub fn services() -> usize {
+    *SERVICES.get_or_init(|| DEFAULT_SERVICES)
+}
 /// Ready endpoints per service.
 pub const ENDPOINTS: usize = 4;
 /// Namespaces the services are spread over.
@@ -37,6 +49,11 @@ pub fn endpoint_ip(i: usize, j: usize) -> Ipv4Addr {
 /// The address a changed endpoint moves to (`n` tells successive changes apart).
 pub fn moved_ip(n: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 250, (n >> 8) as u8, n as u8)
+}
+
+/// Endpoint `j` of service `i` after a rollout replaced them all.
+pub fn rolled_ip(i: usize, j: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 230 + j as u8, (i >> 8) as u8, i as u8)
 }
 
 /// Service `i`'s namespace and name.
@@ -198,8 +215,8 @@ pub fn node() -> Value {
 
 /// Every object, as `(resource, object)`: the services, their slices, the node.
 pub fn cluster() -> Vec<(&'static str, Value)> {
-    let mut out = Vec::with_capacity(2 * SERVICES + 1);
-    for i in 0..SERVICES {
+    let mut out = Vec::with_capacity(2 * services() + 1);
+    for i in 0..services() {
         out.push(("services", service(i)));
         out.push(("endpointslices", slice(i, &addresses(i))));
     }

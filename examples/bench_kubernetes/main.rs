@@ -1,9 +1,11 @@
-//! Kubernetes source benchmark: 5,000 Services with 20,000 endpoints.
+//! Kubernetes source benchmark: 5,000 Services with 20,000 endpoints (`--services N`).
 //!
 //!   bench_kubernetes                                 the pure pipeline (no kernel, no root)
-//!   bench_kubernetes --daemon BIN --netns NAME       + the daemon fed by the fake API server
-//!       [--feed cluster|toml|both]                     (toml: the same services as TOML, the
-//!                                                       baseline; default cluster)
+//!   bench_kubernetes --daemon BIN --netns NAME       + the daemon and the reference, side by
+//!       [--feed cluster|toml|kube-proxy|all]           side: fed by the fake API server, fed
+//!       [--services N] [--changes N]                   the same services as TOML, and
+//!       [--period MS] [--no-rollout]                   kube-proxy's nftables layout by
+//!                                                      `nft -f` (default all)
 //!
 //! `scripts/bench-kubernetes.sh` builds everything and runs the daemon parts in a throwaway
 //! network namespace. Prints figures; asserts only that every service and change arrived.
@@ -18,7 +20,11 @@ mod common {
 
 mod daemon;
 mod data;
+mod kernel;
+mod kubeproxy;
+mod monitor;
 mod pipeline;
+mod series;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +37,14 @@ fn ms(d: Duration) -> String {
     format!("{:9.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// True when this process is in another network namespace than init's (the kernel parts
+/// write nftables and must never run in the host's).
+pub fn in_own_netns() -> bool {
+    let ns = |p: &str| std::fs::read_link(p).ok();
+    let (own, init) = (ns("/proc/self/ns/net"), ns("/proc/1/ns/net"));
+    own.is_some() && init.is_some() && own != init
+}
+
 /// The command line.
 struct Args {
     /// The daemon binary, for the end-to-end parts.
@@ -41,6 +55,17 @@ struct Args {
     cluster: bool,
     /// Feed the daemon the same services as TOML (the baseline).
     toml: bool,
+    /// Load kube-proxy's layout for the same services (the reference).
+    kube_proxy: bool,
+    /// What each daemon run measures.
+    plan: daemon::Plan,
+}
+
+/// The value after a flag, as a number.
+fn number(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<u64, String> {
+    it.next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{flag} takes a number"))
 }
 
 fn parse() -> Result<Args, String> {
@@ -48,7 +73,13 @@ fn parse() -> Result<Args, String> {
         daemon: None,
         netns: None,
         cluster: true,
-        toml: false,
+        toml: true,
+        kube_proxy: true,
+        plan: daemon::Plan {
+            changes: 50,
+            rollout: true,
+            period: Duration::from_secs(5),
+        },
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -56,13 +87,19 @@ fn parse() -> Result<Args, String> {
             "--daemon" => args.daemon = it.next().map(PathBuf::from),
             "--netns" => args.netns = it.next(),
             "--feed" => {
-                (args.cluster, args.toml) = match it.next().as_deref() {
-                    Some("cluster") => (true, false),
-                    Some("toml") => (false, true),
-                    Some("both") => (true, true),
-                    _ => return Err("--feed takes cluster, toml or both".into()),
+                (args.cluster, args.toml, args.kube_proxy) = match it.next().as_deref() {
+                    Some("cluster") => (true, false, false),
+                    Some("toml") => (false, true, false),
+                    Some("kube-proxy") => (false, false, true),
+                    Some("both") => (true, true, false),
+                    Some("all") => (true, true, true),
+                    _ => return Err("--feed takes cluster, toml, kube-proxy, both or all".into()),
                 }
             }
+            "--services" => data::set_services(number(&mut it, "--services")? as usize),
+            "--changes" => args.plan.changes = number(&mut it, "--changes")? as usize,
+            "--period" => args.plan.period = Duration::from_millis(number(&mut it, "--period")?),
+            "--no-rollout" => args.plan.rollout = false,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -97,11 +134,15 @@ fn main() -> ExitCode {
     };
     if args.cluster {
         println!("daemon fed by the cluster ({}):", binary.display());
-        daemon::run(&binary, &netns, daemon::Feed::Cluster(&fake));
+        daemon::run(&binary, &netns, daemon::Feed::Cluster(&fake), args.plan);
     }
     if args.toml {
         println!("daemon fed the same services as TOML:");
-        daemon::run(&binary, &netns, daemon::Feed::Toml);
+        daemon::run(&binary, &netns, daemon::Feed::Toml, args.plan);
+    }
+    if args.kube_proxy {
+        println!("kube-proxy's nftables layout for the same services, by nft -f (the reference):");
+        kubeproxy::run();
     }
     ExitCode::SUCCESS
 }

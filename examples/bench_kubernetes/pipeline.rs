@@ -73,8 +73,13 @@ fn this_node(addresses: &[IpAddr]) -> ThisNode<'_> {
 /// Checks the translation found every service and endpoint.
 fn check(t: &Translated) {
     let backends: usize = t.services.iter().map(|s| s.backends.len()).sum();
-    assert_eq!(t.services.len(), data::SERVICES, "skipped: {:?}", t.skipped);
-    assert_eq!(backends, data::SERVICES * data::ENDPOINTS);
+    assert_eq!(
+        t.services.len(),
+        data::services(),
+        "skipped: {:?}",
+        t.skipped
+    );
+    assert_eq!(backends, data::services() * data::ENDPOINTS);
 }
 
 /// Runs `f`, returns its result and how long it took.
@@ -91,9 +96,9 @@ pub fn run(objects: &[(&str, Value)]) {
     let bytes: usize = svc_pages.iter().chain(&slice_pages).map(Vec::len).sum();
     println!(
         "pure pipeline: {} Services, {} endpoints in {} EndpointSlices; lists {:.1} MB of JSON in {} pages",
-        data::SERVICES,
-        data::SERVICES * data::ENDPOINTS,
-        data::SERVICES,
+        data::services(),
+        data::services() * data::ENDPOINTS,
+        data::services(),
         bytes as f64 / 1e6,
         svc_pages.len() + slice_pages.len()
     );
@@ -111,7 +116,7 @@ pub fn run(objects: &[(&str, Value)]) {
         composer.set_cluster(ClusterPart::services(translated.services));
         composer.take_if_changed()
     });
-    assert!(composed.is_some_and(|s| s.services.services.len() == data::SERVICES));
+    assert!(composed.is_some_and(|s| s.services.services.len() == data::services()));
     println!("  compose                        {}", ms(d_co));
     let dir = ScratchDir::new("bench-kubernetes");
     let cache = Cache::new(dir.path().join("cluster.json"));
@@ -211,8 +216,8 @@ fn client_list_once(fake: &FakeApiServer, streaming: bool) -> Duration {
         futures_lite::future::zip(svc.step(&NoProgress), eps.step(&NoProgress)).await;
         futures_lite::future::pending().await
     }));
-    assert_eq!(svc.store().snapshot().len(), data::SERVICES);
-    assert_eq!(eps.store().snapshot().len(), data::SERVICES);
+    assert_eq!(svc.store().snapshot().len(), data::services());
+    assert_eq!(eps.store().snapshot().len(), data::services());
     let streamed = svc.store().status().lists_streamed + eps.store().status().lists_streamed;
     assert_eq!(
         streamed,
