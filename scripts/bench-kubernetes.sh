@@ -14,7 +14,7 @@
 # (`--features kubernetes`) in a throwaway network namespace, fed by the fake listening on
 # that namespace's loopback: first list request to READY=1, the kernel objects of its table,
 # 50 endpoint changes at random gaps (100-900 ms) with the service controller's full compare
-# every 5 s among them, timed to the element `nft monitor` reports (median, p99, worst; how
+# every 5 s among them, timed to the element nftables' event group reports (median, p99, worst; how
 # many met a full compare), a rollout (every endpoint of 100 services), the daemon's RSS.
 # `--feed toml` runs the same services from a TOML file (the baseline; a change is a file
 # rewrite, which the daemon picks up after its 200 ms quiet gap); `kube-proxy` loads
@@ -32,7 +32,9 @@ if [ "${1:-}" = "--scale" ]; then
 fi
 ns="edgenetd-bench-k8s-$$"
 ip netns add "$ns"
-trap 'ip netns del "$ns" 2>/dev/null || true' EXIT INT TERM
+# The benchmark aborts on a failed check (release builds abort on panic): whatever it started
+# in the namespace goes with the namespace.
+trap 'ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null; ip netns del "$ns" 2>/dev/null || true' EXIT INT TERM
 ip -n "$ns" link set lo up
 echo "edgenetd kubernetes benchmark ($(git describe --always --dirty 2>/dev/null || echo '?'), kernel $(uname -r), $(nproc) CPUs)"
 ip netns exec "$ns" "$bench" --daemon target/release/edgenetd --netns "$ns" "$@"

@@ -5,7 +5,7 @@
 //! its name for `--netns`); the fake API server listens on that namespace's loopback.
 //!
 //! A change is timed from the write (the fake's update, or the TOML file's rename) to the
-//! moment `nft monitor` reports the new backend in an added element: the kernel's commit, seen
+//! moment nftables' event group reports the new backend in an added element: the kernel's commit, seen
 //! from outside the daemon.
 //!
 //! The same measurement with the same services written as TOML (`--feed toml`) is the
@@ -296,6 +296,7 @@ fn one_change(
     addrs[0] = to;
     moved.insert(i, addrs);
     let compares = full_compares();
+    monitor.expect(&[to]);
     let t = Instant::now();
     publish(feed, config, moved, &[i]);
     let seen = monitor
@@ -339,6 +340,7 @@ fn rollout(feed: &Feed, config: &Path, monitor: &Monitor, moved: &mut Moved) -> 
         fresh.extend(&addrs);
         moved.insert(i, addrs);
     }
+    monitor.expect(&fresh);
     let t = Instant::now();
     publish(feed, config, moved, &changed);
     let seen = monitor

@@ -1,116 +1,52 @@
-//! When a backend address reached the kernel, as `nft monitor` reports the element writes of
-//! the benchmark's namespace: the moment the kernel committed the batch, seen from outside
-//! the daemon, without reading back a map of tens of thousands of elements (a `nft get
-//! element` on such a map reads the whole set and takes longer than the change itself).
+//! When a backend address reached the kernel, as nftables' own event group reports the
+//! element writes of the benchmark's namespace: the moment the kernel committed the batch,
+//! seen from outside the daemon, without reading back a map of tens of thousands of elements
+//! (a `nft get element` on such a map reads the whole set and takes longer than the change
+//! itself; `nft monitor` re-reads its cache and falls behind on a table this big).
 //!
-//! The monitor runs from before the first change to the end; a reader thread notes the first
-//! time each `address . port` appears in an added element's value, so a wait is a lookup.
+//! A netlink socket joins `NFNLGRP_NFTABLES` before the first change; a reader thread looks
+//! for the addresses asked for ([`Monitor::expect`]) in every new-element message and notes
+//! the first time each appears, so a wait is a lookup.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::net::Ipv4Addr;
-use std::process::{Child, Command, Stdio};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// First sightings of backend addresses in added elements.
-type Seen = Arc<Mutex<HashMap<Ipv4Addr, Instant>>>;
+/// nfnetlink's nftables subsystem, and its new-element message.
+const NEWSETELEM: u16 = (10 << 8) | 12;
+/// The multicast group of nftables' events.
+const NFNLGRP_NFTABLES: libc::c_int = 7;
+/// The socket's receive buffer: a rollout's burst of element messages fits.
+const RCVBUF: libc::c_int = 32 << 20;
 
-/// A running `nft monitor new elements`.
+/// The addresses waited for, and when each was first seen (`None`: not yet).
+type Wanted = Arc<Mutex<HashMap<Ipv4Addr, Option<Instant>>>>;
+
+/// The event socket and its reader.
 pub struct Monitor {
-    /// The process.
-    child: Child,
-    /// What it reported.
-    seen: Seen,
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    /// What the reader looks for.
+    wanted: Wanted,
 }
 
 impl Monitor {
-    /// Starts the monitor and waits until it listens (it reads the ruleset first, which
-    /// takes a while on a big table).
+    /// Joins the event group (from here on every commit is seen) and starts the reader.
     pub fn start() -> Monitor {
-        // The probe's map exists before the monitor starts: a monitor of element events
-        // alone does not learn of sets created after it read the ruleset.
-        nft_f(
-            "add table ip bench-probe\n\
-             add map ip bench-probe m { type ipv4_addr : ipv4_addr . inet_service ; }\n",
-        )
-        .expect("probe table");
-        let mut child = Command::new("nft")
-            .args(["monitor", "new", "elements"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("nft monitor");
-        let mut out = child.stdout.take().unwrap();
-        let seen: Seen = Arc::default();
-        let noted = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 1 << 16];
-            let mut carry = String::new();
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                let at = Instant::now();
-                carry.push_str(&String::from_utf8_lossy(&buf[..n]));
-                // An element ends with `}` (one per line); keep a partial one for the next read.
-                let cut = carry.rfind('}').map_or(0, |i| i + 1);
-                let done: String = carry.drain(..cut).collect();
-                let mut seen = noted.lock().unwrap();
-                for a in values(&done) {
-                    seen.entry(a).or_insert(at);
-                }
-            }
-        });
-        let m = Monitor { child, seen };
-        m.wait_listening();
-        m
+        let fd = events_socket().expect("an nftables event socket");
+        let wanted: Wanted = Arc::default();
+        let noted = wanted.clone();
+        std::thread::spawn(move || read_events(fd, noted));
+        Monitor { wanted }
     }
 
-    /// Writes a throwaway element until the monitor reports it: from then on it listens.
-    fn wait_listening(&self) {
-        let probe = Ipv4Addr::new(198, 18, 0, 1);
-        let port = 9;
-        let t = Instant::now();
-        loop {
-            nft_f(&format!(
-                "add element ip bench-probe m {{ 198.18.0.2 : {probe} . {port} }}\n"
-            ))
-            .expect("probe element");
-            std::thread::sleep(Duration::from_millis(100));
-            let heard = self.seen(probe).is_some();
-            nft_f("delete element ip bench-probe m { 198.18.0.2 }\n").expect("probe element");
-            if heard {
-                nft_f("delete table ip bench-probe\n").expect("probe table");
-                self.seen.lock().unwrap().clear();
-                return;
-            }
-            let exited = self.child_exited();
-            assert!(
-                !exited && t.elapsed() < Duration::from_secs(120),
-                "nft monitor never reported (exited: {exited})"
-            );
+    /// Looks out for `addrs` from now on (call before the change that writes them).
+    pub fn expect(&self, addrs: &[Ipv4Addr]) {
+        let mut w = self.wanted.lock().unwrap();
+        for a in addrs {
+            w.insert(*a, None);
         }
-    }
-
-    /// The monitor process is gone.
-    fn child_exited(&self) -> bool {
-        // SAFETY: waitpid(2) with WNOHANG on our own child; no memory is involved.
-        let pid = self.child.id() as i32;
-        let mut status = 0;
-        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
-    }
-
-    /// When `addr` was first seen in an added element, if it was.
-    pub fn seen(&self, addr: Ipv4Addr) -> Option<Instant> {
-        self.seen.lock().unwrap().get(&addr).copied()
     }
 
     /// Waits until every one of `addrs` was seen (or `timeout` passed); the last sighting.
@@ -118,9 +54,9 @@ impl Monitor {
         let t = Instant::now();
         loop {
             {
-                let seen = self.seen.lock().unwrap();
+                let w = self.wanted.lock().unwrap();
                 let times: Option<Vec<Instant>> =
-                    addrs.iter().map(|a| seen.get(a).copied()).collect();
+                    addrs.iter().map(|a| w.get(a).copied().flatten()).collect();
                 if let Some(times) = times {
                     return times.into_iter().max();
                 }
@@ -128,17 +64,97 @@ impl Monitor {
             if t.elapsed() > timeout {
                 return None;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
 }
 
-/// The address of every `A.B.C.D . port` that is an element's value (after ` : `) in `text`.
-fn values(text: &str) -> Vec<Ipv4Addr> {
-    text.split(" : ")
-        .skip(1)
-        .filter_map(|value| value.split(" . ").next()?.trim().parse().ok())
-        .collect()
+/// A netlink socket of the netfilter family in the nftables event group.
+fn events_socket() -> std::io::Result<OwnedFd> {
+    // SAFETY: socket(2) with constant arguments; the descriptor is owned at once below.
+    let raw = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_NETFILTER) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let set = |level, name, value: libc::c_int| {
+        // SAFETY: setsockopt(2) reads an int from a live local for its stated size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // A bigger buffer where root may have it; the default one otherwise.
+    set(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF)
+        .or_else(|_| set(libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF))?;
+    set(
+        libc::SOL_NETLINK,
+        libc::NETLINK_ADD_MEMBERSHIP,
+        NFNLGRP_NFTABLES,
+    )?;
+    Ok(fd)
+}
+
+/// Reads events until the process ends, noting the wanted addresses that appear.
+fn read_events(fd: OwnedFd, wanted: Wanted) {
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        // SAFETY: recv(2) writes at most `buf.len()` bytes into `buf`, which outlives the call.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            // ENOBUFS: events were lost; a change not seen then times out, loudly.
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS) {
+                eprintln!("bench_kubernetes: nftables events overflowed the socket buffer");
+                continue;
+            }
+            return;
+        }
+        let at = Instant::now();
+        let mut w = wanted.lock().unwrap();
+        if w.values().all(Option::is_some) {
+            continue;
+        }
+        for msg in messages(&buf[..n as usize]) {
+            for (addr, seen) in w.iter_mut().filter(|(_, s)| s.is_none()) {
+                if contains(msg, &addr.octets()) {
+                    *seen = Some(at);
+                }
+            }
+        }
+    }
+}
+
+/// The new-element messages of one datagram (their whole bytes).
+fn messages(mut data: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while data.len() >= 16 {
+        let len = u32::from_ne_bytes(data[0..4].try_into().unwrap()) as usize;
+        let kind = u16::from_ne_bytes(data[4..6].try_into().unwrap());
+        if len < 16 || len > data.len() {
+            break;
+        }
+        if kind == NEWSETELEM {
+            out.push(&data[16..len]);
+        }
+        data = &data[len.next_multiple_of(4).min(data.len())..];
+    }
+    out
+}
+
+/// `needle` occurs in `hay`.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// `nft -f -` with `text`; its stderr when it failed.
@@ -167,17 +183,29 @@ pub fn nft_f(text: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::values;
+    use super::*;
+
+    /// A netlink message header and `payload`.
+    fn msg(kind: u16, payload: &[u8]) -> Vec<u8> {
+        let len = 16 + payload.len();
+        let mut m = Vec::new();
+        m.extend((len as u32).to_ne_bytes());
+        m.extend(kind.to_ne_bytes());
+        m.extend([0u8; 10]);
+        m.extend(payload);
+        m.resize(len.next_multiple_of(4), 0);
+        m
+    }
 
     #[test]
-    fn values_are_read_from_monitor_lines() {
-        let text = "add element inet edgenetd-service backends4 { 10.96.0.0 . tcp . 80 . 0x00000003 : 10.250.0.1 . 8080 }\n\
-                    add element inet edgenetd-service backends4 { 10.96.0.0 . tcp . 80 . 0x00000004 : 10.250.0.2 . 8080, 10.96.0.0 . tcp . 80 . 0x00000005 : 10.250.0.3 . 9 }";
-        assert_eq!(
-            values(text),
-            ["10.250.0.1", "10.250.0.2", "10.250.0.3"]
-                .map(|a| a.parse::<std::net::Ipv4Addr>().unwrap())
-                .to_vec()
-        );
+    fn new_element_messages_are_found_among_others() {
+        let mut d = msg(NEWSETELEM, &[10, 250, 0, 1, 0x1f, 0x90]);
+        d.extend(msg((10 << 8) | 6, &[10, 250, 0, 2]));
+        d.extend(msg(NEWSETELEM, &[10, 250, 0, 3]));
+        let found = messages(&d);
+        assert_eq!(found.len(), 2);
+        assert!(contains(found[0], &[10, 250, 0, 1]));
+        assert!(!found.iter().any(|m| contains(m, &[10, 250, 0, 2])));
+        assert!(contains(found[1], &[10, 250, 0, 3]));
     }
 }

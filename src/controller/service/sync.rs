@@ -317,7 +317,10 @@ impl Kernel {
             }
             // Nothing goes first: the mirror keeps the model (a patch took it out), and the
             // compare checks the kernel against the same.
-            let mirror = self.cache.snapshot_mut().expect("periodic implies a mirror");
+            let mirror = self
+                .cache
+                .snapshot_mut()
+                .expect("periodic implies a mirror");
             mirror.model = model.clone();
             model
         } else {
