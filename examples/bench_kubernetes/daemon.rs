@@ -328,10 +328,11 @@ fn change_series(
     series
 }
 
-/// Every endpoint of `ROLLOUT` services replaced at once; how long until all were in.
-fn rollout(feed: &Feed, config: &Path, monitor: &Monitor, moved: &mut Moved) -> Duration {
+/// Every endpoint of `ROLLOUT` services (or of all, when fewer) replaced at once; how many
+/// services, and how long until all were in.
+fn rollout(feed: &Feed, config: &Path, monitor: &Monitor, moved: &mut Moved) -> (usize, Duration) {
     let first = data::services() / 5;
-    let changed: Vec<usize> = (first..first + ROLLOUT.min(data::services())).collect();
+    let changed: Vec<usize> = (first..(first + ROLLOUT).min(data::services())).collect();
     let mut fresh = Vec::new();
     for &i in &changed {
         let addrs: Vec<Ipv4Addr> = (0..data::ENDPOINTS)
@@ -346,7 +347,7 @@ fn rollout(feed: &Feed, config: &Path, monitor: &Monitor, moved: &mut Moved) -> 
     let seen = monitor
         .wait_all(&fresh, CHANGE_TIMEOUT)
         .expect("the rollout never reached the kernel");
-    seen.saturating_duration_since(t)
+    (changed.len(), seen.saturating_duration_since(t))
 }
 
 /// Runs the daemon, prints its figures.
@@ -413,9 +414,9 @@ pub fn run(binary: &Path, netns: &str, feed: Feed, plan: Plan) {
         );
     }
     if plan.rollout {
-        let took = rollout(&feed, &config, &monitor, &mut moved);
+        let (services, took) = rollout(&feed, &config, &monitor, &mut moved);
         println!(
-            "  rollout: every endpoint of {ROLLOUT} services  {} to the kernel",
+            "  rollout: every endpoint of {services:>3} services  {} to the kernel",
             ms(took)
         );
     }

@@ -56,9 +56,9 @@ fn endpoint_chain(i: usize, addr: Ipv4Addr) -> String {
 /// The table's fixed part (hooks, the masquerade chains, the service map).
 fn base() -> String {
     "add table ip kube-proxy { comment \"rules for kube-proxy\" ; }\n\
-     add chain ip kube-proxy nat-prerouting { type nat hook prerouting priority dstnat ; }\n\
-     add chain ip kube-proxy nat-output { type nat hook output priority dstnat ; }\n\
-     add chain ip kube-proxy nat-postrouting { type nat hook postrouting priority srcnat ; }\n\
+     add chain ip kube-proxy nat-prerouting { type nat hook prerouting priority -100 ; }\n\
+     add chain ip kube-proxy nat-output { type nat hook output priority -100 ; }\n\
+     add chain ip kube-proxy nat-postrouting { type nat hook postrouting priority 100 ; }\n\
      add chain ip kube-proxy mark-for-masquerade\n\
      add rule ip kube-proxy mark-for-masquerade mark set mark or 0x4000\n\
      add chain ip kube-proxy masquerading\n\
@@ -160,9 +160,9 @@ fn timed_load(text: &str, what: &str) -> Duration {
 }
 
 /// Loads the layout in the benchmark's namespace and prints its figures.
-pub fn run() {
+pub fn run(netns: &str) {
     assert!(
-        crate::in_own_netns(),
+        crate::in_netns(netns),
         "the kube-proxy reference writes nftables: run it in a throwaway namespace"
     );
     // The daemons' tables are gone with them, or removed here, so nft's cache reads only
@@ -202,7 +202,9 @@ pub fn run() {
     );
     let first = data::services() / 5;
     let mut text = String::new();
-    for i in first..(first + ROLLOUT).min(data::services()) {
+    let rolled = first..(first + ROLLOUT).min(data::services());
+    let services = rolled.len();
+    for i in rolled {
         let new: Vec<Ipv4Addr> = (0..data::ENDPOINTS)
             .map(|j| data::rolled_ip(i, j))
             .collect();
@@ -210,7 +212,7 @@ pub fn run() {
     }
     let took = timed_load(&text, "rollout");
     println!(
-        "  rollout: every endpoint of {ROLLOUT} services  {} (one transaction)",
+        "  rollout: every endpoint of {services:>3} services  {} (one transaction)",
         ms(took)
     );
     let _ = nft_f("delete table ip kube-proxy\n");

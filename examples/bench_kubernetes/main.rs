@@ -37,12 +37,13 @@ fn ms(d: Duration) -> String {
     format!("{:9.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// True when this process is in another network namespace than init's (the kernel parts
-/// write nftables and must never run in the host's).
-pub fn in_own_netns() -> bool {
-    let ns = |p: &str| std::fs::read_link(p).ok();
-    let (own, init) = (ns("/proc/self/ns/net"), ns("/proc/1/ns/net"));
-    own.is_some() && init.is_some() && own != init
+/// True when this process runs in the network namespace `ip netns` calls `name` (the kernel
+/// parts write nftables and must never run in the host's).
+pub fn in_netns(name: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let named = ino(&format!("/run/netns/{name}"));
+    named.is_some() && named == ino("/proc/self/ns/net")
 }
 
 /// The command line.
@@ -142,7 +143,7 @@ fn main() -> ExitCode {
     }
     if args.kube_proxy {
         println!("kube-proxy's nftables layout for the same services, by nft -f (the reference):");
-        kubeproxy::run();
+        kubeproxy::run(&netns);
     }
     ExitCode::SUCCESS
 }

@@ -98,11 +98,23 @@ fn events_socket() -> std::io::Result<OwnedFd> {
     // A bigger buffer where root may have it; the default one otherwise.
     set(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF)
         .or_else(|_| set(libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF))?;
-    set(
-        libc::SOL_NETLINK,
-        libc::NETLINK_ADD_MEMBERSHIP,
-        NFNLGRP_NFTABLES,
-    )?;
+    // The group is joined by binding with it (a membership asked for on an unbound socket
+    // receives nothing).
+    // SAFETY: an all-zero sockaddr_nl is a valid value of that plain C struct.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    addr.nl_groups = 1 << (NFNLGRP_NFTABLES - 1);
+    // SAFETY: bind(2) reads a live local sockaddr_nl for its stated size.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     Ok(fd)
 }
 
