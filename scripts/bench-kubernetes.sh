@@ -14,7 +14,7 @@
 # (`--features kubernetes`) in a throwaway network namespace, fed by the fake listening on
 # that namespace's loopback: first list request to READY=1, the kernel objects of its table,
 # 50 endpoint changes at random gaps (100-900 ms) with the service controller's full compare
-# every 5 s among them, timed to the element nftables' event group reports (median, p99, worst; how
+# every 2 s among them (a compare that gives way to a change counts), timed to the element nftables' event group reports (median, p99, worst; how
 # many met a full compare), a rollout (every endpoint of 100 services), the daemon's RSS.
 # `--feed toml` runs the same services from a TOML file (the baseline; a change is a file
 # rewrite, which the daemon picks up after its 200 ms quiet gap); `kube-proxy` loads

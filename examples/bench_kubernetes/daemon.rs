@@ -257,9 +257,10 @@ fn metric(name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Full compares the service controller has finished.
+/// Full compares the service controller has finished or stopped for a change.
 fn full_compares() -> f64 {
     metric("edgenetd_service_full_compares_total")
+        + metric("edgenetd_service_full_compares_interrupted_total")
 }
 
 /// Writes service `i`'s endpoints as they are in `moved`: through the fake, or (for the TOML
@@ -303,8 +304,8 @@ fn one_change(
         .wait_all(&[to], CHANGE_TIMEOUT)
         .unwrap_or_else(|| panic!("{to} never reached the kernel"));
     let took = seen.saturating_duration_since(t);
-    // A compare that ended after the change was written ran (at least in part) while the
-    // change waited or was applied.
+    // A compare that ended (or stopped for the change) after the change was written ran, at
+    // least in part, while the change waited or was applied.
     (took, full_compares() > compares)
 }
 

@@ -79,7 +79,7 @@ fn parse() -> Result<Args, String> {
         plan: daemon::Plan {
             changes: 50,
             rollout: true,
-            period: Duration::from_secs(5),
+            period: Duration::from_secs(2),
         },
     };
     let mut it = std::env::args().skip(1);
