@@ -232,6 +232,7 @@ const ALLOWED: &[(&str, &str)] = &[
     // Snippets (`[[policy.include]]`): compiled by nft in a scratch table, read back raw.
     // The lift reads an included rule's expressions through the batch's own rule shell.
     ("dataplane::nft::lift", "dataplane::nft::build"),
+    ("dataplane::nft::lift", "dataplane::nft::encode"),
     ("dataplane::nft::lift", "dataplane::nft::ffi"),
     ("dataplane::nft::lift", "dataplane::nft::fields"),
     ("dataplane::nft::lift", "dataplane::nft::ir"),

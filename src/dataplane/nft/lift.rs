@@ -100,16 +100,52 @@ impl State {
         self.regs.push((reg, v));
     }
 
-    /// The register `reg`, read: `None` when it holds nothing known, or when another
-    /// register written since waits too (the parts of a concatenation).
-    fn read(&mut self, reg: u32) -> Option<Reg> {
-        let [(r, _)] = self.regs.as_slice() else {
-            return None;
-        };
-        if *r != reg {
-            return None;
+    /// The register `reg`, read (it keeps its value): `None` when it holds nothing known,
+    /// or when another register was written after it (the parts of a concatenation).
+    fn read(&self, reg: u32) -> Option<Reg> {
+        match self.regs.last() {
+            Some((r, v)) if *r == reg => Some(v.clone()),
+            _ => None,
         }
-        self.regs.pop().map(|(_, v)| v)
+    }
+
+    /// Appends `stmt`; a range right after one of the same value is the intersection of the
+    /// two (nft writes `a-b` as `>= a` then `<= b`).
+    fn push(&mut self, stmt: Stmt) {
+        if let (
+            Some(Stmt::Range {
+                left: l0,
+                negate: false,
+                from: f0,
+                to: t0,
+            }),
+            Stmt::Range {
+                left,
+                negate: false,
+                from,
+                to,
+            },
+        ) = (self.out.last_mut(), &stmt)
+            && l0 == left
+        {
+            let host = host_order(left);
+            let n = |v: &Value| {
+                super::encode::encode(v)
+                    .ok()
+                    .and_then(|b| number(&b, host))
+            };
+            if let (Some(a), Some(b), Some(c), Some(d)) = (n(f0), n(from), n(t0), n(to)) {
+                if b > a {
+                    *f0 = from.clone();
+                }
+                if d < c {
+                    *t0 = to.clone();
+                }
+                return;
+            }
+        }
+        self.learn(&stmt);
+        self.out.push(stmt);
     }
 
     fn expr(&mut self, name: &str, e: Ref<'_, kind::AnyExpr>) -> Option<()> {
@@ -121,8 +157,7 @@ impl State {
                 let c = e.as_kind::<kind::Cmp>();
                 let reg = self.read(c.u32(expr::cmp::SREG)?)?;
                 let stmt = cmp(reg, c.u32(expr::cmp::OP)?, c.data(expr::cmp::DATA)?)?;
-                self.learn(&stmt);
-                self.out.push(stmt);
+                self.push(stmt);
                 Some(())
             }
             "range" => {
@@ -136,7 +171,7 @@ impl State {
                     1 => true,
                     _ => return None,
                 };
-                self.out.push(Stmt::Range {
+                self.push(Stmt::Range {
                     left,
                     negate,
                     from,
