@@ -234,6 +234,91 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
             ]),
         ),
         ("counter", Some(vec![Stmt::Counter])),
+        (
+            "tcp dport > 1024 accept",
+            Some(vec![
+                l4(6),
+                Stmt::Range {
+                    left: Expr::Payload(Field::TcpDport),
+                    negate: false,
+                    from: Value::Port(1025),
+                    to: Value::Port(65535),
+                },
+                verdict(Accept),
+            ]),
+        ),
+        (
+            "tcp dport vmap @ports",
+            Some(vec![
+                l4(6),
+                Stmt::Vmap {
+                    key: Expr::Payload(Field::TcpDport),
+                    map: SetRef::Named("ports".into()),
+                },
+            ]),
+        ),
+        (
+            "ct status dnat accept",
+            Some(vec![
+                Stmt::Flags {
+                    left: Expr::Ct(CtKey::Status),
+                    bits: Value::CtStatus(CT_STATUS_DNAT),
+                    negate: false,
+                },
+                verdict(Accept),
+            ]),
+        ),
+        (
+            "ct mark 0x5 accept",
+            Some(vec![cmp(Expr::Ct(CtKey::Mark), Value::Mark(5)), verdict(Accept)]),
+        ),
+        (
+            "icmpv6 type echo-request accept",
+            Some(vec![nf(10), l4(58), cmp(Expr::Payload(Field::Icmpv6Type), Value::Icmpv6Type(128)), verdict(Accept)]),
+        ),
+        (
+            "ip saddr & 0.0.0.255 == 0.0.0.7 accept",
+            Some(vec![
+                nf(2),
+                Stmt::MaskedCmp {
+                    left: Expr::Payload(Field::IpSaddr),
+                    mask: Value::Ipv4(Ipv4Addr::new(0, 0, 0, 255)),
+                    right: Value::Ipv4(Ipv4Addr::new(0, 0, 0, 7)),
+                },
+                verdict(Accept),
+            ]),
+        ),
+        (
+            "meta mark & 0xff == 0x1 accept",
+            Some(vec![
+                Stmt::MaskedCmp {
+                    left: Expr::Meta(MetaKey::Mark),
+                    mask: Value::Mark(0xff),
+                    right: Value::Mark(1),
+                },
+                verdict(Accept),
+            ]),
+        ),
+        (
+            "limit rate over 10/second drop",
+            Some(vec![
+                Stmt::Limit { rate: 10, unit: RateUnit::Second, burst: 5, over: true },
+                verdict(Drop),
+            ]),
+        ),
+        ("meta nftrace set 1 notrack", Some(vec![Stmt::Notrack])),
+        // nft compares the whole state here (`!=` of one value), not its bits.
+        (
+            "ct state != established counter",
+            Some(vec![
+                Stmt::Cmp {
+                    left: Expr::Ct(CtKey::State),
+                    op: CmpOp::Neq,
+                    right: Value::CtState(CT_STATE_ESTABLISHED),
+                },
+                Stmt::Counter,
+            ]),
+        ),
         // What the lift does not read.
         ("ip protocol tcp accept", None),
         ("meta iif \"lo\" accept", None),
@@ -241,6 +326,8 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         ("ct original ip daddr 10.0.0.1 accept", None),
         ("tcp dport 22 ct mark set 1", None),
         ("ip saddr . tcp dport @pairs accept", None),
+        ("limit rate 1 mbytes/second accept", None),
+        ("meta l4proto tcp dnat ip to 10.0.0.2", None),
     ]
 }
 
@@ -252,6 +339,9 @@ netns_test! {
             "pairs",
             KeyType(vec![DataType::Ipv4Addr, DataType::InetService]),
         ));
+        let mut ports = Set::new("ports", KeyType::single(DataType::InetService));
+        ports.data = Some(KeyType::single(DataType::Verdict));
+        scratch.sets.push(ports);
         scratch.chains.push(Chain::regular("input"));
         scratch.chains.push(Chain::regular("inc_chain"));
         let cases = cases();
