@@ -54,7 +54,8 @@ fn an_included_rule_explain_cannot_read_makes_the_verdict_uncertain_and_does_not
         ChainPolicy::Drop,
     ));
     t.rules.push(unread("tcp dport 22 drop"));
-    t.rules.push(Rule::new("input", vec![Stmt::Verdict(Verdict::Accept)]).with_comment("all"));
+    t.rules
+        .push(Rule::new("input", vec![Stmt::Verdict(Verdict::Accept)]).with_comment("all"));
     let local = Addresses { entries: vec![] };
     let run = Run {
         table: &t,
@@ -70,6 +71,9 @@ fn an_included_rule_explain_cannot_read_makes_the_verdict_uncertain_and_does_not
     assert_eq!(trace.uncertain.len(), 1, "{:?}", trace.uncertain);
     let why = &trace.uncertain[0];
     assert!(why.contains("`tcp dport 22 drop`"), "{why}");
-    assert!(why.contains("include /etc/x.nft") && !why.contains("#00000000"), "{why}");
+    assert!(
+        why.contains("include /etc/x.nft") && !why.contains("#00000000"),
+        "{why}"
+    );
     assert!(why.contains("chain input"), "{why}");
 }

@@ -65,7 +65,11 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
     vec![
         (
             "tcp dport 22 accept",
-            Some(vec![l4(6), cmp(Expr::Payload(Field::TcpDport), Value::Port(22)), verdict(Accept)]),
+            Some(vec![
+                l4(6),
+                cmp(Expr::Payload(Field::TcpDport), Value::Port(22)),
+                verdict(Accept),
+            ]),
         ),
         (
             "udp dport 5000-5010 drop",
@@ -107,31 +111,64 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         ),
         (
             "meta l4proto udp th sport 53 accept",
-            Some(vec![l4(17), cmp(Expr::Payload(Field::ThSport), Value::Port(53)), verdict(Accept)]),
+            Some(vec![
+                l4(17),
+                cmp(Expr::Payload(Field::ThSport), Value::Port(53)),
+                verdict(Accept),
+            ]),
         ),
         (
             "ip saddr 10.0.0.0/24 counter drop",
-            Some(vec![nf(2), prefix(Field::IpSaddr, "10.0.0.0/24", false), Stmt::Counter, verdict(Drop)]),
+            Some(vec![
+                nf(2),
+                prefix(Field::IpSaddr, "10.0.0.0/24", false),
+                Stmt::Counter,
+                verdict(Drop),
+            ]),
         ),
         (
             "ip saddr 10.0.0.0/12 drop",
-            Some(vec![nf(2), prefix(Field::IpSaddr, "10.0.0.0/12", false), verdict(Drop)]),
+            Some(vec![
+                nf(2),
+                prefix(Field::IpSaddr, "10.0.0.0/12", false),
+                verdict(Drop),
+            ]),
         ),
         (
             "ip daddr 192.0.2.3 drop",
-            Some(vec![nf(2), cmp(Expr::Payload(Field::IpDaddr), Value::Ipv4(Ipv4Addr::new(192, 0, 2, 3))), verdict(Drop)]),
+            Some(vec![
+                nf(2),
+                cmp(
+                    Expr::Payload(Field::IpDaddr),
+                    Value::Ipv4(Ipv4Addr::new(192, 0, 2, 3)),
+                ),
+                verdict(Drop),
+            ]),
         ),
         (
             "ip6 saddr != fd00::/64 return",
-            Some(vec![nf(10), prefix(Field::Ip6Saddr, "fd00::/64", true), verdict(Return)]),
+            Some(vec![
+                nf(10),
+                prefix(Field::Ip6Saddr, "fd00::/64", true),
+                verdict(Return),
+            ]),
         ),
         (
             "iifname \"veth-lan\" jump inc_chain",
-            Some(vec![cmp(Expr::Meta(MetaKey::IifName), Value::IfName("veth-lan".into())), verdict(Jump("inc_chain".into()))]),
+            Some(vec![
+                cmp(
+                    Expr::Meta(MetaKey::IifName),
+                    Value::IfName("veth-lan".into()),
+                ),
+                verdict(Jump("inc_chain".into())),
+            ]),
         ),
         (
             "oifname \"eth*\" goto inc_chain",
-            Some(vec![cmp(Expr::Meta(MetaKey::OifName), Value::IfName("eth*".into())), verdict(Goto("inc_chain".into()))]),
+            Some(vec![
+                cmp(Expr::Meta(MetaKey::OifName), Value::IfName("eth*".into())),
+                verdict(Goto("inc_chain".into())),
+            ]),
         ),
         (
             "oifname != \"wan\" reject",
@@ -146,7 +183,11 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         ),
         (
             "tcp dport 23 reject with tcp reset",
-            Some(vec![l4(6), cmp(Expr::Payload(Field::TcpDport), Value::Port(23)), Stmt::Reject(Reject::TcpReset)]),
+            Some(vec![
+                l4(6),
+                cmp(Expr::Payload(Field::TcpDport), Value::Port(23)),
+                Stmt::Reject(Reject::TcpReset),
+            ]),
         ),
         (
             "ct state established,related accept",
@@ -191,7 +232,9 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
                     set: SetRef::Named("blocked".into()),
                     negate: false,
                 },
-                Stmt::Log { prefix: "blocked ".into() },
+                Stmt::Log {
+                    prefix: "blocked ".into(),
+                },
                 verdict(Drop),
             ]),
         ),
@@ -209,7 +252,10 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         ),
         (
             "meta mark 0x10 counter",
-            Some(vec![cmp(Expr::Meta(MetaKey::Mark), Value::Mark(0x10)), Stmt::Counter]),
+            Some(vec![
+                cmp(Expr::Meta(MetaKey::Mark), Value::Mark(0x10)),
+                Stmt::Counter,
+            ]),
         ),
         (
             "meta mark set 0x1",
@@ -217,7 +263,12 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         ),
         (
             "icmp type echo-request accept",
-            Some(vec![nf(2), l4(1), cmp(Expr::Payload(Field::IcmpType), Value::IcmpType(8)), verdict(Accept)]),
+            Some(vec![
+                nf(2),
+                l4(1),
+                cmp(Expr::Payload(Field::IcmpType), Value::IcmpType(8)),
+                verdict(Accept),
+            ]),
         ),
         (
             "tcp dport 22 ct state new limit rate 10/minute accept",
@@ -229,7 +280,12 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
                     bits: Value::CtState(CT_STATE_NEW),
                     negate: false,
                 },
-                Stmt::Limit { rate: 10, unit: RateUnit::Minute, burst: 5, over: false },
+                Stmt::Limit {
+                    rate: 10,
+                    unit: RateUnit::Minute,
+                    burst: 5,
+                    over: false,
+                },
                 verdict(Accept),
             ]),
         ),
@@ -270,11 +326,19 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         ),
         (
             "ct mark 0x5 accept",
-            Some(vec![cmp(Expr::Ct(CtKey::Mark), Value::Mark(5)), verdict(Accept)]),
+            Some(vec![
+                cmp(Expr::Ct(CtKey::Mark), Value::Mark(5)),
+                verdict(Accept),
+            ]),
         ),
         (
             "icmpv6 type echo-request accept",
-            Some(vec![nf(10), l4(58), cmp(Expr::Payload(Field::Icmpv6Type), Value::Icmpv6Type(128)), verdict(Accept)]),
+            Some(vec![
+                nf(10),
+                l4(58),
+                cmp(Expr::Payload(Field::Icmpv6Type), Value::Icmpv6Type(128)),
+                verdict(Accept),
+            ]),
         ),
         (
             "ip saddr & 0.0.0.255 == 0.0.0.7 accept",
@@ -302,7 +366,12 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         (
             "limit rate over 10/second drop",
             Some(vec![
-                Stmt::Limit { rate: 10, unit: RateUnit::Second, burst: 5, over: true },
+                Stmt::Limit {
+                    rate: 10,
+                    unit: RateUnit::Second,
+                    burst: 5,
+                    over: true,
+                },
                 verdict(Drop),
             ]),
         ),

@@ -129,11 +129,7 @@ impl State {
             && l0 == left
         {
             let host = host_order(left);
-            let n = |v: &Value| {
-                super::encode::encode(v)
-                    .ok()
-                    .and_then(|b| number(&b, host))
-            };
+            let n = |v: &Value| super::encode::encode(v).ok().and_then(|b| number(&b, host));
             if let (Some(a), Some(b), Some(c), Some(d)) = (n(f0), n(from), n(t0), n(to)) {
                 if b > a {
                     *f0 = from.clone();
@@ -181,8 +177,7 @@ impl State {
             }
             "bitwise" => {
                 let b = e.as_kind::<kind::Bitwise>();
-                let Reg::Loaded { expr, at, mask } = self.read(b.u32(expr::bitwise::SREG)?)?
-                else {
+                let Reg::Loaded { expr, at, mask } = self.read(b.u32(expr::bitwise::SREG)?)? else {
                     return None;
                 };
                 let and = b.data(expr::bitwise::MASK)?;
@@ -191,10 +186,7 @@ impl State {
                     return None;
                 }
                 let mask = mask.iter().zip(and).map(|(m, a)| m & a).collect();
-                self.write(
-                    b.u32(expr::bitwise::DREG)?,
-                    Reg::Loaded { expr, at, mask },
-                );
+                self.write(b.u32(expr::bitwise::DREG)?, Reg::Loaded { expr, at, mask });
                 Some(())
             }
             "lookup" => {
