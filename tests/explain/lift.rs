@@ -390,6 +390,8 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
         ),
         // What the lift does not read.
         ("ip protocol tcp accept", None),
+        // No protocol matched first: the kernel reads those bytes of any header.
+        ("th dport 22 accept", None),
         ("meta iif \"lo\" accept", None),
         ("ip dscp 46 accept", None),
         ("ct original ip daddr 10.0.0.1 accept", None),

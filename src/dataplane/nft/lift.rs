@@ -384,8 +384,8 @@ impl State {
     }
 
     /// The field whose bytes `offset .. offset + len` of header `base` are, for the
-    /// protocols matched so far: `tcp dport` after `meta l4proto tcp`, `th dport` after no
-    /// such match; a field of the other IP version never.
+    /// protocols matched so far: `tcp dport` after `meta l4proto tcp`, `th dport` after
+    /// `meta l4proto udp` (no `udp sport` field); a field of the other IP version never.
     fn field(&self, base: Base, offset: u32, len: u32) -> Option<Field> {
         let fits = |f: &Field| {
             let d = f.def();
@@ -395,7 +395,10 @@ impl State {
                 && offset + len <= d.offset + d.len
                 && !matches!((d.nfproto, self.nfproto), (Some(a), Some(b)) if a != b)
                 && !matches!((d.l4proto, self.l4proto), (Some(a), Some(b)) if a != b)
-                && (d.l4proto.is_none() || self.l4proto.is_some())
+                // A transport header of no protocol matched (`th dport` alone): the kernel
+                // reads those bytes of any protocol's header (an ICMP checksum), explain
+                // only of a protocol with ports.
+                && (d.base != Base::Transport || self.l4proto.is_some())
         };
         FIELDS.iter().filter(|f| fits(f)).copied().max_by_key(|f| {
             let d = f.def();
