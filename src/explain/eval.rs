@@ -3,11 +3,14 @@
 //! NAT statements ending the chain with accept. `meta mark set` changes the mark the
 //! routing decision matches next. Counters, logs, limits (assumed under their rate), MSS
 //! clamping and dynamic-map updates change nothing `explain` reports; a conntrack helper
-//! and a flow offload change no verdict either, but the path names them.
+//! and a flow offload change no verdict either, but the path names them. An included rule
+//! (nft's compile of a snippet) runs as the statements its expressions lift to; one that
+//! does not lift is taken as not matching and makes the verdict uncertain.
 
 use std::net::IpAddr;
 
 use crate::dataplane::nft::ir::*;
+use crate::dataplane::nft::lift::lift;
 use crate::dataplane::nft::text::render_rule;
 
 use super::error::ExplainError;
@@ -74,6 +77,8 @@ pub struct Trace {
     pub nat: Vec<NatEvent>,
     /// Human-readable steps (`jump`, `goto`, notes).
     pub steps: Vec<String>,
+    /// Why the verdict may be wrong: each included rule met that `explain` could not read.
+    pub uncertain: Vec<String>,
 }
 
 /// One table being run.
@@ -236,17 +241,7 @@ impl Run<'_> {
                 None => false,
             },
             Stmt::Verdict(v) => return Ok(Some(flow_of(v))),
-            Stmt::Opaque(o) => {
-                // nft compiled it from an operator's snippet; explain reads only what it
-                // built itself, so it names the rule and its origin and goes on.
-                trace.steps.push(format!(
-                    "{}: included rule `{}` ({}) is not evaluated: taken as not matching",
-                    rule.chain,
-                    o.text,
-                    rule.comment.as_deref().unwrap_or("no comment")
-                ));
-                return Ok(Some(Flow::Next));
-            }
+            Stmt::Opaque(o) => return self.included(o, rule, pkt, trace),
             Stmt::Vmap { key, map } => {
                 let Some(k) = load(key, pkt, self.local)? else {
                     return Ok(Some(Flow::Next));
@@ -369,6 +364,63 @@ impl Run<'_> {
             Stmt::Limit { over: true, .. } => false,
         };
         Ok((!matched).then_some(Flow::Next))
+    }
+
+    /// An included rule (nft's compile of an operator's snippet): lifted back to the
+    /// statements it means and run as they are; when it does not lift, named as what makes
+    /// the verdict uncertain and taken as not matching.
+    fn included(
+        &self,
+        o: &Opaque,
+        rule: &Rule,
+        pkt: &mut Packet,
+        trace: &mut Trace,
+    ) -> Result<Option<Flow>, ExplainError> {
+        let origin = rule.comment.as_deref().unwrap_or("no comment");
+        let origin = origin.rsplit_once(" #").map_or(origin, |(label, _)| label);
+        let lifted = lift(self.table.family, &o.exprs).filter(|s| self.sets_fit(s));
+        let Some(stmts) = lifted else {
+            trace.steps.push(format!(
+                "{}: included rule `{}` ({origin}) is not evaluated: taken as not matching",
+                rule.chain, o.text
+            ));
+            trace.uncertain.push(format!(
+                "included rule `{}` ({origin}, chain {}) holds an expression explain does not read: it was taken as not matching",
+                o.text, rule.chain
+            ));
+            return Ok(Some(Flow::Next));
+        };
+        for stmt in &stmts {
+            if let Some(flow) = self.stmt(stmt, rule, pkt, trace)? {
+                return Ok(Some(flow));
+            }
+        }
+        trace.steps.push(format!(
+            "{}: included rule `{}` ({origin}) matched, no verdict: evaluation goes on",
+            rule.chain, o.text
+        ));
+        Ok(None)
+    }
+
+    /// Every named set a lifted rule looks up is one of the table's, of the key's type (a
+    /// set of concatenations is never met by one field, which the lift would mean).
+    fn sets_fit(&self, stmts: &[Stmt]) -> bool {
+        stmts.iter().all(|s| match s {
+            Stmt::Lookup {
+                left,
+                set: SetRef::Named(name),
+                ..
+            } => self.table.set(name).is_some_and(|set| {
+                !set.key.is_concat() && set.key.byte_len() == left.byte_len() && set.data.is_none()
+            }),
+            Stmt::Vmap {
+                key,
+                map: SetRef::Named(name),
+            } => self.table.set(name).is_some_and(|set| {
+                !set.key.is_concat() && set.key.byte_len() == key.byte_len() && set.is_vmap()
+            }),
+            _ => true,
+        })
     }
 
     pub(super) fn nat_event(

@@ -18,6 +18,8 @@
 
 pub mod error;
 pub mod eval;
+#[cfg(test)]
+mod eval_tests;
 pub mod kernel;
 mod natmap;
 pub mod packet;

@@ -120,6 +120,7 @@ pub fn json(e: &Explanation) -> Json {
         "snat": e.snat.as_ref().map(nat_json),
         "route": e.route.as_ref().map(route_json),
         "steps": e.steps,
+        "uncertain": e.uncertain,
     })
 }
 
@@ -246,5 +247,8 @@ pub fn human(e: &Explanation, original: &Packet) -> String {
         _ => "",
     };
     let _ = writeln!(out, "{:<12} {word}{how}", "verdict");
+    for why in &e.uncertain {
+        let _ = writeln!(out, "{:<12} the verdict is uncertain: {why}", "uncertain");
+    }
     out
 }

@@ -43,6 +43,9 @@ pub struct Explanation {
     pub route: Option<Decision>,
     /// Jumps and notes on the way.
     pub steps: Vec<String>,
+    /// Why the verdict may be wrong (included rules explain could not read), empty when it
+    /// is what the kernel does.
+    pub uncertain: Vec<String>,
     /// The packet as it leaves (or as it was when dropped).
     pub packet: Packet,
 }
@@ -79,6 +82,7 @@ impl World<'_> {
                 snat: trace.nat.iter().find(|n| n.kind == NatKind::Snat).cloned(),
                 route,
                 steps: trace.steps,
+                uncertain: trace.uncertain,
                 packet: pkt,
             })
         };

@@ -109,11 +109,18 @@ impl Tracer {
             };
             let decided = match *what {
                 "policy" => None,
-                "rule" if !line.ends_with("(verdict continue)") => line
-                    .split("comment \"")
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
-                    .map(str::to_string),
+                // A jump or goto decides nothing here: the chain it enters does, or the
+                // rules after it once that chain returns.
+                "rule"
+                    if !line.ends_with("(verdict continue)")
+                        && !line.contains("(verdict jump ")
+                        && !line.contains("(verdict goto ") =>
+                {
+                    line.split("comment \"")
+                        .nth(1)
+                        .and_then(|r| r.split('"').next())
+                        .map(str::to_string)
+                }
                 _ => continue,
             };
             // The connection's first packet: later ones meet the established rule.

@@ -6,6 +6,8 @@
 mod common;
 
 mod differential;
+mod include_differential;
+mod lift;
 mod nat;
 mod nat_differential;
 mod offline;

@@ -283,7 +283,7 @@ netns_test! {
         let _t = lan_wan();
         let dir = ScratchDir::new("includes-plan");
         let path = dir.join("limit.nft");
-        std::fs::write(&path, "tcp dport 22 ct state new limit rate 10/minute accept\n").unwrap();
+        std::fs::write(&path, "ip protocol gre drop\ntcp dport 22 ct state new limit rate 10/minute accept\n").unwrap();
         let table = dir.join("table.nft");
         std::fs::write(&table, "chain inc_extra {\n  udp dport 53 accept\n}\n").unwrap();
         dir.write(
@@ -293,7 +293,8 @@ netns_test! {
         let (text, _) = planned_policy_nft(&dir);
         assert!(text.contains("tcp dport 22 ct state new limit rate 10/minute accept comment \"include "), "{text}");
         assert!(text.contains("chain inc_extra"), "{text}");
-        // explain names an included rule, with its origin, on the packet's path.
+        // explain evaluates the included rules: the one it reads decides, named with its
+        // origin; the one it does not read (`ip protocol`) makes the verdict uncertain.
         let run = edgenetd(&[
             "explain", "--config", dir.config().to_str().unwrap(),
             "--addresses", "veth-lan=10.0.0.1/24",
@@ -301,8 +302,16 @@ netns_test! {
             "--proto", "tcp", "--dport", "22",
         ]);
         let out = format!("{}{}", run.stdout, run.stderr);
-        assert!(out.contains("included rule `tcp dport 22 ct state new limit rate 10/minute accept`"), "{out}");
-        assert!(out.contains(&format!("include {}", path.display())), "{out}");
+        let decider = format!(
+            "accept by rule include {} (edgenetd-policy input): tcp dport 22 ct state new limit rate 10/minute accept",
+            path.display()
+        );
+        assert!(out.contains(&decider), "{out}");
+        assert!(
+            out.contains("the verdict is uncertain: included rule `ip protocol gre drop`"),
+            "{out}"
+        );
+        assert_eq!(out.matches("the verdict is uncertain").count(), 1, "one line for the one rule: {out}");
         // Installed, then the snippet edited: plan's differences name the old and new rule.
         Driver::policy().sync(&std::fs::read_to_string(dir.config()).unwrap()).unwrap();
         std::fs::write(&path, "tcp dport 22 ct state new limit rate 20/minute accept\n").unwrap();

@@ -230,6 +230,13 @@ const ALLOWED: &[(&str, &str)] = &[
     ("dataplane::nft::socket", "dataplane::nft::error"),
     ("dataplane::nft::socket", "dataplane::nft::ffi"),
     // Snippets (`[[policy.include]]`): compiled by nft in a scratch table, read back raw.
+    // The lift reads an included rule's expressions through the batch's own rule shell.
+    ("dataplane::nft::lift", "dataplane::nft::build"),
+    ("dataplane::nft::lift", "dataplane::nft::encode"),
+    ("dataplane::nft::lift", "dataplane::nft::ffi"),
+    ("dataplane::nft::lift", "dataplane::nft::fields"),
+    ("dataplane::nft::lift", "dataplane::nft::ir"),
+    ("dataplane::nft::lift", "dataplane::nft::table_ref"),
     ("dataplane::nft::snippet", "dataplane::nft::batch"),
     ("dataplane::nft::snippet", "dataplane::nft::build"),
     ("dataplane::nft::snippet", "dataplane::nft::error"),

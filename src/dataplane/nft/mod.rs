@@ -24,6 +24,7 @@
 //! | [`read`] | kernel -> listings comparable with the IR: [`read::dump`] (tables, chains, rules, sets), `read::objects` (objects, flowtables), `read::elements` (one set's elements, streamed) |
 //! | [`watch`] | notices other processes' commits ([`GenerationWatch`]) |
 //! | [`snippet`] | operator snippets in nft's language, compiled by `nft` in a scratch table and read back as [`ir::Opaque`] rules |
+//! | [`lift`] | an [`ir::Opaque`] rule's kernel expressions -> the IR statements they mean, where the lift reads them all (for `explain`) |
 //! | [`table_tag`], `kept` | a table's owner tag; elements kept across replaces |
 //! | `ffi` | every libnftnl/libmnl call, behind owned wrappers |
 //!
@@ -92,6 +93,7 @@ pub mod fields;
 pub mod intervals;
 pub mod ir;
 mod kept;
+pub mod lift;
 pub mod read;
 pub mod snippet;
 mod socket;

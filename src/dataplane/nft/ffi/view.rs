@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 use nftnl::nftnl_sys as sys;
 
 use super::attr::{Attr, shape};
-use super::object::{Kind, kind, nonnull};
+use super::object::{ExprKind, Kind, kind, nonnull};
 
 /// A borrowed libnftnl object of kind `K` (owned by an [`Obj`] or by a parent object).
 pub(crate) struct Ref<'a, K: Kind> {
@@ -44,6 +44,14 @@ impl<'a, K: Kind> Ref<'a, K> {
         // SAFETY: libnftnl returned `len` readable bytes it owns, valid as long as the object
         // is unchanged, i.e. for 'a.
         Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len as usize) })
+    }
+
+    /// A u8 attribute (`None` when unset).
+    pub(crate) fn u8(&self, a: Attr<K, shape::U8>) -> Option<u8> {
+        match self.raw_attr(a.code)? {
+            [b] => Some(*b),
+            _ => None,
+        }
     }
 
     /// A u32 attribute (`None` when unset).
@@ -110,7 +118,16 @@ impl<'a> Ref<'a, kind::Set> {
     }
 }
 
-impl Ref<'_, kind::AnyExpr> {
+impl<'a> Ref<'a, kind::AnyExpr> {
+    /// The same expression read as kind `K`: libnftnl's getter dispatches on the
+    /// expression's own type, so the caller checks [`any_expr::NAME`] first (an attribute
+    /// code of another kind reads whatever that kind keeps under it).
+    ///
+    /// [`any_expr::NAME`]: super::attr::any_expr::NAME
+    pub(crate) fn as_kind<K: ExprKind>(&self) -> Ref<'a, K> {
+        Ref::new(self.raw)
+    }
+
     /// libnftnl's debug text of the expression, written into `buf` (cut at its length).
     pub(crate) fn debug_text<'b>(&self, buf: &'b mut [u8]) -> Option<&'b CStr> {
         if buf.is_empty() {
