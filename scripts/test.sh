@@ -37,4 +37,7 @@ cargo test --features $k8s --test repo
 # kube-proxy's own packet-flow tables and e2e cases, ported (tables in
 # target/tmp/kube_proxy_conformance/*.txt; docs/kubernetes.md, "Conformance").
 cargo test --features $k8s --test kube_proxy_conformance
+# The Kubernetes benchmark's own parsers (kernel object counts, kube-proxy's layout, the event
+# reader, the series' quantiles); the benchmark itself is run by hand, never timed here.
+cargo test --features $k8s --example bench_kubernetes
 echo "edgenetd: all tests passed"
