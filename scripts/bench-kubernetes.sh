@@ -13,7 +13,7 @@
 # endpoint change) and the client's list over TLS; then runs the release daemon
 # (`--features kubernetes`) in a throwaway network namespace, fed by the fake listening on
 # that namespace's loopback: first list request to READY=1, the kernel objects of its table,
-# 50 endpoint changes at random gaps (100-900 ms; every fifth 30 ms behind the last) with the service controller's full compare
+# 50 endpoint changes at random gaps (100-900 ms) with the service controller's full compare
 # every 2 s among them (a compare that gives way to a change counts), timed to the element nftables' event group reports (median, p99, worst; how
 # many met a full compare), a rollout (every endpoint of 100 services), the daemon's RSS.
 # `--feed toml` runs the same services from a TOML file (the baseline; a change is a file

@@ -309,12 +309,7 @@ fn one_change(
     (took, full_compares() > compares)
 }
 
-/// How soon a change follows the one before when it is meant to land in a full compare.
-const RIGHT_BEHIND: Duration = Duration::from_millis(30);
-
-/// The series: `n` changes to services spread over the table, at random gaps; every fifth
-/// comes [`RIGHT_BEHIND`] the one before, where a full compare that was due starts (a due
-/// compare goes after the change that put it off), so some changes land in one for sure.
+/// The series: `n` changes to services spread over the table, at random gaps.
 fn change_series(
     feed: &Feed,
     config: &Path,
@@ -325,8 +320,7 @@ fn change_series(
     let mut series = Series::default();
     let mut gaps = Gaps::new(0x5eed);
     for k in 0..n {
-        let gap = gaps.next();
-        std::thread::sleep(if k % 5 == 4 { RIGHT_BEHIND } else { gap });
+        std::thread::sleep(gaps.next());
         // Spread over the table; never service 0 twice in a row (each a separate change).
         let i = (k * 997 + 1) % data::services();
         let (took, met) = one_change(feed, config, monitor, moved, i, data::moved_ip(k + 1));
