@@ -23,22 +23,6 @@ use super::table_ref::TableRef;
 /// `meta nfproto` of IPv4 and IPv6.
 const NFPROTO_IPV4: u8 = 2;
 const NFPROTO_IPV6: u8 = 10;
-/// Every field a payload load may be part of.
-const FIELDS: [Field; 13] = [
-    Field::IpSaddr,
-    Field::IpDaddr,
-    Field::Ip6Saddr,
-    Field::Ip6Daddr,
-    Field::TcpDport,
-    Field::UdpDport,
-    Field::ThDport,
-    Field::ThSport,
-    Field::IcmpType,
-    Field::Icmpv6Type,
-    Field::TcpFlags,
-    Field::IpDscp,
-    Field::Ip6Dscp,
-];
 
 /// The statements the kernel's expressions `exprs` (an `NFTA_RULE_EXPRESSIONS` payload as
 /// the kernel listed it) of a rule of a `family` table mean, or `None` when one of them is
@@ -400,10 +384,14 @@ impl State {
                 // only of a protocol with ports.
                 && (d.base != Base::Transport || self.l4proto.is_some())
         };
-        FIELDS.iter().filter(|f| fits(f)).copied().max_by_key(|f| {
-            let d = f.def();
-            (d.l4proto.is_some(), d.nfproto.is_some(), d.offset == offset)
-        })
+        Field::ALL
+            .iter()
+            .filter(|f| fits(f))
+            .copied()
+            .max_by_key(|f| {
+                let d = f.def();
+                (d.l4proto.is_some(), d.nfproto.is_some(), d.offset == offset)
+            })
     }
 
     /// Remembers the protocol a match pins down, for the loads after it.
