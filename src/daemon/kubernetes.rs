@@ -6,14 +6,18 @@
 //! - A reload hands its TOML to the composer ([`TomlSink`]), which publishes at once; the
 //!   watcher hands it the cluster's parts after each burst of changes. Both publish under the
 //!   composer's lock, so snapshots never go back in time.
-//! - After every publish that changed the cluster state, the cache is rewritten (atomically;
-//!   a failure is logged and counted, never fatal).
+//! - The cache is written when the cluster state is first complete, then at most every
+//!   [`CACHE_EVERY`] while it changes, and at a clean stop (atomically; a failure is logged
+//!   and counted, never fatal). Not after every change: at 5,000 Services the file is 2 MB,
+//!   whose writing took longer than the change itself took to reach the kernel, and the
+//!   file may live on flash (issue 24).
 //! - Readiness: the watcher is registered in the liveness registry as `kubernetes`; it counts as
 //!   ready once every enabled kind was listed or the cache was loaded.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use log::{error, info, warn};
 
@@ -32,6 +36,12 @@ use crate::shutdown::Shutdown;
 /// The loops that read nothing of the services (so a snapshot that changed only services
 /// does not wake them).
 const BLIND_TO_SERVICES: [&str; 2] = ["policy", "route"];
+
+/// The shortest time between two writes of the cache file (the first, when the cluster state
+/// is complete, is at once). A change is written at the watcher's next tick after this, so
+/// at most about twice this late; a restart from the cache lists the cluster again anyway,
+/// so what a crash loses of the last seconds only matters during an API outage.
+pub const CACHE_EVERY: Duration = Duration::from_secs(5);
 
 /// The service account's files in a pod.
 const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -187,6 +197,9 @@ struct Inner {
     /// The last cache write failed (the next failure is logged quietly, not again as a
     /// warning, until a write succeeds).
     cache_failing: bool,
+    /// When the cache was last written (or a write last failed): the next waits for
+    /// [`CACHE_EVERY`] after it.
+    cache_tried: Option<Instant>,
 }
 
 impl Shared {
@@ -203,26 +216,9 @@ impl Shared {
             }
         }
         let ready = inner.composer.ready(&self.kinds);
-        let generation = inner.composer.generation();
-        // Before every kind is in (or the cache was loaded) the state is partial: caching it
-        // would make a restart during an outage take it for the whole.
-        if ready && inner.cached != Some(generation) {
-            match inner.cache.store(inner.composer.cluster()) {
-                Ok(()) => {
-                    inner.cached = Some(generation);
-                    inner.cache_failing = false;
-                }
-                Err(e) => {
-                    if std::mem::replace(&mut inner.cache_failing, true) {
-                        log::debug!("kubernetes: cannot cache the cluster state: {e}");
-                    } else {
-                        warn!(
-                            "kubernetes: cannot cache the cluster state (a restart during an API outage would not keep it): {e}"
-                        );
-                    }
-                    metrics::counter!(watch::metrics::CACHE_WRITE_FAILURES).increment(1);
-                }
-            }
+        let due = inner.cache_tried.is_none_or(|t| t.elapsed() >= CACHE_EVERY);
+        if due {
+            Self::cache(&self.kinds, inner);
         }
         if ready && !self.ready.load(Ordering::Relaxed) {
             self.ready.store(true, Ordering::Relaxed);
@@ -235,6 +231,33 @@ impl Shared {
                 self.incomplete_reported.store(true, Ordering::Relaxed);
                 warn!("kubernetes: {why}; serving the TOML state until the cluster answers");
                 self.heartbeat.source_incomplete(why);
+            }
+        }
+    }
+
+    /// Writes the cluster state to the cache if it changed since it was last written and is
+    /// complete: before every kind is in (or the cache was loaded) the state is partial, and
+    /// caching it would make a restart during an outage take it for the whole.
+    fn cache(kinds: &[Kind], inner: &mut Inner) {
+        let generation = inner.composer.generation();
+        if !inner.composer.ready(kinds) || inner.cached == Some(generation) {
+            return;
+        }
+        inner.cache_tried = Some(Instant::now());
+        match inner.cache.store(inner.composer.cluster()) {
+            Ok(()) => {
+                inner.cached = Some(generation);
+                inner.cache_failing = false;
+            }
+            Err(e) => {
+                if std::mem::replace(&mut inner.cache_failing, true) {
+                    log::debug!("kubernetes: cannot cache the cluster state: {e}");
+                } else {
+                    warn!(
+                        "kubernetes: cannot cache the cluster state (a restart during an API outage would not keep it): {e}"
+                    );
+                }
+                metrics::counter!(watch::metrics::CACHE_WRITE_FAILURES).increment(1);
             }
         }
     }
@@ -254,6 +277,11 @@ impl TomlSink for Shared {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.composer.set_toml(toml);
         self.compose(&mut inner);
+    }
+
+    fn stopping(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Self::cache(&self.kinds, &mut inner);
     }
 }
 
@@ -279,6 +307,7 @@ pub fn start(
             cache,
             cached,
             cache_failing: false,
+            cache_tried: None,
         }),
         snapshots,
         heartbeat: handle.clone(),

@@ -379,6 +379,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     )?;
     #[cfg(not(feature = "kubernetes"))]
     let sink: Arc<dyn TomlSink> = snapshots.clone();
+    let stopping = Arc::clone(&sink);
     let confirm_state = Arc::new(ConfirmState::default());
     let degraded = Degraded::new(liveness.clone());
     if let Some(info) = degraded_at_start {
@@ -419,6 +420,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         drop(shutdown_tx);
         stop_loops(loops).await;
     }));
+    stopping.stopping();
     Ok(())
 }
 

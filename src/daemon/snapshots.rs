@@ -93,6 +93,10 @@ impl Snapshots {
 pub trait TomlSink: Send + Sync {
     /// Takes a newly loaded TOML state.
     fn take_toml(&self, toml: Arc<DesiredState>);
+
+    /// The daemon is stopping: write out whatever is kept for the next start and was put off
+    /// (the cluster source's cache). Nothing by default.
+    fn stopping(&self) {}
 }
 
 impl TomlSink for Snapshots {

@@ -76,8 +76,9 @@ pub fn describe_metrics() {
 /// objects in never looks like a change).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterState {
-    /// Services, by name, then VIP, port and protocol.
-    pub services: Vec<Service>,
+    /// Services, by name, then VIP, port and protocol (shared with the translation memo and
+    /// the snapshots: see [`ServicesConfig::services`]).
+    pub services: Vec<Arc<Service>>,
     /// The prefixes cluster IPs are allocated from (`[kubernetes] service_cidrs` and the
     /// cluster's ServiceCIDRs), sorted, each once.
     pub service_cidrs: Vec<IpNet>,
@@ -108,7 +109,7 @@ impl ClusterPart {
     /// The services part with these entries and no prefixes.
     pub fn services(services: Vec<Service>) -> ClusterPart {
         ClusterPart::Services(ServicesConfig {
-            services,
+            services: services.into_iter().map(Arc::new).collect(),
             ..ServicesConfig::default()
         })
     }
@@ -254,8 +255,9 @@ impl Composer {
                 } = part;
                 // Mostly in order already (the translation orders by Service): checked in one
                 // pass, sorted only when not.
-                let order =
-                    |a: &Service, b: &Service| (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)));
+                let order = |a: &Arc<Service>, b: &Arc<Service>| {
+                    (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)))
+                };
                 if !services.is_sorted_by(|a, b| order(a, b).is_le()) {
                     order::sort_by(&mut services, order);
                 }
@@ -406,7 +408,7 @@ impl Composer {
 /// cluster state: they are copied once, into the snapshot, and only when it changed.
 struct Kept<'a> {
     /// The services kept, in order.
-    services: Vec<&'a Service>,
+    services: Vec<&'a Arc<Service>>,
     /// The routes kept, in order.
     routes: Vec<&'a Route>,
     /// The rest, kept whole (no clash).
@@ -420,7 +422,7 @@ impl Kept<'_> {
         let services = &mut composed.services;
         services
             .services
-            .extend(self.services.iter().map(|&s| s.clone()));
+            .extend(self.services.iter().map(|&s| Arc::clone(s)));
         services.service_cidrs =
             with_cidrs(&toml.services.service_cidrs, &self.cluster.service_cidrs);
         services.cluster_cidrs =

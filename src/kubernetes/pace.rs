@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// The quiet gap that ends a burst: the one figure the daemon runs and the docs state
 /// (docs/kubernetes.md and the README, held equal by `the_docs_state_the_watch_figures`).
-pub const QUIET: Duration = Duration::from_millis(200);
+pub const QUIET: Duration = Duration::from_millis(50);
 /// The longest a change waits for the burst it belongs to to end.
 pub const MAX_WAIT: Duration = Duration::from_secs(1);
 

@@ -3,6 +3,8 @@
 //! with the cluster's prefixes a TOML file cannot set filled in as the Kubernetes
 //! translation fills them. The kernel's side of each case is tests/service/paths.rs.
 
+use std::sync::Arc;
+
 use crate::common;
 
 use common::controller::load;
@@ -43,7 +45,7 @@ backends = ["10.0.1.2:8443"]
 fn cluster(c: &mut ServicesConfig) {
     c.cluster_cidrs = vec!["10.0.0.0/16".parse().unwrap()];
     c.service_cidrs = vec!["10.96.0.0/16".parse().unwrap()];
-    for s in &mut c.services {
+    for s in c.services.iter_mut().map(Arc::make_mut) {
         match s.port {
             80 => {
                 s.masquerade = Masquerade::OffCluster;
@@ -169,7 +171,7 @@ fn the_load_balancer_address_admits_its_source_ranges_and_short_circuits_pods() 
     );
     // A pod in the ranges is short-circuited to every endpoint, not masqueraded.
     let mut d = desired();
-    d.services.services[2]
+    Arc::make_mut(&mut d.services.services[2])
         .source_ranges
         .push("10.0.0.0/16".parse().unwrap());
     let args: Vec<String> = [

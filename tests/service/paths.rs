@@ -12,6 +12,7 @@ use crate::common;
 use crate::netns_test;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use common::controller::{Driver, load};
 use common::service_lab::{Family, client_and_three_backends};
@@ -114,7 +115,7 @@ fn web(backends: &str, extra: &str) -> String {
 /// The cluster IP masquerades off-cluster clients, the node port everybody (kube-proxy's
 /// `externalTrafficPolicy: Cluster`); both named as one Service port.
 fn shared_name(cfg: &mut ServicesConfig) {
-    for s in &mut cfg.services {
+    for s in cfg.services.iter_mut().map(Arc::make_mut) {
         s.name = "k8s:ns/web:80".into();
         s.masquerade = if s.port == 80 {
             Masquerade::OffCluster
@@ -178,7 +179,7 @@ fn cluster_ip(backends: &str) -> String {
 
 fn cluster_ip_of_a_port(cfg: &mut ServicesConfig) {
     cfg.service_cidrs = vec!["10.96.0.0/16".parse().unwrap()];
-    for s in &mut cfg.services {
+    for s in cfg.services.iter_mut().map(Arc::make_mut) {
         s.name = "k8s:kube-system/dns:53".into();
         s.reject_unserved_ports = true;
         s.masquerade = Masquerade::OffCluster;
@@ -223,7 +224,7 @@ netns_test! {
         t.net.serve_named(t.net.host("cl"), "leaked80", 80);
         let cfg = |c: &mut ServicesConfig| {
             c.service_cidrs = vec!["10.96.0.0/16".parse().unwrap()];
-            for s in &mut c.services {
+            for s in c.services.iter_mut().map(Arc::make_mut) {
                 s.reject_unserved_ports = s.address.to_string() == "10.96.0.10";
             }
         };
@@ -251,7 +252,7 @@ netns_test! {
         let svc = "[[service]]\nname = \"lb\"\naddress = \"10.96.1.1\"\nport = 80\nbackends = [\"10.0.1.2:8080\"]\n";
         let ranges = |list: &'static [&'static str]| {
             move |c: &mut ServicesConfig| {
-                c.services[0].source_ranges = list.iter().map(|r| r.parse().unwrap()).collect();
+                Arc::make_mut(&mut c.services[0]).source_ranges = list.iter().map(|r| r.parse().unwrap()).collect();
             }
         };
         t.sync(svc, ranges(&["192.168.10.2/32", "10.0.2.0/24", "2001:db8::/32"]));
@@ -287,7 +288,7 @@ netns_test! {
         };
         let internal = |when_empty_drop: bool| {
             move |c: &mut ServicesConfig| {
-                let s = &mut c.services[0];
+                let s = Arc::make_mut(&mut c.services[0]);
                 s.internal_backends = Some(
                     ["10.0.1.2:8080", "10.0.2.2:8080"]
                         .iter()

@@ -1,6 +1,8 @@
 //! The service controller's sync against the real kernel, without packets: restart adoption,
 //! drift repair and counting, plan and cleanup. Each test runs in a fresh network namespace.
 
+use std::sync::Arc;
+
 use crate::common;
 use crate::netns_test;
 
@@ -239,14 +241,14 @@ fn everything() -> edgenetd::config::DesiredState {
         "10.96.0.0/16".parse().unwrap(),
         "fd96::/64".parse().unwrap(),
     ];
-    let web = &mut c.services[0];
+    let web = Arc::make_mut(&mut c.services[0]);
     web.masquerade = Masquerade::OffCluster;
     web.reject_unserved_ports = true;
     web.source_ranges = vec![
         "192.0.2.0/24".parse().unwrap(),
         "2001:db8::7/128".parse().unwrap(),
     ];
-    c.services[1].internal_backends = Some(vec![Backend {
+    Arc::make_mut(&mut c.services[1]).internal_backends = Some(vec![Backend {
         address: "[fd02::2]:53".parse().unwrap(),
         weight: 1,
     }]);

@@ -8,7 +8,7 @@ fn service(body: &str) -> Result<Service, String> {
         "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport = 80\nbackends = [\"10.0.1.5:8080\"]\n{body}"
     );
     load_str(&[("edgenetd.toml", text.as_str())])
-        .map(|s| s.services.services[0].clone())
+        .map(|s| Service::clone(&s.services.services[0]))
         .map_err(|e| e.rendered)
 }
 

@@ -63,7 +63,7 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> ServicesConfig {
             continue;
         }
         vips.insert(vip, span);
-        services.push(service);
+        services.push(std::sync::Arc::new(service));
     }
     ServicesConfig {
         services,

@@ -103,7 +103,7 @@ impl BackendChecks {
 
     /// Starts probes for the checked backends of `services` that have none and stops the
     /// probes nothing asks for any more.
-    pub fn reconcile(&mut self, services: &[Service]) {
+    pub fn reconcile(&mut self, services: &[Arc<Service>]) {
         let mut wanted: HashMap<ProbeKey, Vec<String>> = HashMap::new();
         for s in services
             .iter()
@@ -183,7 +183,7 @@ impl BackendChecks {
     }
 
     /// Each checked service's up and down backends, for /healthz (see [`healthz`]).
-    pub fn publish(&self, services: &[Service]) {
+    pub fn publish(&self, services: &[Arc<Service>]) {
         let mut board = BTreeMap::new();
         for s in services
             .iter()

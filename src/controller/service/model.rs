@@ -2,6 +2,7 @@
 //! (the desired dataplane of the services: one [`Entry`] per virtual address:port:protocol),
 //! built from the validated services by a pure function ([`build`]).
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
@@ -363,8 +364,8 @@ pub fn build_with(
     )
 }
 
-fn build_parts(
-    services: &[Service],
+fn build_parts<S: Borrow<Service>>(
+    services: &[S],
     cluster_cidrs: &[IpNet],
     service_cidrs: &[IpNet],
     up: &dyn Fn(&Service, SocketAddr) -> bool,
@@ -375,6 +376,7 @@ fn build_parts(
     let entries = services
         .iter()
         .map(|s| {
+            let s = s.borrow();
             let key = VipKey {
                 addr: s.address,
                 proto: s.protocol,

@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -100,7 +101,7 @@ impl Desired {
 #[derive(Debug, Clone, Default)]
 struct Built {
     /// The service of each key, and the last build that saw it.
-    services: BTreeMap<VipKey, (Service, u64)>,
+    services: BTreeMap<VipKey, (Arc<Service>, u64)>,
     /// The cluster's pod prefixes (normalized).
     cluster_cidrs: Vec<IpNet>,
 }

@@ -1,5 +1,7 @@
 //! Golden tests of the pure planner: model, slots and the mirror diff.
 
+use std::sync::Arc;
+
 use crate::config::load_str;
 use crate::dataplane::nft::ir::{ElemKey, Element, Value, Verdict};
 
@@ -468,7 +470,7 @@ fn one_port() -> Model {
     model_with(&toml, |c| {
         use crate::config::service::Masquerade;
         c.cluster_cidrs = vec!["10.0.0.0/16".parse().unwrap()];
-        for s in &mut c.services {
+        for s in c.services.iter_mut().map(Arc::make_mut) {
             s.name = "k8s:ns/web:80".into();
             s.masquerade = if s.port == 80 {
                 Masquerade::OffCluster
@@ -507,7 +509,8 @@ fn masquerade_is_an_element_of_the_address_not_of_its_backend() {
 #[test]
 fn off_cluster_masquerade_without_cluster_prefixes_masquerades_nobody() {
     let m = model_with(WEB, |c| {
-        c.services[0].masquerade = crate::config::service::Masquerade::OffCluster;
+        Arc::make_mut(&mut c.services[0]).masquerade =
+            crate::config::service::Masquerade::OffCluster;
         // A prefix of the other family is no detector for this one.
         c.cluster_cidrs = vec!["fd00::/8".parse().unwrap()];
     });
@@ -522,7 +525,7 @@ fn off_cluster_masquerade_without_cluster_prefixes_masquerades_nobody() {
 #[test]
 fn internal_backends_are_a_second_verdict_and_slots_from_65536() {
     let m = model_with(&WEB.replace(", \"10.0.1.6:8080\"", ""), |c| {
-        let s = &mut c.services[0];
+        let s = Arc::make_mut(&mut c.services[0]);
         s.internal_backends = Some(vec![
             crate::config::service::Backend {
                 address: "10.0.1.5:8080".parse().unwrap(),
@@ -554,7 +557,7 @@ fn internal_backends_are_a_second_verdict_and_slots_from_65536() {
     assert_eq!(l.iter().filter(|x| x.starts_with("+ backends4")).count(), 2);
     // Gaining a local endpoint touches the external verdict and slots only.
     let local = model_with(&WEB.replace(", \"10.0.1.6:8080\"", ""), |c| {
-        let s = &mut c.services[0];
+        let s = Arc::make_mut(&mut c.services[0]);
         s.internal_backends = Some(vec![
             crate::config::service::Backend {
                 address: "10.0.1.5:8080".parse().unwrap(),
@@ -585,7 +588,7 @@ fn internal_backends_are_a_second_verdict_and_slots_from_65536() {
 #[test]
 fn source_ranges_are_a_fence_and_one_element_per_prefix() {
     let m = model_with(WEB, |c| {
-        c.services[0].source_ranges = [
+        Arc::make_mut(&mut c.services[0]).source_ranges = [
             "192.0.2.0/24",
             "198.51.100.7/32",
             "2001:db8::/32",
@@ -620,7 +623,7 @@ fn unserved_ports_and_owned_addresses_are_counted_per_address() {
             "10.96.0.0/12".parse().unwrap(),
             "10.96.0.0/16".parse().unwrap(),
         ];
-        for s in &mut c.services {
+        for s in c.services.iter_mut().map(Arc::make_mut) {
             s.reject_unserved_ports = true;
         }
     };
@@ -786,14 +789,14 @@ mod verify_tests {
                     "10.96.0.0/16".parse().unwrap(),
                     "fd96::/64".parse().unwrap(),
                 ];
-                let web = &mut c.services[0];
+                let web = Arc::make_mut(&mut c.services[0]);
                 web.masquerade = Masquerade::OffCluster;
                 web.reject_unserved_ports = true;
                 web.source_ranges = vec![
                     "192.0.2.0/24".parse().unwrap(),
                     "192.0.2.9/32".parse().unwrap(),
                 ];
-                let dns = &mut c.services[1];
+                let dns = Arc::make_mut(&mut c.services[1]);
                 dns.internal_backends = Some(vec![Backend {
                     address: "[fd02::5]:53".parse().unwrap(),
                     weight: 1,
@@ -920,7 +923,7 @@ fn internal_slots_keep_their_backends_too() {
             })
             .collect();
         move |c: &mut crate::config::service::ServicesConfig| {
-            c.services[0].internal_backends = Some(list.clone());
+            Arc::make_mut(&mut c.services[0]).internal_backends = Some(list.clone());
         }
     };
     let state = load_str(&[("edgenetd.toml", WEB)]).unwrap();

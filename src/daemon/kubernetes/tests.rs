@@ -15,7 +15,7 @@ const TOML: &str = "[[service]]\nname = \"web\"\naddress = \"10.96.0.10\"\nport 
 /// A cluster service and a cluster route (made from TOML entries, renamed).
 fn cluster_entries() -> (Service, Route) {
     let state = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
-    let mut svc = state.services.services[0].clone();
+    let mut svc = Service::clone(&state.services.services[0]);
     svc.name = "k8s:default/web:http".into();
     svc.address = "10.96.0.20".parse().unwrap();
     (svc, state.routing.routes[0].clone())
@@ -33,6 +33,7 @@ fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Liven
             cache: Cache::new(cache),
             cached,
             cache_failing: false,
+            cache_tried: None,
         }),
         snapshots: Snapshots::new(first),
         kinds: vec![Kind::Services, Kind::Routes],
@@ -111,11 +112,45 @@ fn readiness_and_the_cache_wait_for_every_enabled_kind() {
     assert_eq!((cached.services.len(), cached.routes.len()), (1, 1));
 }
 
+/// Issue 24: the 2 MB file of a 5,000-Service cluster was written after every endpoint
+/// change, on the watcher's thread, while the change was on its way to the kernel.
+#[test]
+fn the_cache_is_written_when_complete_then_at_most_every_cache_every_and_at_a_stop() {
+    let path = scratch("paced");
+    let (shared, _liveness) = shared(&path, None);
+    let (svc, route) = cluster_entries();
+    shared.cluster(vec![
+        ClusterPart::services(vec![svc]),
+        ClusterPart::Routes(vec![route]),
+    ]);
+    let routes = || Cache::new(&path).read().unwrap().unwrap().routes.len();
+    assert_eq!(routes(), 1, "the first complete state is written at once");
+    shared.cluster(vec![ClusterPart::Routes(Vec::new())]);
+    assert_eq!(
+        shared.snapshots.current().routing.routes.len(),
+        0,
+        "the change is in force"
+    );
+    assert_eq!(routes(), 1, "its write waits for CACHE_EVERY");
+    // The watcher's tick after the interval writes it (here: the interval made to have passed).
+    shared.inner.lock().unwrap().cache_tried = Some(Instant::now() - CACHE_EVERY);
+    shared.cluster(Vec::new());
+    assert_eq!(
+        routes(),
+        0,
+        "written at the first compose after the interval"
+    );
+    shared.cluster(vec![ClusterPart::Routes(vec![cluster_entries().1])]);
+    assert_eq!(routes(), 0);
+    shared.stopping();
+    assert_eq!(routes(), 1, "a clean stop writes what was put off");
+}
+
 #[test]
 fn a_loaded_cache_is_ready_at_once_and_in_the_first_snapshot() {
     let (svc, route) = cluster_entries();
     let state = ClusterState {
-        services: vec![svc],
+        services: vec![svc.into()],
         routes: vec![route],
         ..ClusterState::default()
     };
@@ -153,6 +188,8 @@ fn a_failed_cache_write_is_counted_and_not_fatal() {
             ClusterPart::Routes(vec![route]),
         ]);
         shared.cluster(vec![ClusterPart::Routes(Vec::new())]);
+        // The second change's write is put off (CACHE_EVERY), then tried at the stop.
+        shared.stopping();
     });
     let failures = out
         .lines()

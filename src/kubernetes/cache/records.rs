@@ -5,6 +5,7 @@
 //! the cache stores it too, so the cache can never silently drop part of a cluster entry.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -181,7 +182,7 @@ impl From<&ClusterState> for CacheFile {
         let words = |nets: &[IpNet]| nets.iter().map(IpNet::to_string).collect();
         CacheFile {
             version: VERSION,
-            services: services.iter().map(ServiceRecord::from).collect(),
+            services: services.iter().map(|s| ServiceRecord::from(&**s)).collect(),
             routes: routes.iter().map(RouteRecord::from).collect(),
             pod_policies: pod_records::records(pod_policies),
             service_cidrs: words(service_cidrs),
@@ -210,7 +211,7 @@ impl TryFrom<CacheFile> for ClusterState {
             services: file
                 .services
                 .into_iter()
-                .map(Service::try_from)
+                .map(|r| Service::try_from(r).map(Arc::new))
                 .collect::<Result<_, _>>()?,
             routes: file
                 .routes

@@ -114,7 +114,10 @@ fn state() -> ClusterState {
                 WhenEmpty::Reject,
                 BackendCheckKind::None,
             ),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         routes: vec![
             route("10.244.2.0/24", RouteKind::Unicast),
             route("10.244.3.0/24", RouteKind::Blackhole),

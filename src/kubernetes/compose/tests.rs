@@ -264,7 +264,7 @@ fn a_thousand_updates_and_one_take_make_one_publish() {
 fn the_cluster_state_is_kept_whole_for_the_cache() {
     let mut c = Composer::new(toml(TOML));
     let state = ClusterState {
-        services: vec![service("a/web:http", "10.96.0.10", 80, "10.244.2.8:8080")],
+        services: vec![service("a/web:http", "10.96.0.10", 80, "10.244.2.8:8080").into()],
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
         pod_policies: pods(&["k8s:a/deny"]),
         health_check_ports: vec![health_port("a/web", 30_000)],
@@ -349,7 +349,7 @@ fn ready_once_every_enabled_kind_was_listed_or_the_cache_restored() {
 #[test]
 fn the_first_snapshot_holds_the_cached_cluster_state() {
     let cached = ClusterState {
-        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080").into()],
         routes: vec![route("10.244.9.0/24", "192.168.1.19")],
         pod_policies: pods(&["k8s:a/deny"]),
         health_check_ports: vec![health_port("a/api", 30_000)],
@@ -476,7 +476,7 @@ fn the_services_part_brings_its_prefixes_into_the_composed_state() {
     let mut c = Composer::new(toml(TOML));
     let nets = |v: &[&str]| -> Vec<IpNet> { v.iter().map(|n| n.parse().unwrap()).collect() };
     c.set_cluster(ClusterPart::Services(ServicesConfig {
-        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080").into()],
         service_cidrs: nets(&["fd00:96::/108", "10.96.0.0/12", "10.96.0.0/12"]),
         cluster_cidrs: nets(&["10.42.1.0/24"]),
         health_check_ports: Vec::new(),
@@ -493,14 +493,14 @@ fn the_services_part_brings_its_prefixes_into_the_composed_state() {
     );
     // The same prefixes in another order change nothing; another prefix does.
     c.set_cluster(ClusterPart::Services(ServicesConfig {
-        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080").into()],
         service_cidrs: nets(&["10.96.0.0/12", "fd00:96::/108"]),
         cluster_cidrs: nets(&["10.42.1.0/24"]),
         health_check_ports: Vec::new(),
     }));
     assert!(c.take_if_changed().is_none());
     c.set_cluster(ClusterPart::Services(ServicesConfig {
-        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080")],
+        services: vec![service("a/api:http", "10.96.0.20", 80, "10.244.2.8:8080").into()],
         service_cidrs: nets(&["10.96.0.0/12"]),
         cluster_cidrs: nets(&["10.42.1.0/24"]),
         health_check_ports: Vec::new(),

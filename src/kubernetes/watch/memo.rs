@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::config::service::{HealthCheckPort, Service};
 use crate::kubernetes::client::{Changes, ObjectKey};
@@ -24,8 +25,9 @@ use crate::kubernetes::translate::services::{self, SERVICE_NAME_LABEL, Skipped, 
 /// One Service's translation.
 #[derive(Debug, Clone)]
 struct One {
-    /// Its entries, in the full translation's order.
-    services: Vec<Service>,
+    /// Its entries, in the full translation's order (shared with the parts made from them:
+    /// an entry translated once is the same allocation in every later part).
+    services: Vec<Arc<Service>>,
     /// What of it was left out.
     skipped: Vec<Skipped>,
     /// Its health-check node port, if it has one.
@@ -56,7 +58,7 @@ pub struct Changed<'a, T> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Translation {
     /// Every entry, ordered by Service, then as the translation orders one Service's.
-    pub services: Vec<Service>,
+    pub services: Vec<Arc<Service>>,
     /// What was left out, in the same order.
     pub skipped: Vec<Skipped>,
     /// The health-check node ports, by Service (`<namespace>/<name>`).
@@ -177,7 +179,7 @@ impl ServicesMemo {
         self.per.insert(
             key.clone(),
             One {
-                services: t.services,
+                services: t.services.into_iter().map(Arc::new).collect(),
                 skipped: t.skipped,
                 health,
             },

@@ -1,6 +1,7 @@
 //! Start states and the fallback in the model. The probes start at a random offset within a
 //! minute, so they are dropped before they run (and would only knock on loopback).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::BackendChecks;
@@ -40,14 +41,14 @@ fn initial_down_holds_a_new_backend_down_and_the_default_holds_it_up() {
     let (t, _rx) = trigger();
     let mut checks = BackendChecks::new(t);
     let down = service(Initial::Down, Affinity::None, None);
-    checks.reconcile(std::slice::from_ref(&down));
+    checks.reconcile(&[Arc::new(down.clone())]);
     assert!(!checks.is_up(&down, down.backends[0].address));
     assert_eq!(
         entry_with(&down, &[], &|s, b| checks.is_up(s, b), None).action,
         Action::Reject
     );
     let up = service(Initial::Up, Affinity::None, None);
-    checks.reconcile(std::slice::from_ref(&up));
+    checks.reconcile(&[Arc::new(up.clone())]);
     assert!(checks.is_up(&up, up.backends[0].address));
     assert!(checks.down().is_empty(), "the initial = down probe is gone");
 }
@@ -107,7 +108,7 @@ fn bug_the_watch_ticks_every_5_s_while_no_backend_is_checked() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(told.beats.load(SeqCst), looked, "and sleeps: no tick");
     let checked = service(Initial::Up, Affinity::None, None);
-    checks.reconcile(std::slice::from_ref(&checked));
+    checks.reconcile(&[Arc::new(checked.clone())]);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(
         told.beats.load(SeqCst) >= looked + 2,

@@ -33,7 +33,7 @@ backends = ["10.0.1.5:8080"]
 "#,
     )])
     .unwrap_or_else(|e| panic!("{e}"));
-    state.services.services[0].clone()
+    Service::clone(&state.services.services[0])
 }
 
 fn service(rng: &mut Rng, base: &Service, i: u64) -> Service {
@@ -77,8 +77,8 @@ fn the_incremental_model_and_plan_equal_the_full_ones_over_random_changes() {
                 (0, Some(at)) => {
                     cfg.services.remove(at);
                 }
-                (_, Some(at)) => cfg.services[at] = service(&mut rng, &base, i),
-                (_, None) => cfg.services.push(service(&mut rng, &base, i)),
+                (_, Some(at)) => cfg.services[at] = service(&mut rng, &base, i).into(),
+                (_, None) => cfg.services.push(service(&mut rng, &base, i).into()),
             }
         }
         match rng.below(40) {
@@ -163,7 +163,7 @@ fn the_incremental_model_and_plan_equal_the_full_ones_over_random_changes() {
 fn a_failed_sync_makes_the_next_build_start_over() {
     let base = base();
     let cfg = ServicesConfig {
-        services: vec![base.clone()],
+        services: vec![base.clone().into()],
         ..ServicesConfig::default()
     };
     let mut memo = Memo::default();

@@ -116,7 +116,7 @@ fn full(
 ) -> Translation {
     let t = services::translate(svcs.values(), slices.values(), node);
     Translation {
-        services: t.services,
+        services: t.services.into_iter().map(Arc::new).collect(),
         skipped: t.skipped,
         health_check_ports: health_ports::translate(svcs.values(), slices.values(), node.name),
     }
