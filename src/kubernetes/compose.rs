@@ -27,8 +27,14 @@ use log::warn;
 use crate::config::DesiredState;
 use crate::config::policy::pods::PodPolicies;
 use crate::config::route::Route;
-use crate::config::service::{HealthCheckPort, Protocol, Service, ServicesConfig};
+use crate::config::service::{
+    HealthCheckPort, Protocol, Service, ServicesConfig, changed_positions,
+};
 use crate::kubernetes::order;
+
+mod vips;
+
+use vips::Claims;
 
 /// Counter of clashes resolved in favour of TOML (or of the first cluster entry), by kind.
 pub const CONFLICTS_METRIC: &str = "edgenetd_kubernetes_conflicts_total";
@@ -194,6 +200,8 @@ pub struct Composer {
     /// Bumped at each change of the cluster state (what the cache holds is compared by it,
     /// not by a copy of the state).
     generation: u64,
+    /// The VIP keys the cluster services claim.
+    claims: Claims,
 }
 
 impl Composer {
@@ -212,6 +220,7 @@ impl Composer {
             restored: false,
             services_only: false,
             generation: 0,
+            claims: Claims::default(),
         }
     }
 
@@ -253,12 +262,24 @@ impl Composer {
                     mut cluster_cidrs,
                     mut health_check_ports,
                 } = part;
-                // Mostly in order already (the translation orders by Service): checked in one
-                // pass, sorted only when not.
+                // Mostly in order already (the translation orders by Service): checked where
+                // they changed, sorted only when not in order.
                 let order = |a: &Arc<Service>, b: &Arc<Service>| {
                     (&a.name, vip_key(a)).cmp(&(&b.name, vip_key(b)))
                 };
-                if !services.is_sorted_by(|a, b| order(a, b).is_le()) {
+                let in_order = |i: usize| {
+                    let pair = |j: usize| {
+                        services
+                            .get(j..j + 2)
+                            .is_none_or(|p| order(&p[0], &p[1]).is_le())
+                    };
+                    i.checked_sub(1).is_none_or(pair) && pair(i)
+                };
+                let sorted = match changed_positions(&self.cluster.services, &services) {
+                    Some(at) => at.into_iter().all(in_order),
+                    None => services.is_sorted_by(|a, b| order(a, b).is_le()),
+                };
+                if !sorted {
                     order::sort_by(&mut services, order);
                 }
                 for nets in [&mut service_cidrs, &mut cluster_cidrs] {
@@ -272,6 +293,7 @@ impl Composer {
                     || cluster_cidrs != state.cluster_cidrs
                     || health_check_ports != state.health_check_ports
                 {
+                    self.claims.update(&state.services, &services);
                     state.services = services;
                     state.service_cidrs = service_cidrs;
                     state.cluster_cidrs = cluster_cidrs;
@@ -339,7 +361,7 @@ impl Composer {
         if !std::mem::take(&mut self.dirty) {
             return None;
         }
-        let (kept, clashes) = resolve(&self.toml, &self.cluster);
+        let (kept, clashes) = resolve(&self.toml, &self.cluster, &self.claims);
         Self::report(&mut self.clashes, clashes);
         if Arc::ptr_eq(&self.published.toml, &self.toml)
             && kept.is_in(&self.published.snapshot, &self.toml)
@@ -489,31 +511,17 @@ impl Claim<'_> {
     }
 }
 
-fn resolve<'a>(toml: &DesiredState, cluster: &'a ClusterState) -> (Kept<'a>, BTreeSet<Clash>) {
-    let mut clashes = BTreeSet::new();
-    let mut vips: BTreeMap<VipKey, Claim<'_>> = toml
-        .services
-        .services
-        .iter()
-        .map(|s| (vip_key(s), Claim::Toml(&s.name)))
-        .collect();
-    let mut services = Vec::new();
-    for s in &cluster.services {
-        let key = vip_key(s);
-        match vips.get(&key) {
-            Some(claim) => {
-                clashes.insert(Clash::Service {
-                    name: s.name.clone(),
-                    vip: key,
-                    with: claim.with(),
-                });
-            }
-            None => {
-                vips.insert(key, Claim::Cluster(&s.name));
-                services.push(s);
-            }
-        }
-    }
+fn resolve<'a>(
+    toml: &DesiredState,
+    cluster: &'a ClusterState,
+    claims: &Claims,
+) -> (Kept<'a>, BTreeSet<Clash>) {
+    let (services, service_clashes) = if claims.clear_of(&toml.services.services) {
+        (cluster.services.iter().collect(), BTreeSet::new())
+    } else {
+        resolve_services(toml, cluster)
+    };
+    let mut clashes = service_clashes;
     let toml_routes: BTreeSet<RouteKey> = toml.routing.routes.iter().map(route_key).collect();
     let mut seen = BTreeSet::new();
     let mut routes = Vec::new();
@@ -539,6 +547,39 @@ fn resolve<'a>(toml: &DesiredState, cluster: &'a ClusterState) -> (Kept<'a>, BTr
         },
         clashes,
     )
+}
+
+/// The cluster services that do not clash, and the clashes, where some may: each claims its
+/// VIP key in turn, after the TOML services.
+fn resolve_services<'a>(
+    toml: &DesiredState,
+    cluster: &'a ClusterState,
+) -> (Vec<&'a Arc<Service>>, BTreeSet<Clash>) {
+    let mut clashes = BTreeSet::new();
+    let mut vips: BTreeMap<VipKey, Claim<'_>> = toml
+        .services
+        .services
+        .iter()
+        .map(|s| (vip_key(s), Claim::Toml(&s.name)))
+        .collect();
+    let mut services = Vec::new();
+    for s in &cluster.services {
+        let key = vip_key(s);
+        match vips.get(&key) {
+            Some(claim) => {
+                clashes.insert(Clash::Service {
+                    name: s.name.clone(),
+                    vip: key,
+                    with: claim.with(),
+                });
+            }
+            None => {
+                vips.insert(key, Claim::Cluster(&s.name));
+                services.push(s);
+            }
+        }
+    }
+    (services, clashes)
 }
 
 #[cfg(test)]

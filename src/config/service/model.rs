@@ -37,6 +37,22 @@ pub struct ServicesConfig {
     pub health_check_ports: Vec<HealthCheckPort>,
 }
 
+/// The positions of `now` whose service is another allocation than the one at the same
+/// position of `before`, or `None` when the two differ in length. Snapshots share unchanged
+/// services (see [`ServicesConfig::services`]), so between two of them this is what changed,
+/// found by one pointer comparison per service, none of them read.
+pub fn changed_positions(before: &[Arc<Service>], now: &[Arc<Service>]) -> Option<Vec<usize>> {
+    (before.len() == now.len()).then(|| {
+        before
+            .iter()
+            .zip(now)
+            .enumerate()
+            .filter(|(_, (a, b))| !Arc::ptr_eq(a, b))
+            .map(|(i, _)| i)
+            .collect()
+    })
+}
+
 /// One `healthCheckNodePort` this node answers on (kube-proxy's service health server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthCheckPort {

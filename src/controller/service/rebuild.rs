@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use crate::config::service::{BackendCheckKind, Service, ServicesConfig};
+use crate::config::service::{BackendCheckKind, Service, ServicesConfig, changed_positions};
 use crate::dataplane::nft::intervals::normalize_prefixes;
 
 use super::model::{self, Entry, Model, VipKey};
@@ -129,6 +129,14 @@ impl Built {
     }
 }
 
+/// The positions whose service changed since the last build, and this build's round.
+struct Positions {
+    /// See [`changed_positions`].
+    fresh: Vec<usize>,
+    /// The build's round.
+    round: u64,
+}
+
 /// Whether a service's entry depends on more than the service: its backend checks' verdicts.
 fn is_checked(s: &Service) -> bool {
     s.backend_check.check != BackendCheckKind::None
@@ -180,11 +188,11 @@ impl Memo {
             service_cidrs: normalize_prefixes(cfg.service_cidrs.iter().copied()),
             ..Patch::default()
         };
-        if built.list.len() == cfg.services.len() {
+        if let Some(fresh) = changed_positions(&built.list, &cfg.services) {
             Self::by_position(
                 &mut built,
                 cfg,
-                round,
+                Positions { fresh, round },
                 &cluster_cidrs,
                 up,
                 previous,
@@ -249,20 +257,17 @@ impl Memo {
     fn by_position(
         built: &mut Built,
         cfg: &ServicesConfig,
-        round: u64,
+        at: Positions,
         cluster_cidrs: &[IpNet],
         up: &dyn Fn(&Service, SocketAddr) -> bool,
         previous: &Model,
         patch: &mut Patch,
     ) {
+        let Positions { fresh, round } = at;
         let mut gone = BTreeSet::new();
-        let mut fresh = BTreeSet::new();
-        for (i, (was, now)) in built.list.iter_mut().zip(&cfg.services).enumerate() {
-            if !Arc::ptr_eq(was, now) {
-                gone.insert(key_of(was));
-                fresh.insert(i);
-                *was = Arc::clone(now);
-            }
+        for &i in &fresh {
+            gone.insert(key_of(&built.list[i]));
+            built.list[i] = Arc::clone(&cfg.services[i]);
         }
         for &i in &fresh {
             let s = &cfg.services[i];
