@@ -23,7 +23,7 @@ use super::snapshots::{Snapshots, TomlSink};
 use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
 use crate::kubernetes::cache::{self, Cache};
-use crate::kubernetes::client::{Auth, Endpoint};
+use crate::kubernetes::client::{Auth, Endpoint, Transport};
 use crate::kubernetes::compose::{self, ClusterPart, Composer, Kind};
 use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
 use crate::liveness::Heartbeat;
@@ -63,8 +63,12 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
     })?;
     watch::metrics::describe();
     compose::describe_metrics();
+    let over = match settings.endpoint.transport {
+        Transport::Tls { .. } => "TLS",
+        Transport::Plain => "plain HTTP to a node-local proxy",
+    };
     info!(
-        "kubernetes: watching {} as node {}",
+        "kubernetes: watching {} over {over} as node {}",
         settings.endpoint.authority(),
         settings.node_name
     );
@@ -110,7 +114,9 @@ fn settings(
                 port: port
                     .parse()
                     .map_err(|_| format!("$KUBERNETES_SERVICE_PORT {port:?} is not a port"))?,
-                ca_file: PathBuf::from(SERVICE_ACCOUNT).join("ca.crt"),
+                transport: Transport::Tls {
+                    ca_file: PathBuf::from(SERVICE_ACCOUNT).join("ca.crt"),
+                },
                 auth: Auth::TokenFile(PathBuf::from(SERVICE_ACCOUNT).join("token")),
             };
             (endpoint, String::new())
@@ -130,7 +136,22 @@ fn settings(
             let endpoint = Endpoint {
                 host: server.host.clone(),
                 port: server.port,
-                ca_file: resolve(ca_file)?,
+                transport: Transport::Tls {
+                    ca_file: resolve(ca_file)?,
+                },
+                auth,
+            };
+            (endpoint, server.path.clone())
+        }
+        Connection::LocalProxy { server, token_file } => {
+            let auth = match token_file {
+                Some(t) => Auth::TokenFile(resolve(t)?),
+                None => Auth::None,
+            };
+            let endpoint = Endpoint {
+                host: server.host.clone(),
+                port: server.port,
+                transport: Transport::Plain,
                 auth,
             };
             (endpoint, server.path.clone())

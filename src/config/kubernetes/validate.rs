@@ -82,7 +82,20 @@ fn connection(raw: &RawKubernetes, section: Range<usize>, diags: &mut Diagnostic
         return Connection::InCluster;
     }
     let server = match &raw.server {
-        Some(s) => server_url(s, diags),
+        Some(s) => match server_url(s, diags) {
+            Some(url) if url.scheme == Scheme::Http => return local_proxy(raw, url, diags),
+            // An http:// server that was refused: the files written are still checked, but
+            // what https would need besides is beside the point.
+            None if s.get_ref().starts_with("http://") => {
+                for (key, value) in &explicit[1..] {
+                    if let Some(v) = value {
+                        secret_path(v, key, diags);
+                    }
+                }
+                return Connection::InCluster;
+            }
+            url => url,
+        },
         None => {
             diags.error(
                 section.clone(),
@@ -111,6 +124,28 @@ fn connection(raw: &RawKubernetes, section: Range<usize>, diags: &mut Diagnostic
         // An error is recorded: the value is never used.
         _ => Connection::InCluster,
     }
+}
+
+/// A node-local proxy over plain HTTP: a bearer token at most; a CA or a client certificate
+/// would verify nothing without TLS, so they are mistakes, not options.
+fn local_proxy(raw: &RawKubernetes, server: ServerUrl, diags: &mut Diagnostics) -> Connection {
+    for (key, value) in [
+        ("ca_file", &raw.ca_file),
+        ("client_cert", &raw.client_cert),
+        ("client_key", &raw.client_key),
+    ] {
+        if let Some(v) = value {
+            diags.error(
+                v.span(),
+                format!("`{key}` needs TLS, and an http:// server has none: remove it, or use an https:// server"),
+            );
+        }
+    }
+    let token_file = raw
+        .token_file
+        .as_ref()
+        .and_then(|t| secret_path(t, "token_file", diags));
+    Connection::LocalProxy { server, token_file }
 }
 
 /// Exactly one of `token_file` and `client_cert` + `client_key`.
@@ -192,9 +227,15 @@ fn server_url(v: &Spanned<String>, diags: &mut Diagnostics) -> Option<ServerUrl>
         .ok()
 }
 
-/// `https://host[:port][/path]`: no user, query or fragment; IPv6 hosts in brackets.
+/// `https://host[:port][/path]`: no user, query or fragment; IPv6 hosts in brackets. Or
+/// `http://` with a loopback host (a node-local proxy): anywhere else plain HTTP would carry
+/// the token and the cluster's state across a network in clear.
 pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
-    let Some(rest) = text.strip_prefix("https://") else {
+    let (scheme, rest) = if let Some(rest) = text.strip_prefix("https://") {
+        (Scheme::Https, rest)
+    } else if let Some(rest) = text.strip_prefix("http://") {
+        (Scheme::Http, rest)
+    } else {
         return Err("expected an https:// URL, e.g. \"https://10.0.0.1:6443\"".into());
     };
     if rest.contains(['?', '#', '@']) || rest.contains(char::is_whitespace) {
@@ -215,7 +256,13 @@ pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
     if host.is_empty() {
         return Err("no host".into());
     }
+    if scheme == Scheme::Http && !is_loopback_host(host) {
+        return Err(format!(
+            "plain http:// only to a node-local proxy on this node's loopback (127.0.0.0/8, ::1 or localhost), such as KubeEdge's MetaServer or OpenYurt's YurtHub; to `{host}` it would carry the token and the cluster's state across the network in clear: use https://"
+        ));
+    }
     let port = match port {
+        None if scheme == Scheme::Http => 80,
         None => 443,
         Some(p) => match p.parse::<u16>() {
             Ok(p) if p > 0 => p,
@@ -223,6 +270,7 @@ pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
         },
     };
     Ok(ServerUrl {
+        scheme,
         host: host.to_string(),
         port,
         path: path.trim_end_matches('/').to_string(),

@@ -81,7 +81,10 @@ fn credentials_resolve_in_the_credentials_directory_and_the_path_prefixes_the_ap
     let env = |name: &str| (name == "CREDENTIALS_DIRECTORY").then(|| "/run/creds".to_string());
     let s = settings(&config, env).unwrap();
     assert_eq!(s.path_prefix, "/k8s");
-    assert_eq!(s.endpoint.ca_file, PathBuf::from("/etc/ca.pem"));
+    let tls = Transport::Tls {
+        ca_file: PathBuf::from("/etc/ca.pem"),
+    };
+    assert_eq!(s.endpoint.transport, tls);
     let want = Auth::ClientCert {
         cert: PathBuf::from("/run/creds/cert"),
         key: PathBuf::from("/run/creds/key"),
@@ -94,6 +97,26 @@ fn credentials_resolve_in_the_credentials_directory_and_the_path_prefixes_the_ap
     );
     let e = settings(&config, |_| None).unwrap_err();
     assert!(e.contains("CREDENTIALS_DIRECTORY"), "{e}");
+}
+
+#[test]
+fn a_local_proxy_is_a_plain_endpoint_with_a_token_or_none() {
+    let config =
+        section("[kubernetes]\nserver = \"http://127.0.0.1:10550\"\nnode_name = \"edge-1\"\n");
+    let s = settings(&config, |_| None).unwrap();
+    assert_eq!(s.endpoint.transport, Transport::Plain);
+    assert_eq!(s.endpoint.auth, Auth::None);
+    assert_eq!(s.endpoint.authority(), "127.0.0.1:10550");
+    let config = section(
+        "[kubernetes]\nserver = \"http://localhost:10261\"\ntoken_file = \"credential:tok\"\nnode_name = \"edge-1\"\n",
+    );
+    let env = |name: &str| (name == "CREDENTIALS_DIRECTORY").then(|| "/run/creds".to_string());
+    let s = settings(&config, env).unwrap();
+    assert_eq!(
+        s.endpoint.auth,
+        Auth::TokenFile(PathBuf::from("/run/creds/tok"))
+    );
+    assert_eq!(s.endpoint.transport, Transport::Plain);
 }
 
 #[test]
