@@ -120,7 +120,8 @@ pub fn run(objects: &[(&str, Value)]) {
     println!("  compose                        {}", ms(d_co));
     let dir = ScratchDir::new("bench-kubernetes");
     let cache = Cache::new(dir.path().join("cluster.json"));
-    let (stored, d_ca) = timed(|| cache.store(composer.cluster()));
+    let (stored, d_ca) =
+        timed(|| cache.store(composer.cluster(), Some(std::time::SystemTime::now())));
     stored.unwrap();
     let size = std::fs::metadata(cache.path()).unwrap().len();
     println!(

@@ -14,17 +14,20 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use log::{error, info, warn};
 
 use super::Fatal;
 use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
+use crate::clock::rfc3339;
 use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
 use crate::kubernetes::cache::{self, Cache};
 use crate::kubernetes::client::{Auth, Endpoint, Transport};
 use crate::kubernetes::compose::{self, ClusterPart, Composer, Kind};
+use crate::kubernetes::freshness::Freshness;
 use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
 use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
@@ -48,6 +51,11 @@ pub struct Prepared {
     cache: Cache,
     /// The composer's generation of what the cache held at start.
     cached: Option<u64>,
+    /// Whether the state in force is this run's or the cache's, and as of when (shared with
+    /// /healthz).
+    freshness: Arc<Mutex<Freshness>>,
+    /// The stamp the cache file holds.
+    written: Option<SystemTime>,
 }
 
 /// Builds the source for `[kubernetes]` (if the section is there) and the first snapshot:
@@ -80,16 +88,18 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
             .clone()
             .unwrap_or_else(|| PathBuf::from(cache::DEFAULT_PATH)),
     );
-    let loaded = cache.load();
-    let had_cache = loaded.is_some();
-    let (composer, first) = Composer::start(toml, loaded);
-    let cached = had_cache.then(|| composer.generation());
+    let loaded = cache.load(config.cache_max_age, SystemTime::now());
+    let stamp = loaded.as_ref().map(|l| l.as_of);
+    let (composer, first) = Composer::start(toml, loaded.map(|l| l.state));
+    let cached = stamp.is_some().then(|| composer.generation());
     let prepared = Prepared {
         watcher,
         statuses,
         composer,
         cache,
         cached,
+        freshness: Arc::new(Mutex::new(Freshness::start(stamp))),
+        written: stamp.flatten(),
     };
     Ok((Some(prepared), first))
 }
@@ -193,6 +203,9 @@ struct Shared {
     statuses: Statuses,
     /// A first attempt that left the state incomplete was reported.
     incomplete_reported: AtomicBool,
+    /// The state's freshness (shared with /healthz; locked inside `inner`'s lock, never the
+    /// other way round).
+    freshness: Arc<Mutex<Freshness>>,
 }
 
 /// The state behind [`Shared`]'s lock.
@@ -208,6 +221,8 @@ struct Inner {
     /// The last cache write failed (the next failure is logged quietly, not again as a
     /// warning, until a write succeeds).
     cache_failing: bool,
+    /// The stamp the cache file holds (see [`Freshness`]).
+    written: Option<SystemTime>,
 }
 
 impl Shared {
@@ -225,12 +240,20 @@ impl Shared {
         }
         let ready = inner.composer.ready(&self.kinds);
         let generation = inner.composer.generation();
+        let (stamp, stamp_due) = {
+            let mut f = self.freshness.lock().unwrap_or_else(|p| p.into_inner());
+            let listed = inner.composer.listed(&self.kinds);
+            f.observe(listed, self.statuses.all_live(), SystemTime::now());
+            (f.stamp(), f.stamp_due(inner.written))
+        };
         // Before every kind is in (or the cache was loaded) the state is partial: caching it
-        // would make a restart during an outage take it for the whole.
-        if ready && inner.cached != Some(generation) {
-            match inner.cache.store(inner.composer.cluster()) {
+        // would make a restart during an outage take it for the whole. An unchanged state is
+        // written again only to move its stamp on (a reboot then knows how old it is).
+        if ready && (inner.cached != Some(generation) || stamp_due) {
+            match inner.cache.store(inner.composer.cluster(), stamp) {
                 Ok(()) => {
                     inner.cached = Some(generation);
+                    inner.written = stamp;
                     inner.cache_failing = false;
                 }
                 Err(e) => {
@@ -291,8 +314,15 @@ pub fn start(
         composer,
         cache,
         cached,
+        freshness,
+        written,
     } = prepared;
-    let handle = healthz.kubernetes(statuses.clone(), watch::WINDOW);
+    let for_healthz = freshness.clone();
+    let state = Box::new(move || {
+        let f = for_healthz.lock().unwrap_or_else(|p| p.into_inner());
+        state_healthz(&f, SystemTime::now())
+    });
+    let handle = healthz.kubernetes(statuses.clone(), state, watch::WINDOW);
     let shared = Arc::new(Shared {
         kinds: watcher.kinds(),
         inner: Mutex::new(Inner {
@@ -300,12 +330,14 @@ pub fn start(
             cache,
             cached,
             cache_failing: false,
+            written,
         }),
         snapshots,
         heartbeat: handle.clone(),
         ready: AtomicBool::new(false),
         statuses: statuses.clone(),
         incomplete_reported: AtomicBool::new(false),
+        freshness,
     });
     shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
     let for_thread = shared.clone();
@@ -321,6 +353,17 @@ pub fn start(
             Fatal
         })?;
     Ok(shared)
+}
+
+/// /healthz's `kubernetes.state`, `asOf` and `ageSeconds`: where the cluster state in force
+/// comes from and when it was last known to be the cluster's.
+fn state_healthz(f: &Freshness, now: SystemTime) -> serde_json::Value {
+    let as_of = f.as_of();
+    serde_json::json!({
+        "state": f.source().word(),
+        "asOf": as_of.map(rfc3339),
+        "ageSeconds": as_of.map(|t| now.duration_since(t).unwrap_or_default().as_secs()),
+    })
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ipnet::IpNet;
 
@@ -24,6 +25,9 @@ pub struct KubernetesConfig {
     pub network_policy_selector: Option<LabelSelector>,
     /// Where the last cluster state is cached; `None` = the daemon's default path.
     pub cache_file: Option<PathBuf>,
+    /// `cache_max_age`: a cached state last known to be the cluster's longer ago than this is
+    /// not used at start; `None` = no limit.
+    pub cache_max_age: Option<Duration>,
     /// `service_cidrs`: cluster IP ranges added to the cluster's ServiceCIDRs.
     pub service_cidrs: Vec<IpNet>,
     /// `cluster_cidrs`: the pod prefixes; `None` = this node's pod CIDRs.

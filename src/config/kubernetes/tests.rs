@@ -417,6 +417,31 @@ fn the_cache_file_is_an_absolute_path_and_absent_by_default() {
     );
 }
 
+#[test]
+fn cache_max_age_is_a_duration_above_zero_and_no_limit_by_default() {
+    if let Some(k) = accepted("[kubernetes]\nin_cluster = true\n") {
+        assert_eq!(k.cache_max_age, None);
+    }
+    if let Some(k) = accepted(
+        "[kubernetes]\nin_cluster = true\ncache_file = \"/var/lib/edgenetd/kubernetes-state.json\"\ncache_max_age = \"72h\"\n",
+    ) {
+        assert_eq!(
+            k.cache_max_age,
+            Some(std::time::Duration::from_secs(72 * 3600))
+        );
+    }
+    let out = rejected("[kubernetes]\nin_cluster = true\ncache_max_age = \"3 days\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:17: error: cache_max_age: invalid duration `3 days`: expected a number with a unit",
+    );
+    let out = rejected("[kubernetes]\nin_cluster = true\ncache_max_age = \"0s\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:17: error: cache_max_age must be more than 0 (leave it out for no limit)",
+    );
+}
+
 const SECTION: &str = "[kubernetes]\nin_cluster = true\n";
 
 #[test]

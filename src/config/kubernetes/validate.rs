@@ -3,12 +3,14 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
 use super::super::doc::Doc;
+use super::super::duration::parse_duration;
 use super::super::net::parse_prefix;
 use super::super::nul::no_nul;
 use super::model::*;
@@ -41,6 +43,7 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
         node_selector: selector(raw.node_selector.as_ref(), diags),
         network_policy_selector: selector(raw.network_policy_selector.as_ref(), diags),
         cache_file: cache_file(raw.cache_file.as_ref(), diags),
+        cache_max_age: cache_max_age(raw.cache_max_age.as_ref(), diags),
         service_cidrs: raw
             .service_cidrs
             .as_ref()
@@ -293,6 +296,25 @@ fn cache_file(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Pa
         ),
     );
     None
+}
+
+/// A duration above zero (no limit is the key left out).
+fn cache_max_age(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Duration> {
+    let v = v?;
+    match parse_duration(v.get_ref()) {
+        Ok(d) if !d.is_zero() => Some(d),
+        Ok(_) => {
+            diags.error(
+                v.span(),
+                "cache_max_age must be more than 0 (leave it out for no limit), e.g. \"24h\"",
+            );
+            None
+        }
+        Err(why) => {
+            diags.error(v.span(), format!("cache_max_age: {why}"));
+            None
+        }
+    }
 }
 
 fn node_name(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<String> {

@@ -5,7 +5,7 @@
 //! the cache stores it too, so the cache can never silently drop part of a cluster entry.
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +27,10 @@ pub(super) const VERSION: u32 = 1;
 pub(super) struct CacheFile {
     /// [`VERSION`].
     pub(super) version: u32,
+    /// When the state was last known to be the cluster's, in seconds since the Unix epoch
+    /// (absent in files written before stamps: an unknown age).
+    #[serde(default)]
+    pub(super) as_of: Option<u64>,
     /// The cluster-derived services.
     services: Vec<ServiceRecord>,
     /// The cluster-derived routes.
@@ -168,6 +172,26 @@ struct RouteRecord {
     nexthops: Vec<(Option<IpAddr>, Option<String>, u16, bool)>,
 }
 
+impl CacheFile {
+    /// The file for `state`, last known to be the cluster's at `as_of` (`None`: unknown).
+    pub(super) fn new(state: &ClusterState, as_of: Option<SystemTime>) -> CacheFile {
+        let secs = as_of.map(|t| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        });
+        CacheFile {
+            as_of: secs,
+            ..CacheFile::from(state)
+        }
+    }
+
+    /// The stamp as a time.
+    pub(super) fn as_of(&self) -> Option<SystemTime> {
+        self.as_of
+            .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+    }
+}
+
 impl From<&ClusterState> for CacheFile {
     fn from(state: &ClusterState) -> CacheFile {
         let ClusterState {
@@ -181,6 +205,7 @@ impl From<&ClusterState> for CacheFile {
         let words = |nets: &[IpNet]| nets.iter().map(IpNet::to_string).collect();
         CacheFile {
             version: VERSION,
+            as_of: None,
             services: services.iter().map(ServiceRecord::from).collect(),
             routes: routes.iter().map(RouteRecord::from).collect(),
             pod_policies: pod_records::records(pod_policies),
