@@ -194,6 +194,35 @@ mod tests {
         assert!(!f.stamp_due(Some(at(0))));
     }
 
+    /// docs/kubernetes.md states the two figures; a change to one without the other fails.
+    #[test]
+    fn the_docs_state_the_stamp_figures() {
+        let docs =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/kubernetes.md"))
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+        for want in [
+            format!("written again every {} minutes", REFRESH.as_secs() / 60),
+            format!(
+                "lags the truth by at most {} minutes",
+                REFRESH.as_secs() / 60
+            ),
+        ] {
+            assert!(
+                docs.contains(&want),
+                "docs/kubernetes.md does not say {want:?}"
+            );
+        }
+        assert_eq!(
+            MIN_GAP,
+            Duration::from_secs(60),
+            "the docs say \"once a minute\""
+        );
+        assert!(docs.contains("(at most once a minute)"));
+    }
+
     #[test]
     fn a_cache_without_a_stamp_has_no_age_until_confirmed() {
         let mut f = Freshness::start(Some(None));
