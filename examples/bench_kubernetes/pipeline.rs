@@ -120,7 +120,8 @@ pub fn run(objects: &[(&str, Value)]) {
     println!("  compose                        {}", ms(d_co));
     let dir = ScratchDir::new("bench-kubernetes");
     let cache = Cache::new(dir.path().join("cluster.json"));
-    let (stored, d_ca) = timed(|| cache.store(composer.cluster()));
+    let (stored, d_ca) =
+        timed(|| cache.store(composer.cluster(), Some(std::time::SystemTime::now())));
     stored.unwrap();
     let size = std::fs::metadata(cache.path()).unwrap().len();
     println!(
@@ -186,8 +187,12 @@ pub fn client_list(fake: &FakeApiServer) {
 /// One list of both kinds, streamed or in pages; how long until both stores were complete.
 fn client_list_once(fake: &FakeApiServer, streaming: bool) -> Duration {
     let (cert, key) = fake.client_cert_files();
-    let endpoint =
-        Endpoint::from_url(&fake.url(), &fake.ca_file(), Auth::ClientCert { cert, key }).unwrap();
+    let endpoint = Endpoint::from_url(
+        &fake.url(),
+        Some(&fake.ca_file()),
+        Auth::ClientCert { cert, key },
+    )
+    .unwrap();
     let (changed, _rx) = trigger();
     let config = |path: &str| {
         let mut c = ReflectorConfig::new(path);

@@ -285,7 +285,12 @@ Credentials are either the pod's service account
 or a server with
 .IR ca_file " and " token_file
 or
-.IR client_cert " + " client_key ;
+.IR client_cert " + " client_key ,
+or a node-local list/watch proxy on loopback over plain HTTP
+(KubeEdge's MetaServer, OpenYurt's YurtHub:
+.IR server " = " http://127.0.0.1:10550 ;
+.I http://
+is refused to any other host);
 a value
 .I credential:NAME
 is the file NAME in
@@ -298,7 +303,13 @@ Losing the API server removes nothing: the last cluster state stays programmed,
 .I /healthz
 stays 200, and the state is cached in
 .I /run/edgenetd
-so that a restart during the outage keeps it.
+so that a restart during the outage keeps it
+.RI ( cache_file
+on persistent storage, such as
+.IR /var/lib/edgenetd/kubernetes\-state.json ,
+keeps it across a reboot;
+.I cache_max_age
+bounds how old a cache may be at start).
 Readiness waits, in addition, for every enabled kind to be listed once (or the cache to be
 loaded).
 The metrics are

@@ -73,18 +73,28 @@ impl Healthz<'_> {
         })
     }
 
-    /// The Kubernetes watcher: the `kubernetes` object and its heartbeat (ready once every
+    /// The Kubernetes watcher: the `kubernetes` object (the kinds, the skips, and the fields
+    /// `state` adds: where the state in force comes from) and its heartbeat (ready once every
     /// enabled kind is in force).
     #[cfg(feature = "kubernetes")]
     pub fn kubernetes(
         &self,
         statuses: crate::kubernetes::watch::status::Statuses,
+        state: Box<dyn Fn() -> serde_json::Value + Send + Sync>,
         window: Duration,
     ) -> Heartbeat {
         let heartbeat = self.liveness.register(KUBERNETES, window);
-        self.http
-            .sections
-            .add("kubernetes", Box::new(move || statuses.healthz()));
+        self.http.sections.add(
+            "kubernetes",
+            Box::new(move || {
+                let mut doc = statuses.healthz();
+                if let (Some(doc), serde_json::Value::Object(more)) = (doc.as_object_mut(), state())
+                {
+                    doc.extend(more);
+                }
+                doc
+            }),
+        );
         heartbeat
     }
 

@@ -17,18 +17,20 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use log::{error, info, warn};
 
 use super::Fatal;
 use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
+use crate::clock::rfc3339;
 use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
 use crate::kubernetes::cache::{self, Cache};
-use crate::kubernetes::client::{Auth, Endpoint};
+use crate::kubernetes::client::{Auth, Endpoint, Transport};
 use crate::kubernetes::compose::{self, ClusterPart, Composer, Kind};
+use crate::kubernetes::freshness::Freshness;
 use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
 use crate::liveness::Heartbeat;
 use crate::shutdown::Shutdown;
@@ -58,6 +60,11 @@ pub struct Prepared {
     cache: Cache,
     /// The composer's generation of what the cache held at start.
     cached: Option<u64>,
+    /// Whether the state in force is this run's or the cache's, and as of when (shared with
+    /// /healthz).
+    freshness: Arc<Mutex<Freshness>>,
+    /// The stamp the cache file holds.
+    written: Option<SystemTime>,
 }
 
 /// Builds the source for `[kubernetes]` (if the section is there) and the first snapshot:
@@ -73,8 +80,12 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
     })?;
     watch::metrics::describe();
     compose::describe_metrics();
+    let over = match settings.endpoint.transport {
+        Transport::Tls { .. } => "TLS",
+        Transport::Plain => "plain HTTP to a node-local proxy",
+    };
     info!(
-        "kubernetes: watching {} as node {}",
+        "kubernetes: watching {} over {over} as node {}",
         settings.endpoint.authority(),
         settings.node_name
     );
@@ -86,16 +97,18 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
             .clone()
             .unwrap_or_else(|| PathBuf::from(cache::DEFAULT_PATH)),
     );
-    let loaded = cache.load();
-    let had_cache = loaded.is_some();
-    let (composer, first) = Composer::start(toml, loaded);
-    let cached = had_cache.then(|| composer.generation());
+    let loaded = cache.load(config.cache_max_age, SystemTime::now());
+    let stamp = loaded.as_ref().map(|l| l.as_of);
+    let (composer, first) = Composer::start(toml, loaded.map(|l| l.state));
+    let cached = stamp.is_some().then(|| composer.generation());
     let prepared = Prepared {
         watcher,
         statuses,
         composer,
         cache,
         cached,
+        freshness: Arc::new(Mutex::new(Freshness::start(stamp))),
+        written: stamp.flatten(),
     };
     Ok((Some(prepared), first))
 }
@@ -120,7 +133,9 @@ fn settings(
                 port: port
                     .parse()
                     .map_err(|_| format!("$KUBERNETES_SERVICE_PORT {port:?} is not a port"))?,
-                ca_file: PathBuf::from(SERVICE_ACCOUNT).join("ca.crt"),
+                transport: Transport::Tls {
+                    ca_file: PathBuf::from(SERVICE_ACCOUNT).join("ca.crt"),
+                },
                 auth: Auth::TokenFile(PathBuf::from(SERVICE_ACCOUNT).join("token")),
             };
             (endpoint, String::new())
@@ -140,7 +155,22 @@ fn settings(
             let endpoint = Endpoint {
                 host: server.host.clone(),
                 port: server.port,
-                ca_file: resolve(ca_file)?,
+                transport: Transport::Tls {
+                    ca_file: resolve(ca_file)?,
+                },
+                auth,
+            };
+            (endpoint, server.path.clone())
+        }
+        Connection::LocalProxy { server, token_file } => {
+            let auth = match token_file {
+                Some(t) => Auth::TokenFile(resolve(t)?),
+                None => Auth::None,
+            };
+            let endpoint = Endpoint {
+                host: server.host.clone(),
+                port: server.port,
+                transport: Transport::Plain,
                 auth,
             };
             (endpoint, server.path.clone())
@@ -182,6 +212,9 @@ struct Shared {
     statuses: Statuses,
     /// A first attempt that left the state incomplete was reported.
     incomplete_reported: AtomicBool,
+    /// The state's freshness (shared with /healthz; locked inside `inner`'s lock, never the
+    /// other way round).
+    freshness: Arc<Mutex<Freshness>>,
 }
 
 /// The state behind [`Shared`]'s lock.
@@ -200,6 +233,8 @@ struct Inner {
     /// When the cache was last written (or a write last failed): the next waits for
     /// [`CACHE_EVERY`] after it.
     cache_tried: Option<Instant>,
+    /// The stamp the cache file holds (see [`Freshness`]).
+    written: Option<SystemTime>,
 }
 
 impl Shared {
@@ -216,9 +251,9 @@ impl Shared {
             }
         }
         let ready = inner.composer.ready(&self.kinds);
-        let due = inner.cache_tried.is_none_or(|t| t.elapsed() >= CACHE_EVERY);
-        if due {
-            Self::cache(&self.kinds, inner);
+        let (stamp, stamp_due) = self.freshness(inner);
+        if inner.cache_tried.is_none_or(|t| t.elapsed() >= CACHE_EVERY) {
+            Self::cache(ready, inner, stamp, stamp_due);
         }
         if ready && !self.ready.load(Ordering::Relaxed) {
             self.ready.store(true, Ordering::Relaxed);
@@ -235,18 +270,29 @@ impl Shared {
         }
     }
 
-    /// Writes the cluster state to the cache if it changed since it was last written and is
-    /// complete: before every kind is in (or the cache was loaded) the state is partial, and
-    /// caching it would make a restart during an outage take it for the whole.
-    fn cache(kinds: &[Kind], inner: &mut Inner) {
+    /// The state's freshness, brought up to now: the stamp to write, and whether the file's
+    /// stamp is due to move on although the state did not change.
+    fn freshness(&self, inner: &Inner) -> (Option<SystemTime>, bool) {
+        let mut f = self.freshness.lock().unwrap_or_else(|p| p.into_inner());
+        let listed = inner.composer.listed(&self.kinds);
+        f.observe(listed, self.statuses.all_live(), SystemTime::now());
+        (f.stamp(), f.stamp_due(inner.written))
+    }
+
+    /// Writes the cluster state to the cache if it changed since it was last written (or
+    /// only its stamp is due) and is complete (`ready`): before every kind is in (or the
+    /// cache was loaded) the state is partial, and caching it would make a restart during an
+    /// outage take it for the whole.
+    fn cache(ready: bool, inner: &mut Inner, stamp: Option<SystemTime>, stamp_due: bool) {
         let generation = inner.composer.generation();
-        if !inner.composer.ready(kinds) || inner.cached == Some(generation) {
+        if !ready || (inner.cached == Some(generation) && !stamp_due) {
             return;
         }
         inner.cache_tried = Some(Instant::now());
-        match inner.cache.store(inner.composer.cluster()) {
+        match inner.cache.store(inner.composer.cluster(), stamp) {
             Ok(()) => {
                 inner.cached = Some(generation);
+                inner.written = stamp;
                 inner.cache_failing = false;
             }
             Err(e) => {
@@ -281,7 +327,9 @@ impl TomlSink for Shared {
 
     fn stopping(&self) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        Self::cache(&self.kinds, &mut inner);
+        let ready = inner.composer.ready(&self.kinds);
+        let (stamp, stamp_due) = self.freshness(&inner);
+        Self::cache(ready, &mut inner, stamp, stamp_due);
     }
 }
 
@@ -298,8 +346,15 @@ pub fn start(
         composer,
         cache,
         cached,
+        freshness,
+        written,
     } = prepared;
-    let handle = healthz.kubernetes(statuses.clone(), watch::WINDOW);
+    let for_healthz = freshness.clone();
+    let state = Box::new(move || {
+        let f = for_healthz.lock().unwrap_or_else(|p| p.into_inner());
+        state_healthz(&f, SystemTime::now())
+    });
+    let handle = healthz.kubernetes(statuses.clone(), state, watch::WINDOW);
     let shared = Arc::new(Shared {
         kinds: watcher.kinds(),
         inner: Mutex::new(Inner {
@@ -308,12 +363,14 @@ pub fn start(
             cached,
             cache_failing: false,
             cache_tried: None,
+            written,
         }),
         snapshots,
         heartbeat: handle.clone(),
         ready: AtomicBool::new(false),
         statuses: statuses.clone(),
         incomplete_reported: AtomicBool::new(false),
+        freshness,
     });
     shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
     let for_thread = shared.clone();
@@ -329,6 +386,17 @@ pub fn start(
             Fatal
         })?;
     Ok(shared)
+}
+
+/// /healthz's `kubernetes.state`, `asOf` and `ageSeconds`: where the cluster state in force
+/// comes from and when it was last known to be the cluster's.
+fn state_healthz(f: &Freshness, now: SystemTime) -> serde_json::Value {
+    let as_of = f.as_of();
+    serde_json::json!({
+        "state": f.source().word(),
+        "asOf": as_of.map(rfc3339),
+        "ageSeconds": as_of.map(|t| now.duration_since(t).unwrap_or_default().as_secs()),
+    })
 }
 
 #[cfg(test)]

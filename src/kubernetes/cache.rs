@@ -11,10 +11,18 @@
 //!
 //! The records (`records`) destructure the config types field by field: a field added to
 //! `Service` or `Route` does not compile there until the cache stores it too.
+//!
+//! The file carries a stamp, `as_of`: when its state was last known to be the cluster's (the
+//! daemon moves it on while every watch is live). With `[kubernetes] cache_max_age`, a file
+//! stamped longer ago than that, or not stamped at all (written before stamps: its age is
+//! unknown), is not used at start; a stamp ahead of the clock (a board without a real-time
+//! clock, started before its time is set) counts as age zero. Without the key, any age is
+//! used. A file without the stamp still loads: the field is optional.
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use log::{info, warn};
 
@@ -49,6 +57,51 @@ pub enum CacheError {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// A cache read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    /// The cluster state.
+    pub state: ClusterState,
+    /// When it was last known to be the cluster's; `None` in a file written before stamps.
+    pub as_of: Option<SystemTime>,
+}
+
+/// Whether a cache of stamp `as_of` may be used at `now` under `max_age`: `Ok` with its age
+/// (`None` when unknown and no limit asks for it), or why not.
+pub fn judge(
+    as_of: Option<SystemTime>,
+    max_age: Option<Duration>,
+    now: SystemTime,
+) -> Result<Option<Duration>, String> {
+    // A stamp ahead of the clock: the clock is behind (no real-time clock, no time yet), not
+    // the cache ahead; its true age is unknown but small, since it was written by this host.
+    let age = as_of.map(|t| now.duration_since(t).unwrap_or(Duration::ZERO));
+    match (age, max_age) {
+        (Some(age), Some(max)) if age > max => Err(format!(
+            "it is {} old, more than cache_max_age {}",
+            said(age),
+            said(max)
+        )),
+        (None, Some(max)) => Err(format!(
+            "it has no stamp (written by an older edgenetd), so its age is unknown and cannot be held to cache_max_age {}",
+            said(max)
+        )),
+        (age, _) => Ok(age),
+    }
+}
+
+/// A duration to the second as the config writes one: `"26h3m9s"`, `"0s"`.
+pub fn said(d: Duration) -> String {
+    let s = d.as_secs();
+    let parts = [(s / 3600, "h"), (s / 60 % 60, "m"), (s % 60, "s")];
+    let text: String = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect();
+    if text.is_empty() { "0s".into() } else { text }
 }
 
 /// The cache file.
@@ -93,14 +146,19 @@ impl Cache {
         &self.path
     }
 
-    /// Writes `state` atomically.
-    pub fn store(&self, state: &ClusterState) -> Result<(), CacheError> {
-        self.stage(state)?.commit()
+    /// Writes `state`, last known to be the cluster's at `as_of` (`None`: unknown),
+    /// atomically.
+    pub fn store(&self, state: &ClusterState, as_of: Option<SystemTime>) -> Result<(), CacheError> {
+        self.stage(state, as_of)?.commit()
     }
 
     /// Writes `state` to the temporary file; the old cache stays in force until
     /// [`Staged::commit`].
-    pub fn stage(&self, state: &ClusterState) -> Result<Staged, CacheError> {
+    pub fn stage(
+        &self,
+        state: &ClusterState,
+        as_of: Option<SystemTime>,
+    ) -> Result<Staged, CacheError> {
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|e| io(dir, "create directory", e))?;
         }
@@ -108,7 +166,7 @@ impl Cache {
         name.push(".tmp");
         let tmp = PathBuf::from(name);
         let json =
-            serde_json::to_vec(&CacheFile::from(state)).map_err(|e| CacheError::Corrupt {
+            serde_json::to_vec(&CacheFile::new(state, as_of)).map_err(|e| CacheError::Corrupt {
                 path: tmp.clone(),
                 reason: e.to_string(),
             })?;
@@ -122,28 +180,47 @@ impl Cache {
         })
     }
 
-    /// Reads the cache: `None` when there is none, or when it cannot be used (logged).
-    pub fn load(&self) -> Option<ClusterState> {
-        match self.read() {
-            Ok(Some(state)) => {
-                info!(
-                    "kubernetes: {} service(s) and {} route(s) restored from {} until the cluster answers",
-                    state.services.len(),
-                    state.routes.len(),
-                    self.path.display()
-                );
-                Some(state)
-            }
-            Ok(None) => None,
+    /// Reads the cache: `None` when there is none, or when it cannot be used: unreadable,
+    /// or older than `max_age` at `now` (both logged).
+    pub fn load(&self, max_age: Option<Duration>, now: SystemTime) -> Option<Loaded> {
+        let loaded = match self.read_stamped() {
+            Ok(Some(loaded)) => loaded,
+            Ok(None) => return None,
             Err(e) => {
                 warn!("kubernetes: the cached cluster state is ignored: {e}");
-                None
+                return None;
             }
-        }
+        };
+        let age = match judge(loaded.as_of, max_age, now) {
+            Ok(age) => age,
+            Err(why) => {
+                warn!(
+                    "kubernetes: the cached cluster state in {} is not used: {why}; the cluster state comes from the first list",
+                    self.path.display()
+                );
+                return None;
+            }
+        };
+        let age = age.map_or_else(
+            || "of unknown age".to_string(),
+            |a| format!("{} old", said(a)),
+        );
+        info!(
+            "kubernetes: {} service(s) and {} route(s) restored from {} ({age}) until the cluster answers",
+            loaded.state.services.len(),
+            loaded.state.routes.len(),
+            self.path.display()
+        );
+        Some(loaded)
     }
 
-    /// Reads the cache: `Ok(None)` when the file does not exist.
+    /// Reads the cache's state: `Ok(None)` when the file does not exist.
     pub fn read(&self) -> Result<Option<ClusterState>, CacheError> {
+        Ok(self.read_stamped()?.map(|l| l.state))
+    }
+
+    /// Reads the cache with its stamp: `Ok(None)` when the file does not exist.
+    pub fn read_stamped(&self) -> Result<Option<Loaded>, CacheError> {
         let bytes = match fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -160,7 +237,9 @@ impl Cache {
                 file.version
             )));
         }
-        ClusterState::try_from(file).map(Some).map_err(corrupt)
+        let as_of = file.as_of();
+        let state = ClusterState::try_from(file).map_err(corrupt)?;
+        Ok(Some(Loaded { state, as_of }))
     }
 }
 

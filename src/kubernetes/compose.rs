@@ -341,6 +341,11 @@ impl Composer {
         self.restored || enabled.iter().all(|k| self.listed.contains(k))
     }
 
+    /// Every kind of `enabled` was listed in this run (the cache aside).
+    pub fn listed(&self, enabled: &[Kind]) -> bool {
+        enabled.iter().all(|k| self.listed.contains(k))
+    }
+
     /// The cluster state as last set (what the cache stores).
     pub fn cluster(&self) -> &ClusterState {
         &self.cluster

@@ -2,7 +2,7 @@
 //! the pieces that turn cluster objects into edgenetd's model, merged with the TOML state
 //! into one `DesiredState`.
 //!
-//! - [`client`]: HTTPS on smol + rustls, paged lists, watches resumed by resourceVersion,
+//! - [`client`]: HTTPS on smol + rustls (plain HTTP to a node-local proxy), paged lists, watches resumed by resourceVersion,
 //!   relists on 410, back-off; the reflector keeps a store per kind.
 //! - [`objects`]: lean serde structs of the API objects, only the fields edgenetd reads.
 //! - [`translate`]: pure functions from cluster objects to the validated config types.
@@ -11,11 +11,13 @@
 //! - [`order`]: the one stable sort the source's lists share (code size).
 //! - [`pace`]: when to compose (after a quiet gap, at most a bound after the first change).
 //! - [`cache`]: the last composed cluster state on disk, so a restart during an API outage
-//!   keeps the cluster-derived rules.
+//!   keeps the cluster-derived rules (one on persistent storage, a reboot too).
+//! - [`freshness`]: whether the state in force is this run's or the cache's, and as of when.
 
 pub mod cache;
 pub mod client;
 pub mod compose;
+pub mod freshness;
 pub mod objects;
 pub mod order;
 pub mod pace;

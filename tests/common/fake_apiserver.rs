@@ -1,4 +1,6 @@
-//! A fake Kubernetes API server for the tests: the real protocol over TLS on 127.0.0.1.
+//! A fake Kubernetes API server for the tests: the real protocol over TLS on 127.0.0.1, or
+//! over plain HTTP there, as a node-local proxy (KubeEdge's MetaServer, OpenYurt's YurtHub)
+//! serves it.
 //!
 //! It serves paged lists with continue tokens (each paged list is a consistent snapshot),
 //! streamed lists (`sendInitialEvents`, KEP-3157; or refuses them, or ignores them, as older
@@ -34,8 +36,9 @@ pub struct FakeApiServer {
     shared: Arc<Shared>,
     /// Where it listens (kept across restarts).
     addr: SocketAddr,
-    /// The server's TLS configuration.
-    tls: Arc<rustls::ServerConfig>,
+    /// The server's TLS configuration; `None` serves plain HTTP (a node-local proxy's
+    /// shape: KubeEdge's MetaServer, OpenYurt's YurtHub).
+    tls: Option<Arc<rustls::ServerConfig>>,
     /// The accept thread, while running.
     acceptor: Option<JoinHandle<()>>,
     /// The CA, client certificate and key files.
@@ -45,6 +48,23 @@ pub struct FakeApiServer {
 impl FakeApiServer {
     /// Starts a fake on an ephemeral loopback port with fresh certificates.
     pub fn start() -> FakeApiServer {
+        FakeApiServer::start_on("127.0.0.1:0", true)
+    }
+
+    /// Starts a fake that speaks plain HTTP on an ephemeral loopback port, as a node-local
+    /// list/watch proxy does (the certificate files are made all the same, unused).
+    pub fn start_plain() -> FakeApiServer {
+        FakeApiServer::start_on("127.0.0.1:0", false)
+    }
+
+    /// Starts a plain HTTP fake on `addr`, e.g. MetaServer's `127.0.0.1:10550` (only in a
+    /// test's own network namespace, whose loopback no one else uses).
+    pub fn start_plain_at(addr: &str) -> FakeApiServer {
+        FakeApiServer::start_on(addr, false)
+    }
+
+    /// Starts a fake on `addr`, over TLS when `over_tls`.
+    fn start_on(addr: &str, over_tls: bool) -> FakeApiServer {
         let pki = tls::make_pki();
         let dir = ScratchDir::with_files(
             "fake-apiserver",
@@ -62,12 +82,12 @@ impl FakeApiServer {
             }),
             cond: Condvar::new(),
         });
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = TcpListener::bind(addr).unwrap();
         let addr = listener.local_addr().unwrap();
         let mut fake = FakeApiServer {
             shared,
             addr,
-            tls: pki.server,
+            tls: over_tls.then_some(pki.server),
             acceptor: None,
             dir,
         };
@@ -91,9 +111,15 @@ impl FakeApiServer {
         }));
     }
 
-    /// `https://127.0.0.1:<port>`.
+    /// `https://127.0.0.1:<port>` (`http://` for a plain fake).
     pub fn url(&self) -> String {
-        format!("https://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA a client needs: the CA file over TLS, none for a plain fake.
+    pub fn client_ca(&self) -> Option<PathBuf> {
+        self.tls.is_some().then(|| self.ca_file())
     }
 
     /// The CA certificate file (PEM).

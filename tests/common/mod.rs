@@ -12,6 +12,8 @@ pub mod http;
 #[cfg(feature = "kubernetes")]
 pub mod kube;
 pub mod links;
+#[cfg(feature = "kubernetes")]
+pub mod local_proxy;
 pub mod metrics;
 pub mod netns;
 pub mod policy;

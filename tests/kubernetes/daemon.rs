@@ -432,7 +432,7 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use edgenetd::clock::FakeClock;
-    use edgenetd::kubernetes::client::{Auth, Endpoint};
+    use edgenetd::kubernetes::client::{Auth, Endpoint, Transport};
     use edgenetd::kubernetes::watch::{Settings, WINDOW, Watcher};
     use edgenetd::liveness::Liveness;
 
@@ -444,7 +444,9 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
         endpoint: Endpoint {
             host: "127.0.0.1".into(),
             port,
-            ca_file: fake.ca_file(),
+            transport: Transport::Tls {
+                ca_file: fake.ca_file(),
+            },
             auth: Auth::ClientCert { cert, key },
         },
         path_prefix: String::new(),

@@ -7,5 +7,6 @@ mod common;
 
 mod client;
 mod daemon;
+mod fleets;
 mod health_ports;
 mod pod_policy_packets;

@@ -196,6 +196,7 @@ const ALLOWED: &[(&str, &str)] = &[
     // `[kubernetes]` (its label selector grammar is its child, `config::kubernetes::selector`).
     ("config::kubernetes", "config::diag"),
     ("config::kubernetes", "config::doc"),
+    ("config::kubernetes", "config::duration"),
     ("config::kubernetes", "config::net"),
     ("config::kubernetes", "config::nul"),
     ("config::tests", "config::service"),

@@ -7,13 +7,19 @@
 //!   files and environment a pod is given); excludes `server`, `ca_file`, `token_file`,
 //!   `client_cert`, `client_key`.
 //! - otherwise `server` (an `https://` URL) and `ca_file`, plus exactly one of `token_file`
-//!   or `client_cert` + `client_key` (k3s from outside the cluster).
+//!   or `client_cert` + `client_key` (k3s from outside the cluster);
+//! - or `server` an `http://` URL to this node's loopback (127.0.0.0/8, `::1`, `localhost`):
+//!   a node-local list/watch proxy (KubeEdge's MetaServer, OpenYurt's YurtHub) that
+//!   authenticates upstream itself; `token_file` optional, no `ca_file` or client certificate.
 //! - `node_name`: this node's Node name; absent = the host name.
 //! - `feeds`: any of `"services"`, `"routes"`, `"network_policies"`; default all three.
 //! - `service_selector`, `node_selector`, `network_policy_selector`: label selectors (the
 //!   string form of `kubectl -l`) narrowing the Services, Nodes and NetworkPolicies taken.
 //! - `cache_file`: where the last cluster state is kept across restarts (an absolute path;
-//!   absent = `/run/edgenetd/kubernetes-state.json`).
+//!   absent = `/run/edgenetd/kubernetes-state.json`; on persistent storage such as
+//!   `/var/lib/edgenetd/kubernetes-state.json` it outlives a reboot too).
+//! - `cache_max_age`: a duration; a cached state last known to be the cluster's longer ago
+//!   than this (or of unknown age) is not used at start; absent = no limit.
 //! - `service_cidrs`: prefixes cluster IPs are allocated from, in addition to the cluster's
 //!   ServiceCIDR objects.
 //! - `cluster_cidrs`: the pod prefixes (kube-proxy's local-traffic detector); absent = this

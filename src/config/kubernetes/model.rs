@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ipnet::IpNet;
 
@@ -24,6 +25,9 @@ pub struct KubernetesConfig {
     pub network_policy_selector: Option<LabelSelector>,
     /// Where the last cluster state is cached; `None` = the daemon's default path.
     pub cache_file: Option<PathBuf>,
+    /// `cache_max_age`: a cached state last known to be the cluster's longer ago than this is
+    /// not used at start; `None` = no limit.
+    pub cache_max_age: Option<Duration>,
     /// `service_cidrs`: cluster IP ranges added to the cluster's ServiceCIDRs.
     pub service_cidrs: Vec<IpNet>,
     /// `cluster_cidrs`: the pod prefixes; `None` = this node's pod CIDRs.
@@ -51,7 +55,7 @@ pub enum Connection {
     /// Running in a pod: the service account's token (re-read at each connect, since
     /// projected tokens rotate), CA and the `KUBERNETES_SERVICE_*` address.
     InCluster,
-    /// An explicit server.
+    /// An explicit server, over TLS.
     Server {
         /// The API server.
         server: ServerUrl,
@@ -59,6 +63,15 @@ pub enum Connection {
         ca_file: SecretPath,
         /// The client's credentials.
         credentials: Credentials,
+    },
+    /// A node-local list/watch proxy on this node's loopback, over plain HTTP (KubeEdge's
+    /// MetaServer, OpenYurt's YurtHub): the proxy authenticates to the API server on the
+    /// node's behalf, so nothing secret crosses a network in clear.
+    LocalProxy {
+        /// The proxy (an `http://` URL whose host is a loopback address or `localhost`).
+        server: ServerUrl,
+        /// A bearer token to send along (YurtHub passes it upstream), or none.
+        token_file: Option<SecretPath>,
     },
 }
 
@@ -111,12 +124,23 @@ impl SecretPath {
     }
 }
 
-/// A parsed `https://host[:port][/path]` API server URL.
+/// How a server URL is spoken to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// `https://`: TLS, the server's certificate checked against `ca_file`.
+    Https,
+    /// `http://`: plain TCP, only ever to this node's loopback.
+    Http,
+}
+
+/// A parsed `https://host[:port][/path]` (or loopback `http://`) API server URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerUrl {
+    /// `https` or (to a loopback host only) `http`.
+    pub scheme: Scheme,
     /// Host name or address (an IPv6 address without brackets).
     pub host: String,
-    /// TCP port (443 when not written).
+    /// TCP port (443 for https, 80 for http, when not written).
     pub port: u16,
     /// Path prefix before `/api` (empty, or starting with `/` without a trailing one).
     pub path: String,
@@ -145,4 +169,13 @@ impl Feed {
             Feed::NetworkPolicies => "network_policies",
         }
     }
+}
+
+/// True for a host that names this node's loopback: an address of 127.0.0.0/8, `::1`, or
+/// `localhost` (which resolvers keep on loopback, RFC 6761). Plain HTTP goes nowhere else.
+pub fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback())
 }

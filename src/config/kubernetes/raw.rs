@@ -18,6 +18,7 @@ pub(super) struct RawKubernetes {
     pub(super) node_selector: Option<Spanned<String>>,
     pub(super) network_policy_selector: Option<Spanned<String>>,
     pub(super) cache_file: Option<Spanned<String>>,
+    pub(super) cache_max_age: Option<Spanned<String>>,
     pub(super) service_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) cluster_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use super::{
-    BUILT_WITH_FEATURE, Connection, Credentials, Feed, KubernetesConfig, SecretPath, ServerUrl,
-    parse_server_url, selector,
+    BUILT_WITH_FEATURE, Connection, Credentials, Feed, KubernetesConfig, Scheme, SecretPath,
+    ServerUrl, parse_server_url, selector,
 };
 use crate::config::*;
 
@@ -62,6 +62,7 @@ network_policy_selector = "!legacy"
         k.connection,
         Connection::Server {
             server: ServerUrl {
+                scheme: Scheme::Https,
                 host: "2001:db8::1".into(),
                 port: 6443,
                 path: String::new()
@@ -180,7 +181,7 @@ fn the_server_is_an_https_url_and_files_are_absolute_or_credentials() {
     );
     has(
         &out,
-        "edgenetd.toml:2:10: error: invalid server `http://10.0.0.1:6443`: expected an https:// URL",
+        "edgenetd.toml:2:10: error: invalid server `http://10.0.0.1:6443`: plain http:// only to a node-local proxy on this node's loopback",
     );
     has(
         &out,
@@ -202,6 +203,83 @@ fn the_server_is_an_https_url_and_files_are_absolute_or_credentials() {
         assert!(parse_server_url(bad).is_err(), "{bad}");
     }
     assert_eq!(parse_server_url("https://10.0.0.1").unwrap().port, 443);
+    assert_eq!(parse_server_url("http://127.0.0.1").unwrap().port, 80);
+}
+
+/// KubeEdge's MetaServer and OpenYurt's YurtHub serve the API on the node's loopback over
+/// plain HTTP and authenticate upstream themselves: no CA, no credentials needed.
+#[test]
+fn a_node_local_proxy_over_plain_http_on_loopback_needs_no_credentials() {
+    let Some(k) = accepted("[kubernetes]\nserver = \"http://127.0.0.1:10550\"\n") else {
+        return;
+    };
+    let metaserver = ServerUrl {
+        scheme: Scheme::Http,
+        host: "127.0.0.1".into(),
+        port: 10550,
+        path: String::new(),
+    };
+    assert_eq!(
+        k.connection,
+        Connection::LocalProxy {
+            server: metaserver,
+            token_file: None
+        }
+    );
+    let k = accepted(
+        "[kubernetes]\nserver = \"http://localhost:10261\"\ntoken_file = \"credential:k8s-token\"\n",
+    )
+    .unwrap();
+    let Connection::LocalProxy { server, token_file } = k.connection else {
+        panic!("not a local proxy: {:?}", k.connection);
+    };
+    assert_eq!((server.host.as_str(), server.port), ("localhost", 10261));
+    assert_eq!(token_file, Some(SecretPath::Credential("k8s-token".into())));
+    for loopback in [
+        "http://127.0.0.53",
+        "http://[::1]:8001/prefix",
+        "http://LOCALHOST",
+    ] {
+        let url = parse_server_url(loopback).unwrap_or_else(|e| panic!("{loopback}: {e}"));
+        assert_eq!(url.scheme, Scheme::Http);
+    }
+}
+
+#[test]
+fn plain_http_anywhere_but_loopback_is_refused_and_tls_keys_with_it_are_mistakes() {
+    let out = rejected("[kubernetes]\nserver = \"http://edge-proxy.lan:10261\"\n");
+    has(
+        &out,
+        "edgenetd.toml:2:10: error: invalid server `http://edge-proxy.lan:10261`: plain http:// only to a node-local proxy on this node's loopback (127.0.0.0/8, ::1 or localhost)",
+    );
+    has(
+        &out,
+        "to `edge-proxy.lan` it would carry the token and the cluster's state across the network in clear: use https://",
+    );
+    assert!(!out.contains("needs `ca_file`"), "nothing piled on: {out}");
+    for far in [
+        "http://10.0.0.1",
+        "http://[fd00::1]:80",
+        "http://localhost.example",
+    ] {
+        let e = parse_server_url(far).unwrap_err();
+        assert!(e.contains("plain http:// only to"), "{far}: {e}");
+    }
+    let out = rejected(
+        "[kubernetes]\nserver = \"http://127.0.0.1:10550\"\nca_file = \"/ca.pem\"\nclient_cert = \"/c.pem\"\nclient_key = \"/k.pem\"\n",
+    );
+    for (at, key) in [
+        ("3:11", "ca_file"),
+        ("4:15", "client_cert"),
+        ("5:14", "client_key"),
+    ] {
+        has(
+            &out,
+            &format!(
+                "edgenetd.toml:{at}: error: `{key}` needs TLS, and an http:// server has none"
+            ),
+        );
+    }
 }
 
 #[test]
@@ -336,6 +414,31 @@ fn the_cache_file_is_an_absolute_path_and_absent_by_default() {
     has(
         &out,
         "edgenetd.toml:3:14: error: invalid cache_file `state.json`",
+    );
+}
+
+#[test]
+fn cache_max_age_is_a_duration_above_zero_and_no_limit_by_default() {
+    if let Some(k) = accepted("[kubernetes]\nin_cluster = true\n") {
+        assert_eq!(k.cache_max_age, None);
+    }
+    if let Some(k) = accepted(
+        "[kubernetes]\nin_cluster = true\ncache_file = \"/var/lib/edgenetd/kubernetes-state.json\"\ncache_max_age = \"72h\"\n",
+    ) {
+        assert_eq!(
+            k.cache_max_age,
+            Some(std::time::Duration::from_secs(72 * 3600))
+        );
+    }
+    let out = rejected("[kubernetes]\nin_cluster = true\ncache_max_age = \"3 days\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:17: error: cache_max_age: invalid duration `3 days`: expected a number with a unit",
+    );
+    let out = rejected("[kubernetes]\nin_cluster = true\ncache_max_age = \"0s\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:17: error: cache_max_age must be more than 0 (leave it out for no limit)",
     );
 }
 

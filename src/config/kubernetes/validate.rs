@@ -3,12 +3,14 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use toml::Spanned;
 
 use super::super::diag::Diagnostics;
 use super::super::doc::Doc;
+use super::super::duration::parse_duration;
 use super::super::net::parse_prefix;
 use super::super::nul::no_nul;
 use super::model::*;
@@ -41,6 +43,7 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
         node_selector: selector(raw.node_selector.as_ref(), diags),
         network_policy_selector: selector(raw.network_policy_selector.as_ref(), diags),
         cache_file: cache_file(raw.cache_file.as_ref(), diags),
+        cache_max_age: cache_max_age(raw.cache_max_age.as_ref(), diags),
         service_cidrs: raw
             .service_cidrs
             .as_ref()
@@ -82,7 +85,20 @@ fn connection(raw: &RawKubernetes, section: Range<usize>, diags: &mut Diagnostic
         return Connection::InCluster;
     }
     let server = match &raw.server {
-        Some(s) => server_url(s, diags),
+        Some(s) => match server_url(s, diags) {
+            Some(url) if url.scheme == Scheme::Http => return local_proxy(raw, url, diags),
+            // An http:// server that was refused: the files written are still checked, but
+            // what https would need besides is beside the point.
+            None if s.get_ref().starts_with("http://") => {
+                for (key, value) in &explicit[1..] {
+                    if let Some(v) = value {
+                        secret_path(v, key, diags);
+                    }
+                }
+                return Connection::InCluster;
+            }
+            url => url,
+        },
         None => {
             diags.error(
                 section.clone(),
@@ -111,6 +127,28 @@ fn connection(raw: &RawKubernetes, section: Range<usize>, diags: &mut Diagnostic
         // An error is recorded: the value is never used.
         _ => Connection::InCluster,
     }
+}
+
+/// A node-local proxy over plain HTTP: a bearer token at most; a CA or a client certificate
+/// would verify nothing without TLS, so they are mistakes, not options.
+fn local_proxy(raw: &RawKubernetes, server: ServerUrl, diags: &mut Diagnostics) -> Connection {
+    for (key, value) in [
+        ("ca_file", &raw.ca_file),
+        ("client_cert", &raw.client_cert),
+        ("client_key", &raw.client_key),
+    ] {
+        if let Some(v) = value {
+            diags.error(
+                v.span(),
+                format!("`{key}` needs TLS, and an http:// server has none: remove it, or use an https:// server"),
+            );
+        }
+    }
+    let token_file = raw
+        .token_file
+        .as_ref()
+        .and_then(|t| secret_path(t, "token_file", diags));
+    Connection::LocalProxy { server, token_file }
 }
 
 /// Exactly one of `token_file` and `client_cert` + `client_key`.
@@ -192,9 +230,15 @@ fn server_url(v: &Spanned<String>, diags: &mut Diagnostics) -> Option<ServerUrl>
         .ok()
 }
 
-/// `https://host[:port][/path]`: no user, query or fragment; IPv6 hosts in brackets.
+/// `https://host[:port][/path]`: no user, query or fragment; IPv6 hosts in brackets. Or
+/// `http://` with a loopback host (a node-local proxy): anywhere else plain HTTP would carry
+/// the token and the cluster's state across a network in clear.
 pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
-    let Some(rest) = text.strip_prefix("https://") else {
+    let (scheme, rest) = if let Some(rest) = text.strip_prefix("https://") {
+        (Scheme::Https, rest)
+    } else if let Some(rest) = text.strip_prefix("http://") {
+        (Scheme::Http, rest)
+    } else {
         return Err("expected an https:// URL, e.g. \"https://10.0.0.1:6443\"".into());
     };
     if rest.contains(['?', '#', '@']) || rest.contains(char::is_whitespace) {
@@ -215,7 +259,13 @@ pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
     if host.is_empty() {
         return Err("no host".into());
     }
+    if scheme == Scheme::Http && !is_loopback_host(host) {
+        return Err(format!(
+            "plain http:// only to a node-local proxy on this node's loopback (127.0.0.0/8, ::1 or localhost), such as KubeEdge's MetaServer or OpenYurt's YurtHub; to `{host}` it would carry the token and the cluster's state across the network in clear: use https://"
+        ));
+    }
     let port = match port {
+        None if scheme == Scheme::Http => 80,
         None => 443,
         Some(p) => match p.parse::<u16>() {
             Ok(p) if p > 0 => p,
@@ -223,6 +273,7 @@ pub fn parse_server_url(text: &str) -> Result<ServerUrl, String> {
         },
     };
     Ok(ServerUrl {
+        scheme,
         host: host.to_string(),
         port,
         path: path.trim_end_matches('/').to_string(),
@@ -245,6 +296,25 @@ fn cache_file(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Pa
         ),
     );
     None
+}
+
+/// A duration above zero (no limit is the key left out).
+fn cache_max_age(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Duration> {
+    let v = v?;
+    match parse_duration(v.get_ref()) {
+        Ok(d) if !d.is_zero() => Some(d),
+        Ok(_) => {
+            diags.error(
+                v.span(),
+                "cache_max_age must be more than 0 (leave it out for no limit), e.g. \"24h\"",
+            );
+            None
+        }
+        Err(why) => {
+            diags.error(v.span(), format!("cache_max_age: {why}"));
+            None
+        }
+    }
 }
 
 fn node_name(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<String> {

@@ -1,6 +1,7 @@
 //! The kubernetes wiring: settings from `[kubernetes]`, readiness, the cache, reloads.
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use super::*;
 use crate::clock::FakeClock;
@@ -22,10 +23,18 @@ fn cluster_entries() -> (Service, Route) {
 }
 
 fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Liveness>) {
+    shared_stamped(cache, cached.map(|c| (c, None)))
+}
+
+/// [`shared`] with a cache loaded with its stamp.
+fn shared_stamped(
+    cache: &Path,
+    cached: Option<(ClusterState, Option<SystemTime>)>,
+) -> (Arc<Shared>, Arc<Liveness>) {
     let toml = Arc::new(crate::config::load_str(&[("a.toml", "")]).unwrap());
-    let had_cache = cached.is_some();
-    let (composer, first) = Composer::start(toml, cached);
-    let cached = had_cache.then(|| composer.generation());
+    let stamp = cached.as_ref().map(|(_, s)| *s);
+    let (composer, first) = Composer::start(toml, cached.map(|(c, _)| c));
+    let cached = stamp.is_some().then(|| composer.generation());
     let liveness = Liveness::new(FakeClock::new());
     let shared = Arc::new(Shared {
         inner: Mutex::new(Inner {
@@ -34,6 +43,7 @@ fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Liven
             cached,
             cache_failing: false,
             cache_tried: None,
+            written: stamp.flatten(),
         }),
         snapshots: Snapshots::new(first),
         kinds: vec![Kind::Services, Kind::Routes],
@@ -41,6 +51,7 @@ fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Liven
         ready: AtomicBool::new(false),
         statuses: Statuses::default(),
         incomplete_reported: AtomicBool::new(false),
+        freshness: Arc::new(Mutex::new(Freshness::start(stamp))),
     });
     (shared, liveness)
 }
@@ -82,7 +93,10 @@ fn credentials_resolve_in_the_credentials_directory_and_the_path_prefixes_the_ap
     let env = |name: &str| (name == "CREDENTIALS_DIRECTORY").then(|| "/run/creds".to_string());
     let s = settings(&config, env).unwrap();
     assert_eq!(s.path_prefix, "/k8s");
-    assert_eq!(s.endpoint.ca_file, PathBuf::from("/etc/ca.pem"));
+    let tls = Transport::Tls {
+        ca_file: PathBuf::from("/etc/ca.pem"),
+    };
+    assert_eq!(s.endpoint.transport, tls);
     let want = Auth::ClientCert {
         cert: PathBuf::from("/run/creds/cert"),
         key: PathBuf::from("/run/creds/key"),
@@ -95,6 +109,26 @@ fn credentials_resolve_in_the_credentials_directory_and_the_path_prefixes_the_ap
     );
     let e = settings(&config, |_| None).unwrap_err();
     assert!(e.contains("CREDENTIALS_DIRECTORY"), "{e}");
+}
+
+#[test]
+fn a_local_proxy_is_a_plain_endpoint_with_a_token_or_none() {
+    let config =
+        section("[kubernetes]\nserver = \"http://127.0.0.1:10550\"\nnode_name = \"edge-1\"\n");
+    let s = settings(&config, |_| None).unwrap();
+    assert_eq!(s.endpoint.transport, Transport::Plain);
+    assert_eq!(s.endpoint.auth, Auth::None);
+    assert_eq!(s.endpoint.authority(), "127.0.0.1:10550");
+    let config = section(
+        "[kubernetes]\nserver = \"http://localhost:10261\"\ntoken_file = \"credential:tok\"\nnode_name = \"edge-1\"\n",
+    );
+    let env = |name: &str| (name == "CREDENTIALS_DIRECTORY").then(|| "/run/creds".to_string());
+    let s = settings(&config, env).unwrap();
+    assert_eq!(
+        s.endpoint.auth,
+        Auth::TokenFile(PathBuf::from("/run/creds/tok"))
+    );
+    assert_eq!(s.endpoint.transport, Transport::Plain);
 }
 
 #[test]
@@ -201,4 +235,61 @@ fn a_failed_cache_write_is_counted_and_not_fatal() {
         "the cluster state is in force all the same"
     );
     assert_eq!(shared.snapshots.current().routing.routes.len(), 0);
+}
+
+/// The freshness /healthz shows: `state`, `asOf`, `ageSeconds`.
+fn freshness_healthz(shared: &Shared) -> serde_json::Value {
+    let f = shared.freshness.lock().unwrap();
+    state_healthz(&f, SystemTime::now())
+}
+
+#[test]
+fn a_restored_cache_is_in_force_as_of_its_stamp_then_listing_makes_it_current_and_stamped() {
+    let path = scratch("stamped");
+    let (svc, route) = cluster_entries();
+    let state = ClusterState {
+        services: vec![svc.clone().into()],
+        routes: vec![route.clone()],
+        ..ClusterState::default()
+    };
+    let stamp = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    let (shared, _liveness) = shared_stamped(&path, Some((state, Some(stamp))));
+    shared.compose(&mut shared.inner.lock().unwrap());
+    let v = freshness_healthz(&shared);
+    assert_eq!(v["state"], "cached", "{v}");
+    assert_eq!(v["asOf"], "2023-11-14T22:13:20.000Z", "{v}");
+    assert!(v["ageSeconds"].as_u64().unwrap() > 3600, "{v}");
+    assert!(!path.exists(), "nothing new to write");
+    // One kind listed: still the cache's for the other, and written with the cache's stamp.
+    shared.cluster(vec![ClusterPart::services(Vec::new())]);
+    assert_eq!(freshness_healthz(&shared)["state"], "cached");
+    let on_disk = Cache::new(&path).read_stamped().unwrap().unwrap();
+    assert_eq!(
+        on_disk.as_of,
+        Some(stamp),
+        "the unlisted routes are that old"
+    );
+    // Both listed (and, with no kind watched here, every watch live): current, stamped now
+    // (at the first compose CACHE_EVERY after the last write: made to have passed).
+    let before = SystemTime::now() - std::time::Duration::from_secs(1);
+    shared.inner.lock().unwrap().cache_tried = Some(Instant::now() - CACHE_EVERY);
+    shared.cluster(vec![ClusterPart::Routes(vec![route])]);
+    let v = freshness_healthz(&shared);
+    assert_eq!(v["state"], "current", "{v}");
+    assert!(v["ageSeconds"].as_u64().unwrap() < 5, "{v}");
+    let on_disk = Cache::new(&path).read_stamped().unwrap().unwrap();
+    assert!(on_disk.as_of.unwrap() >= before, "{on_disk:?}");
+}
+
+#[test]
+fn without_a_cache_nothing_is_claimed_until_every_kind_is_listed() {
+    let (shared, _liveness) = shared(&scratch("unclaimed"), None);
+    let (svc, _) = cluster_entries();
+    shared.cluster(vec![ClusterPart::services(vec![svc])]);
+    let v = freshness_healthz(&shared);
+    assert_eq!(
+        (&v["state"], &v["asOf"]),
+        (&"listing".into(), &serde_json::Value::Null),
+        "{v}"
+    );
 }

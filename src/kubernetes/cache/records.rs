@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,10 @@ pub(super) const VERSION: u32 = 1;
 pub(super) struct CacheFile {
     /// [`VERSION`].
     pub(super) version: u32,
+    /// When the state was last known to be the cluster's, in seconds since the Unix epoch
+    /// (absent in files written before stamps: an unknown age).
+    #[serde(default)]
+    pub(super) as_of: Option<u64>,
     /// The cluster-derived services.
     services: Vec<ServiceRecord>,
     /// The cluster-derived routes.
@@ -169,6 +173,26 @@ struct RouteRecord {
     nexthops: Vec<(Option<IpAddr>, Option<String>, u16, bool)>,
 }
 
+impl CacheFile {
+    /// The file for `state`, last known to be the cluster's at `as_of` (`None`: unknown).
+    pub(super) fn new(state: &ClusterState, as_of: Option<SystemTime>) -> CacheFile {
+        let secs = as_of.map(|t| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        });
+        CacheFile {
+            as_of: secs,
+            ..CacheFile::from(state)
+        }
+    }
+
+    /// The stamp as a time.
+    pub(super) fn as_of(&self) -> Option<SystemTime> {
+        self.as_of
+            .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+    }
+}
+
 impl From<&ClusterState> for CacheFile {
     fn from(state: &ClusterState) -> CacheFile {
         let ClusterState {
@@ -182,6 +206,7 @@ impl From<&ClusterState> for CacheFile {
         let words = |nets: &[IpNet]| nets.iter().map(IpNet::to_string).collect();
         CacheFile {
             version: VERSION,
+            as_of: None,
             services: services.iter().map(|s| ServiceRecord::from(&**s)).collect(),
             routes: routes.iter().map(RouteRecord::from).collect(),
             pod_policies: pod_records::records(pod_policies),

@@ -178,16 +178,86 @@ fn pod_policies() -> PodPolicies {
     }
 }
 
+/// A moment to stamp files with (whole seconds: the file keeps seconds).
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+}
+
 #[test]
-fn a_stored_state_reads_back_equal() {
+fn a_stored_state_reads_back_equal_with_its_stamp() {
     let cache = Cache::new(dir("roundtrip").join("sub/kubernetes-state.json"));
     assert!(cache.read().unwrap().is_none(), "no file yet: no cache");
-    cache.store(&state()).unwrap();
-    assert_eq!(cache.load(), Some(state()));
+    cache.store(&state(), Some(at(0))).unwrap();
+    let want = Loaded {
+        state: state(),
+        as_of: Some(at(0)),
+    };
+    assert_eq!(cache.load(None, at(10)), Some(want));
     let tmp = cache.path().with_extension("json.tmp");
     assert!(!tmp.exists(), "the temporary file was renamed");
-    cache.store(&ClusterState::default()).unwrap();
-    assert_eq!(cache.load(), Some(ClusterState::default()));
+    cache.store(&ClusterState::default(), None).unwrap();
+    let unstamped = cache.load(None, at(10)).unwrap();
+    assert_eq!(
+        (unstamped.state, unstamped.as_of),
+        (ClusterState::default(), None)
+    );
+}
+
+#[test]
+fn a_cache_older_than_the_max_age_or_of_unknown_age_is_not_used() {
+    let cache = Cache::new(dir("max-age").join("kubernetes-state.json"));
+    let hour = Duration::from_secs(3600);
+    cache.store(&state(), Some(at(0))).unwrap();
+    let young = cache
+        .load(Some(hour), at(3600))
+        .expect("exactly the max age: used");
+    assert_eq!(young.state, state());
+    assert_eq!(cache.load(Some(hour), at(3601)), None, "one second over");
+    assert!(cache.load(None, at(10 * 86_400)).is_some(), "no limit");
+    // A clock behind the stamp (no real-time clock, no time yet): age zero, used.
+    assert!(cache.load(Some(hour), at(0) - hour * 24).is_some());
+    cache.store(&state(), None).unwrap();
+    assert_eq!(
+        cache.load(Some(hour), at(0)),
+        None,
+        "unknown age, a limit asked"
+    );
+    assert!(cache.load(None, at(0)).is_some());
+}
+
+#[test]
+fn why_a_cache_is_not_used_is_said_with_its_age() {
+    let day = Duration::from_secs(86_400);
+    let e = judge(Some(at(0)), Some(day), at(93_784)).unwrap_err();
+    assert_eq!(e, "it is 26h3m4s old, more than cache_max_age 24h");
+    let e = judge(None, Some(day), at(0)).unwrap_err();
+    assert!(
+        e.contains("no stamp") && e.contains("cache_max_age 24h"),
+        "{e}"
+    );
+    assert_eq!(
+        judge(Some(at(5)), None, at(65)),
+        Ok(Some(Duration::from_secs(60)))
+    );
+    assert_eq!(said(Duration::ZERO), "0s");
+    assert_eq!(said(Duration::from_secs(3600)), "1h");
+}
+
+/// Files from before stamps have no `as_of`: they load, of unknown age; new files carry it
+/// in seconds since the epoch.
+#[test]
+fn a_cache_from_before_stamps_reads_and_new_files_are_stamped() {
+    let cache = Cache::new(dir("before-stamps").join("kubernetes-state.json"));
+    fs::write(
+        cache.path(),
+        "{\"version\":1,\"services\":[],\"routes\":[]}",
+    )
+    .unwrap();
+    let loaded = cache.read_stamped().unwrap().unwrap();
+    assert_eq!(loaded.as_of, None);
+    cache.store(&loaded.state, Some(at(42))).unwrap();
+    let written = fs::read_to_string(cache.path()).unwrap();
+    assert!(written.contains("\"as_of\":1700000042"), "{written}");
 }
 
 #[test]
@@ -217,7 +287,7 @@ fn a_corrupt_cache_is_ignored() {
             matches!(&err, CacheError::Corrupt { .. }) && err.to_string().contains(why),
             "{text}: {err}"
         );
-        assert_eq!(cache.load(), None, "{text}");
+        assert_eq!(cache.load(None, at(0)), None, "{text}");
     }
 }
 
@@ -228,8 +298,8 @@ fn the_old_cache_stays_until_the_rename() {
         routes: state().routes,
         ..ClusterState::default()
     };
-    cache.store(&old).unwrap();
-    let staged = cache.stage(&state()).unwrap();
+    cache.store(&old, Some(at(0))).unwrap();
+    let staged = cache.stage(&state(), Some(at(1))).unwrap();
     assert_eq!(
         cache.read().unwrap(),
         Some(old.clone()),
@@ -242,10 +312,12 @@ fn the_old_cache_stays_until_the_rename() {
 #[test]
 fn a_failed_write_leaves_the_old_cache() {
     let cache = Cache::new(dir("failed").join("kubernetes-state.json"));
-    cache.store(&state()).unwrap();
+    cache.store(&state(), Some(at(0))).unwrap();
     // A directory where the temporary file goes: creating it fails.
     fs::create_dir(cache.path().with_extension("json.tmp")).unwrap();
-    let err = cache.store(&ClusterState::default()).unwrap_err();
+    let err = cache
+        .store(&ClusterState::default(), Some(at(0)))
+        .unwrap_err();
     assert!(matches!(err, CacheError::Io { op: "create", .. }), "{err}");
     assert_eq!(cache.read().unwrap(), Some(state()));
 }
@@ -288,7 +360,7 @@ fn a_cache_with_the_old_inject_kernel_reject_key_reads_and_is_not_written_again(
             .pods,
         ["10.1.0.6".parse::<std::net::IpAddr>().unwrap()]
     );
-    cache.store(&state).unwrap();
+    cache.store(&state, Some(at(0))).unwrap();
     let written = fs::read_to_string(cache.path()).unwrap();
     assert!(!written.contains("inject_kernel_reject"), "{written}");
     assert_eq!(cache.read().unwrap(), Some(state));

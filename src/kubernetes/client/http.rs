@@ -20,7 +20,7 @@ const READ_SIZE: usize = 16 * 1024;
 
 /// A connection with a read buffer; every read waits at most `idle`.
 pub struct Conn {
-    /// The TLS stream.
+    /// The TLS or plain stream.
     stream: Stream,
     /// Bytes read and not yet consumed are `buf[pos..]`.
     buf: Vec<u8>,

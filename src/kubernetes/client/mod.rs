@@ -1,7 +1,9 @@
-//! A small HTTPS/1.1 list+watch client for the Kubernetes API, on smol and rustls.
+//! A small HTTPS/1.1 list+watch client for the Kubernetes API, on smol and rustls; plain
+//! HTTP/1.1 to a node-local proxy on loopback (KubeEdge's MetaServer, OpenYurt's YurtHub).
 //!
 //! - [`endpoint`]: where the API server is and how to authenticate (CA file, bearer token
-//!   re-read at each connect, or a client certificate for k3s); opens one TLS connection.
+//!   re-read at each connect, or a client certificate for k3s); opens one connection, TLS
+//!   or plain, as one stream type, so everything above it is written once.
 //! - [`http`]: one request on one connection: the head parsed with `httparse`, bodies framed by
 //!   Content-Length or chunked transfer encoding, every size bounded and every read bounded in
 //!   time, so a broken or hung server can neither exhaust memory nor wedge the caller.
@@ -25,7 +27,7 @@ pub mod reflector;
 pub mod store;
 pub mod tls;
 
-pub use endpoint::{Auth, Endpoint};
+pub use endpoint::{Auth, Endpoint, Transport};
 pub use error::Error;
 pub use meta::{HasMeta, ObjectMeta};
 pub use reflector::{Reflector, ReflectorConfig};

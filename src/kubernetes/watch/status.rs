@@ -56,6 +56,17 @@ impl Statuses {
     }
 }
 
+impl Statuses {
+    /// Every kind listed (or absent from the server) and none failing: the watches follow
+    /// the cluster. A watch reopening after the server ended it counts as live.
+    pub fn all_live(&self) -> bool {
+        self.0.iter().all(|w| {
+            let (s, _) = w.probe();
+            (s.synced || s.absent) && s.last_error.is_none()
+        })
+    }
+}
+
 /// One kind as /healthz shows it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

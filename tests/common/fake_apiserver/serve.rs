@@ -1,4 +1,4 @@
-//! One connection of the fake: TLS, one request, then a list page, a watch stream, an error
+//! One connection of the fake: TLS (or plain HTTP), one request, then a list page, a watch stream, an error
 //! or a fault. Blocking code on a thread per connection: the fake must stay simple enough to
 //! trust.
 
@@ -28,8 +28,65 @@ impl Shared {
     }
 }
 
-/// The TLS stream of one connection.
-type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+/// One connection, over TLS or plain TCP (a node-local proxy's shape): one type, so the
+/// protocol below is written once.
+enum Wire {
+    /// TLS (boxed: its state is large).
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+    /// Plain HTTP.
+    Plain(TcpStream),
+}
+
+impl Read for Wire {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Tls(s) => s.read(buf),
+            Wire::Plain(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Wire {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Tls(s) => s.write(buf),
+            Wire::Plain(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Wire::Tls(s) => s.flush(),
+            Wire::Plain(s) => s.flush(),
+        }
+    }
+}
+
+impl Wire {
+    /// Ends the answer properly: TLS's close_notify (plain TCP has none; the close does).
+    fn close_notify(&mut self) {
+        if let Wire::Tls(s) = self {
+            s.conn.send_close_notify();
+        }
+    }
+
+    /// Closes the socket abruptly, as a broken connection would.
+    fn shutdown(&self) {
+        let sock = match self {
+            Wire::Tls(s) => &s.sock,
+            Wire::Plain(s) => s,
+        };
+        let _ = sock.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// A client certificate was presented.
+    fn has_client_cert(&self) -> bool {
+        match self {
+            Wire::Tls(s) => s.conn.peer_certificates().is_some_and(|c| !c.is_empty()),
+            Wire::Plain(_) => false,
+        }
+    }
+}
 
 /// What a request asks for.
 struct Target {
@@ -44,20 +101,19 @@ struct Target {
 }
 
 /// Serves one connection to the end.
-pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>) {
-    let conn = match rustls::ServerConnection::new(tls) {
-        Ok(c) => c,
-        Err(_) => return,
-    };
+pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Option<Arc<rustls::ServerConfig>>) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut stream = rustls::StreamOwned::new(conn, tcp);
+    let mut stream = match tls {
+        Some(tls) => match rustls::ServerConnection::new(tls) {
+            Ok(conn) => Wire::Tls(Box::new(rustls::StreamOwned::new(conn, tcp))),
+            Err(_) => return,
+        },
+        None => Wire::Plain(tcp),
+    };
     let Some((path, query, authorization)) = read_request(&mut stream) else {
         return;
     };
-    let client_cert = stream
-        .conn
-        .peer_certificates()
-        .is_some_and(|c| !c.is_empty());
+    let client_cert = stream.has_client_cert();
     let watch = query_bool(&query, "watch");
     let streamed = watch && query_bool(&query, "sendInitialEvents");
     let (fault, token, streamed_lists) = {
@@ -166,7 +222,7 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Arc<rustls::ServerConfig>
 }
 
 /// Reads the request head: path, decoded query, Authorization.
-fn read_request(stream: &mut Tls) -> Option<(String, BTreeMap<String, String>, Option<String>)> {
+fn read_request(stream: &mut Wire) -> Option<(String, BTreeMap<String, String>, Option<String>)> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -278,7 +334,7 @@ impl Target {
 }
 
 /// One page of a list (a new snapshot, or the next page of one by its continue token).
-fn list(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)) {
+fn list(stream: &mut Wire, shared: &Shared, t: &Target, log: impl Fn(u16)) {
     let limit: usize = t
         .query
         .get("limit")
@@ -334,7 +390,7 @@ fn list(stream: &mut Tls, shared: &Shared, t: &Target, log: impl Fn(u16)) {
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(body.as_bytes());
     let _ = stream.flush();
-    stream.conn.send_close_notify();
+    stream.close_notify();
     let _ = stream.flush();
 }
 
@@ -343,7 +399,7 @@ const WATCH_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\
 Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
 
 /// Writes `data` as chunks of at most `size` bytes, each flushed on its own.
-fn write_chunks(stream: &mut Tls, data: &[u8], size: usize) -> std::io::Result<()> {
+fn write_chunks(stream: &mut Wire, data: &[u8], size: usize) -> std::io::Result<()> {
     for piece in data.chunks(size.max(1)) {
         stream.write_all(format!("{:x}\r\n", piece.len()).as_bytes())?;
         stream.write_all(piece)?;
@@ -354,10 +410,10 @@ fn write_chunks(stream: &mut Tls, data: &[u8], size: usize) -> std::io::Result<(
 }
 
 /// Ends a chunked body properly.
-fn end_chunks(stream: &mut Tls) {
+fn end_chunks(stream: &mut Wire) {
     let _ = stream.write_all(b"0\r\n\r\n");
     let _ = stream.flush();
-    stream.conn.send_close_notify();
+    stream.close_notify();
     let _ = stream.flush();
 }
 
@@ -365,7 +421,7 @@ fn end_chunks(stream: &mut Tls) {
 /// drop or a stop. A watch from now (no version) starts with the objects as ADDED events,
 /// and then, for a streamed list (`initial_end`), the bookmark that ends them.
 fn watch_stream(
-    stream: &mut Tls,
+    stream: &mut Wire,
     shared: &Shared,
     t: &Target,
     initial_end: bool,
@@ -429,7 +485,7 @@ fn watch_stream(
         let st = shared.lock();
         if st.generation != generation || st.stopped {
             // Dropped: close without the last chunk, as a broken connection would.
-            let _ = stream.sock.shutdown(std::net::Shutdown::Both);
+            stream.shutdown();
             return;
         }
         let from = cursor;
@@ -491,7 +547,7 @@ fn bookmark_line(kind: &str, rv: u64, end: bool) -> String {
 }
 
 /// A 200 watch whose only event is ERROR 410, as the watch cache answers a too-old version.
-fn gone_event(stream: &mut Tls, shared: &Shared) {
+fn gone_event(stream: &mut Wire, shared: &Shared) {
     let chunk = shared.lock().chunk_size;
     let status = json!({
         "kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -505,7 +561,7 @@ fn gone_event(stream: &mut Tls, shared: &Shared) {
 }
 
 /// An error answer with a `metav1.Status` body.
-fn status(stream: &mut Tls, code: u16, message: &str, retry_after: Option<u64>) {
+fn status(stream: &mut Wire, code: u16, message: &str, retry_after: Option<u64>) {
     let body = json!({
         "kind": "Status", "apiVersion": "v1", "status": "Failure",
         "message": message, "code": code,
@@ -523,7 +579,7 @@ fn status(stream: &mut Tls, code: u16, message: &str, retry_after: Option<u64>) 
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(body.as_bytes());
     let _ = stream.flush();
-    stream.conn.send_close_notify();
+    stream.close_notify();
     let _ = stream.flush();
 }
 
