@@ -9,6 +9,7 @@
 //! traffic from the node itself. Each [`PodPolicy`] is programmed as one rule group: if the
 //! kernel refuses it, its allows are missing while its pods stay isolated (fail closed).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -18,13 +19,31 @@ use ipnet::IpNet;
 pub struct PodPolicies {
     /// The units, sorted by name (names unique).
     pub policies: Vec<PodPolicy>,
+    /// Addresses of this node's pod prefixes that belong to no known pod are dropped both
+    /// ways (`None`: they are not).
+    pub unknown: Option<UnknownPods>,
+    /// What an enforcing unit (or the drop of unknown addresses) drops is reported: a log
+    /// line and a counter per packet, by the daemon. Audit units report whatever this says.
+    pub report_denied: bool,
+    /// The names (`namespace/name`) of the pods on this node, by address, for the reports.
+    pub names: BTreeMap<IpAddr, String>,
 }
 
 impl PodPolicies {
-    /// True when no pod is isolated by anything.
+    /// True when no pod is isolated by anything and no unknown address is dropped.
     pub fn is_empty(&self) -> bool {
-        self.policies.is_empty()
+        self.policies.is_empty() && self.unknown.is_none()
     }
+}
+
+/// The pod prefixes of this node and the addresses in them that are known pods': every other
+/// address of the prefixes is dropped, to and from, until its pod is known.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnknownPods {
+    /// This node's pod prefixes.
+    pub cidrs: Vec<IpNet>,
+    /// The addresses within them of known pods (sorted, unique).
+    pub known: Vec<IpAddr>,
 }
 
 /// One isolating unit (a NetworkPolicy) and what it allows.
@@ -36,6 +55,8 @@ pub struct PodPolicy {
     pub ingress: Option<Isolation>,
     /// Isolation of traffic from its pods; `None` = it does not isolate egress.
     pub egress: Option<Isolation>,
+    /// Audit: what it would drop is reported and passes (it isolates nobody for real).
+    pub audit: bool,
 }
 
 /// The pods a unit isolates in one direction, and the traffic it allows them.

@@ -136,7 +136,9 @@ mod tests {
                     allow: Vec::new(),
                 }),
                 egress: None,
+                audit: false,
             }],
+            ..PodPolicies::default()
         };
         let addrs = RouterAddresses::default();
         let mut memo = Memo::default();

@@ -11,11 +11,16 @@ use super::plan::{self, Step};
 use super::program::Program;
 use super::{addresses, adopt, apply, includes, model};
 use crate::config::DesiredState;
+use crate::config::policy::pods::PodPolicies;
 use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
 use crate::controller::nft_core::{NftCore, NftSession, OwnedTable};
 use crate::dataplane::nft::{GenerationWatch, NftError, TableRef};
 use crate::sync::{Progress, SyncError, SyncReport, Trigger};
+
+/// Told, right after each sync that committed the table, the pod isolation it holds (the
+/// Kubernetes source times new pods to it).
+pub type PodCommits = Arc<dyn Fn(&PodPolicies, Instant) + Send + Sync>;
 
 /// The policy controller.
 pub struct PolicyController {
@@ -34,6 +39,8 @@ pub struct PolicyController {
     trigger: Trigger,
     /// The last program with includes and what it compiled to (nft runs once per change).
     resolved: Option<(Arc<Program>, Arc<Program>)>,
+    /// Who is told of each commit of the pod isolation, if anyone.
+    pod_commits: Option<PodCommits>,
 }
 
 impl PolicyController {
@@ -52,7 +59,14 @@ impl PolicyController {
             core,
             trigger,
             resolved: None,
+            pod_commits: None,
         }
+    }
+
+    /// Tells `hook` of every sync that committed the table (see [`PodCommits`]).
+    pub fn with_pod_commits(mut self, hook: Option<PodCommits>) -> PolicyController {
+        self.pod_commits = hook;
+        self
     }
 }
 
@@ -109,6 +123,13 @@ impl Controller for PolicyController {
         self.resolved = resolved;
         self.nft = Some(kernel.nft);
         self.cache = kernel.cache;
+        // Committed: in full, or without the groups the kernel refused (the skeleton, which
+        // holds the known pods, went in).
+        let committed =
+            result.is_ok() || self.cache.snapshot().is_some_and(|a| !a.failed.is_empty());
+        if let (true, Some(hook)) = (committed, &self.pod_commits) {
+            hook(&desired.pod_policies, Instant::now());
+        }
         super::metrics::record(&result, rules);
         result
     }

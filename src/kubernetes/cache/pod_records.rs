@@ -2,13 +2,14 @@
 //! the config types field by field, so a field added there does not compile here until the
 //! cache stores it too.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::config::policy::pods::{
-    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, UnknownPods,
 };
 
 /// A [`PodPolicy`] as stored.
@@ -21,6 +22,9 @@ pub(super) struct PodPolicyRecord {
     ingress: Option<IsolationRecord>,
     /// `egress`.
     egress: Option<IsolationRecord>,
+    /// `audit` (absent in files written before audit existed: enforcing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    audit: bool,
     /// A test hook that files written before it left the model still hold (always false
     /// for translated units); read and ignored, never written.
     #[serde(default, skip_serializing, rename = "inject_kernel_reject")]
@@ -49,19 +53,64 @@ struct AllowRecord {
     ports: Vec<(String, u16, u16)>,
 }
 
-/// Every unit as stored.
-pub(super) fn records(p: &PodPolicies) -> Vec<PodPolicyRecord> {
-    let PodPolicies { policies } = p;
-    policies.iter().map(PodPolicyRecord::from).collect()
+/// What [`PodPolicies`] holds beside its units, as stored (absent in files written before
+/// it existed: nothing).
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PodExtrasRecord {
+    /// `unknown`: the pod prefixes and the known addresses in them.
+    #[serde(default)]
+    unknown: Option<(Vec<String>, Vec<IpAddr>)>,
+    /// `report_denied`.
+    #[serde(default)]
+    report_denied: bool,
+    /// `names`.
+    #[serde(default)]
+    names: BTreeMap<IpAddr, String>,
 }
 
-/// The units stored in `records`.
-pub(super) fn from_records(records: Vec<PodPolicyRecord>) -> Result<PodPolicies, String> {
+/// Every unit as stored, and the rest.
+pub(super) fn records(p: &PodPolicies) -> (Vec<PodPolicyRecord>, PodExtrasRecord) {
+    let PodPolicies {
+        policies,
+        unknown,
+        report_denied,
+        names,
+    } = p;
+    let extras = PodExtrasRecord {
+        unknown: unknown.as_ref().map(|u| {
+            let UnknownPods { cidrs, known } = u;
+            (cidrs.iter().map(|n| n.to_string()).collect(), known.clone())
+        }),
+        report_denied: *report_denied,
+        names: names.clone(),
+    };
+    (policies.iter().map(PodPolicyRecord::from).collect(), extras)
+}
+
+/// The units stored in `records`, with the rest.
+pub(super) fn from_records(
+    records: Vec<PodPolicyRecord>,
+    extras: PodExtrasRecord,
+) -> Result<PodPolicies, String> {
+    let unknown = match extras.unknown {
+        None => None,
+        Some((cidrs, known)) => Some(UnknownPods {
+            cidrs: cidrs
+                .iter()
+                .map(|n| n.parse().map_err(|_| format!("bad pod prefix {n:?}")))
+                .collect::<Result<_, _>>()?,
+            known,
+        }),
+    };
     Ok(PodPolicies {
         policies: records
             .into_iter()
             .map(PodPolicy::try_from)
             .collect::<Result<_, _>>()?,
+        unknown,
+        report_denied: extras.report_denied,
+        names: extras.names,
     })
 }
 
@@ -88,11 +137,13 @@ impl From<&PodPolicy> for PodPolicyRecord {
             name,
             ingress,
             egress,
+            audit,
         } = p;
         PodPolicyRecord {
             name: name.clone(),
             ingress: ingress.as_ref().map(IsolationRecord::from),
             egress: egress.as_ref().map(IsolationRecord::from),
+            audit: *audit,
             _inject_kernel_reject: None,
         }
     }
@@ -106,6 +157,7 @@ impl TryFrom<PodPolicyRecord> for PodPolicy {
             name: r.name,
             ingress: r.ingress.map(Isolation::try_from).transpose()?,
             egress: r.egress.map(Isolation::try_from).transpose()?,
+            audit: r.audit,
         })
     }
 }

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::policy::pods::{
-    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, UnknownPods,
 };
 use crate::config::route::TABLE_MAIN;
 use crate::config::route::{NextHopConfig, Route, RouteKind};
@@ -168,13 +168,23 @@ fn pod_policies() -> PodPolicies {
                     ],
                 }),
                 egress: None,
+                audit: false,
             },
             PodPolicy {
                 name: "k8s:db/b".into(),
                 ingress: None,
                 egress: Some(Isolation::default()),
+                audit: true,
             },
         ],
+        unknown: Some(UnknownPods {
+            cidrs: vec!["10.1.0.0/24".parse().unwrap(), "fd00::/64".parse().unwrap()],
+            known: vec!["10.1.0.6".parse().unwrap()],
+        }),
+        report_denied: true,
+        names: [("10.1.0.6".parse().unwrap(), "db/pg-0".to_string())]
+            .into_iter()
+            .collect(),
     }
 }
 

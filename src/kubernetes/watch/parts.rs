@@ -13,8 +13,8 @@ use ipnet::IpNet;
 use super::Settings;
 use super::memo::{Changed, ServicesMemo};
 use super::skips::{Skip, Skips};
-use crate::config::kubernetes::NodePortAddresses;
 use crate::config::kubernetes::selector::LabelSelector;
+use crate::config::kubernetes::{NodePortAddresses, PolicyMode};
 use crate::config::service::ServicesConfig;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;
@@ -202,19 +202,36 @@ pub fn routes_part(
     ClusterPart::Routes(t.routes)
 }
 
+/// Who and how the NetworkPolicies part is made for.
+pub struct PolicyHere<'a> {
+    /// This node's Node name.
+    pub node_name: &'a str,
+    /// `network_policy_mode`.
+    pub mode: PolicyMode,
+    /// `log_denied`.
+    pub report_denied: bool,
+    /// This node's pod prefixes when `isolate_unknown_pods` (`None`: off).
+    pub unknown_cidrs: Option<Vec<IpNet>>,
+}
+
 /// Pod isolation for this node's pods, from every NetworkPolicy, Pod and Namespace.
 pub fn network_policies_part(
     policies: &BTreeMap<ObjectKey, objects::NetworkPolicy>,
     pods: &BTreeMap<ObjectKey, objects::Pod>,
     namespaces: &BTreeMap<ObjectKey, objects::Namespace>,
-    node_name: &str,
+    here: &PolicyHere<'_>,
     skips: &Skips,
 ) -> ClusterPart {
-    let (isolation, skipped) = network_policies::translate(
+    let (isolation, skipped) = network_policies::translate_for(
         policies.values(),
         pods.values(),
         namespaces.values(),
-        node_name,
+        &network_policies::Options {
+            node_name: here.node_name,
+            mode: here.mode,
+            report_denied: here.report_denied,
+            unknown_cidrs: here.unknown_cidrs.clone(),
+        },
     );
     skips.report(
         "networkpolicies",

@@ -5,7 +5,9 @@
 //! # Layout
 //!
 //! - `pods` (filter forward, priority -1, policy accept: it only ever drops, the other
-//!   chains of the hook still decide): established/related accepted; traffic *to* an address
+//!   chains of the hook still decide): established/related accepted; with unknown-address
+//!   isolation, traffic from or to an address of `pods.cidr4`/`pods.cidr6` (this node's pod
+//!   prefixes) that is not in `pods.known4`/`pods.known6` dropped; traffic *to* an address
 //!   in `pods.in4`/`pods.in6` (isolated for ingress) jumps to `pods-ingress`, traffic *from*
 //!   one in `pods.out4`/`pods.out6` to `pods-egress`.
 //! - `pods-ingress` / `pods-egress`: every unit's allows as `return` rules (the packet goes
@@ -26,7 +28,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::config::policy::PolicyConfig;
-use crate::config::policy::pods::{Allow, Isolation, PodPolicies, PodPolicy, PortRange};
+use crate::config::policy::pods::{
+    Allow, Isolation, PodPolicies, PodPolicy, PortRange, UnknownPods,
+};
 use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
@@ -231,6 +235,9 @@ impl Builder {
     fn isolated_sets(&mut self, pods: &PodPolicies) {
         self.group = 0;
         self.rule(PODS, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+        if let Some(unknown) = &pods.unknown {
+            self.unknown_drops(unknown);
+        }
         for dir in [Dir::In, Dir::Out] {
             let addrs: Vec<IpAddr> = pods
                 .policies
@@ -247,6 +254,42 @@ impl Builder {
                     vec![
                         lookup(dir.field(true, v), &name),
                         Stmt::Verdict(Verdict::Jump(dir.chain().into())),
+                    ],
+                );
+            }
+        }
+    }
+
+    /// Addresses of the pod prefixes that are no known pod's: dropped from and to, before
+    /// any policy (skeleton: the sets change by element as pods come and go). The node's own
+    /// traffic (input and output hooks) never meets these rules.
+    fn unknown_drops(&mut self, unknown: &UnknownPods) {
+        for v in VERSIONS {
+            let s = suffix(v);
+            let (cidrs, known) = (format!("pods.cidr{s}"), format!("pods.known{s}"));
+            self.p
+                .table
+                .sets
+                .push(prefix_set(cidrs.clone(), v, &unknown.cidrs));
+            self.p.set_groups.push(0);
+            self.p
+                .table
+                .sets
+                .push(address_set(known.clone(), v, &unknown.known));
+            self.p.set_groups.push(0);
+            for dir in [Dir::Out, Dir::In] {
+                let field = dir.field(true, v);
+                self.rule(
+                    PODS,
+                    vec![
+                        lookup(field, &cidrs),
+                        Stmt::Lookup {
+                            left: Expr::Payload(field),
+                            set: SetRef::Named(known.clone()),
+                            negate: true,
+                        },
+                        Stmt::Counter,
+                        Stmt::Verdict(Verdict::Drop),
                     ],
                 );
             }

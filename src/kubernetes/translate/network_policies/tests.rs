@@ -243,6 +243,7 @@ fn ingress_from_a_namespace_selects_local_pods_and_peers_anywhere() {
                 }],
             }),
             egress: None,
+            audit: false,
         }]
     );
 }

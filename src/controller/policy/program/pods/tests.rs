@@ -45,6 +45,7 @@ pub(crate) fn sample() -> PodPolicies {
                     ],
                 }),
                 egress: None,
+                audit: false,
             },
             PodPolicy {
                 name: "k8s:shop/out".into(),
@@ -57,8 +58,10 @@ pub(crate) fn sample() -> PodPolicies {
                         ports: vec![],
                     }],
                 }),
+                audit: false,
             },
         ],
+        ..PodPolicies::default()
     }
 }
 
@@ -205,4 +208,51 @@ fn a_policy_over_many_pods_is_a_few_rules_over_sets() {
         .find(|s| s.name == "np0.in0.p4")
         .unwrap();
     assert_eq!(peers.elements.len(), 2000);
+}
+
+#[test]
+fn unknown_addresses_of_the_pod_prefixes_are_dropped_both_ways_before_any_policy() {
+    use crate::config::policy::pods::UnknownPods;
+    let pods = PodPolicies {
+        unknown: Some(UnknownPods {
+            cidrs: nets(&["10.1.0.0/24", "fd00::/64"]),
+            known: ips(&["10.1.0.5", "fd00::5"]),
+        }),
+        ..PodPolicies::default()
+    };
+    assert!(
+        !pods.is_empty(),
+        "isolating unknown addresses alone makes a table"
+    );
+    let p = build_with_pods(None, &pods, "t", &RouterAddresses::default()).unwrap();
+    let text = text::render_plan_block(&p.table);
+    let order: Vec<usize> = [
+        "ct state established,related accept",
+        "ip saddr @pods.cidr4 ip saddr != @pods.known4 counter drop",
+        "ip daddr @pods.cidr4 ip daddr != @pods.known4 counter drop",
+        "ip6 saddr @pods.cidr6 ip6 saddr != @pods.known6 counter drop",
+        "ip6 daddr @pods.cidr6 ip6 daddr != @pods.known6 counter drop",
+        "ip daddr @pods.in4 jump pods-ingress",
+    ]
+    .iter()
+    .map(|want| {
+        text.find(want)
+            .unwrap_or_else(|| panic!("missing {want:?} in\n{text}"))
+    })
+    .collect();
+    assert!(
+        order.is_sorted(),
+        "replies first, then unknown addresses, then policies:\n{text}"
+    );
+    let set = |name: &str| {
+        let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
+        (
+            p.table.sets[i].elements.len(),
+            p.set_groups[i],
+            p.table.sets[i].interval,
+        )
+    };
+    assert_eq!(set("pods.cidr4"), (1, 0, true));
+    assert_eq!(set("pods.known4"), (1, 0, false));
+    assert_eq!(set("pods.known6"), (1, 0, false));
 }

@@ -1,0 +1,150 @@
+//! Issue 26 with the real daemon fed by the fake API server and real packets: pods whose
+//! network comes up before the API knows them (`isolate_unknown_pods`), denied flows reported
+//! by the daemon itself (`log_denied`, nflog), and policies in audit mode.
+//!
+//! The test's namespace is the node; `cl` (192.168.10.2) is a client on another link and
+//! b1..b3 (10.0.i.2, answering with their names on 8080) are "pods" behind the node, whose
+//! pod CIDR (its Node's `spec.podCIDRs`) is 10.0.0.0/16.
+
+use crate::common;
+use crate::netns_test;
+
+use std::time::Duration;
+
+use common::daemon::Daemon;
+use common::fake_apiserver::FakeApiServer;
+use common::kube::{self, admit_namespace, namespace, node, pod};
+use common::scratch::ScratchDir;
+use common::service_lab::{Family, client_and_three_backends};
+use common::shell::sh_status;
+use common::topology::{Topology, failed};
+use common::wait::wait_until;
+use serde_json::json;
+
+/// How long the daemon gets for each step.
+const STEP: Duration = Duration::from_secs(15);
+
+/// The node, its hosts, the API server and the cache directory.
+struct Lab {
+    /// The namespaces and servers.
+    net: Topology,
+    /// The API server.
+    fake: FakeApiServer,
+    /// Holds the daemon's cluster-state cache.
+    cache: ScratchDir,
+}
+
+impl Lab {
+    /// The node `edge-1` with pod CIDR 10.0.0.0/16, the namespaces `shop`, `frontend` and
+    /// `other`, and the client `cl` as a pod of `frontend` on another node.
+    fn new() -> Lab {
+        let (net, _servers) = client_and_three_backends(Family::V4);
+        let fake = FakeApiServer::start();
+        fake.apply("nodes", node(kube::NODE, "192.168.10.1", "10.0.0.0/16"));
+        for ns in ["shop", "frontend", "other"] {
+            fake.apply("namespaces", namespace(ns));
+        }
+        fake.apply(
+            "pods",
+            pod(
+                "frontend",
+                "ui-1",
+                "worker-2",
+                "192.168.10.2",
+                json!({"app": "ui"}),
+            ),
+        );
+        Lab {
+            net,
+            fake,
+            cache: ScratchDir::new("k8s-cache"),
+        }
+    }
+
+    /// A pod of this node: `b<i>` at 10.0.i.2.
+    fn local_pod(&self, ns: &str, name: &str, i: u8, app: &str) {
+        self.fake.apply(
+            "pods",
+            pod(
+                ns,
+                name,
+                kube::NODE,
+                &format!("10.0.{i}.2"),
+                json!({"app": app}),
+            ),
+        );
+    }
+
+    /// The daemon with the NetworkPolicies feed and `keys` in `[kubernetes]`.
+    fn daemon(&self, tag: &str, keys: &str) -> Daemon {
+        let config = format!(
+            "{}{keys}\n",
+            kube::section(&self.fake, &self.cache, &["network_policies"])
+        );
+        let d = Daemon::start(tag, &config);
+        d.wait_ready();
+        d
+    }
+
+    /// The answers of 3 connections from `from` to `ip`:8080 (1 s each).
+    fn web(&self, from: &str, ip: &str) -> std::collections::BTreeMap<String, u32> {
+        self.net
+            .hits_within(self.net.host(from), "tcp", ip, 8080, 3, 1.0)
+    }
+}
+
+netns_test! {
+    /// b2's network is up before its Pod is in the API: nothing reaches it and it reaches
+    /// nothing (the node itself excepted); once its Pod arrives, the policy that selects it
+    /// decides at once, and the time it waited is in the histogram.
+    fn a_pods_network_first_then_its_object_is_isolated_until_the_object_then_policed() {
+        let lab = Lab::new();
+        lab.local_pod("shop", "web-1", 1, "web");
+        lab.local_pod("other", "probe-1", 3, "probe");
+        lab.fake
+            .apply("networkpolicies", admit_namespace("shop", "web", "frontend"));
+        let d = lab.daemon("k8s-unknown-pods", "isolate_unknown_pods = true");
+        wait_until("b1 admitted to cl", STEP, || lab.web("cl", "10.0.1.2").get("b1") == Some(&3));
+        // b2 (10.0.2.2) is no known pod's address: dropped both ways.
+        assert_eq!(lab.web("cl", "10.0.2.2").get("b2"), None, "nothing reaches an unknown pod");
+        assert_eq!(lab.web("b3", "10.0.2.2").get("b2"), None);
+        let (t, b2) = (&lab.net, lab.net.host("b2"));
+        t.serve(t.host("cl"), "tcp", 9000);
+        assert!(failed(&t.connect(b2, "tcp", "192.168.10.2", 9000)), "nor does it send");
+        assert_eq!(
+            t.connect(t.router(), "tcp", "10.0.2.2", 8080),
+            "b2",
+            "the node's own traffic (output hook) is exempt"
+        );
+        let table = sh_status("nft list table inet edgenetd-policy").1;
+        assert!(table.contains("ip daddr != @pods.known4"), "{table}");
+        assert!(table.contains("10.0.0.0/16"), "the Node's pod CIDR: {table}");
+        // b2's Pod arrives (app=web: the policy admits only `frontend`).
+        lab.local_pod("shop", "web-2", 2, "web");
+        wait_until("b2 admitted to cl", STEP, || lab.web("cl", "10.0.2.2").get("b2") == Some(&3));
+        assert_eq!(lab.web("b3", "10.0.2.2").get("b2"), None, "and only to it: the policy");
+        assert_eq!(t.connect(b2, "tcp", "192.168.10.2", 9000), "10.0.2.2", "b2 sends now");
+        let samples = d
+            .metric("edgenetd_kubernetes_pod_enforce_seconds_count", &[])
+            .unwrap_or(0.0);
+        assert!(samples >= 1.0, "the new pod was timed: {samples}");
+        let sum = d.metric("edgenetd_kubernetes_pod_enforce_seconds_sum", &[]).unwrap();
+        assert!(sum > 0.0 && sum < STEP.as_secs_f64() * samples, "{sum}");
+        // Its Pod goes: its address is unknown again.
+        lab.fake.delete("pods", "shop", "web-2");
+        wait_until("b2 isolated again", STEP, || lab.web("cl", "10.0.2.2").get("b2").is_none());
+    }
+}
+
+netns_test! {
+    /// `pod_cidrs` replaces the Node's: an address outside it is never isolated as unknown.
+    fn pod_cidrs_narrow_the_isolation_to_the_prefixes_given() {
+        let lab = Lab::new();
+        let _d = lab.daemon(
+            "k8s-pod-cidrs",
+            "isolate_unknown_pods = true\npod_cidrs = [\"10.0.2.0/24\"]",
+        );
+        wait_until("b2 isolated", STEP, || lab.web("cl", "10.0.2.2").get("b2").is_none());
+        assert_eq!(lab.web("cl", "10.0.1.2").get("b1"), Some(&3), "10.0.1.2 is outside");
+    }
+}
