@@ -41,6 +41,8 @@ pub struct PolicyController {
     resolved: Option<(Arc<Program>, Arc<Program>)>,
     /// Who is told of each commit of the pod isolation, if anyone.
     pod_commits: Option<PodCommits>,
+    /// Reads the denied flows the table reports, once it does.
+    denied: super::denied::Reporter,
 }
 
 impl PolicyController {
@@ -60,6 +62,7 @@ impl PolicyController {
             trigger,
             resolved: None,
             pod_commits: None,
+            denied: super::denied::Reporter::default(),
         }
     }
 
@@ -106,6 +109,9 @@ impl Controller for PolicyController {
             cache: std::mem::take(&mut self.cache),
         };
         let rules = program.as_ref().map_or(0, |p| p.rule_count());
+        // Before the write, on this thread (the daemon's namespace): the listener is bound
+        // by the time the first reporting rule can send it a packet.
+        self.denied.update(desired, program.as_deref());
         let mut resolved = self.resolved.take();
         let (kernel, resolved, result) = crate::sync::unblock(move || {
             let program = match resolve(&mut kernel.nft, &mut resolved, program) {

@@ -35,6 +35,7 @@ use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes
 use crate::dataplane::nft::ir::*;
 
 use super::super::matches::port_match;
+use super::denied::{PodDirection, Reported};
 use super::{Builder, FAULT_CHAIN, Group, Program, RouterAddresses, build_with, est_related};
 
 /// The base chain of pod isolation.
@@ -78,6 +79,13 @@ impl Dir {
             (false, IpVersion::V4) => Field::IpDaddr,
             (true, IpVersion::V6) => Field::Ip6Saddr,
             (false, IpVersion::V6) => Field::Ip6Daddr,
+        }
+    }
+
+    fn reported(self) -> PodDirection {
+        match self {
+            Dir::In => PodDirection::Ingress,
+            Dir::Out => PodDirection::Egress,
         }
     }
 
@@ -133,10 +141,12 @@ pub fn build_with_pods(
     }
     b.group = 0;
     for dir in [Dir::In, Dir::Out] {
-        b.rule(
-            dir.chain(),
-            vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
-        );
+        let mut stmts = vec![Stmt::Counter];
+        if pods.report_denied {
+            stmts.push(Reported::Pods(dir.reported()).stmt());
+        }
+        stmts.push(Stmt::Verdict(Verdict::Drop));
+        b.rule(dir.chain(), stmts);
     }
     Some(b.p)
 }
@@ -236,7 +246,7 @@ impl Builder {
         self.group = 0;
         self.rule(PODS, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
         if let Some(unknown) = &pods.unknown {
-            self.unknown_drops(unknown);
+            self.unknown_drops(unknown, pods.report_denied);
         }
         for dir in [Dir::In, Dir::Out] {
             let addrs: Vec<IpAddr> = pods
@@ -263,7 +273,7 @@ impl Builder {
     /// Addresses of the pod prefixes that are no known pod's: dropped from and to, before
     /// any policy (skeleton: the sets change by element as pods come and go). The node's own
     /// traffic (input and output hooks) never meets these rules.
-    fn unknown_drops(&mut self, unknown: &UnknownPods) {
+    fn unknown_drops(&mut self, unknown: &UnknownPods, report: bool) {
         for v in VERSIONS {
             let s = suffix(v);
             let (cidrs, known) = (format!("pods.cidr{s}"), format!("pods.known{s}"));
@@ -279,19 +289,20 @@ impl Builder {
             self.p.set_groups.push(0);
             for dir in [Dir::Out, Dir::In] {
                 let field = dir.field(true, v);
-                self.rule(
-                    PODS,
-                    vec![
-                        lookup(field, &cidrs),
-                        Stmt::Lookup {
-                            left: Expr::Payload(field),
-                            set: SetRef::Named(known.clone()),
-                            negate: true,
-                        },
-                        Stmt::Counter,
-                        Stmt::Verdict(Verdict::Drop),
-                    ],
-                );
+                let mut stmts = vec![
+                    lookup(field, &cidrs),
+                    Stmt::Lookup {
+                        left: Expr::Payload(field),
+                        set: SetRef::Named(known.clone()),
+                        negate: true,
+                    },
+                    Stmt::Counter,
+                ];
+                if report {
+                    stmts.push(Reported::Unknown(dir.reported()).stmt());
+                }
+                stmts.push(Stmt::Verdict(Verdict::Drop));
+                self.rule(PODS, stmts);
             }
         }
     }
