@@ -188,3 +188,38 @@ netns_test! {
         assert!(table.contains("log prefix \"pods ingress\" group 7026 drop"), "{table}");
     }
 }
+
+netns_test! {
+    /// A policy annotated `edgenetd.io/mode: audit` drops nothing: what it would drop
+    /// (b3 to the web pod) passes and is counted and logged as an audit; what it allows
+    /// (cl) is not reported. Without `log_denied`: an audit always reports.
+    fn an_audit_policy_counts_and_logs_what_it_would_drop_without_dropping_it() {
+        let lab = Lab::new();
+        lab.local_pod("shop", "web-1", 1, "web");
+        lab.local_pod("other", "probe-1", 3, "probe");
+        let mut audited = admit_namespace("shop", "web", "frontend");
+        audited["metadata"]["annotations"] = json!({"edgenetd.io/mode": "audit"});
+        lab.fake.apply("networkpolicies", audited);
+        let d = lab.daemon("k8s-audit", "");
+        let policy = "k8s:shop/web-from-frontend";
+        wait_until("the audit chain in force", STEP, || {
+            sh_status("nft list table inet edgenetd-policy").1.contains("pods-audit-ingress")
+        });
+        assert_eq!(lab.web("b3", "10.0.1.2").get("b1"), Some(&3), "an audit policy drops nothing");
+        wait_until("the would-be drops counted", STEP, || denied(&d, policy, "ingress", "audit") >= 3.0);
+        assert_eq!(denied(&d, policy, "ingress", "enforce"), 0.0);
+        let log = d.log();
+        assert!(
+            log.lines().any(|l| l.contains("audit: would deny policy k8s:shop/web-from-frontend ingress tcp 10.0.3.2:")),
+            "{log}"
+        );
+        let before = denied(&d, policy, "ingress", "audit");
+        assert_eq!(lab.web("cl", "10.0.1.2").get("b1"), Some(&3));
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(denied(&d, policy, "ingress", "audit"), before, "what it allows is not reported");
+        // The annotation gone (enforce, the default mode): b3 is dropped for real.
+        lab.fake
+            .apply("networkpolicies", admit_namespace("shop", "web", "frontend"));
+        wait_until("enforced", STEP, || !lab.web("b3", "10.0.1.2").contains_key("b1"));
+    }
+}

@@ -10,8 +10,13 @@
 //!   prefixes) that is not in `pods.known4`/`pods.known6` dropped; traffic *to* an address
 //!   in `pods.in4`/`pods.in6` (isolated for ingress) jumps to `pods-ingress`, traffic *from*
 //!   one in `pods.out4`/`pods.out6` to `pods-egress`.
-//! - `pods-ingress` / `pods-egress`: every unit's allows as `return` rules (the packet goes
-//!   on to the next check), then `drop`.
+//! - `pods-ingress` / `pods-egress`: every enforcing unit's allows as `return` rules (the
+//!   packet goes on to the next check), then `drop`.
+//! - `pods-audit-ingress` / `pods-audit-egress` (only with audit units): the audit units'
+//!   allows as `return` rules, then a report of what they would drop and no verdict (it
+//!   passes). `pods` jumps here for the addresses in `pods.ain*`/`pods.aout*`: those audit
+//!   units select and no enforcing unit does (where one does, it decides, and an audit unit
+//!   could only allow more).
 //!
 //! Every lookup is a named set, so a policy over many pods costs a few rules, and pods coming
 //! and going change set elements only (an element delta, not a table rewrite). The isolated
@@ -44,6 +49,10 @@ pub const PODS: &str = "pods";
 pub const PODS_INGRESS: &str = "pods-ingress";
 /// Egress checks of isolated pods.
 pub const PODS_EGRESS: &str = "pods-egress";
+/// Ingress checks of audit units.
+pub const PODS_AUDIT_INGRESS: &str = "pods-audit-ingress";
+/// Egress checks of audit units.
+pub const PODS_AUDIT_EGRESS: &str = "pods-audit-egress";
 /// Priority of [`PODS`] on the forward hook (before the `[policy]` forward chain).
 pub const PODS_PRIORITY: i32 = -1;
 
@@ -79,6 +88,15 @@ impl Dir {
             (false, IpVersion::V4) => Field::IpDaddr,
             (true, IpVersion::V6) => Field::Ip6Saddr,
             (false, IpVersion::V6) => Field::Ip6Daddr,
+        }
+    }
+
+    /// The chain of `audit` units' checks in this direction.
+    fn chain_of(self, audit: bool) -> &'static str {
+        match (self, audit) {
+            (d, false) => d.chain(),
+            (Dir::In, true) => PODS_AUDIT_INGRESS,
+            (Dir::Out, true) => PODS_AUDIT_EGRESS,
         }
     }
 
@@ -134,7 +152,8 @@ pub fn build_with_pods(
         return Some(base);
     }
     let mut b = Builder { p: base, group: 0 };
-    b.pod_chains();
+    let audit = pods.policies.iter().any(|p| p.audit);
+    b.pod_chains(audit);
     b.isolated_sets(pods);
     for (i, p) in pods.policies.iter().enumerate() {
         b.pod_policy(i, p);
@@ -147,6 +166,13 @@ pub fn build_with_pods(
         }
         stmts.push(Stmt::Verdict(Verdict::Drop));
         b.rule(dir.chain(), stmts);
+        if audit {
+            // No verdict: what the audit units would drop is reported and goes on.
+            b.rule(
+                dir.chain_of(true),
+                vec![Stmt::Counter, Reported::Audit(dir.reported()).stmt()],
+            );
+        }
     }
     Some(b.p)
 }
@@ -227,8 +253,8 @@ fn port_matches(ports: &[PortRange]) -> Vec<Vec<Stmt>> {
 }
 
 impl Builder {
-    /// The three chains (skeleton).
-    fn pod_chains(&mut self) {
+    /// The three chains, and the audit chains when some unit audits (skeleton).
+    fn pod_chains(&mut self, audit: bool) {
         self.group = 0;
         self.p.table.chains.push(Chain::base(
             PODS,
@@ -239,6 +265,10 @@ impl Builder {
         ));
         self.p.table.chains.push(Chain::regular(PODS_INGRESS));
         self.p.table.chains.push(Chain::regular(PODS_EGRESS));
+        if audit {
+            self.p.table.chains.push(Chain::regular(PODS_AUDIT_INGRESS));
+            self.p.table.chains.push(Chain::regular(PODS_AUDIT_EGRESS));
+        }
     }
 
     /// The isolated addresses per direction and family, and the jumps that use them.
@@ -248,24 +278,36 @@ impl Builder {
         if let Some(unknown) = &pods.unknown {
             self.unknown_drops(unknown, pods.report_denied);
         }
-        for dir in [Dir::In, Dir::Out] {
-            let addrs: Vec<IpAddr> = pods
-                .policies
+        let selected = |dir: Dir, audit: bool| -> std::collections::BTreeSet<IpAddr> {
+            pods.policies
                 .iter()
+                .filter(|p| p.audit == audit)
                 .filter_map(|p| dir.isolation(p))
                 .flat_map(|i| i.pods.iter().copied())
-                .collect();
-            for v in VERSIONS {
-                let name = format!("pods.{}{}", dir.word(), suffix(v));
-                self.p.table.sets.push(address_set(name.clone(), v, &addrs));
-                self.p.set_groups.push(0);
-                self.rule(
-                    PODS,
-                    vec![
-                        lookup(dir.field(true, v), &name),
-                        Stmt::Verdict(Verdict::Jump(dir.chain().into())),
-                    ],
-                );
+                .collect()
+        };
+        let any_audit = pods.policies.iter().any(|p| p.audit);
+        for audit in [false, true].into_iter().filter(|a| !a || any_audit) {
+            for dir in [Dir::In, Dir::Out] {
+                let enforced = selected(dir, false);
+                let addrs: Vec<IpAddr> = if audit {
+                    selected(dir, true).difference(&enforced).copied().collect()
+                } else {
+                    enforced.into_iter().collect()
+                };
+                let word = if audit { "a" } else { "" };
+                for v in VERSIONS {
+                    let name = format!("pods.{word}{}{}", dir.word(), suffix(v));
+                    self.p.table.sets.push(address_set(name.clone(), v, &addrs));
+                    self.p.set_groups.push(0);
+                    self.rule(
+                        PODS,
+                        vec![
+                            lookup(dir.field(true, v), &name),
+                            Stmt::Verdict(Verdict::Jump(dir.chain_of(audit).into())),
+                        ],
+                    );
+                }
             }
         }
     }
@@ -319,11 +361,11 @@ impl Builder {
                 self.unit_set(address_set(format!("{targets}{}", suffix(v)), v, &iso.pods));
             }
             for (j, allow) in iso.allow.iter().enumerate() {
-                self.allow(dir, &format!("{targets}{j}"), &targets, allow);
+                self.allow(dir, p.audit, &format!("{targets}{j}"), &targets, allow);
             }
             if super::refused_by_test(&p.name, true) {
                 self.rule(
-                    dir.chain(),
+                    dir.chain_of(p.audit),
                     vec![
                         Stmt::Counter,
                         Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())),
@@ -339,7 +381,7 @@ impl Builder {
     }
 
     /// The rules of one allow (per family, per protocol), with its sets named after `prefix`.
-    fn allow(&mut self, dir: Dir, prefix: &str, targets: &str, allow: &Allow) {
+    fn allow(&mut self, dir: Dir, audit: bool, prefix: &str, targets: &str, allow: &Allow) {
         for v in VERSIONS {
             let s = suffix(v);
             let mut stmts = Vec::new();
@@ -361,7 +403,7 @@ impl Builder {
                 rule.extend(ports);
                 rule.push(Stmt::Counter);
                 rule.push(Stmt::Verdict(Verdict::Return));
-                self.rule(dir.chain(), rule);
+                self.rule(dir.chain_of(audit), rule);
             }
         }
     }

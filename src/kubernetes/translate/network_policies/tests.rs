@@ -547,3 +547,59 @@ fn output_is_sorted_and_independent_of_input_order() {
     let names: Vec<&str> = one.policies.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["k8s:db/b", "k8s:shop/a"]);
 }
+
+#[test]
+fn the_mode_annotation_wins_over_the_configured_mode_and_unknown_addresses_are_listed() {
+    use super::{MODE_ANNOTATION, Options, translate_for};
+    use crate::config::kubernetes::PolicyMode;
+    let annotated = |name: &str, mode: Option<&str>| {
+        let mut p = policy("db", name, ingress(sel(&[]), vec![], vec![]));
+        if let Some(m) = mode {
+            p.metadata
+                .annotations
+                .insert(MODE_ANNOTATION.into(), m.into());
+        }
+        p
+    };
+    let policies = [
+        annotated("a", Some("audit")),
+        annotated("e", Some("enforce")),
+        annotated("n", None),
+        annotated("x", Some("dry-run")),
+    ];
+    let (pods, namespaces) = cluster();
+    let modes = |mode| {
+        let opts = Options {
+            node_name: NODE,
+            mode,
+            report_denied: true,
+            unknown_cidrs: Some(nets(&["10.1.0.0/24"])),
+        };
+        let (out, skipped) = translate_for(&policies, &pods, &namespaces, &opts);
+        let audits: Vec<bool> = out.policies.iter().map(|p| p.audit).collect();
+        (out, audits, skipped)
+    };
+    let (out, audits, skipped) = modes(PolicyMode::Enforce);
+    assert_eq!(audits, [true, false, false, false], "a, e, n, x");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].reason.contains("`dry-run`"), "{skipped:?}");
+    let unknown = out.unknown.unwrap();
+    assert_eq!(
+        unknown.known,
+        ips(&["10.1.0.5", "10.1.0.6"]),
+        "known pods in the prefix"
+    );
+    assert!(out.report_denied);
+    assert_eq!(out.names[&"10.1.0.6".parse::<IpAddr>().unwrap()], "db/pg");
+    assert!(
+        !out.names
+            .contains_key(&"10.2.0.7".parse::<IpAddr>().unwrap()),
+        "local pods only"
+    );
+    let (_, audits, _) = modes(PolicyMode::Audit);
+    assert_eq!(
+        audits,
+        [true, false, true, true],
+        "network_policy_mode = audit for the rest"
+    );
+}

@@ -256,3 +256,36 @@ fn unknown_addresses_of_the_pod_prefixes_are_dropped_both_ways_before_any_policy
     assert_eq!(set("pods.known4"), (1, 0, false));
     assert_eq!(set("pods.known6"), (1, 0, false));
 }
+
+#[test]
+fn an_audit_unit_reports_in_its_own_chains_and_isolates_nobody() {
+    let mut pods = sample();
+    pods.policies[0].audit = true;
+    let p = build_with_pods(None, &pods, "t", &RouterAddresses::default()).unwrap();
+    let text = text::render_plan_block(&p.table);
+    for want in [
+        "ip daddr @pods.ain4 jump pods-audit-ingress",
+        "ip daddr @np0.in4 ip saddr @np0.in0.p4 meta l4proto tcp th dport 80 counter return",
+        "counter log prefix \"pods-audit ingress\" group 7026 comment",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let set = |name: &str| {
+        let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
+        p.table.sets[i].elements.len()
+    };
+    assert_eq!(set("pods.in4"), 0, "the audit unit's pods are not isolated");
+    assert_eq!((set("pods.ain4"), set("pods.ain6")), (2, 1));
+    assert_eq!(set("pods.out4"), 1, "the enforcing unit still isolates");
+    let audit_rules = p
+        .table
+        .rules
+        .iter()
+        .filter(|r| r.chain == PODS_AUDIT_INGRESS);
+    assert!(
+        audit_rules
+            .clone()
+            .all(|r| !r.stmts.contains(&Stmt::Verdict(Verdict::Drop))),
+        "an audit chain never drops"
+    );
+}
