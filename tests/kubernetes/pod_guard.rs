@@ -149,6 +149,20 @@ netns_test! {
     }
 }
 
+/// The `denied_packets_total` series of `policy` once it stopped moving (SYNs of refused
+/// connections are retransmitted for a while after their client gave up).
+fn settled(d: &Daemon, policy: &str, direction: &str, mode: &str) -> f64 {
+    let mut last = denied(d, policy, direction, mode);
+    loop {
+        std::thread::sleep(Duration::from_millis(1500));
+        let now = denied(d, policy, direction, mode);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
 /// The `denied_packets_total` series of a policy in a direction and mode.
 fn denied(d: &Daemon, policy: &str, direction: &str, mode: &str) -> f64 {
     d.metric(
@@ -179,7 +193,7 @@ netns_test! {
             .unwrap_or_else(|| panic!("no denied line in\n{log}"));
         assert!(line.contains("-> 10.0.1.2:8080, pods other/probe-1 -> shop/web-1"), "{line}");
         // Allowed: never reported, neither in the counter nor the log.
-        let before = denied(&d, policy, "ingress", "enforce");
+        let before = settled(&d, policy, "ingress", "enforce");
         assert_eq!(lab.web("cl", "10.0.1.2").get("b1"), Some(&3));
         std::thread::sleep(Duration::from_millis(500));
         assert_eq!(denied(&d, policy, "ingress", "enforce"), before, "allowed packets are not denied ones");
@@ -213,7 +227,7 @@ netns_test! {
             log.lines().any(|l| l.contains("audit: would deny policy k8s:shop/web-from-frontend ingress tcp 10.0.3.2:")),
             "{log}"
         );
-        let before = denied(&d, policy, "ingress", "audit");
+        let before = settled(&d, policy, "ingress", "audit");
         assert_eq!(lab.web("cl", "10.0.1.2").get("b1"), Some(&3));
         std::thread::sleep(Duration::from_millis(500));
         assert_eq!(denied(&d, policy, "ingress", "audit"), before, "what it allows is not reported");
