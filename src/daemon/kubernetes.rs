@@ -10,23 +10,31 @@
 //!   a failure is logged and counted, never fatal).
 //! - Readiness: the watcher is registered in the liveness registry as `kubernetes`; it counts as
 //!   ready once every enabled kind was listed or the cache was loaded.
+//! - With `status_namespace`, the router's Lease: its writer's thread reads the liveness
+//!   registry's verdict (the systemd watchdog's), the watched kinds' states and the TOML in
+//!   force, which every reload hands over with its files ([`TomlSink::take_toml`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use log::{error, info, warn};
 
 use super::Fatal;
 use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
-use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
+use crate::config::{ConfigTexts, DesiredState};
 use crate::kubernetes::cache::{self, Cache};
 use crate::kubernetes::client::{Auth, Endpoint};
 use crate::kubernetes::compose::{self, ClusterPart, Composer, Kind};
-use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
-use crate::liveness::Heartbeat;
+use crate::kubernetes::lease::annotations::{Loop, LoopState};
+use crate::kubernetes::lease::in_force::InForce;
+use crate::kubernetes::lease::{self, writer};
+use crate::kubernetes::watch::status::{Freshness, Statuses};
+use crate::kubernetes::watch::{self, Settings, Watcher, local};
+use crate::liveness::{Heartbeat, Liveness, LivenessReport};
 use crate::shutdown::Shutdown;
 
 /// The loops that read nothing of the services (so a snapshot that changed only services
@@ -48,11 +56,21 @@ pub struct Prepared {
     cache: Cache,
     /// The composer's generation of what the cache held at start.
     cached: Option<u64>,
+    /// When the cache loaded at start was written.
+    cached_at: Option<SystemTime>,
+    /// The router's Lease, with `status_namespace`.
+    status: Option<writer::Settings>,
+    /// The TOML in force (its hash is computed only for the Lease).
+    in_force: Arc<InForce>,
 }
 
 /// Builds the source for `[kubernetes]` (if the section is there) and the first snapshot:
-/// the TOML state with the cached cluster state.
-pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState>), Fatal> {
+/// the TOML state with the cached cluster state. `digest` is the content hash of the files
+/// `toml` was loaded from ([`status_digest`]; `None` when a fallback runs instead of them).
+pub fn prepare(
+    toml: DesiredState,
+    digest: Option<String>,
+) -> Result<(Option<Prepared>, Arc<DesiredState>), Fatal> {
     let toml = Arc::new(toml);
     let Some(config) = toml.kubernetes.clone() else {
         return Ok((None, toml));
@@ -68,6 +86,11 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
         settings.endpoint.authority(),
         settings.node_name
     );
+    let settings_for_status = (
+        settings.endpoint.clone(),
+        settings.path_prefix.clone(),
+        settings.node_name.clone(),
+    );
     let mut watcher = Watcher::new(settings);
     let statuses = watcher.statuses();
     let cache = Cache::new(
@@ -78,16 +101,48 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
     );
     let loaded = cache.load();
     let had_cache = loaded.is_some();
+    let cached_at = had_cache
+        .then(|| {
+            std::fs::metadata(cache.path())
+                .and_then(|m| m.modified())
+                .ok()
+        })
+        .flatten();
     let (composer, first) = Composer::start(toml, loaded);
     let cached = had_cache.then(|| composer.generation());
+    let status = config.status_namespace.as_ref().map(|namespace| {
+        let renew_every = crate::fault_hook!(
+            crate::fault::lease::renew_every().unwrap_or(lease::RENEW_EVERY),
+            lease::RENEW_EVERY
+        );
+        writer::Settings {
+            endpoint: settings_for_status.0.clone(),
+            path_prefix: settings_for_status.1.clone(),
+            node_name: settings_for_status.2.clone(),
+            namespace: namespace.clone(),
+            renew_every,
+        }
+    });
+    // The hash is worth its computing only where the Lease shows it.
+    let in_force = Arc::new(InForce::new(digest));
     let prepared = Prepared {
         watcher,
         statuses,
         composer,
         cache,
         cached,
+        cached_at,
+        status,
+        in_force,
     };
     Ok((Some(prepared), first))
+}
+
+/// The content hash of the first configuration's files, where the Lease shows it (it is
+/// worth its computing only there).
+pub fn status_digest(state: &DesiredState, texts: &ConfigTexts) -> Option<String> {
+    let status = state.kubernetes.as_ref()?.status_namespace.as_ref();
+    status.map(|_| lease::in_force::digest(texts))
 }
 
 /// Resolves the connection (with the environment `env` reads), the node name and the
@@ -172,6 +227,8 @@ struct Shared {
     statuses: Statuses,
     /// A first attempt that left the state incomplete was reported.
     incomplete_reported: AtomicBool,
+    /// The TOML in force, when the Lease shows it.
+    in_force: Option<Arc<InForce>>,
 }
 
 /// The state behind [`Shared`]'s lock.
@@ -250,7 +307,10 @@ impl Shared {
 }
 
 impl TomlSink for Shared {
-    fn take_toml(&self, toml: Arc<DesiredState>) {
+    fn take_toml(&self, toml: Arc<DesiredState>, texts: Option<&ConfigTexts>) {
+        if let Some(in_force) = &self.in_force {
+            in_force.took(texts);
+        }
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.composer.set_toml(toml);
         self.compose(&mut inner);
@@ -270,6 +330,9 @@ pub fn start(
         composer,
         cache,
         cached,
+        cached_at,
+        status,
+        in_force,
     } = prepared;
     let handle = healthz.kubernetes(statuses.clone(), watch::WINDOW);
     let shared = Arc::new(Shared {
@@ -285,8 +348,24 @@ pub fn start(
         ready: AtomicBool::new(false),
         statuses: statuses.clone(),
         incomplete_reported: AtomicBool::new(false),
+        in_force: status.is_some().then(|| in_force.clone()),
     });
     shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
+    if let Some(settings) = status {
+        let sources = writer::Sources {
+            loops: loops_probe(healthz.liveness.clone()),
+            in_force,
+            freshness: Freshness::new(statuses.clone(), cached_at),
+        };
+        info!(
+            "kubernetes: keeping the Lease {}/{} (renewed every {:?} while every loop is live)",
+            settings.namespace, settings.node_name, settings.renew_every
+        );
+        // A thread that cannot start costs the Lease, never the router.
+        if let Err(e) = writer::spawn(settings, sources, shutdown.clone()) {
+            warn!("kubernetes: cannot start the Lease writer's thread: {e}; no Lease is kept");
+        }
+    }
     let for_thread = shared.clone();
     std::thread::Builder::new()
         .name("kubernetes".into())
@@ -300,6 +379,33 @@ pub fn start(
             Fatal
         })?;
     Ok(shared)
+}
+
+/// The loops as the Lease shows them, read from the registry: whether all are live (the
+/// registry's verdict, as the systemd watchdog reads it) and each one's state.
+fn loops_probe(liveness: Arc<Liveness>) -> writer::LoopsProbe {
+    Box::new(move || {
+        let report = liveness.report();
+        (report.all_live(), loops_of(&report))
+    })
+}
+
+/// Each loop's state in `report`.
+fn loops_of(report: &LivenessReport) -> Vec<Loop> {
+    report
+        .controllers
+        .iter()
+        .map(|c| Loop {
+            name: c.name.clone(),
+            state: match (c.live, &c.last_error, c.last_success) {
+                (false, _, _) => LoopState::Stalled,
+                (true, Some(_), _) => LoopState::Failing,
+                (true, None, None) => LoopState::Starting,
+                (true, None, Some(_)) => LoopState::Ready,
+            },
+            error: c.last_error.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

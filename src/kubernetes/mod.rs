@@ -12,10 +12,13 @@
 //! - [`pace`]: when to compose (after a quiet gap, at most a bound after the first change).
 //! - [`cache`]: the last composed cluster state on disk, so a restart during an API outage
 //!   keeps the cluster-derived rules.
+//! - [`lease`]: status back to the cluster, a Lease per router renewed while every loop is
+//!   live (`[kubernetes] status_namespace`).
 
 pub mod cache;
 pub mod client;
 pub mod compose;
+pub mod lease;
 pub mod objects;
 pub mod order;
 pub mod pace;

@@ -40,6 +40,7 @@ fn shared(cache: &Path, cached: Option<ClusterState>) -> (Arc<Shared>, Arc<Liven
         ready: AtomicBool::new(false),
         statuses: Statuses::default(),
         incomplete_reported: AtomicBool::new(false),
+        in_force: None,
     });
     (shared, liveness)
 }
@@ -132,7 +133,7 @@ fn a_reload_through_the_composer_keeps_the_cluster_entries() {
     let (svc, _) = cluster_entries();
     shared.cluster(vec![ClusterPart::services(vec![svc])]);
     let toml = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
-    shared.take_toml(Arc::new(toml));
+    shared.take_toml(Arc::new(toml), None);
     let now = shared.snapshots.current();
     let names: Vec<&str> = now.services.services.iter().map(|s| &*s.name).collect();
     assert_eq!(names, ["web", "k8s:default/web:http"]);
@@ -164,4 +165,36 @@ fn a_failed_cache_write_is_counted_and_not_fatal() {
         "the cluster state is in force all the same"
     );
     assert_eq!(shared.snapshots.current().routing.routes.len(), 0);
+}
+
+#[test]
+fn the_lease_shows_each_loop_by_the_registrys_verdict() {
+    use crate::kubernetes::lease::annotations::LoopState;
+    use std::time::Duration;
+    let clock = FakeClock::new();
+    let liveness = Liveness::new(clock.clone());
+    let ok = liveness.register("policy", Duration::from_secs(10));
+    ok.source_ready();
+    let failing = liveness.register("service", Duration::from_secs(10));
+    failing.source_incomplete("not listed yet".into());
+    let _starting = liveness.register("route", Duration::from_secs(60));
+    let probe = loops_probe(liveness.clone());
+    let (live, loops) = probe();
+    assert!(live);
+    let states: Vec<(&str, LoopState)> = loops.iter().map(|l| (&*l.name, l.state)).collect();
+    assert_eq!(
+        states,
+        [
+            ("policy", LoopState::Ready),
+            ("service", LoopState::Failing),
+            ("route", LoopState::Starting)
+        ]
+    );
+    assert_eq!(loops[1].error.as_deref(), Some("not listed yet"));
+    clock.advance(Duration::from_secs(11));
+    ok.beat();
+    let (live, loops) = probe();
+    assert!(!live, "the service loop's window passed");
+    assert_eq!(loops[1].state, LoopState::Stalled);
+    assert_eq!(loops[0].state, LoopState::Ready);
 }
