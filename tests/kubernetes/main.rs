@@ -8,4 +8,5 @@ mod common;
 mod client;
 mod daemon;
 mod health_ports;
+mod lease;
 mod pod_policy_packets;
