@@ -17,6 +17,8 @@
 //!   Nothing here touches the dataplane.
 
 pub mod annotations;
+#[cfg(test)]
+mod docs_tests;
 pub mod in_force;
 pub mod object;
 pub mod schedule;

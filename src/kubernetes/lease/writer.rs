@@ -33,6 +33,12 @@ const IDLE: Duration = Duration::from_secs(10);
 const MAX_BODY: usize = 64 << 10;
 /// Reads and writes of one attempt (a 409 reads again and writes once more).
 const TRIES: usize = 3;
+/// [`TRIES`] as the docs say it.
+#[cfg(test)]
+pub(super) const TRIES_SAID: &str = ["zero", "one", "two", "three", "four"][TRIES];
+/// [`IDLE`] as the docs say it ("bounded (10 s)").
+#[cfg(test)]
+pub(super) const IDLE_SECS: u64 = IDLE.as_secs();
 
 /// Describes the metrics.
 pub fn describe_metrics() {
