@@ -9,4 +9,5 @@ mod client;
 mod daemon;
 mod fleets;
 mod health_ports;
+mod lease;
 mod pod_policy_packets;

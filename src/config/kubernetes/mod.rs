@@ -26,6 +26,8 @@
 //!   node's own pod CIDRs (its Node's `spec.podCIDRs`); `[]` = no detector.
 //! - `node_port_addresses`: where NodePorts are served: `["primary"]` (default), `["all"]`,
 //!   or prefixes.
+//! - `status_namespace`: the namespace of this router's Lease (named after `node_name`),
+//!   renewed while every loop is live; absent = no Lease is written.
 //!
 //! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
 //! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so

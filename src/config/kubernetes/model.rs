@@ -34,6 +34,9 @@ pub struct KubernetesConfig {
     pub cluster_cidrs: Option<Vec<IpNet>>,
     /// `node_port_addresses`: the addresses NodePorts are served on.
     pub node_port_addresses: NodePortAddresses,
+    /// `status_namespace`: where this router's Lease (named after its node) is kept and
+    /// renewed; `None` = no Lease is written (it needs RBAC the default role does not grant).
+    pub status_namespace: Option<String>,
 }
 
 /// Which of this node's addresses serve NodePorts (kube-proxy's `--nodeport-addresses`).

@@ -22,4 +22,8 @@ pub(super) struct RawKubernetes {
     pub(super) service_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) cluster_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) status_namespace: Option<Spanned<String>>,
+    #[cfg(feature = "fault-injection")]
+    #[serde(default)]
+    pub(super) inject_status_renew_ms: u64,
 }

@@ -509,3 +509,31 @@ fn bad_service_cidrs_cluster_cidrs_and_node_port_addresses_are_errors_at_their_p
     let e = rejected(&format!("{SECTION}node_port_addresses = []\n"));
     has(&e, "empty node_port_addresses");
 }
+
+#[test]
+fn the_status_namespace_is_a_namespace_name_off_by_default_and_never_the_kubelets() {
+    if let Some(k) = accepted(SECTION) {
+        assert_eq!(k.status_namespace, None, "no Lease unless asked for");
+    }
+    if let Some(k) = accepted(&format!("{SECTION}status_namespace = \"edgenetd\"\n")) {
+        assert_eq!(k.status_namespace.as_deref(), Some("edgenetd"));
+    }
+    let e = rejected(&format!(
+        "{SECTION}status_namespace = \"kube-node-lease\"\n"
+    ));
+    if BUILT_WITH_FEATURE {
+        has(
+            &e,
+            "edgenetd.toml:3:20: error: invalid status_namespace `kube-node-lease`: the kubelet renews its own Lease",
+        );
+    }
+    for bad in ["Edge", "edge.net", "-edge", ""] {
+        let e = rejected(&format!("{SECTION}status_namespace = {bad:?}\n"));
+        if BUILT_WITH_FEATURE {
+            has(
+                &e,
+                &format!("invalid status_namespace `{bad}`: expected a namespace name"),
+            );
+        }
+    }
+}
