@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::super::compose::ClusterState;
-use super::pod_records::{self, PodPolicyRecord};
+use super::pod_records::{self, PodPolicyRecord, TierPolicyRecord};
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
     Affinity, Backend, BackendCheck, BackendCheckKind, HealthCheckPort, Masquerade, Protocol,
@@ -39,6 +39,10 @@ pub(super) struct CacheFile {
     /// The pod isolation units (absent in files written before they existed: none).
     #[serde(default)]
     pod_policies: Vec<PodPolicyRecord>,
+    /// The cluster-wide tier policies (ClusterNetworkPolicies), admin then baseline; left
+    /// out when there are none, so a file without them reads in an edgenetd from before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tier_policies: Vec<TierPolicyRecord>,
     /// The health-check node ports (absent in files written before they existed: none).
     #[serde(default)]
     health_check_ports: Vec<HealthPortRecord>,
@@ -204,12 +208,14 @@ impl From<&ClusterState> for CacheFile {
             health_check_ports,
         } = state;
         let words = |nets: &[IpNet]| nets.iter().map(IpNet::to_string).collect();
+        let (pod_policies, tier_policies) = pod_records::records(pod_policies);
         CacheFile {
             version: VERSION,
             as_of: None,
             services: services.iter().map(|s| ServiceRecord::from(&**s)).collect(),
             routes: routes.iter().map(RouteRecord::from).collect(),
-            pod_policies: pod_records::records(pod_policies),
+            pod_policies,
+            tier_policies,
             service_cidrs: words(service_cidrs),
             cluster_cidrs: words(cluster_cidrs),
             health_check_ports: health_check_ports
@@ -243,7 +249,7 @@ impl TryFrom<CacheFile> for ClusterState {
                 .into_iter()
                 .map(Route::try_from)
                 .collect::<Result<_, _>>()?,
-            pod_policies: pod_records::from_records(file.pod_policies)?,
+            pod_policies: pod_records::from_records(file.pod_policies, file.tier_policies)?,
             health_check_ports: file
                 .health_check_ports
                 .into_iter()
