@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::super::compose::ClusterState;
-use super::pod_records::{self, PodPolicyRecord};
+use super::pod_records::{self, PodPolicyRecord, TierPolicyRecord};
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
     Affinity, Backend, BackendCheck, BackendCheckKind, HealthCheckPort, Masquerade, Protocol,
@@ -39,6 +39,10 @@ pub(super) struct CacheFile {
     /// The pod isolation units (absent in files written before they existed: none).
     #[serde(default)]
     pod_policies: Vec<PodPolicyRecord>,
+    /// The cluster-wide tier policies (ClusterNetworkPolicies), admin then baseline; left
+    /// out when there are none, so a file without them reads in an edgenetd from before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tier_policies: Vec<TierPolicyRecord>,
     /// The health-check node ports (absent in files written before they existed: none).
     #[serde(default)]
     health_check_ports: Vec<HealthPortRecord>,
@@ -67,6 +71,9 @@ pub(super) struct CacheFileOut<'a> {
     routes: Each<'a, Route, RouteRecord>,
     /// As [`CacheFile`]'s.
     pod_policies: Vec<PodPolicyRecord>,
+    /// As [`CacheFile`]'s (left out when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tier_policies: Vec<TierPolicyRecord>,
     /// As [`CacheFile`]'s.
     health_check_ports: Each<'a, HealthCheckPort, HealthPortRecord>,
     /// As [`CacheFile`]'s.
@@ -101,6 +108,7 @@ impl<'a> CacheFileOut<'a> {
             pod_policies,
             health_check_ports,
         } = state;
+        let (pod_policies, tier_policies) = pod_records::records(pod_policies);
         CacheFileOut {
             version: VERSION,
             as_of: seconds(as_of),
@@ -112,7 +120,8 @@ impl<'a> CacheFileOut<'a> {
                 items: routes,
                 make: |r| RouteRecord::from(r),
             },
-            pod_policies: pod_records::records(pod_policies),
+            pod_policies,
+            tier_policies,
             health_check_ports: Each {
                 items: health_check_ports,
                 make: |h| HealthPortRecord::from(h),
@@ -291,7 +300,7 @@ impl TryFrom<CacheFile> for ClusterState {
                 .into_iter()
                 .map(Route::try_from)
                 .collect::<Result<_, _>>()?,
-            pod_policies: pod_records::from_records(file.pod_policies)?,
+            pod_policies: pod_records::from_records(file.pod_policies, file.tier_policies)?,
             health_check_ports: file
                 .health_check_ports
                 .into_iter()

@@ -19,6 +19,7 @@
 //! left out (nobody knows which pods it would isolate); an invalid peer or port is left out of
 //! its rule, which then allows less, never more.
 
+pub mod cluster;
 mod select;
 
 use std::collections::{BTreeMap, BTreeSet};
