@@ -470,7 +470,7 @@ impl<'a> Verifier<'a> {
             }
             let seen = self.seen_slots.get(k);
             for (slot, b) in all_slots(e) {
-                if !seen.is_some_and(|s| s.binary_search(&slot).is_ok()) {
+                if seen.is_none_or(|s| s.binary_search(&slot).is_err()) {
                     f.missing.push(layout::slot_element(k, slot, b));
                     f.drift += drift as u64;
                 }

@@ -55,7 +55,7 @@ pub fn translate<'a>(
     namespaces: impl IntoIterator<Item = &'a Namespace>,
     node_name: &str,
 ) -> (Tiers, Vec<Skipped>) {
-    let namespaces: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
+    let namespaces: std::collections::BTreeMap<&str, &crate::kubernetes::client::Labels> =
         namespaces
             .into_iter()
             .map(|n| (n.metadata.name.as_str(), &n.metadata.labels))
