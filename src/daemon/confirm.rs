@@ -131,7 +131,7 @@ impl Confirmer {
         }
         match self.install(&shown_as, &text, confirm, &texts) {
             Ok(deadline) => {
-                self.sink.take_toml(Arc::new(desired));
+                self.sink.take_toml(Arc::new(desired), Some(&texts));
                 if deadline.is_none() {
                     self.last_good
                         .keep(texts.clone(), self.liveness.clock().wall());
@@ -322,7 +322,7 @@ impl Confirmer {
         };
         match loaded {
             Ok((state, texts)) => {
-                self.sink.take_toml(Arc::new(state));
+                self.sink.take_toml(Arc::new(state), Some(&texts));
                 self.last_good.keep(texts, at);
             }
             Err(e) => {
@@ -335,7 +335,7 @@ impl Confirmer {
                         // The fallback that ran before the apply runs again, and says so.
                         self.degraded.enter(info, previous.clone());
                     }
-                    self.sink.take_toml(previous);
+                    self.sink.take_toml(previous, None);
                 }
             }
         }

@@ -13,11 +13,14 @@
 //! - [`cache`]: the last composed cluster state on disk, so a restart during an API outage
 //!   keeps the cluster-derived rules (one on persistent storage, a reboot too).
 //! - [`freshness`]: whether the state in force is this run's or the cache's, and as of when.
+//! - [`lease`]: status back to the cluster, a Lease per router renewed while every loop is
+//!   live (`[kubernetes] status_namespace`).
 
 pub mod cache;
 pub mod client;
 pub mod compose;
 pub mod freshness;
+pub mod lease;
 pub mod objects;
 pub mod order;
 pub mod pace;

@@ -31,6 +31,8 @@
 //! - `log_denied`: what NetworkPolicies drop is reported (log line and counter);
 //!   `network_policy_mode`: `"enforce"` (default) or `"audit"` (report, do not drop), which a
 //!   policy's `edgenetd.io/mode` annotation overrides.
+//! - `status_namespace`: the namespace of this router's Lease (named after `node_name`),
+//!   renewed while every loop is live; absent = no Lease is written.
 //!
 //! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
 //! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so

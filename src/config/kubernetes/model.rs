@@ -45,6 +45,9 @@ pub struct KubernetesConfig {
     pub log_denied: bool,
     /// `network_policy_mode`: every NetworkPolicy enforced, or only audited.
     pub network_policy_mode: PolicyMode,
+    /// `status_namespace`: where this router's Lease (named after its node) is kept and
+    /// renewed; `None` = no Lease is written (it needs RBAC the default role does not grant).
+    pub status_namespace: Option<String>,
 }
 
 /// Whether a NetworkPolicy drops what it does not allow, or only reports it.

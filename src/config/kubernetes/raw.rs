@@ -26,4 +26,8 @@ pub(super) struct RawKubernetes {
     pub(super) pod_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) log_denied: Option<Spanned<bool>>,
     pub(super) network_policy_mode: Option<Spanned<String>>,
+    pub(super) status_namespace: Option<Spanned<String>>,
+    #[cfg(feature = "fault-injection")]
+    #[serde(default)]
+    pub(super) inject_status_renew_ms: u64,
 }

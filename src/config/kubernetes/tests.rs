@@ -564,3 +564,31 @@ fn bad_pod_isolation_keys_are_errors_at_their_place() {
         "edgenetd.toml:4:23: error: invalid network_policy_mode `dry-run`: expected \"enforce\" or \"audit\"",
     );
 }
+
+#[test]
+fn the_status_namespace_is_a_namespace_name_off_by_default_and_never_the_kubelets() {
+    if let Some(k) = accepted(SECTION) {
+        assert_eq!(k.status_namespace, None, "no Lease unless asked for");
+    }
+    if let Some(k) = accepted(&format!("{SECTION}status_namespace = \"edgenetd\"\n")) {
+        assert_eq!(k.status_namespace.as_deref(), Some("edgenetd"));
+    }
+    let e = rejected(&format!(
+        "{SECTION}status_namespace = \"kube-node-lease\"\n"
+    ));
+    if BUILT_WITH_FEATURE {
+        has(
+            &e,
+            "edgenetd.toml:3:20: error: invalid status_namespace `kube-node-lease`: the kubelet renews its own Lease",
+        );
+    }
+    for bad in ["Edge", "edge.net", "-edge", ""] {
+        let e = rejected(&format!("{SECTION}status_namespace = {bad:?}\n"));
+        if BUILT_WITH_FEATURE {
+            has(
+                &e,
+                &format!("invalid status_namespace `{bad}`: expected a namespace name"),
+            );
+        }
+    }
+}

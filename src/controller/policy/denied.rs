@@ -1,6 +1,7 @@
 //! Denied flows, named: the packets the policy table's reporting statements send to nflog
-//! (see [`super::program::denied`]) are read by a thread of the daemon, named (the rule, or
-//! the NetworkPolicies that isolate the pod; the zones or pods on each side), counted in
+//! (see [`super::program::denied`]) are read by a thread of the daemon, named (the rule, the
+//! ClusterNetworkPolicy, or the NetworkPolicies that isolate the pod; the zones or pods on
+//! each side), counted in
 //! `edgenetd_denied_packets_total` (every packet) and logged (at most [`BURST`] lines at once
 //! and [`PER_MINUTE`] a minute per rule or policy and direction).
 //!
@@ -19,7 +20,7 @@ use super::program::Program;
 use super::program::denied::{NFLOG_GROUP, PodDirection, Reported, reports};
 use crate::config::DesiredState;
 use crate::config::policy::Zone;
-use crate::config::policy::pods::PodPolicies;
+use crate::config::policy::pods::{PodPolicies, TierPolicy};
 use crate::dataplane::nflog::{self, Flow, Logged};
 
 /// Counter of denied packets, by `policy` (with `direction` and `mode`) or `rule` (with
@@ -36,7 +37,7 @@ pub const PER_MINUTE: f64 = 10.0;
 pub fn describe() {
     metrics::describe_counter!(
         DENIED,
-        "Packets dropped (mode=\"audit\": that an audit NetworkPolicy would drop, and let pass), by the NetworkPolicy (policy, direction ingress/egress) or the [policy] rule or default (rule, direction = chain), as the daemon read them from nflog."
+        "Packets dropped (mode=\"audit\": that an audit NetworkPolicy would drop, and let pass), by the NetworkPolicy or ClusterNetworkPolicy (policy, direction ingress/egress) or the [policy] rule or default (rule, direction = chain), as the daemon read them from nflog."
     );
     metrics::describe_counter!(
         LOST,
@@ -169,6 +170,17 @@ fn name(view: &View, l: &Logged) -> Option<Named> {
             direction: d.word().into(),
             mode: None,
         },
+        Reported::Cluster(d, policy) => Named {
+            line: format!(
+                "denied: cluster network policy {policy} ({} tier) {} {flow}{}",
+                tier_of(view, &policy),
+                d.word(),
+                pods(view, l)
+            ),
+            by: ("policy", policy),
+            direction: d.word().into(),
+            mode: Some("enforce"),
+        },
         Reported::Pods(d) | Reported::Audit(d) => {
             let audit = matches!(what, Reported::Audit(_));
             let policies = isolating(view, l.flow.as_ref(), d, audit);
@@ -189,6 +201,18 @@ fn name(view: &View, l: &Logged) -> Option<Named> {
             }
         }
     })
+}
+
+/// The tier of the cluster-wide policy `name` (`?` when it is gone meanwhile).
+fn tier_of(view: &View, name: &str) -> &'static str {
+    let has = |tier: &[TierPolicy]| tier.iter().any(|p| p.name == name);
+    if has(&view.pods.admin) {
+        "admin"
+    } else if has(&view.pods.baseline) {
+        "baseline"
+    } else {
+        "?"
+    }
 }
 
 /// `tcp 10.0.3.2:40000 -> 10.0.1.2:8080`.

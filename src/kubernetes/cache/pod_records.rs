@@ -9,7 +9,8 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::config::policy::pods::{
-    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, UnknownPods,
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy,
+    TierRule, UnknownPods,
 };
 
 /// A [`PodPolicy`] as stored.
@@ -53,8 +54,8 @@ struct AllowRecord {
     ports: Vec<(String, u16, u16)>,
 }
 
-/// What [`PodPolicies`] holds beside its units, as stored (absent in files written before
-/// it existed: nothing).
+/// What [`PodPolicies`] holds beside its units and tiers, as stored (absent in files written
+/// before it existed: nothing).
 #[derive(Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PodExtrasRecord {
@@ -69,14 +70,73 @@ pub(super) struct PodExtrasRecord {
     names: BTreeMap<IpAddr, String>,
 }
 
-/// Every unit as stored, and the rest.
-pub(super) fn records(p: &PodPolicies) -> (Vec<PodPolicyRecord>, PodExtrasRecord) {
+impl PodExtrasRecord {
+    /// True when it holds nothing (then left out of the file, which an edgenetd from before
+    /// it existed reads).
+    pub(super) fn is_empty(&self) -> bool {
+        let PodExtrasRecord {
+            unknown,
+            report_denied,
+            names,
+        } = self;
+        unknown.is_none() && !report_denied && names.is_empty()
+    }
+}
+
+/// A [`TierPolicy`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TierPolicyRecord {
+    /// `admin` or `baseline`: the list it is in.
+    tier: String,
+    /// `name`.
+    name: String,
+    /// `priority`.
+    priority: u32,
+    /// `pods`.
+    pods: Vec<IpAddr>,
+    /// `ingress`.
+    ingress: Vec<TierRuleRecord>,
+    /// `egress`.
+    egress: Vec<TierRuleRecord>,
+}
+
+/// A [`TierRule`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierRuleRecord {
+    /// `action`: `accept`, `deny` or `pass`.
+    action: String,
+    /// `matches`.
+    matches: AllowRecord,
+}
+
+/// [`PodPolicies`] as stored: the units, the tier policies (admin then baseline, each in
+/// order) and the rest.
+pub(super) struct PodRecords {
+    /// The units.
+    pub(super) policies: Vec<PodPolicyRecord>,
+    /// The tier policies.
+    pub(super) tiers: Vec<TierPolicyRecord>,
+    /// The rest.
+    pub(super) extras: PodExtrasRecord,
+}
+
+/// `p` as stored.
+pub(super) fn records(p: &PodPolicies) -> PodRecords {
     let PodPolicies {
         policies,
         unknown,
         report_denied,
         names,
+        admin,
+        baseline,
     } = p;
+    let tiers = admin
+        .iter()
+        .map(|t| TierPolicyRecord::of("admin", t))
+        .chain(baseline.iter().map(|t| TierPolicyRecord::of("baseline", t)))
+        .collect();
     let extras = PodExtrasRecord {
         unknown: unknown.as_ref().map(|u| {
             let UnknownPods { cidrs, known } = u;
@@ -85,14 +145,20 @@ pub(super) fn records(p: &PodPolicies) -> (Vec<PodPolicyRecord>, PodExtrasRecord
         report_denied: *report_denied,
         names: names.clone(),
     };
-    (policies.iter().map(PodPolicyRecord::from).collect(), extras)
+    PodRecords {
+        policies: policies.iter().map(PodPolicyRecord::from).collect(),
+        tiers,
+        extras,
+    }
 }
 
-/// The units stored in `records`, with the rest.
-pub(super) fn from_records(
-    records: Vec<PodPolicyRecord>,
-    extras: PodExtrasRecord,
-) -> Result<PodPolicies, String> {
+/// The pod isolation stored in `records`.
+pub(super) fn from_records(records: PodRecords) -> Result<PodPolicies, String> {
+    let PodRecords {
+        policies,
+        tiers,
+        extras,
+    } = records;
     let unknown = match extras.unknown {
         None => None,
         Some((cidrs, known)) => Some(UnknownPods {
@@ -103,15 +169,94 @@ pub(super) fn from_records(
             known,
         }),
     };
-    Ok(PodPolicies {
-        policies: records
+    let mut out = PodPolicies {
+        policies: policies
             .into_iter()
             .map(PodPolicy::try_from)
             .collect::<Result<_, _>>()?,
         unknown,
         report_denied: extras.report_denied,
         names: extras.names,
-    })
+        admin: Vec::new(),
+        baseline: Vec::new(),
+    };
+    for t in tiers {
+        let list = match t.tier.as_str() {
+            "admin" => &mut out.admin,
+            "baseline" => &mut out.baseline,
+            other => return Err(format!("unknown tier {other:?}")),
+        };
+        list.push(TierPolicy::try_from(t)?);
+    }
+    Ok(out)
+}
+
+impl TierPolicyRecord {
+    fn of(tier: &str, t: &TierPolicy) -> TierPolicyRecord {
+        let TierPolicy {
+            name,
+            priority,
+            pods,
+            ingress,
+            egress,
+        } = t;
+        let rules = |rules: &[TierRule]| {
+            rules
+                .iter()
+                .map(|r| {
+                    let TierRule { action, matches } = r;
+                    TierRuleRecord {
+                        action: match action {
+                            TierAction::Accept => "accept",
+                            TierAction::Deny => "deny",
+                            TierAction::Pass => "pass",
+                        }
+                        .to_string(),
+                        matches: AllowRecord::from(matches),
+                    }
+                })
+                .collect()
+        };
+        TierPolicyRecord {
+            tier: tier.to_string(),
+            name: name.clone(),
+            priority: *priority,
+            pods: pods.clone(),
+            ingress: rules(ingress),
+            egress: rules(egress),
+        }
+    }
+}
+
+impl TryFrom<TierPolicyRecord> for TierPolicy {
+    type Error = String;
+
+    fn try_from(r: TierPolicyRecord) -> Result<TierPolicy, String> {
+        let rules = |rules: Vec<TierRuleRecord>| {
+            rules
+                .into_iter()
+                .map(|r| {
+                    let action = match r.action.as_str() {
+                        "accept" => TierAction::Accept,
+                        "deny" => TierAction::Deny,
+                        "pass" => TierAction::Pass,
+                        other => return Err(format!("unknown tier action {other:?}")),
+                    };
+                    Ok(TierRule {
+                        action,
+                        matches: Allow::try_from(r.matches)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()
+        };
+        Ok(TierPolicy {
+            name: r.name,
+            priority: r.priority,
+            pods: r.pods,
+            ingress: rules(r.ingress)?,
+            egress: rules(r.egress)?,
+        })
+    }
 }
 
 fn protocol_word(p: L4Protocol) -> &'static str {

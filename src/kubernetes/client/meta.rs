@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
 
 use super::json::{self, Decode, Reader};
+use super::labels::Labels;
 
 /// Annotations with this prefix are kept; all others are dropped while reading.
 pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
@@ -65,7 +66,7 @@ pub struct ObjectMeta {
     /// watches resume from the newest.
     pub resource_version: String,
     /// Labels (selectors match these).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Kept annotations only (see the module doc).
     pub annotations: BTreeMap<String, String>,
 }
@@ -86,7 +87,7 @@ impl ObjectMeta {
                 "name" => m.name = r.str()?,
                 "namespace" => m.namespace = r.str()?,
                 "resourceVersion" => m.resource_version = r.str()?,
-                "labels" => m.labels = r.string_map(keep)?,
+                "labels" => m.labels = r.string_map(keep)?.into_iter().collect(),
                 "annotations" => {
                     m.annotations = r.string_map(|k| {
                         k.starts_with(KEPT_ANNOTATION_PREFIX)

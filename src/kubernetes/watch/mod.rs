@@ -8,7 +8,9 @@
 //! zone, its pod CIDRs); the
 //! `routes` feed watches Nodes (narrowed by `node_selector`, on the server when no other feed
 //! needs every Node, else here); the `network_policies` feed watches NetworkPolicies
-//! (narrowed by `network_policy_selector`), every Pod (peers and named ports resolve through
+//! (narrowed by `network_policy_selector`), ClusterNetworkPolicies
+//! (policy.networking.k8s.io/v1alpha2, where the CRD is installed: a 404 is taken as none),
+//! every Pod (peers and named ports resolve through
 //! pods on any node) and Namespaces (namespace selectors). Adding a resource is a field in `Stores`, one
 //! [`Watcher::watch`] call in [`Watcher::new`], and a part made from its store in
 //! `Watcher::parts` (and its kind in [`Watcher::kinds`], for readiness).
@@ -56,6 +58,9 @@ use crate::sync::{Progress, Trigger, TriggerRx, trigger};
 pub use crate::kubernetes::pace::{MAX_WAIT, QUIET};
 /// How often the interfaces' subnets are read again and the metrics refreshed.
 const TICK: Duration = Duration::from_secs(5);
+/// Where ClusterNetworkPolicies are served (the network-policy-api's CRD).
+pub const CLUSTER_NETWORK_POLICIES: &str =
+    "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies";
 /// The longest a watch may go without a line (a real API server sends a bookmark about
 /// every minute); every other wait is shorter.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(150);
@@ -123,6 +128,8 @@ struct Stores {
     nodes: Option<Store<objects::Node>>,
     /// NetworkPolicies.
     network_policies: Option<Store<objects::NetworkPolicy>>,
+    /// ClusterNetworkPolicies.
+    cluster_network_policies: Option<Store<objects::ClusterNetworkPolicy>>,
     /// Pods (of every node: policy peers can be anywhere).
     pods: Option<Store<objects::Pod>>,
     /// Namespaces.
@@ -208,6 +215,15 @@ impl Watcher {
                 "networkpolicies",
                 "/apis/networking.k8s.io/v1/networkpolicies",
                 sel.as_ref(),
+            ));
+            // A CRD (kubernetes-sigs/network-policy-api), installed in few clusters: a server
+            // without it has none, and the NetworkPolicies stand alone.
+            w.stores.cluster_network_policies = Some(w.watch_with(
+                "clusternetworkpolicies",
+                CLUSTER_NETWORK_POLICIES,
+                None,
+                true,
+                None,
             ));
             let pods = w.watch("pods", "/api/v1/pods", None);
             if w.settings.isolate_unknown_pods {
@@ -342,9 +358,13 @@ impl Watcher {
             ));
         }
         let node_listed = !s.policies_need_node() || listed_nodes.is_some();
-        if let (Some(policies), Some(pods), Some(namespaces), true) = (
+        if let (Some(policies), Some(cluster_policies), Some(pods), Some(namespaces), true) = (
             self.stores
                 .network_policies
+                .as_ref()
+                .and_then(parts::listed),
+            self.stores
+                .cluster_network_policies
                 .as_ref()
                 .and_then(parts::listed),
             self.stores.pods.as_ref().and_then(parts::listed),
@@ -359,6 +379,7 @@ impl Watcher {
                 .then(|| s.pod_cidrs.clone().unwrap_or_else(|| parts::pod_cidrs(me)));
             let part = parts::network_policies_part(
                 &policies,
+                &cluster_policies,
                 &pods,
                 &namespaces,
                 &parts::PolicyHere {

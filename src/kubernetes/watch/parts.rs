@@ -214,15 +214,17 @@ pub struct PolicyHere<'a> {
     pub unknown_cidrs: Option<Vec<IpNet>>,
 }
 
-/// Pod isolation for this node's pods, from every NetworkPolicy, Pod and Namespace.
+/// Pod isolation for this node's pods, from every NetworkPolicy, ClusterNetworkPolicy, Pod
+/// and Namespace.
 pub fn network_policies_part(
     policies: &BTreeMap<ObjectKey, objects::NetworkPolicy>,
+    cluster_policies: &BTreeMap<ObjectKey, objects::ClusterNetworkPolicy>,
     pods: &BTreeMap<ObjectKey, objects::Pod>,
     namespaces: &BTreeMap<ObjectKey, objects::Namespace>,
     here: &PolicyHere<'_>,
     skips: &Skips,
 ) -> ClusterPart {
-    let (isolation, skipped) = network_policies::translate_for(
+    let (mut isolation, skipped) = network_policies::translate_for(
         policies.values(),
         pods.values(),
         namespaces.values(),
@@ -232,6 +234,23 @@ pub fn network_policies_part(
             report_denied: here.report_denied,
             unknown_cidrs: here.unknown_cidrs.clone(),
         },
+    );
+    let (tiers, cluster_skipped) = network_policies::cluster::translate(
+        cluster_policies.values(),
+        pods.values(),
+        namespaces.values(),
+        here.node_name,
+    );
+    isolation.admin = tiers.admin;
+    isolation.baseline = tiers.baseline;
+    skips.report(
+        "clusternetworkpolicies",
+        cluster_skipped.iter().map(|s| Skip {
+            object: s.policy.clone(),
+            reason: "unsupported",
+            detail: s.reason.clone(),
+            expected: false,
+        }),
     );
     skips.report(
         "networkpolicies",

@@ -4,8 +4,9 @@
 //! rate-limited line. The prefix says which kind of drop it was; the names behind a pod
 //! drop (which policies isolate the pod) are found by address when the packet is read.
 //!
-//! Only statements of the final drop (or of an audit chain's would-be drop) report, never
-//! a rule an accept may follow: an allowed packet is never reported as dropped.
+//! Only statements of a final drop (a rule's, a default's, the units', a tier's `Deny`, an
+//! unknown address's; or an audit chain's would-be drop) report, never a rule an accept may
+//! follow: an allowed packet is never reported as dropped.
 
 use crate::dataplane::nft::ir::Stmt;
 
@@ -56,23 +57,21 @@ pub enum Reported {
     Audit(PodDirection),
     /// An address of the pod prefixes that is no known pod's (`pods-unknown <direction>`).
     Unknown(PodDirection),
+    /// A `Deny` rule of a cluster-wide tier policy, by the policy's name (`cnp <direction>
+    /// <name>`).
+    Cluster(PodDirection, String),
 }
 
 impl Reported {
     /// The prefix the kernel hands back with each packet.
     pub fn prefix(&self) -> String {
         match self {
-            Reported::Rule(name) => {
-                let mut end = name.len().min(NAME_MAX);
-                while !name.is_char_boundary(end) {
-                    end -= 1;
-                }
-                format!("rule {}", &name[..end])
-            }
+            Reported::Rule(name) => format!("rule {}", clipped(name)),
             Reported::Default(chain) => format!("default {chain}"),
             Reported::Pods(d) => format!("pods {}", d.word()),
             Reported::Audit(d) => format!("pods-audit {}", d.word()),
             Reported::Unknown(d) => format!("pods-unknown {}", d.word()),
+            Reported::Cluster(d, name) => format!("cnp {} {}", d.word(), clipped(name)),
         }
     }
 
@@ -93,9 +92,22 @@ impl Reported {
             "pods" => PodDirection::of(rest).map(Reported::Pods),
             "pods-audit" => PodDirection::of(rest).map(Reported::Audit),
             "pods-unknown" => PodDirection::of(rest).map(Reported::Unknown),
+            "cnp" => {
+                let (d, name) = rest.split_once(' ')?;
+                Some(Reported::Cluster(PodDirection::of(d)?, name.to_string()))
+            }
             _ => None,
         }
     }
+}
+
+/// `name`, cut to what a prefix holds (at a character's boundary).
+fn clipped(name: &str) -> &str {
+    let mut end = name.len().min(NAME_MAX);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
 }
 
 /// True when `stmts` report to the daemon (the listener is needed).
@@ -123,6 +135,7 @@ mod tests {
             Reported::Pods(PodDirection::Ingress),
             Reported::Audit(PodDirection::Egress),
             Reported::Unknown(PodDirection::Ingress),
+            Reported::Cluster(PodDirection::Egress, "k8s:deny-egress".into()),
         ] {
             assert_eq!(Reported::parse(&r.prefix()), Some(r));
         }
@@ -130,5 +143,11 @@ mod tests {
         let long = "é".repeat(100);
         let p = Reported::Rule(long).prefix();
         assert!(p.len() <= 5 + NAME_MAX && p.len() < 127, "{}", p.len());
+        let p = Reported::Cluster(PodDirection::Ingress, "x".repeat(253)).prefix();
+        assert!(
+            p.len() < 127,
+            "a ClusterNetworkPolicy's longest name fits: {}",
+            p.len()
+        );
     }
 }

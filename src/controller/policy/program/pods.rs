@@ -18,6 +18,25 @@
 //!   units select and no enforcing unit does (where one does, it decides, and an audit unit
 //!   could only allow more).
 //!
+//! With cluster-wide tiers (ClusterNetworkPolicies), each direction has two more chains and
+//! the `pods` chain jumps to the first of them for every pod a tier or a unit selects
+//! (`tiers.in4`, ...):
+//!
+//! - `pods-ingress-admin` / `pods-egress-admin`: the admin tier's rules in order (`Accept`:
+//!   `return`, the direction is done; `Deny`: `drop`; `Pass`: `goto` the baseline chain), then
+//!   `goto` the baseline chain;
+//! - `pods-ingress-baseline` / `pods-egress-baseline`: a pod only audit units select jumps to
+//!   the audit chain (which reports and comes back), a pod a unit isolates `goto`es the
+//!   units' chain (whose `return` then ends the direction, and whose `drop` is final); for the
+//!   others, the baseline tier's rules in order (`Accept` and `Pass`: `return`; `Deny`:
+//!   `drop`); the end of the chain returns: nothing decided, the traffic passes.
+//!
+//! Without tiers the layout is the one above, unchanged. The order, in short: replies, then
+//! unknown addresses (a pod not yet known has no identity any rule could admit it by, so even
+//! an admin `Accept` comes after), then the admin tier, the units (audit units reporting what
+//! they would drop where the units would decide), the baseline tier. A tier's `Deny` rules
+//! report what they drop (`cnp <direction> <policy>`) as the units' final drop does.
+//!
 //! Every lookup is a named set, so a policy over many pods costs a few rules, and pods coming
 //! and going change set elements only (an element delta, not a table rewrite). The isolated
 //! sets belong to the skeleton (group 0); each unit's sets and rules are one group of its
@@ -34,7 +53,8 @@ use ipnet::IpNet;
 
 use crate::config::policy::PolicyConfig;
 use crate::config::policy::pods::{
-    Allow, Isolation, PodPolicies, PodPolicy, PortRange, UnknownPods,
+    Allow, Isolation, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy, TierRule,
+    UnknownPods,
 };
 use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
@@ -55,6 +75,23 @@ pub const PODS_AUDIT_INGRESS: &str = "pods-audit-ingress";
 pub const PODS_AUDIT_EGRESS: &str = "pods-audit-egress";
 /// Priority of [`PODS`] on the forward hook (before the `[policy]` forward chain).
 pub const PODS_PRIORITY: i32 = -1;
+/// The admin tier's ingress rules.
+pub const PODS_INGRESS_ADMIN: &str = "pods-ingress-admin";
+/// The baseline tier's ingress rules (and the way to the units' checks).
+pub const PODS_INGRESS_BASELINE: &str = "pods-ingress-baseline";
+/// The admin tier's egress rules.
+pub const PODS_EGRESS_ADMIN: &str = "pods-egress-admin";
+/// The baseline tier's egress rules (and the way to the units' checks).
+pub const PODS_EGRESS_BASELINE: &str = "pods-egress-baseline";
+
+/// A tier of cluster-wide policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    /// Before the units.
+    Admin,
+    /// After them, for pods they do not isolate.
+    Baseline,
+}
 
 /// One direction of isolation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +150,22 @@ impl Dir {
             Dir::Out => p.egress.as_ref(),
         }
     }
+
+    fn tier_chain(self, tier: Tier) -> &'static str {
+        match (self, tier) {
+            (Dir::In, Tier::Admin) => PODS_INGRESS_ADMIN,
+            (Dir::In, Tier::Baseline) => PODS_INGRESS_BASELINE,
+            (Dir::Out, Tier::Admin) => PODS_EGRESS_ADMIN,
+            (Dir::Out, Tier::Baseline) => PODS_EGRESS_BASELINE,
+        }
+    }
+
+    fn tier_rules(self, p: &TierPolicy) -> &[TierRule] {
+        match self {
+            Dir::In => &p.ingress,
+            Dir::Out => &p.egress,
+        }
+    }
 }
 
 const VERSIONS: [IpVersion; 2] = [IpVersion::V4, IpVersion::V6];
@@ -153,10 +206,14 @@ pub fn build_with_pods(
     }
     let mut b = Builder { p: base, group: 0 };
     let audit = pods.policies.iter().any(|p| p.audit);
-    b.pod_chains(audit);
+    let tiered = pods.has_tiers();
+    b.pod_chains(audit, tiered);
     b.isolated_sets(pods);
     for (i, p) in pods.policies.iter().enumerate() {
         b.pod_policy(i, p);
+    }
+    for (i, p) in pods.admin.iter().enumerate() {
+        b.tier_policy(Tier::Admin, i, p, pods.report_denied);
     }
     b.group = 0;
     for dir in [Dir::In, Dir::Out] {
@@ -172,6 +229,36 @@ pub fn build_with_pods(
                 dir.chain_of(true),
                 vec![Stmt::Counter, Reported::Audit(dir.reported()).stmt()],
             );
+        }
+    }
+    if tiered {
+        for dir in [Dir::In, Dir::Out] {
+            let baseline = dir.tier_chain(Tier::Baseline);
+            b.rule(
+                dir.tier_chain(Tier::Admin),
+                vec![Stmt::Verdict(Verdict::Goto(baseline.into()))],
+            );
+            // A pod only audit units select: they report what they would drop, had the admin
+            // tier not decided, and the baseline tier goes on as if they were not there.
+            if audit {
+                for v in VERSIONS {
+                    b.audit_jump(baseline, dir, v);
+                }
+            }
+            // A pod a unit isolates: the units decide (their verdict is final).
+            for v in VERSIONS {
+                let isolated = format!("pods.{}{}", dir.word(), suffix(v));
+                b.rule(
+                    baseline,
+                    vec![
+                        lookup(dir.field(true, v), &isolated),
+                        Stmt::Verdict(Verdict::Goto(dir.chain().into())),
+                    ],
+                );
+            }
+        }
+        for (i, p) in pods.baseline.iter().enumerate() {
+            b.tier_policy(Tier::Baseline, i, p, pods.report_denied);
         }
     }
     Some(b.p)
@@ -253,8 +340,9 @@ fn port_matches(ports: &[PortRange]) -> Vec<Vec<Stmt>> {
 }
 
 impl Builder {
-    /// The three chains, and the audit chains when some unit audits (skeleton).
-    fn pod_chains(&mut self, audit: bool) {
+    /// The chains (skeleton): the three of pod isolation, the audit chains when some unit
+    /// audits, and the tiers' four when `tiered`.
+    fn pod_chains(&mut self, audit: bool, tiered: bool) {
         self.group = 0;
         self.p.table.chains.push(Chain::base(
             PODS,
@@ -269,15 +357,27 @@ impl Builder {
             self.p.table.chains.push(Chain::regular(PODS_AUDIT_INGRESS));
             self.p.table.chains.push(Chain::regular(PODS_AUDIT_EGRESS));
         }
+        if tiered {
+            for dir in [Dir::In, Dir::Out] {
+                for tier in [Tier::Admin, Tier::Baseline] {
+                    self.p
+                        .table
+                        .chains
+                        .push(Chain::regular(dir.tier_chain(tier)));
+                }
+            }
+        }
     }
 
-    /// The isolated addresses per direction and family, and the jumps that use them.
+    /// The isolated addresses per direction and family, and the jumps that use them: to the
+    /// units' chain, or with tiers to the admin chain for every pod a tier or a unit selects.
     fn isolated_sets(&mut self, pods: &PodPolicies) {
         self.group = 0;
         self.rule(PODS, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
         if let Some(unknown) = &pods.unknown {
             self.unknown_drops(unknown, pods.report_denied);
         }
+        let tiered = pods.has_tiers();
         let selected = |dir: Dir, audit: bool| -> std::collections::BTreeSet<IpAddr> {
             pods.policies
                 .iter()
@@ -287,34 +387,91 @@ impl Builder {
                 .collect()
         };
         let any_audit = pods.policies.iter().any(|p| p.audit);
-        for audit in [false, true].into_iter().filter(|a| !a || any_audit) {
-            for dir in [Dir::In, Dir::Out] {
+        // Per direction: the pods an enforcing unit isolates, and those only audit units do.
+        let views: Vec<(Dir, Vec<IpAddr>, Vec<IpAddr>)> = [Dir::In, Dir::Out]
+            .into_iter()
+            .map(|dir| {
                 let enforced = selected(dir, false);
-                let addrs: Vec<IpAddr> = if audit {
+                let audited = if any_audit {
                     selected(dir, true).difference(&enforced).copied().collect()
                 } else {
-                    enforced.into_iter().collect()
+                    Vec::new()
                 };
-                let word = if audit { "a" } else { "" };
-                for v in VERSIONS {
-                    let name = format!("pods.{word}{}{}", dir.word(), suffix(v));
-                    self.p.table.sets.push(address_set(name.clone(), v, &addrs));
+                (dir, enforced.into_iter().collect(), audited)
+            })
+            .collect();
+        for (dir, enforced, audited) in &views {
+            let dir = *dir;
+            // With tiers, every pod a tier or a unit (enforcing or auditing) selects starts at
+            // the admin tier; the audit units are then checked where the units are.
+            let mut in_tiers = enforced.clone();
+            in_tiers.extend(audited);
+            in_tiers.extend(
+                pods.admin
+                    .iter()
+                    .chain(&pods.baseline)
+                    .filter(|p| !dir.tier_rules(p).is_empty())
+                    .flat_map(|p| p.pods.iter().copied()),
+            );
+            for v in VERSIONS {
+                let name = format!("pods.{}{}", dir.word(), suffix(v));
+                self.p
+                    .table
+                    .sets
+                    .push(address_set(name.clone(), v, enforced));
+                self.p.set_groups.push(0);
+                let (set, chain) = if tiered {
+                    let name = format!("tiers.{}{}", dir.word(), suffix(v));
+                    self.p
+                        .table
+                        .sets
+                        .push(address_set(name.clone(), v, &in_tiers));
                     self.p.set_groups.push(0);
-                    self.rule(
-                        PODS,
-                        vec![
-                            lookup(dir.field(true, v), &name),
-                            Stmt::Verdict(Verdict::Jump(dir.chain_of(audit).into())),
-                        ],
-                    );
+                    (name, dir.tier_chain(Tier::Admin))
+                } else {
+                    (name, dir.chain())
+                };
+                self.rule(
+                    PODS,
+                    vec![
+                        lookup(dir.field(true, v), &set),
+                        Stmt::Verdict(Verdict::Jump(chain.into())),
+                    ],
+                );
+            }
+        }
+        if !any_audit {
+            return;
+        }
+        for (dir, _, audited) in &views {
+            for v in VERSIONS {
+                let name = format!("pods.a{}{}", dir.word(), suffix(v));
+                self.p.table.sets.push(address_set(name, v, audited));
+                self.p.set_groups.push(0);
+                // With tiers, the baseline chain jumps there instead (after the admin tier).
+                if !tiered {
+                    self.audit_jump(PODS, *dir, v);
                 }
             }
         }
     }
 
+    /// The jump from `chain` to the audit units' checks for the pods only they select.
+    fn audit_jump(&mut self, chain: &str, dir: Dir, v: IpVersion) {
+        let name = format!("pods.a{}{}", dir.word(), suffix(v));
+        self.rule(
+            chain,
+            vec![
+                lookup(dir.field(true, v), &name),
+                Stmt::Verdict(Verdict::Jump(dir.chain_of(true).into())),
+            ],
+        );
+    }
+
     /// Addresses of the pod prefixes that are no known pod's: dropped from and to, before
-    /// any policy (skeleton: the sets change by element as pods come and go). The node's own
-    /// traffic (input and output hooks) never meets these rules.
+    /// any policy or tier (skeleton: the sets change by element as pods come and go). A pod
+    /// not yet known has no identity any policy could admit it by, not even an admin tier's
+    /// `Accept`. The node's own traffic (input and output hooks) never meets these rules.
     fn unknown_drops(&mut self, unknown: &UnknownPods, report: bool) {
         for v in VERSIONS {
             let s = suffix(v);
@@ -345,6 +502,59 @@ impl Builder {
                 }
                 stmts.push(Stmt::Verdict(Verdict::Drop));
                 self.rule(PODS, stmts);
+            }
+        }
+    }
+
+    /// One cluster-wide policy of `tier`: its group, sets and rules in its tier's chains.
+    /// A refused policy with a `Deny` or `Pass` rule leaves a drop in its place (the API's
+    /// "fail closed" for those), one with only `Accept` rules matches nothing. With `report`,
+    /// what its `Deny` rules drop is reported by name.
+    fn tier_policy(&mut self, tier: Tier, i: usize, p: &TierPolicy, report: bool) {
+        let deny = p
+            .ingress
+            .iter()
+            .chain(&p.egress)
+            .any(|r| r.action != TierAction::Accept);
+        let word = match tier {
+            Tier::Admin => "admin",
+            Tier::Baseline => "baseline",
+        };
+        self.group(format!("cluster-network-policy {}", p.name), deny);
+        for dir in [Dir::In, Dir::Out] {
+            let rules = dir.tier_rules(p);
+            if rules.is_empty() {
+                continue;
+            }
+            let chain = dir.tier_chain(tier);
+            let targets = format!("{word}{i}.{}", dir.word());
+            for v in VERSIONS {
+                self.unit_set(address_set(format!("{targets}{}", suffix(v)), v, &p.pods));
+            }
+            for (j, rule) in rules.iter().enumerate() {
+                let verdict = match (rule.action, tier) {
+                    (TierAction::Accept, _) | (TierAction::Pass, Tier::Baseline) => Verdict::Return,
+                    (TierAction::Deny, _) => Verdict::Drop,
+                    (TierAction::Pass, Tier::Admin) => {
+                        Verdict::Goto(dir.tier_chain(Tier::Baseline).into())
+                    }
+                };
+                let mut end = Vec::new();
+                if report && rule.action == TierAction::Deny {
+                    end.push(Reported::Cluster(dir.reported(), p.name.clone()).stmt());
+                }
+                end.push(Stmt::Verdict(verdict));
+                let prefix = format!("{targets}{j}");
+                self.matching(dir, chain, &prefix, &targets, &rule.matches, &end);
+            }
+            if super::refused_by_test(&p.name, true) {
+                self.rule(
+                    chain,
+                    vec![
+                        Stmt::Counter,
+                        Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())),
+                    ],
+                );
             }
         }
     }
@@ -382,6 +592,22 @@ impl Builder {
 
     /// The rules of one allow (per family, per protocol), with its sets named after `prefix`.
     fn allow(&mut self, dir: Dir, audit: bool, prefix: &str, targets: &str, allow: &Allow) {
+        let end = [Stmt::Verdict(Verdict::Return)];
+        self.matching(dir, dir.chain_of(audit), prefix, targets, allow, &end);
+    }
+
+    /// The rules matching `allow` (per family, per protocol) in `chain`, each ending (after
+    /// its counter) with `end`; its sets named after `prefix`, its pods by default those of
+    /// set `targets`.
+    fn matching(
+        &mut self,
+        dir: Dir,
+        chain: &str,
+        prefix: &str,
+        targets: &str,
+        allow: &Allow,
+        end: &[Stmt],
+    ) {
         for v in VERSIONS {
             let s = suffix(v);
             let mut stmts = Vec::new();
@@ -402,8 +628,8 @@ impl Builder {
                 let mut rule = stmts.clone();
                 rule.extend(ports);
                 rule.push(Stmt::Counter);
-                rule.push(Stmt::Verdict(Verdict::Return));
-                self.rule(dir.chain_of(audit), rule);
+                rule.extend_from_slice(end);
+                self.rule(chain, rule);
             }
         }
     }
