@@ -237,3 +237,84 @@ netns_test! {
         wait_until("enforced", STEP, || !lab.web("b3", "10.0.1.2").contains_key("b1"));
     }
 }
+
+/// A ClusterNetworkPolicy of the admin tier over `shop`: ingress from `other` denied, from
+/// `shop` accepted; egress to anywhere accepted.
+fn guard_shop() -> serde_json::Value {
+    json!({
+        "apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+        "metadata": {"name": "guard-shop"},
+        "spec": {
+            "tier": "Admin", "priority": 10,
+            "subject": {"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": "shop"}}},
+            "ingress": [
+                {"name": "no-other", "action": "Deny", "from": [
+                    {"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": "other"}}}]},
+                {"name": "own", "action": "Accept", "from": [
+                    {"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": "shop"}}}]}
+            ],
+            "egress": [{"name": "out", "action": "Accept", "to": [
+                {"networks": ["0.0.0.0/0"]}]}]
+        }
+    })
+}
+
+netns_test! {
+    /// Issue 26's items with ClusterNetworkPolicy tiers: the admin tier's `Deny` is reported
+    /// by its name; an audit NetworkPolicy reports neither what the admin tier decided (denied
+    /// or accepted) nor what it allows, only what it would drop where the NetworkPolicies
+    /// would decide; an unknown address stays unreachable though the sender's admin `Accept`
+    /// matches.
+    fn with_cluster_network_policies_denials_are_named_audits_follow_the_tiers_and_unknown_pods_stay_dark() {
+        let lab = Lab::new();
+        lab.local_pod("shop", "web-1", 1, "web");
+        lab.local_pod("other", "probe-1", 3, "probe");
+        let mut audited = admit_namespace("shop", "web", "frontend");
+        audited["metadata"]["annotations"] = json!({"edgenetd.io/mode": "audit"});
+        lab.fake.apply("networkpolicies", audited);
+        lab.fake.apply("clusternetworkpolicies", guard_shop());
+        let d = lab.daemon("k8s-tiers-reports", "isolate_unknown_pods = true\nlog_denied = true");
+        let (cnp, np) = ("k8s:guard-shop", "k8s:shop/web-from-frontend");
+        wait_until("the admin tier in force", STEP, || !lab.web("b3", "10.0.1.2").contains_key("b1"));
+        wait_until("the admin Deny counted", STEP, || denied(&d, cnp, "ingress", "enforce") >= 1.0);
+        let log = d.log();
+        assert!(
+            log.lines().any(|l| l.contains(
+                "denied: cluster network policy k8s:guard-shop (admin tier) ingress tcp 10.0.3.2:"
+            ) && l.contains("pods other/probe-1 -> shop/web-1")),
+            "{log}"
+        );
+        settled(&d, cnp, "ingress", "enforce");
+        assert_eq!(denied(&d, np, "ingress", "audit"), 0.0, "what the admin tier denied is no audit's");
+        assert_eq!(lab.web("cl", "10.0.1.2").get("b1"), Some(&3), "the audit policy admits frontend");
+        // b2 (10.0.2.2) has no Pod: b1's egress Accept does not reach it.
+        assert_eq!(lab.web("b1", "10.0.2.2").get("b2"), None, "an unknown pod stays dark");
+        wait_until("the unknown drop counted", STEP, || {
+            d.metric(
+                "edgenetd_denied_packets_total",
+                &[("rule", "isolate_unknown_pods"), ("direction", "ingress")],
+            )
+            .unwrap_or(0.0)
+                >= 1.0
+        });
+        // b2 known, in `shop`: the admin tier accepts its traffic to b1, which the audit
+        // policy (frontend only) would have dropped, had it been asked: no report.
+        lab.local_pod("shop", "db-1", 2, "db");
+        wait_until("b2 reaches b1", STEP, || lab.web("b2", "10.0.1.2").get("b1") == Some(&3));
+        // nflog hands packets over in batches (flushed at least every second).
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_eq!(denied(&d, np, "ingress", "audit"), 0.0, "what the admin tier accepted is no audit's");
+        // b2 now a pod of `lab`: the admin tier does not decide, the audit policy would drop
+        // it (and lets it pass).
+        lab.fake.apply("namespaces", namespace("lab"));
+        lab.fake.delete("pods", "shop", "db-1");
+        lab.local_pod("lab", "db-1", 2, "db");
+        wait_until("the would-be drop counted", STEP, || {
+            lab.web("b2", "10.0.1.2").get("b1") == Some(&3) && denied(&d, np, "ingress", "audit") >= 1.0
+        });
+        assert_eq!(denied(&d, np, "ingress", "enforce"), 0.0);
+        let table = sh_status("nft list table inet edgenetd-policy").1;
+        assert!(table.contains("log prefix \"cnp ingress k8s:guard-shop\" group 7026 drop"), "{table}");
+        assert!(table.contains("jump pods-audit-ingress"), "{table}");
+    }
+}

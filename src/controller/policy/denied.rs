@@ -449,6 +449,28 @@ mod tests {
     }
 
     #[test]
+    fn a_tier_deny_names_its_cluster_network_policy_and_tier() {
+        let mut v = view();
+        v.pods.admin.push(TierPolicy {
+            name: "k8s:guard".into(),
+            ..TierPolicy::default()
+        });
+        let n = name(&v, &logged("cnp ingress k8s:guard")).unwrap();
+        assert_eq!(n.by, ("policy", "k8s:guard".to_string()));
+        assert_eq!((n.direction.as_str(), n.mode), ("ingress", Some("enforce")));
+        assert_eq!(
+            n.line,
+            "denied: cluster network policy k8s:guard (admin tier) ingress tcp 10.0.3.2:40000 -> 10.0.1.2:8080, pods 10.0.3.2 -> shop/web-1"
+        );
+        let gone = name(&view(), &logged("cnp egress k8s:gone")).unwrap();
+        assert!(
+            gone.line.contains("k8s:gone (? tier) egress"),
+            "{}",
+            gone.line
+        );
+    }
+
+    #[test]
     fn lines_are_limited_per_series_and_say_how_many_were_left_out() {
         let mut l = Limits::default();
         let t0 = Instant::now();
