@@ -433,3 +433,27 @@ fn a_cache_from_before_service_cidrs_and_masquerade_modes_reads_with_the_default
     assert!(s.source_ranges.is_empty() && s.internal_backends.is_none());
     assert!(!s.reject_unserved_ports);
 }
+
+/// The pod isolation's later parts are written only when they hold something, so a file
+/// without them still reads in an edgenetd from before them.
+#[test]
+fn tiers_and_pod_extras_are_left_out_when_empty() {
+    let cache = Cache::new(dir("left-out").join("kubernetes-state.json"));
+    let mut s = state();
+    s.pod_policies = PodPolicies {
+        policies: pod_policies().policies,
+        ..PodPolicies::default()
+    };
+    cache.store(&s, None).unwrap();
+    let written = fs::read_to_string(cache.path()).unwrap();
+    assert!(
+        !written.contains("pod_extras") && !written.contains("tier_policies"),
+        "{written}"
+    );
+    assert_eq!(cache.read().unwrap(), Some(s.clone()));
+    s.pod_policies.report_denied = true;
+    cache.store(&s, None).unwrap();
+    let written = fs::read_to_string(cache.path()).unwrap();
+    assert!(written.contains("\"pod_extras\""), "{written}");
+    assert_eq!(cache.read().unwrap(), Some(s));
+}

@@ -123,11 +123,6 @@ pub fn translate_for<'a>(
     let views = pod_views(pods, &namespaces, opts.node_name, &empty);
     let mut out = PodPolicies {
         report_denied: opts.report_denied,
-        names: views
-            .iter()
-            .filter(|p| p.local)
-            .flat_map(|p| p.ips.iter().map(move |ip| (*ip, p.name())))
-            .collect(),
         unknown: opts.unknown_cidrs.as_ref().map(|cidrs| UnknownPods {
             cidrs: cidrs.clone(),
             known: views
@@ -153,6 +148,15 @@ pub fn translate_for<'a>(
     }
     order::sort_by(&mut out.policies, |a, b| a.name.cmp(&b.name));
     out.policies.dedup_by(|a, b| a.name == b.name);
+    // The names serve the reports alone: where nothing reports they would only be held,
+    // cached and compared at every pod's change.
+    if out.report_denied || out.policies.iter().any(|p| p.audit) {
+        out.names = views
+            .iter()
+            .filter(|p| p.local)
+            .flat_map(|p| p.ips.iter().map(move |ip| (*ip, p.name())))
+            .collect();
+    }
     (out, skipped)
 }
 

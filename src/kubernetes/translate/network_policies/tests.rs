@@ -603,3 +603,26 @@ fn the_mode_annotation_wins_over_the_configured_mode_and_unknown_addresses_are_l
         "network_policy_mode = audit for the rest"
     );
 }
+
+#[test]
+fn pod_names_are_kept_only_where_something_reports() {
+    use super::{MODE_ANNOTATION, Options, translate_for};
+    let (pods, namespaces) = cluster();
+    let p = policy("db", "a", ingress(sel(&[]), vec![], vec![]));
+    let names = |report_denied, p: &NetworkPolicy| {
+        let opts = Options {
+            node_name: NODE,
+            report_denied,
+            ..Options::default()
+        };
+        translate_for([p], &pods, &namespaces, &opts).0.names.len()
+    };
+    assert_eq!(names(false, &p), 0, "nothing reports: no names");
+    assert!(names(true, &p) > 0, "log_denied");
+    let mut audited = p.clone();
+    audited
+        .metadata
+        .annotations
+        .insert(MODE_ANNOTATION.into(), "audit".into());
+    assert!(names(false, &audited) > 0, "an audit always reports");
+}
