@@ -110,6 +110,16 @@ pub trait HasMeta {
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
 }
 
+impl<T: HasMeta> HasMeta for Box<T> {
+    fn metadata(&self) -> &ObjectMeta {
+        (**self).metadata()
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        (**self).metadata_mut()
+    }
+}
+
 impl HasMeta for ObjectMeta {
     fn metadata(&self) -> &ObjectMeta {
         self

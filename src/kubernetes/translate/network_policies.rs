@@ -115,12 +115,8 @@ pub fn translate_for<'a>(
     namespaces: impl IntoIterator<Item = &'a Namespace>,
     opts: &Options<'_>,
 ) -> (PodPolicies, Vec<Skipped>) {
-    let namespaces: BTreeMap<&str, &Labels> = namespaces
-        .into_iter()
-        .map(|n| (n.metadata.name.as_str(), &n.metadata.labels))
-        .collect();
     let empty = Labels::default();
-    let views = pod_views(pods, &namespaces, opts.node_name, &empty);
+    let views = pod_views(pods, namespaces, opts.node_name, &empty);
     let mut out = PodPolicies {
         report_denied: opts.report_denied,
         unknown: opts.unknown_cidrs.as_ref().map(|cidrs| UnknownPods {

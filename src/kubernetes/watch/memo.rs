@@ -86,8 +86,8 @@ impl ServicesMemo {
     /// The translation after the changes, re-translating only the Services they touch.
     pub fn update(
         &mut self,
-        svcs: Changed<'_, objects::Service>,
-        slices: Changed<'_, EndpointSlice>,
+        svcs: Changed<'_, Box<objects::Service>>,
+        slices: Changed<'_, Box<EndpointSlice>>,
         node: ThisNode<'_>,
     ) -> Translation {
         let globals = Globals {
@@ -166,7 +166,7 @@ impl ServicesMemo {
         &mut self,
         key: &ObjectKey,
         svc: &objects::Service,
-        slices: &BTreeMap<ObjectKey, EndpointSlice>,
+        slices: &BTreeMap<ObjectKey, Box<EndpointSlice>>,
         node: ThisNode<'_>,
     ) {
         let own: Vec<&EndpointSlice> = self
@@ -174,7 +174,7 @@ impl ServicesMemo {
             .get(key)
             .into_iter()
             .flatten()
-            .filter_map(|k| slices.get(k))
+            .filter_map(|k| slices.get(k).map(|s| &**s))
             .collect();
         let t = services::translate_service(svc, &own, node);
         let health = health_ports::one(svc, &own, node.name);

@@ -119,9 +119,9 @@ type Runner =
 #[derive(Default)]
 struct Stores {
     /// Services.
-    services: Option<Store<objects::Service>>,
+    services: Option<Store<Box<objects::Service>>>,
     /// EndpointSlices.
-    endpointslices: Option<Store<objects::EndpointSlice>>,
+    endpointslices: Option<Store<Box<objects::EndpointSlice>>>,
     /// ServiceCIDRs.
     service_cidrs: Option<Store<objects::ServiceCidr>>,
     /// Nodes.

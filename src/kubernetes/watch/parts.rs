@@ -103,8 +103,8 @@ pub struct Here<'a> {
 /// node ports with this node's counts. `memo` keeps each Service's translation: only the
 /// Services the changes touch are translated again.
 pub fn services_part(
-    svcs: Changed<'_, objects::Service>,
-    slices: Changed<'_, objects::EndpointSlice>,
+    svcs: Changed<'_, Box<objects::Service>>,
+    slices: Changed<'_, Box<objects::EndpointSlice>>,
     cidrs: &BTreeMap<ObjectKey, objects::ServiceCidr>,
     nodes: &BTreeMap<ObjectKey, objects::Node>,
     here: Here<'_>,
