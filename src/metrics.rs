@@ -33,6 +33,12 @@ pub const SYNC_DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
+/// Histogram buckets for the time from a pod's address appearing in the API to the commit of
+/// its rules (`edgenetd_kubernetes_pod_enforce_seconds`): 5 ms to a minute.
+pub const POD_ENFORCE_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
 /// The installed Prometheus recorder and the process collector.
 pub struct Exporter {
     handle: PrometheusHandle,
@@ -46,6 +52,12 @@ impl Exporter {
             .set_buckets_for_metric(
                 Matcher::Full("edgenetd_controller_sync_duration_seconds".into()),
                 SYNC_DURATION_BUCKETS,
+            )
+            .map_err(|e| e.to_string())?
+            .set_buckets_for_metric(
+                // `kubernetes::watch::enforce`'s histogram (named here: metrics sits below it).
+                Matcher::Full("edgenetd_kubernetes_pod_enforce_seconds".into()),
+                POD_ENFORCE_BUCKETS,
             )
             .map_err(|e| e.to_string())?
             .install_recorder()

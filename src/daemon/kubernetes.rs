@@ -150,6 +150,19 @@ pub fn prepare(
     Ok((Some(prepared), first))
 }
 
+/// What the policy controller tells of its commits: the known pods' addresses go to the
+/// watcher's clock, which times each new pod from its arrival
+/// (`edgenetd_kubernetes_pod_enforce_seconds`).
+pub fn pod_commits(prepared: &Prepared) -> crate::controller::policy::sync::PodCommits {
+    watch::enforce::EnforceClock::describe();
+    let clock = prepared.watcher.enforce_clock();
+    Arc::new(move |pods, at| {
+        if let Some(u) = &pods.unknown {
+            clock.committed(&u.known, at);
+        }
+    })
+}
+
 /// The content hash of the first configuration's files, where the Lease shows it (it is
 /// worth its computing only there).
 pub fn status_digest(state: &DesiredState, texts: &ConfigTexts) -> Option<String> {
@@ -237,6 +250,10 @@ fn settings(
         service_cidrs: config.service_cidrs.clone(),
         cluster_cidrs: config.cluster_cidrs.clone(),
         node_port_addresses: config.node_port_addresses.clone(),
+        isolate_unknown_pods: config.isolate_unknown_pods,
+        pod_cidrs: config.pod_cidrs.clone(),
+        log_denied: config.log_denied,
+        network_policy_mode: config.network_policy_mode,
     })
 }
 

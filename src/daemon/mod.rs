@@ -370,7 +370,11 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         http: &http,
         loops: Vec::new(),
     };
-    registry::start_all(&mut spawner, &snapshots.current());
+    #[cfg(feature = "kubernetes")]
+    let pod_commits = kubernetes.as_ref().map(kubernetes::pod_commits);
+    #[cfg(not(feature = "kubernetes"))]
+    let pod_commits = None;
+    registry::start_all(&mut spawner, &snapshots.current(), pod_commits);
     let loops = spawner.loops;
     if loops.is_empty() {
         warn!("no controller is enabled: edgenetd only serves its HTTP endpoints");

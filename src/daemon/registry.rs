@@ -24,6 +24,8 @@ pub struct ControllerDeps {
     /// The one nftables generation watch, shared by the controllers that own nftables tables
     /// (it tells them another process committed something).
     pub nft_watch: GenerationWatch,
+    /// Told of the policy controller's commits (the Kubernetes source times new pods).
+    pub pod_commits: Option<policy::sync::PodCommits>,
 }
 
 /// One built-in controller.
@@ -48,7 +50,8 @@ pub const BUILTIN: [BuiltinController; 3] = [
         plan: |d| Box::pin(async move { policy::plan(d).await.map_err(|e| e.to_string()) }),
         cleanup: |s| Box::pin(async move { policy::cleanup(s).await.map_err(|e| e.to_string()) }),
         start: |spawner, deps, kernel_rx| {
-            let controller = policy::PolicyController::new(deps.kernel_events, deps.nft_watch);
+            let controller = policy::PolicyController::new(deps.kernel_events, deps.nft_watch)
+                .with_pod_commits(deps.pod_commits);
             spawner.spawn(controller, kernel_rx, builtin_settings);
         },
     },
@@ -83,7 +86,12 @@ fn builtin_settings(desired: &DesiredState, name: &str) -> ControllerSettings {
 
 /// Starts one loop per enabled controller: the built-ins, then (fault-injection builds) the
 /// test controllers.
-pub fn start_all(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
+/// `pod_commits` goes to the policy controller.
+pub fn start_all(
+    spawner: &mut Spawner<'_, '_>,
+    desired: &DesiredState,
+    pod_commits: Option<policy::sync::PodCommits>,
+) {
     let nft_watch = GenerationWatch::new();
     for entry in &BUILTIN {
         if !desired.controller(entry.name).enabled {
@@ -98,6 +106,7 @@ pub fn start_all(spawner: &mut Spawner<'_, '_>, desired: &DesiredState) {
         let deps = ControllerDeps {
             kernel_events,
             nft_watch: nft_watch.clone(),
+            pod_commits: pod_commits.clone(),
         };
         (entry.start)(spawner, deps, kernel_rx);
     }

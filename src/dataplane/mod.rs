@@ -1,4 +1,5 @@
 //! The only code that speaks netlink. Knows nothing of TOML or Kubernetes.
 pub mod conntrack;
+pub mod nflog;
 pub mod nft;
 pub mod route;

@@ -113,7 +113,14 @@ fn count_only(rule: &Rule) -> Option<String> {
         return None;
     }
     let logged = rule.stmts.iter().find_map(|s| match s {
-        Stmt::Log { prefix } => Some(format!(", logged with prefix {prefix:?}")),
+        Stmt::Log {
+            prefix,
+            group: None,
+        } => Some(format!(", logged with prefix {prefix:?}")),
+        Stmt::Log {
+            prefix,
+            group: Some(g),
+        } => Some(format!(", reported to nflog group {g} as {prefix:?}")),
         _ => None,
     });
     let name = rule.comment.as_deref().unwrap_or("");

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 
 use super::client::meta::deserialize_by_decode;
 pub use super::client::meta::{
-    Bookmark, HasMeta, KEPT_ANNOTATION_PREFIX, List, ListMeta, ObjectMeta, Status, WatchEvent,
+    Bookmark, HasMeta, KEPT_ANNOTATION_PREFIX, List, ListMeta, OWN_ANNOTATION_PREFIX, ObjectMeta,
+    Status, WatchEvent,
 };
 
 /// Every kind the reflectors keep (a kind added below gets a line here).

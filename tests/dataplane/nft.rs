@@ -160,6 +160,7 @@ fn everything(name: &str) -> Table {
                 },
                 Stmt::Log {
                     prefix: "ssh-from-lan: ".into(),
+                    group: None,
                 },
                 Stmt::Counter,
                 Stmt::Verdict(Verdict::Accept),

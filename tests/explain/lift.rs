@@ -234,6 +234,7 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
                 },
                 Stmt::Log {
                     prefix: "blocked ".into(),
+                    group: None,
                 },
                 verdict(Drop),
             ]),

@@ -460,6 +460,10 @@ fn a_wedged_watcher_thread_stops_beating_and_is_not_live() {
         service_cidrs: Vec::new(),
         cluster_cidrs: None,
         node_port_addresses: Default::default(),
+        isolate_unknown_pods: false,
+        pod_cidrs: None,
+        log_denied: false,
+        network_policy_mode: Default::default(),
     };
     let clock = FakeClock::new();
     let liveness = Liveness::new(clock.clone());

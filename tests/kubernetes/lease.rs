@@ -167,6 +167,11 @@ netns_test! {
             l["metadata"]["annotations"].get("someone.else/was-here").is_none()
         });
         assert!(renew_time(&back) > renew_time(&mine), "{back}");
+        // The fake logs a request after it stored the object: the Lease may be seen first.
+        wait_until("the write after the conflict logged", STEP, || {
+            let w = writes(&fake);
+            w.iter().position(|x| *x == ("PUT".to_string(), 409)).is_some_and(|c| w.len() > c + 1)
+        });
         let w = writes(&fake);
         let conflict = w.iter().position(|x| *x == ("PUT".to_string(), 409));
         let conflict = conflict.unwrap_or_else(|| panic!("no 409 among {w:?}"));

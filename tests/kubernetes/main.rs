@@ -11,4 +11,5 @@ mod daemon;
 mod fleets;
 mod health_ports;
 mod lease;
+mod pod_guard;
 mod pod_policy_packets;

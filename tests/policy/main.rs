@@ -9,6 +9,7 @@ mod adopt;
 mod cli;
 mod config;
 mod count_log;
+mod denied_flows;
 mod dynamic_sets;
 mod fault;
 mod flow_offload;

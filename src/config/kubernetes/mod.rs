@@ -26,6 +26,11 @@
 //!   node's own pod CIDRs (its Node's `spec.podCIDRs`); `[]` = no detector.
 //! - `node_port_addresses`: where NodePorts are served: `["primary"]` (default), `["all"]`,
 //!   or prefixes.
+//! - `isolate_unknown_pods`: addresses of this node's pod prefixes that no known Pod has are
+//!   dropped both ways; `pod_cidrs`: those prefixes (absent = the Node's `spec.podCIDRs`).
+//! - `log_denied`: what NetworkPolicies drop is reported (log line and counter);
+//!   `network_policy_mode`: `"enforce"` (default) or `"audit"` (report, do not drop), which a
+//!   policy's `edgenetd.io/mode` annotation overrides.
 //! - `status_namespace`: the namespace of this router's Lease (named after `node_name`),
 //!   renewed while every loop is live; absent = no Lease is written.
 //!

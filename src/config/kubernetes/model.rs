@@ -34,9 +34,40 @@ pub struct KubernetesConfig {
     pub cluster_cidrs: Option<Vec<IpNet>>,
     /// `node_port_addresses`: the addresses NodePorts are served on.
     pub node_port_addresses: NodePortAddresses,
+    /// `isolate_unknown_pods`: every address of this node's pod CIDRs that is not yet a
+    /// known Pod's is dropped both ways on the forward hook.
+    pub isolate_unknown_pods: bool,
+    /// `pod_cidrs`: this node's pod prefixes for `isolate_unknown_pods`; `None` = its Node's
+    /// `spec.podCIDRs`.
+    pub pod_cidrs: Option<Vec<IpNet>>,
+    /// `log_denied`: what a NetworkPolicy drops is reported by the daemon (log line and
+    /// `edgenetd_denied_packets_total`).
+    pub log_denied: bool,
+    /// `network_policy_mode`: every NetworkPolicy enforced, or only audited.
+    pub network_policy_mode: PolicyMode,
     /// `status_namespace`: where this router's Lease (named after its node) is kept and
     /// renewed; `None` = no Lease is written (it needs RBAC the default role does not grant).
     pub status_namespace: Option<String>,
+}
+
+/// Whether a NetworkPolicy drops what it does not allow, or only reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum PolicyMode {
+    /// `"enforce"`: what it does not allow is dropped.
+    #[default]
+    Enforce,
+    /// `"audit"`: what it would drop is counted and logged, and passes.
+    Audit,
+}
+
+impl PolicyMode {
+    /// The word written in the config and the annotation `edgenetd.io/mode`.
+    pub fn word(self) -> &'static str {
+        match self {
+            PolicyMode::Enforce => "enforce",
+            PolicyMode::Audit => "audit",
+        }
+    }
 }
 
 /// Which of this node's addresses serve NodePorts (kube-proxy's `--nodeport-addresses`).

@@ -22,6 +22,10 @@ pub(super) struct RawKubernetes {
     pub(super) service_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) cluster_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) isolate_unknown_pods: Option<Spanned<bool>>,
+    pub(super) pod_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) log_denied: Option<Spanned<bool>>,
+    pub(super) network_policy_mode: Option<Spanned<String>>,
     pub(super) status_namespace: Option<Spanned<String>>,
     #[cfg(feature = "fault-injection")]
     #[serde(default)]

@@ -511,6 +511,61 @@ fn bad_service_cidrs_cluster_cidrs_and_node_port_addresses_are_errors_at_their_p
 }
 
 #[test]
+fn pod_isolation_keys_are_read_and_default_off() {
+    use super::PolicyMode;
+    let Some(k) = accepted(SECTION) else { return };
+    assert_eq!(
+        (
+            k.isolate_unknown_pods,
+            k.pod_cidrs.clone(),
+            k.log_denied,
+            k.network_policy_mode
+        ),
+        (false, None, false, PolicyMode::Enforce),
+        "defaults: no isolation of unknown addresses, the Node's pod CIDRs, no reports, enforce"
+    );
+    let Some(k) = accepted(&format!(
+        "{SECTION}isolate_unknown_pods = true\npod_cidrs = [\"10.42.1.0/24\", \"fd42:1::/64\"]\nlog_denied = true\nnetwork_policy_mode = \"audit\"\n"
+    )) else {
+        return;
+    };
+    assert!(k.isolate_unknown_pods && k.log_denied);
+    assert_eq!(
+        k.pod_cidrs,
+        Some(vec![
+            "10.42.1.0/24".parse().unwrap(),
+            "fd42:1::/64".parse().unwrap()
+        ])
+    );
+    assert_eq!(k.network_policy_mode, PolicyMode::Audit);
+}
+
+#[test]
+fn bad_pod_isolation_keys_are_errors_at_their_place() {
+    let e = rejected(&format!("{SECTION}log_denied = \"yes\"\n"));
+    has(
+        &e,
+        "edgenetd.toml:3:14: error: invalid type: string \"yes\", expected a boolean",
+    );
+    let e = rejected(&format!("{SECTION}pod_cidrs = [\"10.42.1.1/24\"]\n"));
+    if !BUILT_WITH_FEATURE {
+        return;
+    }
+    has(
+        &e,
+        "edgenetd.toml:3:14: error: pod_cidrs: invalid prefix `10.42.1.1/24`: host bits are set",
+    );
+    let e = rejected(&format!(
+        "{SECTION}pod_cidrs = []\nnetwork_policy_mode = \"dry-run\"\n"
+    ));
+    has(&e, "edgenetd.toml:3:13: error: empty pod_cidrs");
+    has(
+        &e,
+        "edgenetd.toml:4:23: error: invalid network_policy_mode `dry-run`: expected \"enforce\" or \"audit\"",
+    );
+}
+
+#[test]
 fn the_status_namespace_is_a_namespace_name_off_by_default_and_never_the_kubelets() {
     if let Some(k) = accepted(SECTION) {
         assert_eq!(k.status_namespace, None, "no Lease unless asked for");

@@ -58,6 +58,13 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
             .as_ref()
             .map(|v| prefixes(v, "cluster_cidrs", diags)),
         node_port_addresses: node_port_addresses(raw.node_port_addresses.as_ref(), diags),
+        isolate_unknown_pods: raw
+            .isolate_unknown_pods
+            .as_ref()
+            .is_some_and(|v| *v.get_ref()),
+        pod_cidrs: pod_cidrs(raw.pod_cidrs.as_ref(), diags),
+        log_denied: raw.log_denied.as_ref().is_some_and(|v| *v.get_ref()),
+        network_policy_mode: network_policy_mode(raw.network_policy_mode.as_ref(), diags),
         status_namespace: status_namespace(raw.status_namespace.as_ref(), diags),
     };
     (diags.len() == before).then_some(config)
@@ -461,4 +468,38 @@ fn node_port_addresses(
         }
     }
     NodePortAddresses::Cidrs(prefixes(v, "node_port_addresses", diags))
+}
+
+/// `pod_cidrs`: at least one prefix (leaving the key out is how to take the Node's).
+fn pod_cidrs(
+    v: Option<&Spanned<Vec<Spanned<String>>>>,
+    diags: &mut Diagnostics,
+) -> Option<Vec<IpNet>> {
+    let v = v?;
+    if v.get_ref().is_empty() {
+        diags.error(
+            v.span(),
+            "empty pod_cidrs: expected this node's pod prefixes, e.g. [\"10.42.1.0/24\"] (leave the key out to take the Node's spec.podCIDRs)",
+        );
+        return None;
+    }
+    Some(prefixes(v, "pod_cidrs", diags))
+}
+
+/// `network_policy_mode`: `"enforce"` (the default) or `"audit"`.
+fn network_policy_mode(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> PolicyMode {
+    let Some(v) = v else {
+        return PolicyMode::Enforce;
+    };
+    match v.get_ref().as_str() {
+        "enforce" => PolicyMode::Enforce,
+        "audit" => PolicyMode::Audit,
+        other => {
+            diags.error(
+                v.span(),
+                format!("invalid network_policy_mode `{other}`: expected \"enforce\" or \"audit\""),
+            );
+            PolicyMode::Enforce
+        }
+    }
 }

@@ -66,6 +66,7 @@ const KEYS: &[&str] = &[
     "port_forward",
     "nat",
     "forward_foreign_dnat",
+    "log_drops",
     "helpers",
     "helper",
     "flow_offload",
@@ -103,6 +104,7 @@ pub fn validate(
         nat: Vec::new(),
         redirects: Vec::new(),
         forward_foreign_dnat: false,
+        log_drops: false,
         helpers: Vec::new(),
         custom_helpers: BTreeMap::new(),
         flow_offload: false,
@@ -182,6 +184,9 @@ fn defaults(table: &DeTable<'_>, cfg: &mut PolicyConfig, diags: &mut Diagnostics
     }
     if let Some(v) = table.get("forward_foreign_dnat") {
         cfg.forward_foreign_dnat = de(v, diags).unwrap_or(false);
+    }
+    if let Some(v) = table.get("log_drops") {
+        cfg.log_drops = de(v, diags).unwrap_or(false);
     }
     let mut forward_is_verdict = false;
     if let Some(v) = table.get("forward")

@@ -519,6 +519,10 @@ pub struct PolicyConfig {
     /// The forward chain admits connections DNATed by other tables too (by default only
     /// those edgenetd DNATed, which carry its conntrack mark bit).
     pub forward_foreign_dnat: bool,
+    /// `log_drops` (the section's, not a zone's): every packet a dropping or rejecting
+    /// `[[policy.rule]]` or a dropping or rejecting default drops is reported by the daemon
+    /// (nflog: a rate-limited log line and `edgenetd_denied_packets_total`).
+    pub log_drops: bool,
     /// Established forwarded connections are offloaded to a flowtable over the zones'
     /// interfaces (their packets skip the forward path).
     pub flow_offload: bool,

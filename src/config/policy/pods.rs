@@ -20,6 +20,7 @@
 //!   `Pass` skips the rest of the tier;
 //! - what no tier decides passes.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -30,6 +31,14 @@ use ipnet::IpNet;
 pub struct PodPolicies {
     /// The units, sorted by name (names unique).
     pub policies: Vec<PodPolicy>,
+    /// Addresses of this node's pod prefixes that belong to no known pod are dropped both
+    /// ways (`None`: they are not).
+    pub unknown: Option<UnknownPods>,
+    /// What an enforcing unit (or the drop of unknown addresses) drops is reported: a log
+    /// line and a counter per packet, by the daemon. Audit units report whatever this says.
+    pub report_denied: bool,
+    /// The names (`namespace/name`) of the pods on this node, by address, for the reports.
+    pub names: BTreeMap<IpAddr, String>,
     /// The admin tier, checked before the units: in the order checked (priority, then name).
     pub admin: Vec<TierPolicy>,
     /// The baseline tier, checked after the units for pods no unit isolates in the
@@ -38,15 +47,26 @@ pub struct PodPolicies {
 }
 
 impl PodPolicies {
-    /// True when no pod is isolated by anything.
+    /// True when no pod is isolated by anything, no tier policy selects one and no unknown
+    /// address is dropped.
     pub fn is_empty(&self) -> bool {
-        self.policies.is_empty() && !self.has_tiers()
+        self.policies.is_empty() && !self.has_tiers() && self.unknown.is_none()
     }
 
     /// True when some cluster-wide tier policy selects a pod here.
     pub fn has_tiers(&self) -> bool {
         !self.admin.is_empty() || !self.baseline.is_empty()
     }
+}
+
+/// The pod prefixes of this node and the addresses in them that are known pods': every other
+/// address of the prefixes is dropped, to and from, until its pod is known.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnknownPods {
+    /// This node's pod prefixes.
+    pub cidrs: Vec<IpNet>,
+    /// The addresses within them of known pods (sorted, unique).
+    pub known: Vec<IpAddr>,
 }
 
 /// One cluster-wide policy of a tier (a ClusterNetworkPolicy) for the pods on this node it
@@ -95,6 +115,8 @@ pub struct PodPolicy {
     pub ingress: Option<Isolation>,
     /// Isolation of traffic from its pods; `None` = it does not isolate egress.
     pub egress: Option<Isolation>,
+    /// Audit: what it would drop is reported and passes (it isolates nobody for real).
+    pub audit: bool,
 }
 
 /// The pods a unit isolates in one direction, and the traffic it allows them.

@@ -34,6 +34,7 @@
 pub mod addresses;
 pub mod adopt;
 pub mod apply;
+pub mod denied;
 pub mod includes;
 mod kept;
 mod matches;

@@ -136,6 +136,7 @@ mod tests {
                     allow: Vec::new(),
                 }),
                 egress: None,
+                audit: false,
             }],
             ..PodPolicies::default()
         };

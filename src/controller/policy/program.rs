@@ -70,6 +70,7 @@ use crate::controller::marks::OWN_DNAT_MARK;
 use crate::dataplane::nft::ir::*;
 use crate::dataplane::nft::text::render_rule;
 
+pub mod denied;
 mod dscp;
 mod flowtable;
 mod helpers;
@@ -88,8 +89,8 @@ pub use helpers::HELPERS;
 pub use marks::MANGLE_PREROUTING;
 pub use notrack::{RAW_OUTPUT, RAW_PREROUTING};
 pub use pods::{
-    PODS, PODS_EGRESS, PODS_EGRESS_ADMIN, PODS_EGRESS_BASELINE, PODS_INGRESS, PODS_INGRESS_ADMIN,
-    PODS_INGRESS_BASELINE, build_with_pods,
+    PODS, PODS_AUDIT_EGRESS, PODS_AUDIT_INGRESS, PODS_EGRESS, PODS_EGRESS_ADMIN,
+    PODS_EGRESS_BASELINE, PODS_INGRESS, PODS_INGRESS_ADMIN, PODS_INGRESS_BASELINE, build_with_pods,
 };
 pub use synflood::SYN_FLOOD;
 
@@ -462,6 +463,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         nat,
         redirects,
         forward_foreign_dnat,
+        log_drops,
         helpers,
         custom_helpers,
         flow_offload,
@@ -477,6 +479,7 @@ pub fn only_set_elements_differ(a: &PolicyConfig, b: &PolicyConfig) -> bool {
         && nat == &b.nat
         && redirects == &b.redirects
         && forward_foreign_dnat == &b.forward_foreign_dnat
+        && log_drops == &b.log_drops
         && helpers == &b.helpers
         && custom_helpers == &b.custom_helpers
         && (flow_offload, flow_offload_hw) == (&b.flow_offload, &b.flow_offload_hw)
@@ -570,6 +573,7 @@ pub fn build_with(cfg: &PolicyConfig, table_name: &str, addrs: &RouterAddresses)
     b.masquerades(cfg);
     b.snats(cfg);
     b.drop_logs(cfg);
+    b.default_reports(cfg);
     b.reject_defaults(cfg);
     b.p.includes = cfg.includes.clone();
     b.p
@@ -641,6 +645,7 @@ fn rule_log(r: &PolicyRule) -> Stmt {
             .log_prefix
             .clone()
             .unwrap_or_else(|| format!("{}: ", r.name)),
+        group: None,
     }
 }
 
@@ -655,6 +660,7 @@ fn rule_statements(
     zone: Option<&Zone>,
     protocol: Protocol,
     m: Match,
+    report: bool,
 ) -> Vec<Vec<Stmt>> {
     let mut built = Vec::new();
     if r.log && r.action.is_some() {
@@ -676,6 +682,11 @@ fn rule_statements(
     if refused_by_test(&r.name, false) {
         stmts.push(Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())));
     } else if let Some(action) = r.action {
+        // `[policy] log_drops`: what the rule drops is reported (and only that: the
+        // statement sits in the dropping rule itself, after its match).
+        if report && action != Action::Accept {
+            stmts.push(denied::Reported::Rule(r.name.clone()).stmt());
+        }
         stmts.push(verdict(action, protocol));
     } else if r.log {
         stmts.push(log_limit(r.log_limit, zone));
@@ -778,7 +789,7 @@ impl Builder {
                 let mut built = Vec::new();
                 for (protocol, matches) in rule_matches(cfg, &r.matches, sees_oif) {
                     for m in matches {
-                        built.extend(rule_statements(r, zone, protocol, m));
+                        built.extend(rule_statements(r, zone, protocol, m, cfg.log_drops));
                     }
                 }
                 if *chain == FORWARD {
@@ -880,9 +891,31 @@ impl Builder {
                     stmts.push(log_limit(None, Some(z)));
                     stmts.push(Stmt::Log {
                         prefix: format!("{verb} {} {chain}: ", z.name),
+                        group: None,
                     });
                     self.rule(chain, stmts);
                 }
+            }
+        }
+    }
+
+    /// `[policy] log_drops`: what reaches a dropping or rejecting default is reported (one
+    /// rule without a verdict, last before the default: only what no rule decided on).
+    fn default_reports(&mut self, cfg: &PolicyConfig) {
+        if !cfg.log_drops {
+            return;
+        }
+        self.group("report-drops".into(), false);
+        for (chain, action) in [
+            (INPUT, cfg.input),
+            (FORWARD, cfg.forward),
+            (OUTPUT, cfg.output),
+        ] {
+            if action != Action::Accept {
+                self.rule(
+                    chain,
+                    vec![denied::Reported::Default(chain.to_string()).stmt()],
+                );
             }
         }
     }

@@ -11,11 +11,16 @@ use super::plan::{self, Step};
 use super::program::Program;
 use super::{addresses, adopt, apply, includes, model};
 use crate::config::DesiredState;
+use crate::config::policy::pods::PodPolicies;
 use crate::controller::Controller;
 use crate::controller::cache::{Decision, KernelCache};
 use crate::controller::nft_core::{NftCore, NftSession, OwnedTable};
 use crate::dataplane::nft::{GenerationWatch, NftError, TableRef};
 use crate::sync::{Progress, SyncError, SyncReport, Trigger};
+
+/// Told, right after each sync that committed the table, the pod isolation it holds (the
+/// Kubernetes source times new pods to it).
+pub type PodCommits = Arc<dyn Fn(&PodPolicies, Instant) + Send + Sync>;
 
 /// The policy controller.
 pub struct PolicyController {
@@ -34,6 +39,10 @@ pub struct PolicyController {
     trigger: Trigger,
     /// The last program with includes and what it compiled to (nft runs once per change).
     resolved: Option<(Arc<Program>, Arc<Program>)>,
+    /// Who is told of each commit of the pod isolation, if anyone.
+    pod_commits: Option<PodCommits>,
+    /// Reads the denied flows the table reports, once it does.
+    denied: super::denied::Reporter,
 }
 
 impl PolicyController {
@@ -52,7 +61,15 @@ impl PolicyController {
             core,
             trigger,
             resolved: None,
+            pod_commits: None,
+            denied: super::denied::Reporter::default(),
         }
+    }
+
+    /// Tells `hook` of every sync that committed the table (see [`PodCommits`]).
+    pub fn with_pod_commits(mut self, hook: Option<PodCommits>) -> PolicyController {
+        self.pod_commits = hook;
+        self
     }
 }
 
@@ -92,6 +109,9 @@ impl Controller for PolicyController {
             cache: std::mem::take(&mut self.cache),
         };
         let rules = program.as_ref().map_or(0, |p| p.rule_count());
+        // Before the write, on this thread (the daemon's namespace): the listener is bound
+        // by the time the first reporting rule can send it a packet.
+        self.denied.update(desired, program.as_deref());
         let mut resolved = self.resolved.take();
         let (kernel, resolved, result) = crate::sync::unblock(move || {
             let program = match resolve(&mut kernel.nft, &mut resolved, program) {
@@ -109,6 +129,13 @@ impl Controller for PolicyController {
         self.resolved = resolved;
         self.nft = Some(kernel.nft);
         self.cache = kernel.cache;
+        // Committed: in full, or without the groups the kernel refused (the skeleton, which
+        // holds the known pods, went in).
+        let committed =
+            result.is_ok() || self.cache.snapshot().is_some_and(|a| !a.failed.is_empty());
+        if let (true, Some(hook)) = (committed, &self.pod_commits) {
+            hook(&desired.pod_policies, Instant::now());
+        }
         super::metrics::record(&result, rules);
         result
     }

@@ -45,6 +45,7 @@ fn a_nul_in_a_comment_a_log_prefix_or_a_jump_target_is_an_error() {
         "input",
         vec![Stmt::Log {
             prefix: "p\0".into(),
+            group: None,
         }],
     );
     assert!(matches!(

@@ -222,8 +222,12 @@ pub(crate) fn limit(rate: u64, unit_seconds: u64, burst: u32, over: bool) -> Exp
 }
 
 /// `log prefix "<prefix>"` to the kernel log (level warn).
-pub(crate) fn log(prefix: &str) -> Result<Expr<kind::Log>, CompileError> {
-    Expr::new().with_str(log::PREFIX, prefix)
+pub(crate) fn log(prefix: &str, group: Option<u16>) -> Result<Expr<kind::Log>, CompileError> {
+    let mut e = Expr::new().with_str(log::PREFIX, prefix)?;
+    if let Some(g) = group {
+        e.set_u16(log::GROUP, g);
+    }
+    Ok(e)
 }
 
 /// `NFT_OBJECT_CT_HELPER`.

@@ -748,10 +748,14 @@ pub enum Stmt {
     /// `limit name "<name>"`: matches while the table's limit object `name` (shared with
     /// every other rule naming it) is under its rate.
     LimitRef(String),
-    /// `log prefix "<prefix>"` (kernel log at level warn).
+    /// `log prefix "<prefix>"` (kernel log at level warn), or with `group` `log prefix
+    /// "<prefix>" group <n>`: the packet goes to the nflog group `n` (netlink), where a
+    /// listener (the daemon's own, for denied flows) reads it.
     Log {
         /// The prefix (nft allows up to 127 bytes).
         prefix: String,
+        /// The nflog group; `None` = the kernel log.
+        group: Option<u16>,
     },
     /// A verdict statement.
     Verdict(Verdict),

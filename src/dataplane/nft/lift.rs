@@ -233,7 +233,8 @@ impl State {
                     .str(expr::log::PREFIX)
                     .map(|p| p.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                self.out.push(Stmt::Log { prefix });
+                let group = l.u16(expr::log::GROUP);
+                self.out.push(Stmt::Log { prefix, group });
                 Some(())
             }
             "limit" => {

@@ -410,8 +410,11 @@ fn render_stmt(out: &mut String, family: Family, stmt: &Stmt) {
         Stmt::LimitRef(name) => {
             let _ = write!(out, "limit name \"{name}\"");
         }
-        Stmt::Log { prefix } => {
+        Stmt::Log { prefix, group } => {
             let _ = write!(out, "log prefix \"{}\"", prefix.replace('"', "'"));
+            if let Some(g) = group {
+                let _ = write!(out, " group {g}");
+            }
         }
         Stmt::Verdict(v) => render_verdict(out, v),
         Stmt::Vmap { key, map } => {

@@ -2,6 +2,7 @@
 //! the config types field by field, so a field added there does not compile here until the
 //! cache stores it too.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use serde::de::IgnoredAny;
@@ -9,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::policy::pods::{
     Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy,
-    TierRule,
+    TierRule, UnknownPods,
 };
 
 /// A [`PodPolicy`] as stored.
@@ -22,6 +23,9 @@ pub(super) struct PodPolicyRecord {
     ingress: Option<IsolationRecord>,
     /// `egress`.
     egress: Option<IsolationRecord>,
+    /// `audit` (absent in files written before audit existed: enforcing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    audit: bool,
     /// A test hook that files written before it left the model still hold (always false
     /// for translated units); read and ignored, never written.
     #[serde(default, skip_serializing, rename = "inject_kernel_reject")]
@@ -48,6 +52,35 @@ struct AllowRecord {
     peers: Option<Vec<String>>,
     /// `ports`: (protocol `tcp`/`udp`/`sctp`, first, last).
     ports: Vec<(String, u16, u16)>,
+}
+
+/// What [`PodPolicies`] holds beside its units and tiers, as stored (absent in files written
+/// before it existed: nothing).
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PodExtrasRecord {
+    /// `unknown`: the pod prefixes and the known addresses in them.
+    #[serde(default)]
+    unknown: Option<(Vec<String>, Vec<IpAddr>)>,
+    /// `report_denied`.
+    #[serde(default)]
+    report_denied: bool,
+    /// `names`.
+    #[serde(default)]
+    names: BTreeMap<IpAddr, String>,
+}
+
+impl PodExtrasRecord {
+    /// True when it holds nothing (then left out of the file, which an edgenetd from before
+    /// it existed reads).
+    pub(super) fn is_empty(&self) -> bool {
+        let PodExtrasRecord {
+            unknown,
+            report_denied,
+            names,
+        } = self;
+        unknown.is_none() && !report_denied && names.is_empty()
+    }
 }
 
 /// A [`TierPolicy`] as stored.
@@ -78,10 +111,24 @@ struct TierRuleRecord {
     matches: AllowRecord,
 }
 
-/// Every unit as stored, and the tier policies (admin then baseline, each in order).
-pub(super) fn records(p: &PodPolicies) -> (Vec<PodPolicyRecord>, Vec<TierPolicyRecord>) {
+/// [`PodPolicies`] as stored: the units, the tier policies (admin then baseline, each in
+/// order) and the rest.
+pub(super) struct PodRecords {
+    /// The units.
+    pub(super) policies: Vec<PodPolicyRecord>,
+    /// The tier policies.
+    pub(super) tiers: Vec<TierPolicyRecord>,
+    /// The rest.
+    pub(super) extras: PodExtrasRecord,
+}
+
+/// `p` as stored.
+pub(super) fn records(p: &PodPolicies) -> PodRecords {
     let PodPolicies {
         policies,
+        unknown,
+        report_denied,
+        names,
         admin,
         baseline,
     } = p;
@@ -90,20 +137,48 @@ pub(super) fn records(p: &PodPolicies) -> (Vec<PodPolicyRecord>, Vec<TierPolicyR
         .map(|t| TierPolicyRecord::of("admin", t))
         .chain(baseline.iter().map(|t| TierPolicyRecord::of("baseline", t)))
         .collect();
-    (policies.iter().map(PodPolicyRecord::from).collect(), tiers)
+    let extras = PodExtrasRecord {
+        unknown: unknown.as_ref().map(|u| {
+            let UnknownPods { cidrs, known } = u;
+            (cidrs.iter().map(|n| n.to_string()).collect(), known.clone())
+        }),
+        report_denied: *report_denied,
+        names: names.clone(),
+    };
+    PodRecords {
+        policies: policies.iter().map(PodPolicyRecord::from).collect(),
+        tiers,
+        extras,
+    }
 }
 
-/// The units and tier policies stored in `records` and `tiers`.
-pub(super) fn from_records(
-    records: Vec<PodPolicyRecord>,
-    tiers: Vec<TierPolicyRecord>,
-) -> Result<PodPolicies, String> {
+/// The pod isolation stored in `records`.
+pub(super) fn from_records(records: PodRecords) -> Result<PodPolicies, String> {
+    let PodRecords {
+        policies,
+        tiers,
+        extras,
+    } = records;
+    let unknown = match extras.unknown {
+        None => None,
+        Some((cidrs, known)) => Some(UnknownPods {
+            cidrs: cidrs
+                .iter()
+                .map(|n| n.parse().map_err(|_| format!("bad pod prefix {n:?}")))
+                .collect::<Result<_, _>>()?,
+            known,
+        }),
+    };
     let mut out = PodPolicies {
-        policies: records
+        policies: policies
             .into_iter()
             .map(PodPolicy::try_from)
             .collect::<Result<_, _>>()?,
-        ..PodPolicies::default()
+        unknown,
+        report_denied: extras.report_denied,
+        names: extras.names,
+        admin: Vec::new(),
+        baseline: Vec::new(),
     };
     for t in tiers {
         let list = match t.tier.as_str() {
@@ -207,11 +282,13 @@ impl From<&PodPolicy> for PodPolicyRecord {
             name,
             ingress,
             egress,
+            audit,
         } = p;
         PodPolicyRecord {
             name: name.clone(),
             ingress: ingress.as_ref().map(IsolationRecord::from),
             egress: egress.as_ref().map(IsolationRecord::from),
+            audit: *audit,
             _inject_kernel_reject: None,
         }
     }
@@ -225,6 +302,7 @@ impl TryFrom<PodPolicyRecord> for PodPolicy {
             name: r.name,
             ingress: r.ingress.map(Isolation::try_from).transpose()?,
             egress: r.egress.map(Isolation::try_from).transpose()?,
+            audit: r.audit,
         })
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::super::compose::ClusterState;
-use super::pod_records::{self, PodPolicyRecord, TierPolicyRecord};
+use super::pod_records::{self, PodExtrasRecord, PodPolicyRecord, PodRecords, TierPolicyRecord};
 use crate::config::route::{NextHopConfig, Route, RouteKind};
 use crate::config::service::{
     Affinity, Backend, BackendCheck, BackendCheckKind, HealthCheckPort, Masquerade, Protocol,
@@ -43,6 +43,10 @@ pub(super) struct CacheFile {
     /// out when there are none, so a file without them reads in an edgenetd from before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     tier_policies: Vec<TierPolicyRecord>,
+    /// The rest of the pod isolation: unknown addresses, reports, pod names; left out when
+    /// empty (absent in files written before they existed: none).
+    #[serde(default, skip_serializing_if = "PodExtrasRecord::is_empty")]
+    pod_extras: PodExtrasRecord,
     /// The health-check node ports (absent in files written before they existed: none).
     #[serde(default)]
     health_check_ports: Vec<HealthPortRecord>,
@@ -74,6 +78,9 @@ pub(super) struct CacheFileOut<'a> {
     /// As [`CacheFile`]'s (left out when there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tier_policies: Vec<TierPolicyRecord>,
+    /// As [`CacheFile`]'s (left out when empty).
+    #[serde(skip_serializing_if = "PodExtrasRecord::is_empty")]
+    pod_extras: PodExtrasRecord,
     /// As [`CacheFile`]'s.
     health_check_ports: Each<'a, HealthCheckPort, HealthPortRecord>,
     /// As [`CacheFile`]'s.
@@ -108,7 +115,11 @@ impl<'a> CacheFileOut<'a> {
             pod_policies,
             health_check_ports,
         } = state;
-        let (pod_policies, tier_policies) = pod_records::records(pod_policies);
+        let PodRecords {
+            policies: pod_policies,
+            tiers: tier_policies,
+            extras: pod_extras,
+        } = pod_records::records(pod_policies);
         CacheFileOut {
             version: VERSION,
             as_of: seconds(as_of),
@@ -122,6 +133,7 @@ impl<'a> CacheFileOut<'a> {
             },
             pod_policies,
             tier_policies,
+            pod_extras,
             health_check_ports: Each {
                 items: health_check_ports,
                 make: |h| HealthPortRecord::from(h),
@@ -300,7 +312,11 @@ impl TryFrom<CacheFile> for ClusterState {
                 .into_iter()
                 .map(Route::try_from)
                 .collect::<Result<_, _>>()?,
-            pod_policies: pod_records::from_records(file.pod_policies, file.tier_policies)?,
+            pod_policies: pod_records::from_records(PodRecords {
+                policies: file.pod_policies,
+                tiers: file.tier_policies,
+                extras: file.pod_extras,
+            })?,
             health_check_ports: file
                 .health_check_ports
                 .into_iter()

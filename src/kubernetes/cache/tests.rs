@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::config::policy::pods::{
     Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy,
-    TierRule,
+    TierRule, UnknownPods,
 };
 use crate::config::route::TABLE_MAIN;
 use crate::config::route::{NextHopConfig, Route, RouteKind};
@@ -169,13 +169,23 @@ fn pod_policies() -> PodPolicies {
                     ],
                 }),
                 egress: None,
+                audit: false,
             },
             PodPolicy {
                 name: "k8s:db/b".into(),
                 ingress: None,
                 egress: Some(Isolation::default()),
+                audit: true,
             },
         ],
+        unknown: Some(UnknownPods {
+            cidrs: vec!["10.1.0.0/24".parse().unwrap(), "fd00::/64".parse().unwrap()],
+            known: vec!["10.1.0.6".parse().unwrap()],
+        }),
+        report_denied: true,
+        names: [("10.1.0.6".parse().unwrap(), "db/pg-0".to_string())]
+            .into_iter()
+            .collect(),
         admin: vec![TierPolicy {
             name: "k8s:cnp/a".into(),
             priority: 3,
@@ -422,4 +432,28 @@ fn a_cache_from_before_service_cidrs_and_masquerade_modes_reads_with_the_default
     assert_eq!(s.masquerade, crate::config::service::Masquerade::Always);
     assert!(s.source_ranges.is_empty() && s.internal_backends.is_none());
     assert!(!s.reject_unserved_ports);
+}
+
+/// The pod isolation's later parts are written only when they hold something, so a file
+/// without them still reads in an edgenetd from before them.
+#[test]
+fn tiers_and_pod_extras_are_left_out_when_empty() {
+    let cache = Cache::new(dir("left-out").join("kubernetes-state.json"));
+    let mut s = state();
+    s.pod_policies = PodPolicies {
+        policies: pod_policies().policies,
+        ..PodPolicies::default()
+    };
+    cache.store(&s, None).unwrap();
+    let written = fs::read_to_string(cache.path()).unwrap();
+    assert!(
+        !written.contains("pod_extras") && !written.contains("tier_policies"),
+        "{written}"
+    );
+    assert_eq!(cache.read().unwrap(), Some(s.clone()));
+    s.pod_policies.report_denied = true;
+    cache.store(&s, None).unwrap();
+    let written = fs::read_to_string(cache.path()).unwrap();
+    assert!(written.contains("\"pod_extras\""), "{written}");
+    assert_eq!(cache.read().unwrap(), Some(s));
 }

@@ -10,7 +10,7 @@
 //!   translation reads, or every one where selectors the cluster writes may read any (Pods,
 //!   Namespaces).
 //! - Annotations are dropped except kube-router's (`kube-router.io/…`), which the route
-//!   translation reads; `kubectl apply` stores whole objects in an annotation, which is the
+//!   translation reads, and edgenetd's own (`edgenetd.io/…`: a NetworkPolicy's `mode`); `kubectl apply` stores whole objects in an annotation, which is the
 //!   largest thing a lean object avoids keeping (it lives only while its object is read).
 //! - Objects are read field by field straight out of the text ([`super::json`]), not by
 //!   derived decoders and never through a value tree.
@@ -25,6 +25,9 @@ use super::labels::Labels;
 
 /// Annotations with this prefix are kept; all others are dropped while reading.
 pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
+
+/// edgenetd's own annotations (`edgenetd.io/mode` on a NetworkPolicy) are kept too.
+pub const OWN_ANNOTATION_PREFIX: &str = "edgenetd.io/";
 
 /// The annotation of the bookmark that ends a streamed list's initial events (KEP-3157).
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
@@ -86,7 +89,10 @@ impl ObjectMeta {
                 "resourceVersion" => m.resource_version = r.str()?,
                 "labels" => m.labels = r.string_map(keep)?.into_iter().collect(),
                 "annotations" => {
-                    m.annotations = r.string_map(|k| k.starts_with(KEPT_ANNOTATION_PREFIX))?
+                    m.annotations = r.string_map(|k| {
+                        k.starts_with(KEPT_ANNOTATION_PREFIX)
+                            || k.starts_with(OWN_ANNOTATION_PREFIX)
+                    })?
                 }
                 _ => r.skip()?,
             }

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use super::meta::HasMeta;
 
@@ -108,6 +109,9 @@ struct Objects<T> {
     now: Arc<BTreeMap<ObjectKey, T>>,
     /// The changes since the last [`Store::take_changes`].
     changes: Changes,
+    /// When each object was last written, since the last [`Store::take_stamps`] (`None`:
+    /// not kept, the default: only a reader that times objects from their arrival asks).
+    stamps: Option<BTreeMap<ObjectKey, Instant>>,
 }
 
 /// The fewest keys a change list holds before it says [`Changes::All`] (a small store may
@@ -140,9 +144,27 @@ impl<T: Clone> Store<T> {
             objects: Arc::new(RwLock::new(Objects {
                 now: Arc::new(BTreeMap::new()),
                 changes: Changes::All,
+                stamps: None,
             })),
             status: StatusCell::default(),
         }
+    }
+
+    /// From now on, the store notes when each object is written (see [`Store::take_stamps`]).
+    pub fn keep_stamps(&self) {
+        let mut guard = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        guard.stamps.get_or_insert_with(BTreeMap::new);
+    }
+
+    /// When each object written since the last call was last written (as it arrived: a
+    /// watch event, or the complete list it came in). Empty unless [`Store::keep_stamps`].
+    pub fn take_stamps(&self) -> BTreeMap<ObjectKey, Instant> {
+        let mut guard = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        guard
+            .stamps
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The objects now: an immutable snapshot, cheap to take (the writer copies on write).
@@ -188,6 +210,10 @@ impl<T: Clone> Store<T> {
     /// Replaces every object at once (a complete list).
     pub(super) fn replace(&self, objects: BTreeMap<ObjectKey, T>) {
         let mut guard = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(stamps) = guard.stamps.as_mut() {
+            let now = Instant::now();
+            stamps.extend(objects.keys().map(|k| (k.clone(), now)));
+        }
         guard.now = Arc::new(objects);
         guard.changes = Changes::All;
     }
@@ -198,6 +224,9 @@ impl<T: Clone> Store<T> {
         let guard = &mut *guard;
         let limit = guard.now.len().max(MIN_CHANGES_LIMIT);
         guard.changes.note(&key, limit);
+        if let Some(stamps) = guard.stamps.as_mut().filter(|_| obj.is_some()) {
+            stamps.insert(key.clone(), Instant::now());
+        }
         let objects = Arc::make_mut(&mut guard.now);
         match obj {
             Some(obj) => objects.insert(key, obj),

@@ -15,6 +15,11 @@
 //! - Each policy stays one unit ([`PodPolicy`]), so a policy the kernel refuses fails closed
 //!   for the pods it selects only. Host-network pods and finished pods take no part.
 //!
+//! Beside the policies ([`translate_for`]): a policy annotated `edgenetd.io/mode: audit` (or
+//! every policy, with [`Options::mode`] audit) only reports what it would drop; with
+//! [`Options::unknown_cidrs`], the addresses of those prefixes that are no known pod's are to
+//! be dropped (the known ones are listed); the local pods' names go along for the reports.
+//!
 //! What cannot be read is reported in [`Skipped`]: a policy whose `podSelector` is invalid is
 //! left out (nobody knows which pods it would isolate); an invalid peer or port is left out of
 //! its rule, which then allows less, never more.
@@ -28,9 +33,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::config::kubernetes::PolicyMode;
 use crate::config::kubernetes::selector::LabelSelector;
 use crate::config::policy::pods::{
-    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, UnknownPods,
 };
 use crate::kubernetes::client::Labels;
 use crate::kubernetes::compose::NAME_PREFIX;
@@ -64,17 +70,67 @@ enum Direction {
     Egress,
 }
 
+/// The annotation that puts one NetworkPolicy in audit (`audit`) or enforce mode
+/// (`enforce`), whatever `network_policy_mode` says.
+pub const MODE_ANNOTATION: &str = "edgenetd.io/mode";
+
+/// What the translation needs to know of this node beside the objects.
+#[derive(Debug, Clone, Default)]
+pub struct Options<'a> {
+    /// This node's Node name.
+    pub node_name: &'a str,
+    /// `network_policy_mode`: the mode of a policy without the annotation.
+    pub mode: PolicyMode,
+    /// `log_denied`: drops are reported.
+    pub report_denied: bool,
+    /// `isolate_unknown_pods` with this node's pod prefixes: the addresses in them that are
+    /// no known pod's are dropped (`None`: not isolated).
+    pub unknown_cidrs: Option<Vec<IpNet>>,
+}
+
 /// Translates every NetworkPolicy for the pods on `node_name`: the isolation units (sorted by
-/// name, `k8s:<namespace>/<name>`) and what was left out.
+/// name, `k8s:<namespace>/<name>`) and what was left out. Every policy enforces.
 pub fn translate<'a>(
     policies: impl IntoIterator<Item = &'a NetworkPolicy>,
     pods: impl IntoIterator<Item = &'a Pod>,
     namespaces: impl IntoIterator<Item = &'a Namespace>,
     node_name: &str,
 ) -> (PodPolicies, Vec<Skipped>) {
+    translate_for(
+        policies,
+        pods,
+        namespaces,
+        &Options {
+            node_name,
+            ..Options::default()
+        },
+    )
+}
+
+/// [`translate`] with the modes, the reports and the isolation of unknown addresses `opts`
+/// asks for.
+pub fn translate_for<'a>(
+    policies: impl IntoIterator<Item = &'a NetworkPolicy>,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    namespaces: impl IntoIterator<Item = &'a Namespace>,
+    opts: &Options<'_>,
+) -> (PodPolicies, Vec<Skipped>) {
     let empty = Labels::default();
-    let views = pod_views(pods, namespaces, node_name, &empty);
-    let mut out = PodPolicies::default();
+    let views = pod_views(pods, namespaces, opts.node_name, &empty);
+    let mut out = PodPolicies {
+        report_denied: opts.report_denied,
+        unknown: opts.unknown_cidrs.as_ref().map(|cidrs| UnknownPods {
+            cidrs: cidrs.clone(),
+            known: views
+                .iter()
+                .flat_map(|p| p.ips.iter().copied())
+                .filter(|ip| cidrs.iter().any(|c| c.contains(ip)))
+                .collect::<BTreeSet<IpAddr>>()
+                .into_iter()
+                .collect(),
+        }),
+        ..PodPolicies::default()
+    };
     let mut skipped = Vec::new();
     for policy in policies {
         let mut t = Translation {
@@ -82,10 +138,21 @@ pub fn translate<'a>(
             pods: &views,
             skipped: &mut skipped,
         };
-        out.policies.extend(t.policy());
+        let audit = t.audit(opts.mode);
+        out.policies
+            .extend(t.policy().map(|p| PodPolicy { audit, ..p }));
     }
     order::sort_by(&mut out.policies, |a, b| a.name.cmp(&b.name));
     out.policies.dedup_by(|a, b| a.name == b.name);
+    // The names serve the reports alone: where nothing reports they would only be held,
+    // cached and compared at every pod's change.
+    if out.report_denied || out.policies.iter().any(|p| p.audit) {
+        out.names = views
+            .iter()
+            .filter(|p| p.local)
+            .flat_map(|p| p.ips.iter().map(move |ip| (*ip, p.name())))
+            .collect();
+    }
     (out, skipped)
 }
 
@@ -110,6 +177,28 @@ impl<'a, 'p> Translation<'a, 'p, '_> {
 
     fn namespace(&self) -> &str {
         &self.policy.metadata.namespace
+    }
+
+    /// True when the policy only audits: its annotation says so, or (without one) `mode`.
+    fn audit(&mut self, mode: PolicyMode) -> bool {
+        match self
+            .policy
+            .metadata
+            .annotations
+            .get(MODE_ANNOTATION)
+            .map(String::as_str)
+        {
+            Some("audit") => true,
+            Some("enforce") => false,
+            None => mode == PolicyMode::Audit,
+            Some(other) => {
+                self.skip(format!(
+                    "annotation {MODE_ANNOTATION}: `{other}` is neither `audit` nor `enforce`: the policy is in {} mode",
+                    mode.word()
+                ));
+                mode == PolicyMode::Audit
+            }
+        }
     }
 
     /// The unit, or `None` when the policy selects no pod on this node (or cannot be read).
@@ -154,6 +243,7 @@ impl<'a, 'p> Translation<'a, 'p, '_> {
             ),
             ingress,
             egress,
+            audit: false,
         })
     }
 

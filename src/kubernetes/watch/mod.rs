@@ -26,6 +26,7 @@
 
 #[cfg(test)]
 mod docs_tests;
+pub mod enforce;
 pub mod local;
 mod memo;
 pub mod metrics;
@@ -44,7 +45,7 @@ use ipnet::IpNet;
 use self::skips::Skips;
 use self::status::{Statuses, Watched};
 use crate::config::kubernetes::selector::LabelSelector;
-use crate::config::kubernetes::{Feed, NodePortAddresses};
+use crate::config::kubernetes::{Feed, NodePortAddresses, PolicyMode};
 use crate::kubernetes::client::json::Decode;
 use crate::kubernetes::client::{Endpoint, HasMeta, Reflector, ReflectorConfig, Store};
 use crate::kubernetes::compose::{ClusterPart, Kind};
@@ -90,6 +91,24 @@ pub struct Settings {
     pub cluster_cidrs: Option<Vec<IpNet>>,
     /// `node_port_addresses`.
     pub node_port_addresses: NodePortAddresses,
+    /// `isolate_unknown_pods`.
+    pub isolate_unknown_pods: bool,
+    /// `pod_cidrs`; `None` = this node's pod CIDRs (its Node's).
+    pub pod_cidrs: Option<Vec<IpNet>>,
+    /// `log_denied`.
+    pub log_denied: bool,
+    /// `network_policy_mode`.
+    pub network_policy_mode: PolicyMode,
+}
+
+impl Settings {
+    /// True when the NetworkPolicies part needs this node's Node (its pod CIDRs, for
+    /// `isolate_unknown_pods` without `pod_cidrs`).
+    fn policies_need_node(&self) -> bool {
+        self.feeds.contains(&Feed::NetworkPolicies)
+            && self.isolate_unknown_pods
+            && self.pod_cidrs.is_none()
+    }
 }
 
 /// Runs one reflector until shutdown; boxed so reflectors of every object type go in one list.
@@ -131,6 +150,10 @@ pub struct Watcher {
     skips: Skips,
     /// Each Service's translation, kept between parts.
     memo: std::cell::RefCell<memo::ServicesMemo>,
+    /// Arrivals of new pod addresses, timed to their commit (`isolate_unknown_pods`).
+    enforce: enforce::EnforceClock,
+    /// The known pod addresses of the last NetworkPolicies part (new ones are timed).
+    known: std::cell::RefCell<Vec<std::net::IpAddr>>,
     /// Fired by every reflector when its store changed.
     changed: Trigger,
     /// The other end.
@@ -148,6 +171,8 @@ impl Watcher {
             watched: Vec::new(),
             skips: Skips::default(),
             memo: Default::default(),
+            enforce: Default::default(),
+            known: Default::default(),
             changed,
             changed_rx,
         };
@@ -170,10 +195,12 @@ impl Watcher {
                 None,
             ));
         }
-        if feeds.contains(&Feed::Services) || feeds.contains(&Feed::Routes) {
-            // With the services feed this node's own Node is needed whatever its labels; the
-            // selector then applies here, to the routes only.
-            let sel = if feeds.contains(&Feed::Services) {
+        let need_node = w.settings.policies_need_node();
+        if feeds.contains(&Feed::Services) || feeds.contains(&Feed::Routes) || need_node {
+            // With the services feed (or the pod CIDRs for the NetworkPolicies) this node's
+            // own Node is needed whatever its labels; the selector then applies here, to the
+            // routes only.
+            let sel = if feeds.contains(&Feed::Services) || need_node {
                 None
             } else {
                 w.settings.node_selector.clone()
@@ -198,7 +225,11 @@ impl Watcher {
                 true,
                 None,
             ));
-            w.stores.pods = Some(w.watch("pods", "/api/v1/pods", None));
+            let pods = w.watch("pods", "/api/v1/pods", None);
+            if w.settings.isolate_unknown_pods {
+                pods.keep_stamps();
+            }
+            w.stores.pods = Some(pods);
             w.stores.namespaces = Some(w.watch("namespaces", "/api/v1/namespaces", None));
         }
         w
@@ -273,6 +304,11 @@ impl Watcher {
         )
     }
 
+    /// The clock new pods are timed with (the daemon reports the policy commits to it).
+    pub fn enforce_clock(&self) -> enforce::EnforceClock {
+        self.enforce.clone()
+    }
+
     /// Every part whose stores have all listed.
     fn parts(&self, host: &Host) -> Vec<ClusterPart> {
         let s = &self.settings;
@@ -321,7 +357,8 @@ impl Watcher {
                 &self.skips,
             ));
         }
-        if let (Some(policies), Some(cluster_policies), Some(pods), Some(namespaces)) = (
+        let node_listed = !s.policies_need_node() || listed_nodes.is_some();
+        if let (Some(policies), Some(cluster_policies), Some(pods), Some(namespaces), true) = (
             self.stores
                 .network_policies
                 .as_ref()
@@ -332,17 +369,77 @@ impl Watcher {
                 .and_then(parts::listed),
             self.stores.pods.as_ref().and_then(parts::listed),
             self.stores.namespaces.as_ref().and_then(parts::listed),
+            node_listed,
         ) {
-            out.push(parts::network_policies_part(
+            let me = listed_nodes
+                .as_ref()
+                .and_then(|n| n.get(&(String::new(), s.node_name.clone())));
+            let unknown_cidrs = s
+                .isolate_unknown_pods
+                .then(|| s.pod_cidrs.clone().unwrap_or_else(|| parts::pod_cidrs(me)));
+            let part = parts::network_policies_part(
                 &policies,
                 &cluster_policies,
                 &pods,
                 &namespaces,
-                &s.node_name,
+                &parts::PolicyHere {
+                    node_name: &s.node_name,
+                    mode: s.network_policy_mode,
+                    report_denied: s.log_denied,
+                    unknown_cidrs,
+                },
                 &self.skips,
-            ));
+            );
+            self.time_arrivals(&part, &pods);
+            out.push(part);
         }
         out
+    }
+
+    /// Notes when each address the NetworkPolicies part `part` knows and the last one did not
+    /// arrived (its Pod's stamp in the store), for [`enforce::EnforceClock`].
+    fn time_arrivals(
+        &self,
+        part: &ClusterPart,
+        pods: &std::collections::BTreeMap<crate::kubernetes::client::ObjectKey, objects::Pod>,
+    ) {
+        let ClusterPart::NetworkPolicies(p) = part else {
+            return;
+        };
+        let Some(store) = self.stores.pods.as_ref() else {
+            return;
+        };
+        let stamps = store.take_stamps();
+        let known = p
+            .unknown
+            .as_ref()
+            .map(|u| u.known.clone())
+            .unwrap_or_default();
+        let mut last = self.known.borrow_mut();
+        let now = Instant::now();
+        let arrived: Vec<_> = stamps
+            .iter()
+            .filter_map(|(key, at)| pods.get(key).map(|pod| (pod, *at)))
+            .flat_map(|(pod, at)| {
+                let ips = pod.status.pod_ips.iter().map(|i| i.ip.as_str());
+                ips.chain(pod.status.pod_ip.as_deref())
+                    .filter_map(|ip| ip.parse().ok())
+                    .map(move |ip| (ip, at))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|(ip, _)| known.binary_search(ip).is_ok() && last.binary_search(ip).is_err())
+            .collect();
+        // A known address whose Pod carries no stamp (it came before stamps were kept) is
+        // timed from now: never longer than it took.
+        let unstamped = known
+            .iter()
+            .filter(|ip| last.binary_search(ip).is_err())
+            .filter(|ip| !arrived.iter().any(|(a, _)| a == *ip))
+            .map(|ip| (*ip, now))
+            .collect::<Vec<_>>();
+        self.enforce
+            .arrived(arrived.into_iter().chain(unstamped), &known);
+        *last = known;
     }
 
     /// Runs the reflectors and the compose step on the calling thread until shutdown;

@@ -13,8 +13,8 @@ use ipnet::IpNet;
 use super::Settings;
 use super::memo::{Changed, ServicesMemo};
 use super::skips::{Skip, Skips};
-use crate::config::kubernetes::NodePortAddresses;
 use crate::config::kubernetes::selector::LabelSelector;
+use crate::config::kubernetes::{NodePortAddresses, PolicyMode};
 use crate::config::service::ServicesConfig;
 use crate::kubernetes::client::{ObjectKey, Store};
 use crate::kubernetes::compose::ClusterPart;
@@ -202,6 +202,18 @@ pub fn routes_part(
     ClusterPart::Routes(t.routes)
 }
 
+/// Who and how the NetworkPolicies part is made for.
+pub struct PolicyHere<'a> {
+    /// This node's Node name.
+    pub node_name: &'a str,
+    /// `network_policy_mode`.
+    pub mode: PolicyMode,
+    /// `log_denied`.
+    pub report_denied: bool,
+    /// This node's pod prefixes when `isolate_unknown_pods` (`None`: off).
+    pub unknown_cidrs: Option<Vec<IpNet>>,
+}
+
 /// Pod isolation for this node's pods, from every NetworkPolicy, ClusterNetworkPolicy, Pod
 /// and Namespace.
 pub fn network_policies_part(
@@ -209,20 +221,25 @@ pub fn network_policies_part(
     cluster_policies: &BTreeMap<ObjectKey, objects::ClusterNetworkPolicy>,
     pods: &BTreeMap<ObjectKey, objects::Pod>,
     namespaces: &BTreeMap<ObjectKey, objects::Namespace>,
-    node_name: &str,
+    here: &PolicyHere<'_>,
     skips: &Skips,
 ) -> ClusterPart {
-    let (mut isolation, skipped) = network_policies::translate(
+    let (mut isolation, skipped) = network_policies::translate_for(
         policies.values(),
         pods.values(),
         namespaces.values(),
-        node_name,
+        &network_policies::Options {
+            node_name: here.node_name,
+            mode: here.mode,
+            report_denied: here.report_denied,
+            unknown_cidrs: here.unknown_cidrs.clone(),
+        },
     );
     let (tiers, cluster_skipped) = network_policies::cluster::translate(
         cluster_policies.values(),
         pods.values(),
         namespaces.values(),
-        node_name,
+        here.node_name,
     );
     isolation.admin = tiers.admin;
     isolation.baseline = tiers.baseline;

@@ -5,11 +5,18 @@
 //! # Layout
 //!
 //! - `pods` (filter forward, priority -1, policy accept: it only ever drops, the other
-//!   chains of the hook still decide): established/related accepted; traffic *to* an address
+//!   chains of the hook still decide): established/related accepted; with unknown-address
+//!   isolation, traffic from or to an address of `pods.cidr4`/`pods.cidr6` (this node's pod
+//!   prefixes) that is not in `pods.known4`/`pods.known6` dropped; traffic *to* an address
 //!   in `pods.in4`/`pods.in6` (isolated for ingress) jumps to `pods-ingress`, traffic *from*
 //!   one in `pods.out4`/`pods.out6` to `pods-egress`.
-//! - `pods-ingress` / `pods-egress`: every unit's allows as `return` rules (the packet goes
-//!   on to the next check), then `drop`.
+//! - `pods-ingress` / `pods-egress`: every enforcing unit's allows as `return` rules (the
+//!   packet goes on to the next check), then `drop`.
+//! - `pods-audit-ingress` / `pods-audit-egress` (only with audit units): the audit units'
+//!   allows as `return` rules, then a report of what they would drop and no verdict (it
+//!   passes). `pods` jumps here for the addresses in `pods.ain*`/`pods.aout*`: those audit
+//!   units select and no enforcing unit does (where one does, it decides, and an audit unit
+//!   could only allow more).
 //!
 //! With cluster-wide tiers (ClusterNetworkPolicies), each direction has two more chains and
 //! the `pods` chain jumps to the first of them for every pod a tier or a unit selects
@@ -18,12 +25,17 @@
 //! - `pods-ingress-admin` / `pods-egress-admin`: the admin tier's rules in order (`Accept`:
 //!   `return`, the direction is done; `Deny`: `drop`; `Pass`: `goto` the baseline chain), then
 //!   `goto` the baseline chain;
-//! - `pods-ingress-baseline` / `pods-egress-baseline`: a pod a unit isolates `goto`es the
+//! - `pods-ingress-baseline` / `pods-egress-baseline`: a pod only audit units select jumps to
+//!   the audit chain (which reports and comes back), a pod a unit isolates `goto`es the
 //!   units' chain (whose `return` then ends the direction, and whose `drop` is final); for the
 //!   others, the baseline tier's rules in order (`Accept` and `Pass`: `return`; `Deny`:
 //!   `drop`); the end of the chain returns: nothing decided, the traffic passes.
 //!
-//! Without tiers the layout is the one above, unchanged.
+//! Without tiers the layout is the one above, unchanged. The order, in short: replies, then
+//! unknown addresses (a pod not yet known has no identity any rule could admit it by, so even
+//! an admin `Accept` comes after), then the admin tier, the units (audit units reporting what
+//! they would drop where the units would decide), the baseline tier. A tier's `Deny` rules
+//! report what they drop (`cnp <direction> <policy>`) as the units' final drop does.
 //!
 //! Every lookup is a named set, so a policy over many pods costs a few rules, and pods coming
 //! and going change set elements only (an element delta, not a table rewrite). The isolated
@@ -42,11 +54,13 @@ use ipnet::IpNet;
 use crate::config::policy::PolicyConfig;
 use crate::config::policy::pods::{
     Allow, Isolation, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy, TierRule,
+    UnknownPods,
 };
 use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
 use super::super::matches::port_match;
+use super::denied::{PodDirection, Reported};
 use super::{Builder, FAULT_CHAIN, Group, Program, RouterAddresses, build_with, est_related};
 
 /// The base chain of pod isolation.
@@ -55,6 +69,10 @@ pub const PODS: &str = "pods";
 pub const PODS_INGRESS: &str = "pods-ingress";
 /// Egress checks of isolated pods.
 pub const PODS_EGRESS: &str = "pods-egress";
+/// Ingress checks of audit units.
+pub const PODS_AUDIT_INGRESS: &str = "pods-audit-ingress";
+/// Egress checks of audit units.
+pub const PODS_AUDIT_EGRESS: &str = "pods-audit-egress";
 /// Priority of [`PODS`] on the forward hook (before the `[policy]` forward chain).
 pub const PODS_PRIORITY: i32 = -1;
 /// The admin tier's ingress rules.
@@ -107,6 +125,22 @@ impl Dir {
             (false, IpVersion::V4) => Field::IpDaddr,
             (true, IpVersion::V6) => Field::Ip6Saddr,
             (false, IpVersion::V6) => Field::Ip6Daddr,
+        }
+    }
+
+    /// The chain of `audit` units' checks in this direction.
+    fn chain_of(self, audit: bool) -> &'static str {
+        match (self, audit) {
+            (d, false) => d.chain(),
+            (Dir::In, true) => PODS_AUDIT_INGRESS,
+            (Dir::Out, true) => PODS_AUDIT_EGRESS,
+        }
+    }
+
+    fn reported(self) -> PodDirection {
+        match self {
+            Dir::In => PodDirection::Ingress,
+            Dir::Out => PodDirection::Egress,
         }
     }
 
@@ -171,21 +205,31 @@ pub fn build_with_pods(
         return Some(base);
     }
     let mut b = Builder { p: base, group: 0 };
+    let audit = pods.policies.iter().any(|p| p.audit);
     let tiered = pods.has_tiers();
-    b.pod_chains(tiered);
+    b.pod_chains(audit, tiered);
     b.isolated_sets(pods);
     for (i, p) in pods.policies.iter().enumerate() {
         b.pod_policy(i, p);
     }
     for (i, p) in pods.admin.iter().enumerate() {
-        b.tier_policy(Tier::Admin, i, p);
+        b.tier_policy(Tier::Admin, i, p, pods.report_denied);
     }
     b.group = 0;
     for dir in [Dir::In, Dir::Out] {
-        b.rule(
-            dir.chain(),
-            vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
-        );
+        let mut stmts = vec![Stmt::Counter];
+        if pods.report_denied {
+            stmts.push(Reported::Pods(dir.reported()).stmt());
+        }
+        stmts.push(Stmt::Verdict(Verdict::Drop));
+        b.rule(dir.chain(), stmts);
+        if audit {
+            // No verdict: what the audit units would drop is reported and goes on.
+            b.rule(
+                dir.chain_of(true),
+                vec![Stmt::Counter, Reported::Audit(dir.reported()).stmt()],
+            );
+        }
     }
     if tiered {
         for dir in [Dir::In, Dir::Out] {
@@ -194,6 +238,13 @@ pub fn build_with_pods(
                 dir.tier_chain(Tier::Admin),
                 vec![Stmt::Verdict(Verdict::Goto(baseline.into()))],
             );
+            // A pod only audit units select: they report what they would drop, had the admin
+            // tier not decided, and the baseline tier goes on as if they were not there.
+            if audit {
+                for v in VERSIONS {
+                    b.audit_jump(baseline, dir, v);
+                }
+            }
             // A pod a unit isolates: the units decide (their verdict is final).
             for v in VERSIONS {
                 let isolated = format!("pods.{}{}", dir.word(), suffix(v));
@@ -207,7 +258,7 @@ pub fn build_with_pods(
             }
         }
         for (i, p) in pods.baseline.iter().enumerate() {
-            b.tier_policy(Tier::Baseline, i, p);
+            b.tier_policy(Tier::Baseline, i, p, pods.report_denied);
         }
     }
     Some(b.p)
@@ -289,8 +340,9 @@ fn port_matches(ports: &[PortRange]) -> Vec<Vec<Stmt>> {
 }
 
 impl Builder {
-    /// The chains (skeleton): the three of pod isolation, and the tiers' four when `tiered`.
-    fn pod_chains(&mut self, tiered: bool) {
+    /// The chains (skeleton): the three of pod isolation, the audit chains when some unit
+    /// audits, and the tiers' four when `tiered`.
+    fn pod_chains(&mut self, audit: bool, tiered: bool) {
         self.group = 0;
         self.p.table.chains.push(Chain::base(
             PODS,
@@ -301,6 +353,10 @@ impl Builder {
         ));
         self.p.table.chains.push(Chain::regular(PODS_INGRESS));
         self.p.table.chains.push(Chain::regular(PODS_EGRESS));
+        if audit {
+            self.p.table.chains.push(Chain::regular(PODS_AUDIT_INGRESS));
+            self.p.table.chains.push(Chain::regular(PODS_AUDIT_EGRESS));
+        }
         if tiered {
             for dir in [Dir::In, Dir::Out] {
                 for tier in [Tier::Admin, Tier::Baseline] {
@@ -318,16 +374,39 @@ impl Builder {
     fn isolated_sets(&mut self, pods: &PodPolicies) {
         self.group = 0;
         self.rule(PODS, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+        if let Some(unknown) = &pods.unknown {
+            self.unknown_drops(unknown, pods.report_denied);
+        }
         let tiered = pods.has_tiers();
-        for dir in [Dir::In, Dir::Out] {
-            let addrs: Vec<IpAddr> = pods
-                .policies
+        let selected = |dir: Dir, audit: bool| -> std::collections::BTreeSet<IpAddr> {
+            pods.policies
                 .iter()
+                .filter(|p| p.audit == audit)
                 .filter_map(|p| dir.isolation(p))
                 .flat_map(|i| i.pods.iter().copied())
-                .collect();
-            let mut selected = addrs.clone();
-            selected.extend(
+                .collect()
+        };
+        let any_audit = pods.policies.iter().any(|p| p.audit);
+        // Per direction: the pods an enforcing unit isolates, and those only audit units do.
+        let views: Vec<(Dir, Vec<IpAddr>, Vec<IpAddr>)> = [Dir::In, Dir::Out]
+            .into_iter()
+            .map(|dir| {
+                let enforced = selected(dir, false);
+                let audited = if any_audit {
+                    selected(dir, true).difference(&enforced).copied().collect()
+                } else {
+                    Vec::new()
+                };
+                (dir, enforced.into_iter().collect(), audited)
+            })
+            .collect();
+        for (dir, enforced, audited) in &views {
+            let dir = *dir;
+            // With tiers, every pod a tier or a unit (enforcing or auditing) selects starts at
+            // the admin tier; the audit units are then checked where the units are.
+            let mut in_tiers = enforced.clone();
+            in_tiers.extend(audited);
+            in_tiers.extend(
                 pods.admin
                     .iter()
                     .chain(&pods.baseline)
@@ -336,14 +415,17 @@ impl Builder {
             );
             for v in VERSIONS {
                 let name = format!("pods.{}{}", dir.word(), suffix(v));
-                self.p.table.sets.push(address_set(name.clone(), v, &addrs));
+                self.p
+                    .table
+                    .sets
+                    .push(address_set(name.clone(), v, enforced));
                 self.p.set_groups.push(0);
                 let (set, chain) = if tiered {
                     let name = format!("tiers.{}{}", dir.word(), suffix(v));
                     self.p
                         .table
                         .sets
-                        .push(address_set(name.clone(), v, &selected));
+                        .push(address_set(name.clone(), v, &in_tiers));
                     self.p.set_groups.push(0);
                     (name, dir.tier_chain(Tier::Admin))
                 } else {
@@ -358,12 +440,77 @@ impl Builder {
                 );
             }
         }
+        if !any_audit {
+            return;
+        }
+        for (dir, _, audited) in &views {
+            for v in VERSIONS {
+                let name = format!("pods.a{}{}", dir.word(), suffix(v));
+                self.p.table.sets.push(address_set(name, v, audited));
+                self.p.set_groups.push(0);
+                // With tiers, the baseline chain jumps there instead (after the admin tier).
+                if !tiered {
+                    self.audit_jump(PODS, *dir, v);
+                }
+            }
+        }
+    }
+
+    /// The jump from `chain` to the audit units' checks for the pods only they select.
+    fn audit_jump(&mut self, chain: &str, dir: Dir, v: IpVersion) {
+        let name = format!("pods.a{}{}", dir.word(), suffix(v));
+        self.rule(
+            chain,
+            vec![
+                lookup(dir.field(true, v), &name),
+                Stmt::Verdict(Verdict::Jump(dir.chain_of(true).into())),
+            ],
+        );
+    }
+
+    /// Addresses of the pod prefixes that are no known pod's: dropped from and to, before
+    /// any policy or tier (skeleton: the sets change by element as pods come and go). A pod
+    /// not yet known has no identity any policy could admit it by, not even an admin tier's
+    /// `Accept`. The node's own traffic (input and output hooks) never meets these rules.
+    fn unknown_drops(&mut self, unknown: &UnknownPods, report: bool) {
+        for v in VERSIONS {
+            let s = suffix(v);
+            let (cidrs, known) = (format!("pods.cidr{s}"), format!("pods.known{s}"));
+            self.p
+                .table
+                .sets
+                .push(prefix_set(cidrs.clone(), v, &unknown.cidrs));
+            self.p.set_groups.push(0);
+            self.p
+                .table
+                .sets
+                .push(address_set(known.clone(), v, &unknown.known));
+            self.p.set_groups.push(0);
+            for dir in [Dir::Out, Dir::In] {
+                let field = dir.field(true, v);
+                let mut stmts = vec![
+                    lookup(field, &cidrs),
+                    Stmt::Lookup {
+                        left: Expr::Payload(field),
+                        set: SetRef::Named(known.clone()),
+                        negate: true,
+                    },
+                    Stmt::Counter,
+                ];
+                if report {
+                    stmts.push(Reported::Unknown(dir.reported()).stmt());
+                }
+                stmts.push(Stmt::Verdict(Verdict::Drop));
+                self.rule(PODS, stmts);
+            }
+        }
     }
 
     /// One cluster-wide policy of `tier`: its group, sets and rules in its tier's chains.
     /// A refused policy with a `Deny` or `Pass` rule leaves a drop in its place (the API's
-    /// "fail closed" for those), one with only `Accept` rules matches nothing.
-    fn tier_policy(&mut self, tier: Tier, i: usize, p: &TierPolicy) {
+    /// "fail closed" for those), one with only `Accept` rules matches nothing. With `report`,
+    /// what its `Deny` rules drop is reported by name.
+    fn tier_policy(&mut self, tier: Tier, i: usize, p: &TierPolicy, report: bool) {
         let deny = p
             .ingress
             .iter()
@@ -392,8 +539,13 @@ impl Builder {
                         Verdict::Goto(dir.tier_chain(Tier::Baseline).into())
                     }
                 };
+                let mut end = Vec::new();
+                if report && rule.action == TierAction::Deny {
+                    end.push(Reported::Cluster(dir.reported(), p.name.clone()).stmt());
+                }
+                end.push(Stmt::Verdict(verdict));
                 let prefix = format!("{targets}{j}");
-                self.matching(dir, chain, &prefix, &targets, &rule.matches, verdict);
+                self.matching(dir, chain, &prefix, &targets, &rule.matches, &end);
             }
             if super::refused_by_test(&p.name, true) {
                 self.rule(
@@ -419,11 +571,11 @@ impl Builder {
                 self.unit_set(address_set(format!("{targets}{}", suffix(v)), v, &iso.pods));
             }
             for (j, allow) in iso.allow.iter().enumerate() {
-                self.allow(dir, &format!("{targets}{j}"), &targets, allow);
+                self.allow(dir, p.audit, &format!("{targets}{j}"), &targets, allow);
             }
             if super::refused_by_test(&p.name, true) {
                 self.rule(
-                    dir.chain(),
+                    dir.chain_of(p.audit),
                     vec![
                         Stmt::Counter,
                         Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())),
@@ -439,12 +591,14 @@ impl Builder {
     }
 
     /// The rules of one allow (per family, per protocol), with its sets named after `prefix`.
-    fn allow(&mut self, dir: Dir, prefix: &str, targets: &str, allow: &Allow) {
-        self.matching(dir, dir.chain(), prefix, targets, allow, Verdict::Return);
+    fn allow(&mut self, dir: Dir, audit: bool, prefix: &str, targets: &str, allow: &Allow) {
+        let end = [Stmt::Verdict(Verdict::Return)];
+        self.matching(dir, dir.chain_of(audit), prefix, targets, allow, &end);
     }
 
-    /// The rules matching `allow` (per family, per protocol) in `chain`, with `verdict`; its
-    /// sets named after `prefix`, its pods by default those of set `targets`.
+    /// The rules matching `allow` (per family, per protocol) in `chain`, each ending (after
+    /// its counter) with `end`; its sets named after `prefix`, its pods by default those of
+    /// set `targets`.
     fn matching(
         &mut self,
         dir: Dir,
@@ -452,7 +606,7 @@ impl Builder {
         prefix: &str,
         targets: &str,
         allow: &Allow,
-        verdict: Verdict,
+        end: &[Stmt],
     ) {
         for v in VERSIONS {
             let s = suffix(v);
@@ -474,7 +628,7 @@ impl Builder {
                 let mut rule = stmts.clone();
                 rule.extend(ports);
                 rule.push(Stmt::Counter);
-                rule.push(Stmt::Verdict(verdict.clone()));
+                rule.extend_from_slice(end);
                 self.rule(chain, rule);
             }
         }

@@ -349,7 +349,7 @@ impl RuleCx<'_> {
                 .raw
                 .add_expr(expr::limit(*rate, unit.seconds(), *burst, *over)),
             Stmt::LimitRef(name) => self.raw.add_expr(expr::limit_ref(name)?),
-            Stmt::Log { prefix } => self.raw.add_expr(expr::log(prefix)?),
+            Stmt::Log { prefix, group } => self.raw.add_expr(expr::log(prefix, *group)?),
             Stmt::Verdict(v) => {
                 let (code, chain) = verdict_code(v);
                 self.raw.add_expr(expr::verdict(code, chain)?);

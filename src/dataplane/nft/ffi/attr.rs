@@ -11,6 +11,8 @@ use nftnl::nftnl_sys as sys;
 pub(crate) mod shape {
     /// One byte.
     pub(crate) enum U8 {}
+    /// A native-endian u16.
+    pub(crate) enum U16 {}
     /// A native-endian u32.
     pub(crate) enum U32 {}
     /// A native-endian i32.
@@ -302,7 +304,7 @@ pub(crate) mod expr {
             TYPE: U32 = NFTNL_EXPR_LIMIT_TYPE;
             FLAGS: U32 = NFTNL_EXPR_LIMIT_FLAGS;
         }
-        log: Log { PREFIX: Str = NFTNL_EXPR_LOG_PREFIX; }
+        log: Log { PREFIX: Str = NFTNL_EXPR_LOG_PREFIX; GROUP: U16 = NFTNL_EXPR_LOG_GROUP; }
         objref: Objref {
             IMM_TYPE: U32 = NFTNL_EXPR_OBJREF_IMM_TYPE;
             IMM_NAME: Str = NFTNL_EXPR_OBJREF_IMM_NAME;

@@ -409,6 +409,13 @@ impl<K: Owned> Obj<K> {
         self
     }
 
+    /// Sets a u16 attribute.
+    pub(crate) fn set_u16(&mut self, a: Attr<K, shape::U16>, v: u16) -> &mut Self {
+        // SAFETY: the attribute's shape is U16: libnftnl reads two bytes.
+        unsafe { self.set_raw(a.code, &v.to_ne_bytes()) };
+        self
+    }
+
     /// Sets a u32 attribute.
     pub(crate) fn set_u32(&mut self, a: Attr<K, shape::U32>, v: u32) -> &mut Self {
         // SAFETY: the attribute's shape is U32: libnftnl reads four bytes.

@@ -54,6 +54,14 @@ impl<'a, K: Kind> Ref<'a, K> {
         }
     }
 
+    /// A u16 attribute (`None` when unset).
+    pub(crate) fn u16(&self, a: Attr<K, shape::U16>) -> Option<u16> {
+        self.raw_attr(a.code)?
+            .try_into()
+            .ok()
+            .map(u16::from_ne_bytes)
+    }
+
     /// A u32 attribute (`None` when unset).
     pub(crate) fn u32(&self, a: Attr<K, shape::U32>) -> Option<u32> {
         self.raw_attr(a.code)?

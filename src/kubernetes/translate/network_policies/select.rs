@@ -29,6 +29,11 @@ pub(super) struct PodView<'a> {
 }
 
 impl PodView<'_> {
+    /// `namespace/name`.
+    pub(super) fn name(&self) -> String {
+        format!("{}/{}", self.namespace, self.pod.metadata.name)
+    }
+
     /// The number of the container port `name` of `protocol`, if the pod declares one.
     pub(super) fn named_port(&self, name: &str, protocol: L4Protocol) -> Option<u16> {
         self.pod

@@ -243,6 +243,7 @@ fn ingress_from_a_namespace_selects_local_pods_and_peers_anywhere() {
                 }],
             }),
             egress: None,
+            audit: false,
         }]
     );
 }
@@ -545,4 +546,83 @@ fn output_is_sorted_and_independent_of_input_order() {
     assert_eq!(one, two);
     let names: Vec<&str> = one.policies.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["k8s:db/b", "k8s:shop/a"]);
+}
+
+#[test]
+fn the_mode_annotation_wins_over_the_configured_mode_and_unknown_addresses_are_listed() {
+    use super::{MODE_ANNOTATION, Options, translate_for};
+    use crate::config::kubernetes::PolicyMode;
+    let annotated = |name: &str, mode: Option<&str>| {
+        let mut p = policy("db", name, ingress(sel(&[]), vec![], vec![]));
+        if let Some(m) = mode {
+            p.metadata
+                .annotations
+                .insert(MODE_ANNOTATION.into(), m.into());
+        }
+        p
+    };
+    let policies = [
+        annotated("a", Some("audit")),
+        annotated("e", Some("enforce")),
+        annotated("n", None),
+        annotated("x", Some("dry-run")),
+    ];
+    let (pods, namespaces) = cluster();
+    let modes = |mode| {
+        let opts = Options {
+            node_name: NODE,
+            mode,
+            report_denied: true,
+            unknown_cidrs: Some(nets(&["10.1.0.0/24"])),
+        };
+        let (out, skipped) = translate_for(&policies, &pods, &namespaces, &opts);
+        let audits: Vec<bool> = out.policies.iter().map(|p| p.audit).collect();
+        (out, audits, skipped)
+    };
+    let (out, audits, skipped) = modes(PolicyMode::Enforce);
+    assert_eq!(audits, [true, false, false, false], "a, e, n, x");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].reason.contains("`dry-run`"), "{skipped:?}");
+    let unknown = out.unknown.unwrap();
+    assert_eq!(
+        unknown.known,
+        ips(&["10.1.0.5", "10.1.0.6"]),
+        "known pods in the prefix"
+    );
+    assert!(out.report_denied);
+    assert_eq!(out.names[&"10.1.0.6".parse::<IpAddr>().unwrap()], "db/pg");
+    assert!(
+        !out.names
+            .contains_key(&"10.2.0.7".parse::<IpAddr>().unwrap()),
+        "local pods only"
+    );
+    let (_, audits, _) = modes(PolicyMode::Audit);
+    assert_eq!(
+        audits,
+        [true, false, true, true],
+        "network_policy_mode = audit for the rest"
+    );
+}
+
+#[test]
+fn pod_names_are_kept_only_where_something_reports() {
+    use super::{MODE_ANNOTATION, Options, translate_for};
+    let (pods, namespaces) = cluster();
+    let p = policy("db", "a", ingress(sel(&[]), vec![], vec![]));
+    let names = |report_denied, p: &NetworkPolicy| {
+        let opts = Options {
+            node_name: NODE,
+            report_denied,
+            ..Options::default()
+        };
+        translate_for([p], &pods, &namespaces, &opts).0.names.len()
+    };
+    assert_eq!(names(false, &p), 0, "nothing reports: no names");
+    assert!(names(true, &p) > 0, "log_denied");
+    let mut audited = p.clone();
+    audited
+        .metadata
+        .annotations
+        .insert(MODE_ANNOTATION.into(), "audit".into());
+    assert!(names(false, &audited) > 0, "an audit always reports");
 }

@@ -45,6 +45,7 @@ pub(crate) fn sample() -> PodPolicies {
                     ],
                 }),
                 egress: None,
+                audit: false,
             },
             PodPolicy {
                 name: "k8s:shop/out".into(),
@@ -57,6 +58,7 @@ pub(crate) fn sample() -> PodPolicies {
                         ports: vec![],
                     }],
                 }),
+                audit: false,
             },
         ],
         ..PodPolicies::default()
@@ -208,6 +210,86 @@ fn a_policy_over_many_pods_is_a_few_rules_over_sets() {
     assert_eq!(peers.elements.len(), 2000);
 }
 
+#[test]
+fn unknown_addresses_of_the_pod_prefixes_are_dropped_both_ways_before_any_policy() {
+    use crate::config::policy::pods::UnknownPods;
+    let pods = PodPolicies {
+        unknown: Some(UnknownPods {
+            cidrs: nets(&["10.1.0.0/24", "fd00::/64"]),
+            known: ips(&["10.1.0.5", "fd00::5"]),
+        }),
+        ..PodPolicies::default()
+    };
+    assert!(
+        !pods.is_empty(),
+        "isolating unknown addresses alone makes a table"
+    );
+    let p = build_with_pods(None, &pods, "t", &RouterAddresses::default()).unwrap();
+    let text = text::render_plan_block(&p.table);
+    let order: Vec<usize> = [
+        "ct state established,related accept",
+        "ip saddr @pods.cidr4 ip saddr != @pods.known4 counter drop",
+        "ip daddr @pods.cidr4 ip daddr != @pods.known4 counter drop",
+        "ip6 saddr @pods.cidr6 ip6 saddr != @pods.known6 counter drop",
+        "ip6 daddr @pods.cidr6 ip6 daddr != @pods.known6 counter drop",
+        "ip daddr @pods.in4 jump pods-ingress",
+    ]
+    .iter()
+    .map(|want| {
+        text.find(want)
+            .unwrap_or_else(|| panic!("missing {want:?} in\n{text}"))
+    })
+    .collect();
+    assert!(
+        order.is_sorted(),
+        "replies first, then unknown addresses, then policies:\n{text}"
+    );
+    let set = |name: &str| {
+        let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
+        (
+            p.table.sets[i].elements.len(),
+            p.set_groups[i],
+            p.table.sets[i].interval,
+        )
+    };
+    assert_eq!(set("pods.cidr4"), (1, 0, true));
+    assert_eq!(set("pods.known4"), (1, 0, false));
+    assert_eq!(set("pods.known6"), (1, 0, false));
+}
+
+#[test]
+fn an_audit_unit_reports_in_its_own_chains_and_isolates_nobody() {
+    let mut pods = sample();
+    pods.policies[0].audit = true;
+    let p = build_with_pods(None, &pods, "t", &RouterAddresses::default()).unwrap();
+    let text = text::render_plan_block(&p.table);
+    for want in [
+        "ip daddr @pods.ain4 jump pods-audit-ingress",
+        "ip daddr @np0.in4 ip saddr @np0.in0.p4 meta l4proto tcp th dport 80 counter return",
+        "counter log prefix \"pods-audit ingress\" group 7026 comment",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let set = |name: &str| {
+        let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
+        p.table.sets[i].elements.len()
+    };
+    assert_eq!(set("pods.in4"), 0, "the audit unit's pods are not isolated");
+    assert_eq!((set("pods.ain4"), set("pods.ain6")), (2, 1));
+    assert_eq!(set("pods.out4"), 1, "the enforcing unit still isolates");
+    let audit_rules = p
+        .table
+        .rules
+        .iter()
+        .filter(|r| r.chain == PODS_AUDIT_INGRESS);
+    assert!(
+        audit_rules
+            .clone()
+            .all(|r| !r.stmts.contains(&Stmt::Verdict(Verdict::Drop))),
+        "an audit chain never drops"
+    );
+}
+
 /// [`sample`] with an admin policy (accept, deny, pass) and a baseline one over `web`.
 fn tiered() -> PodPolicies {
     use crate::config::policy::pods::{TierAction, TierPolicy, TierRule};
@@ -355,4 +437,86 @@ fn a_refused_tier_policy_with_a_deny_leaves_a_drop_in_its_place() {
         .find(|r| r.chain == PODS_INGRESS_ADMIN)
         .unwrap();
     assert_eq!(first.stmts, [Stmt::Counter, Stmt::Verdict(Verdict::Drop)]);
+}
+
+#[test]
+fn with_tiers_unknown_addresses_drop_first_and_audit_units_report_where_the_units_decide() {
+    use crate::config::policy::pods::UnknownPods;
+    let mut pods = tiered();
+    pods.policies[0].audit = true;
+    pods.report_denied = true;
+    pods.unknown = Some(UnknownPods {
+        cidrs: nets(&["10.1.0.0/24"]),
+        known: ips(&["10.1.0.5", "10.1.0.6", "10.1.0.7", "10.1.0.9"]),
+    });
+    let p = build_with_pods(None, &pods, "t", &RouterAddresses::default()).unwrap();
+    let text = text::render_plan_block(&p.table);
+    let chain = |name: &str| -> Vec<String> {
+        let start = text.find(&format!("chain {name} {{")).unwrap();
+        let end = start + text[start..].find("\n\t}").unwrap();
+        text[start..end]
+            .lines()
+            .skip(1)
+            .map(|l| l.trim().split(" comment").next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        chain(PODS)[..6],
+        [
+            "type filter hook forward priority -1; policy accept;",
+            "ct state established,related accept",
+            "ip saddr @pods.cidr4 ip saddr != @pods.known4 counter log prefix \"pods-unknown egress\" group 7026 drop",
+            "ip daddr @pods.cidr4 ip daddr != @pods.known4 counter log prefix \"pods-unknown ingress\" group 7026 drop",
+            "ip6 saddr @pods.cidr6 ip6 saddr != @pods.known6 counter log prefix \"pods-unknown egress\" group 7026 drop",
+            "ip6 daddr @pods.cidr6 ip6 daddr != @pods.known6 counter log prefix \"pods-unknown ingress\" group 7026 drop",
+        ],
+        "replies, then unknown addresses, before the admin tier could accept anything"
+    );
+    assert!(
+        chain(PODS)[6..].iter().all(|r| r.contains("@tiers.")),
+        "no jump to the audit chains from `pods`: an admin Accept or Deny ends the direction first\n{text}"
+    );
+    assert_eq!(
+        chain(PODS_INGRESS_BASELINE)[..4],
+        [
+            "ip daddr @pods.ain4 jump pods-audit-ingress",
+            "ip6 daddr @pods.ain6 jump pods-audit-ingress",
+            "ip daddr @pods.in4 goto pods-ingress",
+            "ip6 daddr @pods.in6 goto pods-ingress",
+        ]
+    );
+    assert!(
+        chain(PODS_INGRESS_ADMIN).contains(
+            &"ip daddr @admin0.in4 ip saddr @admin0.in1.p4 meta l4proto tcp th dport 80 counter log prefix \"cnp ingress k8s:admin\" group 7026 drop".to_string()
+        ),
+        "{text}"
+    );
+    assert!(
+        chain(PODS_INGRESS_BASELINE).contains(
+            &"ip daddr @baseline0.in4 ip saddr @baseline0.in1.p4 counter log prefix \"cnp ingress k8s:default\" group 7026 drop".to_string()
+        ),
+        "{text}"
+    );
+    assert!(
+        chain(PODS_INGRESS_ADMIN)
+            .iter()
+            .filter(|r| !r.ends_with(" drop"))
+            .all(|r| !r.contains(" log ")),
+        "only Deny rules report:\n{text}"
+    );
+    let set = |name: &str| {
+        let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
+        p.table.sets[i].elements.len()
+    };
+    assert_eq!(
+        set("pods.in4"),
+        0,
+        "web audits: nobody isolated for ingress"
+    );
+    assert_eq!(set("pods.ain4"), 2, "web's two pods are audited");
+    assert_eq!(
+        set("tiers.in4"),
+        3,
+        "web's audited two reach the units' place through the tiers, with the admin's 10.1.0.7"
+    );
 }
