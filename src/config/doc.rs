@@ -64,6 +64,33 @@ pub struct KeyClash {
 pub struct Doc<'a> {
     root: DeTable<'a>,
     clashes: &'static [KeyClash],
+    /// Set once the files of lesser authority (fragments from a cluster) start merging.
+    yielding: Option<Yielding>,
+}
+
+/// How the files merged from a global offset on give way to the ones before it: a key set in
+/// both keeps the earlier file's value (the clash is noted, not an error), and some sections
+/// may not come from them at all.
+struct Yielding {
+    /// Where the files of lesser authority start (global offset).
+    from: usize,
+    /// Top-level sections they may not set.
+    refused: &'static [&'static str],
+    /// Why, for the error at such a section.
+    why: &'static str,
+    /// The keys set in both, with both places.
+    shadowed: Vec<Shadowed>,
+}
+
+/// A key a file of lesser authority set again: the earlier file's value stays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadowed {
+    /// The key's dotted path, e.g. `policy.input`.
+    pub key: String,
+    /// Where the file of lesser authority set it (global span).
+    pub at: Range<usize>,
+    /// Where it was set first, and stays set (global span).
+    pub kept: Range<usize>,
 }
 
 impl std::fmt::Debug for Doc<'_> {
@@ -78,12 +105,48 @@ impl<'a> Doc<'a> {
         Doc {
             root: DeTable::new(),
             clashes,
+            yielding: None,
         }
     }
 
+    /// From global offset `from` on, files give way to the ones merged before: a key set in
+    /// both keeps its first value (see [`Doc::shadowed`]), and the top-level sections
+    /// `refused` are errors there, saying `why`.
+    pub fn yield_from(&mut self, from: usize, refused: &'static [&'static str], why: &'static str) {
+        self.yielding = Some(Yielding {
+            from,
+            refused,
+            why,
+            shadowed: Vec::new(),
+        });
+    }
+
+    /// The keys files of lesser authority set again, in merge order.
+    pub fn shadowed(&self) -> &[Shadowed] {
+        self.yielding.as_ref().map_or(&[], |y| &y.shadowed)
+    }
+
     /// Merges one file's table (global spans) into the document; conflicts go to `diags`.
-    pub fn merge(&mut self, table: DeTable<'a>, diags: &mut Diagnostics) {
-        merge_tables(&mut self.root, table, &mut Vec::new(), self.clashes, diags);
+    pub fn merge(&mut self, mut table: DeTable<'a>, diags: &mut Diagnostics) {
+        if let Some(y) = &self.yielding {
+            let refused: Vec<(String, Range<usize>)> = table
+                .iter()
+                .filter(|(k, _)| k.span().start >= y.from && y.refused.contains(&&**k.get_ref()))
+                .map(|(k, _)| (k.get_ref().to_string(), k.span()))
+                .collect();
+            for (key, span) in refused {
+                diags.error(span, format!("`[{key}]` {}", y.why));
+                table.remove(key.as_str());
+            }
+        }
+        merge_tables(
+            &mut self.root,
+            table,
+            &mut Vec::new(),
+            self.clashes,
+            &mut self.yielding,
+            diags,
+        );
     }
 
     /// The sections' accounts of a key set twice (for the parser's "duplicate key").
@@ -218,6 +281,7 @@ fn merge_tables<'a>(
     src: DeTable<'a>,
     path: &mut Vec<String>,
     clashes: &'static [KeyClash],
+    yielding: &mut Option<Yielding>,
     diags: &mut Diagnostics,
 ) {
     for (key, value) in src {
@@ -235,7 +299,7 @@ fn merge_tables<'a>(
         match (existing.get_mut(), value.into_inner()) {
             (DeValue::Table(into), DeValue::Table(from)) => {
                 path.push(key.get_ref().to_string());
-                merge_tables(into, from, path, clashes, diags);
+                merge_tables(into, from, path, clashes, yielding, diags);
                 path.pop();
             }
             (DeValue::Array(into), DeValue::Array(from)) if appendable => {
@@ -244,6 +308,24 @@ fn merge_tables<'a>(
                 }
             }
             _ => match clash {
+                // The file of more authority keeps its value; the clash is noted.
+                _ if yielding
+                    .as_ref()
+                    .is_some_and(|y| first_set.start < y.from && key.span().start >= y.from) =>
+                {
+                    let mut dotted = path.join(".");
+                    if !dotted.is_empty() {
+                        dotted.push('.');
+                    }
+                    dotted.push_str(key.get_ref());
+                    if let Some(y) = yielding.as_mut() {
+                        y.shadowed.push(Shadowed {
+                            key: dotted,
+                            at: key.span(),
+                            kept: first_set,
+                        });
+                    }
+                }
                 Some(c) => diags.error_also(key.span(), c.message, first_set, c.note),
                 None => diags.error_also(
                     key.span(),

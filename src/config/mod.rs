@@ -29,6 +29,7 @@ mod diag;
 pub(crate) mod doc;
 mod duration;
 pub mod extension;
+pub mod fragments;
 pub mod kubernetes;
 pub mod limits;
 mod load;
@@ -132,13 +133,20 @@ pub fn config_files(main: &Path) -> Vec<PathBuf> {
 
 /// Loads and validates the configuration rooted at `main`.
 pub fn load(main: &Path) -> Result<DesiredState, ConfigError> {
-    load_files(main, None).map(|(state, _)| state)
+    plain(load_files(main, None, &[])).map(|(state, _)| state)
 }
 
 /// [`load`], with the texts it read (what the daemon keeps of a configuration that comes
 /// into force).
 pub fn load_keeping_texts(main: &Path) -> Result<(DesiredState, ConfigTexts), ConfigError> {
-    load_files(main, None)
+    plain(load_files(main, None, &[]))
+}
+
+/// A load without fragments, as the callers that have none see it.
+fn plain(
+    loaded: Result<fragments::Loaded, fragments::Rejected>,
+) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+    loaded.map(|l| (l.state, l.texts)).map_err(|r| r.error)
 }
 
 /// [`load_replacing_main`], with the texts (`text` under `main`'s own path).
@@ -147,7 +155,7 @@ pub fn load_replacing_main_keeping_texts(
     shown_as: &Path,
     text: String,
 ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
-    load_files(main, Some((shown_as, text)))
+    plain(load_files(main, Some((shown_as, text)), &[]))
 }
 
 /// Loads the configuration rooted at `main` as it would be with `text` in place of the main
@@ -158,13 +166,16 @@ pub fn load_replacing_main(
     shown_as: &Path,
     text: String,
 ) -> Result<DesiredState, ConfigError> {
-    load_files(main, Some((shown_as, text))).map(|(state, _)| state)
+    plain(load_files(main, Some((shown_as, text)), &[])).map(|(state, _)| state)
 }
 
+/// Reads the files rooted at `main` (the main file's text replaced by `replace`'s, shown as
+/// its path) and then `fragments`, which give way to the files (see [`fragments`]).
 fn load_files(
     main: &Path,
     replace: Option<(&Path, String)>,
-) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+    fragments: &[fragments::Fragment],
+) -> Result<fragments::Loaded, fragments::Rejected> {
     let mut sources = SourceMap::default();
     let mut diags = Diagnostics::default();
     let files = config_files(main);
@@ -215,25 +226,43 @@ fn load_files(
             }
         }
     }
+    let from = fragments::add(
+        &mut sources,
+        fragments,
+        &mut total,
+        &mut unparsed,
+        &mut diags,
+    );
     let mut data = DataFiles::from_disk();
-    let state = validate_sources(
+    let (state, shadowed) = validate_sources(
         &sources,
         &unparsed,
         split::MIN_BLOCKS,
+        from,
         &mut data,
         &mut diags,
     );
     if diags.is_empty() {
-        // A valid load read every file as text, one source per file, in order.
+        let shadowed = fragments::render_shadowed(&shadowed, &sources);
+        // A valid load read every file as text, one source per file, in order (the
+        // fragments after them are not files: not kept with them).
         let texts = ConfigTexts {
             files: files.iter().cloned().zip(sources.into_texts()).collect(),
             data: data.into_read(),
         };
-        Ok((DesiredState { files, ..state }, texts))
+        Ok(fragments::Loaded {
+            state: DesiredState { files, ..state },
+            texts,
+            shadowed,
+        })
     } else {
-        Err(ConfigError {
-            data_files: data.named().to_vec(),
-            ..ConfigError::new(&diags, &sources)
+        let in_fragments = from.map_or(0, |from| fragments::count_from(&diags, from));
+        Err(fragments::Rejected {
+            error: ConfigError {
+                data_files: data.named().to_vec(),
+                ..ConfigError::new(&diags, &sources)
+            },
+            in_fragments,
         })
     }
 }
@@ -266,7 +295,7 @@ fn load_str_split_with(
         sources.add(PathBuf::from(name), text.to_string());
     }
     let mut diags = Diagnostics::default();
-    let state = validate_sources(&sources, &[], min_blocks, &mut data, &mut diags);
+    let (state, _) = validate_sources(&sources, &[], min_blocks, None, &mut data, &mut diags);
     if diags.is_empty() {
         Ok(state)
     } else {
@@ -274,15 +303,21 @@ fn load_str_split_with(
     }
 }
 
-/// Merges and validates every file of `sources` but those whose base is in `unparsed`.
+/// Merges and validates every file of `sources` but those whose base is in `unparsed`; the
+/// files from global offset `yield_from` on are fragments that give way to the ones before
+/// (the keys they set again are returned).
 fn validate_sources(
     sources: &SourceMap,
     unparsed: &[usize],
     min_blocks: usize,
+    yield_from: Option<usize>,
     data: &mut DataFiles,
     diags: &mut Diagnostics,
-) -> DesiredState {
+) -> (DesiredState, Vec<doc::Shadowed>) {
     let mut doc = Doc::new(KEY_CLASHES);
+    if let Some(from) = yield_from {
+        doc.yield_from(from, fragments::LOCAL_ONLY, fragments::LOCAL_ONLY_WHY);
+    }
     let mut routes = route::RouteList::default();
     let mut budget = limits::ParseBudget::default();
     for file in sources
@@ -343,7 +378,7 @@ fn validate_sources(
             inc.at = format!("{}:{}:{}", l.path.display(), l.line, l.column);
         }
     }
-    state
+    (state, doc.shadowed().to_vec())
 }
 
 /// The differential oracle of the `[[route]]` fast path: a test and fuzz oracle, not part of

@@ -26,6 +26,10 @@
 //!   node's own pod CIDRs (its Node's `spec.podCIDRs`); `[]` = no detector.
 //! - `node_port_addresses`: where NodePorts are served: `["primary"]` (default), `["all"]`,
 //!   or prefixes.
+//! - `config_map`: `"namespace/name"` of a ConfigMap whose data keys are TOML fragments,
+//!   merged after the local files (the local files win a key set in both).
+//! - `config_confirm`: a duration (default 2 min): a config from the cluster is rolled back
+//!   unless the router reaches the API server again within it.
 //!
 //! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
 //! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so

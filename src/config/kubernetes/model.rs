@@ -34,6 +34,30 @@ pub struct KubernetesConfig {
     pub cluster_cidrs: Option<Vec<IpNet>>,
     /// `node_port_addresses`: the addresses NodePorts are served on.
     pub node_port_addresses: NodePortAddresses,
+    /// `config_map`: the ConfigMap whose data keys are TOML fragments merged after the local
+    /// files; `None` = the router's config is its files alone.
+    pub config_map: Option<ConfigMapRef>,
+    /// `config_confirm`: how long a config from the cluster has to prove the router still
+    /// reaches the API server before it is rolled back.
+    pub config_confirm: Duration,
+}
+
+/// The default of `config_confirm`.
+pub const DEFAULT_CONFIG_CONFIRM: Duration = Duration::from_secs(120);
+
+/// `config_map = "namespace/name"`: one ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigMapRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ConfigMapRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
 }
 
 /// Which of this node's addresses serve NodePorts (kube-proxy's `--nodeport-addresses`).

@@ -22,4 +22,6 @@ pub(super) struct RawKubernetes {
     pub(super) service_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) cluster_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) config_map: Option<Spanned<String>>,
+    pub(super) config_confirm: Option<Spanned<String>>,
 }

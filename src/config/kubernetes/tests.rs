@@ -509,3 +509,51 @@ fn bad_service_cidrs_cluster_cidrs_and_node_port_addresses_are_errors_at_their_p
     let e = rejected(&format!("{SECTION}node_port_addresses = []\n"));
     has(&e, "empty node_port_addresses");
 }
+
+#[test]
+fn config_map_is_namespace_slash_name_and_config_confirm_a_duration_of_2m_by_default() {
+    if let Some(k) = accepted("[kubernetes]\nin_cluster = true\n") {
+        assert_eq!(k.config_map, None);
+        assert_eq!(k.config_confirm, super::DEFAULT_CONFIG_CONFIRM);
+        assert_eq!(k.config_confirm, std::time::Duration::from_secs(120));
+    }
+    if let Some(k) = accepted(
+        "[kubernetes]\nin_cluster = true\nconfig_map = \"kube-system/edgenetd-fleet.v2\"\nconfig_confirm = \"30s\"\n",
+    ) {
+        let cm = k.config_map.unwrap();
+        assert_eq!(
+            (cm.namespace.as_str(), cm.name.as_str()),
+            ("kube-system", "edgenetd-fleet.v2")
+        );
+        assert_eq!(cm.to_string(), "kube-system/edgenetd-fleet.v2");
+        assert_eq!(k.config_confirm, std::time::Duration::from_secs(30));
+    }
+    for bad in [
+        "edgenetd-fleet",
+        "kube.system/x",
+        "kube-system/",
+        "/x",
+        "a/b/c",
+        "Kube/x",
+    ] {
+        let out = rejected(&format!(
+            "[kubernetes]\nin_cluster = true\nconfig_map = \"{bad}\"\n"
+        ));
+        has(
+            &out,
+            &format!(
+                "edgenetd.toml:3:14: error: invalid config_map `{bad}`: expected \"namespace/name\""
+            ),
+        );
+    }
+    let out = rejected("[kubernetes]\nin_cluster = true\nconfig_confirm = \"500ms\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:18: error: config_confirm must be at least 1s",
+    );
+    let out = rejected("[kubernetes]\nin_cluster = true\nconfig_confirm = \"soon\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:18: error: config_confirm: invalid duration `soon`",
+    );
+}
