@@ -71,6 +71,13 @@ pub struct Confirmer {
     pub last_good: Arc<LastGood>,
     /// Whether a fallback runs instead of the config files (an apply ends it).
     pub degraded: Arc<Degraded>,
+    /// Router config from the cluster, when `[kubernetes] config_map` is set: its fragments
+    /// in force are loaded with every apply and rollback.
+    #[cfg(feature = "kubernetes")]
+    pub cluster: Option<Arc<super::cluster_config::ClusterConfig>>,
+    /// Asks for a reload: a change that waited for a confirm of a config from the cluster.
+    #[cfg(feature = "kubernetes")]
+    pub reload: Trigger,
 }
 
 impl Handler for Confirmer {
@@ -109,12 +116,14 @@ impl Confirmer {
                 rfc3339(deadline)
             ));
         }
-        let loaded = config::load_replacing_main_keeping_texts(
+        let loaded = config::fragments::load_replacing_main_with_fragments(
             &self.main,
             Path::new(&shown_as),
             text.clone(),
+            &self.fragments(),
         )
-        .and_then(|(desired, texts)| Ok((super::includes::vet(desired)?, texts)));
+        .map_err(|r| r.error)
+        .and_then(|l| Ok((super::includes::vet(l.state)?, l.texts)));
         let (desired, texts) = match loaded {
             Ok(d) => d,
             Err(e) => {
@@ -191,9 +200,9 @@ impl Confirmer {
         // Degraded, the files do not load: what runs is the fallback, and a rollback
         // returns to it.
         let degraded_before = self.degraded.current();
-        let previous = config::load(&self.main)
+        let previous = config::fragments::load_with_fragments(&self.main, &self.fragments())
             .ok()
-            .map(Arc::new)
+            .map(|l| Arc::new(l.state))
             .or_else(|| degraded_before.as_ref().map(|(_, state)| state.clone()));
         let deadline = match confirm {
             Some(within) => {
@@ -235,6 +244,7 @@ impl Confirmer {
                 previous,
                 texts: texts.clone(),
                 degraded_before: degraded_before.map(|(info, _)| info),
+                from_cluster: false,
             });
             self.liveness.set_config_note(Some(format!(
                 "config from {shown_as} waits for confirm until {}",
@@ -266,6 +276,10 @@ impl Confirmer {
     /// Makes the pending configuration the confirmed one: the text that was applied (an
     /// edit of the main file made meanwhile was refused and stays for the next reload).
     fn confirm(&self) -> Response {
+        #[cfg(feature = "kubernetes")]
+        if let Some(applied) = self.confirm_from_cluster() {
+            return Response::done(format!("confirmed {applied}\n"));
+        }
         let (Some(deadline), Some(text)) =
             (self.state.pending_deadline(), self.state.pending_text())
         else {
@@ -293,9 +307,76 @@ impl Confirmer {
         Response::done(format!("confirmed {applied}\n"))
     }
 
+    /// The fragments from the cluster in force (none without `[kubernetes] config_map`).
+    fn fragments(&self) -> Vec<config::fragments::Fragment> {
+        #[cfg(feature = "kubernetes")]
+        if let Some(cluster) = &self.cluster {
+            return cluster.in_force();
+        }
+        Vec::new()
+    }
+
+    /// Confirms a pending config from the cluster (the router reached the API server with
+    /// it, or an operator ran `edgenetd confirm`); what it was, when one was pending.
+    #[cfg(feature = "kubernetes")]
+    pub fn confirm_from_cluster(&self) -> Option<String> {
+        if !self.state.pending_from_cluster() {
+            return None;
+        }
+        let pending = self.state.take_pending()?;
+        if let Some(cluster) = &self.cluster {
+            cluster.confirmed();
+        }
+        self.last_good
+            .keep(pending.texts, self.liveness.clock().wall());
+        self.liveness.set_config_note(None);
+        self.wake.fire();
+        // A change that was refused while this one waited comes in now.
+        self.reload.fire();
+        info!("confirmed: {} is in force", pending.applied_from);
+        Some(pending.applied_from)
+    }
+
+    /// A config from the cluster was not confirmed in time: the confirmed fragments come
+    /// back with the local files (no file was written for it, so none is restored).
+    #[cfg(feature = "kubernetes")]
+    fn rollback_from_cluster(&self, pending: Pending, reason: String) {
+        let fragments = match &self.cluster {
+            Some(cluster) => cluster.rolled_back(&reason),
+            None => Vec::new(),
+        };
+        let at = self.liveness.clock().wall();
+        let loaded = config::fragments::load_with_fragments(&self.main, &fragments)
+            .map_err(|r| r.error)
+            .and_then(|l| Ok((super::includes::vet(l.state)?, l.texts)));
+        match loaded {
+            Ok((state, texts)) => {
+                self.sink.take_toml(Arc::new(state));
+                self.last_good.keep(texts, at);
+            }
+            Err(e) => {
+                error!(
+                    "rollback: the local files with the confirmed fragments do not load ({} problem(s)); the kernel returns to the configuration before the change",
+                    e.count
+                );
+                if let Some(previous) = pending.previous {
+                    self.sink.take_toml(previous);
+                }
+            }
+        }
+        self.record(reason);
+        self.wake.fire();
+        self.reload.fire();
+    }
+
     /// Puts the confirmed copy back in place of the main file and publishes it.
     pub fn rollback(&self, reason: String) {
         let pending = self.state.take_pending();
+        #[cfg(feature = "kubernetes")]
+        let pending = match pending {
+            Some(p) if p.from_cluster => return self.rollback_from_cluster(p, reason),
+            other => other,
+        };
         let applied = pending
             .as_ref()
             .map(|p| fingerprint(p.applied_text.as_bytes()));
@@ -381,7 +462,14 @@ pub async fn watch_deadline(confirmer: Rc<Confirmer>, wake: TriggerRx, shutdown:
             None => return,
             Some(true) if confirmer.state.due() == due => {
                 let from = confirmer.state.pending_applied_from();
-                confirmer.rollback(format!("{from} was not confirmed before its deadline"));
+                let why = if confirmer.state.pending_from_cluster() {
+                    format!(
+                        "{from} did not reach the API server again before its deadline (config_confirm)"
+                    )
+                } else {
+                    format!("{from} was not confirmed before its deadline")
+                };
+                confirmer.rollback(why);
             }
             Some(_) => {}
         }

@@ -32,6 +32,10 @@ pub struct Pending {
     /// Why the daemon ran a fallback before the apply, if it did: a rollback to files that
     /// still do not load is degraded again.
     pub degraded_before: Option<DegradedInfo>,
+    /// A config from the cluster (`[kubernetes] config_map`), not an apply: no file was
+    /// written, the router confirms it itself, and a rollback brings the confirmed fragments
+    /// back.
+    pub from_cluster: bool,
 }
 
 /// One rollback.
@@ -114,6 +118,11 @@ impl ConfirmState {
         self.lock().pending.take()
     }
 
+    /// True while the pending confirm is of a config from the cluster.
+    pub fn pending_from_cluster(&self) -> bool {
+        self.lock().pending.as_ref().is_some_and(|p| p.from_cluster)
+    }
+
     /// The pending deadline, if any.
     pub fn pending_deadline(&self) -> Option<SystemTime> {
         self.lock().pending.as_ref().map(|p| p.deadline)
@@ -160,6 +169,7 @@ impl ConfirmState {
                 "deadline": rfc3339(p.deadline),
                 "secondsLeft": left.as_secs_f64(),
                 "appliedFrom": p.applied_from,
+                "fromCluster": p.from_cluster,
             })
         });
         let rollback = inner
@@ -198,6 +208,7 @@ mod tests {
             previous: None,
             texts: ConfigTexts::default(),
             degraded_before: None,
+            from_cluster: false,
         });
         assert_eq!(state.reload_verdict(&main), ReloadVerdict::InForce);
         std::fs::write(&main, "[daemon]\n# edited\n").unwrap();

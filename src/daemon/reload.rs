@@ -44,17 +44,39 @@ pub struct Reloader {
     pub last_good: Arc<LastGood>,
     /// Whether a fallback runs instead of the config files (a taken load ends it).
     pub degraded: Arc<Degraded>,
+    /// Router config from the cluster (`[kubernetes] config_map`): its fragments are loaded
+    /// after the files, and a new version of them waits for its confirm.
+    #[cfg(feature = "kubernetes")]
+    pub cluster: Option<Arc<super::cluster_config::ClusterConfig>>,
+    /// Wakes the confirm deadline (a config from the cluster starts one).
+    #[cfg(feature = "kubernetes")]
+    pub confirm_wake: crate::sync::Trigger,
 }
 
 impl Reloader {
     /// Loads the configuration again; publishes it when valid, keeps the old one otherwise.
     /// Returns whether the new configuration was taken.
     pub fn reload(&mut self) -> bool {
+        #[cfg(feature = "kubernetes")]
+        let choice = self.cluster.as_ref().map(|c| c.choose());
+        #[cfg(feature = "kubernetes")]
+        let from_cluster = choice.as_ref().is_some_and(|c| c.new.is_some());
+        #[cfg(not(feature = "kubernetes"))]
+        let from_cluster = false;
         match self.confirm.reload_verdict(&self.main) {
             ReloadVerdict::Proceed => {}
+            // The files are what apply put there, but the cluster's fragments are new.
+            ReloadVerdict::InForce if from_cluster => {}
             ReloadVerdict::InForce => {
                 log::debug!(
                     "config reload: the files hold what `edgenetd apply` put in place, already in force"
+                );
+                return false;
+            }
+            ReloadVerdict::Refused(deadline) if self.confirm.pending_from_cluster() => {
+                info!(
+                    "config reload waits: a config from the cluster waits for the router to reach the API server until {}; the change is loaded after its confirm or rollback",
+                    rfc3339(deadline)
                 );
                 return false;
             }
@@ -67,6 +89,12 @@ impl Reloader {
             }
         }
         systemd::reloading();
+        #[cfg(feature = "kubernetes")]
+        let (mut load, shadowed, in_fragments) = match &choice {
+            Some(choice) => source::load_with(&self.main, &choice.fragments),
+            None => (source::load(&self.main), Vec::new(), 0),
+        };
+        #[cfg(not(feature = "kubernetes"))]
         let mut load = source::load(&self.main);
         if let Outcome::Loaded(next, texts) = load.outcome {
             load.outcome = match super::includes::vet(*next) {
@@ -74,12 +102,97 @@ impl Reloader {
                 Err(e) => Outcome::Rejected(e),
             };
         }
+        #[cfg(feature = "kubernetes")]
+        if let (Some(cluster), Some(choice)) = (self.cluster.clone(), choice) {
+            return self.react_with_cluster(&cluster, choice, load, shadowed, in_fragments);
+        }
         let taken = self.react(load);
+        self.tell_systemd();
+        taken
+    }
+
+    /// READY=1 with the STATUS= line, after a reload.
+    fn tell_systemd(&self) {
         systemd::ready(&systemd::status_line(
             &self.liveness.report(),
             self.problem.get().as_deref(),
         ));
+    }
+
+    /// A load with the cluster's fragments: a new version that does not load is refused on
+    /// its own (and the files are loaded again with the fragments in force, so a local edit
+    /// still comes in); one that does is taken and waits for its confirm.
+    #[cfg(feature = "kubernetes")]
+    fn react_with_cluster(
+        &mut self,
+        cluster: &super::cluster_config::ClusterConfig,
+        choice: super::cluster_config::Choice,
+        load: Load,
+        shadowed: Vec<String>,
+        in_fragments: usize,
+    ) -> bool {
+        if let (Some(new), Outcome::Rejected(e)) = (&choice.new, &load.outcome) {
+            if in_fragments > 0 {
+                cluster.refused(new, e, in_fragments);
+                return self.reload();
+            }
+        }
+        let texts = match &load.outcome {
+            Outcome::Loaded(_, texts) => Some(texts.clone()),
+            Outcome::Rejected(_) => None,
+        };
+        // What the kernel returns to should the local files no longer load at the rollback.
+        let previous = choice.new.as_ref().and_then(|_| {
+            config::fragments::load_with_fragments(&self.main, &cluster.in_force())
+                .ok()
+                .map(|l| Arc::new(l.state))
+        });
+        let taken = self.react(load);
+        if taken {
+            if let (Some(version), Some(texts)) = (cluster.took(choice, shadowed), texts) {
+                self.start_cluster_confirm(cluster, &version, previous, texts);
+            }
+        }
+        self.tell_systemd();
         taken
+    }
+
+    /// A new version from the cluster is in force: it waits for the router to reach the API
+    /// server, until `config_confirm` from now.
+    #[cfg(feature = "kubernetes")]
+    fn start_cluster_confirm(
+        &self,
+        cluster: &super::cluster_config::ClusterConfig,
+        version: &str,
+        previous: Option<Arc<DesiredState>>,
+        texts: config::ConfigTexts,
+    ) {
+        let clock = self.liveness.clock();
+        let deadline = clock.wall() + cluster.confirm_within;
+        let applied_from = format!(
+            "configmap:{} at resourceVersion {}",
+            cluster.source,
+            if version.is_empty() {
+                "(none)"
+            } else {
+                version
+            }
+        );
+        self.liveness.set_config_note(Some(format!(
+            "config from {applied_from} waits to reach the API server until {}",
+            rfc3339(deadline)
+        )));
+        self.confirm.start_pending(super::confirm_state::Pending {
+            deadline,
+            due: clock.now() + cluster.confirm_within,
+            applied_from,
+            applied_text: String::new(),
+            previous,
+            texts,
+            degraded_before: None,
+            from_cluster: true,
+        });
+        self.confirm_wake.fire();
     }
 
     /// Publishes or keeps, and records which; returns whether the load was taken.
@@ -189,6 +302,10 @@ mod tests {
             problem: Arc::new(ConfigProblem::default()),
             last_rejected: None,
             confirm: Arc::default(),
+            #[cfg(feature = "kubernetes")]
+            cluster: None,
+            #[cfg(feature = "kubernetes")]
+            confirm_wake: crate::sync::trigger().0,
         }
     }
 
@@ -265,6 +382,7 @@ mod tests {
                 previous: None,
                 texts: config::ConfigTexts::default(),
                 degraded_before: None,
+                from_cluster: false,
             });
         let out = render_with(|| {
             assert!(!r.reload(), "what apply installed is already in force");

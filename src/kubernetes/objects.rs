@@ -38,7 +38,8 @@ has_meta!(
     NetworkPolicy,
     Pod,
     Namespace,
-    ServiceCidr
+    ServiceCidr,
+    ConfigMap
 );
 deserialize_by_decode!(
     Service,
@@ -418,6 +419,15 @@ pub struct PodIp {
 pub struct Namespace {
     /// Name and labels.
     pub metadata: ObjectMeta,
+}
+
+/// A ConfigMap (`[kubernetes] config_map`): its data keys are TOML fragments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigMap {
+    /// Name, namespace, resourceVersion (no label is read).
+    pub metadata: ObjectMeta,
+    /// `data`: key to text (`binaryData` is not read).
+    pub data: BTreeMap<String, String>,
 }
 
 mod decode;
