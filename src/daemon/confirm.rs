@@ -302,6 +302,10 @@ impl Confirmer {
         let applied = self.state.take_pending().map(|p| p.applied_from);
         self.liveness.set_config_note(None);
         self.wake.fire();
+        #[cfg(feature = "kubernetes")]
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
         let applied = applied.unwrap_or_default();
         info!("confirmed: {applied} is the confirmed configuration");
         Response::done(format!("confirmed {applied}\n"))
@@ -331,8 +335,10 @@ impl Confirmer {
             .keep(pending.texts, self.liveness.clock().wall());
         self.liveness.set_config_note(None);
         self.wake.fire();
-        // A change that was refused while this one waited comes in now.
-        self.reload.fire();
+        // A change that waited for this one comes in now.
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
         info!("confirmed: {} is in force", pending.applied_from);
         Some(pending.applied_from)
     }
@@ -366,7 +372,9 @@ impl Confirmer {
         }
         self.record(reason);
         self.wake.fire();
-        self.reload.fire();
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
     }
 
     /// Puts the confirmed copy back in place of the main file and publishes it.
@@ -426,6 +434,10 @@ impl Confirmer {
         self.problem.set(None);
         self.state.set_installed(content_hash(&self.main));
         self.record(reason);
+        #[cfg(feature = "kubernetes")]
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
     }
 
     /// Counts and shows a rollback (also one done at start-up).

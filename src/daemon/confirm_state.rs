@@ -70,6 +70,9 @@ struct Inner {
     last_rollback: Option<Rollback>,
     /// Rollbacks since start (the metric counts the same).
     rollbacks: u64,
+    /// A reload waited for the pending confirm of a config from the cluster: it is asked
+    /// again once that ends.
+    deferred: bool,
 }
 
 /// The shared confirm state.
@@ -116,6 +119,16 @@ impl ConfirmState {
     /// Ends the pending confirm (confirmed or rolled back); what it was.
     pub fn take_pending(&self) -> Option<Pending> {
         self.lock().pending.take()
+    }
+
+    /// A reload waits for the pending confirm (of a config from the cluster) to end.
+    pub fn defer_reload(&self) {
+        self.lock().deferred = true;
+    }
+
+    /// Whether a reload waited (and forgets it).
+    pub fn take_deferred(&self) -> bool {
+        std::mem::take(&mut self.lock().deferred)
     }
 
     /// True while the pending confirm is of a config from the cluster.

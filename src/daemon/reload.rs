@@ -74,6 +74,7 @@ impl Reloader {
                 return false;
             }
             ReloadVerdict::Refused(deadline) if self.confirm.pending_from_cluster() => {
+                self.confirm.defer_reload();
                 info!(
                     "config reload waits: a config from the cluster waits for the router to reach the API server until {}; the change is loaded after its confirm or rollback",
                     rfc3339(deadline)
@@ -81,6 +82,10 @@ impl Reloader {
                 return false;
             }
             ReloadVerdict::Refused(deadline) => {
+                if from_cluster {
+                    // The cluster's new version is not lost: it is loaded after the confirm.
+                    self.confirm.defer_reload();
+                }
                 warn!(
                     "config reload refused: a configuration applied with `edgenetd apply --confirm` waits for `edgenetd confirm` until {}; the change on disk is not applied (reload again after the confirm or the rollback)",
                     rfc3339(deadline)

@@ -6,6 +6,7 @@
 mod common;
 
 mod client;
+mod cluster_config;
 mod daemon;
 mod fleets;
 mod health_ports;
