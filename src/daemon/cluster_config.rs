@@ -13,14 +13,12 @@
 //! version is remembered as rejected: it is not tried again until the ConfigMap changes.
 //! A refused version (problems) is remembered the same way, and the last good config stays.
 
-use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use log::{error, info, warn};
 use serde_json::json;
 
-use super::confirm::Confirmer;
 use crate::clock::rfc3339;
 use crate::config::ConfigError;
 use crate::config::fragments::Fragment;
@@ -28,8 +26,6 @@ use crate::config::kubernetes::ConfigMapRef;
 use crate::kubernetes::client::Store;
 use crate::kubernetes::config_map::{self, Offer};
 use crate::kubernetes::objects::ConfigMap;
-use crate::kubernetes::reached::Reached;
-use crate::liveness::Liveness;
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Trigger, TriggerRx};
 
@@ -37,8 +33,6 @@ use crate::sync::{Trigger, TriggerRx};
 pub const PROBLEMS_METRIC: &str = "edgenetd_kubernetes_config_map_problems";
 /// Versions of the ConfigMap rolled back for not confirming in time.
 pub const ROLLBACKS_METRIC: &str = "edgenetd_kubernetes_config_map_rollbacks_total";
-/// How often the confirm task looks at the controllers and the API server's answers.
-const POLL: Duration = Duration::from_millis(100);
 
 /// Describes the metrics.
 pub fn describe_metrics() {
@@ -324,59 +318,6 @@ pub async fn follow(
         let offer = config_map::offer(&cluster.source, object.as_ref(), &cluster.node);
         if cluster.offer(offer) {
             reload.fire();
-        }
-    }
-}
-
-/// Confirms a pending version from the cluster once the router reached the API server with
-/// it in force: every controller has synced it, then a request opened from then on was
-/// answered (the ConfigMap's watch is opened again for it). The deadline is
-/// [`super::confirm::watch_deadline`]'s, as for any pending confirm.
-pub async fn confirm_when_reached(
-    confirmer: Rc<Confirmer>,
-    liveness: Arc<Liveness>,
-    reached: Arc<Reached>,
-    reconnect: Trigger,
-    shutdown: Shutdown,
-) {
-    loop {
-        if unless_shutdown(&shutdown, smol::Timer::after(POLL))
-            .await
-            .is_none()
-        {
-            return;
-        }
-        let Some(due) = confirmer
-            .state
-            .due()
-            .filter(|_| confirmer.state.pending_from_cluster())
-        else {
-            continue;
-        };
-        // In the kernel first: the path must be proven through the new state.
-        let synced = || liveness.report().controllers.iter().all(|c| c.settled);
-        while !synced() {
-            if confirmer.state.due() != Some(due)
-                || unless_shutdown(&shutdown, smol::Timer::after(POLL))
-                    .await
-                    .is_none()
-            {
-                break;
-            }
-        }
-        let from = Instant::now();
-        reconnect.fire();
-        while confirmer.state.due() == Some(due) {
-            if reached.since(from) {
-                confirmer.confirm_from_cluster();
-                break;
-            }
-            if unless_shutdown(&shutdown, smol::Timer::after(POLL))
-                .await
-                .is_none()
-            {
-                return;
-            }
         }
     }
 }

@@ -459,7 +459,7 @@ pub fn spawn_cluster_config(
         shutdown.clone(),
     ))
     .detach();
-    ex.spawn(cluster_config::confirm_when_reached(
+    ex.spawn(super::cluster_confirm::confirm_when_reached(
         confirmer,
         liveness,
         feed.reached,

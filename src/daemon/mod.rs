@@ -16,6 +16,8 @@
 
 #[cfg(feature = "kubernetes")]
 pub mod cluster_config;
+#[cfg(feature = "kubernetes")]
+mod cluster_confirm;
 pub mod confirm;
 pub mod confirm_state;
 pub mod degraded;

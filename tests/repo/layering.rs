@@ -194,6 +194,10 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::service", "config::net"),
     ("config::service", "config::nul"),
     // `[kubernetes]` (its label selector grammar is its child, `config::kubernetes::selector`).
+    ("config::fragments", "config::diag"),
+    ("config::fragments", "config::doc"),
+    ("config::fragments", "config::limits"),
+    ("config::fragments", "config::source_map"),
     ("config::kubernetes", "config::diag"),
     ("config::kubernetes", "config::doc"),
     ("config::kubernetes", "config::duration"),
@@ -286,6 +290,14 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
     // Inside the daemon.
     ("daemon::kubernetes", "daemon::snapshots"),
+    // Router config from the cluster: its state (read by the reloads and the confirmer),
+    // and the task that confirms it (which drives the confirmer).
+    ("daemon::kubernetes", "daemon::cluster_config"),
+    ("daemon::kubernetes", "daemon::cluster_confirm"),
+    ("daemon::kubernetes", "daemon::confirm"),
+    ("daemon::cluster_confirm", "daemon::confirm"),
+    ("daemon::confirm", "daemon::cluster_config"),
+    ("daemon::reload", "daemon::cluster_config"),
     ("daemon::registry", "daemon::spawner"),
     ("daemon::registry", "daemon::tracks"),
     ("daemon::reload", "daemon::snapshots"),
