@@ -41,8 +41,23 @@ pub async fn confirm_when_reached(
         else {
             continue;
         };
-        // In the kernel first: the path must be proven through the new state.
-        let synced = || liveness.report().controllers.iter().all(|c| c.settled);
+        // In the kernel first: the path must be proven through the new state. What every
+        // controller had queued by now must have been served by a finished sync (not
+        // "nothing queued": under a stream of cluster changes that may seldom hold).
+        let queued: Vec<(String, u64)> = liveness
+            .report()
+            .controllers
+            .iter()
+            .map(|c| (c.name.clone(), c.queued))
+            .collect();
+        let synced = || {
+            liveness.report().controllers.iter().all(|c| {
+                queued
+                    .iter()
+                    .find(|(name, _)| *name == c.name)
+                    .is_none_or(|(_, q)| c.served >= *q)
+            })
+        };
         while !synced() {
             if confirmer.state.due() != Some(due)
                 || unless_shutdown(&shutdown, smol::Timer::after(POLL))

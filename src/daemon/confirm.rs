@@ -396,8 +396,9 @@ impl Confirmer {
             write_atomically(&self.main, &text, CONFIG_MODE)
         });
         let loaded = match restored {
-            Ok(()) => config::load_keeping_texts(&self.main)
-                .map_err(|e| format!("does not load ({} problem(s))", e.count)),
+            Ok(()) => config::fragments::load_with_fragments(&self.main, &self.fragments())
+                .map(|l| (l.state, l.texts))
+                .map_err(|r| format!("does not load ({} problem(s))", r.error.count)),
             // The main file still holds what it held (the applied text, or an edit that
             // could not be kept): loading it would be no rollback.
             Err(e) => {

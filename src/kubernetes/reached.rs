@@ -1,26 +1,32 @@
 //! "The router reached the API server after time T": the proof a config from the cluster
 //! waits for before it confirms itself (`[kubernetes] config_confirm`). Every request the
-//! client makes is timed from before it connects; when the API server answers it (any 200),
+//! watcher makes is timed from before it connects; when the API server answers it (any 200),
 //! the time it was opened is recorded here. A connection opened after a change and answered
 //! proves the path through the new kernel state, both ways: an existing connection (the
 //! firewall lets established ones through) proves nothing, which is why the time of the
 //! *opening* counts, not of the answer.
 //!
-//! Whatever else talks to the API server (a Lease writer renewing the node's Lease) records
-//! its requests here too, so the confirm waits for any of them; [`Reached::generation`]
-//! counts the answers for whoever just wants to know that one came.
+//! The node's Lease, once something renews it, is a second proof the confirm waits for: the
+//! Lease writer says so once ([`Reached::expect_lease`]) and records each renewal it opened
+//! ([`Reached::lease_renewed`]); from then on [`Reached::since`] needs a watch request *and*
+//! a renewal opened after the change. [`Reached::generation`] counts the answers for whoever
+//! just wants to know that one came.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-/// The newest opening time of an answered request.
+/// The newest opening times of answered requests.
 #[derive(Debug)]
 pub struct Reached {
     /// What the recorded times count from.
     epoch: Instant,
-    /// Milliseconds after `epoch`, plus one (0: nothing answered yet), of the opening of the
-    /// newest answered request.
-    opened: AtomicU64,
+    /// Milliseconds after `epoch`, plus one (0: none yet), of the opening of the newest
+    /// answered watcher request.
+    watch: AtomicU64,
+    /// The same for the newest Lease renewal.
+    lease: AtomicU64,
+    /// A Lease writer runs: its renewals are part of the proof.
+    lease_expected: AtomicBool,
     /// Answered requests so far.
     answers: AtomicU64,
 }
@@ -29,24 +35,44 @@ impl Default for Reached {
     fn default() -> Reached {
         Reached {
             epoch: Instant::now(),
-            opened: AtomicU64::new(0),
+            watch: AtomicU64::new(0),
+            lease: AtomicU64::new(0),
+            lease_expected: AtomicBool::new(false),
             answers: AtomicU64::new(0),
         }
     }
 }
 
 impl Reached {
-    /// A request opened (its connection started) at `opened` was answered.
+    /// `t` as recorded: milliseconds after the epoch, plus one.
+    fn stamp(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_millis() as u64 + 1
+    }
+
+    /// A watcher request opened (its connection started) at `opened` was answered.
     pub fn answered(&self, opened: Instant) {
-        let ms = opened.saturating_duration_since(self.epoch).as_millis() as u64 + 1;
-        self.opened.fetch_max(ms, Ordering::SeqCst);
+        self.watch.fetch_max(self.stamp(opened), Ordering::SeqCst);
         self.answers.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// True when a request opened at or after `t` was answered.
+    /// A Lease writer runs: from now on the confirm waits for a renewal too.
+    pub fn expect_lease(&self) {
+        self.lease_expected.store(true, Ordering::SeqCst);
+    }
+
+    /// A renewal of the node's Lease opened at `opened` was answered.
+    pub fn lease_renewed(&self, opened: Instant) {
+        self.lease.fetch_max(self.stamp(opened), Ordering::SeqCst);
+        self.answers.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// True when a watcher request opened at or after `t` was answered, and (with a Lease
+    /// writer) a renewal opened at or after `t` too.
     pub fn since(&self, t: Instant) -> bool {
-        let at = t.saturating_duration_since(self.epoch).as_millis() as u64 + 1;
-        self.opened.load(Ordering::SeqCst) >= at
+        let at = self.stamp(t);
+        self.watch.load(Ordering::SeqCst) >= at
+            && (!self.lease_expected.load(Ordering::SeqCst)
+                || self.lease.load(Ordering::SeqCst) >= at)
     }
 
     /// How many requests were answered so far.
@@ -78,5 +104,18 @@ mod tests {
         // An older answer arriving late does not move it back.
         reached.answered(before);
         assert!(reached.since(change));
+    }
+
+    #[test]
+    fn with_a_lease_writer_a_renewal_after_the_change_is_needed_too() {
+        let reached = Reached::default();
+        reached.expect_lease();
+        let change = Instant::now();
+        std::thread::sleep(Duration::from_millis(5));
+        reached.answered(Instant::now());
+        assert!(!reached.since(change), "the watch alone");
+        reached.lease_renewed(Instant::now());
+        assert!(reached.since(change));
+        assert_eq!(reached.generation(), 2);
     }
 }
