@@ -440,4 +440,80 @@ mod tests {
         render_with(|| assert!(r.reload()));
         assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
     }
+
+    /// A version from the cluster that does not load is refused on its own: a local edit
+    /// still comes in; one that loads is taken and waits for its confirm until
+    /// `config_confirm` from now.
+    #[cfg(feature = "kubernetes")]
+    #[test]
+    fn a_refused_cluster_version_does_not_hold_back_a_local_edit_and_a_good_one_waits_for_its_confirm()
+     {
+        use super::super::cluster_config::ClusterConfig;
+        use crate::config::fragments::Fragment;
+        use crate::kubernetes::config_map::Offer;
+        let mut r = reloader("cluster");
+        let cluster = Arc::new(ClusterConfig::new(
+            crate::config::kubernetes::ConfigMapRef {
+                namespace: "ns".into(),
+                name: "fleet".into(),
+            },
+            std::time::Duration::from_secs(30),
+            "edge-1".into(),
+        ));
+        r.cluster = Some(cluster.clone());
+        let offer = |version: &str, text: &str| Offer {
+            version: version.into(),
+            fragments: vec![Fragment {
+                name: "configmap:ns/fleet:00_x.toml".into(),
+                text: text.into(),
+            }],
+            skipped: Vec::new(),
+        };
+        // A bad version and a local edit at once: the version is refused, the edit taken.
+        assert!(cluster.offer(offer(
+            "7",
+            "[[route]]\nto = \"10.0.0.0/33\"\nvia = \"192.0.2.1\"\n"
+        )));
+        write(&r.main, "[daemon]\nroute_protocol = 192\n");
+        render_with(|| assert!(r.reload(), "the local edit"));
+        assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
+        assert!(
+            r.snapshots.current().routing.routes.is_empty(),
+            "nothing of the version"
+        );
+        let doc = cluster.healthz(std::time::SystemTime::now());
+        assert_eq!(doc["state"], "rejected", "{doc}");
+        assert!(
+            doc["rejected"]["problems"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("configmap:ns/fleet:00_x.toml:2:6: error:"),
+            "{doc}"
+        );
+        assert!(r.confirm.due().is_none(), "nothing waits");
+        // A good version: taken, and pending from the cluster.
+        assert!(cluster.offer(offer(
+            "8",
+            "[[route]]\nto = \"10.9.0.0/16\"\nvia = \"192.0.2.1\"\n"
+        )));
+        render_with(|| assert!(r.reload()));
+        assert_eq!(r.snapshots.current().routing.routes.len(), 1);
+        assert!(r.confirm.pending_from_cluster());
+        let left = r
+            .confirm
+            .pending_deadline()
+            .unwrap()
+            .duration_since(r.liveness.clock().wall())
+            .unwrap();
+        assert_eq!(left, std::time::Duration::from_secs(30));
+        assert_eq!(cluster.pending().as_deref(), Some("8"));
+        // While it waits, a local edit waits too.
+        write(&r.main, "[daemon]\nroute_protocol = 193\n");
+        render_with(|| assert!(!r.reload()));
+        assert!(
+            r.confirm.take_deferred(),
+            "loaded after the confirm or rollback"
+        );
+        std::fs::remove_dir_all(r.main.parent().unwrap()).unwrap();
+    }
 }
