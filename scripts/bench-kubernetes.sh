@@ -8,6 +8,13 @@
 #   scripts/bench-kubernetes.sh --pipeline                   the pure pipeline only (no root)
 #   scripts/bench-kubernetes.sh --scale                      30,000 Services: cold start and
 #                                                            5 changes (kube-proxy's regime)
+#   scripts/bench-kubernetes.sh --status [--idle-seconds S]  the router's Lease
+#                                                            (`status_namespace`): the API
+#                                                            server's requests and bytes an hour
+#                                                            idle (S seconds measured, 300 by
+#                                                            default) and per Service change, and
+#                                                            the router's cost per status write
+#                                                            (50 Services unless --services)
 #
 # Prints the pure pipeline (JSON decode of the lists, translation, compose, cache write, one
 # endpoint change) and the client's list over TLS; then runs the release daemon

@@ -26,7 +26,7 @@ use crate::series::{Gaps, Series};
 use crate::{data, kernel, ms};
 
 /// The daemon's HTTP address, in the benchmark's namespace.
-const LISTEN: &str = "127.0.0.1:19751";
+pub const LISTEN: &str = "127.0.0.1:19751";
 /// How long the daemon may take to READY=1.
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long one change may take to reach the kernel.
@@ -54,9 +54,9 @@ pub enum Feed<'a> {
 }
 
 /// A running daemon.
-struct Running {
+pub struct Running {
     /// The process.
-    child: Child,
+    pub child: Child,
     /// Its notify socket (READY=1 arrives here).
     notify: UnixDatagram,
     /// When it was spawned.
@@ -72,7 +72,7 @@ impl Drop for Running {
 }
 
 /// `[kubernetes]` for the fake (client certificate, as k3s from outside).
-fn kubernetes_section(fake: &FakeApiServer, cache: &Path) -> String {
+pub fn kubernetes_section(fake: &FakeApiServer, cache: &Path) -> String {
     let (cert, key) = fake.client_cert_files();
     format!(
         "[kubernetes]\nserver = \"{}\"\nca_file = \"{}\"\nclient_cert = \"{}\"\nclient_key = \"{}\"\n\
@@ -164,7 +164,7 @@ fn check(binary: &Path, config: &Path) -> bool {
 }
 
 /// Starts the daemon with a notify socket of ours.
-fn spawn(binary: &Path, config: &Path, netns: &str, dir: &ScratchDir) -> Running {
+pub fn spawn(binary: &Path, config: &Path, netns: &str, dir: &ScratchDir) -> Running {
     let sock = dir.path().join("notify.sock");
     let notify = UnixDatagram::bind(&sock).unwrap();
     notify.set_read_timeout(Some(READY_TIMEOUT)).unwrap();
@@ -195,7 +195,7 @@ fn daemon_log_level() -> String {
 }
 
 /// Waits for READY=1; returns when it came.
-fn wait_ready(d: &Running, log: &Path) -> Instant {
+pub fn wait_ready(d: &Running, log: &Path) -> Instant {
     let mut buf = vec![0u8; 4096];
     loop {
         let n = d.notify.recv(&mut buf).unwrap_or_else(|e| {
@@ -241,7 +241,7 @@ fn memory(pid: u32) -> (f64, f64) {
 }
 
 /// A figure of the daemon's /metrics (the first series of that name), 0 when absent.
-fn metric(name: &str) -> f64 {
+pub fn metric(name: &str) -> f64 {
     let mut tcp = TcpStream::connect(LISTEN).unwrap();
     tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
         .unwrap();

@@ -7,6 +7,10 @@
 //!       [--period MS] [--no-rollout]                   kube-proxy's nftables layout by
 //!                                                      `nft -f` (default all)
 //!
+//!   bench_kubernetes --daemon BIN --netns NAME --status [--idle-seconds S] [--services N]
+//!       the router's Lease (`status_namespace`): the API server's requests and bytes an
+//!       hour idle and per Service change, the router's cost per status write
+//!
 //! `scripts/bench-kubernetes.sh` builds everything and runs the daemon parts in a throwaway
 //! network namespace. Prints figures; asserts only that every service and change arrived.
 
@@ -25,6 +29,7 @@ mod kubeproxy;
 mod monitor;
 mod pipeline;
 mod series;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,6 +65,8 @@ struct Args {
     kube_proxy: bool,
     /// What each daemon run measures.
     plan: daemon::Plan,
+    /// Only the Lease's cost (`--status`).
+    status: Option<status::Plan>,
 }
 
 /// The value after a flag, as a number.
@@ -81,7 +88,9 @@ fn parse() -> Result<Args, String> {
             rollout: true,
             period: Duration::from_secs(2),
         },
+        status: None,
     };
+    let mut services = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -97,12 +106,28 @@ fn parse() -> Result<Args, String> {
                     _ => return Err("--feed takes cluster, toml, kube-proxy, both or all".into()),
                 }
             }
-            "--services" => data::set_services(number(&mut it, "--services")? as usize),
+            "--services" => {
+                services = true;
+                data::set_services(number(&mut it, "--services")? as usize)
+            }
             "--changes" => args.plan.changes = number(&mut it, "--changes")? as usize,
             "--period" => args.plan.period = Duration::from_millis(number(&mut it, "--period")?),
             "--no-rollout" => args.plan.rollout = false,
+            "--status" => {
+                args.status.get_or_insert(status::Plan {
+                    idle: Duration::from_secs(300),
+                });
+            }
+            "--idle-seconds" => {
+                let idle = Duration::from_secs(number(&mut it, "--idle-seconds")?);
+                args.status = Some(status::Plan { idle });
+            }
             other => return Err(format!("unknown argument {other}")),
         }
+    }
+    if args.status.is_some() && !services {
+        // An edge router's share of a cluster, not the load test's 5,000.
+        data::set_services(50);
     }
     if args.daemon.is_some() != args.netns.is_some() {
         return Err("--daemon and --netns go together".into());
@@ -118,6 +143,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(plan) = args.status {
+        let (Some(binary), Some(netns)) = (&args.daemon, &args.netns) else {
+            eprintln!("bench_kubernetes: --status needs --daemon and --netns");
+            return ExitCode::from(2);
+        };
+        status::run(binary, netns, plan);
+        return ExitCode::SUCCESS;
+    }
     let objects = data::cluster();
     pipeline::run(&objects);
     let fake = FakeApiServer::start();

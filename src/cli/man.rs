@@ -318,6 +318,10 @@ the API server again with it within
 (default 2 minutes).
 Readiness waits, in addition, for every enabled kind to be listed once (or the cache to be
 loaded).
+With
+.IR status_namespace ,
+each router keeps a Lease named after its node in that namespace, renewed while every loop
+is live and annotated with what it runs; a refused write never affects the dataplane.
 The metrics are
 .IR edgenetd_kubernetes_* .
 See

@@ -140,7 +140,7 @@ impl Confirmer {
         }
         match self.install(&shown_as, &text, confirm, &texts) {
             Ok(deadline) => {
-                self.sink.take_toml(Arc::new(desired));
+                self.sink.take_toml(Arc::new(desired), Some(&texts));
                 if deadline.is_none() {
                     self.last_good
                         .keep(texts.clone(), self.liveness.clock().wall());
@@ -357,7 +357,7 @@ impl Confirmer {
             .and_then(|l| Ok((super::includes::vet(l.state)?, l.texts)));
         match loaded {
             Ok((state, texts)) => {
-                self.sink.take_toml(Arc::new(state));
+                self.sink.take_toml(Arc::new(state), Some(&texts));
                 self.last_good.keep(texts, at);
             }
             Err(e) => {
@@ -366,7 +366,7 @@ impl Confirmer {
                     e.count
                 );
                 if let Some(previous) = pending.previous {
-                    self.sink.take_toml(previous);
+                    self.sink.take_toml(previous, None);
                 }
             }
         }
@@ -412,7 +412,7 @@ impl Confirmer {
         };
         match loaded {
             Ok((state, texts)) => {
-                self.sink.take_toml(Arc::new(state));
+                self.sink.take_toml(Arc::new(state), Some(&texts));
                 self.last_good.keep(texts, at);
             }
             Err(e) => {
@@ -425,7 +425,7 @@ impl Confirmer {
                         // The fallback that ran before the apply runs again, and says so.
                         self.degraded.enter(info, previous.clone());
                     }
-                    self.sink.take_toml(previous);
+                    self.sink.take_toml(previous, None);
                 }
             }
         }

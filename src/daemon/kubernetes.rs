@@ -13,6 +13,9 @@
 //!   file may live on flash (issue 24).
 //! - Readiness: the watcher is registered in the liveness registry as `kubernetes`; it counts as
 //!   ready once every enabled kind was listed or the cache was loaded.
+//! - With `status_namespace`, the router's Lease: its writer's thread reads the liveness
+//!   registry's verdict (the systemd watchdog's), the watched kinds' states and the TOML in
+//!   force, which every reload hands over with its files ([`TomlSink::take_toml`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,17 +32,21 @@ use super::confirm::Confirmer;
 use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
 use crate::clock::rfc3339;
-use crate::config::DesiredState;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
+use crate::config::{ConfigTexts, DesiredState};
 use crate::kubernetes::cache::{self, Cache};
 use crate::kubernetes::client::Store;
 use crate::kubernetes::client::{Auth, Endpoint, Transport};
 use crate::kubernetes::compose::{self, ClusterPart, Composer, Kind};
 use crate::kubernetes::freshness::Freshness;
+use crate::kubernetes::lease::annotations::{Loop, LoopState};
+use crate::kubernetes::lease::in_force::InForce;
+use crate::kubernetes::lease::{self, writer};
 use crate::kubernetes::objects::ConfigMap;
 use crate::kubernetes::reached::Reached;
-use crate::kubernetes::watch::{self, Settings, Watcher, local, status::Statuses};
-use crate::liveness::{Heartbeat, Liveness};
+use crate::kubernetes::watch::status::Statuses;
+use crate::kubernetes::watch::{self, Settings, Watcher, local};
+use crate::liveness::{Heartbeat, Liveness, LivenessReport};
 use crate::shutdown::Shutdown;
 use crate::sync::{Trigger, TriggerRx, trigger};
 
@@ -75,6 +82,10 @@ pub struct Prepared {
     written: Option<SystemTime>,
     /// Router config from the cluster, when `config_map` is set.
     cluster: Option<ClusterFeed>,
+    /// The router's Lease, with `status_namespace`.
+    status: Option<writer::Settings>,
+    /// The TOML in force (its hash is computed only for the Lease).
+    in_force: Arc<InForce>,
 }
 
 /// Router config from the cluster (`[kubernetes] config_map`): its state, and what the
@@ -94,8 +105,12 @@ pub struct ClusterFeed {
 }
 
 /// Builds the source for `[kubernetes]` (if the section is there) and the first snapshot:
-/// the TOML state with the cached cluster state.
-pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState>), Fatal> {
+/// the TOML state with the cached cluster state. `digest` is the content hash of the files
+/// `toml` was loaded from ([`status_digest`]; `None` when a fallback runs instead of them).
+pub fn prepare(
+    toml: DesiredState,
+    digest: Option<String>,
+) -> Result<(Option<Prepared>, Arc<DesiredState>), Fatal> {
     let toml = Arc::new(toml);
     let Some(config) = toml.kubernetes.clone() else {
         return Ok((None, toml));
@@ -116,6 +131,11 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
         settings.node_name
     );
     let node = settings.node_name.clone();
+    let settings_for_status = (
+        settings.endpoint.clone(),
+        settings.path_prefix.clone(),
+        settings.node_name.clone(),
+    );
     let mut watcher = Watcher::new(settings);
     let cluster = config.config_map.as_ref().map(|cm| {
         cluster_config::describe_metrics();
@@ -145,6 +165,21 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
     let stamp = loaded.as_ref().map(|l| l.as_of);
     let (composer, first) = Composer::start(toml, loaded.map(|l| l.state));
     let cached = stamp.is_some().then(|| composer.generation());
+    let status = config.status_namespace.as_ref().map(|namespace| {
+        let renew_every = crate::fault_hook!(
+            crate::fault::lease::renew_every().unwrap_or(lease::RENEW_EVERY),
+            lease::RENEW_EVERY
+        );
+        writer::Settings {
+            endpoint: settings_for_status.0.clone(),
+            path_prefix: settings_for_status.1.clone(),
+            node_name: settings_for_status.2.clone(),
+            namespace: namespace.clone(),
+            renew_every,
+        }
+    });
+    // The hash is worth its computing only where the Lease shows it.
+    let in_force = Arc::new(InForce::new(digest));
     let prepared = Prepared {
         watcher,
         statuses,
@@ -154,8 +189,17 @@ pub fn prepare(toml: DesiredState) -> Result<(Option<Prepared>, Arc<DesiredState
         freshness: Arc::new(Mutex::new(Freshness::start(stamp))),
         written: stamp.flatten(),
         cluster,
+        status,
+        in_force,
     };
     Ok((Some(prepared), first))
+}
+
+/// The content hash of the first configuration's files, where the Lease shows it (it is
+/// worth its computing only there).
+pub fn status_digest(state: &DesiredState, texts: &ConfigTexts) -> Option<String> {
+    let status = state.kubernetes.as_ref()?.status_namespace.as_ref();
+    status.map(|_| lease::in_force::digest(texts))
 }
 
 /// Resolves the connection (with the environment `env` reads), the node name and the
@@ -260,6 +304,8 @@ struct Shared {
     /// The state's freshness (shared with /healthz; locked inside `inner`'s lock, never the
     /// other way round).
     freshness: Arc<Mutex<Freshness>>,
+    /// The TOML in force, when the Lease shows it.
+    in_force: Option<Arc<InForce>>,
 }
 
 /// The state behind [`Shared`]'s lock.
@@ -364,7 +410,10 @@ impl Shared {
 }
 
 impl TomlSink for Shared {
-    fn take_toml(&self, toml: Arc<DesiredState>) {
+    fn take_toml(&self, toml: Arc<DesiredState>, texts: Option<&ConfigTexts>) {
+        if let Some(in_force) = &self.in_force {
+            in_force.took(texts);
+        }
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.composer.set_toml(toml);
         self.compose(&mut inner);
@@ -395,6 +444,8 @@ pub fn start(
         freshness,
         written,
         cluster,
+        status,
+        in_force,
     } = prepared;
     let for_healthz = freshness.clone();
     let config_map = cluster.as_ref().map(|c| c.config.clone());
@@ -422,9 +473,25 @@ pub fn start(
         ready: AtomicBool::new(false),
         statuses: statuses.clone(),
         incomplete_reported: AtomicBool::new(false),
-        freshness,
+        freshness: freshness.clone(),
+        in_force: status.is_some().then(|| in_force.clone()),
     });
     shared.compose(&mut shared.inner.lock().unwrap_or_else(|p| p.into_inner()));
+    if let Some(settings) = status {
+        let sources = writer::Sources {
+            loops: loops_probe(healthz.liveness.clone()),
+            in_force,
+            freshness,
+        };
+        info!(
+            "kubernetes: keeping the Lease {}/{} (renewed every {:?} while every loop is live)",
+            settings.namespace, settings.node_name, settings.renew_every
+        );
+        // A thread that cannot start costs the Lease, never the router.
+        if let Err(e) = writer::spawn(settings, sources, shutdown.clone()) {
+            warn!("kubernetes: cannot start the Lease writer's thread: {e}; no Lease is kept");
+        }
+    }
     let for_thread = shared.clone();
     std::thread::Builder::new()
         .name("kubernetes".into())
@@ -478,6 +545,33 @@ fn state_healthz(f: &Freshness, now: SystemTime) -> serde_json::Value {
         "asOf": as_of.map(rfc3339),
         "ageSeconds": as_of.map(|t| now.duration_since(t).unwrap_or_default().as_secs()),
     })
+}
+
+/// The loops as the Lease shows them, read from the registry: whether all are live (the
+/// registry's verdict, as the systemd watchdog reads it) and each one's state.
+fn loops_probe(liveness: Arc<Liveness>) -> writer::LoopsProbe {
+    Box::new(move || {
+        let report = liveness.report();
+        (report.all_live(), loops_of(&report))
+    })
+}
+
+/// Each loop's state in `report`.
+fn loops_of(report: &LivenessReport) -> Vec<Loop> {
+    report
+        .controllers
+        .iter()
+        .map(|c| Loop {
+            name: c.name.clone(),
+            state: match (c.live, &c.last_error, c.last_success) {
+                (false, _, _) => LoopState::Stalled,
+                (true, Some(_), _) => LoopState::Failing,
+                (true, None, None) => LoopState::Starting,
+                (true, None, Some(_)) => LoopState::Ready,
+            },
+            error: c.last_error.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

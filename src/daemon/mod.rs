@@ -144,7 +144,7 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
     // Before the first load, so the first sync already serves the confirmed configuration.
     let rolled_back = confirm::recover_at_start(&opts.config, &Store::new(&opts.state_dir));
     let last_good = Arc::new(LastGood::new(&opts.config, Store::new(&opts.state_dir)));
-    let (desired, degraded) = load_first(opts, &last_good);
+    let (desired, degraded, _digest) = load_first(opts, &last_good);
     let listener = http::bind(desired.daemon.listen).map_err(|e| {
         error!("cannot listen on {}: {e}", desired.daemon.listen);
         Fatal
@@ -166,7 +166,7 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
     })?;
     let (liveness, exporter, http) = start_observability(&desired, listener, degraded.is_none())?;
     #[cfg(feature = "kubernetes")]
-    let (kubernetes, desired) = kubernetes::prepare(desired)?;
+    let (kubernetes, desired) = kubernetes::prepare(desired, _digest)?;
     #[cfg(not(feature = "kubernetes"))]
     let desired = Arc::new(desired);
     Ok(Started {
@@ -223,16 +223,22 @@ fn bind_control(opts: &RunOptions) -> Result<Option<control_server::Bound>, Fata
 /// fatal (systemd would restart the daemon every few seconds while the router stood open):
 /// every problem is logged, and the daemon runs the last good configuration, or with none
 /// the built-in lockdown, until a valid config is loaded (SIGHUP, a file change, apply).
+/// The third value is the files' content hash where the router's Lease shows it (feature
+/// `kubernetes`, with `status_namespace`).
 fn load_first(
     opts: &RunOptions,
     last_good: &Arc<LastGood>,
-) -> (DesiredState, Option<DegradedInfo>) {
+) -> (DesiredState, Option<DegradedInfo>, Option<String>) {
     let loaded = config::load_keeping_texts(&opts.config)
         .and_then(|(state, texts)| Ok((includes::vet_in(opts.netns.as_deref(), state)?, texts)));
     let e = match loaded {
         Ok((state, texts)) => {
+            #[cfg(feature = "kubernetes")]
+            let digest = kubernetes::status_digest(&state, &texts);
+            #[cfg(not(feature = "kubernetes"))]
+            let digest = None;
             last_good.keep(texts, std::time::SystemTime::now());
-            return (state, None);
+            return (state, None, digest);
         }
         Err(e) => e,
     };
@@ -260,6 +266,7 @@ fn load_first(
                     count: e.count,
                     problems,
                 }),
+                None,
             );
         }
         Err(why) => why,
@@ -294,6 +301,7 @@ fn load_first(
             count: e.count,
             problems,
         }),
+        None,
     )
 }
 

@@ -207,7 +207,7 @@ impl Reloader {
             Outcome::Loaded(next, texts) => {
                 warn_about_restart_only_changes(&self.snapshots.current(), &next);
                 let files = next.files.len();
-                self.sink.take_toml(Arc::from(next));
+                self.sink.take_toml(Arc::from(next), Some(&texts));
                 self.last_good.keep(texts, self.liveness.clock().wall());
                 self.degraded.clear();
                 record_config_reload(ReloadRecord::Taken, wall);

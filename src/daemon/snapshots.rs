@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::config::DesiredState;
+use crate::config::{ConfigTexts, DesiredState};
 use crate::liveness::Heartbeat;
 use crate::sync::{Trigger, TriggerRx, trigger};
 
@@ -91,8 +91,9 @@ impl Snapshots {
 /// Where a reload hands a newly loaded TOML state: straight to [`Snapshots`], or, with a
 /// cluster source, to the composer that adds the cluster's entries before publishing.
 pub trait TomlSink: Send + Sync {
-    /// Takes a newly loaded TOML state.
-    fn take_toml(&self, toml: Arc<DesiredState>);
+    /// Takes a newly loaded TOML state; `texts` are the files it was loaded from, when
+    /// known (the cluster source shows their hash in the router's Lease).
+    fn take_toml(&self, toml: Arc<DesiredState>, texts: Option<&ConfigTexts>);
 
     /// The daemon is stopping: write out whatever is kept for the next start and was put off
     /// (the cluster source's cache). Nothing by default.
@@ -100,7 +101,7 @@ pub trait TomlSink: Send + Sync {
 }
 
 impl TomlSink for Snapshots {
-    fn take_toml(&self, toml: Arc<DesiredState>) {
+    fn take_toml(&self, toml: Arc<DesiredState>, _texts: Option<&ConfigTexts>) {
         self.publish(toml);
     }
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 
 use log::{info, warn};
 
-use self::records::{CacheFile, VERSION};
+use self::records::{CacheFile, CacheFileOut, VERSION};
 use super::compose::ClusterState;
 
 mod pod_records;
@@ -165,14 +165,13 @@ impl Cache {
         let mut name = self.path.clone().into_os_string();
         name.push(".tmp");
         let tmp = PathBuf::from(name);
-        let json =
-            serde_json::to_vec(&CacheFile::new(state, as_of)).map_err(|e| CacheError::Corrupt {
-                path: tmp.clone(),
-                reason: e.to_string(),
-            })?;
-        let mut file = File::create(&tmp).map_err(|e| io(&tmp, "create", e))?;
-        file.write_all(&json)
-            .and_then(|()| file.sync_all())
+        let file = File::create(&tmp).map_err(|e| io(&tmp, "create", e))?;
+        // Written as it is serialized: the text of a large cluster is never held whole.
+        let mut out = std::io::BufWriter::new(file);
+        serde_json::to_writer(&mut out, &CacheFileOut::new(state, as_of))
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.flush())
+            .and_then(|()| out.get_ref().sync_all())
             .map_err(|e| io(&tmp, "write", e))?;
         Ok(Staged {
             tmp,

@@ -48,6 +48,21 @@ impl Source {
     }
 }
 
+/// The state in force as the router's Lease says it (`edgenetd.io/cluster-state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Listed and watched: the cluster's state now.
+    Current,
+    /// A state kept through an outage, or loaded from the cache at start, last known to be
+    /// the cluster's at `since` (`None`: a cache of unknown age).
+    Cached {
+        /// When the state was last known to be the cluster's.
+        since: Option<SystemTime>,
+    },
+    /// Nothing listed and no cache loaded: the TOML alone is in force.
+    None,
+}
+
 /// The state's freshness, kept across composes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Freshness {
@@ -102,6 +117,17 @@ impl Freshness {
         match self.source() {
             Source::Listing => None,
             _ => self.confirmed,
+        }
+    }
+
+    /// The state in force as the Lease says it.
+    pub fn standing(&self) -> Standing {
+        match self.source() {
+            Source::Current => Standing::Current,
+            Source::Listing => Standing::None,
+            Source::Cached | Source::Stale => Standing::Cached {
+                since: self.as_of(),
+            },
         }
     }
 

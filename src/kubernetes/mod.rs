@@ -16,12 +16,15 @@
 //! - [`reached`]: whether the API server answered a request opened after a given time (what a
 //!   config from the cluster waits for to confirm itself).
 //! - [`config_map`]: the fragments of `[kubernetes] config_map` this node takes, by key.
+//! - [`lease`]: status back to the cluster, a Lease per router renewed while every loop is
+//!   live (`[kubernetes] status_namespace`).
 
 pub mod cache;
 pub mod client;
 pub mod compose;
 pub mod config_map;
 pub mod freshness;
+pub mod lease;
 pub mod objects;
 pub mod order;
 pub mod pace;

@@ -36,6 +36,7 @@ has_meta!(
     EndpointSlice,
     Node,
     NetworkPolicy,
+    ClusterNetworkPolicy,
     Pod,
     Namespace,
     ServiceCidr,
@@ -46,6 +47,7 @@ deserialize_by_decode!(
     EndpointSlice,
     Node,
     NetworkPolicy,
+    ClusterNetworkPolicy,
     Pod,
     Namespace,
     ServiceCidr
@@ -325,6 +327,110 @@ pub struct NetworkPolicyPort {
     pub port: Option<IntOrString>,
     /// The end of a range starting at `port` (numbers only).
     pub end_port: Option<i32>,
+}
+
+/// A ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2): a cluster-wide policy of the
+/// `Admin` tier (before NetworkPolicies) or the `Baseline` tier (after them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterNetworkPolicy {
+    /// Name (the kind is cluster-scoped).
+    pub metadata: ObjectMeta,
+    /// The tier, priority, subject and rules.
+    pub spec: ClusterNetworkPolicySpec,
+}
+
+/// `ClusterNetworkPolicy.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterNetworkPolicySpec {
+    /// `Admin` or `Baseline`.
+    pub tier: String,
+    /// 0 to 1000; lower is checked first within the tier.
+    pub priority: Option<i64>,
+    /// The pods it applies to.
+    pub subject: ClusterNetworkPolicySubject,
+    /// Rules for traffic to the subject, in order.
+    pub ingress: Vec<ClusterNetworkPolicyRule>,
+    /// Rules for traffic from the subject, in order.
+    pub egress: Vec<ClusterNetworkPolicyRule>,
+}
+
+/// `spec.subject`: exactly one of its fields is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterNetworkPolicySubject {
+    /// Every pod of the namespaces with these labels.
+    pub namespaces: Option<LabelSelector>,
+    /// The pods with these labels in the namespaces with those.
+    pub pods: Option<NamespacedPod>,
+}
+
+/// `NamespacedPod`: pods by labels in namespaces by labels (empty selects all).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespacedPod {
+    /// The namespaces.
+    pub namespace_selector: LabelSelector,
+    /// The pods in them.
+    pub pod_selector: LabelSelector,
+}
+
+/// One ingress or egress rule of a ClusterNetworkPolicy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterNetworkPolicyRule {
+    /// The rule's name (for people).
+    pub name: Option<String>,
+    /// `Accept`, `Deny` or `Pass`.
+    pub action: String,
+    /// `from` (ingress) or `to` (egress): any of them matches.
+    pub peers: Vec<ClusterNetworkPolicyPeer>,
+    /// `protocols`: any of them matches; empty = all traffic.
+    pub protocols: Vec<ClusterNetworkPolicyProtocol>,
+}
+
+/// A peer: exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterNetworkPolicyPeer {
+    /// Every pod of the namespaces with these labels.
+    pub namespaces: Option<LabelSelector>,
+    /// Pods by labels in namespaces by labels.
+    pub pods: Option<NamespacedPod>,
+    /// Prefixes (egress only).
+    pub networks: Vec<String>,
+    /// Nodes by labels (egress only, experimental).
+    pub nodes: Option<LabelSelector>,
+    /// Domain names (egress `Accept` rules only, experimental).
+    pub domain_names: Vec<String>,
+    /// The names of the fields this version does not know (a newer API's peer types).
+    pub unknown: Vec<String>,
+}
+
+/// One protocol match: exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterNetworkPolicyProtocol {
+    /// TCP, optionally to a port.
+    pub tcp: Option<ProtocolPort>,
+    /// UDP, optionally to a port.
+    pub udp: Option<ProtocolPort>,
+    /// SCTP, optionally to a port.
+    pub sctp: Option<ProtocolPort>,
+    /// A container port name of the destination pods.
+    pub destination_named_port: Option<String>,
+    /// The names of the fields this version does not know.
+    pub unknown: Vec<String>,
+}
+
+/// `tcp`/`udp`/`sctp` of a protocol match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProtocolPort {
+    /// The destination port; `None` = every port.
+    pub destination_port: Option<PortOrRange>,
+}
+
+/// A port number or a range: exactly one is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortOrRange {
+    /// One port.
+    pub number: Option<i64>,
+    /// An inclusive range, `(start, end)`.
+    pub range: Option<(i64, i64)>,
 }
 
 /// A number or a name (`intstr.IntOrString`).

@@ -10,8 +10,9 @@
 //! `timeoutSeconds`, a bounded history (a watch from before it gets 410, as an ERROR event or
 //! as HTTP 410), injected faults (any status with `Retry-After`, a hung connection, a watch
 //! that hangs after its head), dropped connections, stop and restart on the same port (the
-//! objects survive, like etcd's), and a log of every request so a test can prove what the
-//! client asked for.
+//! objects survive, like etcd's), single objects read, created and updated (Leases: 409 on a
+//! stale resourceVersion, 403 when told to refuse writes), a log of every request so a test
+//! can prove what the client asked for, and the bytes of every connection.
 
 mod selector;
 mod serve;
@@ -28,7 +29,7 @@ use serde_json::Value;
 
 use super::scratch::ScratchDir;
 use serve::Shared;
-pub use state::{Fault, On, Request, StreamedLists};
+pub use state::{Fault, On, Request, StreamedLists, Traffic};
 
 /// A running (or stopped) fake API server.
 pub struct FakeApiServer {
@@ -106,6 +107,8 @@ impl FakeApiServer {
                 ..Default::default()
             }),
             cond: Condvar::new(),
+            bytes_in: Default::default(),
+            bytes_out: Default::default(),
         });
         let addr = listener.local_addr().unwrap();
         let mut fake = FakeApiServer {
@@ -262,6 +265,35 @@ impl FakeApiServer {
     /// Every request so far.
     pub fn requests(&self) -> Vec<Request> {
         self.shared.lock().log.clone()
+    }
+
+    /// Answers creates and updates with 403 Forbidden (true), or serves them (false).
+    pub fn refuse_writes(&self, on: bool) {
+        self.with(|st| st.refuse_writes = on);
+    }
+
+    /// The object `resource` `namespace/name` now, if any.
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let key = (
+            resource.to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        self.shared.lock().objects.get(&key).cloned()
+    }
+
+    /// Bytes received and sent on every connection so far (TLS included), as they flowed.
+    pub fn bytes(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering;
+        (
+            self.shared.bytes_in.load(Ordering::Relaxed),
+            self.shared.bytes_out.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Every connection that has ended, with its request and its bytes.
+    pub fn connections(&self) -> Vec<Traffic> {
+        self.shared.lock().connections.clone()
     }
 
     /// Stops listening and drops every connection; the objects are kept.

@@ -1,7 +1,8 @@
 //! The Kubernetes manifests in deploy/kubernetes: the ClusterRole grants exactly `list` and
 //! `watch` on exactly the kinds edgenetd reads, the binding gives it to the DaemonSet's
-//! service account, and the DaemonSet runs on the host network with CAP_NET_ADMIN alone and a
-//! config that edgenetd itself accepts.
+//! service account, the optional status Role grants exactly the verbs of the requests the
+//! Lease writer makes on leases in one namespace, and the DaemonSet runs on the host network
+//! with CAP_NET_ADMIN alone and a config that edgenetd itself accepts.
 //!
 //! The YAML is read by PyYAML (a dependency of python3-kubernetes, which
 //! `scripts/install-deps.sh --test` installs) and checked here as JSON.
@@ -236,4 +237,93 @@ fn the_config_map_role_grants_get_list_watch_on_one_named_configmap_to_the_servi
     )
     .unwrap();
     assert!(code.contains("\"metadata.name={}\""), "the fieldSelector");
+}
+
+/// The verbs of the requests the Lease writer makes (`"GET"`, `"POST"`, `"PUT"` in its code),
+/// and the API path it names.
+fn lease_verbs_in_the_code() -> (BTreeSet<&'static str>, String) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/kubernetes/lease/writer.rs");
+    let code = std::fs::read_to_string(path).unwrap();
+    let verbs = [
+        ("\"GET\"", "get"),
+        ("\"POST\"", "create"),
+        ("\"PUT\"", "update"),
+    ]
+    .into_iter()
+    .filter(|(method, _)| code.contains(method))
+    .map(|(_, verb)| verb)
+    .collect();
+    for other in ["\"PATCH\"", "\"DELETE\"", "watch="] {
+        assert!(
+            !code.contains(other),
+            "the writer makes {other} requests: grant them too"
+        );
+    }
+    (verbs, code)
+}
+
+#[test]
+fn status_role_grants_get_create_update_on_leases_in_its_one_namespace() {
+    let docs = documents("deploy/kubernetes/status-rbac.yaml");
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["Namespace", "Role", "RoleBinding"],
+        "a Role, never a ClusterRole"
+    );
+    let namespace = one(&docs, "Namespace")["metadata"]["name"]
+        .as_str()
+        .unwrap();
+    let role = one(&docs, "Role");
+    assert_eq!(role["metadata"]["namespace"], namespace);
+    let rules = role["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1, "{role}");
+    let rule = &rules[0];
+    assert_eq!(
+        strings(&rule["apiGroups"]),
+        BTreeSet::from(["coordination.k8s.io"])
+    );
+    assert_eq!(strings(&rule["resources"]), BTreeSet::from(["leases"]));
+    let (verbs, code) = lease_verbs_in_the_code();
+    assert_eq!(verbs, BTreeSet::from(["get", "create", "update"]));
+    assert_eq!(
+        strings(&rule["verbs"]),
+        verbs,
+        "the Role against the writer's requests"
+    );
+    assert!(
+        code.contains("/apis/coordination.k8s.io/v1/namespaces/"),
+        "a namespaced Lease"
+    );
+    // `create` cannot be narrowed by name; a rule with resourceNames would refuse it.
+    assert!(rule.get("resourceNames").is_none(), "{rule}");
+    let binding = one(&docs, "RoleBinding");
+    assert_eq!(binding["metadata"]["namespace"], namespace);
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    let rbac = documents("deploy/kubernetes/rbac.yaml");
+    let account = &one(&rbac, "ServiceAccount")["metadata"];
+    let subjects = binding["subjects"].as_array().unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0]["kind"], "ServiceAccount");
+    assert_eq!(subjects[0]["name"], account["name"]);
+    assert_eq!(subjects[0]["namespace"], account["namespace"]);
+    // The DaemonSet's config names this namespace (commented out: the Lease is opt-in), and
+    // loads with it.
+    let daemonset = documents("deploy/kubernetes/daemonset.yaml");
+    let text = one(&daemonset, "ConfigMap")["data"]["edgenetd.toml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let line = format!("# status_namespace = \"{namespace}\"");
+    assert!(text.contains(&line), "{line} in the ConfigMap");
+    let enabled = text.replace(&line, &line[2..]);
+    let loaded = edgenetd::config::load_str(&[("edgenetd.toml", &enabled)]);
+    #[cfg(feature = "kubernetes")]
+    {
+        let k = loaded.unwrap_or_else(|e| panic!("{e}")).kubernetes.unwrap();
+        assert_eq!(k.status_namespace.as_deref(), Some(namespace));
+    }
+    #[cfg(not(feature = "kubernetes"))]
+    assert!(loaded.is_err());
 }

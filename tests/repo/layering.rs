@@ -73,6 +73,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("kubernetes", "sync"),
     // Its watcher thread stops with the daemon.
     ("kubernetes", "shutdown"),
+    // The router's Lease writes its times as the API does (RFC 3339).
+    ("kubernetes", "clock"),
     // Config files in, "loaded" or "rejected" out.
     ("source", "config"),
     ("source", "shutdown"),
@@ -106,6 +108,10 @@ const ALLOWED: &[(&str, &str)] = &[
     // service layout, the backend checks and the track probers consult them.
     ("config", "fault::kernel_reject"),
     ("config", "fault::hang"),
+    // The Lease's renewal period, shortened by the `[kubernetes]` key `inject_status_renew_ms`
+    // and read by the daemon when it starts the Lease writer.
+    ("config", "fault::lease"),
+    ("daemon", "fault::lease"),
     ("controller", "fault::kernel_reject"),
     ("controller", "fault::by_name"),
     ("track", "fault::hang"),
@@ -421,6 +427,7 @@ const FAULT_FEATURE_SITES: &[(&str, usize)] = &[
     // set off there (a nat entry has no `inject_kernel_reject`).
     ("config/policy/nat.rs", 1),
     ("config/route/raw.rs", 1),
+    ("config/kubernetes/raw.rs", 1),
     ("controller/policy/model.rs", 3),
     ("metrics.rs", 1),
 ];

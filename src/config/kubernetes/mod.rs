@@ -30,6 +30,8 @@
 //!   merged after the local files (the local files win a key set in both).
 //! - `config_confirm`: a duration (default 2 min): a config from the cluster is rolled back
 //!   unless the router reaches the API server again within it.
+//! - `status_namespace`: the namespace of this router's Lease (named after `node_name`),
+//!   renewed while every loop is live; absent = no Lease is written.
 //!
 //! A secret may be a file or, under systemd, a credential: `"credential:NAME"` names the file
 //! `NAME` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=NAME:/path`), read when connecting, so

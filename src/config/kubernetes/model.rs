@@ -40,6 +40,9 @@ pub struct KubernetesConfig {
     /// `config_confirm`: how long a config from the cluster has to prove the router still
     /// reaches the API server before it is rolled back.
     pub config_confirm: Duration,
+    /// `status_namespace`: where this router's Lease (named after its node) is kept and
+    /// renewed; `None` = no Lease is written (it needs RBAC the default role does not grant).
+    pub status_namespace: Option<String>,
 }
 
 /// The default of `config_confirm`.

@@ -24,4 +24,8 @@ pub(super) struct RawKubernetes {
     pub(super) node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) config_map: Option<Spanned<String>>,
     pub(super) config_confirm: Option<Spanned<String>>,
+    pub(super) status_namespace: Option<Spanned<String>>,
+    #[cfg(feature = "fault-injection")]
+    #[serde(default)]
+    pub(super) inject_status_renew_ms: u64,
 }

@@ -66,6 +66,18 @@ pub struct SelectorError {
     pub message: String,
 }
 
+/// What a selector reads of an object: its labels, by key.
+pub trait LabelSet {
+    /// The value of label `key`, if the object has it.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelSet for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 impl LabelSelector {
     /// Parses the string form; the empty string selects everything.
     pub fn parse(text: &str) -> Result<LabelSelector, SelectorError> {
@@ -74,7 +86,7 @@ impl LabelSelector {
     }
 
     /// True when `labels` meet every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &(impl LabelSet + ?Sized)) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
@@ -86,15 +98,14 @@ impl LabelSelector {
 
 impl Requirement {
     /// True when `labels` meet this requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+    pub fn matches(&self, labels: &(impl LabelSet + ?Sized)) -> bool {
+        let value = labels.label(&self.key);
         let int = || value.and_then(|v| v.parse::<i64>().ok());
         let bound = || self.values.first().and_then(|v| v.parse::<i64>().ok());
+        let listed = |v: &str| self.values.iter().any(|w| w == v);
         match self.op {
-            Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),
-            Operator::NotEquals | Operator::NotIn => {
-                !value.is_some_and(|v| self.values.contains(v))
-            }
+            Operator::Equals | Operator::In => value.is_some_and(listed),
+            Operator::NotEquals | Operator::NotIn => !value.is_some_and(listed),
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
             Operator::GreaterThan => matches!((int(), bound()), (Some(v), Some(b)) if v > b),

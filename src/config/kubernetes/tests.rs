@@ -557,3 +557,31 @@ fn config_map_is_namespace_slash_name_and_config_confirm_a_duration_of_2m_by_def
         "edgenetd.toml:3:18: error: config_confirm: invalid duration `soon`",
     );
 }
+
+#[test]
+fn the_status_namespace_is_a_namespace_name_off_by_default_and_never_the_kubelets() {
+    if let Some(k) = accepted(SECTION) {
+        assert_eq!(k.status_namespace, None, "no Lease unless asked for");
+    }
+    if let Some(k) = accepted(&format!("{SECTION}status_namespace = \"edgenetd\"\n")) {
+        assert_eq!(k.status_namespace.as_deref(), Some("edgenetd"));
+    }
+    let e = rejected(&format!(
+        "{SECTION}status_namespace = \"kube-node-lease\"\n"
+    ));
+    if BUILT_WITH_FEATURE {
+        has(
+            &e,
+            "edgenetd.toml:3:20: error: invalid status_namespace `kube-node-lease`: the kubelet renews its own Lease",
+        );
+    }
+    for bad in ["Edge", "edge.net", "-edge", ""] {
+        let e = rejected(&format!("{SECTION}status_namespace = {bad:?}\n"));
+        if BUILT_WITH_FEATURE {
+            has(
+                &e,
+                &format!("invalid status_namespace `{bad}`: expected a namespace name"),
+            );
+        }
+    }
+}

@@ -35,6 +35,10 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
     let raw = doc.table::<RawKubernetes>(SECTION, diags)?;
     let section = raw.span();
     let raw = raw.into_inner();
+    crate::fault_hook!(
+        crate::fault::lease::set_renew_every(raw.inject_status_renew_ms),
+        ()
+    );
     let config = KubernetesConfig {
         connection: connection(&raw, section, diags),
         node_name: node_name(raw.node_name.as_ref(), diags),
@@ -56,6 +60,7 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
         node_port_addresses: node_port_addresses(raw.node_port_addresses.as_ref(), diags),
         config_map: config_map(raw.config_map.as_ref(), diags),
         config_confirm: config_confirm(raw.config_confirm.as_ref(), diags),
+        status_namespace: status_namespace(raw.status_namespace.as_ref(), diags),
     };
     (diags.len() == before).then_some(config)
 }
@@ -375,6 +380,30 @@ fn node_name(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Str
             "invalid node_name `{}`: expected a Node name (lowercase letters, digits, `-` and `.`, at most 253 characters)",
             v.get_ref()
         ),
+    );
+    None
+}
+
+/// The namespace the kubelet keeps its own Lease of each node in, under the node's name.
+const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// A namespace name (an RFC 1123 label), other than the kubelet's.
+fn status_namespace(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<String> {
+    let v = v?;
+    let text = v.get_ref();
+    if text == NODE_LEASE_NAMESPACE {
+        diags.error(
+            v.span(),
+            format!("invalid status_namespace `{text}`: the kubelet renews its own Lease of the node there under the same name; expected another namespace, e.g. \"edgenetd\""),
+        );
+        return None;
+    }
+    if is_dns_subdomain(text) && !text.contains('.') {
+        return Some(text.clone());
+    }
+    diags.error(
+        v.span(),
+        format!("invalid status_namespace `{text}`: expected a namespace name (lowercase letters, digits and `-`, at most 63 characters)"),
     );
     None
 }

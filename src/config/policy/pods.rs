@@ -8,23 +8,82 @@
 //! a pod in no unit is open. Replies of admitted connections always pass, and so does
 //! traffic from the node itself. Each [`PodPolicy`] is programmed as one rule group: if the
 //! kernel refuses it, its allows are missing while its pods stay isolated (fail closed).
+//!
+//! Around the units, two tiers of cluster-wide policies ([`TierPolicy`], Kubernetes'
+//! ClusterNetworkPolicies), each checked policy by policy (by priority, then name) and rule by
+//! rule, the first matching rule deciding:
+//!
+//! - the **admin** tier first: `Accept` admits the traffic (no unit nor baseline rule is
+//!   checked for that direction), `Deny` drops it, `Pass` skips the rest of the admin tier;
+//! - then the units, for a pod some unit isolates in that direction (their verdict is final);
+//! - then, for a pod no unit isolates, the **baseline** tier: `Accept` admits, `Deny` drops,
+//!   `Pass` skips the rest of the tier;
+//! - what no tier decides passes.
 
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-/// Every isolating unit, in a canonical order (by name).
+/// Every isolating unit, in a canonical order (by name), and the cluster-wide tiers around
+/// them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodPolicies {
     /// The units, sorted by name (names unique).
     pub policies: Vec<PodPolicy>,
+    /// The admin tier, checked before the units: in the order checked (priority, then name).
+    pub admin: Vec<TierPolicy>,
+    /// The baseline tier, checked after the units for pods no unit isolates in the
+    /// direction: in the order checked (priority, then name).
+    pub baseline: Vec<TierPolicy>,
 }
 
 impl PodPolicies {
     /// True when no pod is isolated by anything.
     pub fn is_empty(&self) -> bool {
-        self.policies.is_empty()
+        self.policies.is_empty() && !self.has_tiers()
     }
+
+    /// True when some cluster-wide tier policy selects a pod here.
+    pub fn has_tiers(&self) -> bool {
+        !self.admin.is_empty() || !self.baseline.is_empty()
+    }
+}
+
+/// One cluster-wide policy of a tier (a ClusterNetworkPolicy) for the pods on this node it
+/// selects: its rules in the order written, the first match deciding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TierPolicy {
+    /// Unique name, shown in rule comments and failures (e.g. `k8s:cnp/name`).
+    pub name: String,
+    /// Precedence within the tier: lower is checked first.
+    pub priority: u32,
+    /// The local addresses it selects (its subject on this node; sorted, unique).
+    pub pods: Vec<IpAddr>,
+    /// Rules for traffic to [`TierPolicy::pods`], in order.
+    pub ingress: Vec<TierRule>,
+    /// Rules for traffic from [`TierPolicy::pods`], in order.
+    pub egress: Vec<TierRule>,
+}
+
+/// One rule of a tier policy: what it matches and what it does with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TierRule {
+    /// What it does with the traffic it matches.
+    pub action: TierAction,
+    /// The traffic it matches; `pods: None` = every pod of its [`TierPolicy`].
+    pub matches: Allow,
+}
+
+/// What a tier rule does with the traffic it matches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TierAction {
+    /// Admitted: no later rule of this or a later tier is checked for the direction.
+    Accept,
+    /// Dropped.
+    #[default]
+    Deny,
+    /// The rest of the tier is skipped; the next tier decides.
+    Pass,
 }
 
 /// One isolating unit (a NetworkPolicy) and what it allows.

@@ -137,6 +137,7 @@ mod tests {
                 }),
                 egress: None,
             }],
+            ..PodPolicies::default()
         };
         let addrs = RouterAddresses::default();
         let mut memo = Memo::default();

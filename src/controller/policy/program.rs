@@ -87,7 +87,10 @@ pub use flowtable::{FLOWTABLE, flowtable_devices};
 pub use helpers::HELPERS;
 pub use marks::MANGLE_PREROUTING;
 pub use notrack::{RAW_OUTPUT, RAW_PREROUTING};
-pub use pods::{PODS, PODS_EGRESS, PODS_INGRESS, build_with_pods};
+pub use pods::{
+    PODS, PODS_EGRESS, PODS_EGRESS_ADMIN, PODS_EGRESS_BASELINE, PODS_INGRESS, PODS_INGRESS_ADMIN,
+    PODS_INGRESS_BASELINE, build_with_pods,
+};
 pub use synflood::SYN_FLOOD;
 
 /// One rule group (see the module docs).

@@ -10,7 +10,8 @@
 //! whose entry the mirror also holds unchanged is drift. Every set of the layout is covered:
 //! the entries' own elements, the shared (reference-counted) ones, and the prefixes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 
 use crate::dataplane::nft::encode::{element_keys, encode};
@@ -302,11 +303,15 @@ pub struct Verifier<'a> {
     believed: Option<&'a Mirror>,
     /// Strays with whether each counts as drift.
     strays: Vec<(SetId, Element, bool)>,
-    /// Entries' own elements seen: (entry, set, index in `entry_elements`).
-    seen: HashSet<(VipKey, SetId, usize)>,
-    /// Slots seen per entry.
-    seen_slots: HashMap<VipKey, BTreeSet<u32>>,
-    want_shared: BTreeMap<Shared, u32>,
+    /// Entries' own elements seen, per entry: (set, index in `entry_elements`). Lists, not
+    /// a set of triples: a few per entry, and a full compare of 5,000 services held 2 MB
+    /// of hashed triples and single-element trees at the daemon's peak (issue 24).
+    seen: HashMap<VipKey, Vec<(SetId, u32)>>,
+    /// Slots seen per entry (sorted in `finish`).
+    seen_slots: HashMap<VipKey, Vec<u32>>,
+    /// The shared elements `desired` needs: the mirror's own count when it describes the same
+    /// model (a periodic compare), else counted afresh.
+    want_shared: Cow<'a, BTreeMap<Shared, u32>>,
     seen_shared: BTreeSet<Shared>,
     /// The interval sets' elements as listed: (key, interval end).
     prefixes: BTreeMap<SetId, Vec<(Vec<u8>, bool)>>,
@@ -321,9 +326,12 @@ impl<'a> Verifier<'a> {
             desired,
             believed,
             strays: Vec::new(),
-            seen: HashSet::new(),
+            seen: HashMap::new(),
             seen_slots: HashMap::new(),
-            want_shared: shared_refs(desired),
+            want_shared: match believed {
+                Some(b) if b.model == *desired => Cow::Borrowed(&b.shared_refs),
+                _ => Cow::Owned(shared_refs(desired)),
+            },
             seen_shared: BTreeSet::new(),
             prefixes: BTreeMap::new(),
             udp_gone: BTreeSet::new(),
@@ -338,7 +346,11 @@ impl<'a> Verifier<'a> {
             SetRole::Entry if matches!(set, SetId::Backends4 | SetId::Backends6) => {
                 self.seen_slots.retain(|k, _| k.addr.is_ipv4() != v4);
             }
-            SetRole::Entry => self.seen.retain(|(_, s, _)| *s != set),
+            SetRole::Entry => {
+                for seen in self.seen.values_mut() {
+                    seen.retain(|(s, _)| *s != set);
+                }
+            }
             SetRole::Shared => self.seen_shared.retain(|m| m.element().0 != set),
             SetRole::Global => {
                 self.prefixes.remove(&set);
@@ -383,7 +395,7 @@ impl<'a> Verifier<'a> {
                     info.data.as_deref().is_some_and(|d| backend_matches(d, b))
                 });
                 if ok {
-                    self.seen_slots.entry(k).or_default().insert(slot);
+                    self.seen_slots.entry(k).or_default().push(slot);
                 } else {
                     // A changed value counts once, as missing, in `finish`; a slot the
                     // service does not have counts here.
@@ -414,7 +426,7 @@ impl<'a> Verifier<'a> {
                     .position(|(s, el)| *s == set && element_matches(info, el));
                 match found {
                     Some(i) => {
-                        self.seen.insert((k, set, i));
+                        self.seen.entry(k).or_default().push((set, i as u32));
                     }
                     None => {
                         // A changed value counts once, as missing, in `finish`.
@@ -432,7 +444,7 @@ impl<'a> Verifier<'a> {
     }
 
     /// What to delete and add, and the drift.
-    pub fn finish(self) -> Findings {
+    pub fn finish(mut self) -> Findings {
         let mut f = Findings {
             udp_gone: self.udp_gone.into_iter().collect(),
             ..Findings::default()
@@ -441,17 +453,24 @@ impl<'a> Verifier<'a> {
             f.strays.push((s, el));
             f.drift += drift as u64;
         }
+        for list in self.seen_slots.values_mut() {
+            list.sort_unstable();
+        }
+        for list in self.seen.values_mut() {
+            list.sort_unstable();
+        }
         for (k, e) in self.desired.iter() {
             let drift = unchanged(self.believed, k, Some(e));
+            let seen = self.seen.get(k).map_or(&[][..], Vec::as_slice);
             for (i, (set, el)) in layout::entry_elements(k, e).into_iter().enumerate() {
-                if !self.seen.contains(&(*k, set, i)) {
+                if seen.binary_search(&(set, i as u32)).is_err() {
                     f.missing.push((set, el));
                     f.drift += drift as u64;
                 }
             }
             let seen = self.seen_slots.get(k);
             for (slot, b) in all_slots(e) {
-                if !seen.is_some_and(|s| s.contains(&slot)) {
+                if seen.is_none_or(|s| s.binary_search(&slot).is_err()) {
                     f.missing.push(layout::slot_element(k, slot, b));
                     f.drift += drift as u64;
                 }

@@ -52,6 +52,7 @@ fn shared_stamped(
         statuses: Statuses::default(),
         incomplete_reported: AtomicBool::new(false),
         freshness: Arc::new(Mutex::new(Freshness::start(stamp))),
+        in_force: None,
     });
     (shared, liveness)
 }
@@ -201,7 +202,7 @@ fn a_reload_through_the_composer_keeps_the_cluster_entries() {
     let (svc, _) = cluster_entries();
     shared.cluster(vec![ClusterPart::services(vec![svc])]);
     let toml = crate::config::load_str(&[("a.toml", TOML)]).unwrap();
-    shared.take_toml(Arc::new(toml));
+    shared.take_toml(Arc::new(toml), None);
     let now = shared.snapshots.current();
     let names: Vec<&str> = now.services.services.iter().map(|s| &*s.name).collect();
     assert_eq!(names, ["web", "k8s:default/web:http"]);
@@ -292,4 +293,36 @@ fn without_a_cache_nothing_is_claimed_until_every_kind_is_listed() {
         (&"listing".into(), &serde_json::Value::Null),
         "{v}"
     );
+}
+
+#[test]
+fn the_lease_shows_each_loop_by_the_registrys_verdict() {
+    use crate::kubernetes::lease::annotations::LoopState;
+    use std::time::Duration;
+    let clock = FakeClock::new();
+    let liveness = Liveness::new(clock.clone());
+    let ok = liveness.register("policy", Duration::from_secs(10));
+    ok.source_ready();
+    let failing = liveness.register("service", Duration::from_secs(10));
+    failing.source_incomplete("not listed yet".into());
+    let _starting = liveness.register("route", Duration::from_secs(60));
+    let probe = loops_probe(liveness.clone());
+    let (live, loops) = probe();
+    assert!(live);
+    let states: Vec<(&str, LoopState)> = loops.iter().map(|l| (&*l.name, l.state)).collect();
+    assert_eq!(
+        states,
+        [
+            ("policy", LoopState::Ready),
+            ("service", LoopState::Failing),
+            ("route", LoopState::Starting)
+        ]
+    );
+    assert_eq!(loops[1].error.as_deref(), Some("not listed yet"));
+    clock.advance(Duration::from_secs(11));
+    ok.beat();
+    let (live, loops) = probe();
+    assert!(!live, "the service loop's window passed");
+    assert_eq!(loops[1].state, LoopState::Stalled);
+    assert_eq!(loops[0].state, LoopState::Ready);
 }

@@ -8,7 +8,8 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::config::policy::pods::{
-    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy,
+    TierRule,
 };
 
 /// A [`PodPolicy`] as stored.
@@ -49,20 +50,138 @@ struct AllowRecord {
     ports: Vec<(String, u16, u16)>,
 }
 
-/// Every unit as stored.
-pub(super) fn records(p: &PodPolicies) -> Vec<PodPolicyRecord> {
-    let PodPolicies { policies } = p;
-    policies.iter().map(PodPolicyRecord::from).collect()
+/// A [`TierPolicy`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TierPolicyRecord {
+    /// `admin` or `baseline`: the list it is in.
+    tier: String,
+    /// `name`.
+    name: String,
+    /// `priority`.
+    priority: u32,
+    /// `pods`.
+    pods: Vec<IpAddr>,
+    /// `ingress`.
+    ingress: Vec<TierRuleRecord>,
+    /// `egress`.
+    egress: Vec<TierRuleRecord>,
 }
 
-/// The units stored in `records`.
-pub(super) fn from_records(records: Vec<PodPolicyRecord>) -> Result<PodPolicies, String> {
-    Ok(PodPolicies {
+/// A [`TierRule`] as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierRuleRecord {
+    /// `action`: `accept`, `deny` or `pass`.
+    action: String,
+    /// `matches`.
+    matches: AllowRecord,
+}
+
+/// Every unit as stored, and the tier policies (admin then baseline, each in order).
+pub(super) fn records(p: &PodPolicies) -> (Vec<PodPolicyRecord>, Vec<TierPolicyRecord>) {
+    let PodPolicies {
+        policies,
+        admin,
+        baseline,
+    } = p;
+    let tiers = admin
+        .iter()
+        .map(|t| TierPolicyRecord::of("admin", t))
+        .chain(baseline.iter().map(|t| TierPolicyRecord::of("baseline", t)))
+        .collect();
+    (policies.iter().map(PodPolicyRecord::from).collect(), tiers)
+}
+
+/// The units and tier policies stored in `records` and `tiers`.
+pub(super) fn from_records(
+    records: Vec<PodPolicyRecord>,
+    tiers: Vec<TierPolicyRecord>,
+) -> Result<PodPolicies, String> {
+    let mut out = PodPolicies {
         policies: records
             .into_iter()
             .map(PodPolicy::try_from)
             .collect::<Result<_, _>>()?,
-    })
+        ..PodPolicies::default()
+    };
+    for t in tiers {
+        let list = match t.tier.as_str() {
+            "admin" => &mut out.admin,
+            "baseline" => &mut out.baseline,
+            other => return Err(format!("unknown tier {other:?}")),
+        };
+        list.push(TierPolicy::try_from(t)?);
+    }
+    Ok(out)
+}
+
+impl TierPolicyRecord {
+    fn of(tier: &str, t: &TierPolicy) -> TierPolicyRecord {
+        let TierPolicy {
+            name,
+            priority,
+            pods,
+            ingress,
+            egress,
+        } = t;
+        let rules = |rules: &[TierRule]| {
+            rules
+                .iter()
+                .map(|r| {
+                    let TierRule { action, matches } = r;
+                    TierRuleRecord {
+                        action: match action {
+                            TierAction::Accept => "accept",
+                            TierAction::Deny => "deny",
+                            TierAction::Pass => "pass",
+                        }
+                        .to_string(),
+                        matches: AllowRecord::from(matches),
+                    }
+                })
+                .collect()
+        };
+        TierPolicyRecord {
+            tier: tier.to_string(),
+            name: name.clone(),
+            priority: *priority,
+            pods: pods.clone(),
+            ingress: rules(ingress),
+            egress: rules(egress),
+        }
+    }
+}
+
+impl TryFrom<TierPolicyRecord> for TierPolicy {
+    type Error = String;
+
+    fn try_from(r: TierPolicyRecord) -> Result<TierPolicy, String> {
+        let rules = |rules: Vec<TierRuleRecord>| {
+            rules
+                .into_iter()
+                .map(|r| {
+                    let action = match r.action.as_str() {
+                        "accept" => TierAction::Accept,
+                        "deny" => TierAction::Deny,
+                        "pass" => TierAction::Pass,
+                        other => return Err(format!("unknown tier action {other:?}")),
+                    };
+                    Ok(TierRule {
+                        action,
+                        matches: Allow::try_from(r.matches)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()
+        };
+        Ok(TierPolicy {
+            name: r.name,
+            priority: r.priority,
+            pods: r.pods,
+            ingress: rules(r.ingress)?,
+            egress: rules(r.egress)?,
+        })
+    }
 }
 
 fn protocol_word(p: L4Protocol) -> &'static str {

@@ -2,7 +2,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::policy::pods::{
-    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
+    Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy,
+    TierRule,
 };
 use crate::config::route::TABLE_MAIN;
 use crate::config::route::{NextHopConfig, Route, RouteKind};
@@ -175,6 +176,33 @@ fn pod_policies() -> PodPolicies {
                 egress: Some(Isolation::default()),
             },
         ],
+        admin: vec![TierPolicy {
+            name: "k8s:cnp/a".into(),
+            priority: 3,
+            pods: vec!["10.1.0.6".parse().unwrap()],
+            ingress: vec![
+                TierRule {
+                    action: TierAction::Pass,
+                    matches: Allow {
+                        pods: None,
+                        peers: Some(vec!["10.2.0.0/25".parse().unwrap()]),
+                        ports: vec![range(L4Protocol::Udp, 53, 53)],
+                    },
+                },
+                TierRule::default(),
+            ],
+            egress: vec![TierRule {
+                action: TierAction::Accept,
+                matches: Allow::default(),
+            }],
+        }],
+        baseline: vec![TierPolicy {
+            name: "k8s:cnp/default".into(),
+            priority: 0,
+            pods: vec!["fd00::6".parse().unwrap()],
+            ingress: Vec::new(),
+            egress: vec![TierRule::default()],
+        }],
     }
 }
 

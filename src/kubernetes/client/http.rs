@@ -78,18 +78,40 @@ impl Conn {
 
     /// Sends `GET path_and_query` with the endpoint's token (read now) and reads the head.
     pub async fn get(&mut self, endpoint: &Endpoint, path_and_query: &str) -> Result<Head, Error> {
+        self.send(endpoint, "GET", path_and_query, None).await
+    }
+
+    /// Sends `method path_and_query`, with `body` as `application/json` when given, and
+    /// reads the head. The connection is closed after the answer (`Connection: close`): the
+    /// few writes the client makes do not justify keeping idle connections to the server.
+    pub async fn send(
+        &mut self,
+        endpoint: &Endpoint,
+        method: &str,
+        path_and_query: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Head, Error> {
         let mut req = format!(
-            "GET {path_and_query} HTTP/1.1\r\nHost: {}\r\nUser-Agent: edgenetd\r\n\
+            "{method} {path_and_query} HTTP/1.1\r\nHost: {}\r\nUser-Agent: edgenetd\r\n\
              Accept: application/json\r\nConnection: close\r\n",
             endpoint.authority()
         );
         if let Some(token) = endpoint.bearer_token()? {
             req.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
+        if let Some(body) = body {
+            req.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
         req.push_str("\r\n");
         let idle = self.idle;
         bounded(idle, async {
             self.stream.write_all(req.as_bytes()).await?;
+            if let Some(body) = body {
+                self.stream.write_all(body).await?;
+            }
             self.stream.flush().await?;
             Ok(())
         })

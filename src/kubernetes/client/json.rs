@@ -27,6 +27,14 @@ pub trait Decode: Sized {
     fn decode(r: &mut Reader<'_>) -> Result<Self>;
 }
 
+/// A boxed value reads as the value: a store keeps its large objects boxed, so its B-tree's
+/// nodes hold pointers, not objects (a node has room for eleven, and most are not full).
+impl<T: Decode> Decode for Box<T> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        T::decode(r).map(Box::new)
+    }
+}
+
 /// Reads the whole of `text` as one `T` (nothing but whitespace may follow it).
 pub fn from_slice<T: Decode>(text: &[u8]) -> Result<T> {
     let mut r = Reader::new(text);

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
 
 use super::json::{self, Decode, Reader};
+use super::labels::Labels;
 
 /// Annotations with this prefix are kept; all others are dropped while reading.
 pub const KEPT_ANNOTATION_PREFIX: &str = "kube-router.io/";
@@ -62,7 +63,7 @@ pub struct ObjectMeta {
     /// watches resume from the newest.
     pub resource_version: String,
     /// Labels (selectors match these).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Kept annotations only (see the module doc).
     pub annotations: BTreeMap<String, String>,
 }
@@ -83,7 +84,7 @@ impl ObjectMeta {
                 "name" => m.name = r.str()?,
                 "namespace" => m.namespace = r.str()?,
                 "resourceVersion" => m.resource_version = r.str()?,
-                "labels" => m.labels = r.string_map(keep)?,
+                "labels" => m.labels = r.string_map(keep)?.into_iter().collect(),
                 "annotations" => {
                     m.annotations = r.string_map(|k| k.starts_with(KEPT_ANNOTATION_PREFIX))?
                 }
@@ -101,6 +102,16 @@ pub trait HasMeta {
     fn metadata(&self) -> &ObjectMeta;
     /// The object's metadata, to trim (the labels a reflector is told to keep).
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
+}
+
+impl<T: HasMeta> HasMeta for Box<T> {
+    fn metadata(&self) -> &ObjectMeta {
+        (**self).metadata()
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        (**self).metadata_mut()
+    }
 }
 
 impl HasMeta for ObjectMeta {

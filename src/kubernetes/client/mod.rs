@@ -9,6 +9,7 @@
 //!   time, so a broken or hung server can neither exhaust memory nor wedge the caller.
 //! - [`json`]: objects read field by field straight out of the JSON text (no derived
 //!   decoders, no value tree).
+//! - [`labels`]: an object's kept labels, sorted pairs in one allocation.
 //! - [`meta`]: the generic shapes: `metadata` (namespace, name, `resourceVersion`, labels),
 //!   list pages, watch events and `Status`; the object structs embed and re-export them.
 //! - [`reflector`]: client-go's reflector: paged list, then watch from the list's
@@ -22,6 +23,7 @@ pub mod endpoint;
 pub mod error;
 pub mod http;
 pub mod json;
+pub mod labels;
 pub mod meta;
 pub mod reflector;
 pub mod store;
@@ -29,6 +31,7 @@ pub mod tls;
 
 pub use endpoint::{Auth, Endpoint, Transport};
 pub use error::Error;
+pub use labels::Labels;
 pub use meta::{HasMeta, ObjectMeta};
 pub use reflector::{Reflector, ReflectorConfig};
 pub use store::{Changes, ObjectKey, Store, WatchStatus};

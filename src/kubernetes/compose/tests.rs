@@ -58,6 +58,7 @@ fn pods(names: &[&str]) -> PodPolicies {
                 ..PodPolicy::default()
             })
             .collect(),
+        ..PodPolicies::default()
     }
 }
 

@@ -362,7 +362,7 @@ fn a_pod_and_a_namespace_keep_what_policies_need() {
         ..Default::default()
     };
     let n: Namespace = via_json(&ns);
-    assert_eq!(n.metadata.labels["team"], "front");
+    assert_eq!(n.metadata.labels.get("team").unwrap(), "front");
 }
 
 #[test]

@@ -19,6 +19,7 @@
 //! left out (nobody knows which pods it would isolate); an invalid peer or port is left out of
 //! its rule, which then allows less, never more.
 
+pub mod cluster;
 mod select;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +32,7 @@ use crate::config::kubernetes::selector::LabelSelector;
 use crate::config::policy::pods::{
     Allow, Isolation, L4Protocol, PodPolicies, PodPolicy, PortRange,
 };
+use crate::kubernetes::client::Labels;
 use crate::kubernetes::compose::NAME_PREFIX;
 use crate::kubernetes::objects::{
     IntOrString, Namespace, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, Pod,
@@ -70,11 +72,11 @@ pub fn translate<'a>(
     namespaces: impl IntoIterator<Item = &'a Namespace>,
     node_name: &str,
 ) -> (PodPolicies, Vec<Skipped>) {
-    let namespaces: BTreeMap<&str, &BTreeMap<String, String>> = namespaces
+    let namespaces: BTreeMap<&str, &Labels> = namespaces
         .into_iter()
         .map(|n| (n.metadata.name.as_str(), &n.metadata.labels))
         .collect();
-    let empty = BTreeMap::new();
+    let empty = Labels::default();
     let views = pod_views(pods, &namespaces, node_name, &empty);
     let mut out = PodPolicies::default();
     let mut skipped = Vec::new();

@@ -74,8 +74,10 @@ pub struct ServicesMemo {
     per: BTreeMap<ObjectKey, One>,
     /// The Service (namespace, `kubernetes.io/service-name`) of each labelled slice.
     owner: BTreeMap<ObjectKey, ObjectKey>,
-    /// The labelled slices of each Service key (whether that Service exists or not).
-    slices_of: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    /// The labelled slices of each Service key (whether that Service exists or not), sorted.
+    /// A sorted list, not a set: a Service has one slice or a few, and a B-tree set of one
+    /// key takes a node of eleven (3 MB at 5,000 Services, issue 24).
+    slices_of: BTreeMap<ObjectKey, Vec<ObjectKey>>,
     /// Services translated by the last update (for tests and the curious).
     translated: usize,
 }
@@ -84,8 +86,8 @@ impl ServicesMemo {
     /// The translation after the changes, re-translating only the Services they touch.
     pub fn update(
         &mut self,
-        svcs: Changed<'_, objects::Service>,
-        slices: Changed<'_, EndpointSlice>,
+        svcs: Changed<'_, Box<objects::Service>>,
+        slices: Changed<'_, Box<EndpointSlice>>,
         node: ThisNode<'_>,
     ) -> Translation {
         let globals = Globals {
@@ -113,9 +115,9 @@ impl ServicesMemo {
             if let Changes::Keys(keys) = slices.changes {
                 for key in keys {
                     if let Some(before) = self.owner.remove(key) {
-                        if let Some(set) = self.slices_of.get_mut(&before) {
-                            set.remove(key);
-                            if set.is_empty() {
+                        if let Some(list) = self.slices_of.get_mut(&before) {
+                            list.retain(|k| k != key);
+                            if list.is_empty() {
                                 self.slices_of.remove(&before);
                             }
                         }
@@ -151,10 +153,10 @@ impl ServicesMemo {
         let name = slice.metadata.labels.get(SERVICE_NAME_LABEL)?;
         let service = (slice.metadata.namespace.clone(), name.clone());
         self.owner.insert(key.clone(), service.clone());
-        self.slices_of
-            .entry(service.clone())
-            .or_default()
-            .insert(key.clone());
+        let list = self.slices_of.entry(service.clone()).or_default();
+        if let Err(at) = list.binary_search(key) {
+            list.insert(at, key.clone());
+        }
         Some(service)
     }
 
@@ -164,7 +166,7 @@ impl ServicesMemo {
         &mut self,
         key: &ObjectKey,
         svc: &objects::Service,
-        slices: &BTreeMap<ObjectKey, EndpointSlice>,
+        slices: &BTreeMap<ObjectKey, Box<EndpointSlice>>,
         node: ThisNode<'_>,
     ) {
         let own: Vec<&EndpointSlice> = self
@@ -172,7 +174,7 @@ impl ServicesMemo {
             .get(key)
             .into_iter()
             .flatten()
-            .filter_map(|k| slices.get(k))
+            .filter_map(|k| slices.get(k).map(|s| &**s))
             .collect();
         let t = services::translate_service(svc, &own, node);
         let health = health_ports::one(svc, &own, node.name);

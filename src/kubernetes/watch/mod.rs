@@ -8,7 +8,9 @@
 //! zone, its pod CIDRs); the
 //! `routes` feed watches Nodes (narrowed by `node_selector`, on the server when no other feed
 //! needs every Node, else here); the `network_policies` feed watches NetworkPolicies
-//! (narrowed by `network_policy_selector`), every Pod (peers and named ports resolve through
+//! (narrowed by `network_policy_selector`), ClusterNetworkPolicies
+//! (policy.networking.k8s.io/v1alpha2, where the CRD is installed: a 404 is taken as none),
+//! every Pod (peers and named ports resolve through
 //! pods on any node) and Namespaces (namespace selectors). Adding a resource is a field in `Stores`, one
 //! [`Watcher::watch`] call in [`Watcher::new`], and a part made from its store in
 //! `Watcher::parts` (and its kind in [`Watcher::kinds`], for readiness).
@@ -57,6 +59,9 @@ use crate::sync::{Progress, Trigger, TriggerRx, trigger};
 pub use crate::kubernetes::pace::{MAX_WAIT, QUIET};
 /// How often the interfaces' subnets are read again and the metrics refreshed.
 const TICK: Duration = Duration::from_secs(5);
+/// Where ClusterNetworkPolicies are served (the network-policy-api's CRD).
+pub const CLUSTER_NETWORK_POLICIES: &str =
+    "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies";
 /// The longest a watch may go without a line (a real API server sends a bookmark about
 /// every minute); every other wait is shorter.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(150);
@@ -97,15 +102,17 @@ type Runner =
 #[derive(Default)]
 struct Stores {
     /// Services.
-    services: Option<Store<objects::Service>>,
+    services: Option<Store<Box<objects::Service>>>,
     /// EndpointSlices.
-    endpointslices: Option<Store<objects::EndpointSlice>>,
+    endpointslices: Option<Store<Box<objects::EndpointSlice>>>,
     /// ServiceCIDRs.
     service_cidrs: Option<Store<objects::ServiceCidr>>,
     /// Nodes.
     nodes: Option<Store<objects::Node>>,
     /// NetworkPolicies.
     network_policies: Option<Store<objects::NetworkPolicy>>,
+    /// ClusterNetworkPolicies.
+    cluster_network_policies: Option<Store<objects::ClusterNetworkPolicy>>,
     /// Pods (of every node: policy peers can be anywhere).
     pods: Option<Store<objects::Pod>>,
     /// Namespaces.
@@ -186,6 +193,15 @@ impl Watcher {
                 "networkpolicies",
                 "/apis/networking.k8s.io/v1/networkpolicies",
                 sel.as_ref(),
+            ));
+            // A CRD (kubernetes-sigs/network-policy-api), installed in few clusters: a server
+            // without it has none, and the NetworkPolicies stand alone.
+            w.stores.cluster_network_policies = Some(w.watch_with(
+                "clusternetworkpolicies",
+                CLUSTER_NETWORK_POLICIES,
+                None,
+                true,
+                None,
             ));
             w.stores.pods = Some(w.watch("pods", "/api/v1/pods", None));
             w.stores.namespaces = Some(w.watch("namespaces", "/api/v1/namespaces", None));
@@ -353,9 +369,13 @@ impl Watcher {
                 &self.skips,
             ));
         }
-        if let (Some(policies), Some(pods), Some(namespaces)) = (
+        if let (Some(policies), Some(cluster_policies), Some(pods), Some(namespaces)) = (
             self.stores
                 .network_policies
+                .as_ref()
+                .and_then(parts::listed),
+            self.stores
+                .cluster_network_policies
                 .as_ref()
                 .and_then(parts::listed),
             self.stores.pods.as_ref().and_then(parts::listed),
@@ -363,6 +383,7 @@ impl Watcher {
         ) {
             out.push(parts::network_policies_part(
                 &policies,
+                &cluster_policies,
                 &pods,
                 &namespaces,
                 &s.node_name,

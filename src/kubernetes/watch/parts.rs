@@ -103,8 +103,8 @@ pub struct Here<'a> {
 /// node ports with this node's counts. `memo` keeps each Service's translation: only the
 /// Services the changes touch are translated again.
 pub fn services_part(
-    svcs: Changed<'_, objects::Service>,
-    slices: Changed<'_, objects::EndpointSlice>,
+    svcs: Changed<'_, Box<objects::Service>>,
+    slices: Changed<'_, Box<objects::EndpointSlice>>,
     cidrs: &BTreeMap<ObjectKey, objects::ServiceCidr>,
     nodes: &BTreeMap<ObjectKey, objects::Node>,
     here: Here<'_>,
@@ -202,19 +202,38 @@ pub fn routes_part(
     ClusterPart::Routes(t.routes)
 }
 
-/// Pod isolation for this node's pods, from every NetworkPolicy, Pod and Namespace.
+/// Pod isolation for this node's pods, from every NetworkPolicy, ClusterNetworkPolicy, Pod
+/// and Namespace.
 pub fn network_policies_part(
     policies: &BTreeMap<ObjectKey, objects::NetworkPolicy>,
+    cluster_policies: &BTreeMap<ObjectKey, objects::ClusterNetworkPolicy>,
     pods: &BTreeMap<ObjectKey, objects::Pod>,
     namespaces: &BTreeMap<ObjectKey, objects::Namespace>,
     node_name: &str,
     skips: &Skips,
 ) -> ClusterPart {
-    let (isolation, skipped) = network_policies::translate(
+    let (mut isolation, skipped) = network_policies::translate(
         policies.values(),
         pods.values(),
         namespaces.values(),
         node_name,
+    );
+    let (tiers, cluster_skipped) = network_policies::cluster::translate(
+        cluster_policies.values(),
+        pods.values(),
+        namespaces.values(),
+        node_name,
+    );
+    isolation.admin = tiers.admin;
+    isolation.baseline = tiers.baseline;
+    skips.report(
+        "clusternetworkpolicies",
+        cluster_skipped.iter().map(|s| Skip {
+            object: s.policy.clone(),
+            reason: "unsupported",
+            detail: s.reason.clone(),
+            expected: false,
+        }),
     );
     skips.report(
         "networkpolicies",

@@ -1,4 +1,4 @@
-//! Each watched kind's state for /healthz and the metrics.
+//! Each watched kind's state for /healthz, the metrics and the router's Lease.
 
 use std::sync::Arc;
 

@@ -1,17 +1,21 @@
-//! One connection of the fake: TLS (or plain HTTP), one request, then a list page, a watch stream, an error
-//! or a fault. Blocking code on a thread per connection: the fake must stay simple enough to
-//! trust.
+//! One connection of the fake: TLS (or plain HTTP), one request, then a list page, a watch stream, one
+//! object (read, created or updated, with resourceVersion conflicts), an error or a fault.
+//! Blocking code on a thread per connection: the fake must stay simple enough to trust. Every
+//! byte on the wire is counted (for the benchmark's API-server-side cost).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::selector::Selector;
-use super::state::{Fault, Request, State, StreamedLists, labels_of, namespace_of, query_bool};
+use super::state::{
+    Fault, Request, State, StreamedLists, Traffic, labels_of, namespace_of, query_bool,
+};
 
 /// The state and the condition variable watches wait on.
 pub struct Shared {
@@ -19,6 +23,57 @@ pub struct Shared {
     pub state: Mutex<State>,
     /// Notified on every change, stop and drop.
     pub cond: Condvar,
+    /// Bytes received on every connection so far, counted as they come.
+    pub bytes_in: AtomicU64,
+    /// Bytes sent on every connection so far.
+    pub bytes_out: AtomicU64,
+}
+
+/// A connection's socket, counting its bytes both ways.
+pub struct Counted {
+    /// The socket.
+    pub tcp: TcpStream,
+    /// Where the totals go.
+    shared: Arc<Shared>,
+    /// This connection's traffic, recorded when it ends.
+    traffic: Traffic,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.tcp.read(buf)?;
+        self.traffic.bytes_in += n as u64;
+        self.shared.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.tcp.write(buf)?;
+        self.traffic.bytes_out += n as u64;
+        self.shared.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let traffic = std::mem::replace(
+            &mut self.traffic,
+            Traffic {
+                method: String::new(),
+                path: String::new(),
+                bytes_in: 0,
+                bytes_out: 0,
+            },
+        );
+        self.shared.lock().connections.push(traffic);
+    }
 }
 
 impl Shared {
@@ -32,9 +87,9 @@ impl Shared {
 /// protocol below is written once.
 enum Wire {
     /// TLS (boxed: its state is large).
-    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, Counted>>),
     /// Plain HTTP.
-    Plain(TcpStream),
+    Plain(Counted),
 }
 
 impl Read for Wire {
@@ -63,6 +118,14 @@ impl Write for Wire {
 }
 
 impl Wire {
+    /// The counted socket underneath.
+    fn counted(&mut self) -> &mut Counted {
+        match self {
+            Wire::Tls(s) => &mut s.sock,
+            Wire::Plain(s) => s,
+        }
+    }
+
     /// Ends the answer properly: TLS's close_notify (plain TCP has none; the close does).
     fn close_notify(&mut self) {
         if let Wire::Tls(s) = self {
@@ -71,12 +134,8 @@ impl Wire {
     }
 
     /// Closes the socket abruptly, as a broken connection would.
-    fn shutdown(&self) {
-        let sock = match self {
-            Wire::Tls(s) => &s.sock,
-            Wire::Plain(s) => s,
-        };
-        let _ = sock.shutdown(std::net::Shutdown::Both);
+    fn shutdown(&mut self) {
+        let _ = self.counted().tcp.shutdown(std::net::Shutdown::Both);
     }
 
     /// A client certificate was presented.
@@ -86,6 +145,20 @@ impl Wire {
             Wire::Plain(_) => false,
         }
     }
+}
+
+/// One request as read.
+struct Incoming {
+    /// `GET`, `POST`, `PUT`, ...
+    method: String,
+    /// The path without the query.
+    path: String,
+    /// The query, decoded.
+    query: BTreeMap<String, String>,
+    /// The `Authorization` header.
+    authorization: Option<String>,
+    /// The body (`Content-Length` bytes).
+    body: Vec<u8>,
 }
 
 /// What a request asks for.
@@ -100,6 +173,8 @@ struct Target {
     selector: Selector,
     /// The fieldSelector's requirements (as the API server serves them for every kind).
     fields: Vec<FieldRequirement>,
+    /// The object's name, for a request on one object.
+    name: Option<String>,
 }
 
 /// `metadata.name` or `metadata.namespace` is (`=`, `==`), or is not (`!=`), a value.
@@ -108,16 +183,35 @@ type FieldRequirement = (String, bool, String);
 /// Serves one connection to the end.
 pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Option<Arc<rustls::ServerConfig>>) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
+    let counted = Counted {
+        tcp,
+        shared: shared.clone(),
+        traffic: Traffic {
+            method: String::new(),
+            path: String::new(),
+            bytes_in: 0,
+            bytes_out: 0,
+        },
+    };
     let mut stream = match tls {
         Some(tls) => match rustls::ServerConnection::new(tls) {
-            Ok(conn) => Wire::Tls(Box::new(rustls::StreamOwned::new(conn, tcp))),
+            Ok(conn) => Wire::Tls(Box::new(rustls::StreamOwned::new(conn, counted))),
             Err(_) => return,
         },
-        None => Wire::Plain(tcp),
+        None => Wire::Plain(counted),
     };
-    let Some((path, query, authorization)) = read_request(&mut stream) else {
+    let Some(Incoming {
+        method,
+        path,
+        query,
+        authorization,
+        body,
+    }) = read_request(&mut stream)
+    else {
         return;
     };
+    stream.counted().traffic.method = method.clone();
+    stream.counted().traffic.path = path.clone();
     let client_cert = stream.has_client_cert();
     let watch = query_bool(&query, "watch");
     let streamed = watch && query_bool(&query, "sendInitialEvents");
@@ -136,6 +230,7 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Option<Arc<rustls::Server
             at: Instant::now(),
             authorization: authorization.clone(),
             code,
+            method: method.clone(),
         })
     };
     let authorized = match &token {
@@ -191,6 +286,9 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Option<Arc<rustls::Server
             return status(&mut stream, code, &msg, None);
         }
     };
+    if method != "GET" || target.name.is_some() {
+        return object(&mut stream, &shared, &method, &target, &body, log);
+    }
     if streamed {
         let valid = target
             .query
@@ -226,20 +324,26 @@ pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Option<Arc<rustls::Server
     }
 }
 
-/// Reads the request head: path, decoded query, Authorization.
-fn read_request(stream: &mut Wire) -> Option<(String, BTreeMap<String, String>, Option<String>)> {
+/// Reads the request: method, path, decoded query, Authorization and the body.
+fn read_request(stream: &mut Wire) -> Option<Incoming> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         let mut headers = [httparse::EMPTY_HEADER; 32];
         let mut req = httparse::Request::new(&mut headers);
-        if let Ok(httparse::Status::Complete(_)) = req.parse(&buf) {
+        if let Ok(httparse::Status::Complete(head_len)) = req.parse(&buf) {
             let target = req.path?.to_string();
-            let auth = req
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("authorization"))
-                .map(|h| String::from_utf8_lossy(h.value).to_string());
+            let method = req.method?.to_string();
+            let header = |name: &str| {
+                req.headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name))
+                    .map(|h| String::from_utf8_lossy(h.value).to_string())
+            };
+            let auth = header("authorization");
+            let length: usize = header("content-length")
+                .and_then(|l| l.trim().parse().ok())
+                .unwrap_or(0);
             let (path, q) = target.split_once('?').unwrap_or((&target, ""));
             let query = q
                 .split('&')
@@ -249,7 +353,23 @@ fn read_request(stream: &mut Wire) -> Option<(String, BTreeMap<String, String>, 
                     (decode(k), decode(v))
                 })
                 .collect();
-            return Some((path.to_string(), query, auth));
+            let path = path.to_string();
+            let mut body = buf[head_len..].to_vec();
+            while body.len() < length {
+                let n = stream.read(&mut chunk).ok()?;
+                if n == 0 {
+                    return None;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            body.truncate(length);
+            return Some(Incoming {
+                method,
+                path,
+                query,
+                authorization: auth,
+                body,
+            });
         }
         if buf.len() > 64 * 1024 {
             return None;
@@ -296,9 +416,11 @@ fn parse_target(path: &str, query: BTreeMap<String, String>) -> Result<Target, (
         ["apis", _, _, rest @ ..] => rest,
         _ => return Err((404, format!("no such path {path}"))),
     };
-    let (namespace, resource) = match rest {
-        [r] => (None, r.to_string()),
-        ["namespaces", ns, r] => (Some(ns.to_string()), r.to_string()),
+    let (namespace, resource, name) = match rest {
+        [r] => (None, r.to_string(), None),
+        ["namespaces", ns, r] => (Some(ns.to_string()), r.to_string(), None),
+        ["namespaces", ns, r, n] => (Some(ns.to_string()), r.to_string(), Some(n.to_string())),
+        [r, n] => (None, r.to_string(), Some(n.to_string())),
         _ => return Err((404, format!("no such path {path}"))),
     };
     let selector = Selector::parse(query.get("labelSelector").map_or("", String::as_str))
@@ -310,6 +432,7 @@ fn parse_target(path: &str, query: BTreeMap<String, String>) -> Result<Target, (
         query,
         selector,
         fields,
+        name,
     })
 }
 
@@ -593,6 +716,147 @@ fn gone_event(stream: &mut Wire, shared: &Shared) {
     {
         end_chunks(stream);
     }
+}
+
+/// One object: read (`GET` with a name), created (`POST` to the collection) or updated
+/// (`PUT` with a name), as the API server does it: a create of an existing object is 409
+/// AlreadyExists, an update whose `metadata.resourceVersion` is not the stored one is 409
+/// Conflict (an empty one updates unconditionally), an update of a missing object is 404.
+/// With `refuse_writes`, creates and updates are 403 Forbidden.
+fn object(
+    stream: &mut Wire,
+    shared: &Shared,
+    method: &str,
+    t: &Target,
+    body: &[u8],
+    log: impl Fn(u16),
+) {
+    let ns = t.namespace.clone().unwrap_or_default();
+    let key = |name: &str| (t.resource.clone(), ns.clone(), name.to_string());
+    let mut st = shared.lock();
+    let refuse = st.refuse_writes;
+    let (code, answer) = match (method, &t.name) {
+        ("GET", Some(name)) => match st.objects.get(&key(name)) {
+            Some(o) => (200, o.clone()),
+            None => (
+                404,
+                failure(
+                    404,
+                    "NotFound",
+                    &format!("{} \"{name}\" not found", t.resource),
+                ),
+            ),
+        },
+        ("POST" | "PUT", _) if refuse => (
+            403,
+            failure(
+                403,
+                "Forbidden",
+                &format!(
+                    "{} is forbidden: User \"edge\" cannot {} resource \"{}\" in namespace \"{ns}\"",
+                    t.resource,
+                    if method == "POST" { "create" } else { "update" },
+                    t.resource
+                ),
+            ),
+        ),
+        ("POST", None) | ("PUT", Some(_)) => match serde_json::from_slice::<Value>(body) {
+            Err(e) => (400, failure(400, "BadRequest", &format!("body: {e}"))),
+            Ok(mut obj) => {
+                let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+                let sent_rv = obj["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                let stored = st.objects.get(&key(&name)).map(|o| {
+                    o["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string()
+                });
+                if name.is_empty() || t.name.as_ref().is_some_and(|n| *n != name) {
+                    (
+                        400,
+                        failure(400, "BadRequest", "metadata.name does not match the path"),
+                    )
+                } else if method == "POST" && stored.is_some() {
+                    (
+                        409,
+                        failure(
+                            409,
+                            "AlreadyExists",
+                            &format!("{} \"{name}\" already exists", t.resource),
+                        ),
+                    )
+                } else if method == "PUT" && stored.is_none() {
+                    (
+                        404,
+                        failure(
+                            404,
+                            "NotFound",
+                            &format!("{} \"{name}\" not found", t.resource),
+                        ),
+                    )
+                } else if method == "PUT"
+                    && !sent_rv.is_empty()
+                    && stored.as_deref() != Some(sent_rv.as_str())
+                {
+                    (
+                        409,
+                        failure(
+                            409,
+                            "Conflict",
+                            &format!(
+                                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                                t.resource
+                            ),
+                        ),
+                    )
+                } else {
+                    obj["metadata"]["namespace"] = Value::String(ns.clone());
+                    if method == "POST" {
+                        obj["metadata"]["uid"] = Value::String(format!("uid-{}", st.rv + 1));
+                        obj["metadata"]["creationTimestamp"] =
+                            Value::String("2025-01-01T00:00:00Z".into());
+                    } else if let Some(old) = st.objects.get(&key(&name)) {
+                        obj["metadata"]["uid"] = old["metadata"]["uid"].clone();
+                        obj["metadata"]["creationTimestamp"] =
+                            old["metadata"]["creationTimestamp"].clone();
+                    }
+                    let resource = t.resource.clone();
+                    st.write(&resource, Some(obj), key(&name));
+                    let written = st.objects[&key(&name)].clone();
+                    (if method == "POST" { 201 } else { 200 }, written)
+                }
+            }
+        },
+        _ => (
+            405,
+            failure(405, "MethodNotAllowed", &format!("{method} {}", t.resource)),
+        ),
+    };
+    drop(st);
+    shared.cond.notify_all();
+    log(code);
+    let body = answer.to_string();
+    let head = format!(
+        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+    let _ = stream.flush();
+    stream.close_notify();
+    let _ = stream.flush();
+}
+
+/// A `metav1.Status` failure.
+fn failure(code: u16, reason: &str, message: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code,
+    })
 }
 
 /// An error answer with a `metav1.Status` body.

@@ -69,6 +69,8 @@ pub struct Request {
     pub authorization: Option<String>,
     /// The status the fake answered.
     pub code: u16,
+    /// The method (`GET`, `POST`, `PUT`).
+    pub method: String,
 }
 
 impl Request {
@@ -155,6 +157,23 @@ pub struct State {
     pub absent: BTreeSet<String>,
     /// How streamed lists are answered.
     pub streamed_lists: StreamedLists,
+    /// Creates and updates are answered 403 Forbidden (an RBAC role without the verbs).
+    pub refuse_writes: bool,
+    /// Every connection that ended: its request and the bytes it carried.
+    pub connections: Vec<Traffic>,
+}
+
+/// One connection's traffic, on the wire (TLS records and handshake included).
+#[derive(Debug, Clone)]
+pub struct Traffic {
+    /// The request's method and path (empty when none was read).
+    pub method: String,
+    /// The path.
+    pub path: String,
+    /// Bytes the client sent.
+    pub bytes_in: u64,
+    /// Bytes the server sent.
+    pub bytes_out: u64,
 }
 
 impl State {

@@ -11,6 +11,20 @@
 //! - `pods-ingress` / `pods-egress`: every unit's allows as `return` rules (the packet goes
 //!   on to the next check), then `drop`.
 //!
+//! With cluster-wide tiers (ClusterNetworkPolicies), each direction has two more chains and
+//! the `pods` chain jumps to the first of them for every pod a tier or a unit selects
+//! (`tiers.in4`, ...):
+//!
+//! - `pods-ingress-admin` / `pods-egress-admin`: the admin tier's rules in order (`Accept`:
+//!   `return`, the direction is done; `Deny`: `drop`; `Pass`: `goto` the baseline chain), then
+//!   `goto` the baseline chain;
+//! - `pods-ingress-baseline` / `pods-egress-baseline`: a pod a unit isolates `goto`es the
+//!   units' chain (whose `return` then ends the direction, and whose `drop` is final); for the
+//!   others, the baseline tier's rules in order (`Accept` and `Pass`: `return`; `Deny`:
+//!   `drop`); the end of the chain returns: nothing decided, the traffic passes.
+//!
+//! Without tiers the layout is the one above, unchanged.
+//!
 //! Every lookup is a named set, so a policy over many pods costs a few rules, and pods coming
 //! and going change set elements only (an element delta, not a table rewrite). The isolated
 //! sets belong to the skeleton (group 0); each unit's sets and rules are one group of its
@@ -26,7 +40,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::config::policy::PolicyConfig;
-use crate::config::policy::pods::{Allow, Isolation, PodPolicies, PodPolicy, PortRange};
+use crate::config::policy::pods::{
+    Allow, Isolation, PodPolicies, PodPolicy, PortRange, TierAction, TierPolicy, TierRule,
+};
 use crate::dataplane::nft::intervals::{normalize_port_ranges, normalize_prefixes};
 use crate::dataplane::nft::ir::*;
 
@@ -41,6 +57,23 @@ pub const PODS_INGRESS: &str = "pods-ingress";
 pub const PODS_EGRESS: &str = "pods-egress";
 /// Priority of [`PODS`] on the forward hook (before the `[policy]` forward chain).
 pub const PODS_PRIORITY: i32 = -1;
+/// The admin tier's ingress rules.
+pub const PODS_INGRESS_ADMIN: &str = "pods-ingress-admin";
+/// The baseline tier's ingress rules (and the way to the units' checks).
+pub const PODS_INGRESS_BASELINE: &str = "pods-ingress-baseline";
+/// The admin tier's egress rules.
+pub const PODS_EGRESS_ADMIN: &str = "pods-egress-admin";
+/// The baseline tier's egress rules (and the way to the units' checks).
+pub const PODS_EGRESS_BASELINE: &str = "pods-egress-baseline";
+
+/// A tier of cluster-wide policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    /// Before the units.
+    Admin,
+    /// After them, for pods they do not isolate.
+    Baseline,
+}
 
 /// One direction of isolation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +116,22 @@ impl Dir {
             Dir::Out => p.egress.as_ref(),
         }
     }
+
+    fn tier_chain(self, tier: Tier) -> &'static str {
+        match (self, tier) {
+            (Dir::In, Tier::Admin) => PODS_INGRESS_ADMIN,
+            (Dir::In, Tier::Baseline) => PODS_INGRESS_BASELINE,
+            (Dir::Out, Tier::Admin) => PODS_EGRESS_ADMIN,
+            (Dir::Out, Tier::Baseline) => PODS_EGRESS_BASELINE,
+        }
+    }
+
+    fn tier_rules(self, p: &TierPolicy) -> &[TierRule] {
+        match self {
+            Dir::In => &p.ingress,
+            Dir::Out => &p.egress,
+        }
+    }
 }
 
 const VERSIONS: [IpVersion; 2] = [IpVersion::V4, IpVersion::V6];
@@ -122,10 +171,14 @@ pub fn build_with_pods(
         return Some(base);
     }
     let mut b = Builder { p: base, group: 0 };
-    b.pod_chains();
+    let tiered = pods.has_tiers();
+    b.pod_chains(tiered);
     b.isolated_sets(pods);
     for (i, p) in pods.policies.iter().enumerate() {
         b.pod_policy(i, p);
+    }
+    for (i, p) in pods.admin.iter().enumerate() {
+        b.tier_policy(Tier::Admin, i, p);
     }
     b.group = 0;
     for dir in [Dir::In, Dir::Out] {
@@ -133,6 +186,29 @@ pub fn build_with_pods(
             dir.chain(),
             vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
         );
+    }
+    if tiered {
+        for dir in [Dir::In, Dir::Out] {
+            let baseline = dir.tier_chain(Tier::Baseline);
+            b.rule(
+                dir.tier_chain(Tier::Admin),
+                vec![Stmt::Verdict(Verdict::Goto(baseline.into()))],
+            );
+            // A pod a unit isolates: the units decide (their verdict is final).
+            for v in VERSIONS {
+                let isolated = format!("pods.{}{}", dir.word(), suffix(v));
+                b.rule(
+                    baseline,
+                    vec![
+                        lookup(dir.field(true, v), &isolated),
+                        Stmt::Verdict(Verdict::Goto(dir.chain().into())),
+                    ],
+                );
+            }
+        }
+        for (i, p) in pods.baseline.iter().enumerate() {
+            b.tier_policy(Tier::Baseline, i, p);
+        }
     }
     Some(b.p)
 }
@@ -213,8 +289,8 @@ fn port_matches(ports: &[PortRange]) -> Vec<Vec<Stmt>> {
 }
 
 impl Builder {
-    /// The three chains (skeleton).
-    fn pod_chains(&mut self) {
+    /// The chains (skeleton): the three of pod isolation, and the tiers' four when `tiered`.
+    fn pod_chains(&mut self, tiered: bool) {
         self.group = 0;
         self.p.table.chains.push(Chain::base(
             PODS,
@@ -225,12 +301,24 @@ impl Builder {
         ));
         self.p.table.chains.push(Chain::regular(PODS_INGRESS));
         self.p.table.chains.push(Chain::regular(PODS_EGRESS));
+        if tiered {
+            for dir in [Dir::In, Dir::Out] {
+                for tier in [Tier::Admin, Tier::Baseline] {
+                    self.p
+                        .table
+                        .chains
+                        .push(Chain::regular(dir.tier_chain(tier)));
+                }
+            }
+        }
     }
 
-    /// The isolated addresses per direction and family, and the jumps that use them.
+    /// The isolated addresses per direction and family, and the jumps that use them: to the
+    /// units' chain, or with tiers to the admin chain for every pod a tier or a unit selects.
     fn isolated_sets(&mut self, pods: &PodPolicies) {
         self.group = 0;
         self.rule(PODS, vec![est_related(), Stmt::Verdict(Verdict::Accept)]);
+        let tiered = pods.has_tiers();
         for dir in [Dir::In, Dir::Out] {
             let addrs: Vec<IpAddr> = pods
                 .policies
@@ -238,15 +326,81 @@ impl Builder {
                 .filter_map(|p| dir.isolation(p))
                 .flat_map(|i| i.pods.iter().copied())
                 .collect();
+            let mut selected = addrs.clone();
+            selected.extend(
+                pods.admin
+                    .iter()
+                    .chain(&pods.baseline)
+                    .filter(|p| !dir.tier_rules(p).is_empty())
+                    .flat_map(|p| p.pods.iter().copied()),
+            );
             for v in VERSIONS {
                 let name = format!("pods.{}{}", dir.word(), suffix(v));
                 self.p.table.sets.push(address_set(name.clone(), v, &addrs));
                 self.p.set_groups.push(0);
+                let (set, chain) = if tiered {
+                    let name = format!("tiers.{}{}", dir.word(), suffix(v));
+                    self.p
+                        .table
+                        .sets
+                        .push(address_set(name.clone(), v, &selected));
+                    self.p.set_groups.push(0);
+                    (name, dir.tier_chain(Tier::Admin))
+                } else {
+                    (name, dir.chain())
+                };
                 self.rule(
                     PODS,
                     vec![
-                        lookup(dir.field(true, v), &name),
-                        Stmt::Verdict(Verdict::Jump(dir.chain().into())),
+                        lookup(dir.field(true, v), &set),
+                        Stmt::Verdict(Verdict::Jump(chain.into())),
+                    ],
+                );
+            }
+        }
+    }
+
+    /// One cluster-wide policy of `tier`: its group, sets and rules in its tier's chains.
+    /// A refused policy with a `Deny` or `Pass` rule leaves a drop in its place (the API's
+    /// "fail closed" for those), one with only `Accept` rules matches nothing.
+    fn tier_policy(&mut self, tier: Tier, i: usize, p: &TierPolicy) {
+        let deny = p
+            .ingress
+            .iter()
+            .chain(&p.egress)
+            .any(|r| r.action != TierAction::Accept);
+        let word = match tier {
+            Tier::Admin => "admin",
+            Tier::Baseline => "baseline",
+        };
+        self.group(format!("cluster-network-policy {}", p.name), deny);
+        for dir in [Dir::In, Dir::Out] {
+            let rules = dir.tier_rules(p);
+            if rules.is_empty() {
+                continue;
+            }
+            let chain = dir.tier_chain(tier);
+            let targets = format!("{word}{i}.{}", dir.word());
+            for v in VERSIONS {
+                self.unit_set(address_set(format!("{targets}{}", suffix(v)), v, &p.pods));
+            }
+            for (j, rule) in rules.iter().enumerate() {
+                let verdict = match (rule.action, tier) {
+                    (TierAction::Accept, _) | (TierAction::Pass, Tier::Baseline) => Verdict::Return,
+                    (TierAction::Deny, _) => Verdict::Drop,
+                    (TierAction::Pass, Tier::Admin) => {
+                        Verdict::Goto(dir.tier_chain(Tier::Baseline).into())
+                    }
+                };
+                let prefix = format!("{targets}{j}");
+                self.matching(dir, chain, &prefix, &targets, &rule.matches, verdict);
+            }
+            if super::refused_by_test(&p.name, true) {
+                self.rule(
+                    chain,
+                    vec![
+                        Stmt::Counter,
+                        Stmt::Verdict(Verdict::Jump(FAULT_CHAIN.into())),
                     ],
                 );
             }
@@ -286,6 +440,20 @@ impl Builder {
 
     /// The rules of one allow (per family, per protocol), with its sets named after `prefix`.
     fn allow(&mut self, dir: Dir, prefix: &str, targets: &str, allow: &Allow) {
+        self.matching(dir, dir.chain(), prefix, targets, allow, Verdict::Return);
+    }
+
+    /// The rules matching `allow` (per family, per protocol) in `chain`, with `verdict`; its
+    /// sets named after `prefix`, its pods by default those of set `targets`.
+    fn matching(
+        &mut self,
+        dir: Dir,
+        chain: &str,
+        prefix: &str,
+        targets: &str,
+        allow: &Allow,
+        verdict: Verdict,
+    ) {
         for v in VERSIONS {
             let s = suffix(v);
             let mut stmts = Vec::new();
@@ -306,8 +474,8 @@ impl Builder {
                 let mut rule = stmts.clone();
                 rule.extend(ports);
                 rule.push(Stmt::Counter);
-                rule.push(Stmt::Verdict(Verdict::Return));
-                self.rule(dir.chain(), rule);
+                rule.push(Stmt::Verdict(verdict.clone()));
+                self.rule(chain, rule);
             }
         }
     }

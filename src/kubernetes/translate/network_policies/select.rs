@@ -8,6 +8,7 @@ use ipnet::IpNet;
 
 use crate::config::kubernetes::selector::{LabelSelector, Operator, Requirement};
 use crate::config::policy::pods::L4Protocol;
+use crate::kubernetes::client::Labels;
 use crate::kubernetes::objects::{self, Pod};
 
 /// A pod as policies see it.
@@ -16,9 +17,9 @@ pub(super) struct PodView<'a> {
     /// Its namespace.
     pub(super) namespace: &'a str,
     /// Its labels.
-    pub(super) labels: &'a BTreeMap<String, String>,
+    pub(super) labels: &'a Labels,
     /// Its labels' namespace's labels (empty when the Namespace is unknown).
-    pub(super) namespace_labels: &'a BTreeMap<String, String>,
+    pub(super) namespace_labels: &'a Labels,
     /// Its addresses (one per family).
     pub(super) ips: Vec<IpAddr>,
     /// On this node (policies isolate these; all pods can be peers).
@@ -47,9 +48,9 @@ impl PodView<'_> {
 /// (policies do not apply to host-network pods), not finished (their address may be reused).
 pub(super) fn pod_views<'a: 'n, 'n>(
     pods: impl IntoIterator<Item = &'a Pod>,
-    namespaces: &'n BTreeMap<&'n str, &'n BTreeMap<String, String>>,
+    namespaces: &'n BTreeMap<&'n str, &'n Labels>,
     node_name: &str,
-    empty: &'n BTreeMap<String, String>,
+    empty: &'n Labels,
 ) -> Vec<PodView<'n>> {
     pods.into_iter()
         .filter(|p| !p.spec.host_network)

@@ -110,15 +110,23 @@ fn slice(rng: &mut Rng, ns: &str, name: &str) -> objects::EndpointSlice {
 
 /// Everything translated again, as the services part did before the memo.
 fn full(
-    svcs: &BTreeMap<ObjectKey, objects::Service>,
-    slices: &BTreeMap<ObjectKey, objects::EndpointSlice>,
+    svcs: &BTreeMap<ObjectKey, Box<objects::Service>>,
+    slices: &BTreeMap<ObjectKey, Box<objects::EndpointSlice>>,
     node: ThisNode<'_>,
 ) -> Translation {
-    let t = services::translate(svcs.values(), slices.values(), node);
+    let t = services::translate(
+        svcs.values().map(|s| &**s),
+        slices.values().map(|s| &**s),
+        node,
+    );
     Translation {
         services: t.services.into_iter().map(Arc::new).collect(),
         skipped: t.skipped,
-        health_check_ports: health_ports::translate(svcs.values(), slices.values(), node.name),
+        health_check_ports: health_ports::translate(
+            svcs.values().map(|s| &**s),
+            slices.values().map(|s| &**s),
+            node.name,
+        ),
     }
 }
 
@@ -133,8 +141,8 @@ fn keys(k: &[ObjectKey]) -> Changes {
 #[test]
 fn the_memo_equals_the_full_translation_over_random_changes() {
     let mut rng = Rng(0x5eed_1234_abcd_0001);
-    let mut svcs: BTreeMap<ObjectKey, objects::Service> = BTreeMap::new();
-    let mut slices: BTreeMap<ObjectKey, objects::EndpointSlice> = BTreeMap::new();
+    let mut svcs: BTreeMap<ObjectKey, Box<objects::Service>> = BTreeMap::new();
+    let mut slices: BTreeMap<ObjectKey, Box<objects::EndpointSlice>> = BTreeMap::new();
     let mut zone: Option<&str> = None;
     let mut addresses: Vec<IpAddr> = vec!["192.168.1.5".parse().unwrap()];
     let mut memo = ServicesMemo::default();
@@ -150,7 +158,7 @@ fn the_memo_equals_the_full_translation_over_random_changes() {
             match rng.below(10) {
                 0..=1 => {
                     let key = (ns.to_string(), rng.pick(NAMES).to_string());
-                    svcs.insert(key.clone(), service(&mut rng, &key.0, &key.1));
+                    svcs.insert(key.clone(), Box::new(service(&mut rng, &key.0, &key.1)));
                     changed_svcs.push(key);
                 }
                 2 => {
@@ -160,7 +168,7 @@ fn the_memo_equals_the_full_translation_over_random_changes() {
                 }
                 3..=6 => {
                     let key = (ns.to_string(), format!("e{}", rng.below(8)));
-                    slices.insert(key.clone(), slice(&mut rng, &key.0, &key.1));
+                    slices.insert(key.clone(), Box::new(slice(&mut rng, &key.0, &key.1)));
                     changed_slices.push(key);
                 }
                 7 => {
@@ -231,21 +239,21 @@ fn the_memo_equals_the_full_translation_over_random_changes() {
 #[test]
 fn an_endpoint_change_re_translates_its_service_alone() {
     let mut rng = Rng(7);
-    let svcs: BTreeMap<ObjectKey, objects::Service> = (0..50)
+    let svcs: BTreeMap<ObjectKey, Box<objects::Service>> = (0..50)
         .map(|i| {
             let key = ("a".to_string(), format!("s{i}"));
             let mut s = service(&mut rng, &key.0, &key.1);
             s.spec.cluster_ip = Some(format!("10.96.1.{i}"));
             s.spec.cluster_ips = vec![format!("10.96.1.{i}")];
-            (key, s)
+            (key, Box::new(s))
         })
         .collect();
-    let mut slices: BTreeMap<ObjectKey, objects::EndpointSlice> = (0..50)
+    let mut slices: BTreeMap<ObjectKey, Box<objects::EndpointSlice>> = (0..50)
         .map(|i| {
             let key = ("a".to_string(), format!("s{i}-x"));
             let mut s = slice(&mut rng, &key.0, &key.1);
             s.metadata = meta("a", &key.1, &[(SERVICE_NAME_LABEL, &format!("s{i}"))]);
-            (key, s)
+            (key, Box::new(s))
         })
         .collect();
     let node = ThisNode {

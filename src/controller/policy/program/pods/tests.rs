@@ -59,6 +59,7 @@ pub(crate) fn sample() -> PodPolicies {
                 }),
             },
         ],
+        ..PodPolicies::default()
     }
 }
 
@@ -205,4 +206,153 @@ fn a_policy_over_many_pods_is_a_few_rules_over_sets() {
         .find(|s| s.name == "np0.in0.p4")
         .unwrap();
     assert_eq!(peers.elements.len(), 2000);
+}
+
+/// [`sample`] with an admin policy (accept, deny, pass) and a baseline one over `web`.
+fn tiered() -> PodPolicies {
+    use crate::config::policy::pods::{TierAction, TierPolicy, TierRule};
+    let rule = |action, peers: &[&str], ports: Vec<PortRange>| TierRule {
+        action,
+        matches: Allow {
+            pods: None,
+            peers: Some(nets(peers)),
+            ports,
+        },
+    };
+    let mut p = sample();
+    p.admin.push(TierPolicy {
+        name: "k8s:admin".into(),
+        priority: 3,
+        pods: ips(&["10.1.0.5", "10.1.0.7"]),
+        ingress: vec![
+            rule(TierAction::Accept, &["10.2.2.0/24"], vec![]),
+            rule(TierAction::Deny, &["10.2.3.0/24"], vec![tcp(80)]),
+            rule(TierAction::Pass, &["10.2.4.0/24"], vec![]),
+        ],
+        egress: vec![rule(TierAction::Deny, &["0.0.0.0/0", "::/0"], vec![])],
+    });
+    p.baseline.push(TierPolicy {
+        name: "k8s:default".into(),
+        priority: 10,
+        pods: ips(&["10.1.0.7"]),
+        ingress: vec![
+            rule(TierAction::Pass, &["10.2.4.0/24"], vec![]),
+            rule(TierAction::Deny, &["10.2.0.0/16"], vec![]),
+        ],
+        egress: Vec::new(),
+    });
+    p
+}
+
+#[test]
+fn tiers_wrap_the_units_admin_first_baseline_for_pods_no_unit_isolates() {
+    let p = build_with_pods(None, &tiered(), "t", &RouterAddresses::default()).unwrap();
+    let chains: Vec<&str> = p.table.chains.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        chains,
+        [
+            PODS,
+            PODS_INGRESS,
+            PODS_EGRESS,
+            PODS_INGRESS_ADMIN,
+            PODS_INGRESS_BASELINE,
+            PODS_EGRESS_ADMIN,
+            PODS_EGRESS_BASELINE
+        ]
+    );
+    let text = text::render_plan_block(&p.table);
+    let chain = |name: &str| -> Vec<String> {
+        let start = text.find(&format!("chain {name} {{")).unwrap();
+        let end = start + text[start..].find("\n\t}").unwrap();
+        text[start..end]
+            .lines()
+            .skip(1)
+            .map(|l| l.trim().split(" comment").next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        chain(PODS),
+        [
+            "type filter hook forward priority -1; policy accept;",
+            "ct state established,related accept",
+            "ip daddr @tiers.in4 jump pods-ingress-admin",
+            "ip6 daddr @tiers.in6 jump pods-ingress-admin",
+            "ip saddr @tiers.out4 jump pods-egress-admin",
+            "ip6 saddr @tiers.out6 jump pods-egress-admin",
+        ]
+    );
+    assert_eq!(
+        chain(PODS_INGRESS_ADMIN),
+        [
+            "ip daddr @admin0.in4 ip saddr @admin0.in0.p4 counter return",
+            "ip6 daddr @admin0.in6 ip6 saddr @admin0.in0.p6 counter return",
+            "ip daddr @admin0.in4 ip saddr @admin0.in1.p4 meta l4proto tcp th dport 80 counter drop",
+            "ip6 daddr @admin0.in6 ip6 saddr @admin0.in1.p6 meta l4proto tcp th dport 80 counter drop",
+            "ip daddr @admin0.in4 ip saddr @admin0.in2.p4 counter goto pods-ingress-baseline",
+            "ip6 daddr @admin0.in6 ip6 saddr @admin0.in2.p6 counter goto pods-ingress-baseline",
+            "goto pods-ingress-baseline",
+        ]
+    );
+    assert_eq!(
+        chain(PODS_INGRESS_BASELINE),
+        [
+            "ip daddr @pods.in4 goto pods-ingress",
+            "ip6 daddr @pods.in6 goto pods-ingress",
+            "ip daddr @baseline0.in4 ip saddr @baseline0.in0.p4 counter return",
+            "ip6 daddr @baseline0.in6 ip6 saddr @baseline0.in0.p6 counter return",
+            "ip daddr @baseline0.in4 ip saddr @baseline0.in1.p4 counter drop",
+            "ip6 daddr @baseline0.in6 ip6 saddr @baseline0.in1.p6 counter drop",
+        ]
+    );
+    assert_eq!(chain(PODS_EGRESS_BASELINE).len(), 2, "the units' way only");
+    let set = |name: &str| {
+        let i = p.table.sets.iter().position(|s| s.name == name).unwrap();
+        (p.table.sets[i].elements.len(), p.set_groups[i])
+    };
+    assert_eq!(
+        set("tiers.in4"),
+        (3, 0),
+        "web's two and the admin's 10.1.0.7"
+    );
+    assert_eq!(set("pods.in4"), (2, 0), "the units' alone");
+    assert_eq!(
+        set("tiers.out4"),
+        (3, 0),
+        "out's 10.1.0.6 and the admin's two"
+    );
+    let groups: Vec<(&str, bool)> = p
+        .groups
+        .iter()
+        .map(|g| (g.label.as_str(), g.deny))
+        .collect();
+    assert_eq!(
+        groups[3..],
+        [
+            ("cluster-network-policy k8s:admin", true),
+            ("cluster-network-policy k8s:default", true)
+        ]
+    );
+}
+
+#[test]
+fn without_tiers_the_layout_is_the_units_alone() {
+    let mut p = tiered();
+    p.admin.clear();
+    p.baseline.clear();
+    assert_eq!(
+        build_with_pods(None, &p, "t", &RouterAddresses::default()),
+        build_with_pods(None, &sample(), "t", &RouterAddresses::default())
+    );
+}
+
+#[test]
+fn a_refused_tier_policy_with_a_deny_leaves_a_drop_in_its_place() {
+    let p = build_with_pods(None, &tiered(), "t", &RouterAddresses::default()).unwrap();
+    let (table, _, _) = p.without(&BTreeSet::from([3]));
+    let first = table
+        .rules
+        .iter()
+        .find(|r| r.chain == PODS_INGRESS_ADMIN)
+        .unwrap();
+    assert_eq!(first.stmts, [Stmt::Counter, Stmt::Verdict(Verdict::Drop)]);
 }

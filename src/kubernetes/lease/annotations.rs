@@ -1,0 +1,185 @@
+//! What the Lease's annotations say, made from what the daemon knows (pure; the writer
+//! compares the result with what it last wrote, so only a change is news).
+//!
+//! | annotation | value |
+//! |---|---|
+//! | `edgenetd.io/config-hash` | `sha256:<hex>` of the TOML in force ([`super::in_force::digest`]); empty when not known |
+//! | `edgenetd.io/config-generation` | 1 for the configuration the daemon started with, one more at each change of content |
+//! | `edgenetd.io/cluster-state` | `current`, `cached since <RFC 3339>` (`cached`, of unknown age), or `none` |
+//! | `edgenetd.io/controllers` | `<loop>=<state>,...` in registration order; state `ready`, `failing`, `starting` or `stalled` |
+//! | `edgenetd.io/last-sync-error` | `<loop>: <error>` of each loop whose last sync failed, joined by `; `; empty when none |
+
+use std::collections::BTreeMap;
+
+use super::PREFIX;
+use crate::clock::rfc3339;
+use crate::kubernetes::freshness::Standing;
+
+/// The longest `last-sync-error` (the rest is cut, at a character boundary, and ends `…`).
+pub const MAX_ERROR: usize = 1024;
+
+/// A loop's state, as the Lease shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopState {
+    /// Live, and its last sync succeeded.
+    Ready,
+    /// Live, and its last sync failed.
+    Failing,
+    /// Live, with no sync finished yet.
+    Starting,
+    /// Not live (wedged, or a change waited too long): the Lease is not renewed.
+    Stalled,
+}
+
+impl LoopState {
+    /// The word in `controllers`.
+    pub fn word(self) -> &'static str {
+        match self {
+            LoopState::Ready => "ready",
+            LoopState::Failing => "failing",
+            LoopState::Starting => "starting",
+            LoopState::Stalled => "stalled",
+        }
+    }
+}
+
+/// One loop of the liveness registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loop {
+    /// Its name (`policy`, `service`, `route`, `kubernetes`, ...).
+    pub name: String,
+    /// Its state.
+    pub state: LoopState,
+    /// Its last sync's error, while the last sync failed.
+    pub error: Option<String>,
+}
+
+/// Everything the annotations say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The generation of the TOML in force.
+    pub generation: u64,
+    /// Its content hash, when known.
+    pub hash: Option<String>,
+    /// Where the cluster state in force comes from.
+    pub cluster: Standing,
+    /// Every loop, in registration order.
+    pub loops: Vec<Loop>,
+}
+
+/// The annotations of `report`.
+pub fn annotations(report: &Report) -> BTreeMap<String, String> {
+    let key = |name: &str| format!("{PREFIX}{name}");
+    let cluster = match report.cluster {
+        Standing::Current => "current".to_string(),
+        Standing::Cached { since: Some(t) } => format!("cached since {}", rfc3339(t)),
+        Standing::Cached { since: None } => "cached".to_string(),
+        Standing::None => "none".to_string(),
+    };
+    let controllers: Vec<String> = report
+        .loops
+        .iter()
+        .map(|l| format!("{}={}", l.name, l.state.word()))
+        .collect();
+    let errors: Vec<String> = report
+        .loops
+        .iter()
+        .filter_map(|l| Some(format!("{}: {}", l.name, l.error.as_ref()?)))
+        .collect();
+    BTreeMap::from([
+        (key("config-hash"), report.hash.clone().unwrap_or_default()),
+        (key("config-generation"), report.generation.to_string()),
+        (key("cluster-state"), cluster),
+        (key("controllers"), controllers.join(",")),
+        (key("last-sync-error"), cut(errors.join("; "), MAX_ERROR)),
+    ])
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary, ending `…` when cut.
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push('…');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    fn lp(name: &str, state: LoopState, error: Option<&str>) -> Loop {
+        Loop {
+            name: name.into(),
+            state,
+            error: error.map(String::from),
+        }
+    }
+
+    #[test]
+    fn every_annotation_is_there_in_its_documented_form() {
+        let since = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let a = annotations(&Report {
+            generation: 3,
+            hash: Some("sha256:ab".into()),
+            cluster: Standing::Cached { since: Some(since) },
+            loops: vec![
+                lp("policy", LoopState::Ready, None),
+                lp("service", LoopState::Failing, Some("nft: refused")),
+                lp("route", LoopState::Stalled, None),
+                lp("kubernetes", LoopState::Starting, Some("not listed yet")),
+            ],
+        });
+        let want = [
+            ("edgenetd.io/config-hash", "sha256:ab"),
+            ("edgenetd.io/config-generation", "3"),
+            (
+                "edgenetd.io/cluster-state",
+                "cached since 2023-11-14T22:13:20.000Z",
+            ),
+            (
+                "edgenetd.io/controllers",
+                "policy=ready,service=failing,route=stalled,kubernetes=starting",
+            ),
+            (
+                "edgenetd.io/last-sync-error",
+                "service: nft: refused; kubernetes: not listed yet",
+            ),
+        ];
+        let want: BTreeMap<String, String> = want
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(a, want);
+        let quiet = annotations(&Report {
+            generation: 1,
+            hash: None,
+            cluster: Standing::Current,
+            loops: vec![lp("policy", LoopState::Ready, None)],
+        });
+        assert_eq!(quiet["edgenetd.io/config-hash"], "");
+        assert_eq!(quiet["edgenetd.io/cluster-state"], "current");
+        assert_eq!(quiet["edgenetd.io/last-sync-error"], "");
+    }
+
+    #[test]
+    fn a_long_error_is_cut_at_a_character_boundary() {
+        let long = "é".repeat(2000);
+        let a = annotations(&Report {
+            generation: 1,
+            hash: None,
+            cluster: Standing::None,
+            loops: vec![lp("route", LoopState::Failing, Some(&long))],
+        });
+        let e = &a["edgenetd.io/last-sync-error"];
+        assert!(e.len() <= MAX_ERROR && e.ends_with('…'), "{}", e.len());
+        assert!(e.starts_with("route: éé"));
+    }
+}
