@@ -25,6 +25,7 @@ use crate::config::fragments::Fragment;
 use crate::config::kubernetes::ConfigMapRef;
 use crate::kubernetes::client::Store;
 use crate::kubernetes::config_map::{self, Offer};
+use crate::kubernetes::lease::annotations::ConfigMapStatus;
 use crate::kubernetes::objects::ConfigMap;
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Trigger, TriggerRx};
@@ -236,22 +237,31 @@ impl ClusterConfig {
         self.lock().pending.clone()
     }
 
-    /// `kubernetes.configMap` in /healthz (and, for a Lease writer, the status to report).
+    /// The status the node's Lease shows (`edgenetd.io/config-map`).
+    pub fn lease_status(&self) -> ConfigMapStatus {
+        let s = self.lock();
+        match (state(&s), &s.rejected) {
+            ("pending", _) => ConfigMapStatus::Pending {
+                in_force: s.in_force.version.clone(),
+                confirmed: s.confirmed.version.clone(),
+            },
+            ("listing", _) => ConfigMapStatus::Listing,
+            ("rejected", Some(r)) => ConfigMapStatus::Rejected {
+                version: r.version.clone(),
+                what: r.what.to_string(),
+                reason: r.reason.clone(),
+                in_force: s.in_force.version.clone(),
+            },
+            _ => ConfigMapStatus::Confirmed {
+                in_force: s.in_force.version.clone(),
+            },
+        }
+    }
+
+    /// `kubernetes.configMap` in /healthz.
     pub fn healthz(&self, now: SystemTime) -> serde_json::Value {
         let s = self.lock();
-        let state = if s.pending.is_some() {
-            "pending"
-        } else if s.offered.is_none() {
-            "listing"
-        } else if new_offer(&s).is_none()
-            && s.rejected
-                .as_ref()
-                .is_some_and(|r| s.offered.as_ref().is_some_and(|o| o.version == r.version))
-        {
-            "rejected"
-        } else {
-            "confirmed"
-        };
+        let state = state(&s);
         let rejected = s.rejected.as_ref().map(|r| {
             json!({
                 "resourceVersion": r.version,
@@ -279,6 +289,24 @@ impl ClusterConfig {
             "skippedKeys": skipped,
             "clashes": s.shadowed,
         })
+    }
+}
+
+/// `pending`, `listing`, `rejected` (the version offered is the one last refused or rolled
+/// back) or `confirmed`.
+fn state(s: &State) -> &'static str {
+    if s.pending.is_some() {
+        "pending"
+    } else if s.offered.is_none() {
+        "listing"
+    } else if new_offer(s).is_none()
+        && s.rejected
+            .as_ref()
+            .is_some_and(|r| s.offered.as_ref().is_some_and(|o| o.version == r.version))
+    {
+        "rejected"
+    } else {
+        "confirmed"
     }
 }
 
@@ -352,12 +380,15 @@ mod tests {
     fn a_new_version_is_tried_once_and_a_rollback_returns_to_the_confirmed_one() {
         let c = cluster();
         assert!(c.choose().new.is_none(), "nothing listed yet");
+        assert_eq!(c.lease_status(), ConfigMapStatus::Listing);
         assert!(c.offer(offer("1", "# one\n")));
         let choice = c.choose();
         assert_eq!(choice.new.as_ref().unwrap().version, "1");
         assert_eq!(c.took(choice, Vec::new()).as_deref(), Some("1"));
+        assert_eq!(c.lease_status().text(), "pending 1, confirmed none");
         assert!(!c.offer(offer("1", "# one\n")), "in force already");
         assert_eq!(c.confirmed().as_deref(), Some("1"));
+        assert_eq!(c.lease_status().text(), "confirmed 1");
         assert!(c.offer(offer("2", "# two\n")));
         let choice = c.choose();
         c.took(choice, Vec::new());
@@ -370,6 +401,18 @@ mod tests {
         assert_eq!(doc["state"], "rejected", "{doc}");
         assert_eq!(doc["rejected"]["resourceVersion"], "2");
         assert_eq!(doc["rejected"]["what"], "rolled back");
+        assert_eq!(
+            c.lease_status().text(),
+            "rejected 2, in force 1: rolled back: not confirmed"
+        );
         assert!(c.offer(offer("3", "# three\n")), "a new version is tried");
+        let e =
+            crate::config::load_str(&[("a.toml", "[daemon]\nroute_protocol = 300\n")]).unwrap_err();
+        c.refused(&c.choose().new.unwrap(), &e, 1);
+        let text = c.lease_status().text();
+        assert!(
+            text.starts_with("rejected 3, in force 1: refused: 1 problem(s): a.toml:2:"),
+            "{text}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! The router confirms a config from the cluster itself (`[kubernetes] config_confirm`):
 //! once every controller has synced it, the ConfigMap's watch is opened again, and a request
-//! opened from then on that the API server answered ([`Reached`]) is the proof. The deadline
+//! opened from then on that the API server answered ([`Reached`]) is the proof, with a
+//! renewal of the node's Lease opened from then on too when `status_namespace` keeps one
+//! (the writer is asked to renew at once). The deadline
 //! is [`super::confirm::watch_deadline`]'s, as for any pending confirm.
 
 use std::rc::Rc;
@@ -69,6 +71,9 @@ pub async fn confirm_when_reached(
         }
         let from = Instant::now();
         reconnect.fire();
+        // With a Lease writer, its renewal is the second proof: asked for now, not at its
+        // next period.
+        reached.ask_lease(from);
         while confirmer.state.due() == Some(due) {
             if reached.since(from) {
                 confirmer.confirm_from_cluster();

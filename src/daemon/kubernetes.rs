@@ -15,7 +15,9 @@
 //!   ready once every enabled kind was listed or the cache was loaded.
 //! - With `status_namespace`, the router's Lease: its writer's thread reads the liveness
 //!   registry's verdict (the systemd watchdog's), the watched kinds' states and the TOML in
-//!   force, which every reload hands over with its files ([`TomlSink::take_toml`]).
+//!   force, which every reload hands over with its files ([`TomlSink::take_toml`]). With
+//!   `config_map` too, it shows the ConfigMap's version, and its renewals are the second
+//!   proof a config from the cluster waits for ([`Reached`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -482,6 +484,12 @@ pub fn start(
             loops: loops_probe(healthz.liveness.clone()),
             in_force,
             freshness,
+            config_map: cluster.as_ref().map(|c| {
+                let config = c.config.clone();
+                Box::new(move || config.lease_status()) as writer::ConfigMapProbe
+            }),
+            // A config from the cluster then waits for a renewal too.
+            reached: cluster.as_ref().map(|c| c.reached.clone()),
         };
         info!(
             "kubernetes: keeping the Lease {}/{} (renewed every {:?} while every loop is live)",

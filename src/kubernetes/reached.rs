@@ -9,8 +9,10 @@
 //! The node's Lease, once something renews it, is a second proof the confirm waits for: the
 //! Lease writer says so once ([`Reached::expect_lease`]) and records each renewal it opened
 //! ([`Reached::lease_renewed`]); from then on [`Reached::since`] needs a watch request *and*
-//! a renewal opened after the change. [`Reached::generation`] counts the answers for whoever
-//! just wants to know that one came.
+//! a renewal opened after the change. The confirm asks for that renewal
+//! ([`Reached::ask_lease`]) as it opens the watch again, so the writer renews at once rather
+//! than at its next period. [`Reached::generation`] counts the answers for whoever just wants
+//! to know that one came.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -27,6 +29,8 @@ pub struct Reached {
     lease: AtomicU64,
     /// A Lease writer runs: its renewals are part of the proof.
     lease_expected: AtomicBool,
+    /// The same for the time from which a renewal is asked for (0: never asked).
+    lease_asked: AtomicU64,
     /// Answered requests so far.
     answers: AtomicU64,
 }
@@ -38,6 +42,7 @@ impl Default for Reached {
             watch: AtomicU64::new(0),
             lease: AtomicU64::new(0),
             lease_expected: AtomicBool::new(false),
+            lease_asked: AtomicU64::new(0),
             answers: AtomicU64::new(0),
         }
     }
@@ -64,6 +69,17 @@ impl Reached {
     pub fn lease_renewed(&self, opened: Instant) {
         self.lease.fetch_max(self.stamp(opened), Ordering::SeqCst);
         self.answers.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A renewal opened at or after `t` is wanted (the confirm of a change waits for one).
+    pub fn ask_lease(&self, t: Instant) {
+        self.lease_asked.fetch_max(self.stamp(t), Ordering::SeqCst);
+    }
+
+    /// True while a renewal was asked for and none opened since has been answered: the
+    /// writer renews without waiting for its period.
+    pub fn lease_asked(&self) -> bool {
+        self.lease_asked.load(Ordering::SeqCst) > self.lease.load(Ordering::SeqCst)
     }
 
     /// True when a watcher request opened at or after `t` was answered, and (with a Lease
@@ -117,5 +133,39 @@ mod tests {
         reached.lease_renewed(Instant::now());
         assert!(reached.since(change));
         assert_eq!(reached.generation(), 2);
+    }
+
+    #[test]
+    fn a_renewal_opened_before_the_change_does_not_count_and_one_is_asked_for() {
+        let reached = Reached::default();
+        reached.expect_lease();
+        let before = Instant::now();
+        std::thread::sleep(Duration::from_millis(5));
+        let change = Instant::now();
+        assert!(!reached.lease_asked(), "nothing asked yet");
+        reached.ask_lease(change);
+        assert!(reached.lease_asked());
+        std::thread::sleep(Duration::from_millis(5));
+        reached.answered(Instant::now());
+        // A renewal that was on its way before the change, answered after it.
+        reached.lease_renewed(before);
+        assert!(
+            !reached.since(change),
+            "the renewal opened before the change"
+        );
+        assert!(reached.lease_asked(), "still asked for");
+        reached.lease_renewed(Instant::now());
+        assert!(reached.since(change));
+        assert!(!reached.lease_asked(), "answered");
+    }
+
+    #[test]
+    fn without_a_lease_writer_the_watch_alone_proves_it() {
+        let reached = Reached::default();
+        let change = Instant::now();
+        reached.ask_lease(change);
+        std::thread::sleep(Duration::from_millis(5));
+        reached.answered(Instant::now());
+        assert!(reached.since(change));
     }
 }

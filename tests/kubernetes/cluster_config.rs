@@ -6,6 +6,9 @@
 //! The API server is the TLS fake in a namespace of its own (`api`, 10.0.9.2, behind the
 //! router's `a0`): the router's firewall and routes stand between them, as they would
 //! between a real router and its control plane (its own loopback they never do).
+//!
+//! With `status_namespace`, a renewal of the node's Lease opened after the change is the
+//! confirm's second proof, and the Lease shows the ConfigMap's version.
 
 use crate::common;
 use crate::netns_test;
@@ -19,7 +22,7 @@ use common::routes::has_owned_route;
 use common::scratch::ScratchDir;
 use common::shell::sh;
 use common::topology::{Link, Topology};
-use common::wait::wait_until;
+use common::wait::{wait_for, wait_until};
 use serde_json::{Value, json};
 
 /// How long the daemon gets for each step.
@@ -79,8 +82,13 @@ impl Lab {
     }
 
     /// The daemon's config: `local` (TOML of the router's own), then `[kubernetes]` with the
-    /// routes feed, the ConfigMap and `config_confirm`.
+    /// routes feed, the ConfigMap and `config_confirm` ([`CONFIRM`]).
     fn config(&self, local: &str) -> String {
+        self.config_confirmed_within(local, CONFIRM)
+    }
+
+    /// [`Lab::config`] with `config_confirm = confirm`.
+    fn config_confirmed_within(&self, local: &str, confirm: Duration) -> String {
         let (cert, key) = self.fake.client_cert_files();
         format!(
             "{local}\n[kubernetes]\nserver = {:?}\nca_file = {:?}\nclient_cert = {:?}\n\
@@ -91,7 +99,7 @@ impl Lab {
             cert.display().to_string(),
             key.display().to_string(),
             self.cache.join("cluster.json").display().to_string(),
-            CONFIRM.as_secs(),
+            confirm.as_secs(),
         )
     }
 }
@@ -242,5 +250,84 @@ netns_test! {
         });
         assert!(ruleset().contains("fleet-after"), "{}", ruleset());
         assert!(d.log().contains("did not reach the API server again"), "{}", d.log());
+    }
+}
+
+/// The status namespace of the Lease test.
+const STATUS_NS: &str = "edgenetd";
+
+/// The Lease's `edgenetd.io/config-map`, once the Lease exists.
+fn lease_config_map(lab: &Lab) -> Option<String> {
+    let lease = lab.fake.get("leases", STATUS_NS, NODE)?;
+    let value = &lease["metadata"]["annotations"]["edgenetd.io/config-map"];
+    Some(
+        value
+            .as_str()
+            .unwrap_or_else(|| panic!("no config-map annotation: {lease}"))
+            .to_string(),
+    )
+}
+
+netns_test! {
+    /// With `status_namespace`, a version waits for a renewal of the node's Lease opened after
+    /// it, not only for the watch: while the API server refuses the Lease's writes (403), a
+    /// version is rolled back although its watch is answered. Once writes are allowed, the
+    /// Lease says which version was rolled back and why, and the next version is confirmed
+    /// after a renewal opened after it, well within `config_confirm` although the renewal
+    /// period is 10 s (the confirm asks the writer for one); the Lease then says so.
+    fn with_a_lease_the_confirm_waits_for_a_renewal_and_the_lease_shows_the_version() {
+        let lab = Lab::new();
+        let confirm = Duration::from_secs(8);
+        lab.fake.refuse_writes(true);
+        let first = lab.config_map(json!({ "00_fleet.toml": route("10.77.0.0/16") }));
+        let local = "[policy]\ninput = \"accept\"\nforward = \"accept\"\noutput = \"accept\"\n";
+        let config = format!(
+            "{}status_namespace = {STATUS_NS:?}\n",
+            lab.config_confirmed_within(local, confirm)
+        );
+        let d = Daemon::start("k8s-config-lease", &config);
+        d.wait_ready();
+        wait_until("the fleet route applied", STEP, || has_owned_route("10.77.0.0/16"));
+        let applied = Instant::now();
+        let cm = wait_config_map(&d, "the version rolled back: no renewal", |c| {
+            c["rejected"]["what"] == "rolled back"
+        });
+        assert_eq!(cm["rejected"]["resourceVersion"], first.to_string(), "{cm}");
+        assert!(!has_owned_route("10.77.0.0/16"), "the route went with its version");
+        // The watch alone was there: ConfigMap requests opened after the change, answered.
+        let watched = lab.fake.requests().into_iter().filter(|r| {
+            r.path.ends_with("/configmaps") && r.code == 200 && r.at > applied
+        });
+        assert!(watched.count() >= 1, "the watch was opened again and answered");
+        assert!(lease_config_map(&lab).is_none(), "no Lease while writes are refused");
+
+        lab.fake.refuse_writes(false);
+        let said = wait_for("the Lease saying why", STEP, || {
+            lease_config_map(&lab).filter(|v| v.starts_with("rejected"))
+        });
+        assert_eq!(
+            said,
+            format!(
+                "rejected {first}, in force none: rolled back: configmap:{CM} at resourceVersion \
+                 {first} did not reach the API server again before its deadline (config_confirm)"
+            )
+        );
+        let second = lab.config_map(json!({ "00_fleet.toml": route("10.78.0.0/16") }));
+        let changed = Instant::now();
+        wait_config_map(&d, "the next version confirmed", |c| {
+            c["state"] == "confirmed" && c["inForce"] == second.to_string()
+        });
+        assert!(changed.elapsed() < confirm, "{:?}", changed.elapsed());
+        let renewals = lab.fake.requests().into_iter().filter(|r| {
+            r.path.ends_with(&format!("/leases/{NODE}"))
+                && r.method == "PUT"
+                && r.code == 200
+                && r.at > changed
+        });
+        assert!(renewals.count() >= 1, "a renewal opened after the change");
+        assert!(has_owned_route("10.78.0.0/16"));
+        wait_for("the Lease saying it is confirmed", STEP, || {
+            lease_config_map(&lab).filter(|v| *v == format!("confirmed {second}"))
+        });
     }
 }
