@@ -329,7 +329,9 @@ impl<'a> Verifier<'a> {
             seen: HashMap::new(),
             seen_slots: HashMap::new(),
             want_shared: match believed {
-                Some(b) if b.model == *desired => Cow::Borrowed(&b.shared_refs),
+                Some(b) if std::ptr::eq(&b.model, desired) || b.model == *desired => {
+                    Cow::Borrowed(&b.shared_refs)
+                }
                 _ => Cow::Owned(shared_refs(desired)),
             },
             seen_shared: BTreeSet::new(),

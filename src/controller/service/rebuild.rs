@@ -264,6 +264,16 @@ impl Memo {
         patch: &mut Patch,
     ) {
         let Positions { fresh, round } = at;
+        // Another allocation with the same content (a TOML reload makes every service anew)
+        // is no change: its pointer is taken, nothing is built.
+        let (same, fresh): (Vec<usize>, Vec<usize>) = fresh
+            .into_iter()
+            .partition(|&i| *built.list[i] == *cfg.services[i]);
+        for i in same {
+            let s = &cfg.services[i];
+            built.list[i] = Arc::clone(s);
+            built.services.insert(key_of(s), (Arc::clone(s), round));
+        }
         let mut gone = BTreeSet::new();
         for &i in &fresh {
             gone.insert(key_of(&built.list[i]));

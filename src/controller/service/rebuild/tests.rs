@@ -216,3 +216,48 @@ fn the_backend_count_is_the_distinct_backends_of_the_slots() {
         "past 64 slots, counted by sorting"
     );
 }
+
+/// A TOML reload makes every service anew: other allocations, the same content. Compared by
+/// position alone, every one would be built again and planned (5,000 at a time).
+#[test]
+fn a_reload_that_makes_every_service_anew_with_the_same_content_builds_none() {
+    let mut rng = Rng(24);
+    let base = base();
+    let cfg = ServicesConfig {
+        services: (0..20)
+            .map(|i| {
+                let mut s = service(&mut rng, &base, i);
+                s.backend_check.check = BackendCheckKind::None;
+                Arc::new(s)
+            })
+            .collect(),
+        ..ServicesConfig::default()
+    };
+    let mut memo = Memo::default();
+    let Desired::Whole(mirror) = memo.build(&cfg, &|_, _| true, None) else {
+        panic!("no mirror: the whole model")
+    };
+    memo.synced(true);
+    let reloaded = ServicesConfig {
+        services: cfg
+            .services
+            .iter()
+            .map(|s| Arc::new(Service::clone(s)))
+            .collect(),
+        ..cfg.clone()
+    };
+    let Desired::Patch(p) = memo.build(&reloaded, &|_, _| true, Some(&mirror)) else {
+        panic!("a patch of the mirror")
+    };
+    assert!(p.entries.is_empty(), "{:?}", p.entries.keys());
+    // One changed among them is the one built.
+    let mut one = reloaded.clone();
+    let mut s = Service::clone(&one.services[7]);
+    s.backends.clear();
+    one.services[7] = Arc::new(s);
+    memo.synced(true);
+    let Desired::Patch(p) = memo.build(&one, &|_, _| true, Some(&mirror)) else {
+        panic!("a patch of the mirror")
+    };
+    assert_eq!(p.entries.len(), 1);
+}
