@@ -13,6 +13,33 @@ use toml::de::{DeArray, DeTable, DeValue, ValueDeserializer};
 
 use super::diag::Diagnostics;
 
+#[cfg(feature = "kubernetes")]
+mod yielding;
+#[cfg(feature = "kubernetes")]
+pub use yielding::Shadowed;
+#[cfg(feature = "kubernetes")]
+use yielding::Yielding;
+
+/// Without the `kubernetes` feature no file yields (fragments come from a cluster only): a
+/// type with no value, so the merge's yielding branches are compiled out.
+#[cfg(not(feature = "kubernetes"))]
+enum Yielding {}
+
+#[cfg(not(feature = "kubernetes"))]
+impl Yielding {
+    fn refuse_sections(&self, _: &mut DeTable<'_>, _: &mut Diagnostics) {
+        match *self {}
+    }
+
+    fn yields(&self, _: usize, _: usize) -> bool {
+        match *self {}
+    }
+
+    fn note(&mut self, _: &[String], _: &str, _: Range<usize>, _: Range<usize>) {
+        match *self {}
+    }
+}
+
 /// A value of the merged document, with its global span.
 pub type Value<'a> = Spanned<DeValue<'a>>;
 
@@ -68,31 +95,6 @@ pub struct Doc<'a> {
     yielding: Option<Yielding>,
 }
 
-/// How the files merged from a global offset on give way to the ones before it: a key set in
-/// both keeps the earlier file's value (the clash is noted, not an error), and some sections
-/// may not come from them at all.
-struct Yielding {
-    /// Where the files of lesser authority start (global offset).
-    from: usize,
-    /// Top-level sections they may not set.
-    refused: &'static [&'static str],
-    /// Why, for the error at such a section.
-    why: &'static str,
-    /// The keys set in both, with both places.
-    shadowed: Vec<Shadowed>,
-}
-
-/// A key a file of lesser authority set again: the earlier file's value stays.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shadowed {
-    /// The key's dotted path, e.g. `policy.input`.
-    pub key: String,
-    /// Where the file of lesser authority set it (global span).
-    pub at: Range<usize>,
-    /// Where it was set first, and stays set (global span).
-    pub kept: Range<usize>,
-}
-
 impl std::fmt::Debug for Doc<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Doc").field("root", &self.root).finish()
@@ -112,16 +114,13 @@ impl<'a> Doc<'a> {
     /// From global offset `from` on, files give way to the ones merged before: a key set in
     /// both keeps its first value (see [`Doc::shadowed`]), and the top-level sections
     /// `refused` are errors there, saying `why`.
+    #[cfg(feature = "kubernetes")]
     pub fn yield_from(&mut self, from: usize, refused: &'static [&'static str], why: &'static str) {
-        self.yielding = Some(Yielding {
-            from,
-            refused,
-            why,
-            shadowed: Vec::new(),
-        });
+        self.yielding = Some(Yielding::new(from, refused, why));
     }
 
     /// The keys files of lesser authority set again, in merge order.
+    #[cfg(feature = "kubernetes")]
     pub fn shadowed(&self) -> &[Shadowed] {
         self.yielding.as_ref().map_or(&[], |y| &y.shadowed)
     }
@@ -129,15 +128,7 @@ impl<'a> Doc<'a> {
     /// Merges one file's table (global spans) into the document; conflicts go to `diags`.
     pub fn merge(&mut self, mut table: DeTable<'a>, diags: &mut Diagnostics) {
         if let Some(y) = &self.yielding {
-            let refused: Vec<(String, Range<usize>)> = table
-                .iter()
-                .filter(|(k, _)| k.span().start >= y.from && y.refused.contains(&&**k.get_ref()))
-                .map(|(k, _)| (k.get_ref().to_string(), k.span()))
-                .collect();
-            for (key, span) in refused {
-                diags.error(span, format!("`[{key}]` {}", y.why));
-                table.remove(key.as_str());
-            }
+            y.refuse_sections(&mut table, diags);
         }
         merge_tables(
             &mut self.root,
@@ -311,19 +302,10 @@ fn merge_tables<'a>(
                 // The file of more authority keeps its value; the clash is noted.
                 _ if yielding
                     .as_ref()
-                    .is_some_and(|y| first_set.start < y.from && key.span().start >= y.from) =>
+                    .is_some_and(|y| y.yields(first_set.start, key.span().start)) =>
                 {
-                    let mut dotted = path.join(".");
-                    if !dotted.is_empty() {
-                        dotted.push('.');
-                    }
-                    dotted.push_str(key.get_ref());
                     if let Some(y) = yielding.as_mut() {
-                        y.shadowed.push(Shadowed {
-                            key: dotted,
-                            at: key.span(),
-                            kept: first_set,
-                        });
+                        y.note(path, key.get_ref(), key.span(), first_set);
                     }
                 }
                 Some(c) => diags.error_also(key.span(), c.message, first_set, c.note),

@@ -16,10 +16,14 @@
 
 use std::path::{Path, PathBuf};
 
+use super::data_file::DataFiles;
 use super::diag::Diagnostics;
-use super::doc::Shadowed;
+use super::doc::{Doc, Shadowed};
 use super::source_map::SourceMap;
-use super::{ConfigError, ConfigTexts, DesiredState, limits, load_files};
+use super::{
+    ConfigError, ConfigTexts, DesiredState, KEY_CLASHES, Read, limits, read_files, split,
+    validate_sources,
+};
 
 /// The top-level sections a fragment may not set.
 pub const LOCAL_ONLY: &[&str] = &["daemon", "kubernetes"];
@@ -59,7 +63,7 @@ pub struct Rejected {
 
 /// Loads the files rooted at `main`, then `fragments` after them.
 pub fn load_with_fragments(main: &Path, fragments: &[Fragment]) -> Result<Loaded, Rejected> {
-    load_files(main, None, fragments)
+    load(main, None, fragments)
 }
 
 /// [`load_with_fragments`] with `text` in place of the main file, shown as `shown_as` (what
@@ -70,30 +74,63 @@ pub fn load_replacing_main_with_fragments(
     text: String,
     fragments: &[Fragment],
 ) -> Result<Loaded, Rejected> {
-    load_files(main, Some((shown_as, text)), fragments)
+    load(main, Some((shown_as, text)), fragments)
 }
 
-/// Adds the fragments to `sources` after the files (a fragment over what is left of the size
-/// budget is a problem, unread, as a file would be); returns where they start.
-pub(super) fn add(
-    sources: &mut SourceMap,
+/// Reads the files rooted at `main` (the main file's text replaced by `replace`'s, shown as
+/// its path) and then `fragments`, which give way to the files.
+fn load(
+    main: &Path,
+    replace: Option<(&Path, String)>,
     fragments: &[Fragment],
-    total: &mut u64,
-    unparsed: &mut Vec<usize>,
-    diags: &mut Diagnostics,
-) -> Option<usize> {
+) -> Result<Loaded, Rejected> {
+    let mut read = read_files(main, replace);
+    let from = add(&mut read, fragments);
+    let mut data = DataFiles::from_disk();
+    let mut doc = Doc::new(KEY_CLASHES);
+    if let Some(from) = from {
+        doc.yield_from(from, LOCAL_ONLY, LOCAL_ONLY_WHY);
+    }
+    let state = validate_sources(
+        &mut doc,
+        &read.sources,
+        &read.unparsed,
+        split::MIN_BLOCKS,
+        &mut data,
+        &mut read.diags,
+    );
+    let shadowed = render_shadowed(doc.shadowed(), &read.sources);
+    drop(doc);
+    let in_fragments = from.map_or(0, |from| count_from(&read.diags, from));
+    match read.finish(state, data) {
+        Ok((state, texts)) => Ok(Loaded {
+            state,
+            texts,
+            shadowed,
+        }),
+        Err(error) => Err(Rejected {
+            error,
+            in_fragments,
+        }),
+    }
+}
+
+/// Adds the fragments to the sources after the files (a fragment over what is left of the
+/// size budget is a problem, unread, as a file would be); returns where they start.
+fn add(read: &mut Read, fragments: &[Fragment]) -> Option<usize> {
     let mut from = None;
     for f in fragments {
-        let budget = limits::budget(*total);
+        let budget = limits::budget(read.total);
         let size = f.text.len() as u64;
         let base = if size > budget {
-            let base = sources.add(PathBuf::from(&f.name), String::new());
-            diags.error(base..base, limits::size_message(size, false, *total));
-            unparsed.push(base);
+            let base = read.sources.add(PathBuf::from(&f.name), String::new());
+            read.diags
+                .error(base..base, limits::size_message(size, false, read.total));
+            read.unparsed.push(base);
             base
         } else {
-            *total += size;
-            sources.add(PathBuf::from(&f.name), f.text.clone())
+            read.total += size;
+            read.sources.add(PathBuf::from(&f.name), f.text.clone())
         };
         from.get_or_insert(base);
     }
@@ -101,7 +138,7 @@ pub(super) fn add(
 }
 
 /// How many problems are placed at or after global offset `from`.
-pub(super) fn count_from(diags: &Diagnostics, from: usize) -> usize {
+fn count_from(diags: &Diagnostics, from: usize) -> usize {
     let counted = diags
         .items()
         .iter()
@@ -114,7 +151,7 @@ pub(super) fn count_from(diags: &Diagnostics, from: usize) -> usize {
 }
 
 /// One line per shadowed key, both places located.
-pub(super) fn render_shadowed(shadowed: &[Shadowed], sources: &SourceMap) -> Vec<String> {
+fn render_shadowed(shadowed: &[Shadowed], sources: &SourceMap) -> Vec<String> {
     let at = |span: &std::ops::Range<usize>| {
         sources.locate(span).map_or_else(String::new, |l| {
             format!("{}:{}:{}", l.path.display(), l.line, l.column)

@@ -29,6 +29,7 @@ mod diag;
 pub(crate) mod doc;
 mod duration;
 pub mod extension;
+#[cfg(feature = "kubernetes")]
 pub mod fragments;
 pub mod kubernetes;
 pub mod limits;
@@ -133,20 +134,13 @@ pub fn config_files(main: &Path) -> Vec<PathBuf> {
 
 /// Loads and validates the configuration rooted at `main`.
 pub fn load(main: &Path) -> Result<DesiredState, ConfigError> {
-    plain(load_files(main, None, &[])).map(|(state, _)| state)
+    load_files(main, None).map(|(state, _)| state)
 }
 
 /// [`load`], with the texts it read (what the daemon keeps of a configuration that comes
 /// into force).
 pub fn load_keeping_texts(main: &Path) -> Result<(DesiredState, ConfigTexts), ConfigError> {
-    plain(load_files(main, None, &[]))
-}
-
-/// A load without fragments, as the callers that have none see it.
-fn plain(
-    loaded: Result<fragments::Loaded, fragments::Rejected>,
-) -> Result<(DesiredState, ConfigTexts), ConfigError> {
-    loaded.map(|l| (l.state, l.texts)).map_err(|r| r.error)
+    load_files(main, None)
 }
 
 /// [`load_replacing_main`], with the texts (`text` under `main`'s own path).
@@ -155,7 +149,7 @@ pub fn load_replacing_main_keeping_texts(
     shown_as: &Path,
     text: String,
 ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
-    plain(load_files(main, Some((shown_as, text)), &[]))
+    load_files(main, Some((shown_as, text)))
 }
 
 /// Loads the configuration rooted at `main` as it would be with `text` in place of the main
@@ -166,23 +160,84 @@ pub fn load_replacing_main(
     shown_as: &Path,
     text: String,
 ) -> Result<DesiredState, ConfigError> {
-    plain(load_files(main, Some((shown_as, text)), &[])).map(|(state, _)| state)
+    load_files(main, Some((shown_as, text))).map(|(state, _)| state)
 }
 
-/// Reads the files rooted at `main` (the main file's text replaced by `replace`'s, shown as
-/// its path) and then `fragments`, which give way to the files (see [`fragments`]).
+/// Loads the files rooted at `main`, the main file's text replaced by `replace`'s (shown as
+/// its path).
 fn load_files(
     main: &Path,
     replace: Option<(&Path, String)>,
-    fragments: &[fragments::Fragment],
-) -> Result<fragments::Loaded, fragments::Rejected> {
+) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+    let mut read = read_files(main, replace);
+    let mut data = DataFiles::from_disk();
+    let mut doc = Doc::new(KEY_CLASHES);
+    let state = validate_sources(
+        &mut doc,
+        &read.sources,
+        &read.unparsed,
+        split::MIN_BLOCKS,
+        &mut data,
+        &mut read.diags,
+    );
+    drop(doc);
+    read.finish(state, data)
+}
+
+/// The files of one load, read: one source per file, in order (a cluster's fragments may
+/// follow them, feature `kubernetes`), and the problems met reading them.
+struct Read {
+    /// The files, in load order.
+    files: Vec<PathBuf>,
+    /// Their texts.
+    sources: SourceMap,
+    /// The problems so far.
+    diags: Diagnostics,
+    /// Sources that are only there to locate a problem (not text): never parsed.
+    unparsed: Vec<usize>,
+    /// Bytes read so far, against `limits::MAX_TOTAL_BYTES` (what may follow the files
+    /// counts on).
+    #[cfg(feature = "kubernetes")]
+    total: u64,
+}
+
+impl Read {
+    /// The validated `state` with the texts of the files, or every problem.
+    fn finish(
+        self,
+        state: DesiredState,
+        data: DataFiles,
+    ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+        if self.diags.is_empty() {
+            // A valid load read every file as text, one source per file, in order (what
+            // follows the files is no file: not kept with them).
+            let texts = ConfigTexts {
+                files: self
+                    .files
+                    .iter()
+                    .cloned()
+                    .zip(self.sources.into_texts())
+                    .collect(),
+                data: data.into_read(),
+            };
+            let files = self.files;
+            Ok((DesiredState { files, ..state }, texts))
+        } else {
+            Err(ConfigError {
+                data_files: data.named().to_vec(),
+                ..ConfigError::new(&self.diags, &self.sources)
+            })
+        }
+    }
+}
+
+/// Reads the files rooted at `main`, the main file's text replaced by `replace`'s.
+fn read_files(main: &Path, replace: Option<(&Path, String)>) -> Read {
     let mut sources = SourceMap::default();
     let mut diags = Diagnostics::default();
     let files = config_files(main);
-    // Files that are only there to locate a problem (not text): never parsed.
     let mut unparsed = Vec::new();
     let mut replace = replace;
-    // Bytes of the files read so far, against `limits::MAX_TOTAL_BYTES`.
     let mut total = 0u64;
     for (i, path) in files.iter().enumerate() {
         let budget = limits::budget(total);
@@ -226,44 +281,13 @@ fn load_files(
             }
         }
     }
-    let from = fragments::add(
-        &mut sources,
-        fragments,
-        &mut total,
-        &mut unparsed,
-        &mut diags,
-    );
-    let mut data = DataFiles::from_disk();
-    let (state, shadowed) = validate_sources(
-        &sources,
-        &unparsed,
-        split::MIN_BLOCKS,
-        from,
-        &mut data,
-        &mut diags,
-    );
-    if diags.is_empty() {
-        let shadowed = fragments::render_shadowed(&shadowed, &sources);
-        // A valid load read every file as text, one source per file, in order (the
-        // fragments after them are not files: not kept with them).
-        let texts = ConfigTexts {
-            files: files.iter().cloned().zip(sources.into_texts()).collect(),
-            data: data.into_read(),
-        };
-        Ok(fragments::Loaded {
-            state: DesiredState { files, ..state },
-            texts,
-            shadowed,
-        })
-    } else {
-        let in_fragments = from.map_or(0, |from| fragments::count_from(&diags, from));
-        Err(fragments::Rejected {
-            error: ConfigError {
-                data_files: data.named().to_vec(),
-                ..ConfigError::new(&diags, &sources)
-            },
-            in_fragments,
-        })
+    Read {
+        files,
+        sources,
+        diags,
+        unparsed,
+        #[cfg(feature = "kubernetes")]
+        total,
     }
 }
 
@@ -295,7 +319,9 @@ fn load_str_split_with(
         sources.add(PathBuf::from(name), text.to_string());
     }
     let mut diags = Diagnostics::default();
-    let (state, _) = validate_sources(&sources, &[], min_blocks, None, &mut data, &mut diags);
+    let mut doc = Doc::new(KEY_CLASHES);
+    let state = validate_sources(&mut doc, &sources, &[], min_blocks, &mut data, &mut diags);
+    drop(doc);
     if diags.is_empty() {
         Ok(state)
     } else {
@@ -303,21 +329,16 @@ fn load_str_split_with(
     }
 }
 
-/// Merges and validates every file of `sources` but those whose base is in `unparsed`; the
-/// files from global offset `yield_from` on are fragments that give way to the ones before
-/// (the keys they set again are returned).
-fn validate_sources(
-    sources: &SourceMap,
+/// Merges every file of `sources` but those whose base is in `unparsed` into `doc`, and
+/// validates the result.
+fn validate_sources<'a>(
+    doc: &mut Doc<'a>,
+    sources: &'a SourceMap,
     unparsed: &[usize],
     min_blocks: usize,
-    yield_from: Option<usize>,
     data: &mut DataFiles,
     diags: &mut Diagnostics,
-) -> (DesiredState, Vec<doc::Shadowed>) {
-    let mut doc = Doc::new(KEY_CLASHES);
-    if let Some(from) = yield_from {
-        doc.yield_from(from, fragments::LOCAL_ONLY, fragments::LOCAL_ONLY_WHY);
-    }
+) -> DesiredState {
     let mut routes = route::RouteList::default();
     let mut budget = limits::ParseBudget::default();
     for file in sources
@@ -332,7 +353,7 @@ fn validate_sources(
             continue;
         }
         load::merge_file(
-            &mut doc,
+            doc,
             &mut routes,
             &file.text,
             file.base,
@@ -361,14 +382,14 @@ fn validate_sources(
         }
     }
     let mut state = DesiredState {
-        daemon: daemon::validate_daemon(&doc, diags),
-        controllers: daemon::validate_controllers(&doc, diags),
-        policy: policy::validate(&doc, data, diags),
+        daemon: daemon::validate_daemon(doc, diags),
+        controllers: daemon::validate_controllers(doc, diags),
+        policy: policy::validate(doc, data, diags),
         pod_policies: policy::pods::PodPolicies::default(),
-        services: service::validate(&doc, diags),
-        routing: route::validate(&doc, routes, diags),
-        kubernetes: kubernetes::validate(&doc, diags),
-        extensions: extension::validate(&extensions, &doc, diags),
+        services: service::validate(doc, diags),
+        routing: route::validate(doc, routes, diags),
+        kubernetes: kubernetes::validate(doc, diags),
+        extensions: extension::validate(&extensions, doc, diags),
         files: Vec::new(),
         held: Vec::new(),
     };
@@ -378,7 +399,7 @@ fn validate_sources(
             inc.at = format!("{}:{}:{}", l.path.display(), l.line, l.column);
         }
     }
-    (state, doc.shadowed().to_vec())
+    state
 }
 
 /// The differential oracle of the `[[route]]` fast path: a test and fuzz oracle, not part of

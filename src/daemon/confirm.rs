@@ -32,7 +32,7 @@ use super::last_good::LastGood;
 use super::plan::plan_all;
 use super::snapshots::TomlSink;
 use crate::clock::rfc3339;
-use crate::config::{self, ConfigTexts, format_duration};
+use crate::config::{self, ConfigError, ConfigTexts, DesiredState, format_duration};
 use crate::control::instance::canonical;
 use crate::control::protocol::{DaemonId, Request, Response};
 use crate::control::server::Handler;
@@ -116,14 +116,9 @@ impl Confirmer {
                 rfc3339(deadline)
             ));
         }
-        let loaded = config::fragments::load_replacing_main_with_fragments(
-            &self.main,
-            Path::new(&shown_as),
-            text.clone(),
-            &self.fragments(),
-        )
-        .map_err(|r| r.error)
-        .and_then(|l| Ok((super::includes::vet(l.state)?, l.texts)));
+        let loaded = self
+            .load(Some((Path::new(&shown_as), text.clone())))
+            .and_then(|(state, texts)| Ok((super::includes::vet(state)?, texts)));
         let (desired, texts) = match loaded {
             Ok(d) => d,
             Err(e) => {
@@ -200,9 +195,10 @@ impl Confirmer {
         // Degraded, the files do not load: what runs is the fallback, and a rollback
         // returns to it.
         let degraded_before = self.degraded.current();
-        let previous = config::fragments::load_with_fragments(&self.main, &self.fragments())
+        let previous = self
+            .load(None)
             .ok()
-            .map(|l| Arc::new(l.state))
+            .map(|(state, _)| Arc::new(state))
             .or_else(|| degraded_before.as_ref().map(|(_, state)| state.clone()));
         let deadline = match confirm {
             Some(within) => {
@@ -244,6 +240,7 @@ impl Confirmer {
                 previous,
                 texts: texts.clone(),
                 degraded_before: degraded_before.map(|(info, _)| info),
+                #[cfg(feature = "kubernetes")]
                 from_cluster: false,
             });
             self.liveness.set_config_note(Some(format!(
@@ -311,13 +308,32 @@ impl Confirmer {
         Response::done(format!("confirmed {applied}\n"))
     }
 
-    /// The fragments from the cluster in force (none without `[kubernetes] config_map`).
-    fn fragments(&self) -> Vec<config::fragments::Fragment> {
+    /// Loads the config files (`replace`: a text in place of the main file, shown as its
+    /// path), with the fragments from the cluster in force (`[kubernetes] config_map`).
+    fn load(
+        &self,
+        replace: Option<(&Path, String)>,
+    ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
         #[cfg(feature = "kubernetes")]
-        if let Some(cluster) = &self.cluster {
-            return cluster.in_force();
+        {
+            use config::fragments;
+            let in_force = self.cluster.as_ref().map(|c| c.in_force());
+            let in_force = in_force.as_deref().unwrap_or_default();
+            let loaded = match replace {
+                Some((shown_as, text)) => fragments::load_replacing_main_with_fragments(
+                    &self.main, shown_as, text, in_force,
+                ),
+                None => fragments::load_with_fragments(&self.main, in_force),
+            };
+            loaded.map(|l| (l.state, l.texts)).map_err(|r| r.error)
         }
-        Vec::new()
+        #[cfg(not(feature = "kubernetes"))]
+        match replace {
+            Some((shown_as, text)) => {
+                config::load_replacing_main_keeping_texts(&self.main, shown_as, text)
+            }
+            None => config::load_keeping_texts(&self.main),
+        }
     }
 
     /// Confirms a pending config from the cluster (the router reached the API server with
@@ -396,9 +412,9 @@ impl Confirmer {
             write_atomically(&self.main, &text, CONFIG_MODE)
         });
         let loaded = match restored {
-            Ok(()) => config::fragments::load_with_fragments(&self.main, &self.fragments())
-                .map(|l| (l.state, l.texts))
-                .map_err(|r| format!("does not load ({} problem(s))", r.error.count)),
+            Ok(()) => self
+                .load(None)
+                .map_err(|e| format!("does not load ({} problem(s))", e.count)),
             // The main file still holds what it held (the applied text, or an edit that
             // could not be kept): loading it would be no rollback.
             Err(e) => {
@@ -475,7 +491,11 @@ pub async fn watch_deadline(confirmer: Rc<Confirmer>, wake: TriggerRx, shutdown:
             None => return,
             Some(true) if confirmer.state.due() == due => {
                 let from = confirmer.state.pending_applied_from();
-                let why = if confirmer.state.pending_from_cluster() {
+                #[cfg(feature = "kubernetes")]
+                let from_cluster = confirmer.state.pending_from_cluster();
+                #[cfg(not(feature = "kubernetes"))]
+                let from_cluster = false;
+                let why = if from_cluster {
                     format!(
                         "{from} did not reach the API server again before its deadline (config_confirm)"
                     )

@@ -61,11 +61,10 @@ impl Reloader {
         let choice = self.cluster.as_ref().map(|c| c.choose());
         #[cfg(feature = "kubernetes")]
         let from_cluster = choice.as_ref().is_some_and(|c| c.new.is_some());
-        #[cfg(not(feature = "kubernetes"))]
-        let from_cluster = false;
         match self.confirm.reload_verdict(&self.main) {
             ReloadVerdict::Proceed => {}
             // The files are what apply put there, but the cluster's fragments are new.
+            #[cfg(feature = "kubernetes")]
             ReloadVerdict::InForce if from_cluster => {}
             ReloadVerdict::InForce => {
                 log::debug!(
@@ -73,6 +72,7 @@ impl Reloader {
                 );
                 return false;
             }
+            #[cfg(feature = "kubernetes")]
             ReloadVerdict::Refused(deadline) if self.confirm.pending_from_cluster() => {
                 self.confirm.defer_reload();
                 info!(
@@ -82,6 +82,7 @@ impl Reloader {
                 return false;
             }
             ReloadVerdict::Refused(deadline) => {
+                #[cfg(feature = "kubernetes")]
                 if from_cluster {
                     // The cluster's new version is not lost: it is loaded after the confirm.
                     self.confirm.defer_reload();
@@ -387,6 +388,7 @@ mod tests {
                 previous: None,
                 texts: config::ConfigTexts::default(),
                 degraded_before: None,
+                #[cfg(feature = "kubernetes")]
                 from_cluster: false,
             });
         let out = render_with(|| {

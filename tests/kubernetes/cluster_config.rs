@@ -314,8 +314,9 @@ netns_test! {
         );
         let second = lab.config_map(json!({ "00_fleet.toml": route("10.78.0.0/16") }));
         let changed = Instant::now();
+        let rv = second.to_string();
         wait_config_map(&d, "the next version confirmed", |c| {
-            c["state"] == "confirmed" && c["inForce"] == second.to_string()
+            c["state"] == "confirmed" && c["inForce"] == rv.as_str()
         });
         assert!(changed.elapsed() < confirm, "{:?}", changed.elapsed());
         let renewals = lab.fake.requests().into_iter().filter(|r| {
