@@ -326,3 +326,21 @@ fn the_lease_shows_each_loop_by_the_registrys_verdict() {
     assert_eq!(loops[1].state, LoopState::Stalled);
     assert_eq!(loops[0].state, LoopState::Ready);
 }
+
+/// The cache's pacing as docs/kubernetes.md states it, read from the constant the daemon runs.
+#[test]
+fn the_docs_state_the_cache_pacing() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/kubernetes.md"))
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let want = format!(
+        "then at most every {} s while it changes",
+        CACHE_EVERY.as_secs()
+    );
+    assert!(
+        docs.contains(&want),
+        "docs/kubernetes.md does not say {want:?}"
+    );
+}

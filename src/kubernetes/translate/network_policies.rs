@@ -72,12 +72,8 @@ pub fn translate<'a>(
     namespaces: impl IntoIterator<Item = &'a Namespace>,
     node_name: &str,
 ) -> (PodPolicies, Vec<Skipped>) {
-    let namespaces: BTreeMap<&str, &Labels> = namespaces
-        .into_iter()
-        .map(|n| (n.metadata.name.as_str(), &n.metadata.labels))
-        .collect();
     let empty = Labels::default();
-    let views = pod_views(pods, &namespaces, node_name, &empty);
+    let views = pod_views(pods, namespaces, node_name, &empty);
     let mut out = PodPolicies::default();
     let mut skipped = Vec::new();
     for policy in policies {

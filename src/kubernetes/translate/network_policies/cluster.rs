@@ -55,13 +55,8 @@ pub fn translate<'a>(
     namespaces: impl IntoIterator<Item = &'a Namespace>,
     node_name: &str,
 ) -> (Tiers, Vec<Skipped>) {
-    let namespaces: std::collections::BTreeMap<&str, &crate::kubernetes::client::Labels> =
-        namespaces
-            .into_iter()
-            .map(|n| (n.metadata.name.as_str(), &n.metadata.labels))
-            .collect();
     let empty = Default::default();
-    let views = pod_views(pods, &namespaces, node_name, &empty);
+    let views = pod_views(pods, namespaces, node_name, &empty);
     let mut out = Tiers::default();
     let mut skipped = Vec::new();
     for policy in policies {

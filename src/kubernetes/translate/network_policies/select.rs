@@ -45,13 +45,18 @@ impl PodView<'_> {
 }
 
 /// Pods that take part in policies: with an address, not in the node's network namespace
-/// (policies do not apply to host-network pods), not finished (their address may be reused).
+/// (policies do not apply to host-network pods), not finished (their address may be reused);
+/// each with its Namespace's labels (`empty` for a Namespace not known).
 pub(super) fn pod_views<'a: 'n, 'n>(
     pods: impl IntoIterator<Item = &'a Pod>,
-    namespaces: &'n BTreeMap<&'n str, &'n Labels>,
+    namespaces: impl IntoIterator<Item = &'a objects::Namespace>,
     node_name: &str,
     empty: &'n Labels,
 ) -> Vec<PodView<'n>> {
+    let namespaces: BTreeMap<&'n str, &'n Labels> = namespaces
+        .into_iter()
+        .map(|n| (n.metadata.name.as_str(), &n.metadata.labels))
+        .collect();
     pods.into_iter()
         .filter(|p| !p.spec.host_network)
         .filter(|p| !matches!(p.status.phase.as_deref(), Some("Succeeded" | "Failed")))
