@@ -22,7 +22,7 @@ use super::doc::{Doc, Shadowed};
 use super::source_map::SourceMap;
 use super::{
     ConfigError, ConfigTexts, DesiredState, KEY_CLASHES, Read, limits, read_files, split,
-    validate_sources,
+    validate_into,
 };
 
 /// The top-level sections a fragment may not set.
@@ -91,7 +91,7 @@ fn load(
     if let Some(from) = from {
         doc.yield_from(from, LOCAL_ONLY, LOCAL_ONLY_WHY);
     }
-    let state = validate_sources(
+    let state = validate_into(
         &mut doc,
         &read.sources,
         &read.unparsed,

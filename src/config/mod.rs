@@ -171,16 +171,13 @@ fn load_files(
 ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
     let mut read = read_files(main, replace);
     let mut data = DataFiles::from_disk();
-    let mut doc = Doc::new(KEY_CLASHES);
     let state = validate_sources(
-        &mut doc,
         &read.sources,
         &read.unparsed,
         split::MIN_BLOCKS,
         &mut data,
         &mut read.diags,
     );
-    drop(doc);
     read.finish(state, data)
 }
 
@@ -319,9 +316,7 @@ fn load_str_split_with(
         sources.add(PathBuf::from(name), text.to_string());
     }
     let mut diags = Diagnostics::default();
-    let mut doc = Doc::new(KEY_CLASHES);
-    let state = validate_sources(&mut doc, &sources, &[], min_blocks, &mut data, &mut diags);
-    drop(doc);
+    let state = validate_sources(&sources, &[], min_blocks, &mut data, &mut diags);
     if diags.is_empty() {
         Ok(state)
     } else {
@@ -329,9 +324,20 @@ fn load_str_split_with(
     }
 }
 
-/// Merges every file of `sources` but those whose base is in `unparsed` into `doc`, and
-/// validates the result.
-fn validate_sources<'a>(
+/// Merges and validates every file of `sources` but those whose base is in `unparsed`.
+fn validate_sources(
+    sources: &SourceMap,
+    unparsed: &[usize],
+    min_blocks: usize,
+    data: &mut DataFiles,
+    diags: &mut Diagnostics,
+) -> DesiredState {
+    let mut doc = Doc::new(KEY_CLASHES);
+    validate_into(&mut doc, sources, unparsed, min_blocks, data, diags)
+}
+
+/// [`validate_sources`] into `doc` (one the caller prepared, and reads after).
+fn validate_into<'a>(
     doc: &mut Doc<'a>,
     sources: &'a SourceMap,
     unparsed: &[usize],

@@ -117,7 +117,7 @@ impl Confirmer {
             ));
         }
         let loaded = self
-            .load(Some((Path::new(&shown_as), text.clone())))
+            .load_replacing_main(Path::new(&shown_as), text.clone())
             .and_then(|(state, texts)| Ok((super::includes::vet(state)?, texts)));
         let (desired, texts) = match loaded {
             Ok(d) => d,
@@ -196,9 +196,8 @@ impl Confirmer {
         // returns to it.
         let degraded_before = self.degraded.current();
         let previous = self
-            .load(None)
-            .ok()
-            .map(|(state, _)| Arc::new(state))
+            .load_state()
+            .map(Arc::new)
             .or_else(|| degraded_before.as_ref().map(|(_, state)| state.clone()));
         let deadline = match confirm {
             Some(within) => {
@@ -308,32 +307,51 @@ impl Confirmer {
         Response::done(format!("confirmed {applied}\n"))
     }
 
-    /// Loads the config files (`replace`: a text in place of the main file, shown as its
-    /// path), with the fragments from the cluster in force (`[kubernetes] config_map`).
-    fn load(
+    /// Loads the config files, with the fragments from the cluster in force
+    /// (`[kubernetes] config_map`).
+    fn load(&self) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+        #[cfg(feature = "kubernetes")]
+        return config::fragments::load_with_fragments(&self.main, &self.fragments())
+            .map(|l| (l.state, l.texts))
+            .map_err(|r| r.error);
+        #[cfg(not(feature = "kubernetes"))]
+        config::load_keeping_texts(&self.main)
+    }
+
+    /// [`Confirmer::load`], the state alone, if it loads.
+    fn load_state(&self) -> Option<DesiredState> {
+        #[cfg(feature = "kubernetes")]
+        return self.load().ok().map(|(state, _)| state);
+        #[cfg(not(feature = "kubernetes"))]
+        config::load(&self.main).ok()
+    }
+
+    /// [`Confirmer::load`] with `text` in place of the main file, shown as `shown_as`.
+    fn load_replacing_main(
         &self,
-        replace: Option<(&Path, String)>,
+        shown_as: &Path,
+        text: String,
     ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
         #[cfg(feature = "kubernetes")]
-        {
-            use config::fragments;
-            let in_force = self.cluster.as_ref().map(|c| c.in_force());
-            let in_force = in_force.as_deref().unwrap_or_default();
-            let loaded = match replace {
-                Some((shown_as, text)) => fragments::load_replacing_main_with_fragments(
-                    &self.main, shown_as, text, in_force,
-                ),
-                None => fragments::load_with_fragments(&self.main, in_force),
-            };
-            loaded.map(|l| (l.state, l.texts)).map_err(|r| r.error)
-        }
+        return config::fragments::load_replacing_main_with_fragments(
+            &self.main,
+            shown_as,
+            text,
+            &self.fragments(),
+        )
+        .map(|l| (l.state, l.texts))
+        .map_err(|r| r.error);
         #[cfg(not(feature = "kubernetes"))]
-        match replace {
-            Some((shown_as, text)) => {
-                config::load_replacing_main_keeping_texts(&self.main, shown_as, text)
-            }
-            None => config::load_keeping_texts(&self.main),
-        }
+        config::load_replacing_main_keeping_texts(&self.main, shown_as, text)
+    }
+
+    /// The fragments from the cluster in force (none without `config_map`).
+    #[cfg(feature = "kubernetes")]
+    fn fragments(&self) -> Vec<config::fragments::Fragment> {
+        self.cluster
+            .as_ref()
+            .map(|c| c.in_force())
+            .unwrap_or_default()
     }
 
     /// Confirms a pending config from the cluster (the router reached the API server with
@@ -413,7 +431,7 @@ impl Confirmer {
         });
         let loaded = match restored {
             Ok(()) => self
-                .load(None)
+                .load()
                 .map_err(|e| format!("does not load ({} problem(s))", e.count)),
             // The main file still holds what it held (the applied text, or an edit that
             // could not be kept): loading it would be no rollback.

@@ -22,7 +22,10 @@ pub(super) struct RawKubernetes {
     pub(super) service_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) cluster_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) node_port_addresses: Option<Spanned<Vec<Spanned<String>>>>,
+    // Keys only a `kubernetes` build knows: without it they are unknown keys, as before them.
+    #[cfg(feature = "kubernetes")]
     pub(super) config_map: Option<Spanned<String>>,
+    #[cfg(feature = "kubernetes")]
     pub(super) config_confirm: Option<Spanned<String>>,
     pub(super) status_namespace: Option<Spanned<String>>,
     #[cfg(feature = "fault-injection")]

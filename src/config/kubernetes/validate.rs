@@ -58,7 +58,9 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
             .as_ref()
             .map(|v| prefixes(v, "cluster_cidrs", diags)),
         node_port_addresses: node_port_addresses(raw.node_port_addresses.as_ref(), diags),
+        #[cfg(feature = "kubernetes")]
         config_map: config_map(raw.config_map.as_ref(), diags),
+        #[cfg(feature = "kubernetes")]
         config_confirm: config_confirm(raw.config_confirm.as_ref(), diags),
         status_namespace: status_namespace(raw.status_namespace.as_ref(), diags),
     };
@@ -325,6 +327,7 @@ fn cache_max_age(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option
 }
 
 /// `namespace/name`: a namespace (an RFC 1123 label) and a ConfigMap name (a subdomain).
+#[cfg(feature = "kubernetes")]
 fn config_map(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<ConfigMapRef> {
     let v = v?;
     let text = v.get_ref();
@@ -349,6 +352,7 @@ fn config_map(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<Co
 }
 
 /// A duration of at least a second (a router must get the time to reach the API server).
+#[cfg(feature = "kubernetes")]
 fn config_confirm(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Duration {
     let Some(v) = v else {
         return DEFAULT_CONFIG_CONFIRM;
