@@ -199,11 +199,15 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::service", "config::duration"),
     ("config::service", "config::net"),
     ("config::service", "config::nul"),
-    // `[kubernetes]` (its label selector grammar is its child, `config::kubernetes::selector`).
+    // A cluster's fragments load after the files as `load` does: the data files, the
+    // `[[route]]` fast path's threshold.
+    ("config::fragments", "config::data_file"),
     ("config::fragments", "config::diag"),
     ("config::fragments", "config::doc"),
     ("config::fragments", "config::limits"),
     ("config::fragments", "config::source_map"),
+    ("config::fragments", "config::split"),
+    // `[kubernetes]` (its label selector grammar is its child, `config::kubernetes::selector`).
     ("config::kubernetes", "config::diag"),
     ("config::kubernetes", "config::doc"),
     ("config::kubernetes", "config::duration"),
