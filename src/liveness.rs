@@ -81,6 +81,14 @@ pub struct ControllerStatus {
     /// Every desired-state change queued for it has been through a finished sync (whatever
     /// its outcome); READY=1 waits for this, so it follows the state known at start.
     pub settled: bool,
+    /// Desired-state changes queued for it so far (what a config from the cluster's
+    /// confirm waits to see served).
+    #[cfg(feature = "kubernetes")]
+    pub queued: u64,
+    /// Of those, how many a finished sync (whatever its outcome) has served: once this
+    /// reaches a `queued` read earlier, the state queued then is in the kernel.
+    #[cfg(feature = "kubernetes")]
+    pub served: u64,
     /// Wall-clock time of the last successful sync.
     pub last_success: Option<SystemTime>,
     /// Syncs attempted so far.
@@ -212,6 +220,10 @@ impl Liveness {
                     window: e.window,
                     queued_for,
                     settled: e.served_count == e.queued_count,
+                    #[cfg(feature = "kubernetes")]
+                    queued: e.queued_count,
+                    #[cfg(feature = "kubernetes")]
+                    served: e.served_count,
                     live,
                     last_success: e.last_success,
                     attempts: e.attempts,

@@ -310,6 +310,12 @@ on persistent storage, such as
 keeps it across a reboot;
 .I cache_max_age
 bounds how old a cache may be at start).
+.I config_map
+takes TOML fragments of the router's own config from a ConfigMap, merged after the local
+files (which win a key set in both); a new version is rolled back unless the router reaches
+the API server again with it within
+.I config_confirm
+(default 2 minutes).
 Readiness waits, in addition, for every enabled kind to be listed once (or the cache to be
 loaded).
 With

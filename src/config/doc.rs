@@ -13,6 +13,33 @@ use toml::de::{DeArray, DeTable, DeValue, ValueDeserializer};
 
 use super::diag::Diagnostics;
 
+#[cfg(feature = "kubernetes")]
+mod yielding;
+#[cfg(feature = "kubernetes")]
+pub use yielding::Shadowed;
+#[cfg(feature = "kubernetes")]
+use yielding::Yielding;
+
+/// Without the `kubernetes` feature no file yields (fragments come from a cluster only): a
+/// type with no value, so the merge's yielding branches are compiled out.
+#[cfg(not(feature = "kubernetes"))]
+enum Yielding {}
+
+#[cfg(not(feature = "kubernetes"))]
+impl Yielding {
+    fn refuse_sections(&self, _: &mut DeTable<'_>, _: &mut Diagnostics) {
+        match *self {}
+    }
+
+    fn yields(&self, _: usize, _: usize) -> bool {
+        match *self {}
+    }
+
+    fn note(&mut self, _: &[String], _: &str, _: Range<usize>, _: Range<usize>) {
+        match *self {}
+    }
+}
+
 /// A value of the merged document, with its global span.
 pub type Value<'a> = Spanned<DeValue<'a>>;
 
@@ -64,6 +91,8 @@ pub struct KeyClash {
 pub struct Doc<'a> {
     root: DeTable<'a>,
     clashes: &'static [KeyClash],
+    /// Set once the files of lesser authority (fragments from a cluster) start merging.
+    yielding: Option<Yielding>,
 }
 
 impl std::fmt::Debug for Doc<'_> {
@@ -78,12 +107,37 @@ impl<'a> Doc<'a> {
         Doc {
             root: DeTable::new(),
             clashes,
+            yielding: None,
         }
     }
 
+    /// From global offset `from` on, files give way to the ones merged before: a key set in
+    /// both keeps its first value (see [`Doc::shadowed`]), and the top-level sections
+    /// `refused` are errors there, saying `why`.
+    #[cfg(feature = "kubernetes")]
+    pub fn yield_from(&mut self, from: usize, refused: &'static [&'static str], why: &'static str) {
+        self.yielding = Some(Yielding::new(from, refused, why));
+    }
+
+    /// The keys files of lesser authority set again, in merge order.
+    #[cfg(feature = "kubernetes")]
+    pub fn shadowed(&self) -> &[Shadowed] {
+        self.yielding.as_ref().map_or(&[], |y| &y.shadowed)
+    }
+
     /// Merges one file's table (global spans) into the document; conflicts go to `diags`.
-    pub fn merge(&mut self, table: DeTable<'a>, diags: &mut Diagnostics) {
-        merge_tables(&mut self.root, table, &mut Vec::new(), self.clashes, diags);
+    pub fn merge(&mut self, mut table: DeTable<'a>, diags: &mut Diagnostics) {
+        if let Some(y) = &self.yielding {
+            y.refuse_sections(&mut table, diags);
+        }
+        merge_tables(
+            &mut self.root,
+            table,
+            &mut Vec::new(),
+            self.clashes,
+            &mut self.yielding,
+            diags,
+        );
     }
 
     /// The sections' accounts of a key set twice (for the parser's "duplicate key").
@@ -218,6 +272,7 @@ fn merge_tables<'a>(
     src: DeTable<'a>,
     path: &mut Vec<String>,
     clashes: &'static [KeyClash],
+    yielding: &mut Option<Yielding>,
     diags: &mut Diagnostics,
 ) {
     for (key, value) in src {
@@ -235,7 +290,7 @@ fn merge_tables<'a>(
         match (existing.get_mut(), value.into_inner()) {
             (DeValue::Table(into), DeValue::Table(from)) => {
                 path.push(key.get_ref().to_string());
-                merge_tables(into, from, path, clashes, diags);
+                merge_tables(into, from, path, clashes, yielding, diags);
                 path.pop();
             }
             (DeValue::Array(into), DeValue::Array(from)) if appendable => {
@@ -244,6 +299,15 @@ fn merge_tables<'a>(
                 }
             }
             _ => match clash {
+                // The file of more authority keeps its value; the clash is noted.
+                _ if yielding
+                    .as_ref()
+                    .is_some_and(|y| y.yields(first_set.start, key.span().start)) =>
+                {
+                    if let Some(y) = yielding.as_mut() {
+                        y.note(path, key.get_ref(), key.span(), first_set);
+                    }
+                }
                 Some(c) => diags.error_also(key.span(), c.message, first_set, c.note),
                 None => diags.error_also(
                     key.span(),

@@ -29,6 +29,8 @@ mod diag;
 pub(crate) mod doc;
 mod duration;
 pub mod extension;
+#[cfg(feature = "kubernetes")]
+pub mod fragments;
 pub mod kubernetes;
 pub mod limits;
 mod load;
@@ -161,17 +163,78 @@ pub fn load_replacing_main(
     load_files(main, Some((shown_as, text))).map(|(state, _)| state)
 }
 
+/// Loads the files rooted at `main`, the main file's text replaced by `replace`'s (shown as
+/// its path).
 fn load_files(
     main: &Path,
     replace: Option<(&Path, String)>,
 ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+    let mut read = read_files(main, replace);
+    let mut data = DataFiles::from_disk();
+    let state = validate_sources(
+        &read.sources,
+        &read.unparsed,
+        split::MIN_BLOCKS,
+        &mut data,
+        &mut read.diags,
+    );
+    read.finish(state, data)
+}
+
+/// The files of one load, read: one source per file, in order (a cluster's fragments may
+/// follow them, feature `kubernetes`), and the problems met reading them.
+struct Read {
+    /// The files, in load order.
+    files: Vec<PathBuf>,
+    /// Their texts.
+    sources: SourceMap,
+    /// The problems so far.
+    diags: Diagnostics,
+    /// Sources that are only there to locate a problem (not text): never parsed.
+    unparsed: Vec<usize>,
+    /// Bytes read so far, against `limits::MAX_TOTAL_BYTES` (what may follow the files
+    /// counts on).
+    #[cfg(feature = "kubernetes")]
+    total: u64,
+}
+
+impl Read {
+    /// The validated `state` with the texts of the files, or every problem.
+    fn finish(
+        self,
+        state: DesiredState,
+        data: DataFiles,
+    ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+        if self.diags.is_empty() {
+            // A valid load read every file as text, one source per file, in order (what
+            // follows the files is no file: not kept with them).
+            let texts = ConfigTexts {
+                files: self
+                    .files
+                    .iter()
+                    .cloned()
+                    .zip(self.sources.into_texts())
+                    .collect(),
+                data: data.into_read(),
+            };
+            let files = self.files;
+            Ok((DesiredState { files, ..state }, texts))
+        } else {
+            Err(ConfigError {
+                data_files: data.named().to_vec(),
+                ..ConfigError::new(&self.diags, &self.sources)
+            })
+        }
+    }
+}
+
+/// Reads the files rooted at `main`, the main file's text replaced by `replace`'s.
+fn read_files(main: &Path, replace: Option<(&Path, String)>) -> Read {
     let mut sources = SourceMap::default();
     let mut diags = Diagnostics::default();
     let files = config_files(main);
-    // Files that are only there to locate a problem (not text): never parsed.
     let mut unparsed = Vec::new();
     let mut replace = replace;
-    // Bytes of the files read so far, against `limits::MAX_TOTAL_BYTES`.
     let mut total = 0u64;
     for (i, path) in files.iter().enumerate() {
         let budget = limits::budget(total);
@@ -215,26 +278,13 @@ fn load_files(
             }
         }
     }
-    let mut data = DataFiles::from_disk();
-    let state = validate_sources(
-        &sources,
-        &unparsed,
-        split::MIN_BLOCKS,
-        &mut data,
-        &mut diags,
-    );
-    if diags.is_empty() {
-        // A valid load read every file as text, one source per file, in order.
-        let texts = ConfigTexts {
-            files: files.iter().cloned().zip(sources.into_texts()).collect(),
-            data: data.into_read(),
-        };
-        Ok((DesiredState { files, ..state }, texts))
-    } else {
-        Err(ConfigError {
-            data_files: data.named().to_vec(),
-            ..ConfigError::new(&diags, &sources)
-        })
+    Read {
+        files,
+        sources,
+        diags,
+        unparsed,
+        #[cfg(feature = "kubernetes")]
+        total,
     }
 }
 
@@ -283,6 +333,18 @@ fn validate_sources(
     diags: &mut Diagnostics,
 ) -> DesiredState {
     let mut doc = Doc::new(KEY_CLASHES);
+    validate_into(&mut doc, sources, unparsed, min_blocks, data, diags)
+}
+
+/// [`validate_sources`] into `doc` (one the caller prepared, and reads after).
+fn validate_into<'a>(
+    doc: &mut Doc<'a>,
+    sources: &'a SourceMap,
+    unparsed: &[usize],
+    min_blocks: usize,
+    data: &mut DataFiles,
+    diags: &mut Diagnostics,
+) -> DesiredState {
     let mut routes = route::RouteList::default();
     let mut budget = limits::ParseBudget::default();
     for file in sources
@@ -297,7 +359,7 @@ fn validate_sources(
             continue;
         }
         load::merge_file(
-            &mut doc,
+            doc,
             &mut routes,
             &file.text,
             file.base,
@@ -326,14 +388,14 @@ fn validate_sources(
         }
     }
     let mut state = DesiredState {
-        daemon: daemon::validate_daemon(&doc, diags),
-        controllers: daemon::validate_controllers(&doc, diags),
-        policy: policy::validate(&doc, data, diags),
+        daemon: daemon::validate_daemon(doc, diags),
+        controllers: daemon::validate_controllers(doc, diags),
+        policy: policy::validate(doc, data, diags),
         pod_policies: policy::pods::PodPolicies::default(),
-        services: service::validate(&doc, diags),
-        routing: route::validate(&doc, routes, diags),
-        kubernetes: kubernetes::validate(&doc, diags),
-        extensions: extension::validate(&extensions, &doc, diags),
+        services: service::validate(doc, diags),
+        routing: route::validate(doc, routes, diags),
+        kubernetes: kubernetes::validate(doc, diags),
+        extensions: extension::validate(&extensions, doc, diags),
         files: Vec::new(),
         held: Vec::new(),
     };

@@ -32,7 +32,7 @@ use super::last_good::LastGood;
 use super::plan::plan_all;
 use super::snapshots::TomlSink;
 use crate::clock::rfc3339;
-use crate::config::{self, ConfigTexts, format_duration};
+use crate::config::{self, ConfigError, ConfigTexts, DesiredState, format_duration};
 use crate::control::instance::canonical;
 use crate::control::protocol::{DaemonId, Request, Response};
 use crate::control::server::Handler;
@@ -71,6 +71,13 @@ pub struct Confirmer {
     pub last_good: Arc<LastGood>,
     /// Whether a fallback runs instead of the config files (an apply ends it).
     pub degraded: Arc<Degraded>,
+    /// Router config from the cluster, when `[kubernetes] config_map` is set: its fragments
+    /// in force are loaded with every apply and rollback.
+    #[cfg(feature = "kubernetes")]
+    pub cluster: Option<Arc<super::cluster_config::ClusterConfig>>,
+    /// Asks for a reload: a change that waited for a confirm of a config from the cluster.
+    #[cfg(feature = "kubernetes")]
+    pub reload: Trigger,
 }
 
 impl Handler for Confirmer {
@@ -109,12 +116,9 @@ impl Confirmer {
                 rfc3339(deadline)
             ));
         }
-        let loaded = config::load_replacing_main_keeping_texts(
-            &self.main,
-            Path::new(&shown_as),
-            text.clone(),
-        )
-        .and_then(|(desired, texts)| Ok((super::includes::vet(desired)?, texts)));
+        let loaded = self
+            .load_replacing_main(Path::new(&shown_as), text.clone())
+            .and_then(|(state, texts)| Ok((super::includes::vet(state)?, texts)));
         let (desired, texts) = match loaded {
             Ok(d) => d,
             Err(e) => {
@@ -191,8 +195,8 @@ impl Confirmer {
         // Degraded, the files do not load: what runs is the fallback, and a rollback
         // returns to it.
         let degraded_before = self.degraded.current();
-        let previous = config::load(&self.main)
-            .ok()
+        let previous = self
+            .load_state()
             .map(Arc::new)
             .or_else(|| degraded_before.as_ref().map(|(_, state)| state.clone()));
         let deadline = match confirm {
@@ -235,6 +239,8 @@ impl Confirmer {
                 previous,
                 texts: texts.clone(),
                 degraded_before: degraded_before.map(|(info, _)| info),
+                #[cfg(feature = "kubernetes")]
+                from_cluster: false,
             });
             self.liveness.set_config_note(Some(format!(
                 "config from {shown_as} waits for confirm until {}",
@@ -266,6 +272,10 @@ impl Confirmer {
     /// Makes the pending configuration the confirmed one: the text that was applied (an
     /// edit of the main file made meanwhile was refused and stays for the next reload).
     fn confirm(&self) -> Response {
+        #[cfg(feature = "kubernetes")]
+        if let Some(applied) = self.confirm_from_cluster() {
+            return Response::done(format!("confirmed {applied}\n"));
+        }
         let (Some(deadline), Some(text)) =
             (self.state.pending_deadline(), self.state.pending_text())
         else {
@@ -288,14 +298,127 @@ impl Confirmer {
         let applied = self.state.take_pending().map(|p| p.applied_from);
         self.liveness.set_config_note(None);
         self.wake.fire();
+        #[cfg(feature = "kubernetes")]
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
         let applied = applied.unwrap_or_default();
         info!("confirmed: {applied} is the confirmed configuration");
         Response::done(format!("confirmed {applied}\n"))
     }
 
+    /// Loads the config files, with the fragments from the cluster in force
+    /// (`[kubernetes] config_map`).
+    fn load(&self) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+        #[cfg(feature = "kubernetes")]
+        return config::fragments::load_with_fragments(&self.main, &self.fragments())
+            .map(|l| (l.state, l.texts))
+            .map_err(|r| r.error);
+        #[cfg(not(feature = "kubernetes"))]
+        config::load_keeping_texts(&self.main)
+    }
+
+    /// [`Confirmer::load`], the state alone, if it loads.
+    fn load_state(&self) -> Option<DesiredState> {
+        #[cfg(feature = "kubernetes")]
+        return self.load().ok().map(|(state, _)| state);
+        #[cfg(not(feature = "kubernetes"))]
+        config::load(&self.main).ok()
+    }
+
+    /// [`Confirmer::load`] with `text` in place of the main file, shown as `shown_as`.
+    fn load_replacing_main(
+        &self,
+        shown_as: &Path,
+        text: String,
+    ) -> Result<(DesiredState, ConfigTexts), ConfigError> {
+        #[cfg(feature = "kubernetes")]
+        return config::fragments::load_replacing_main_with_fragments(
+            &self.main,
+            shown_as,
+            text,
+            &self.fragments(),
+        )
+        .map(|l| (l.state, l.texts))
+        .map_err(|r| r.error);
+        #[cfg(not(feature = "kubernetes"))]
+        config::load_replacing_main_keeping_texts(&self.main, shown_as, text)
+    }
+
+    /// The fragments from the cluster in force (none without `config_map`).
+    #[cfg(feature = "kubernetes")]
+    fn fragments(&self) -> Vec<config::fragments::Fragment> {
+        self.cluster
+            .as_ref()
+            .map(|c| c.in_force())
+            .unwrap_or_default()
+    }
+
+    /// Confirms a pending config from the cluster (the router reached the API server with
+    /// it, or an operator ran `edgenetd confirm`); what it was, when one was pending.
+    #[cfg(feature = "kubernetes")]
+    pub fn confirm_from_cluster(&self) -> Option<String> {
+        if !self.state.pending_from_cluster() {
+            return None;
+        }
+        let pending = self.state.take_pending()?;
+        if let Some(cluster) = &self.cluster {
+            cluster.confirmed();
+        }
+        self.last_good
+            .keep(pending.texts, self.liveness.clock().wall());
+        self.liveness.set_config_note(None);
+        self.wake.fire();
+        // A change that waited for this one comes in now.
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
+        info!("confirmed: {} is in force", pending.applied_from);
+        Some(pending.applied_from)
+    }
+
+    /// A config from the cluster was not confirmed in time: the confirmed fragments come
+    /// back with the local files (no file was written for it, so none is restored).
+    #[cfg(feature = "kubernetes")]
+    fn rollback_from_cluster(&self, pending: Pending, reason: String) {
+        let fragments = match &self.cluster {
+            Some(cluster) => cluster.rolled_back(&reason),
+            None => Vec::new(),
+        };
+        let at = self.liveness.clock().wall();
+        let loaded = config::fragments::load_with_fragments(&self.main, &fragments)
+            .map_err(|r| r.error)
+            .and_then(|l| Ok((super::includes::vet(l.state)?, l.texts)));
+        match loaded {
+            Ok((state, texts)) => {
+                self.sink.take_toml(Arc::new(state), Some(&texts));
+                self.last_good.keep(texts, at);
+            }
+            Err(e) => {
+                error!(
+                    "rollback: the local files with the confirmed fragments do not load ({} problem(s)); the kernel returns to the configuration before the change",
+                    e.count
+                );
+                if let Some(previous) = pending.previous {
+                    self.sink.take_toml(previous, None);
+                }
+            }
+        }
+        self.record(reason);
+        self.wake.fire();
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
+    }
+
     /// Puts the confirmed copy back in place of the main file and publishes it.
     pub fn rollback(&self, reason: String) {
         let pending = self.state.take_pending();
+        #[cfg(feature = "kubernetes")]
+        let pending = match pending {
+            Some(p) if p.from_cluster => return self.rollback_from_cluster(p, reason),
+            other => other,
+        };
         let applied = pending
             .as_ref()
             .map(|p| fingerprint(p.applied_text.as_bytes()));
@@ -307,7 +430,8 @@ impl Confirmer {
             write_atomically(&self.main, &text, CONFIG_MODE)
         });
         let loaded = match restored {
-            Ok(()) => config::load_keeping_texts(&self.main)
+            Ok(()) => self
+                .load()
                 .map_err(|e| format!("does not load ({} problem(s))", e.count)),
             // The main file still holds what it held (the applied text, or an edit that
             // could not be kept): loading it would be no rollback.
@@ -345,6 +469,10 @@ impl Confirmer {
         self.problem.set(None);
         self.state.set_installed(content_hash(&self.main));
         self.record(reason);
+        #[cfg(feature = "kubernetes")]
+        if self.state.take_deferred() {
+            self.reload.fire();
+        }
     }
 
     /// Counts and shows a rollback (also one done at start-up).
@@ -381,7 +509,18 @@ pub async fn watch_deadline(confirmer: Rc<Confirmer>, wake: TriggerRx, shutdown:
             None => return,
             Some(true) if confirmer.state.due() == due => {
                 let from = confirmer.state.pending_applied_from();
-                confirmer.rollback(format!("{from} was not confirmed before its deadline"));
+                #[cfg(feature = "kubernetes")]
+                let from_cluster = confirmer.state.pending_from_cluster();
+                #[cfg(not(feature = "kubernetes"))]
+                let from_cluster = false;
+                let why = if from_cluster {
+                    format!(
+                        "{from} did not reach the API server again before its deadline (config_confirm)"
+                    )
+                } else {
+                    format!("{from} was not confirmed before its deadline")
+                };
+                confirmer.rollback(why);
             }
             Some(_) => {}
         }

@@ -32,6 +32,11 @@ pub struct Pending {
     /// Why the daemon ran a fallback before the apply, if it did: a rollback to files that
     /// still do not load is degraded again.
     pub degraded_before: Option<DegradedInfo>,
+    /// A config from the cluster (`[kubernetes] config_map`), not an apply: no file was
+    /// written, the router confirms it itself, and a rollback brings the confirmed fragments
+    /// back.
+    #[cfg(feature = "kubernetes")]
+    pub from_cluster: bool,
 }
 
 /// One rollback.
@@ -66,6 +71,10 @@ struct Inner {
     last_rollback: Option<Rollback>,
     /// Rollbacks since start (the metric counts the same).
     rollbacks: u64,
+    /// A reload waited for the pending confirm of a config from the cluster: it is asked
+    /// again once that ends.
+    #[cfg(feature = "kubernetes")]
+    deferred: bool,
 }
 
 /// The shared confirm state.
@@ -114,6 +123,24 @@ impl ConfirmState {
         self.lock().pending.take()
     }
 
+    /// A reload waits for the pending confirm (of a config from the cluster) to end.
+    #[cfg(feature = "kubernetes")]
+    pub fn defer_reload(&self) {
+        self.lock().deferred = true;
+    }
+
+    /// Whether a reload waited (and forgets it).
+    #[cfg(feature = "kubernetes")]
+    pub fn take_deferred(&self) -> bool {
+        std::mem::take(&mut self.lock().deferred)
+    }
+
+    /// True while the pending confirm is of a config from the cluster.
+    #[cfg(feature = "kubernetes")]
+    pub fn pending_from_cluster(&self) -> bool {
+        self.lock().pending.as_ref().is_some_and(|p| p.from_cluster)
+    }
+
     /// The pending deadline, if any.
     pub fn pending_deadline(&self) -> Option<SystemTime> {
         self.lock().pending.as_ref().map(|p| p.deadline)
@@ -156,11 +183,17 @@ impl ConfirmState {
         let inner = self.lock();
         let pending = inner.pending.as_ref().map(|p| {
             let left = p.deadline.duration_since(now).unwrap_or_default();
-            json!({
+            #[allow(unused_mut)]
+            let mut doc = json!({
                 "deadline": rfc3339(p.deadline),
                 "secondsLeft": left.as_secs_f64(),
                 "appliedFrom": p.applied_from,
-            })
+            });
+            #[cfg(feature = "kubernetes")]
+            {
+                doc["fromCluster"] = p.from_cluster.into();
+            }
+            doc
         });
         let rollback = inner
             .last_rollback
@@ -198,6 +231,8 @@ mod tests {
             previous: None,
             texts: ConfigTexts::default(),
             degraded_before: None,
+            #[cfg(feature = "kubernetes")]
+            from_cluster: false,
         });
         assert_eq!(state.reload_verdict(&main), ReloadVerdict::InForce);
         std::fs::write(&main, "[daemon]\n# edited\n").unwrap();

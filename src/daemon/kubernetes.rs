@@ -15,7 +15,9 @@
 //!   ready once every enabled kind was listed or the cache was loaded.
 //! - With `status_namespace`, the router's Lease: its writer's thread reads the liveness
 //!   registry's verdict (the systemd watchdog's), the watched kinds' states and the TOML in
-//!   force, which every reload hands over with its files ([`TomlSink::take_toml`]).
+//!   force, which every reload hands over with its files ([`TomlSink::take_toml`]). With
+//!   `config_map` too, it shows the ConfigMap's version, and its renewals are the second
+//!   proof a config from the cluster waits for ([`Reached`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,23 +26,31 @@ use std::time::{Duration, Instant, SystemTime};
 
 use log::{error, info, warn};
 
+use std::rc::Rc;
+
 use super::Fatal;
+use super::cluster_config::{self, ClusterConfig};
+use super::confirm::Confirmer;
 use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
 use crate::clock::rfc3339;
 use crate::config::kubernetes::{Connection, Credentials, KubernetesConfig, SecretPath};
 use crate::config::{ConfigTexts, DesiredState};
 use crate::kubernetes::cache::{self, Cache};
+use crate::kubernetes::client::Store;
 use crate::kubernetes::client::{Auth, Endpoint, Transport};
 use crate::kubernetes::compose::{self, ClusterPart, Composer, Kind};
 use crate::kubernetes::freshness::Freshness;
 use crate::kubernetes::lease::annotations::{Loop, LoopState};
 use crate::kubernetes::lease::in_force::InForce;
 use crate::kubernetes::lease::{self, writer};
+use crate::kubernetes::objects::ConfigMap;
+use crate::kubernetes::reached::Reached;
 use crate::kubernetes::watch::status::Statuses;
 use crate::kubernetes::watch::{self, Settings, Watcher, local};
 use crate::liveness::{Heartbeat, Liveness, LivenessReport};
 use crate::shutdown::Shutdown;
+use crate::sync::{Trigger, TriggerRx, trigger};
 
 /// The loops that read nothing of the services (so a snapshot that changed only services
 /// does not wake them).
@@ -72,10 +82,28 @@ pub struct Prepared {
     freshness: Arc<Mutex<Freshness>>,
     /// The stamp the cache file holds.
     written: Option<SystemTime>,
+    /// Router config from the cluster, when `config_map` is set.
+    cluster: Option<ClusterFeed>,
     /// The router's Lease, with `status_namespace`.
     status: Option<writer::Settings>,
     /// The TOML in force (its hash is computed only for the Lease).
     in_force: Arc<InForce>,
+}
+
+/// Router config from the cluster (`[kubernetes] config_map`): its state, and what the
+/// watcher thread hands the daemon's tasks.
+pub struct ClusterFeed {
+    /// Which version is in force, pending, refused (shared with the reloads, the confirmer
+    /// and /healthz).
+    pub config: Arc<ClusterConfig>,
+    /// The ConfigMap's store.
+    store: Store<ConfigMap>,
+    /// Fired when the store changed.
+    changed: TriggerRx,
+    /// Opens the ConfigMap's watch again (a request whose answer proves the path).
+    reconnect: Trigger,
+    /// Every answered request of the watcher.
+    reached: Arc<Reached>,
 }
 
 /// Builds the source for `[kubernetes]` (if the section is there) and the first snapshot:
@@ -104,12 +132,30 @@ pub fn prepare(
         settings.endpoint.authority(),
         settings.node_name
     );
+    let node = settings.node_name.clone();
     let settings_for_status = (
         settings.endpoint.clone(),
         settings.path_prefix.clone(),
         settings.node_name.clone(),
     );
     let mut watcher = Watcher::new(settings);
+    let cluster = config.config_map.as_ref().map(|cm| {
+        cluster_config::describe_metrics();
+        let (changed, changed_rx) = trigger();
+        let (reconnect, reconnect_rx) = trigger();
+        let store = watcher.watch_config_map(cm, changed, reconnect_rx);
+        info!(
+            "kubernetes: router config from configmap {cm} (confirmed within {})",
+            crate::config::format_duration(config.config_confirm)
+        );
+        ClusterFeed {
+            config: Arc::new(ClusterConfig::new(cm.clone(), config.config_confirm, node)),
+            store,
+            changed: changed_rx,
+            reconnect,
+            reached: watcher.reached(),
+        }
+    });
     let statuses = watcher.statuses();
     let cache = Cache::new(
         config
@@ -144,6 +190,7 @@ pub fn prepare(
         cached,
         freshness: Arc::new(Mutex::new(Freshness::start(stamp))),
         written: stamp.flatten(),
+        cluster,
         status,
         in_force,
     };
@@ -399,13 +446,14 @@ impl TomlSink for Shared {
     }
 }
 
-/// Starts the watcher thread; returns where reloads hand their TOML.
+/// Starts the watcher thread; returns where reloads hand their TOML, and the router config
+/// from the cluster for the daemon's tasks.
 pub fn start(
     prepared: Prepared,
     snapshots: Arc<Snapshots>,
     healthz: Healthz<'_>,
     shutdown: Shutdown,
-) -> Result<Arc<dyn TomlSink>, Fatal> {
+) -> Result<(Arc<dyn TomlSink>, Option<ClusterFeed>), Fatal> {
     let Prepared {
         watcher,
         statuses,
@@ -414,13 +462,19 @@ pub fn start(
         cached,
         freshness,
         written,
+        cluster,
         status,
         in_force,
     } = prepared;
     let for_healthz = freshness.clone();
+    let config_map = cluster.as_ref().map(|c| c.config.clone());
     let state = Box::new(move || {
         let f = for_healthz.lock().unwrap_or_else(|p| p.into_inner());
-        state_healthz(&f, SystemTime::now())
+        let mut doc = state_healthz(&f, SystemTime::now());
+        if let Some(c) = &config_map {
+            doc["configMap"] = c.healthz(SystemTime::now());
+        }
+        doc
     });
     let handle = healthz.kubernetes(statuses.clone(), state, watch::WINDOW);
     let shared = Arc::new(Shared {
@@ -447,6 +501,12 @@ pub fn start(
             loops: loops_probe(healthz.liveness.clone()),
             in_force,
             freshness,
+            config_map: cluster.as_ref().map(|c| {
+                let config = c.config.clone();
+                Box::new(move || config.lease_status()) as writer::ConfigMapProbe
+            }),
+            // A config from the cluster then waits for a renewal too.
+            reached: cluster.as_ref().map(|c| c.reached.clone()),
         };
         info!(
             "kubernetes: keeping the Lease {}/{} (renewed every {:?} while every loop is live)",
@@ -469,7 +529,36 @@ pub fn start(
             error!("cannot start the kubernetes watcher thread: {e}");
             Fatal
         })?;
-    Ok(shared)
+    Ok((shared, cluster))
+}
+
+/// Starts the tasks of the router config from the cluster: one follows the ConfigMap (a new
+/// version asks `reload` for a load), the other confirms a version in force once the router
+/// reached the API server with it.
+pub fn spawn_cluster_config(
+    ex: &smol::LocalExecutor<'_>,
+    feed: ClusterFeed,
+    confirmer: Rc<Confirmer>,
+    liveness: Arc<Liveness>,
+    reload: Trigger,
+    shutdown: &Shutdown,
+) {
+    ex.spawn(cluster_config::follow(
+        feed.config.clone(),
+        feed.store,
+        feed.changed,
+        reload,
+        shutdown.clone(),
+    ))
+    .detach();
+    ex.spawn(super::cluster_confirm::confirm_when_reached(
+        confirmer,
+        liveness,
+        feed.reached,
+        feed.reconnect,
+        shutdown.clone(),
+    ))
+    .detach();
 }
 
 /// /healthz's `kubernetes.state`, `asOf` and `ageSeconds`: where the cluster state in force

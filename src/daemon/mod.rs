@@ -14,6 +14,10 @@
 //! SIGTERM/SIGINT: STOPPING=1, loops stop, exit 0 within a few seconds; kernel state stays in
 //! place (a router keeps forwarding; `edgenetd cleanup` removes it).
 
+#[cfg(feature = "kubernetes")]
+pub mod cluster_config;
+#[cfg(feature = "kubernetes")]
+mod cluster_confirm;
 pub mod confirm;
 pub mod confirm_state;
 pub mod degraded;
@@ -380,7 +384,7 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
         warn!("no controller is enabled: edgenetd only serves its HTTP endpoints");
     }
     #[cfg(feature = "kubernetes")]
-    let sink = toml_sink(
+    let (sink, cluster) = toml_sink(
         kubernetes,
         &snapshots,
         Healthz {
@@ -425,6 +429,8 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
             rolled_back,
             last_good,
             degraded,
+            #[cfg(feature = "kubernetes")]
+            cluster,
         },
     );
     smol::block_on(ex.run(async {
@@ -436,17 +442,18 @@ fn serve(opts: &RunOptions, started: Started) -> Result<(), Fatal> {
     Ok(())
 }
 
-/// Starts the cluster source, if configured; returns where reloads hand their TOML state.
+/// Starts the cluster source, if configured; returns where reloads hand their TOML state,
+/// and the router config from the cluster when `config_map` is set.
 #[cfg(feature = "kubernetes")]
 fn toml_sink(
     source: Option<kubernetes::Prepared>,
     snapshots: &Arc<Snapshots>,
     healthz: Healthz<'_>,
     shutdown: &Shutdown,
-) -> Result<Arc<dyn TomlSink>, Fatal> {
+) -> Result<(Arc<dyn TomlSink>, Option<kubernetes::ClusterFeed>), Fatal> {
     match source {
         Some(prepared) => kubernetes::start(prepared, snapshots.clone(), healthz, shutdown.clone()),
-        None => Ok(snapshots.clone()),
+        None => Ok((snapshots.clone(), None)),
     }
 }
 
@@ -480,6 +487,9 @@ struct Background {
     last_good: Arc<LastGood>,
     /// Whether a fallback runs instead of the config files.
     degraded: Arc<Degraded>,
+    /// Router config from the cluster, when `[kubernetes] config_map` is set.
+    #[cfg(feature = "kubernetes")]
+    cluster: Option<kubernetes::ClusterFeed>,
 }
 
 /// Starts the systemd supervisor, the file watch, the reload server and the metrics upkeep;
@@ -514,10 +524,29 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         wake: confirm_tx,
         last_good: bg.last_good.clone(),
         degraded: bg.degraded.clone(),
+        #[cfg(feature = "kubernetes")]
+        cluster: bg.cluster.as_ref().map(|c| c.config.clone()),
+        #[cfg(feature = "kubernetes")]
+        reload: reload_tx.clone(),
     });
     if let Some(reason) = bg.rolled_back {
         confirmer.record(reason);
     }
+    #[cfg(feature = "kubernetes")]
+    let cluster = bg.cluster.as_ref().map(|c| c.config.clone());
+    #[cfg(feature = "kubernetes")]
+    if let Some(feed) = bg.cluster {
+        kubernetes::spawn_cluster_config(
+            ex,
+            feed,
+            confirmer.clone(),
+            bg.liveness.clone(),
+            reload_tx.clone(),
+            &bg.shutdown,
+        );
+    }
+    #[cfg(feature = "kubernetes")]
+    let confirm_wake = confirmer.wake.clone();
     spawn_control(ex, confirmer, confirm_rx, bg.control, &bg.shutdown);
     let reloader = Reloader {
         main: bg.main,
@@ -529,6 +558,10 @@ fn spawn_background(ex: &smol::LocalExecutor<'_>, bg: Background) -> Trigger {
         confirm: bg.confirm,
         last_good: bg.last_good,
         degraded: bg.degraded,
+        #[cfg(feature = "kubernetes")]
+        cluster,
+        #[cfg(feature = "kubernetes")]
+        confirm_wake,
     };
     ex.spawn(reload::serve(reloader, reload_rx, bg.shutdown.clone()))
         .detach();

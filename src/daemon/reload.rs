@@ -44,21 +44,49 @@ pub struct Reloader {
     pub last_good: Arc<LastGood>,
     /// Whether a fallback runs instead of the config files (a taken load ends it).
     pub degraded: Arc<Degraded>,
+    /// Router config from the cluster (`[kubernetes] config_map`): its fragments are loaded
+    /// after the files, and a new version of them waits for its confirm.
+    #[cfg(feature = "kubernetes")]
+    pub cluster: Option<Arc<super::cluster_config::ClusterConfig>>,
+    /// Wakes the confirm deadline (a config from the cluster starts one).
+    #[cfg(feature = "kubernetes")]
+    pub confirm_wake: crate::sync::Trigger,
 }
 
 impl Reloader {
     /// Loads the configuration again; publishes it when valid, keeps the old one otherwise.
     /// Returns whether the new configuration was taken.
     pub fn reload(&mut self) -> bool {
+        #[cfg(feature = "kubernetes")]
+        let choice = self.cluster.as_ref().map(|c| c.choose());
+        #[cfg(feature = "kubernetes")]
+        let from_cluster = choice.as_ref().is_some_and(|c| c.new.is_some());
         match self.confirm.reload_verdict(&self.main) {
             ReloadVerdict::Proceed => {}
+            // The files are what apply put there, but the cluster's fragments are new.
+            #[cfg(feature = "kubernetes")]
+            ReloadVerdict::InForce if from_cluster => {}
             ReloadVerdict::InForce => {
                 log::debug!(
                     "config reload: the files hold what `edgenetd apply` put in place, already in force"
                 );
                 return false;
             }
+            #[cfg(feature = "kubernetes")]
+            ReloadVerdict::Refused(deadline) if self.confirm.pending_from_cluster() => {
+                self.confirm.defer_reload();
+                info!(
+                    "config reload waits: a config from the cluster waits for the router to reach the API server until {}; the change is loaded after its confirm or rollback",
+                    rfc3339(deadline)
+                );
+                return false;
+            }
             ReloadVerdict::Refused(deadline) => {
+                #[cfg(feature = "kubernetes")]
+                if from_cluster {
+                    // The cluster's new version is not lost: it is loaded after the confirm.
+                    self.confirm.defer_reload();
+                }
                 warn!(
                     "config reload refused: a configuration applied with `edgenetd apply --confirm` waits for `edgenetd confirm` until {}; the change on disk is not applied (reload again after the confirm or the rollback)",
                     rfc3339(deadline)
@@ -67,6 +95,12 @@ impl Reloader {
             }
         }
         systemd::reloading();
+        #[cfg(feature = "kubernetes")]
+        let (mut load, shadowed, in_fragments) = match &choice {
+            Some(choice) => source::load_with(&self.main, &choice.fragments),
+            None => (source::load(&self.main), Vec::new(), 0),
+        };
+        #[cfg(not(feature = "kubernetes"))]
         let mut load = source::load(&self.main);
         if let Outcome::Loaded(next, texts) = load.outcome {
             load.outcome = match super::includes::vet(*next) {
@@ -74,12 +108,97 @@ impl Reloader {
                 Err(e) => Outcome::Rejected(e),
             };
         }
+        #[cfg(feature = "kubernetes")]
+        if let (Some(cluster), Some(choice)) = (self.cluster.clone(), choice) {
+            return self.react_with_cluster(&cluster, choice, load, shadowed, in_fragments);
+        }
         let taken = self.react(load);
+        self.tell_systemd();
+        taken
+    }
+
+    /// READY=1 with the STATUS= line, after a reload.
+    fn tell_systemd(&self) {
         systemd::ready(&systemd::status_line(
             &self.liveness.report(),
             self.problem.get().as_deref(),
         ));
+    }
+
+    /// A load with the cluster's fragments: a new version that does not load is refused on
+    /// its own (and the files are loaded again with the fragments in force, so a local edit
+    /// still comes in); one that does is taken and waits for its confirm.
+    #[cfg(feature = "kubernetes")]
+    fn react_with_cluster(
+        &mut self,
+        cluster: &super::cluster_config::ClusterConfig,
+        choice: super::cluster_config::Choice,
+        load: Load,
+        shadowed: Vec<String>,
+        in_fragments: usize,
+    ) -> bool {
+        if let (Some(new), Outcome::Rejected(e)) = (&choice.new, &load.outcome) {
+            if in_fragments > 0 {
+                cluster.refused(new, e, in_fragments);
+                return self.reload();
+            }
+        }
+        let texts = match &load.outcome {
+            Outcome::Loaded(_, texts) => Some(texts.clone()),
+            Outcome::Rejected(_) => None,
+        };
+        // What the kernel returns to should the local files no longer load at the rollback.
+        let previous = choice.new.as_ref().and_then(|_| {
+            config::fragments::load_with_fragments(&self.main, &cluster.in_force())
+                .ok()
+                .map(|l| Arc::new(l.state))
+        });
+        let taken = self.react(load);
+        if taken {
+            if let (Some(version), Some(texts)) = (cluster.took(choice, shadowed), texts) {
+                self.start_cluster_confirm(cluster, &version, previous, texts);
+            }
+        }
+        self.tell_systemd();
         taken
+    }
+
+    /// A new version from the cluster is in force: it waits for the router to reach the API
+    /// server, until `config_confirm` from now.
+    #[cfg(feature = "kubernetes")]
+    fn start_cluster_confirm(
+        &self,
+        cluster: &super::cluster_config::ClusterConfig,
+        version: &str,
+        previous: Option<Arc<DesiredState>>,
+        texts: config::ConfigTexts,
+    ) {
+        let clock = self.liveness.clock();
+        let deadline = clock.wall() + cluster.confirm_within;
+        let applied_from = format!(
+            "configmap:{} at resourceVersion {}",
+            cluster.source,
+            if version.is_empty() {
+                "(none)"
+            } else {
+                version
+            }
+        );
+        self.liveness.set_config_note(Some(format!(
+            "config from {applied_from} waits to reach the API server until {}",
+            rfc3339(deadline)
+        )));
+        self.confirm.start_pending(super::confirm_state::Pending {
+            deadline,
+            due: clock.now() + cluster.confirm_within,
+            applied_from,
+            applied_text: String::new(),
+            previous,
+            texts,
+            degraded_before: None,
+            from_cluster: true,
+        });
+        self.confirm_wake.fire();
     }
 
     /// Publishes or keeps, and records which; returns whether the load was taken.
@@ -189,6 +308,10 @@ mod tests {
             problem: Arc::new(ConfigProblem::default()),
             last_rejected: None,
             confirm: Arc::default(),
+            #[cfg(feature = "kubernetes")]
+            cluster: None,
+            #[cfg(feature = "kubernetes")]
+            confirm_wake: crate::sync::trigger().0,
         }
     }
 
@@ -265,6 +388,8 @@ mod tests {
                 previous: None,
                 texts: config::ConfigTexts::default(),
                 degraded_before: None,
+                #[cfg(feature = "kubernetes")]
+                from_cluster: false,
             });
         let out = render_with(|| {
             assert!(!r.reload(), "what apply installed is already in force");
@@ -316,5 +441,81 @@ mod tests {
         write(&r.main, "[daemon]\nroute_protocol = 192\n");
         render_with(|| assert!(r.reload()));
         assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
+    }
+
+    /// A version from the cluster that does not load is refused on its own: a local edit
+    /// still comes in; one that loads is taken and waits for its confirm until
+    /// `config_confirm` from now.
+    #[cfg(feature = "kubernetes")]
+    #[test]
+    fn a_refused_cluster_version_does_not_hold_back_a_local_edit_and_a_good_one_waits_for_its_confirm()
+     {
+        use super::super::cluster_config::ClusterConfig;
+        use crate::config::fragments::Fragment;
+        use crate::kubernetes::config_map::Offer;
+        let mut r = reloader("cluster");
+        let cluster = Arc::new(ClusterConfig::new(
+            crate::config::kubernetes::ConfigMapRef {
+                namespace: "ns".into(),
+                name: "fleet".into(),
+            },
+            std::time::Duration::from_secs(30),
+            "edge-1".into(),
+        ));
+        r.cluster = Some(cluster.clone());
+        let offer = |version: &str, text: &str| Offer {
+            version: version.into(),
+            fragments: vec![Fragment {
+                name: "configmap:ns/fleet:00_x.toml".into(),
+                text: text.into(),
+            }],
+            skipped: Vec::new(),
+        };
+        // A bad version and a local edit at once: the version is refused, the edit taken.
+        assert!(cluster.offer(offer(
+            "7",
+            "[[route]]\nto = \"10.0.0.0/33\"\nvia = \"192.0.2.1\"\n"
+        )));
+        write(&r.main, "[daemon]\nroute_protocol = 192\n");
+        render_with(|| assert!(r.reload(), "the local edit"));
+        assert_eq!(r.snapshots.current().daemon.route_protocol, 192);
+        assert!(
+            r.snapshots.current().routing.routes.is_empty(),
+            "nothing of the version"
+        );
+        let doc = cluster.healthz(std::time::SystemTime::now());
+        assert_eq!(doc["state"], "rejected", "{doc}");
+        assert!(
+            doc["rejected"]["problems"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("configmap:ns/fleet:00_x.toml:2:6: error:"),
+            "{doc}"
+        );
+        assert!(r.confirm.due().is_none(), "nothing waits");
+        // A good version: taken, and pending from the cluster.
+        assert!(cluster.offer(offer(
+            "8",
+            "[[route]]\nto = \"10.9.0.0/16\"\nvia = \"192.0.2.1\"\n"
+        )));
+        render_with(|| assert!(r.reload()));
+        assert_eq!(r.snapshots.current().routing.routes.len(), 1);
+        assert!(r.confirm.pending_from_cluster());
+        let left = r
+            .confirm
+            .pending_deadline()
+            .unwrap()
+            .duration_since(r.liveness.clock().wall())
+            .unwrap();
+        assert_eq!(left, std::time::Duration::from_secs(30));
+        assert_eq!(cluster.pending().as_deref(), Some("8"));
+        // While it waits, a local edit waits too.
+        write(&r.main, "[daemon]\nroute_protocol = 193\n");
+        render_with(|| assert!(!r.reload()));
+        assert!(
+            r.confirm.take_deferred(),
+            "loaded after the confirm or rollback"
+        );
+        std::fs::remove_dir_all(r.main.parent().unwrap()).unwrap();
     }
 }

@@ -13,16 +13,21 @@
 //! - [`cache`]: the last composed cluster state on disk, so a restart during an API outage
 //!   keeps the cluster-derived rules (one on persistent storage, a reboot too).
 //! - [`freshness`]: whether the state in force is this run's or the cache's, and as of when.
+//! - [`reached`]: whether the API server answered a request opened after a given time (what a
+//!   config from the cluster waits for to confirm itself).
+//! - [`config_map`]: the fragments of `[kubernetes] config_map` this node takes, by key.
 //! - [`lease`]: status back to the cluster, a Lease per router renewed while every loop is
 //!   live (`[kubernetes] status_namespace`).
 
 pub mod cache;
 pub mod client;
 pub mod compose;
+pub mod config_map;
 pub mod freshness;
 pub mod lease;
 pub mod objects;
 pub mod order;
 pub mod pace;
+pub mod reached;
 pub mod translate;
 pub mod watch;

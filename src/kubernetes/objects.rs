@@ -40,7 +40,8 @@ has_meta!(
     ClusterNetworkPolicy,
     Pod,
     Namespace,
-    ServiceCidr
+    ServiceCidr,
+    ConfigMap
 );
 deserialize_by_decode!(
     Service,
@@ -525,6 +526,15 @@ pub struct PodIp {
 pub struct Namespace {
     /// Name and labels.
     pub metadata: ObjectMeta,
+}
+
+/// A ConfigMap (`[kubernetes] config_map`): its data keys are TOML fragments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigMap {
+    /// Name, namespace, resourceVersion (no label is read).
+    pub metadata: ObjectMeta,
+    /// `data`: key to text (`binaryData` is not read).
+    pub data: BTreeMap<String, String>,
 }
 
 mod decode;

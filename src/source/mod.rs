@@ -1,5 +1,6 @@
 //! Where desired state comes from: the TOML files (this module) and, with the `kubernetes`
-//! feature, the cluster (not built yet).
+//! feature, the cluster (`crate::kubernetes`; its config fragments load here with the files,
+//! [`load_with`]).
 //!
 //! A reload is asked for by SIGHUP or by a change to any config file (the main file, any
 //! `conf.d/*.toml`, or the set of files in `conf.d`) or to a data file the configuration in
@@ -270,6 +271,27 @@ pub fn load(main: &Path) -> Load {
     };
     let content = (content_hash(main) == before).then(|| before.with_data(&data));
     Load { content, outcome }
+}
+
+/// [`load`] with fragments from the cluster after the files; also the keys the local files
+/// kept (one line each) and how many problems are in the fragments.
+#[cfg(feature = "kubernetes")]
+pub fn load_with(
+    main: &Path,
+    fragments: &[config::fragments::Fragment],
+) -> (Load, Vec<String>, usize) {
+    let before = content_hash(main);
+    let (outcome, shadowed, in_fragments) =
+        match config::fragments::load_with_fragments(main, fragments) {
+            Ok(l) => (Outcome::Loaded(Box::new(l.state), l.texts), l.shadowed, 0),
+            Err(r) => (Outcome::Rejected(r.error), Vec::new(), r.in_fragments),
+        };
+    let data: Vec<PathBuf> = match &outcome {
+        Outcome::Loaded(_, texts) => texts.data.iter().map(|(p, _)| p.clone()).collect(),
+        Outcome::Rejected(e) => e.data_files.clone(),
+    };
+    let content = (content_hash(main) == before).then(|| before.with_data(&data));
+    (Load { content, outcome }, shadowed, in_fragments)
 }
 
 #[cfg(test)]

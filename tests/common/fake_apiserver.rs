@@ -64,9 +64,34 @@ impl FakeApiServer {
         FakeApiServer::start_on(addr, false)
     }
 
+    /// Starts a TLS fake on `ip` (an ephemeral port) in the `ip netns` namespace `netns`: a
+    /// control plane the router reaches over a link, so that its firewall and routes stand
+    /// in the way (its own loopback they never do). Its certificate names `ip`.
+    pub fn start_in_netns(netns: &str, ip: &str) -> FakeApiServer {
+        let (path, bind) = (format!("/run/netns/{netns}"), format!("{ip}:0"));
+        // Made by a thread that enters the namespace and ends: the socket stays in it.
+        let listener = std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let ns = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns on this thread only, with a valid namespace descriptor.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+            TcpListener::bind(&bind).unwrap()
+        })
+        .join()
+        .unwrap();
+        FakeApiServer::start_with(listener, true, &[ip])
+    }
+
     /// Starts a fake on `addr`, over TLS when `over_tls`.
     fn start_on(addr: &str, over_tls: bool) -> FakeApiServer {
-        let pki = tls::make_pki();
+        FakeApiServer::start_with(TcpListener::bind(addr).unwrap(), over_tls, &[])
+    }
+
+    /// Serves on `listener`, over TLS when `over_tls` with a certificate that also names
+    /// `names`.
+    fn start_with(listener: TcpListener, over_tls: bool, names: &[&str]) -> FakeApiServer {
+        let pki = tls::make_pki(names);
         let dir = ScratchDir::with_files(
             "fake-apiserver",
             &[
@@ -85,7 +110,6 @@ impl FakeApiServer {
             bytes_in: Default::default(),
             bytes_out: Default::default(),
         });
-        let listener = TcpListener::bind(addr).unwrap();
         let addr = listener.local_addr().unwrap();
         let mut fake = FakeApiServer {
             shared,

@@ -6,6 +6,7 @@
 mod common;
 
 mod client;
+mod cluster_config;
 mod cluster_network_policies;
 mod daemon;
 mod fleets;

@@ -197,6 +197,48 @@ fn daemonset_config_is_in_cluster_and_loads() {
     }
 }
 
+#[test]
+fn the_config_map_role_grants_get_list_watch_on_one_named_configmap_to_the_service_account() {
+    let docs = documents("deploy/kubernetes/rbac-config-map.yaml");
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Role", "RoleBinding"], "nothing else");
+    let role = one(&docs, "Role");
+    let rules = role["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1, "{role}");
+    let rule = &rules[0];
+    assert_eq!(strings(&rule["apiGroups"]), BTreeSet::from([""]));
+    assert_eq!(strings(&rule["resources"]), BTreeSet::from(["configmaps"]));
+    assert_eq!(
+        strings(&rule["verbs"]),
+        BTreeSet::from(["get", "list", "watch"])
+    );
+    assert_eq!(
+        strings(&rule["resourceNames"]).len(),
+        1,
+        "exactly one ConfigMap"
+    );
+    let binding = one(&docs, "RoleBinding");
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(
+        binding["metadata"]["namespace"],
+        role["metadata"]["namespace"]
+    );
+    let rbac = documents("deploy/kubernetes/rbac.yaml");
+    let account = &one(&rbac, "ServiceAccount")["metadata"];
+    let subjects = binding["subjects"].as_array().unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0]["kind"], "ServiceAccount");
+    assert_eq!(subjects[0]["name"], account["name"]);
+    assert_eq!(subjects[0]["namespace"], account["namespace"]);
+    // The watch names the one object, as a resourceNames grant requires of a list or watch.
+    let code = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/kubernetes/watch/mod.rs"),
+    )
+    .unwrap();
+    assert!(code.contains("\"metadata.name={}\""), "the fieldSelector");
+}
+
 /// The verbs of the requests the Lease writer makes (`"GET"`, `"POST"`, `"PUT"` in its code),
 /// and the API path it names.
 fn lease_verbs_in_the_code() -> (BTreeSet<&'static str>, String) {

@@ -199,6 +199,14 @@ const ALLOWED: &[(&str, &str)] = &[
     ("config::service", "config::duration"),
     ("config::service", "config::net"),
     ("config::service", "config::nul"),
+    // A cluster's fragments load after the files as `load` does: the data files, the
+    // `[[route]]` fast path's threshold.
+    ("config::fragments", "config::data_file"),
+    ("config::fragments", "config::diag"),
+    ("config::fragments", "config::doc"),
+    ("config::fragments", "config::limits"),
+    ("config::fragments", "config::source_map"),
+    ("config::fragments", "config::split"),
     // `[kubernetes]` (its label selector grammar is its child, `config::kubernetes::selector`).
     ("config::kubernetes", "config::diag"),
     ("config::kubernetes", "config::doc"),
@@ -292,6 +300,14 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
     // Inside the daemon.
     ("daemon::kubernetes", "daemon::snapshots"),
+    // Router config from the cluster: its state (read by the reloads and the confirmer),
+    // and the task that confirms it (which drives the confirmer).
+    ("daemon::kubernetes", "daemon::cluster_config"),
+    ("daemon::kubernetes", "daemon::cluster_confirm"),
+    ("daemon::kubernetes", "daemon::confirm"),
+    ("daemon::cluster_confirm", "daemon::confirm"),
+    ("daemon::confirm", "daemon::cluster_config"),
+    ("daemon::reload", "daemon::cluster_config"),
     ("daemon::registry", "daemon::spawner"),
     ("daemon::registry", "daemon::tracks"),
     ("daemon::reload", "daemon::snapshots"),

@@ -31,6 +31,10 @@
 //! - `log_denied`: what NetworkPolicies drop is reported (log line and counter);
 //!   `network_policy_mode`: `"enforce"` (default) or `"audit"` (report, do not drop), which a
 //!   policy's `edgenetd.io/mode` annotation overrides.
+//! - `config_map`: `"namespace/name"` of a ConfigMap whose data keys are TOML fragments,
+//!   merged after the local files (the local files win a key set in both).
+//! - `config_confirm`: a duration (default 2 min): a config from the cluster is rolled back
+//!   unless the router reaches the API server again within it.
 //! - `status_namespace`: the namespace of this router's Lease (named after `node_name`),
 //!   renewed while every loop is live; absent = no Lease is written.
 //!

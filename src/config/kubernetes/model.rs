@@ -45,6 +45,14 @@ pub struct KubernetesConfig {
     pub log_denied: bool,
     /// `network_policy_mode`: every NetworkPolicy enforced, or only audited.
     pub network_policy_mode: PolicyMode,
+    /// `config_map`: the ConfigMap whose data keys are TOML fragments merged after the local
+    /// files; `None` = the router's config is its files alone.
+    #[cfg(feature = "kubernetes")]
+    pub config_map: Option<ConfigMapRef>,
+    /// `config_confirm`: how long a config from the cluster has to prove the router still
+    /// reaches the API server before it is rolled back.
+    #[cfg(feature = "kubernetes")]
+    pub config_confirm: Duration,
     /// `status_namespace`: where this router's Lease (named after its node) is kept and
     /// renewed; `None` = no Lease is written (it needs RBAC the default role does not grant).
     pub status_namespace: Option<String>,
@@ -67,6 +75,27 @@ impl PolicyMode {
             PolicyMode::Enforce => "enforce",
             PolicyMode::Audit => "audit",
         }
+    }
+}
+
+/// The default of `config_confirm`.
+#[cfg(feature = "kubernetes")]
+pub const DEFAULT_CONFIG_CONFIRM: Duration = Duration::from_secs(120);
+
+/// `config_map = "namespace/name"`: one ConfigMap.
+#[cfg(feature = "kubernetes")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigMapRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+#[cfg(feature = "kubernetes")]
+impl std::fmt::Display for ConfigMapRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
     }
 }
 

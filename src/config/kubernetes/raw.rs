@@ -26,6 +26,11 @@ pub(super) struct RawKubernetes {
     pub(super) pod_cidrs: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) log_denied: Option<Spanned<bool>>,
     pub(super) network_policy_mode: Option<Spanned<String>>,
+    // Keys only a `kubernetes` build knows: without it they are unknown keys, as before them.
+    #[cfg(feature = "kubernetes")]
+    pub(super) config_map: Option<Spanned<String>>,
+    #[cfg(feature = "kubernetes")]
+    pub(super) config_confirm: Option<Spanned<String>>,
     pub(super) status_namespace: Option<Spanned<String>>,
     #[cfg(feature = "fault-injection")]
     #[serde(default)]

@@ -362,6 +362,10 @@ fn the_commented_example_in_the_example_config_is_valid() {
         .lines()
         .skip_while(|l| *l != "# [kubernetes]")
         .map_while(|l| l.strip_prefix("# "))
+        // A build without the feature does not know these keys at all (unknown keys there).
+        .filter(|l| {
+            BUILT_WITH_FEATURE || !(l.starts_with("config_map") || l.starts_with("config_confirm"))
+        })
         .map(|l| format!("{l}\n"))
         .collect();
     assert!(section.lines().count() > 5, "{section}");
@@ -379,6 +383,11 @@ fn the_commented_example_in_the_example_config_is_valid() {
     assert_eq!(
         k.node_selector.unwrap().to_string(),
         "topology.kubernetes.io/zone in (north,south)"
+    );
+    #[cfg(feature = "kubernetes")]
+    assert_eq!(
+        k.config_map.map(|c| c.to_string()).as_deref(),
+        Some("kube-system/edgenetd-fleet")
     );
 }
 
@@ -508,6 +517,56 @@ fn bad_service_cidrs_cluster_cidrs_and_node_port_addresses_are_errors_at_their_p
     );
     let e = rejected(&format!("{SECTION}node_port_addresses = []\n"));
     has(&e, "empty node_port_addresses");
+}
+
+/// Keys a build without the feature does not know (unknown keys there, as before them).
+#[cfg(feature = "kubernetes")]
+#[test]
+fn config_map_is_namespace_slash_name_and_config_confirm_a_duration_of_2m_by_default() {
+    if let Some(k) = accepted("[kubernetes]\nin_cluster = true\n") {
+        assert_eq!(k.config_map, None);
+        assert_eq!(k.config_confirm, super::DEFAULT_CONFIG_CONFIRM);
+        assert_eq!(k.config_confirm, std::time::Duration::from_secs(120));
+    }
+    if let Some(k) = accepted(
+        "[kubernetes]\nin_cluster = true\nconfig_map = \"kube-system/edgenetd-fleet.v2\"\nconfig_confirm = \"30s\"\n",
+    ) {
+        let cm = k.config_map.unwrap();
+        assert_eq!(
+            (cm.namespace.as_str(), cm.name.as_str()),
+            ("kube-system", "edgenetd-fleet.v2")
+        );
+        assert_eq!(cm.to_string(), "kube-system/edgenetd-fleet.v2");
+        assert_eq!(k.config_confirm, std::time::Duration::from_secs(30));
+    }
+    for bad in [
+        "edgenetd-fleet",
+        "kube.system/x",
+        "kube-system/",
+        "/x",
+        "a/b/c",
+        "Kube/x",
+    ] {
+        let out = rejected(&format!(
+            "[kubernetes]\nin_cluster = true\nconfig_map = \"{bad}\"\n"
+        ));
+        has(
+            &out,
+            &format!(
+                "edgenetd.toml:3:14: error: invalid config_map `{bad}`: expected \"namespace/name\""
+            ),
+        );
+    }
+    let out = rejected("[kubernetes]\nin_cluster = true\nconfig_confirm = \"500ms\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:18: error: config_confirm must be at least 1s",
+    );
+    let out = rejected("[kubernetes]\nin_cluster = true\nconfig_confirm = \"soon\"\n");
+    has(
+        &out,
+        "edgenetd.toml:3:18: error: config_confirm: invalid duration `soon`",
+    );
 }
 
 #[test]

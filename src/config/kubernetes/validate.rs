@@ -65,6 +65,10 @@ pub fn validate(doc: &Doc, diags: &mut Diagnostics) -> Option<KubernetesConfig> 
         pod_cidrs: pod_cidrs(raw.pod_cidrs.as_ref(), diags),
         log_denied: raw.log_denied.as_ref().is_some_and(|v| *v.get_ref()),
         network_policy_mode: network_policy_mode(raw.network_policy_mode.as_ref(), diags),
+        #[cfg(feature = "kubernetes")]
+        config_map: config_map(raw.config_map.as_ref(), diags),
+        #[cfg(feature = "kubernetes")]
+        config_confirm: config_confirm(raw.config_confirm.as_ref(), diags),
         status_namespace: status_namespace(raw.status_namespace.as_ref(), diags),
     };
     (diags.len() == before).then_some(config)
@@ -325,6 +329,53 @@ fn cache_max_age(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option
         Err(why) => {
             diags.error(v.span(), format!("cache_max_age: {why}"));
             None
+        }
+    }
+}
+
+/// `namespace/name`: a namespace (an RFC 1123 label) and a ConfigMap name (a subdomain).
+#[cfg(feature = "kubernetes")]
+fn config_map(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Option<ConfigMapRef> {
+    let v = v?;
+    let text = v.get_ref();
+    let parsed = text.split_once('/').filter(|(ns, name)| {
+        ns.len() <= 63 && !ns.contains('.') && is_dns_subdomain(ns) && is_dns_subdomain(name)
+    });
+    match parsed {
+        Some((namespace, name)) => Some(ConfigMapRef {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }),
+        None => {
+            diags.error(
+                v.span(),
+                format!(
+                    "invalid config_map `{text}`: expected \"namespace/name\" (lowercase letters, digits and `-`; the name may have `.`), e.g. \"kube-system/edgenetd-fleet\""
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// A duration of at least a second (a router must get the time to reach the API server).
+#[cfg(feature = "kubernetes")]
+fn config_confirm(v: Option<&Spanned<String>>, diags: &mut Diagnostics) -> Duration {
+    let Some(v) = v else {
+        return DEFAULT_CONFIG_CONFIRM;
+    };
+    match parse_duration(v.get_ref()) {
+        Ok(d) if d >= Duration::from_secs(1) => d,
+        Ok(_) => {
+            diags.error(
+                v.span(),
+                "config_confirm must be at least 1s: the time a config from the cluster has to show the router still reaches the API server, e.g. \"2m\"",
+            );
+            DEFAULT_CONFIG_CONFIRM
+        }
+        Err(why) => {
+            diags.error(v.span(), format!("config_confirm: {why}"));
+            DEFAULT_CONFIG_CONFIRM
         }
     }
 }

@@ -32,7 +32,8 @@
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
 
@@ -43,7 +44,8 @@ use super::http::{Body, Conn};
 use super::json::{self, Decode};
 use super::meta::{HasMeta, ListMeta, Refused, Status, WatchEvent, read_page};
 use super::store::{ObjectKey, StatusCell, Store, key_of};
-use crate::sync::{Progress, Trigger};
+use crate::kubernetes::reached::Reached;
+use crate::sync::{Progress, Trigger, TriggerRx};
 
 /// A watch that ends sooner than this without one line is taken as a failure (backed off).
 const QUICK_WATCH_END: Duration = Duration::from_secs(1);
@@ -60,6 +62,11 @@ pub struct ReflectorConfig {
     pub path: String,
     /// A label selector (`a=b,c in (d,e)`), sent as `labelSelector`.
     pub label_selector: Option<String>,
+    /// A field selector (`metadata.name=x`), sent as `fieldSelector`: one object of a
+    /// collection, as an RBAC rule with `resourceNames` allows.
+    pub field_selector: Option<String>,
+    /// Where every answered request is recorded (see [`Reached`]).
+    pub reached: Option<Arc<Reached>>,
     /// Objects per list page (`limit`).
     pub page_size: u32,
     /// The server ends each watch after this long (`timeoutSeconds`); the reflector resumes.
@@ -101,6 +108,8 @@ impl ReflectorConfig {
         ReflectorConfig {
             path: path.to_string(),
             label_selector: None,
+            field_selector: None,
+            reached: None,
             page_size: 500,
             watch_timeout: Duration::from_secs(290),
             idle_timeout: Duration::from_secs(150),
@@ -157,6 +166,7 @@ where
                 phase: Phase::List,
                 streams: config.streaming,
                 config,
+                reconnect: None,
             },
             kept: Kept {
                 store,
@@ -164,6 +174,12 @@ where
                 label_keys,
             },
         }
+    }
+
+    /// Ends the open watch whenever `rx` fires, and watches again from where it was (a new
+    /// connection, which [`ReflectorConfig::reached`] records when it is answered).
+    pub fn reconnect_on(&mut self, rx: TriggerRx) {
+        self.core.reconnect = Some(rx);
     }
 
     /// The reader's handle on the store.
@@ -381,6 +397,8 @@ struct Core {
     phase: Phase,
     /// Lists are tried as streams (until the server refuses one).
     streams: bool,
+    /// Ends the open watch when fired (see [`Reflector::reconnect_on`]).
+    reconnect: Option<TriggerRx>,
 }
 
 impl Core {
@@ -501,13 +519,21 @@ impl Core {
             q.push_str("&labelSelector=");
             q.push_str(&percent_encode(sel));
         }
+        if let Some(sel) = &self.config.field_selector {
+            q.push_str("&fieldSelector=");
+            q.push_str(&percent_encode(sel));
+        }
         format!("{}?{}", self.config.path, q)
     }
 
     /// Opens a connection and sends one GET; an error status becomes [`Error::Status`].
     async fn request(&self, path: &str) -> Result<(Conn, super::http::Head), Error> {
+        let opened = Instant::now();
         let mut conn = Conn::open(&self.endpoint, self.config.idle_timeout).await?;
         let head = conn.get(&self.endpoint, path).await?;
+        if let (200, Some(reached)) = (head.code, &self.config.reached) {
+            reached.answered(opened);
+        }
         if head.code != 200 {
             let body = Body::new(&mut conn, &head)
                 .read_all(64 << 10, "error body")
@@ -717,7 +743,27 @@ impl Core {
         // Lines are read up to the page cap, so that one over the object cap can be named and
         // refused like a list item instead of failing the watch (and every watch after it:
         // the same event comes again on each resume).
-        while let Some(line) = body.next_line(self.config.max_page_bytes).await? {
+        loop {
+            let asked = async {
+                match &self.reconnect {
+                    Some(rx) => {
+                        rx.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+                None
+            };
+            let next = async { Some(body.next_line(self.config.max_page_bytes).await) }
+                .or(asked)
+                .await;
+            let Some(line) = next else {
+                log::debug!("kubernetes {}: watching again, as asked", self.config.path);
+                // Not a quick empty end: the watch was ended here on purpose.
+                return Ok(lines.max(1));
+            };
+            let Some(line) = line? else {
+                break;
+            };
             let big = line.len() > GIVE_BACK_AFTER;
             let decoded = sink.line(&line, self.config.max_line_bytes);
             drop(line);

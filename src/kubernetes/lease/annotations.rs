@@ -8,6 +8,7 @@
 //! | `edgenetd.io/cluster-state` | `current`, `cached since <RFC 3339>` (`cached`, of unknown age), or `none` |
 //! | `edgenetd.io/controllers` | `<loop>=<state>,...` in registration order; state `ready`, `failing`, `starting` or `stalled` |
 //! | `edgenetd.io/last-sync-error` | `<loop>: <error>` of each loop whose last sync failed, joined by `; `; empty when none |
+//! | `edgenetd.io/config-map` | with `config_map` only: `listing`, `confirmed <rv>`, `pending <rv>, confirmed <rv>` or `rejected <rv>, in force <rv>: <why>` ([`ConfigMapStatus`]) |
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,8 @@ use super::PREFIX;
 use crate::clock::rfc3339;
 use crate::kubernetes::freshness::Standing;
 
-/// The longest `last-sync-error` (the rest is cut, at a character boundary, and ends `…`).
+/// The longest `last-sync-error` and `config-map` (the rest is cut, at a character
+/// boundary, and ends `…`).
 pub const MAX_ERROR: usize = 1024;
 
 /// A loop's state, as the Lease shows it.
@@ -54,6 +56,70 @@ pub struct Loop {
     pub error: Option<String>,
 }
 
+/// The ConfigMap of `[kubernetes] config_map`: which version is in force, whether it waits
+/// for its confirm, and the one refused or rolled back, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigMapStatus {
+    /// Not listed yet: the local files alone are in force.
+    Listing,
+    /// The version in force is confirmed (its resourceVersion; empty: no such ConfigMap).
+    Confirmed {
+        /// The version in force.
+        in_force: String,
+    },
+    /// The version in force waits for the router to reach the API server with it.
+    Pending {
+        /// The version in force, waiting.
+        in_force: String,
+        /// The version a rollback returns to.
+        confirmed: String,
+    },
+    /// The version offered was refused (problems) or rolled back (not confirmed in time).
+    Rejected {
+        /// The version rejected.
+        version: String,
+        /// `refused` or `rolled back`.
+        what: String,
+        /// Why (the first problem, or the rollback's reason).
+        reason: String,
+        /// The version in force instead.
+        in_force: String,
+    },
+}
+
+impl ConfigMapStatus {
+    /// The annotation's value, at most [`MAX_ERROR`] bytes: the versions first, so a cut
+    /// takes from the reason alone.
+    pub fn text(&self) -> String {
+        let rv = |v: &str| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        let text = match self {
+            ConfigMapStatus::Listing => "listing".to_string(),
+            ConfigMapStatus::Confirmed { in_force } => format!("confirmed {}", rv(in_force)),
+            ConfigMapStatus::Pending {
+                in_force,
+                confirmed,
+            } => format!("pending {}, confirmed {}", rv(in_force), rv(confirmed)),
+            ConfigMapStatus::Rejected {
+                version,
+                what,
+                reason,
+                in_force,
+            } => format!(
+                "rejected {}, in force {}: {what}: {reason}",
+                rv(version),
+                rv(in_force)
+            ),
+        };
+        cut(text, MAX_ERROR)
+    }
+}
+
 /// Everything the annotations say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -65,6 +131,8 @@ pub struct Report {
     pub cluster: Standing,
     /// Every loop, in registration order.
     pub loops: Vec<Loop>,
+    /// The ConfigMap's version, with `config_map`.
+    pub config_map: Option<ConfigMapStatus>,
 }
 
 /// The annotations of `report`.
@@ -86,13 +154,17 @@ pub fn annotations(report: &Report) -> BTreeMap<String, String> {
         .iter()
         .filter_map(|l| Some(format!("{}: {}", l.name, l.error.as_ref()?)))
         .collect();
-    BTreeMap::from([
+    let mut out = BTreeMap::from([
         (key("config-hash"), report.hash.clone().unwrap_or_default()),
         (key("config-generation"), report.generation.to_string()),
         (key("cluster-state"), cluster),
         (key("controllers"), controllers.join(",")),
         (key("last-sync-error"), cut(errors.join("; "), MAX_ERROR)),
-    ])
+    ]);
+    if let Some(c) = &report.config_map {
+        out.insert(key("config-map"), c.text());
+    }
+    out
 }
 
 /// `text` cut to at most `max` bytes, at a character boundary, ending `…` when cut.
@@ -136,6 +208,7 @@ mod tests {
                 lp("route", LoopState::Stalled, None),
                 lp("kubernetes", LoopState::Starting, Some("not listed yet")),
             ],
+            config_map: None,
         });
         let want = [
             ("edgenetd.io/config-hash", "sha256:ab"),
@@ -163,6 +236,7 @@ mod tests {
             hash: None,
             cluster: Standing::Current,
             loops: vec![lp("policy", LoopState::Ready, None)],
+            config_map: None,
         });
         assert_eq!(quiet["edgenetd.io/config-hash"], "");
         assert_eq!(quiet["edgenetd.io/cluster-state"], "current");
@@ -177,9 +251,74 @@ mod tests {
             hash: None,
             cluster: Standing::None,
             loops: vec![lp("route", LoopState::Failing, Some(&long))],
+            config_map: None,
         });
         let e = &a["edgenetd.io/last-sync-error"];
         assert!(e.len() <= MAX_ERROR && e.ends_with('…'), "{}", e.len());
         assert!(e.starts_with("route: éé"));
+    }
+
+    #[test]
+    fn the_config_map_says_which_version_is_in_force_waits_or_was_rejected_and_why() {
+        let with = |c: ConfigMapStatus| {
+            annotations(&Report {
+                generation: 1,
+                hash: None,
+                cluster: Standing::Current,
+                loops: vec![lp("policy", LoopState::Ready, None)],
+                config_map: Some(c),
+            })["edgenetd.io/config-map"]
+                .clone()
+        };
+        assert_eq!(with(ConfigMapStatus::Listing), "listing");
+        let confirmed = ConfigMapStatus::Confirmed {
+            in_force: "48213".into(),
+        };
+        assert_eq!(with(confirmed), "confirmed 48213");
+        let gone = ConfigMapStatus::Confirmed {
+            in_force: String::new(),
+        };
+        assert_eq!(with(gone), "confirmed none", "no such ConfigMap");
+        let pending = ConfigMapStatus::Pending {
+            in_force: "48214".into(),
+            confirmed: "48213".into(),
+        };
+        assert_eq!(with(pending), "pending 48214, confirmed 48213");
+        let rolled_back = ConfigMapStatus::Rejected {
+            version: "48214".into(),
+            what: "rolled back".into(),
+            reason: "did not reach the API server again before its deadline (config_confirm)"
+                .into(),
+            in_force: "48213".into(),
+        };
+        assert_eq!(
+            with(rolled_back),
+            "rejected 48214, in force 48213: rolled back: did not reach the API server again before its deadline (config_confirm)"
+        );
+        // A long reason is cut; the versions stay.
+        let refused = ConfigMapStatus::Rejected {
+            version: "48215".into(),
+            what: "refused".into(),
+            reason: format!("1 problem(s): {}", "ü".repeat(1000)),
+            in_force: "48213".into(),
+        };
+        let text = with(refused);
+        assert!(
+            text.len() <= MAX_ERROR && text.ends_with('…'),
+            "{}",
+            text.len()
+        );
+        assert!(text.starts_with("rejected 48215, in force 48213: refused: 1 problem(s): üü"));
+        let without = annotations(&Report {
+            generation: 1,
+            hash: None,
+            cluster: Standing::Current,
+            loops: Vec::new(),
+            config_map: None,
+        });
+        assert!(
+            !without.contains_key("edgenetd.io/config-map"),
+            "no annotation without config_map"
+        );
     }
 }

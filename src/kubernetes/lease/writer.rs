@@ -2,6 +2,10 @@
 //! creates and updates the Lease when the [`Schedule`] says so. Every request is bounded in
 //! time; nothing here is awaited by anything else, so a slow, hung or refusing API server
 //! delays the Lease alone.
+//!
+//! With `[kubernetes] config_map`, each renewal is also a proof a config from the cluster
+//! waits for ([`Reached`]): the writer says at start that it runs, records the time each
+//! renewing request was opened, and renews at once when the confirm asks for one.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{debug, info, warn};
 
-use super::annotations::{Loop, Report, annotations};
+use super::annotations::{ConfigMapStatus, Loop, Report, annotations};
 use super::in_force::InForce;
 use super::object::{self, Lease, Spec};
 use super::schedule::{Schedule, Write};
@@ -19,6 +23,7 @@ use crate::kubernetes::client::json;
 use crate::kubernetes::client::meta::Status;
 use crate::kubernetes::client::{Endpoint, Error};
 use crate::kubernetes::freshness::Freshness;
+use crate::kubernetes::reached::Reached;
 use crate::shutdown::{Shutdown, unless_shutdown};
 
 /// Lease writes (creates and updates), by `result`: `ok`, `conflict` (409: the Lease changed
@@ -71,6 +76,9 @@ pub struct Settings {
 /// verdict, the one the systemd watchdog follows) and each one's state.
 pub type LoopsProbe = Box<dyn Fn() -> (bool, Vec<Loop>) + Send>;
 
+/// The ConfigMap of `config_map` now.
+pub type ConfigMapProbe = Box<dyn Fn() -> ConfigMapStatus + Send>;
+
 /// What the annotations are made from.
 pub struct Sources {
     /// The loops.
@@ -80,14 +88,25 @@ pub struct Sources {
     /// Where the cluster state in force comes from (the one the daemon keeps for /healthz
     /// and the cache's stamp).
     pub freshness: Arc<Mutex<Freshness>>,
+    /// The ConfigMap's version, with `config_map`.
+    pub config_map: Option<ConfigMapProbe>,
+    /// Where the renewals are recorded as a proof for a config from the cluster's confirm,
+    /// with `config_map`.
+    pub reached: Option<Arc<Reached>>,
 }
 
 /// Starts the writer's thread; it stops with the daemon.
 pub fn spawn(settings: Settings, sources: Sources, shutdown: Shutdown) -> std::io::Result<()> {
     describe_metrics();
+    let reached = sources.reached.clone();
     std::thread::Builder::new()
         .name("kubernetes-status".into())
         .spawn(move || smol::block_on(run(settings, sources, shutdown)))?;
+    // Before this returns, so before any confirm runs; and only once the thread runs (a
+    // writer that never started must not hold every confirm back).
+    if let Some(reached) = reached {
+        reached.expect_lease();
+    }
     Ok(())
 }
 
@@ -109,17 +128,23 @@ async fn run(settings: Settings, sources: Sources, shutdown: Shutdown) {
                 .unwrap_or_else(|p| p.into_inner())
                 .standing(),
             loops,
+            config_map: sources.config_map.as_ref().map(|probe| probe()),
         };
         let want = annotations(&report);
         let changed = w.written.as_ref() != Some(&want);
-        let due = schedule.due(Instant::now(), live, changed);
+        // A confirm waiting for a renewal gets one as soon as a change would.
+        let asked = live && sources.reached.as_ref().is_some_and(|r| r.lease_asked());
+        let due = schedule.due(Instant::now(), live, changed || asked);
         // Not renewed yet by this daemon: there is no renewTime of its own to keep.
         let due = due.filter(|&d| d == Write::Renew || w.renewed.is_some());
         if let Some(what) = due {
-            let Some(ok) = unless_shutdown(&shutdown, w.write(what, want, wall)).await else {
+            let Some(opened) = unless_shutdown(&shutdown, w.write(what, want, wall)).await else {
                 return;
             };
-            schedule.attempted(Instant::now(), ok);
+            if let (Some(opened), Write::Renew, Some(reached)) = (opened, what, &sources.reached) {
+                reached.lease_renewed(opened);
+            }
+            schedule.attempted(Instant::now(), opened.is_some());
         }
         if unless_shutdown(&shutdown, smol::Timer::after(poll))
             .await
@@ -152,8 +177,8 @@ struct Writer {
 
 /// How a create or an update ended.
 enum Outcome {
-    /// Written: the new version.
-    Written(String),
+    /// Written: the new version, and when the request was opened.
+    Written(String, Instant),
     /// 409: the Lease changed since it was read (or, for a create, exists already).
     Conflict,
     /// 404 on an update: the Lease was deleted meanwhile.
@@ -178,13 +203,14 @@ impl Writer {
         }
     }
 
-    /// Writes `annotations` (renewing with `Write::Renew`); true when written.
+    /// Writes `annotations` (renewing with `Write::Renew`); when written, the time the
+    /// request that wrote was opened.
     async fn write(
         &mut self,
         what: Write,
         annotations: BTreeMap<String, String>,
         wall: SystemTime,
-    ) -> bool {
+    ) -> Option<Instant> {
         let renewed = match what {
             Write::Renew => wall,
             Write::Annotate => self.renewed.unwrap_or(wall),
@@ -193,7 +219,7 @@ impl Writer {
         let result = self.put_or_create(&annotations, acquired, renewed).await;
         let s = &self.settings;
         match result {
-            Ok(()) => {
+            Ok(opened) => {
                 if std::mem::replace(&mut self.failing, false) {
                     info!(
                         "kubernetes: the Lease {}/{} is written again",
@@ -206,7 +232,7 @@ impl Writer {
                     metrics::gauge!(RENEWED).set(unix.as_secs_f64());
                 }
                 self.written = Some(annotations);
-                true
+                Some(opened)
             }
             Err(e) => {
                 let hint = if e.code() == Some(403) {
@@ -225,19 +251,20 @@ impl Writer {
                         s.namespace, s.node_name, s.renew_every
                     );
                 }
-                false
+                None
             }
         }
     }
 
     /// Updates the Lease from the version known, reading it first when none is, creating it
-    /// when there is none; a conflict reads it again, at most [`TRIES`] times.
+    /// when there is none; a conflict reads it again, at most [`TRIES`] times. Returns when
+    /// the request that wrote was opened.
     async fn put_or_create(
         &mut self,
         annotations: &BTreeMap<String, String>,
         acquired: SystemTime,
         renewed: SystemTime,
-    ) -> Result<(), Error> {
+    ) -> Result<Instant, Error> {
         let s = self.settings.clone();
         let spec = |rv: Option<&str>| {
             object::body(&Spec {
@@ -260,9 +287,9 @@ impl Writer {
                 },
             };
             match outcome {
-                Outcome::Written(rv) => {
+                Outcome::Written(rv, opened) => {
                     self.resource_version = Some(rv);
-                    return Ok(());
+                    return Ok(opened);
                 }
                 Outcome::Conflict | Outcome::Gone => {}
             }
@@ -276,7 +303,7 @@ impl Writer {
 
     /// Reads the Lease's version; `None` when there is no Lease.
     async fn read(&mut self, named: &str) -> Result<Option<String>, Error> {
-        let (code, body) = self.call("GET", named, None).await?;
+        let (code, body, _) = self.call("GET", named, None).await?;
         match code {
             200 => {
                 let lease: Lease = json::from_slice(&body).map_err(Error::Decode)?;
@@ -301,17 +328,17 @@ impl Writer {
     async fn send(&self, method: &str, path: &str, body: &[u8]) -> Result<Outcome, Error> {
         let result = self.call(method, path, Some(body)).await;
         let label = match &result {
-            Ok((200 | 201, _)) => "ok",
-            Ok((409, _)) => "conflict",
-            Ok((403, _)) => "forbidden",
+            Ok((200 | 201, _, _)) => "ok",
+            Ok((409, _, _)) => "conflict",
+            Ok((403, _, _)) => "forbidden",
             _ => "error",
         };
         metrics::counter!(WRITES, "result" => label).increment(1);
-        let (code, body) = result?;
+        let (code, body, opened) = result?;
         match code {
             200 | 201 => {
                 let lease: Lease = json::from_slice(&body).map_err(Error::Decode)?;
-                Ok(Outcome::Written(lease.metadata.resource_version))
+                Ok(Outcome::Written(lease.metadata.resource_version, opened))
             }
             409 => {
                 debug!("kubernetes: {method} {path}: 409, reading the Lease again");
@@ -322,20 +349,23 @@ impl Writer {
         }
     }
 
-    /// One request on a connection of its own; the status and the body.
+    /// One request on a connection of its own; the status, the body, and when the
+    /// connection was opened (a connection opened after a change of the firewall proves the
+    /// path through it; see [`Reached`]).
     async fn call(
         &self,
         method: &str,
         path: &str,
         body: Option<&[u8]>,
-    ) -> Result<(u16, Vec<u8>), Error> {
+    ) -> Result<(u16, Vec<u8>, Instant), Error> {
         let endpoint = &self.settings.endpoint;
+        let opened = Instant::now();
         let mut conn = Conn::open(endpoint, IDLE).await?;
         let head = conn.send(endpoint, method, path, body).await?;
         let body = Body::new(&mut conn, &head)
             .read_all(MAX_BODY, "Lease answer")
             .await?;
-        Ok((head.code, body))
+        Ok((head.code, body, opened))
     }
 }
 

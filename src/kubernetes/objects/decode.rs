@@ -390,3 +390,8 @@ decode_fields!(PodIp, |r, ip| {
 decode_fields!(Namespace, |r, n| {
     "metadata" => n.metadata = ObjectMeta::decode(r)?,
 });
+
+decode_fields!(ConfigMap, |r, c| {
+    "metadata" => c.metadata = ObjectMeta::decode_keeping(r, no_label)?,
+    "data" => c.data = r.string_map(|_| true)?,
+});

@@ -37,6 +37,7 @@ pub mod status;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
@@ -45,12 +46,13 @@ use ipnet::IpNet;
 use self::skips::Skips;
 use self::status::{Statuses, Watched};
 use crate::config::kubernetes::selector::LabelSelector;
-use crate::config::kubernetes::{Feed, NodePortAddresses, PolicyMode};
+use crate::config::kubernetes::{ConfigMapRef, Feed, NodePortAddresses, PolicyMode};
 use crate::kubernetes::client::json::Decode;
 use crate::kubernetes::client::{Endpoint, HasMeta, Reflector, ReflectorConfig, Store};
 use crate::kubernetes::compose::{ClusterPart, Kind};
 use crate::kubernetes::objects;
 use crate::kubernetes::pace::Pacer;
+use crate::kubernetes::reached::Reached;
 use crate::shutdown::{Shutdown, unless_shutdown};
 use crate::sync::{Progress, Trigger, TriggerRx, trigger};
 
@@ -158,6 +160,8 @@ pub struct Watcher {
     changed: Trigger,
     /// The other end.
     changed_rx: TriggerRx,
+    /// Every answered request of every reflector.
+    reached: Arc<Reached>,
 }
 
 impl Watcher {
@@ -175,6 +179,7 @@ impl Watcher {
             known: Default::default(),
             changed,
             changed_rx,
+            reached: Arc::default(),
         };
         let feeds = w.settings.feeds.clone();
         if feeds.contains(&Feed::Services) {
@@ -264,9 +269,52 @@ impl Watcher {
         config.absent_ok = absent_ok;
         config.label_keys = label_keys;
         config.label_selector = selector.map(|s| s.to_string()).filter(|s| !s.is_empty());
+        let changed = self.changed.clone();
+        self.start(kind, config, changed, None)
+    }
+
+    /// Watches the one ConfigMap `cm` (`[kubernetes] config_map`): its own trigger fires
+    /// when it changes (it goes to the reloads, not to the composer), and the watch is
+    /// opened again whenever `reconnect` fires (the proof a config from the cluster waits
+    /// for: see [`Reached`]).
+    pub fn watch_config_map(
+        &mut self,
+        cm: &ConfigMapRef,
+        changed: Trigger,
+        reconnect: TriggerRx,
+    ) -> Store<objects::ConfigMap> {
+        let path = format!(
+            "{}/api/v1/namespaces/{}/configmaps",
+            self.settings.path_prefix, cm.namespace
+        );
+        let mut config = ReflectorConfig::new(&path);
+        config.field_selector = Some(format!("metadata.name={}", cm.name));
+        self.start("configmaps", config, changed, Some(reconnect))
+    }
+
+    /// Where every request this watcher's reflectors make is recorded when answered.
+    pub fn reached(&self) -> Arc<Reached> {
+        self.reached.clone()
+    }
+
+    /// Adds a reflector of `config` to run on the watcher's thread; returns its store.
+    fn start<T>(
+        &mut self,
+        kind: &'static str,
+        mut config: ReflectorConfig,
+        changed: Trigger,
+        reconnect: Option<TriggerRx>,
+    ) -> Store<T>
+    where
+        T: Decode + HasMeta + Clone + Send + Sync + 'static,
+    {
         config.idle_timeout = IDLE_TIMEOUT;
-        let reflector: Reflector<T> =
-            Reflector::new(self.settings.endpoint.clone(), config, self.changed.clone());
+        config.reached = Some(self.reached.clone());
+        let mut reflector: Reflector<T> =
+            Reflector::new(self.settings.endpoint.clone(), config, changed);
+        if let Some(rx) = reconnect {
+            reflector.reconnect_on(rx);
+        }
         let store = reflector.store();
         self.watched.push(Watched::new(kind, store.clone()));
         self.runners.push(Box::new(move |progress, shutdown| {

@@ -171,9 +171,14 @@ struct Target {
     query: BTreeMap<String, String>,
     /// The parsed labelSelector.
     selector: Selector,
+    /// The fieldSelector's requirements (as the API server serves them for every kind).
+    fields: Vec<FieldRequirement>,
     /// The object's name, for a request on one object.
     name: Option<String>,
 }
+
+/// `metadata.name` or `metadata.namespace` is (`=`, `==`), or is not (`!=`), a value.
+type FieldRequirement = (String, bool, String);
 
 /// Serves one connection to the end.
 pub fn serve(shared: Arc<Shared>, tcp: TcpStream, tls: Option<Arc<rustls::ServerConfig>>) {
@@ -420,13 +425,36 @@ fn parse_target(path: &str, query: BTreeMap<String, String>) -> Result<Target, (
     };
     let selector = Selector::parse(query.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| (400, e))?;
+    let fields = parse_fields(query.get("fieldSelector").map_or("", String::as_str))?;
     Ok(Target {
         resource,
         namespace,
         query,
         selector,
+        fields,
         name,
     })
+}
+
+/// A fieldSelector: `metadata.name=x,metadata.namespace!=y` (what every kind supports).
+fn parse_fields(text: &str) -> Result<Vec<FieldRequirement>, (u16, String)> {
+    let mut out = Vec::new();
+    for term in text.split(',').filter(|t| !t.is_empty()) {
+        let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
+            (f, false, v)
+        } else if let Some((f, v)) = term.split_once("==") {
+            (f, true, v)
+        } else if let Some((f, v)) = term.split_once('=') {
+            (f, true, v)
+        } else {
+            return Err((400, format!("invalid field selector {text:?}")));
+        };
+        if !matches!(field, "metadata.name" | "metadata.namespace") {
+            return Err((400, format!("field label not supported: {field}")));
+        }
+        out.push((field.to_string(), equal, value.to_string()));
+    }
+    Ok(out)
 }
 
 impl Target {
@@ -436,6 +464,13 @@ impl Target {
             .as_deref()
             .is_none_or(|ns| ns == namespace_of(obj))
             && self.selector.matches(&labels_of(obj))
+            && self.fields.iter().all(|(field, equal, value)| {
+                let have = match field.as_str() {
+                    "metadata.name" => obj["metadata"]["name"].as_str().unwrap_or(""),
+                    _ => namespace_of(obj),
+                };
+                (have == value) == *equal
+            })
     }
 
     /// The `kind` of the list and of bookmarks.

@@ -18,8 +18,9 @@ pub struct Pki {
     pub server: Arc<rustls::ServerConfig>,
 }
 
-/// A fresh CA and the certificates signed by it.
-pub fn make_pki() -> Pki {
+/// A fresh CA and the certificates signed by it; the server's names 127.0.0.1, localhost
+/// and `names`.
+pub fn make_pki(names: &[&str]) -> Pki {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -29,8 +30,9 @@ pub fn make_pki() -> Pki {
     let ca = ca_params.self_signed(&ca_key).unwrap();
 
     let server_key = KeyPair::generate().unwrap();
-    let mut server_params =
-        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    sans.extend(names.iter().map(|n| n.to_string()));
+    let mut server_params = CertificateParams::new(sans).unwrap();
     server_params.distinguished_name = name("fake-apiserver");
     let server_cert = server_params.signed_by(&server_key, &ca, &ca_key).unwrap();
 
