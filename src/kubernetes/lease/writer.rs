@@ -236,7 +236,7 @@ impl Writer {
             }
             Err(e) => {
                 let hint = if e.code() == Some(403) {
-                    " (grant get, create and update on leases in that namespace: deploy/kubernetes/rbac.yaml)"
+                    " (grant get, create and update on leases in that namespace: deploy/kubernetes/status-rbac.yaml)"
                 } else {
                     ""
                 };
