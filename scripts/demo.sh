@@ -84,7 +84,9 @@ if [ -n "${EDGENETD_DEMO_SECONDS:-}" ]; then
   curl -sf http://127.0.0.1:9750/readyz
   echo "--- the commands to try, as printed"
   "${try_apply[@]}"
-  for _ in $(seq 50); do
+  # Up to 15 s: the route loop syncs at once, but a machine shared with builds (CI's) has
+  # been seen to take over 5 s to schedule it.
+  for _ in $(seq 150); do
     in_ns ip route show proto 190 | grep -q '^blackhole 10.99.0.0/16' && break
     sleep 0.1
   done
