@@ -7,7 +7,7 @@
 //! fragments, every problem listed, nothing half-applied). Taken, it is a pending confirm of
 //! the `edgenetd apply --confirm` machinery with `config_confirm` as its deadline
 //! ([`super::confirm`]); the router confirms it itself when, after every controller has
-//! synced it, a request opened from then on was answered by the API server ([`Reached`]: the
+//! synced it, a request opened from then on was answered by the API server ([`Reached`](crate::kubernetes::reached::Reached): the
 //! ConfigMap's own watch is opened again for it, and whatever else talks to the API server
 //! counts too). Unconfirmed at the deadline, the confirmed fragments come back and the
 //! version is remembered as rejected: it is not tried again until the ConfigMap changes.

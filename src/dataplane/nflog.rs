@@ -73,7 +73,7 @@ impl Drop for Listener {
 
 impl Listener {
     /// Binds nflog group `group` of this thread's network namespace and asks for the first
-    /// [`COPY_RANGE`] bytes of each packet. Fails with `EBUSY` when another socket has it.
+    /// `COPY_RANGE` bytes of each packet. Fails with `EBUSY` when another socket has it.
     pub fn bind(group: u16) -> io::Result<Listener> {
         // SAFETY: plain socket(2) call.
         let fd = unsafe {

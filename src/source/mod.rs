@@ -1,6 +1,6 @@
 //! Where desired state comes from: the TOML files (this module) and, with the `kubernetes`
 //! feature, the cluster (`crate::kubernetes`; its config fragments load here with the files,
-//! [`load_with`]).
+//! `load_with`, in `kubernetes` builds).
 //!
 //! A reload is asked for by SIGHUP or by a change to any config file (the main file, any
 //! `conf.d/*.toml`, or the set of files in `conf.d`) or to a data file the configuration in
