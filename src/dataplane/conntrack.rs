@@ -208,22 +208,7 @@ impl Socket {
         msg.extend_from_slice(&0u32.to_ne_bytes());
         msg.extend_from_slice(&[family, 0, 0, 0]); // nfgenmsg: family, version, res_id
         msg.extend_from_slice(payload);
-        // SAFETY: a zeroed sockaddr_nl addresses the kernel; msg is a valid buffer.
-        let n = unsafe {
-            let mut addr: libc::sockaddr_nl = std::mem::zeroed();
-            addr.nl_family = libc::AF_NETLINK as u16;
-            libc::sendto(
-                self.fd,
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        super::netlink_send::to_kernel(self.fd, &msg)?;
         Ok(seq)
     }
 

@@ -124,22 +124,7 @@ impl Listener {
         msg.extend_from_slice(&[0, 0]);
         msg.extend_from_slice(&group.to_be_bytes());
         msg.extend_from_slice(attrs);
-        // SAFETY: a zeroed sockaddr_nl addresses the kernel; msg is a valid buffer.
-        let n = unsafe {
-            let mut addr: libc::sockaddr_nl = std::mem::zeroed();
-            addr.nl_family = libc::AF_NETLINK as u16;
-            libc::sendto(
-                self.fd,
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        super::netlink_send::to_kernel(self.fd, &msg)?;
         let mut buf = [0u8; 1024];
         // SAFETY: buf is a valid writable buffer.
         let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
