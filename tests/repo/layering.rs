@@ -298,6 +298,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "dataplane::nft::read::objects",
         "dataplane::nft::read::dump",
     ),
+    // Inside the dataplane: the conntrack and nflog sockets write to the kernel through one
+    // `sendto` wrapper (the one unsafe send of a netlink message outside rtnetlink and nftnl).
+    ("dataplane::conntrack", "dataplane::netlink_send"),
+    ("dataplane::nflog", "dataplane::netlink_send"),
     // Inside the daemon.
     ("daemon::kubernetes", "daemon::snapshots"),
     // Router config from the cluster: its state (read by the reloads and the confirmer),
