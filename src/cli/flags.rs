@@ -235,6 +235,49 @@ Its source address."#,
 Its destination address (of the same IP version)."#,
     },
     Flag {
+        long: "--from-pod",
+        value: Some("NS/NAME"),
+        help: &[
+            "the source is this pod of this node (kubernetes builds): its",
+            "address from the cluster state",
+        ],
+        man: r#".RB ( explain ,
+.B kubernetes
+builds) The source is this pod of this node, named
+.IR NAMESPACE / NAME ;
+its address is read from the cluster state the daemon keeps (see
+.BR \-\-cluster\-state ).
+The answer then says, for each end that is a pod here, which NetworkPolicies and
+ClusterNetworkPolicies select it and which of them decided; where audit policies select
+an end, it also answers with them enforced."#,
+    },
+    Flag {
+        long: "--to-pod",
+        value: Some("NS/NAME"),
+        help: &["the destination is this pod of this node (kubernetes builds)"],
+        man: r#".RB ( explain ,
+.B kubernetes
+builds) The destination is this pod of this node, as
+.BR \-\-from\-pod ."#,
+    },
+    Flag {
+        long: "--cluster-state",
+        value: Some("FILE"),
+        help: &[
+            "the cluster state to explain with (kubernetes builds); without it,",
+            "the cache_file of the config's [kubernetes] section",
+        ],
+        man: r#".RB ( explain ,
+.B kubernetes
+builds) The cluster state (Services, routes, pod policies) to explain with: a cache file the
+daemon wrote.
+Default: the config's
+.B [kubernetes] cache_file
+(or its default path) when the config has
+.BR [kubernetes] ;
+none without it."#,
+    },
+    Flag {
         long: "--sport",
         value: Some("N"),
         help: &["its source port (tcp, udp) [default: 40000]"],
@@ -374,6 +417,9 @@ pub struct Arg {
     pub required: bool,
     /// A placeholder of its own instead of the flag's (`apply --config NEW`).
     pub value: Option<&'static str>,
+    /// Required alternatives among other flags, shown in parentheses so that the bars
+    /// cannot be read as splitting the whole line.
+    pub grouped: bool,
 }
 
 /// `[--flag VALUE]`.
@@ -382,6 +428,16 @@ const fn opt(flag: &'static [&'static str]) -> Arg {
         flags: flag,
         required: false,
         value: None,
+        grouped: false,
+    }
+}
+
+/// `(--a A | --b B)`: one of them must be given.
+const fn either(flags: &'static [&'static str]) -> Arg {
+    Arg {
+        required: true,
+        grouped: true,
+        ..opt(flags)
     }
 }
 
@@ -437,9 +493,9 @@ pub const SYNOPSIS: &[Usage] = &[
         args: &[
             opt(&["--config"]),
             req(&["--in"]),
-            req(&["--from"]),
+            either(&["--from", "--from-pod"]),
             opt(&["--sport"]),
-            req(&["--to"]),
+            either(&["--to", "--to-pod"]),
             opt(&["--dport"]),
             req(&["--proto"]),
             opt(&["--state"]),
@@ -447,6 +503,7 @@ pub const SYNOPSIS: &[Usage] = &[
             opt(&["--dscp"]),
             opt(&["--mark"]),
             opt(&["--at"]),
+            opt(&["--cluster-state"]),
             opt(&["--json"]),
             opt(&["--netns", "--addresses", "--offline"]),
         ],
@@ -508,10 +565,10 @@ impl Arg {
             })
             .collect();
         let text = choices.join(" | ");
-        if self.required {
-            text
-        } else {
-            format!("[{text}]")
+        match (self.required, self.grouped) {
+            (true, false) => text,
+            (true, true) => format!("({text})"),
+            (false, _) => format!("[{text}]"),
         }
     }
 
@@ -519,12 +576,17 @@ impl Arg {
     /// roman.
     fn write_man(&self, out: &mut String) {
         let flags: Vec<&Flag> = self.each().collect();
+        let (open_with, close_with) = match (self.required, self.grouped) {
+            (true, false) => ("", ""),
+            (true, true) => ("( ", " )"),
+            (false, _) => ("[ ", " ]"),
+        };
         for (i, f) in flags.iter().enumerate() {
-            let open = if i == 0 && !self.required { "[ " } else { "" };
-            let close = match (i + 1 == flags.len(), self.required) {
-                (false, _) => " \" |\"",
-                (true, false) => " ]",
-                (true, true) => "",
+            let open = if i == 0 { open_with } else { "" };
+            let close = if i + 1 == flags.len() {
+                close_with
+            } else {
+                " \" |\""
             };
             let long = f.roff_long();
             match (self.value_of(f), open, close) {
@@ -637,7 +699,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(" --in IFACE --from ADDR [--sport N]"),
+            text.contains(" --in IFACE (--from ADDR | --from-pod NS/NAME)"),
             "{text}"
         );
         assert!(

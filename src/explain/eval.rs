@@ -79,6 +79,33 @@ pub struct Trace {
     pub steps: Vec<String>,
     /// Why the verdict may be wrong: each included rule met that `explain` could not read.
     pub uncertain: Vec<String>,
+    /// Every rule that matched and did something, in order: the path as data, which the
+    /// pod report reads policy by policy.
+    pub hits: Vec<Hit>,
+}
+
+/// A rule that matched, and what it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// The rule.
+    pub rule: RuleRef,
+    /// What it did.
+    pub did: Did,
+}
+
+/// What a matched rule did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Did {
+    /// Ended the base chain with this verdict.
+    End(Final),
+    /// Returned to the calling chain.
+    Return,
+    /// Jumped to this chain.
+    Jump(String),
+    /// Went to this chain.
+    Goto(String),
+    /// Counted (and maybe logged or reported) without a verdict.
+    Counted,
 }
 
 /// One table being run.
@@ -199,7 +226,22 @@ impl Run<'_> {
     fn rule(&self, rule: &Rule, pkt: &mut Packet, trace: &mut Trace) -> Result<Flow, ExplainError> {
         for stmt in &rule.stmts {
             match self.stmt(stmt, rule, pkt, trace) {
-                Ok(Some(flow)) => return Ok(flow),
+                Ok(Some(flow)) => {
+                    let did = match &flow {
+                        Flow::Next => None,
+                        Flow::End(f) => Some(Did::End(*f)),
+                        Flow::Return => Some(Did::Return),
+                        Flow::Jump(c) => Some(Did::Jump(c.clone())),
+                        Flow::Goto(c) => Some(Did::Goto(c.clone())),
+                    };
+                    if let Some(did) = did {
+                        trace.hits.push(Hit {
+                            rule: self.rule_ref(rule),
+                            did,
+                        });
+                    }
+                    return Ok(flow);
+                }
                 Ok(None) => {}
                 Err(ExplainError::Unsupported(what)) => {
                     return Err(ExplainError::Unsupported(format!(
@@ -214,6 +256,10 @@ impl Run<'_> {
         }
         if let Some(step) = count_only(rule) {
             trace.steps.push(step);
+            trace.hits.push(Hit {
+                rule: self.rule_ref(rule),
+                did: Did::Counted,
+            });
         }
         Ok(Flow::Next)
     }

@@ -16,6 +16,7 @@
 //! - [`report`]: text and `--json`;
 //! - [`kernel`]: the router's own addresses, from the kernel where its interfaces exist.
 
+pub mod cluster;
 pub mod error;
 pub mod eval;
 #[cfg(test)]
@@ -23,6 +24,7 @@ mod eval_tests;
 pub mod kernel;
 mod natmap;
 pub mod packet;
+pub mod pods;
 pub mod query;
 pub mod report;
 pub mod route;
@@ -128,8 +130,37 @@ fn links(addrs: &Addresses) -> LinkTable {
     }
 }
 
-/// Explains `q`'s packet under `desired`.
+/// Explains `q`'s packet under `desired`; where an end is a pod, which pod policies decide
+/// it, and, where audit policies select an end, what happens with them enforced.
 pub fn explain(desired: &DesiredState, q: &query::Query) -> Result<Explanation, ExplainError> {
+    let mut e = run(desired, q)?;
+    let from = q.packet.saddr;
+    // The pod chains see the packet after DNAT, before SNAT.
+    let to = e
+        .dnat
+        .as_ref()
+        .and_then(|n| n.addr)
+        .unwrap_or(q.packet.daddr);
+    let pod_policies = &desired.pod_policies;
+    e.pods = pods::report(pod_policies, from, to, &e.hits, e.verdict);
+    if e.pods.as_ref().is_some_and(pods::PodReport::audited) {
+        let mut enforced = desired.clone();
+        for unit in &mut enforced.pod_policies.policies {
+            unit.audit = false;
+        }
+        let again = run(&enforced, q)?;
+        let pods = pods::report(&enforced.pod_policies, from, to, &again.hits, again.verdict);
+        e.enforced = Some(Box::new(walk::Enforced {
+            verdict: again.verdict,
+            decider: again.decider,
+            pods,
+        }));
+    }
+    Ok(e)
+}
+
+/// One run of `q`'s packet through the tables of `desired`.
+fn run(desired: &DesiredState, q: &query::Query) -> Result<Explanation, ExplainError> {
     let tables = tables(desired, &q.addresses);
     let empty = Default::default();
     let routing = if desired.controller("route").enabled {
@@ -172,6 +203,25 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let (desired, cluster) = match cluster::compose(desired, q.cluster_state.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("edgenetd explain: the cluster state: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if !q.pods.is_empty() {
+        if cluster.as_ref().is_none_or(|c| !c.found) {
+            eprintln!(
+                "edgenetd explain: --from-pod and --to-pod need the cluster state: a config with [kubernetes] on a router running it, or --cluster-state FILE"
+            );
+            return ExitCode::from(1);
+        }
+        if let Err(e) = q.name_pods(&desired.pod_policies.names) {
+            eprintln!("edgenetd explain: {e}");
+            return ExitCode::from(1);
+        }
+    }
     let given = std::mem::take(&mut q.addresses);
     let source = match kernel::resolve(&q.wanted, given, &q.packet.iif) {
         Ok((addrs, source)) => {
@@ -187,6 +237,9 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
         Ok(e) if q.json => {
             let mut j = report::json(&e);
             j["addresses"] = source.json(&q.addresses);
+            if let Some(c) = &cluster {
+                j["cluster"] = c.json();
+            }
             println!("{j}");
             ExitCode::SUCCESS
         }
@@ -195,6 +248,9 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
                 eprintln!("edgenetd explain: no address counts as the router's own");
             }
             println!("{}", source.line());
+            if let Some(c) = &cluster {
+                println!("{}", c.line());
+            }
             print!("{}", report::human(&e, &q.packet));
             ExitCode::SUCCESS
         }

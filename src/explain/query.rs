@@ -30,6 +30,115 @@ pub struct Query {
     pub wanted: Wanted,
     /// `--json`.
     pub json: bool,
+    /// `--from-pod` and `--to-pod`: the ends named as pods, whose addresses the cluster
+    /// state gives ([`Query::name_pods`]); until then the packet holds stand-ins there.
+    pub pods: PodEnds,
+    /// `--cluster-state`: the cluster state to read instead of `[kubernetes] cache_file`.
+    pub cluster_state: Option<PathBuf>,
+}
+
+/// The ends of the packet named as pods (`namespace/name`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodEnds {
+    /// `--from-pod`.
+    pub from: Option<String>,
+    /// `--to-pod`.
+    pub to: Option<String>,
+}
+
+impl PodEnds {
+    /// True when neither end is named as a pod.
+    pub fn is_empty(&self) -> bool {
+        self.from.is_none() && self.to.is_none()
+    }
+}
+
+impl Query {
+    /// Puts the addresses of the pods named by `--from-pod`/`--to-pod` into the packet, from
+    /// `names` (address -> `namespace/name`, this node's pods). A pod with addresses of both
+    /// families takes the other end's family (IPv4 when both ends are pods with both).
+    pub fn name_pods(
+        &mut self,
+        names: &std::collections::BTreeMap<IpAddr, String>,
+    ) -> Result<(), String> {
+        let addrs = |flag: &str, pod: &str| -> Result<Vec<IpAddr>, String> {
+            let found: Vec<IpAddr> = names
+                .iter()
+                .filter(|(_, n)| n.as_str() == pod)
+                .map(|(a, _)| *a)
+                .collect();
+            if found.is_empty() {
+                return Err(format!(
+                    "{flag} {pod}: no such pod on this node in the cluster state (it names this node's pods, while some policy selects a pod here); give its address with {}",
+                    flag.trim_end_matches("-pod")
+                ));
+            }
+            Ok(found)
+        };
+        let from = self
+            .pods
+            .from
+            .as_deref()
+            .map(|p| addrs("--from-pod", p))
+            .transpose()?;
+        let to = self
+            .pods
+            .to
+            .as_deref()
+            .map(|p| addrs("--to-pod", p))
+            .transpose()?;
+        let pick = |found: &[IpAddr], other: Option<IpAddr>| -> IpAddr {
+            other
+                .and_then(|o| found.iter().find(|a| a.is_ipv4() == o.is_ipv4()))
+                .copied()
+                .unwrap_or(found[0])
+        };
+        let p = &mut self.packet;
+        match (&from, &to) {
+            (Some(f), Some(t)) => {
+                let (a, b) = f
+                    .iter()
+                    .find_map(|a| {
+                        t.iter()
+                            .find(|b| b.is_ipv4() == a.is_ipv4())
+                            .map(|b| (*a, *b))
+                    })
+                    .ok_or_else(|| {
+                        "--from-pod and --to-pod: the two pods have no address of one IP version"
+                            .to_string()
+                    })?;
+                p.saddr = a;
+                p.daddr = b;
+            }
+            (Some(f), None) => p.saddr = pick(f, Some(p.daddr)),
+            (None, Some(t)) => p.daddr = pick(t, Some(p.saddr)),
+            (None, None) => return Ok(()),
+        }
+        p.orig_daddr = p.daddr;
+        families(p.saddr, p.daddr, p.proto)
+    }
+}
+
+/// `--from-pod`/`--to-pod`: `namespace/name`.
+fn pod_name(flag: &str, v: &str) -> Result<String, String> {
+    match v.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(v.to_string())
+        }
+        _ => Err(format!("{flag}: `{v}` is not NAMESPACE/NAME")),
+    }
+}
+
+/// The checks the two addresses and the protocol must pass together.
+fn families(saddr: IpAddr, daddr: IpAddr, proto: Proto) -> Result<(), String> {
+    if saddr.is_ipv4() != daddr.is_ipv4() {
+        return Err("--from and --to must be of the same IP version".into());
+    }
+    match proto {
+        Proto::Icmp if !saddr.is_ipv4() => Err("--proto icmp is IPv4; use icmpv6".into()),
+        Proto::Icmpv6 if saddr.is_ipv4() => Err("--proto icmpv6 is IPv6; use icmp".into()),
+        _ => Ok(()),
+    }
 }
 
 /// The flags as given, before they are checked against each other.
@@ -46,6 +155,7 @@ struct Raw {
     dscp: u8,
     mark: u32,
     at: Option<i64>,
+    pods: PodEnds,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
@@ -137,6 +247,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
     let mut config = PathBuf::from(default_config);
     let mut addrs = Addresses::default();
     let mut json = false;
+    let mut cluster_state = None;
     let (mut given, mut offline, mut netns) = (false, false, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -155,6 +266,9 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
             "--in" => raw.iif = Some(value()?),
             "--from" => raw.from = Some(addr(flag, &value()?)?),
             "--to" => raw.to = Some(addr(flag, &value()?)?),
+            "--from-pod" => raw.pods.from = Some(pod_name(flag, &value()?)?),
+            "--to-pod" => raw.pods.to = Some(pod_name(flag, &value()?)?),
+            "--cluster-state" => cluster_state = Some(PathBuf::from(value()?)),
             "--sport" => raw.sport = Some(number(flag, &value()?)?),
             "--dport" => raw.dport = Some(number(flag, &value()?)?),
             "--proto" => raw.proto = Some(proto(&value()?)?),
@@ -190,29 +304,49 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
         (false, true, None) => Wanted::Offline,
         (false, false, netns) => Wanted::Kernel { netns },
     };
+    let pods = raw.pods.clone();
     Ok(Query {
         config,
         packet: packet(raw)?,
         addresses: addrs,
         wanted,
         json,
+        pods,
+        cluster_state,
     })
+}
+
+/// An end given as an address, or named as a pod (a stand-in of `other`'s family until the
+/// pod's address is known).
+fn end(
+    flag: &str,
+    addr: Option<IpAddr>,
+    pod: &Option<String>,
+    other: Option<IpAddr>,
+) -> Result<IpAddr, String> {
+    match (addr, pod) {
+        (Some(_), Some(_)) => Err(format!("{flag} and {flag}-pod: give one")),
+        (Some(a), None) => Ok(a),
+        (None, Some(_)) => Ok(match other {
+            Some(IpAddr::V6(_)) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            _ => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        }),
+        (None, None) => Err(format!(
+            "explain needs {flag} ADDR (or {flag}-pod NAMESPACE/NAME)"
+        )),
+    }
 }
 
 fn packet(raw: Raw) -> Result<Packet, String> {
     let iif = raw.iif.ok_or("explain needs --in IFACE")?;
-    let saddr = raw.from.ok_or("explain needs --from ADDR")?;
-    let daddr = raw.to.ok_or("explain needs --to ADDR")?;
+    let saddr = end("--from", raw.from, &raw.pods.from, raw.to)?;
+    let daddr = end("--to", raw.to, &raw.pods.to, raw.from)?;
     let proto = raw
         .proto
         .ok_or("explain needs --proto tcp|udp|icmp|icmpv6")?;
-    if saddr.is_ipv4() != daddr.is_ipv4() {
-        return Err("--from and --to must be of the same IP version".into());
-    }
-    match proto {
-        Proto::Icmp if !saddr.is_ipv4() => return Err("--proto icmp is IPv4; use icmpv6".into()),
-        Proto::Icmpv6 if saddr.is_ipv4() => return Err("--proto icmpv6 is IPv6; use icmp".into()),
-        _ => {}
+    // A pod's address, and so its family, is known only once the cluster state is read.
+    if raw.pods.is_empty() {
+        families(saddr, daddr, proto)?;
     }
     if proto.has_ports() && raw.dport.is_none() {
         return Err(format!("--proto {} needs --dport N", proto.name()));

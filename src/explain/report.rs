@@ -11,6 +11,7 @@ use crate::dataplane::nft::ir::Reject;
 
 use super::eval::{Final, NatEvent, RuleRef};
 use super::packet::Packet;
+use super::pods;
 use super::route::Decision;
 use super::walk::{Decider, Explanation};
 
@@ -95,15 +96,10 @@ fn route_json(d: &Decision) -> Json {
 
 /// The `--json` object.
 pub fn json(e: &Explanation) -> Json {
-    let (rule, table, chain, text) = match &e.decider {
-        Decider::Rule(r) => (
-            rule_name(r),
-            r.table.clone(),
-            r.chain.clone(),
-            Some(r.text.clone()),
-        ),
-        Decider::Default(t, c) => ("default".to_string(), t.clone(), c.clone(), None),
-        Decider::Routing => ("default".to_string(), String::new(), "routing".into(), None),
+    let (rule, table, chain) = decider_names(&e.decider);
+    let text = match &e.decider {
+        Decider::Rule(r) => Some(r.text.clone()),
+        _ => None,
     };
     json!({
         "verdict": verdict_word(e.verdict),
@@ -121,7 +117,27 @@ pub fn json(e: &Explanation) -> Json {
         "route": e.route.as_ref().map(route_json),
         "steps": e.steps,
         "uncertain": e.uncertain,
+        "pods": e.pods.as_ref().map(pods::json),
+        "enforced": e.enforced.as_ref().map(|x| {
+            let (rule, table, chain) = decider_names(&x.decider);
+            json!({
+                "verdict": verdict_word(x.verdict),
+                "rule": rule,
+                "table": table,
+                "chain": chain,
+                "pods": x.pods.as_ref().map(pods::json),
+            })
+        }),
     })
+}
+
+/// A decider's rule name (`default` for a chain's policy or the routing), table and chain.
+fn decider_names(d: &Decider) -> (String, String, String) {
+    match d {
+        Decider::Rule(r) => (rule_name(r), r.table.clone(), r.chain.clone()),
+        Decider::Default(t, c) => ("default".to_string(), t.clone(), c.clone()),
+        Decider::Routing => ("default".to_string(), String::new(), "routing".into()),
+    }
 }
 
 fn packet_line(p: &Packet) -> String {
@@ -225,19 +241,7 @@ pub fn human(e: &Explanation, original: &Packet) -> String {
         let _ = writeln!(out, "{:<12} {step}", "");
     }
     let word = verdict_word(e.verdict);
-    let by = match &e.decider {
-        Decider::Rule(r) => format!(
-            "rule {} ({} {}): {}",
-            rule_name(r),
-            r.table,
-            r.chain,
-            r.text
-        ),
-        Decider::Default(t, c) if t.is_empty() => format!("the default of {c}"),
-        Decider::Default(t, c) => format!("the default policy of {t} {c}"),
-        Decider::Routing => "the routing decision".into(),
-    };
-    let _ = writeln!(out, "{:<12} {word} by {by}", e.hook);
+    let _ = writeln!(out, "{:<12} {word} by {}", e.hook, decided_by(&e.decider));
     if let Some(n) = &e.snat {
         nat_line(&mut out, "snat", n);
     }
@@ -250,5 +254,36 @@ pub fn human(e: &Explanation, original: &Packet) -> String {
     for why in &e.uncertain {
         let _ = writeln!(out, "{:<12} the verdict is uncertain: {why}", "uncertain");
     }
+    if let Some(p) = &e.pods {
+        pods::human(&mut out, "pods", p);
+    }
+    if let Some(x) = &e.enforced {
+        let _ = writeln!(
+            out,
+            "{:<12} with every audit policy enforced: {} by {}",
+            "enforced",
+            verdict_word(x.verdict),
+            decided_by(&x.decider)
+        );
+        if let Some(p) = &x.pods {
+            pods::human(&mut out, "", p);
+        }
+    }
     out
+}
+
+/// `rule NAME (table chain): TEXT`, or the default or routing that decided.
+fn decided_by(d: &Decider) -> String {
+    match d {
+        Decider::Rule(r) => format!(
+            "rule {} ({} {}): {}",
+            rule_name(r),
+            r.table,
+            r.chain,
+            r.text
+        ),
+        Decider::Default(t, c) if t.is_empty() => format!("the default of {c}"),
+        Decider::Default(t, c) => format!("the default policy of {t} {c}"),
+        Decider::Routing => "the routing decision".into(),
+    }
 }

@@ -9,8 +9,9 @@ use crate::config::route::{RouteKind, RoutingConfig};
 use crate::dataplane::nft::ir::*;
 
 use super::error::ExplainError;
-use super::eval::{ChainEnd, Final, NatEvent, RuleRef, Run, Trace};
+use super::eval::{ChainEnd, Final, Hit, NatEvent, RuleRef, Run, Trace};
 use super::packet::Packet;
+use super::pods::PodReport;
 use super::route::{Addresses, Decision, decide};
 
 /// Where a decision was taken.
@@ -48,6 +49,23 @@ pub struct Explanation {
     pub uncertain: Vec<String>,
     /// The packet as it leaves (or as it was when dropped).
     pub packet: Packet,
+    /// Every rule that matched and did something, in order.
+    pub hits: Vec<Hit>,
+    /// Which pod policies decided, when an end is a pod here or some policy selects it.
+    pub pods: Option<PodReport>,
+    /// With audit policies selecting an end: the answer were they enforced.
+    pub enforced: Option<Box<Enforced>>,
+}
+
+/// The answer with every audit NetworkPolicy enforced.
+#[derive(Debug)]
+pub struct Enforced {
+    /// The verdict.
+    pub verdict: Final,
+    /// What decided it.
+    pub decider: Decider,
+    /// Which pod policies decided.
+    pub pods: Option<PodReport>,
 }
 
 /// What the base chains of one hook did.
@@ -84,6 +102,9 @@ impl World<'_> {
                 steps: trace.steps,
                 uncertain: trace.uncertain,
                 packet: pkt,
+                hits: trace.hits,
+                pods: None,
+                enforced: None,
             })
         };
         let pre = self.hook(Hook::Prerouting, &mut pkt, &mut trace)?;

@@ -9,6 +9,7 @@ mod client;
 mod cluster_config;
 mod cluster_network_policies;
 mod daemon;
+mod explain_pods;
 mod fleets;
 mod health_ports;
 mod lease;

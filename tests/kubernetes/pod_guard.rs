@@ -25,19 +25,19 @@ use serde_json::json;
 const STEP: Duration = Duration::from_secs(15);
 
 /// The node, its hosts, the API server and the cache directory.
-struct Lab {
+pub(super) struct Lab {
     /// The namespaces and servers.
-    net: Topology,
+    pub(super) net: Topology,
     /// The API server.
-    fake: FakeApiServer,
+    pub(super) fake: FakeApiServer,
     /// Holds the daemon's cluster-state cache.
-    cache: ScratchDir,
+    pub(super) cache: ScratchDir,
 }
 
 impl Lab {
     /// The node `edge-1` with pod CIDR 10.0.0.0/16, the namespaces `shop`, `frontend` and
     /// `other`, and the client `cl` as a pod of `frontend` on another node.
-    fn new() -> Lab {
+    pub(super) fn new() -> Lab {
         let (net, _servers) = client_and_three_backends(Family::V4);
         let fake = FakeApiServer::start();
         fake.apply("nodes", node(kube::NODE, "192.168.10.1", "10.0.0.0/16"));
@@ -62,7 +62,7 @@ impl Lab {
     }
 
     /// A pod of this node: `b<i>` at 10.0.i.2.
-    fn local_pod(&self, ns: &str, name: &str, i: u8, app: &str) {
+    pub(super) fn local_pod(&self, ns: &str, name: &str, i: u8, app: &str) {
         self.fake.apply(
             "pods",
             pod(
@@ -76,7 +76,7 @@ impl Lab {
     }
 
     /// The daemon with the NetworkPolicies feed and `keys` in `[kubernetes]`.
-    fn daemon(&self, tag: &str, keys: &str) -> Daemon {
+    pub(super) fn daemon(&self, tag: &str, keys: &str) -> Daemon {
         let config = format!(
             "{}{keys}\n",
             kube::section(&self.fake, &self.cache, &["network_policies"])
@@ -87,7 +87,7 @@ impl Lab {
     }
 
     /// The answers of 3 connections from `from` to `ip`:8080 (1 s each).
-    fn web(&self, from: &str, ip: &str) -> std::collections::BTreeMap<String, u32> {
+    pub(super) fn web(&self, from: &str, ip: &str) -> std::collections::BTreeMap<String, u32> {
         self.net
             .hits_within(self.net.host(from), "tcp", ip, 8080, 3, 1.0)
     }
@@ -240,7 +240,7 @@ netns_test! {
 
 /// A ClusterNetworkPolicy of the admin tier over `shop`: ingress from `other` denied, from
 /// `shop` accepted; egress to anywhere accepted.
-fn guard_shop() -> serde_json::Value {
+pub(super) fn guard_shop() -> serde_json::Value {
     json!({
         "apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
         "metadata": {"name": "guard-shop"},

@@ -36,6 +36,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("explain", "names"),
     // `explain --netns`: its reading thread enters the namespace.
     ("explain", "sys"),
+    // `explain` with the cluster state the daemon cached (feature `kubernetes`).
+    ("explain", "kubernetes"),
     // Orchestration of `edgenetd run`: everything below it.
     ("daemon", "clock"),
     ("daemon", "config"),

@@ -37,7 +37,8 @@ pub struct PodPolicies {
     /// What an enforcing unit (or the drop of unknown addresses) drops is reported: a log
     /// line and a counter per packet, by the daemon. Audit units report whatever this says.
     pub report_denied: bool,
-    /// The names (`namespace/name`) of the pods on this node, by address, for the reports.
+    /// The names (`namespace/name`) of the pods on this node, by address, for the reports
+    /// and `edgenetd explain` (kept where something is programmed).
     pub names: BTreeMap<IpAddr, String>,
     /// The admin tier, checked before the units: in the order checked (priority, then name).
     pub admin: Vec<TierPolicy>,

@@ -18,7 +18,8 @@
 //! Beside the policies ([`translate_for`]): a policy annotated `edgenetd.io/mode: audit` (or
 //! every policy, with [`Options::mode`] audit) only reports what it would drop; with
 //! [`Options::unknown_cidrs`], the addresses of those prefixes that are no known pod's are to
-//! be dropped (the known ones are listed); the local pods' names go along for the reports.
+//! be dropped (the known ones are listed); the local pods' names go along for the reports and
+//! `edgenetd explain`.
 //!
 //! What cannot be read is reported in [`Skipped`]: a policy whose `podSelector` is invalid is
 //! left out (nobody knows which pods it would isolate); an invalid peer or port is left out of
@@ -144,16 +145,32 @@ pub fn translate_for<'a>(
     }
     order::sort_by(&mut out.policies, |a, b| a.name.cmp(&b.name));
     out.policies.dedup_by(|a, b| a.name == b.name);
-    // The names serve the reports alone: where nothing reports they would only be held,
-    // cached and compared at every pod's change.
-    if out.report_denied || out.policies.iter().any(|p| p.audit) {
-        out.names = views
-            .iter()
-            .filter(|p| p.local)
-            .flat_map(|p| p.ips.iter().map(move |ip| (*ip, p.name())))
-            .collect();
+    // The names serve the reports and `edgenetd explain`, which read them only where
+    // something is programmed: where nothing is they would only be held, cached and
+    // compared at every pod's change.
+    if !out.is_empty() {
+        out.names = names_of(&views);
     }
     (out, skipped)
+}
+
+/// The names (`namespace/name`) of the pods on `node_name`, by address: what
+/// [`translate_for`] keeps where it programs something, for a caller that adds the tiers.
+pub fn local_pod_names<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    namespaces: impl IntoIterator<Item = &'a Namespace>,
+    node_name: &str,
+) -> BTreeMap<IpAddr, String> {
+    let empty = Labels::default();
+    names_of(&pod_views(pods, namespaces, node_name, &empty))
+}
+
+fn names_of(views: &[PodView<'_>]) -> BTreeMap<IpAddr, String> {
+    views
+        .iter()
+        .filter(|p| p.local)
+        .flat_map(|p| p.ips.iter().map(move |ip| (*ip, p.name())))
+        .collect()
 }
 
 /// One policy's translation.

@@ -243,6 +243,11 @@ pub fn network_policies_part(
     );
     isolation.admin = tiers.admin;
     isolation.baseline = tiers.baseline;
+    // Tiers alone program something too: their pods are named as the units' are.
+    if isolation.names.is_empty() && isolation.has_tiers() {
+        isolation.names =
+            network_policies::local_pod_names(pods.values(), namespaces.values(), here.node_name);
+    }
     skips.report(
         "clusternetworkpolicies",
         cluster_skipped.iter().map(|s| Skip {

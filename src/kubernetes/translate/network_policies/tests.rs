@@ -605,24 +605,24 @@ fn the_mode_annotation_wins_over_the_configured_mode_and_unknown_addresses_are_l
 }
 
 #[test]
-fn pod_names_are_kept_only_where_something_reports() {
-    use super::{MODE_ANNOTATION, Options, translate_for};
+fn pod_names_are_kept_only_where_something_is_programmed() {
+    use super::{Options, translate_for};
     let (pods, namespaces) = cluster();
     let p = policy("db", "a", ingress(sel(&[]), vec![], vec![]));
-    let names = |report_denied, p: &NetworkPolicy| {
+    let names = |policies: &[NetworkPolicy], unknown: bool| {
         let opts = Options {
             node_name: NODE,
-            report_denied,
+            unknown_cidrs: unknown.then(|| nets(&["10.1.0.0/24"])),
             ..Options::default()
         };
-        translate_for([p], &pods, &namespaces, &opts).0.names.len()
+        translate_for(policies, &pods, &namespaces, &opts).0.names
     };
-    assert_eq!(names(false, &p), 0, "nothing reports: no names");
-    assert!(names(true, &p) > 0, "log_denied");
-    let mut audited = p.clone();
-    audited
-        .metadata
-        .annotations
-        .insert(MODE_ANNOTATION.into(), "audit".into());
-    assert!(names(false, &audited) > 0, "an audit always reports");
+    assert!(names(&[], false).is_empty(), "nothing programmed: no names");
+    let named = names(std::slice::from_ref(&p), false);
+    assert_eq!(named[&"10.1.0.6".parse::<IpAddr>().unwrap()], "db/pg");
+    assert!(
+        !named.contains_key(&"10.2.0.7".parse::<IpAddr>().unwrap()),
+        "local pods only"
+    );
+    assert!(!names(&[], true).is_empty(), "isolate_unknown_pods");
 }
