@@ -204,6 +204,14 @@ pub fn build_with_pods(
     if pods.is_empty() {
         return Some(base);
     }
+    Some(with_units(base, pods))
+}
+
+/// `base` with the pod chains of `pods` (not empty). Its own function, never inlined: only
+/// a router fed by a cluster runs it, and the release link places it with the code an idle
+/// daemon never runs (packaging/link/cold-text-last.ld).
+#[inline(never)]
+fn with_units(base: Program, pods: &PodPolicies) -> Program {
     let mut b = Builder { p: base, group: 0 };
     let audit = pods.policies.iter().any(|p| p.audit);
     let tiered = pods.has_tiers();
@@ -261,7 +269,7 @@ pub fn build_with_pods(
             b.tier_policy(Tier::Baseline, i, p, pods.report_denied);
         }
     }
-    Some(b.p)
+    b.p
 }
 
 /// A hash set of addresses of one family.
