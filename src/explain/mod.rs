@@ -211,6 +211,12 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
         }
     };
     if !q.pods.is_empty() {
+        if !cfg!(feature = "kubernetes") {
+            eprintln!(
+                "edgenetd explain: --from-pod and --to-pod name pods of a cluster: this edgenetd is built without the kubernetes feature; give the addresses with --from and --to"
+            );
+            return ExitCode::from(1);
+        }
         if cluster.as_ref().is_none_or(|c| !c.found) {
             eprintln!(
                 "edgenetd explain: --from-pod and --to-pod need the cluster state: a config with [kubernetes] on a router running it, or --cluster-state FILE"

@@ -995,3 +995,53 @@ action = "accept"
         assert_eq!(j["verdict"].as_str(), Some(verdict), "{from}:{dport}: {j}");
     }
 }
+
+/// Pods are a cluster's: a build without the `kubernetes` feature says so (exit 1), for
+/// `--from-pod` and for `--cluster-state`, instead of answering without them.
+#[cfg(not(feature = "kubernetes"))]
+#[test]
+fn pod_names_and_a_cluster_state_need_the_kubernetes_feature() {
+    let dir = ScratchDir::with_files("explain", &[("edgenetd.toml", CONFIG)]);
+    let cfg = dir.config();
+    let base = [
+        "explain",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--offline",
+        "--in",
+        "veth-lan",
+        "--proto",
+        "tcp",
+        "--dport",
+        "80",
+        "--to",
+        "10.0.0.9",
+    ];
+    let run = edgenetd(&[&base[..], &["--from-pod", "shop/web-1"]].concat());
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("built without the kubernetes feature"),
+        "{}",
+        run.stderr
+    );
+    let state = dir.join("state.json");
+    let run = edgenetd(
+        &[
+            &base[..],
+            &[
+                "--from",
+                "10.0.0.5",
+                "--cluster-state",
+                state.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("--cluster-state: this edgenetd is built without the kubernetes feature"),
+        "{}",
+        run.stderr
+    );
+}
