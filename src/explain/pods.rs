@@ -328,7 +328,7 @@ fn side(
 
 /// What one matched rule of `direction`'s `chain` decided, if anything a person would name.
 fn decision(pods: &PodPolicies, direction: Direction, chain: &str, hit: &Hit) -> Option<Decision> {
-    let [admin, units, audit, baseline] = direction.chains();
+    let [admin, units, audit, _] = direction.chains();
     let label = rule_name(&hit.rule);
     if let Some(policy) = label.strip_prefix(TIER_LABEL) {
         let tier = if chain == admin {
@@ -357,7 +357,7 @@ fn decision(pods: &PodPolicies, direction: Direction, chain: &str, hit: &Hit) ->
         (c, Did::End(_), None) if c == units => Some(Decision::Denied),
         (c, Did::Return, Some(policy)) if c == audit => Some(Decision::AuditAllowed(policy)),
         (c, Did::Counted, None) if c == audit => Some(Decision::AuditWouldDrop),
-        (c, _, _) if c == admin || c == baseline => None,
+        // The tiers' own jumps (to the baseline, the units, the audit units) decide nothing.
         _ => None,
     }
 }
