@@ -235,8 +235,10 @@ fn expectation(output: &str) -> Expect {
 /// Runs one row: `Ok` with what was seen, or `Err` saying what did not hold.
 pub fn check(lab: &Lab, f: &Flow) -> Result<String, String> {
     let expect = expectation(f.output);
+    // Enough attempts that every endpoint is seen: with 3 equal endpoints, 24 attempts missed
+    // one in about 1 of 5,500 rows (seen once in CI); 48 miss one in about 10^8.
     let count = match &expect {
-        Expect::Endpoints(eps) => (8 * eps.len()).clamp(12, 32),
+        Expect::Endpoints(eps) => (16 * eps.len()).clamp(24, 64),
         _ => 3,
     };
     let seen = probe(lab, f.src, f.proto, f.dst, f.port, count, true);
