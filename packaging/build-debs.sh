@@ -181,7 +181,9 @@ CHANGELOG
   deps=$(raise_dep "$deps" libmnl0 1.0.4)
   # Packed relative relocations (DT_RELR) need glibc 2.36; the binary says so with the
   # version GLIBC_ABI_DT_RELR, which has no symbols, so dpkg-shlibdeps asks only for 2.34.
-  if readelf -V "$stage/usr/bin/edgenetd" | grep -q GLIBC_ABI_DT_RELR; then
+  # (a process substitution: under pipefail, readelf killed by SIGPIPE after grep matched
+  # would read as no match)
+  if grep -q GLIBC_ABI_DT_RELR < <(readelf -V "$stage/usr/bin/edgenetd"); then
     deps=$(raise_dep "$deps" libc6 2.36)
   fi
   rm -rf "$shl"

@@ -37,7 +37,9 @@ for crate in rustls futures-rustls ring; do
   grep -q "^$crate " <<< "$default_tree" && fail "$crate is in the default build's tree"
 done
 
-if strings "$default_bin" | grep -qi rustls; then
+# Not `strings | grep -q` under pipefail: strings killed by SIGPIPE after a match would
+# fail the pipeline and read as "no match".
+if grep -qi rustls < <(strings "$default_bin"); then
   fail "$default_bin mentions rustls: the default build links the feature's TLS stack"
 fi
 

@@ -85,13 +85,15 @@ if [ -n "${EDGENETD_DEMO_SECONDS:-}" ]; then
   echo "--- the commands to try, as printed"
   "${try_apply[@]}"
   # Up to 15 s: the route loop syncs at once, but a machine shared with builds (CI's) has
-  # been seen to take over 5 s to schedule it.
+  # been seen to take over 5 s to schedule it. Not `in_ns ip ... | grep -q`: under pipefail,
+  # ip's next write after grep has quit is a SIGPIPE that fails the pipeline although the
+  # route is there (a CI run failed so).
+  has_route() { grep -q '^blackhole 10.99.0.0/16' <<< "$(in_ns ip route show proto 190)"; }
   for _ in $(seq 150); do
-    in_ns ip route show proto 190 | grep -q '^blackhole 10.99.0.0/16' && break
+    has_route && break
     sleep 0.1
   done
-  in_ns ip route show proto 190 | grep -q '^blackhole 10.99.0.0/16' \
-    || { echo "demo: apply --confirm did not install the route" >&2; exit 1; }
+  has_route || { echo "demo: apply --confirm did not install the route" >&2; exit 1; }
   "${try_confirm[@]}"
   cmp -s "$try" "$config" || { echo "demo: the confirmed file is not in place" >&2; exit 1; }
   "${try_explain[@]}"

@@ -173,7 +173,7 @@ in_ct grep -q 'by an older unit' /run/edgenetd/kubernetes-state.json \
 in_ct test ! -e /run/private/edgenetd || fail "the older unit's /run/private/edgenetd is left"
 in_ct rm /run/edgenetd/kubernetes-state.json
 echo "ok: the older unit's /run/edgenetd symlink replaced by root:edgenetd-admin 0770, cache kept"
-in_ct systemctl is-enabled edgenetd | grep -qx enabled || fail "unit not enabled by the package"
+grep -qx enabled <<< "$(in_ct systemctl is-enabled edgenetd)" || fail "unit not enabled by the package"
 in_ct systemctl is-active edgenetd >/dev/null && fail "the package started the service"
 write_ct etc/edgenetd/edgenetd.toml <<< "$base_config"
 in_ct edgenetd check --config /etc/edgenetd/edgenetd.toml
@@ -181,10 +181,10 @@ in_ct edgenetd check --config /etc/edgenetd/edgenetd.toml
 section "start: active after READY=1"
 timeout 60 nsenter -t "$pid1" -a systemctl start edgenetd || { in_ct journalctl -u edgenetd --no-pager | tail -20; fail "start"; }
 [ "$(show ActiveState)" = active ] || fail "not active after start: $(show ActiveState)"
-in_ct edgenetd status | head -n 5
+head -n 5 <<< "$(in_ct edgenetd status)"
 journal_has 'ready' || fail "no readiness line in the journal"
-in_ct nft list tables | grep -q 'inet edgenetd-policy' || fail "no policy table"
-in_ct ip route show table all proto 190 | grep -q '^blackhole 198.51.100.0/24' || fail "route missing"
+grep -q 'inet edgenetd-policy' <<< "$(in_ct nft list tables)" || fail "no policy table"
+grep -q '^blackhole 198.51.100.0/24' <<< "$(in_ct ip route show table all proto 190)" || fail "route missing"
 
 section "privileges: CAP_NET_ADMIN only, NoNewPrivs, seccomp"
 pid=$(show MainPID)
@@ -364,7 +364,7 @@ in_ct systemctl stop edgenetd
 [ "$(kernel_state)" = "$before" ] || fail "stop changed the kernel state"
 echo "ok: rules and routes in place after stop"
 in_ct edgenetd cleanup --config /etc/edgenetd/edgenetd.toml
-in_ct nft list tables | grep -q edgenetd && fail "cleanup left an edgenetd table"
+grep -q edgenetd <<< "$(in_ct nft list tables)" && fail "cleanup left an edgenetd table"
 [ -z "$(in_ct ip route show table all proto 190)" ] || fail "cleanup left routes"
 echo "ok: cleanup removed the tables and routes"
 
