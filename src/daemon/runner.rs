@@ -195,16 +195,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_burst_of_triggers_during_a_sync_causes_at_most_one_more_sync() {
-        let ex = smol::LocalExecutor::new();
+    /// A loop's inputs, and the ends a test drives them by: its snapshots, its kernel
+    /// trigger and its shutdown.
+    struct Rig {
+        inputs: LoopInputs,
+        snapshots: Arc<Snapshots>,
+        kernel_tx: crate::sync::Trigger,
+        shutdown_tx: async_channel::Sender<()>,
+    }
+
+    fn rig(name: &'static str) -> Rig {
         let liveness = Liveness::new(Arc::new(SystemClock));
-        let handle = liveness.register("counting", Duration::from_secs(60));
+        let handle = liveness.register(name, Duration::from_secs(60));
         let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
         let (kernel_tx, kernel_rx) = trigger();
         let (shutdown_tx, shutdown) = async_channel::bounded(1);
-        let (release_tx, release_rx) = async_channel::unbounded();
-        let syncs = Rc::new(RefCell::new(0));
         let inputs = LoopInputs {
             heartbeat: handle.clone(),
             snapshot_rx: snapshots.subscribe(handle),
@@ -214,6 +219,25 @@ mod tests {
             settings: long_period,
             sync_done: None,
         };
+        Rig {
+            inputs,
+            snapshots,
+            kernel_tx,
+            shutdown_tx,
+        }
+    }
+
+    #[test]
+    fn a_burst_of_triggers_during_a_sync_causes_at_most_one_more_sync() {
+        let ex = smol::LocalExecutor::new();
+        let Rig {
+            inputs,
+            snapshots,
+            kernel_tx,
+            shutdown_tx,
+        } = rig("counting");
+        let (release_tx, release_rx) = async_channel::unbounded();
+        let syncs = Rc::new(RefCell::new(0));
         let task = ex.spawn(run_loop(
             Counting {
                 syncs: syncs.clone(),
@@ -269,22 +293,14 @@ mod tests {
     #[test]
     fn a_sync_sees_a_snapshot_or_kernel_event_that_came_during_it_as_waiting() {
         let ex = smol::LocalExecutor::new();
-        let liveness = Liveness::new(Arc::new(SystemClock));
-        let handle = liveness.register("looking", Duration::from_secs(60));
-        let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
-        let (kernel_tx, kernel_rx) = trigger();
-        let (shutdown_tx, shutdown) = async_channel::bounded(1);
+        let Rig {
+            inputs,
+            snapshots,
+            kernel_tx,
+            shutdown_tx,
+        } = rig("looking");
         let (release_tx, release_rx) = async_channel::unbounded();
         let seen = Rc::new(RefCell::new(Vec::new()));
-        let inputs = LoopInputs {
-            heartbeat: handle.clone(),
-            snapshot_rx: snapshots.subscribe(handle),
-            snapshots: snapshots.clone(),
-            kernel_rx,
-            shutdown,
-            settings: long_period,
-            sync_done: None,
-        };
         let task = ex.spawn(run_loop(
             Looking {
                 seen: seen.clone(),
@@ -322,21 +338,12 @@ mod tests {
     #[test]
     fn shutdown_stops_an_idle_loop_at_once() {
         let ex = smol::LocalExecutor::new();
-        let liveness = Liveness::new(Arc::new(SystemClock));
-        let handle = liveness.register("counting", Duration::from_secs(60));
-        let snapshots = Snapshots::new(Arc::new(DesiredState::default()));
-        let (_kernel_tx, kernel_rx) = trigger();
-        let (shutdown_tx, shutdown) = async_channel::bounded::<()>(1);
+        let Rig {
+            inputs,
+            shutdown_tx,
+            ..
+        } = rig("counting");
         let syncs = Rc::new(RefCell::new(0));
-        let inputs = LoopInputs {
-            heartbeat: handle.clone(),
-            snapshot_rx: snapshots.subscribe(handle),
-            snapshots,
-            kernel_rx,
-            shutdown,
-            settings: long_period,
-            sync_done: None,
-        };
         let started = std::time::Instant::now();
         smol::block_on(ex.run(async {
             let task = ex.spawn(run_loop(

@@ -23,3 +23,12 @@ pub fn sh_status(cmd: &str) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Waits until the output of `cmd` (a listing such as `nft list set …`, empty while what it
+/// lists does not exist) holds `what`; panics naming both after `timeout`.
+pub fn wait_output_holds(cmd: &str, what: &str, timeout: std::time::Duration) {
+    let listing = format!("{cmd} 2>/dev/null || true");
+    super::wait::wait_until(&format!("`{cmd}` to hold {what}"), timeout, || {
+        sh(&listing).contains(what)
+    });
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::daemon::{Daemon, Options};
 use common::scratch::ScratchDir;
-use common::shell::sh;
+use common::shell::{sh, wait_output_holds};
 use common::wait::wait_until;
 
 /// A firewall whose input chain starts with the snippet at `path`.
@@ -34,16 +34,16 @@ chain = "input"
     )
 }
 
+const INPUT_CHAIN: &str = "nft list chain inet edgenetd-policy input";
+
 fn input_chain() -> String {
-    sh("nft list chain inet edgenetd-policy input 2>/dev/null || true")
+    sh(&format!("{INPUT_CHAIN} 2>/dev/null || true"))
 }
 
 const WAIT: Duration = Duration::from_secs(20);
 
 fn wait_input_holds(what: &str) {
-    wait_until(&format!("the input chain to hold {what}"), WAIT, || {
-        input_chain().contains(what)
-    });
+    wait_output_holds(INPUT_CHAIN, what, WAIT);
 }
 
 netns_test! {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::daemon::{Daemon, Options};
 use common::scratch::ScratchDir;
-use common::shell::sh;
+use common::shell::{sh, wait_output_holds};
 use common::wait::wait_until;
 
 /// A firewall whose only set is filled from `data` (and a rule that uses it).
@@ -38,9 +38,11 @@ action = "drop"
     )
 }
 
+const KERNEL_SET: &str = "nft list set inet edgenetd-policy blocked";
+
 /// The elements line(s) of the kernel's set, once it exists.
 fn kernel_set() -> String {
-    sh("nft list set inet edgenetd-policy blocked 2>/dev/null || true")
+    sh(&format!("{KERNEL_SET} 2>/dev/null || true"))
 }
 
 /// How long a reload may take on a loaded machine (the file watch waits for its events to
@@ -48,9 +50,7 @@ fn kernel_set() -> String {
 const WAIT: Duration = Duration::from_secs(20);
 
 fn wait_set_holds(what: &str) {
-    wait_until(&format!("the kernel's set to hold {what}"), WAIT, || {
-        kernel_set().contains(what)
-    });
+    wait_output_holds(KERNEL_SET, what, WAIT);
 }
 
 netns_test! {

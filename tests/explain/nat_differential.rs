@@ -9,11 +9,9 @@
 use crate::common;
 use crate::netns_test;
 
-use std::collections::BTreeMap;
-
 use super::differential::{
-    Case, Prediction, Receivers, Tracer, agrees, directed, first, outcome_disagreements,
-    predict_with, probe, program, receive, rule_disagreements, topology, warm_up,
+    Directed, Prediction, Receivers, against_kernel, predict_directed, program, receive, topology,
+    warm_up,
 };
 use common::controller::load;
 
@@ -34,19 +32,11 @@ const ROUTER_ADDRS: [&str; 5] = [
 const LAN: [&str; 4] = ["10.0.0.2", "10.0.0.10", "10.0.0.11", "fd00::2"];
 const WAN: [&str; 3] = ["192.0.2.2", "192.0.2.3", "2001:db8::2"];
 
-/// (sender, proto, source, destination, port, what it proves, the address and port it
-/// must arrive at and the source it must arrive with; `None`: refused).
-type Directed = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    u16,
-    &'static str,
-    Option<(&'static str, u16, &'static str)>,
-);
+/// What a case must do: arrive at an address and port with a source address; `None`:
+/// be refused.
+type Arrival = Option<(&'static str, u16, &'static str)>;
 
-const CASES: [Directed; 23] = [
+const CASES: [Directed<Arrival>; 23] = [
     (
         "lan",
         "tcp",
@@ -256,9 +246,9 @@ const CASES: [Directed; 23] = [
     ),
 ];
 
-/// The expectation of case `d` holds for `p`: a refusal, or the arrival it names.
-fn expected(d: &Directed, p: &Prediction) -> bool {
-    match d.6 {
+/// The expectation `e` holds for `p`: a refusal, or the arrival it names.
+fn expected(e: &Arrival, p: &Prediction) -> bool {
+    match *e {
         None => p.verdict != "accept",
         Some((to, port, from)) => p.arrival.as_ref().is_some_and(|(at, src)| {
             at.iter().any(|(a, pt)| a.to_string() == to && *pt == port) && src.to_string() == from
@@ -278,47 +268,8 @@ netns_test! {
             receive(&t, t.host("lan"), &LAN),
             receive(&t, t.host("wan"), &WAN),
         ]);
-        let mut cases: Vec<Case> = Vec::new();
-        let plain: Vec<_> = CASES.iter().map(|d| (d.0, d.1, d.2, d.3, d.4)).collect();
-        directed(&mut cases, &plain);
-        let predictions: Vec<Prediction> = cases
-            .iter()
-            .map(|c| predict_with(&desired, c, first(c), ROUTER))
-            .collect();
-        // What explain says is what each case was written to prove (else the test proves
-        // less than its names claim, whatever the kernel does).
-        let wrong: Vec<String> = CASES
-            .iter()
-            .zip(&predictions)
-            .filter(|(d, p)| !expected(d, p))
-            .map(|(d, p)| format!("{}: explain says {p:?}", d.5))
-            .collect();
-        assert!(wrong.is_empty(), "explain predicts otherwise:\n{}", wrong.join("\n"));
-
-        let tracer = Tracer::start(&t);
-        let mut observed = BTreeMap::new();
-        for sender in ["lan", "wan"] {
-            let mine: Vec<&Case> = cases.iter().filter(|c| c.sender == sender).collect();
-            observed.extend(probe(&t, t.host(sender), &mine, first, 1.5));
-        }
-        let rules = rule_disagreements(&cases, &predictions, &tracer.decisions(), CASES.len() / 2);
-        assert!(rules.is_empty(), "explain and the kernel's trace name different rules:\n{}", rules.join("\n"));
-        let agreed = cases
-            .iter()
-            .filter(|c| {
-                let (o, a) = &observed[&c.id];
-                agrees(&predictions[c.id], o, a)
-            })
-            .count();
-        eprintln!("explain nat differential: {agreed} of {} cases agreed at once", cases.len());
-        let fates = outcome_disagreements(&t, &desired, ROUTER, &cases, &predictions, &observed);
-        drop(receivers);
-        assert!(
-            fates.is_empty(),
-            "explain and the kernel disagree on {} of {} cases:\n{}",
-            fates.len(),
-            cases.len(),
-            fates.join("\n")
-        );
+        let (cases, predictions) = predict_directed(&desired, ROUTER, &CASES, expected);
+        let at_least = CASES.len() / 2;
+        against_kernel("nat", &t, &desired, ROUTER, receivers, &cases, &predictions, at_least);
     }
 }
