@@ -9,9 +9,25 @@
 //! and needs no value type of its own: its constants are `Value::Field(field, n)` and its
 //! sets' keys `DataType::Field(field)`.
 
-/// Packet header fields read by `payload`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Field {
+/// Declares [`Field`] and [`Field::ALL`] from one list, so that a variant cannot be added
+/// to the enum and missed by the readers that walk every field.
+macro_rules! fields {
+    ($($(#[$doc:meta])* $variant:ident,)*) => {
+        /// Packet header fields read by `payload`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Field {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Field {
+            /// Every field, in declaration order, for readers that look a loaded field up
+            /// by its bytes (the lift of kernel expressions, the mask test).
+            pub const ALL: &'static [Field] = &[$(Field::$variant),*];
+        }
+    };
+}
+
+fields! {
     /// `ip saddr`.
     IpSaddr,
     /// `ip daddr`.
@@ -188,24 +204,6 @@ const fn th(text: &'static str, l4: Option<u8>, offset: u32, len: u32, reads: Re
 }
 
 impl Field {
-    /// Every field, for readers that look a loaded field up by its bytes (the lift of
-    /// kernel expressions, the mask test); a field added to the enum is added here too.
-    pub const ALL: [Field; 13] = [
-        Field::IpSaddr,
-        Field::IpDaddr,
-        Field::Ip6Saddr,
-        Field::Ip6Daddr,
-        Field::TcpDport,
-        Field::UdpDport,
-        Field::ThDport,
-        Field::ThSport,
-        Field::IcmpType,
-        Field::Icmpv6Type,
-        Field::TcpFlags,
-        Field::IpDscp,
-        Field::Ip6Dscp,
-    ];
-
     /// The field's definition: the one table every reader of fields uses.
     pub const fn def(self) -> &'static FieldDef {
         match self {
@@ -266,7 +264,7 @@ mod tests {
 
     #[test]
     fn every_mask_covers_exactly_the_bytes_loaded() {
-        for f in Field::ALL {
+        for &f in Field::ALL {
             let d = f.def();
             assert!(
                 d.mask.is_empty() || d.mask.len() == d.len as usize,
