@@ -1176,3 +1176,27 @@ fn a_streamed_list_whose_watch_ends_before_its_end_bookmark_falls_back_to_pages(
     assert_eq!(r.store.status().lists_streamed, 0);
     assert!(fake.requests().iter().any(|q| q.is_paged_list()), "paged");
 }
+
+#[test]
+fn a_streamed_list_that_goes_quiet_without_its_end_bookmark_falls_back_to_pages_before_the_bound() {
+    // A server (an offline node proxy, say) that takes the streamed list for a plain watch:
+    // the objects as ADDED, then nothing, and its watch does not end for minutes.
+    let fake = FakeApiServer::start();
+    fake.set_streamed_lists(StreamedLists::Ignored);
+    fake.apply("services", svc("default", "s0", 80));
+    let mut c = streaming_config();
+    c.watch_timeout = Duration::from_secs(290);
+    c.initial_events_timeout = Duration::from_secs(60);
+    c.initial_events_quiet = Duration::from_secs(1);
+    let started = Instant::now();
+    let r = run(&fake, c);
+    wait_until("listed", WAIT, || r.store.is_synced());
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "held {took:?}, not the quiet gap"
+    );
+    assert_eq!(r.store.status().lists_streamed, 0);
+    assert!(fake.requests().iter().any(|q| q.is_paged_list()), "paged");
+    assert!(names(&r.store).contains("default/s0"));
+}

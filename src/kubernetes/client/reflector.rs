@@ -7,8 +7,10 @@
 //!   `k8s.io/initial-events-end`, and goes on as the watch. Objects arrive one line at a
 //!   time (no page of 500 held whole while decoded) and the watch costs no second request. A
 //!   server that refuses it (400 or 422: older servers, or the `WatchList` feature off), or
-//!   whose watch brings no end bookmark within `initial_events_timeout` (or ends without
-//!   one), is listed in pages from then on, for the reflector's life.
+//!   whose watch brings no end bookmark within `initial_events_timeout`, or nothing at all
+//!   for `initial_events_quiet` (a server that streams sends the bookmark right after the
+//!   last object), or ends without one, is listed in pages from then on, for the
+//!   reflector's life.
 //! - A dropped connection or a watch the server ended (`timeoutSeconds`) resumes from the
 //!   last resourceVersion seen (events and bookmarks): no relist, so an API server restart
 //!   costs one request per kind, not a full list.
@@ -100,6 +102,11 @@ pub struct ReflectorConfig {
     /// The longest a streamed list may take to reach its end bookmark before the server is
     /// taken for one that does not stream (and listed in pages).
     pub initial_events_timeout: Duration,
+    /// The longest a streamed list may send nothing (no object, no bookmark) before the
+    /// server is taken for one that ignores the parameters: one that streams sends its
+    /// objects back to back and the end bookmark right after them, so a quiet watch is a
+    /// plain watch that will never end the list (an offline node proxy, say).
+    pub initial_events_quiet: Duration,
 }
 
 impl ReflectorConfig {
@@ -123,6 +130,7 @@ impl ReflectorConfig {
             streaming: true,
             label_keys: None,
             initial_events_timeout: Duration::from_secs(60),
+            initial_events_quiet: Duration::from_secs(10),
         }
     }
 }
@@ -589,18 +597,24 @@ impl Core {
         self.status.update(|s| s.connected = true);
         let mut body = Body::new(&mut conn, &head);
         let deadline = std::time::Instant::now() + self.config.initial_events_timeout;
+        let quiet = self.config.initial_events_quiet;
         let max_line = self.config.max_page_bytes;
         let rv = loop {
+            let wait = deadline.min(std::time::Instant::now() + quiet);
             let next = async { Some(body.next_line(max_line).await) }
                 .or(async {
-                    smol::Timer::at(deadline).await;
+                    smol::Timer::at(wait).await;
                     None
                 })
                 .await;
             let Some(line) = next else {
+                let why = if std::time::Instant::now() >= deadline {
+                    format!("within {:?}", self.config.initial_events_timeout)
+                } else {
+                    format!("and nothing for {quiet:?}")
+                };
                 return Ok(Streamed::Unsupported(format!(
-                    "no initial-events-end bookmark within {:?}",
-                    self.config.initial_events_timeout
+                    "no initial-events-end bookmark {why}"
                 )));
             };
             let Some(line) = line? else {
