@@ -182,6 +182,14 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
             ]),
         ),
         (
+            "reject with icmpv6 admin-prohibited",
+            Some(vec![nf(10), Stmt::Reject(Reject::IcmpxAdminProhibited)]),
+        ),
+        (
+            "reject with icmp admin-prohibited",
+            Some(vec![nf(2), Stmt::Reject(Reject::IcmpxAdminProhibited)]),
+        ),
+        (
             "tcp dport 23 reject with tcp reset",
             Some(vec![
                 l4(6),
@@ -444,5 +452,138 @@ netns_test! {
         assert!(wrong.is_empty(), "lifted otherwise:\n{}", wrong.join("\n"));
         // A rule never compiled (explain without root) has no expressions: not lifted.
         assert_eq!(lift(Family::Inet, &[]), None);
+    }
+}
+
+/// Snippet rules of an `ip` or `ip6` table and what they must lift to: the table's family
+/// stands for the `meta nfproto` nft does not add there, and the family's own ICMP codes
+/// name the answer of a `reject`.
+fn family_cases(family: Family) -> Vec<(&'static str, Option<Vec<Stmt>>)> {
+    use Verdict::*;
+    let common = [
+        (
+            "tcp dport 22 accept",
+            Some(vec![
+                l4(6),
+                cmp(Expr::Payload(Field::TcpDport), Value::Port(22)),
+                verdict(Accept),
+            ]),
+        ),
+        (
+            // The same expressions as `udp dport 53`: read as that.
+            "meta l4proto udp th dport 53 counter",
+            Some(vec![
+                l4(17),
+                cmp(Expr::Payload(Field::UdpDport), Value::Port(53)),
+                Stmt::Counter,
+            ]),
+        ),
+        (
+            "iifname \"lan\" reject",
+            Some(vec![
+                cmp(Expr::Meta(MetaKey::IifName), Value::IfName("lan".into())),
+                Stmt::Reject(Reject::IcmpxPortUnreachable),
+            ]),
+        ),
+    ];
+    let own = match family {
+        Family::Ip => vec![
+            (
+                "ip saddr 10.0.0.0/24 counter drop",
+                Some(vec![
+                    prefix(Field::IpSaddr, "10.0.0.0/24", false),
+                    Stmt::Counter,
+                    verdict(Drop),
+                ]),
+            ),
+            (
+                "ip daddr 192.0.2.3 drop",
+                Some(vec![
+                    cmp(
+                        Expr::Payload(Field::IpDaddr),
+                        Value::Ipv4(Ipv4Addr::new(192, 0, 2, 3)),
+                    ),
+                    verdict(Drop),
+                ]),
+            ),
+            (
+                "icmp type echo-request accept",
+                Some(vec![
+                    l4(1),
+                    cmp(Expr::Payload(Field::IcmpType), Value::IcmpType(8)),
+                    verdict(Accept),
+                ]),
+            ),
+            (
+                "reject with icmp admin-prohibited",
+                Some(vec![Stmt::Reject(Reject::IcmpxAdminProhibited)]),
+            ),
+            (
+                "reject with icmp host-unreachable",
+                Some(vec![Stmt::Reject(Reject::IcmpxPortUnreachable)]),
+            ),
+        ],
+        Family::Ip6 => vec![
+            (
+                "ip6 saddr != fd00::/64 return",
+                Some(vec![
+                    prefix(Field::Ip6Saddr, "fd00::/64", true),
+                    verdict(Return),
+                ]),
+            ),
+            (
+                "icmpv6 type echo-request accept",
+                Some(vec![
+                    l4(58),
+                    cmp(Expr::Payload(Field::Icmpv6Type), Value::Icmpv6Type(128)),
+                    verdict(Accept),
+                ]),
+            ),
+            (
+                "reject with icmpv6 admin-prohibited",
+                Some(vec![Stmt::Reject(Reject::IcmpxAdminProhibited)]),
+            ),
+            (
+                "reject with icmpv6 addr-unreachable",
+                Some(vec![Stmt::Reject(Reject::IcmpxPortUnreachable)]),
+            ),
+        ],
+        Family::Inet => unreachable!("the inet cases are `cases`"),
+    };
+    common.into_iter().chain(own).collect()
+}
+
+netns_test! {
+    fn lift_reads_rules_of_ip_and_ip6_tables_with_the_family_for_the_nfproto_nft_leaves_out() {
+        let mut nft = Nft::open().unwrap();
+        let mut wrong = Vec::new();
+        for family in [Family::Ip, Family::Ip6] {
+            let mut scratch = Table::new(family, "lift-family-test");
+            scratch.chains.push(Chain::regular("input"));
+            let cases = family_cases(family);
+            let snippets: Vec<Snippet> = cases
+                .iter()
+                .enumerate()
+                .map(|(i, (text, _))| Snippet {
+                    chain: Some("input".into()),
+                    text: text.to_string(),
+                    shown: format!("{family:?} case {i}"),
+                })
+                .collect();
+            let compiled = snippet::compile(&mut nft, &scratch, &snippets).unwrap();
+            for ((text, want), c) in cases.iter().zip(&compiled) {
+                let [rule] = c.rules.as_slice() else {
+                    panic!("{family:?} {text}: {} rules", c.rules.len());
+                };
+                let [Stmt::Opaque(o)] = rule.stmts.as_slice() else {
+                    panic!("{family:?} {text}: not one opaque statement");
+                };
+                let got = lift(family, &o.exprs);
+                if &got != want {
+                    wrong.push(format!("{family:?} {text}\n  got  {got:?}\n  want {want:?}"));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "lifted otherwise:\n{}", wrong.join("\n"));
     }
 }

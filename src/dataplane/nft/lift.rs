@@ -271,9 +271,11 @@ impl State {
                     // NFT_REJECT_ICMPX_UNREACH: port unreachable, admin prohibited.
                     (2, 1) => Reject::IcmpxPortUnreachable,
                     (2, 3) => Reject::IcmpxAdminProhibited,
-                    // NFT_REJECT_ICMP_UNREACH with the family's own code: the verdict is the
-                    // same drop with an answer; 13 is IPv4's admin prohibited.
-                    (0, 13) => Reject::IcmpxAdminProhibited,
+                    // NFT_REJECT_ICMP_UNREACH with the family's own code (the rule's
+                    // `meta nfproto`, or its table's family): the verdict is the same drop
+                    // with an answer. Admin prohibited is 13 in ICMP, 1 in ICMPv6.
+                    (0, 13) if self.nfproto == Some(NFPROTO_IPV4) => Reject::IcmpxAdminProhibited,
+                    (0, 1) if self.nfproto == Some(NFPROTO_IPV6) => Reject::IcmpxAdminProhibited,
                     (0, _) => Reject::IcmpxPortUnreachable,
                     _ => return None,
                 };
