@@ -20,12 +20,12 @@ use std::process::{Command, Stdio};
 use nftnl::nftnl_sys::libc;
 
 use super::batch::{Batch, Op};
-use super::build::objects::{NFTA_RULE_EXPRESSIONS, family_code};
-use super::error::{CompileError, NftError};
+use super::build::objects::NFTA_RULE_EXPRESSIONS;
+use super::error::NftError;
 use super::ffi::attr::rule;
-use super::ffi::{self, NlMsg, Payload};
+use super::ffi::{NlMsg, Ref, kind};
 use super::ir::{BaseChain, Chain, ChainPolicy, ChainType, Hook, Opaque, Rule, Stmt, Table};
-use super::read::dump::{Listing, named, rule_comment, text};
+use super::read::dump::{rule_comment, rules_of, text};
 use super::socket::Nft;
 use super::table_ref::TableRef;
 use super::text::family_name;
@@ -148,7 +148,7 @@ fn compile_all(
             )));
         }
         let texts = rule_texts(&t, &s.shown).map_err(fail)?;
-        let rules = nft.collect(&RawRules(&t)).map_err(listed)?;
+        let rules = nft.collect(&rules_of(&t, raw_rule)).map_err(listed)?;
         let chains = nft.list_chains(&t).map_err(listed)?;
         let compiled = &mut out[i];
         match &s.chain {
@@ -366,40 +366,19 @@ impl RawRule {
     }
 }
 
-/// The rules of one table with their raw expressions.
-struct RawRules<'a>(&'a TableRef);
-
-impl Listing for RawRules<'_> {
-    type Item = RawRule;
-    const GET: i32 = libc::NFT_MSG_GETRULE;
-    fn family(&self) -> u16 {
-        family_code(self.0.family)
-    }
-    fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
-        let mut o = ffi::Rule::new();
-        o.set_str(rule::TABLE, &self.0.name)?;
-        Ok(Box::new(o))
-    }
-    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(RawRule)) {
-        let Some(o) = ffi::Rule::parse(msg) else {
-            return;
-        };
-        let v = o.view();
-        if !named(v.str(rule::TABLE), &self.0.name) {
-            return;
+/// A rule with its raw expressions.
+fn raw_rule(msg: NlMsg<'_>, v: Ref<'_, kind::Rule>) -> RawRule {
+    let exprs = RefCell::new(Vec::new());
+    for_attrs(msg.bytes(), &mut |ty, payload| {
+        if ty == NFTA_RULE_EXPRESSIONS {
+            *exprs.borrow_mut() = payload.to_vec();
         }
-        let exprs = RefCell::new(Vec::new());
-        for_attrs(msg.bytes(), &mut |ty, payload| {
-            if ty == NFTA_RULE_EXPRESSIONS {
-                *exprs.borrow_mut() = payload.to_vec();
-            }
-        });
-        f(RawRule {
-            chain: text(v.str(rule::CHAIN)),
-            handle: v.u64(rule::HANDLE).unwrap_or(0),
-            exprs: exprs.into_inner(),
-            comment: v.blob(rule::USERDATA).and_then(rule_comment),
-        });
+    });
+    RawRule {
+        chain: text(v.str(rule::CHAIN)),
+        handle: v.u64(rule::HANDLE).unwrap_or(0),
+        exprs: exprs.into_inner(),
+        comment: v.blob(rule::USERDATA).and_then(rule_comment),
     }
 }
 

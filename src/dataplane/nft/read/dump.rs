@@ -7,6 +7,7 @@
 
 use std::cell::RefCell;
 use std::ffi::CStr;
+use std::marker::PhantomData;
 
 use nftnl::nftnl_sys::{self as sys, libc};
 
@@ -200,33 +201,60 @@ pub fn planned_chain(t: &TableRef, chain: &Chain) -> Result<ChainInfo, CompileEr
 }
 
 /// The rules of one table.
-struct Rules<'a>(&'a TableRef);
+/// The rules of one table, each read by `read` from its message and its parse: every
+/// rule dump (fingerprints, counters, the raw expressions of included rules) shares the
+/// request and the table check, and differs only in what it takes of a rule.
+pub(crate) struct RulesOf<'a, T, R> {
+    table: &'a TableRef,
+    read: R,
+    item: PhantomData<fn() -> T>,
+}
 
-impl Listing for Rules<'_> {
-    type Item = RuleInfo;
+/// The listing of `table`'s rules as `read` takes them.
+pub(crate) fn rules_of<T, R>(table: &TableRef, read: R) -> RulesOf<'_, T, R>
+where
+    R: Fn(NlMsg<'_>, Ref<'_, kind::Rule>) -> T,
+{
+    RulesOf {
+        table,
+        read,
+        item: PhantomData,
+    }
+}
+
+impl<T, R> Listing for RulesOf<'_, T, R>
+where
+    R: Fn(NlMsg<'_>, Ref<'_, kind::Rule>) -> T,
+{
+    type Item = T;
     const GET: i32 = libc::NFT_MSG_GETRULE;
     fn family(&self) -> u16 {
-        family_code(self.0.family)
+        family_code(self.table.family)
     }
     fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
         let mut o = ffi::Rule::new();
-        o.set_str(rule::TABLE, &self.0.name)?;
+        o.set_str(rule::TABLE, &self.table.name)?;
         Ok(Box::new(o))
     }
-    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(RuleInfo)) {
+    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(T)) {
         let Some(o) = ffi::Rule::parse(msg) else {
             return;
         };
         let v = o.view();
-        if !named(v.str(rule::TABLE), &self.0.name) {
+        if !named(v.str(rule::TABLE), &self.table.name) {
             return;
         }
-        f(RuleInfo {
-            chain: text(v.str(rule::CHAIN)),
-            handle: v.u64(rule::HANDLE).unwrap_or(0),
-            comment: v.blob(rule::USERDATA).and_then(rule_comment),
-            fingerprint: rule_fingerprint(v),
-        });
+        f((self.read)(msg, v));
+    }
+}
+
+/// A rule as drift detection compares it.
+fn rule_info(_: NlMsg<'_>, v: Ref<'_, kind::Rule>) -> RuleInfo {
+    RuleInfo {
+        chain: text(v.str(rule::CHAIN)),
+        handle: v.u64(rule::HANDLE).unwrap_or(0),
+        comment: v.blob(rule::USERDATA).and_then(rule_comment),
+        fingerprint: rule_fingerprint(v),
     }
 }
 
@@ -245,43 +273,24 @@ pub struct RuleCounters {
     pub counted: bool,
 }
 
-/// The counters of one table's rules.
-struct Counters<'a>(&'a TableRef);
-
-impl Listing for Counters<'_> {
-    type Item = RuleCounters;
-    const GET: i32 = libc::NFT_MSG_GETRULE;
-    fn family(&self) -> u16 {
-        Rules(self.0).family()
+/// What the counters of a rule saw.
+fn rule_counters(_: NlMsg<'_>, v: Ref<'_, kind::Rule>) -> RuleCounters {
+    let mut c = RuleCounters {
+        chain: text(v.str(rule::CHAIN)),
+        comment: v.blob(rule::USERDATA).and_then(rule_comment),
+        packets: 0,
+        bytes: 0,
+        counted: false,
+    };
+    for e in v
+        .exprs()
+        .filter(|e| named(e.str(any_expr::NAME), "counter"))
+    {
+        c.counted = true;
+        c.packets += e.u64(any_expr::CTR_PACKETS).unwrap_or(0);
+        c.bytes += e.u64(any_expr::CTR_BYTES).unwrap_or(0);
     }
-    fn filter(&self) -> Result<Box<dyn Payload>, CompileError> {
-        Rules(self.0).filter()
-    }
-    fn items(&self, msg: NlMsg<'_>, f: &mut dyn FnMut(RuleCounters)) {
-        let Some(o) = ffi::Rule::parse(msg) else {
-            return;
-        };
-        let v = o.view();
-        if !named(v.str(rule::TABLE), &self.0.name) {
-            return;
-        }
-        let mut c = RuleCounters {
-            chain: text(v.str(rule::CHAIN)),
-            comment: v.blob(rule::USERDATA).and_then(rule_comment),
-            packets: 0,
-            bytes: 0,
-            counted: false,
-        };
-        for e in v
-            .exprs()
-            .filter(|e| named(e.str(any_expr::NAME), "counter"))
-        {
-            c.counted = true;
-            c.packets += e.u64(any_expr::CTR_PACKETS).unwrap_or(0);
-            c.bytes += e.u64(any_expr::CTR_BYTES).unwrap_or(0);
-        }
-        f(c);
-    }
+    c
 }
 
 /// The sets and maps of one table.
@@ -373,13 +382,13 @@ impl Nft {
 
     /// Rules of a table in chain order (empty when the table does not exist).
     pub fn list_rules(&mut self, t: &TableRef) -> Result<Vec<RuleInfo>, NftError> {
-        self.collect(&Rules(t))
+        self.collect(&rules_of(t, rule_info))
     }
 
     /// The counters of a table's rules, in chain order (empty when the table does not
     /// exist): one rule dump, as cheap as [`Nft::list_rules`].
     pub fn list_rule_counters(&mut self, t: &TableRef) -> Result<Vec<RuleCounters>, NftError> {
-        self.collect(&Counters(t))
+        self.collect(&rules_of(t, rule_counters))
     }
 
     /// Sets and maps of a table, anonymous ones included (empty when the table does not
@@ -480,7 +489,7 @@ fn list_message(m: NlMsg<'_>, n: &mut Listed) {
     match cmd {
         libc::NFT_MSG_NEWTABLE => Tables.items(m, &mut |_| n.tables += 1),
         libc::NFT_MSG_NEWCHAIN => Chains(&t).items(m, &mut |_| n.chains += 1),
-        libc::NFT_MSG_NEWRULE => Rules(&t).items(m, &mut |_| n.rules += 1),
+        libc::NFT_MSG_NEWRULE => rules_of(&t, rule_info).items(m, &mut |_| n.rules += 1),
         libc::NFT_MSG_NEWSET => Sets(&t).items(m, &mut |_| n.sets += 1),
         // Elements are turned into values by the element listing, which builds on this
         // module; here libnftnl's parse and walk of them is what is read.
