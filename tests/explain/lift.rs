@@ -411,6 +411,42 @@ fn cases() -> Vec<(&'static str, Option<Vec<Stmt>>)> {
     ]
 }
 
+/// The cases whose rule, compiled by nft into a chain `input` of `scratch` and read back,
+/// lifts to something other than what the case wants.
+fn lifted_otherwise(
+    nft: &mut Nft,
+    scratch: &Table,
+    cases: &[(&'static str, Option<Vec<Stmt>>)],
+) -> Vec<String> {
+    let family = scratch.family;
+    let snippets: Vec<Snippet> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (text, _))| Snippet {
+            chain: Some("input".into()),
+            text: text.to_string(),
+            shown: format!("{family:?} case {i}"),
+        })
+        .collect();
+    let compiled = snippet::compile(nft, scratch, &snippets).unwrap();
+    let mut wrong = Vec::new();
+    for ((text, want), c) in cases.iter().zip(&compiled) {
+        let [rule] = c.rules.as_slice() else {
+            panic!("{family:?} {text}: {} rules", c.rules.len());
+        };
+        let [Stmt::Opaque(o)] = rule.stmts.as_slice() else {
+            panic!("{family:?} {text}: not one opaque statement");
+        };
+        let got = lift(family, &o.exprs);
+        if &got != want {
+            wrong.push(format!(
+                "{family:?} {text}\n  got  {got:?}\n  want {want:?}"
+            ));
+        }
+    }
+    wrong
+}
+
 netns_test! {
     fn lift_reads_what_nft_compiled_of_each_snippet_rule_back_as_its_statements() {
         let mut scratch = Table::new(Family::Inet, "lift-test");
@@ -424,31 +460,8 @@ netns_test! {
         scratch.sets.push(ports);
         scratch.chains.push(Chain::regular("input"));
         scratch.chains.push(Chain::regular("inc_chain"));
-        let cases = cases();
-        let snippets: Vec<Snippet> = cases
-            .iter()
-            .enumerate()
-            .map(|(i, (text, _))| Snippet {
-                chain: Some("input".into()),
-                text: text.to_string(),
-                shown: format!("case {i}"),
-            })
-            .collect();
         let mut nft = Nft::open().unwrap();
-        let compiled = snippet::compile(&mut nft, &scratch, &snippets).unwrap();
-        let mut wrong = Vec::new();
-        for ((text, want), c) in cases.iter().zip(&compiled) {
-            let [rule] = c.rules.as_slice() else {
-                panic!("{text}: {} rules", c.rules.len());
-            };
-            let [Stmt::Opaque(o)] = rule.stmts.as_slice() else {
-                panic!("{text}: not one opaque statement");
-            };
-            let got = lift(Family::Inet, &o.exprs);
-            if &got != want {
-                wrong.push(format!("{text}\n  got  {got:?}\n  want {want:?}"));
-            }
-        }
+        let wrong = lifted_otherwise(&mut nft, &scratch, &cases());
         assert!(wrong.is_empty(), "lifted otherwise:\n{}", wrong.join("\n"));
         // A rule never compiled (explain without root) has no expressions: not lifted.
         assert_eq!(lift(Family::Inet, &[]), None);
@@ -560,29 +573,7 @@ netns_test! {
         for family in [Family::Ip, Family::Ip6] {
             let mut scratch = Table::new(family, "lift-family-test");
             scratch.chains.push(Chain::regular("input"));
-            let cases = family_cases(family);
-            let snippets: Vec<Snippet> = cases
-                .iter()
-                .enumerate()
-                .map(|(i, (text, _))| Snippet {
-                    chain: Some("input".into()),
-                    text: text.to_string(),
-                    shown: format!("{family:?} case {i}"),
-                })
-                .collect();
-            let compiled = snippet::compile(&mut nft, &scratch, &snippets).unwrap();
-            for ((text, want), c) in cases.iter().zip(&compiled) {
-                let [rule] = c.rules.as_slice() else {
-                    panic!("{family:?} {text}: {} rules", c.rules.len());
-                };
-                let [Stmt::Opaque(o)] = rule.stmts.as_slice() else {
-                    panic!("{family:?} {text}: not one opaque statement");
-                };
-                let got = lift(family, &o.exprs);
-                if &got != want {
-                    wrong.push(format!("{family:?} {text}\n  got  {got:?}\n  want {want:?}"));
-                }
-            }
+            wrong.extend(lifted_otherwise(&mut nft, &scratch, &family_cases(family)));
         }
         assert!(wrong.is_empty(), "lifted otherwise:\n{}", wrong.join("\n"));
     }
