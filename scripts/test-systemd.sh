@@ -101,8 +101,17 @@ t0=$(date +%s.%N)
 systemd-nspawn -D "$work/root" --boot --register=no --keep-unit --private-network \
   --console=passive --bind-ro="$fi_bin:/usr/local/bin/edgenetd-fi" >"$work/console.log" 2>&1 &
 nspawn_pid=$!
+# The container's PID 1 is the child of nspawn that is PID 1 in its own PID namespace (the
+# last field of NSpid): not nspawn's first child, which may be the short-lived outer child
+# (a CI run picked that one and found it gone).
+container_init() {
+  local p
+  for p in $(pgrep -P "$nspawn_pid"); do
+    grep -Eq '^NSpid:.*[[:space:]]1$' "/proc/$p/status" 2>/dev/null && { echo "$p"; return; }
+  done
+}
 for _ in $(seq 100); do
-  pid1=$(pgrep -P "$nspawn_pid" | head -n1 || true)
+  pid1=$(container_init || true)
   [ -n "$pid1" ] && break
   sleep 0.1
 done

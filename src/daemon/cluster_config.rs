@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime};
 use log::{error, info, warn};
 use serde_json::json;
 
+use super::cluster_kept::Keeper;
 use crate::clock::rfc3339;
 use crate::config::ConfigError;
 use crate::config::fragments::Fragment;
@@ -102,6 +103,8 @@ pub struct ClusterConfig {
     /// This node's name (which keys it takes).
     pub node: String,
     state: Mutex<State>,
+    /// Keeps each confirmed version in the state directory (`None`: nowhere, in tests).
+    keeper: Option<Arc<Keeper>>,
 }
 
 impl ClusterConfig {
@@ -112,7 +115,27 @@ impl ClusterConfig {
             confirm_within,
             node,
             state: Mutex::default(),
+            keeper: None,
         }
+    }
+
+    /// Keeps each version confirmed from now on with `keeper`; `restored`, a version it
+    /// kept that the start loaded, is in force and confirmed (a rollback returns to it)
+    /// until the ConfigMap is listed; `shadowed` are the keys the local files kept of it.
+    pub fn keeping(
+        mut self,
+        keeper: Arc<Keeper>,
+        restored: Option<Offer>,
+        shadowed: Vec<String>,
+    ) -> ClusterConfig {
+        self.keeper = Some(keeper);
+        if let Some(offer) = restored {
+            let s = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+            s.in_force = offer.clone();
+            s.confirmed = offer;
+            s.shadowed = shadowed;
+        }
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -199,6 +222,9 @@ impl ClusterConfig {
         let mut s = self.lock();
         let version = s.pending.take()?;
         s.confirmed = s.in_force.clone();
+        if let Some(keeper) = &self.keeper {
+            keeper.keep(&s.confirmed, SystemTime::now());
+        }
         info!(
             "kubernetes config_map {} at resourceVersion {} confirmed: the router reached the API server with it in force",
             self.source,
@@ -374,6 +400,30 @@ mod tests {
             Duration::from_secs(120),
             "edge-1".into(),
         )
+    }
+
+    #[test]
+    fn a_restored_version_is_in_force_and_confirmed_and_its_listing_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("edgenetd-restored-{}", std::process::id()));
+        let keeper = Arc::new(Keeper::new(&dir, cluster().source, "edge-1".into()));
+        let c = cluster().keeping(keeper, Some(offer("7", "# seven\n")), Vec::new());
+        assert_eq!(c.in_force()[0].text, "# seven\n");
+        assert!(c.choose().new.is_none(), "nothing new before the listing");
+        assert_eq!(c.healthz(SystemTime::now())["state"], "listing");
+        assert!(
+            !c.offer(offer("7", "# seven\n")),
+            "the same version listed: no reload"
+        );
+        assert_eq!(c.healthz(SystemTime::now())["state"], "confirmed");
+        assert_eq!(c.lease_status().text(), "confirmed 7");
+        assert!(c.offer(offer("8", "# eight\n")), "a newer one is tried");
+        c.took(c.choose(), Vec::new());
+        assert_eq!(
+            c.rolled_back("not confirmed")[0].text,
+            "# seven\n",
+            "and rolls back to it"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -30,6 +30,8 @@ use std::rc::Rc;
 
 use super::Fatal;
 use super::cluster_config::{self, ClusterConfig};
+use super::cluster_kept;
+pub use super::cluster_kept::Restore;
 use super::confirm::Confirmer;
 use super::healthz::Healthz;
 use super::snapshots::{Snapshots, TomlSink};
@@ -112,8 +114,9 @@ pub struct ClusterFeed {
 pub fn prepare(
     toml: DesiredState,
     digest: Option<String>,
+    restore: Option<Restore<'_>>,
 ) -> Result<(Option<Prepared>, Arc<DesiredState>), Fatal> {
-    let toml = Arc::new(toml);
+    let mut toml = Arc::new(toml);
     let Some(config) = toml.kubernetes.clone() else {
         return Ok((None, toml));
     };
@@ -148,8 +151,15 @@ pub fn prepare(
             "kubernetes: router config from configmap {cm} (confirmed within {})",
             crate::config::format_duration(config.config_confirm)
         );
+        let mut state = ClusterConfig::new(cm.clone(), config.config_confirm, node.clone());
+        if let Some(restore) = restore {
+            let start = cluster_kept::at_start(restore, cm, &node, toml.clone());
+            toml = start.toml;
+            let (restored, shadowed) = start.restored.unzip();
+            state = state.keeping(start.keeper, restored, shadowed.unwrap_or_default());
+        }
         ClusterFeed {
-            config: Arc::new(ClusterConfig::new(cm.clone(), config.config_confirm, node)),
+            config: Arc::new(state),
             store,
             changed: changed_rx,
             reconnect,

@@ -18,6 +18,8 @@
 pub mod cluster_config;
 #[cfg(feature = "kubernetes")]
 mod cluster_confirm;
+#[cfg(feature = "kubernetes")]
+pub mod cluster_kept;
 pub mod confirm;
 pub mod confirm_state;
 pub mod degraded;
@@ -165,8 +167,15 @@ fn start(opts: &RunOptions) -> Result<Started, Fatal> {
         Fatal
     })?;
     let (liveness, exporter, http) = start_observability(&desired, listener, degraded.is_none())?;
+    // Fragments of the cluster's config kept at the last confirm join the files (never a
+    // fallback's: those run because the files do not load).
     #[cfg(feature = "kubernetes")]
-    let (kubernetes, desired) = kubernetes::prepare(desired, _digest)?;
+    let restore = degraded.is_none().then(|| kubernetes::Restore {
+        main: &opts.config,
+        state_dir: &opts.state_dir,
+    });
+    #[cfg(feature = "kubernetes")]
+    let (kubernetes, desired) = kubernetes::prepare(desired, _digest, restore)?;
     #[cfg(not(feature = "kubernetes"))]
     let desired = Arc::new(desired);
     Ok(Started {

@@ -129,6 +129,14 @@ fn route(to: &str) -> String {
     format!("[[route]]\nto = {to:?}\nvia = {API:?}\n")
 }
 
+/// A firewall fragment: the router's new connections to the API server's `port` dropped.
+fn rule(name: &str, port: u16) -> String {
+    format!(
+        "[[policy.rule]]\nname = {name:?}\nfrom = \"self\"\nto_addresses = [{API:?}]\n\
+         protocol = \"tcp\"\nports = [{port}]\naction = \"drop\"\n"
+    )
+}
+
 /// The policy rules in the kernel, as `nft` lists them.
 fn ruleset() -> String {
     sh("nft list ruleset")
@@ -209,12 +217,6 @@ netns_test! {
     /// within `config_confirm`, the reason in /healthz, and the router is back on its own.
     fn a_fragment_that_cuts_the_router_off_the_api_server_is_rolled_back_one_that_keeps_it_is_confirmed() {
         let lab = Lab::new();
-        let rule = |name: &str, port: u16| {
-            format!(
-                "[[policy.rule]]\nname = {name:?}\nfrom = \"self\"\nto_addresses = [{API:?}]\n\
-                 protocol = \"tcp\"\nports = [{port}]\naction = \"drop\"\n"
-            )
-        };
         // Keeps the path: drops another port.
         lab.config_map(json!({ "10_fw.toml": rule("fleet-keeps", 9) }));
         let local = "[policy]\ninput = \"accept\"\nforward = \"accept\"\noutput = \"accept\"\n";
@@ -331,5 +333,66 @@ netns_test! {
         wait_for("the Lease saying it is confirmed", STEP, || {
             lease_config_map(&lab).filter(|v| *v == format!("confirmed {second}"))
         });
+    }
+}
+
+/// A blackhole route fragment: installed whether or not the API server is reachable.
+fn blackhole(to: &str) -> String {
+    format!("[[route]]\nto = {to:?}\ntype = \"blackhole\"\n")
+}
+
+netns_test! {
+    /// The confirmed version survives a restart without the API server: a router killed and
+    /// started again (its routes flushed, as by a reboot) while the link to its API server is
+    /// down comes up with the confirmed fragments from its state directory in force, not its
+    /// local files alone; when the API server answers again with the same version, nothing
+    /// is reloaded or confirmed again. A version rolled back is never the one kept.
+    fn the_confirmed_version_is_in_force_after_a_restart_while_the_api_server_is_unreachable() {
+        let lab = Lab::new();
+        let first = lab.config_map(json!({ "00_fleet.toml": blackhole("10.77.0.0/16") }));
+        let local = "[policy]\ninput = \"accept\"\nforward = \"accept\"\noutput = \"accept\"\n";
+        let d = Daemon::start("k8s-config-kept", &lab.config(local));
+        d.wait_ready();
+        let rv = first.to_string();
+        wait_config_map(&d, "the version confirmed", |c| {
+            c["state"] == "confirmed" && c["confirmed"] == rv.as_str()
+        });
+        let kept = d.dir().join("state").join("cluster-config.json");
+        wait_until("the confirmed version kept", STEP, || kept.exists());
+        // A version that cuts the router off is rolled back: the kept one stays the first.
+        let cut = rule("fleet-cuts", lab.api_port());
+        let fleet = blackhole("10.77.0.0/16");
+        let cutting = lab.config_map(json!({ "00_fleet.toml": fleet, "01_cut.toml": cut }));
+        let cutting = cutting.to_string();
+        wait_config_map(&d, "the cutting version rolled back", |c| {
+            c["rejected"]["resourceVersion"] == cutting.as_str()
+        });
+        let on_disk = std::fs::read_to_string(&kept).unwrap();
+        assert!(on_disk.contains(&format!("\"resource_version\":\"{rv}\"")), "{on_disk}");
+        assert!(!on_disk.contains("fleet-cuts"), "{on_disk}");
+        lab.config_map(json!({ "00_fleet.toml": blackhole("10.77.0.0/16") }));
+
+        // The API server is out of reach; the router restarts with nothing programmed.
+        sh("ip link set a0 down");
+        sh("ip route flush proto 190 table all");
+        sh("nft flush ruleset");
+        let d = d.start_again("k8s-config-kept-again", Default::default());
+        d.wait_ready();
+        wait_until("the kept fragment's route", STEP, || has_owned_route("10.77.0.0/16"));
+        let log = d.log();
+        assert!(log.contains("restored from") && log.contains("cluster-config.json"), "{log}");
+        let cm = config_map(&d);
+        assert_eq!(cm["state"], "listing", "{cm}");
+        assert_eq!(cm["inForce"], rv.as_str(), "{cm}");
+        assert_eq!(cm["confirmed"], rv.as_str(), "{cm}");
+        assert_eq!(cm["keys"], json!(["00_fleet.toml"]), "{cm}");
+
+        // The API server answers again with a version of the same fragments (written after
+        // the rollback): taken and confirmed as any new version, the route kept throughout.
+        sh("ip link set a0 up");
+        wait_config_map(&d, "the ConfigMap listed and confirmed", |c| {
+            c["state"] == "confirmed" && c["pending"].is_null() && c["offered"] == c["inForce"]
+        });
+        assert!(has_owned_route("10.77.0.0/16"));
     }
 }

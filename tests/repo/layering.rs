@@ -309,6 +309,10 @@ const ALLOWED: &[(&str, &str)] = &[
     // Router config from the cluster: its state (read by the reloads and the confirmer),
     // and the task that confirms it (which drives the confirmer).
     ("daemon::kubernetes", "daemon::cluster_config"),
+    // The confirmed version of the cluster's config, kept in the state directory.
+    ("daemon::kubernetes", "daemon::cluster_kept"),
+    ("daemon::cluster_config", "daemon::cluster_kept"),
+    ("daemon::cluster_kept", "daemon::includes"),
     ("daemon::kubernetes", "daemon::cluster_confirm"),
     ("daemon::kubernetes", "daemon::confirm"),
     ("daemon::cluster_confirm", "daemon::confirm"),
