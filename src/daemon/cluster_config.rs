@@ -82,6 +82,9 @@ struct State {
     /// The keys the fragments in force set where a local file set them (the local value
     /// stays).
     shadowed: Vec<String>,
+    /// The fragments in force were kept from before the start (until the ConfigMap is
+    /// listed, the Lease says so rather than "listing" alone).
+    restored: bool,
 }
 
 /// The fragments of one load: which, and whether they are a new version.
@@ -134,6 +137,7 @@ impl ClusterConfig {
             s.in_force = offer.clone();
             s.confirmed = offer;
             s.shadowed = shadowed;
+            s.restored = true;
         }
         self
     }
@@ -271,7 +275,9 @@ impl ClusterConfig {
                 in_force: s.in_force.version.clone(),
                 confirmed: s.confirmed.version.clone(),
             },
-            ("listing", _) => ConfigMapStatus::Listing,
+            ("listing", _) => ConfigMapStatus::Listing {
+                kept: s.restored.then(|| s.in_force.version.clone()),
+            },
             ("rejected", Some(r)) => ConfigMapStatus::Rejected {
                 version: r.version.clone(),
                 what: r.what.to_string(),
@@ -410,6 +416,7 @@ mod tests {
         assert_eq!(c.in_force()[0].text, "# seven\n");
         assert!(c.choose().new.is_none(), "nothing new before the listing");
         assert_eq!(c.healthz(SystemTime::now())["state"], "listing");
+        assert_eq!(c.lease_status().text(), "listing, in force 7 (kept)");
         assert!(
             !c.offer(offer("7", "# seven\n")),
             "the same version listed: no reload"
@@ -430,7 +437,7 @@ mod tests {
     fn a_new_version_is_tried_once_and_a_rollback_returns_to_the_confirmed_one() {
         let c = cluster();
         assert!(c.choose().new.is_none(), "nothing listed yet");
-        assert_eq!(c.lease_status(), ConfigMapStatus::Listing);
+        assert_eq!(c.lease_status(), ConfigMapStatus::Listing { kept: None });
         assert!(c.offer(offer("1", "# one\n")));
         let choice = c.choose();
         assert_eq!(choice.new.as_ref().unwrap().version, "1");

@@ -60,8 +60,13 @@ pub struct Loop {
 /// for its confirm, and the one refused or rolled back, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigMapStatus {
-    /// Not listed yet: the local files alone are in force.
-    Listing,
+    /// Not listed yet: the local files are in force, with the version confirmed before
+    /// the start when the state directory kept one.
+    Listing {
+        /// The version kept from before the start and in force (`None`: the local files
+        /// alone).
+        kept: Option<String>,
+    },
     /// The version in force is confirmed (its resourceVersion; empty: no such ConfigMap).
     Confirmed {
         /// The version in force.
@@ -99,7 +104,10 @@ impl ConfigMapStatus {
             }
         };
         let text = match self {
-            ConfigMapStatus::Listing => "listing".to_string(),
+            ConfigMapStatus::Listing { kept: None } => "listing".to_string(),
+            ConfigMapStatus::Listing { kept: Some(v) } => {
+                format!("listing, in force {} (kept)", rv(v))
+            }
             ConfigMapStatus::Confirmed { in_force } => format!("confirmed {}", rv(in_force)),
             ConfigMapStatus::Pending {
                 in_force,
@@ -270,7 +278,13 @@ mod tests {
             })["edgenetd.io/config-map"]
                 .clone()
         };
-        assert_eq!(with(ConfigMapStatus::Listing), "listing");
+        assert_eq!(with(ConfigMapStatus::Listing { kept: None }), "listing");
+        assert_eq!(
+            with(ConfigMapStatus::Listing {
+                kept: Some("48213".into())
+            }),
+            "listing, in force 48213 (kept)"
+        );
         let confirmed = ConfigMapStatus::Confirmed {
             in_force: "48213".into(),
         };
