@@ -186,16 +186,24 @@ touches any file."#,
         long: "--state-dir",
         value: Some("PATH"),
         help: &[
-            "(run) where the confirmed config is kept, the same way",
-            "[default: /var/lib/edgenetd], or /var/lib/edgenetd-[NETNS-]STEM-HASH",
+            "(run, explain) where the confirmed config is kept, the same way",
+            "[default: /var/lib/edgenetd], or /var/lib/edgenetd-[NETNS-]STEM-HASH;",
+            "explain reads the config_map version confirmed there",
         ],
-        man: r#".RB ( run )
+        man: r#".RB ( run ,
+.BR explain )
 Where the last confirmed configuration and a pending deadline are kept, derived the same
 way: default
 .I /var/lib/edgenetd
 for the packaged daemon,
 .I /var/lib/edgenetd\-[NETNS\-]STEM\-HASH
-for any other."#,
+for any other.
+.B explain
+reads the fragments of the
+.B [kubernetes] config_map
+version the daemon last confirmed there
+.RI ( cluster\-config.json )
+and evaluates them with the local files."#,
     },
     Flag {
         long: "--version",
@@ -504,6 +512,7 @@ pub const SYNOPSIS: &[Usage] = &[
             opt(&["--mark"]),
             opt(&["--at"]),
             opt(&["--cluster-state"]),
+            opt(&["--state-dir"]),
             opt(&["--json"]),
             opt(&["--netns", "--addresses", "--offline"]),
         ],

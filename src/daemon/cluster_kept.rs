@@ -14,60 +14,19 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use log::{info, warn};
-use serde::{Deserialize, Serialize};
 
 use crate::clock::rfc3339;
 use crate::config::DesiredState;
-use crate::config::fragments::{Fragment, load_with_fragments};
+use crate::config::fragments::load_with_fragments;
 use crate::config::kubernetes::ConfigMapRef;
 use crate::control::store::write_atomically;
 use crate::kubernetes::config_map::Offer;
+use crate::kubernetes::kept_config::{self, Kept};
 
-/// The file's name in the state directory.
-pub const FILE: &str = "cluster-config.json";
-
-/// The format written; a file of another format is not used.
-const FORMAT: u32 = 1;
-
-/// The file, as written.
-#[derive(Debug, Serialize, Deserialize)]
-struct Record {
-    /// [`FORMAT`].
-    format: u32,
-    /// `namespace/name` of the ConfigMap.
-    config_map: String,
-    /// The node the keys were taken for.
-    node: String,
-    /// The confirmed version's resourceVersion (empty: no such ConfigMap).
-    resource_version: String,
-    /// When it was confirmed (seconds since the epoch).
-    confirmed_unix: u64,
-    /// Its fragments, in merge order.
-    fragments: Vec<KeptFragment>,
-}
-
-/// One fragment, as written.
-#[derive(Debug, Serialize, Deserialize)]
-struct KeptFragment {
-    /// What it is shown as (`configmap:NS/NAME:KEY`).
-    name: String,
-    /// Its TOML text.
-    text: String,
-}
-
-/// A confirmed version read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Restored {
-    /// The version and its fragments.
-    pub offer: Offer,
-    /// When it was confirmed.
-    pub confirmed: SystemTime,
-    /// The file it came from.
-    pub path: PathBuf,
-}
+pub use crate::kubernetes::kept_config::FILE;
 
 /// Keeps the confirmed versions of one ConfigMap for one node in one state directory.
 #[derive(Debug)]
@@ -107,37 +66,23 @@ impl Keeper {
     /// on, and a restart without the API server then runs the version kept before.
     pub fn keep(self: &Arc<Self>, offer: &Offer, now: SystemTime) {
         let seq = self.next.fetch_add(1, Ordering::SeqCst) + 1;
-        let record = Record {
-            format: FORMAT,
-            config_map: self.config_map.to_string(),
-            node: self.node.clone(),
-            resource_version: offer.version.clone(),
-            confirmed_unix: now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs(),
-            fragments: offer
-                .fragments
-                .iter()
-                .map(|f| KeptFragment {
-                    name: f.name.clone(),
-                    text: f.text.clone(),
-                })
-                .collect(),
-        };
+        let bytes = kept_config::encode(&self.config_map, &self.node, offer, now);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("cluster-config".into())
-            .spawn(move || me.write(seq, &record));
+            .spawn(move || me.write(seq, &bytes));
         if let Err(e) = spawned {
             warn!("cannot start a thread to keep the confirmed config_map version: {e}");
         }
     }
 
     /// Writes keep number `seq` unless a later one was written already.
-    fn write(&self, seq: u64, record: &Record) {
+    fn write(&self, seq: u64, bytes: &[u8]) {
         let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
         if seq < *written {
             return;
         }
-        match self.write_now(record) {
+        match self.write_now(bytes) {
             Ok(()) => *written = seq,
             Err(e) => warn!(
                 "cannot keep the confirmed config_map version in {}: {e}; a restart without the API server runs the version kept before",
@@ -146,68 +91,19 @@ impl Keeper {
         }
     }
 
-    fn write_now(&self, record: &Record) -> io::Result<()> {
+    fn write_now(&self, bytes: &[u8]) -> io::Result<()> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let bytes = serde_json::to_vec(record)?;
-        write_atomically(&self.path, &bytes, 0o600)
+        write_atomically(&self.path, bytes, 0o600)
     }
 
     /// The version kept for this ConfigMap and node, if there is a usable one (a file that
     /// is not is named in a warning).
-    pub fn restore(&self) -> Option<Restored> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
-            Err(e) => {
-                warn!("{}: not used: {e}", self.path.display());
-                return None;
-            }
-        };
-        let record: Record = match serde_json::from_slice(&bytes) {
-            Ok(r) => r,
-            Err(e) => {
-                warn!(
-                    "{}: not used: not a kept config_map version: {e}",
-                    self.path.display()
-                );
-                return None;
-            }
-        };
-        let wanted = self.config_map.to_string();
-        let why = if record.format != FORMAT {
-            Some(format!("format {}, not {FORMAT}", record.format))
-        } else if record.config_map != wanted {
-            Some(format!(
-                "kept for configmap {}, not {wanted}",
-                record.config_map
-            ))
-        } else if record.node != self.node {
-            Some(format!("kept for node {}, not {}", record.node, self.node))
-        } else {
-            None
-        };
-        if let Some(why) = why {
+    pub fn restore(&self) -> Option<Kept> {
+        kept_config::read(&self.path, &self.config_map, &self.node).unwrap_or_else(|why| {
             warn!("{}: not used: {why}", self.path.display());
-            return None;
-        }
-        let confirmed = UNIX_EPOCH + Duration::from_secs(record.confirmed_unix);
-        Some(Restored {
-            offer: Offer {
-                version: record.resource_version,
-                fragments: record
-                    .fragments
-                    .into_iter()
-                    .map(|f| Fragment {
-                        name: f.name,
-                        text: f.text,
-                    })
-                    .collect(),
-                skipped: Vec::new(),
-            },
-            confirmed,
-            path: self.path.clone(),
+            None
         })
     }
 }
@@ -257,7 +153,7 @@ pub fn at_start(
         .and_then(|l| Ok((super::includes::vet(l.state)?, l.shadowed)));
     match loaded {
         Ok((state, shadowed)) => {
-            kept.log_in_force(config_map);
+            log_in_force(&kept, config_map);
             AtStart {
                 toml: Arc::new(state),
                 keeper,
@@ -283,26 +179,26 @@ pub fn at_start(
     }
 }
 
-impl Restored {
-    /// The log line of a start that runs it.
-    pub fn log_in_force(&self, source: &ConfigMapRef) {
-        info!(
-            "kubernetes config_map {source} at resourceVersion {}: {} fragment(s) restored from {} (confirmed {}) until the ConfigMap is listed",
-            if self.offer.version.is_empty() {
-                "(none)"
-            } else {
-                &self.offer.version
-            },
-            self.offer.fragments.len(),
-            self.path.display(),
-            rfc3339(self.confirmed)
-        );
-    }
+/// The log line of a start that runs `kept`.
+fn log_in_force(kept: &Kept, source: &ConfigMapRef) {
+    info!(
+        "kubernetes config_map {source} at resourceVersion {}: {} fragment(s) restored from {} (confirmed {}) until the ConfigMap is listed",
+        if kept.offer.version.is_empty() {
+            "(none)"
+        } else {
+            &kept.offer.version
+        },
+        kept.offer.fragments.len(),
+        kept.path.display(),
+        rfc3339(kept.confirmed)
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::fragments::Fragment;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn cm(name: &str) -> ConfigMapRef {
         ConfigMapRef {
@@ -368,14 +264,7 @@ mod tests {
     fn bug_a_late_thread_of_an_earlier_confirm_does_not_overwrite_a_later_one() {
         let dir = tempdir();
         let keeper = Keeper::new(&dir, cm("fleet"), "edge-1".into());
-        let record = |v: &str| Record {
-            format: FORMAT,
-            config_map: "kube-system/fleet".into(),
-            node: "edge-1".into(),
-            resource_version: v.into(),
-            confirmed_unix: 0,
-            fragments: Vec::new(),
-        };
+        let record = |v: &str| kept_config::encode(&cm("fleet"), "edge-1", &offer(v), UNIX_EPOCH);
         keeper.write(2, &record("new"));
         keeper.write(1, &record("old"));
         assert_eq!(keeper.restore().unwrap().offer.version, "new");

@@ -15,8 +15,11 @@
 //!   [`values`]: expressions and comparisons; [`route`]: the routing decision;
 //! - [`report`]: text and `--json`;
 //! - [`kernel`]: the router's own addresses, from the kernel where its interfaces exist.
+//! - [`cluster`]: the cluster state the daemon cached; [`config_map`]: the fragments of the
+//!   `[kubernetes] config_map` version it last confirmed.
 
 pub mod cluster;
+pub mod config_map;
 pub mod error;
 pub mod eval;
 #[cfg(test)]
@@ -203,6 +206,7 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let (desired, config_map) = config_map::load(desired, &q.config, &q.state_dir());
     let (desired, cluster) = match cluster::compose(desired, q.cluster_state.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -246,6 +250,9 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
             if let Some(c) = &cluster {
                 j["cluster"] = c.json();
             }
+            if let Some(c) = &config_map {
+                j["configMap"] = c.json();
+            }
             println!("{j}");
             ExitCode::SUCCESS
         }
@@ -255,6 +262,9 @@ pub fn main(args: &[String], default_config: &str, usage: &str) -> ExitCode {
             }
             println!("{}", source.line());
             if let Some(c) = &cluster {
+                println!("{}", c.line());
+            }
+            if let Some(c) = &config_map {
                 println!("{}", c.line());
             }
             print!("{}", report::human(&e, &q.packet));

@@ -35,6 +35,23 @@ pub struct Query {
     pub pods: PodEnds,
     /// `--cluster-state`: the cluster state to read instead of `[kubernetes] cache_file`.
     pub cluster_state: Option<PathBuf>,
+    /// `--state-dir`: where the daemon keeps the `config_map` version it confirmed, instead
+    /// of the directory derived from `--config` and `--netns` as the daemon derives it.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Query {
+    /// The state directory of the daemon this query is about: `--state-dir`, else the one a
+    /// daemon run with the same `--config` and `--netns` keeps.
+    pub fn state_dir(&self) -> PathBuf {
+        let netns = match &self.wanted {
+            Wanted::Kernel { netns } => netns.as_deref(),
+            Wanted::Given | Wanted::Offline => None,
+        };
+        self.state_dir.clone().unwrap_or_else(|| {
+            crate::control::instance::Instance::new(&self.config, netns).state_dir()
+        })
+    }
 }
 
 /// The ends of the packet named as pods (`namespace/name`).
@@ -248,6 +265,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
     let mut addrs = Addresses::default();
     let mut json = false;
     let mut cluster_state = None;
+    let mut state_dir = None;
     let (mut given, mut offline, mut netns) = (false, false, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -269,6 +287,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
             "--from-pod" => raw.pods.from = Some(pod_name(flag, &value()?)?),
             "--to-pod" => raw.pods.to = Some(pod_name(flag, &value()?)?),
             "--cluster-state" => cluster_state = Some(PathBuf::from(value()?)),
+            "--state-dir" => state_dir = Some(PathBuf::from(value()?)),
             "--sport" => raw.sport = Some(number(flag, &value()?)?),
             "--dport" => raw.dport = Some(number(flag, &value()?)?),
             "--proto" => raw.proto = Some(proto(&value()?)?),
@@ -313,6 +332,7 @@ pub fn parse(args: &[String], default_config: &str) -> Result<Query, String> {
         json,
         pods,
         cluster_state,
+        state_dir,
     })
 }
 

@@ -16,6 +16,8 @@
 //! - [`reached`]: whether the API server answered a request opened after a given time (what a
 //!   config from the cluster waits for to confirm itself).
 //! - [`config_map`]: the fragments of `[kubernetes] config_map` this node takes, by key.
+//! - [`kept_config`]: the file keeping the version last confirmed (read at a start without
+//!   the API server and by `explain`).
 //! - [`lease`]: status back to the cluster, a Lease per router renewed while every loop is
 //!   live (`[kubernetes] status_namespace`).
 
@@ -24,6 +26,7 @@ pub mod client;
 pub mod compose;
 pub mod config_map;
 pub mod freshness;
+pub mod kept_config;
 pub mod lease;
 pub mod objects;
 pub mod order;

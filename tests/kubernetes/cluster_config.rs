@@ -336,6 +336,57 @@ netns_test! {
     }
 }
 
+/// `edgenetd explain` evaluates the local files with the version `d` kept (`rv`: a blackhole
+/// route to 10.77.0.0/16), and the local files alone with no version kept.
+fn explain_takes_the_kept_version(d: &Daemon, rv: &str) {
+    let config = d.dir().config();
+    let explain = |state_dir: &std::path::Path, json: bool| {
+        let mut args = vec![
+            "explain".to_string(),
+            "--config".into(),
+            config.display().to_string(),
+            "--state-dir".into(),
+            state_dir.display().to_string(),
+            "--in".into(),
+            "a0".into(),
+            "--from".into(),
+            API.into(),
+            "--to".into(),
+            "10.77.1.1".into(),
+            "--proto".into(),
+            "tcp".into(),
+            "--dport".into(),
+            "80".into(),
+            "--addresses".into(),
+            "a0=10.0.9.1/24".into(),
+        ];
+        if json {
+            args.push("--json".into());
+        }
+        let out = common::bin::edgenetd(&args);
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        out.stdout
+    };
+    let kept = explain(&d.dir().join("state"), false);
+    assert!(
+        kept.contains(&format!("config map   {CM} version {rv} confirmed ")),
+        "{kept}"
+    );
+    let route = kept.lines().find(|l| l.starts_with("route")).unwrap_or("");
+    assert!(route.contains("blackhole 10.77.0.0/16"), "{kept}");
+    let j: Value = serde_json::from_str(&explain(&d.dir().join("state"), true)).unwrap();
+    assert_eq!(j["configMap"]["resourceVersion"], rv, "{j}");
+    assert_eq!(j["configMap"]["found"], true, "{j}");
+
+    let empty = ScratchDir::new("k8s-config-no-kept");
+    let alone = explain(empty.path(), false);
+    assert!(
+        alone.contains("no confirmed version kept") && alone.contains("the local files alone"),
+        "{alone}"
+    );
+    assert!(!alone.contains("blackhole"), "{alone}");
+}
+
 /// A blackhole route fragment: installed whether or not the API server is reachable.
 fn blackhole(to: &str) -> String {
     format!("[[route]]\nto = {to:?}\ntype = \"blackhole\"\n")
@@ -370,6 +421,7 @@ netns_test! {
         let on_disk = std::fs::read_to_string(&kept).unwrap();
         assert!(on_disk.contains(&format!("\"resource_version\":\"{rv}\"")), "{on_disk}");
         assert!(!on_disk.contains("fleet-cuts"), "{on_disk}");
+        explain_takes_the_kept_version(&d, &rv);
         lab.config_map(json!({ "00_fleet.toml": blackhole("10.77.0.0/16") }));
 
         // The API server is out of reach; the router restarts with nothing programmed.

@@ -36,8 +36,12 @@ const ALLOWED: &[(&str, &str)] = &[
     ("explain", "names"),
     // `explain --netns`: its reading thread enters the namespace.
     ("explain", "sys"),
-    // `explain` with the cluster state the daemon cached (feature `kubernetes`).
+    // `explain` with the cluster state the daemon cached (feature `kubernetes`), and the
+    // config_map version it kept, in the state directory the daemon derives (`control`) and
+    // with the time it was confirmed (`clock`).
     ("explain", "kubernetes"),
+    ("explain", "control"),
+    ("explain", "clock"),
     // Orchestration of `edgenetd run`: everything below it.
     ("daemon", "clock"),
     ("daemon", "config"),
