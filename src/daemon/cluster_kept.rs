@@ -198,14 +198,8 @@ fn log_in_force(kept: &Kept, source: &ConfigMapRef) {
 mod tests {
     use super::*;
     use crate::config::fragments::Fragment;
+    use crate::kubernetes::kept_config::tests::cm;
     use std::time::{Duration, UNIX_EPOCH};
-
-    fn cm(name: &str) -> ConfigMapRef {
-        ConfigMapRef {
-            namespace: "kube-system".into(),
-            name: name.into(),
-        }
-    }
 
     fn offer(version: &str) -> Offer {
         Offer {

@@ -136,8 +136,8 @@ pub fn load(
 mod tests {
     use super::*;
     use crate::config::fragments::Fragment;
-    use crate::config::kubernetes::ConfigMapRef;
     use crate::kubernetes::config_map::Offer;
+    use crate::kubernetes::kept_config::tests::cm;
     use crate::kubernetes::kept_config::{FILE, encode};
     use std::time::{Duration, UNIX_EPOCH};
 
@@ -152,10 +152,7 @@ mod tests {
             }],
             skipped: Vec::new(),
         };
-        let cm = ConfigMapRef {
-            namespace: "kube-system".into(),
-            name: "fleet".into(),
-        };
+        let cm = cm("fleet");
         let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         std::fs::write(dir.join(FILE), encode(&cm, node, &offer, at)).unwrap();
     }

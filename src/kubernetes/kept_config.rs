@@ -119,10 +119,11 @@ pub fn read(path: &Path, config_map: &ConfigMapRef, node: &str) -> Result<Option
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn cm(name: &str) -> ConfigMapRef {
+    /// `kube-system/NAME` (the tests of the keeper and of explain share it).
+    pub(crate) fn cm(name: &str) -> ConfigMapRef {
         ConfigMapRef {
             namespace: "kube-system".into(),
             name: name.into(),
