@@ -416,7 +416,42 @@ fn packet(raw: Raw) -> Result<Packet, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::at;
+    use super::{at, parse};
+    use crate::control::instance::Instance;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn the_state_dir_is_the_daemons_of_the_same_config_and_netns_unless_given() {
+        let args = |extra: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = [
+                "--config",
+                "/etc/edgenetd/r1.toml",
+                "--in",
+                "wan",
+                "--from",
+                "192.0.2.2",
+                "--to",
+                "192.0.2.1",
+                "--proto",
+                "tcp",
+                "--dport",
+                "22",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            a.extend(extra.iter().map(|s| s.to_string()));
+            a
+        };
+        let main = Path::new("/etc/edgenetd/r1.toml");
+        let q = parse(&args(&["--netns", "r1"]), "x").unwrap();
+        assert_eq!(q.state_dir(), Instance::new(main, Some("r1")).state_dir());
+        assert_ne!(q.state_dir(), Instance::new(main, None).state_dir());
+        let q = parse(&args(&["--offline"]), "x").unwrap();
+        assert_eq!(q.state_dir(), Instance::new(main, None).state_dir());
+        let q = parse(&args(&["--state-dir", "/srv/r1-state"]), "x").unwrap();
+        assert_eq!(q.state_dir(), PathBuf::from("/srv/r1-state"));
+    }
 
     #[test]
     fn at_reads_utc_with_a_z_and_refuses_what_is_no_time() {
