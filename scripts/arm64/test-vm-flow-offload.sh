@@ -39,7 +39,14 @@ cp "$bin" "$stage/edgenetd"
 rm -rf "$stage/deb"
 cat > "$stage/flow_tools.py" <<'PY'
 """Traffic for the flow offload test: a TCP sink and source, a UDP echo and source."""
-import socket, sys, time
+import os, socket, sys, time
+
+def publish(out, total):
+    # Written beside and renamed over: a reader never sees the file truncated and empty
+    # (a CI run's `cat` caught it between open("w") and write, and read "").
+    with open(out + ".tmp", "w") as f:
+        f.write(str(total))
+    os.replace(out + ".tmp", out)
 
 def tcp_sink(port, out):
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -52,8 +59,8 @@ def tcp_sink(port, out):
             break
         total += len(b)
         if time.time() - last > 0.2:
-            open(out, "w").write(str(total)); last = time.time()
-    open(out, "w").write(str(total))
+            publish(out, total); last = time.time()
+    publish(out, total)
 
 def tcp_source(host, port, seconds):
     c = socket.create_connection((host, port)); end = time.time() + seconds
