@@ -290,12 +290,7 @@ fn settings(
             (endpoint, server.path.clone())
         }
     };
-    let node_name = match &config.node_name {
-        Some(name) => name.clone(),
-        None => {
-            local::host_name().ok_or("node_name is not set and the host name cannot be read")?
-        }
-    };
+    let node_name = local::node_name(config.node_name.as_deref())?;
     Ok(Settings {
         endpoint,
         path_prefix,

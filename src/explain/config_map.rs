@@ -86,16 +86,18 @@ pub fn load(
     let Some(cm) = k8s.config_map.clone() else {
         return (desired, None);
     };
-    let node = k8s
-        .node_name
-        .clone()
-        .or_else(crate::kubernetes::watch::local::host_name)
-        .unwrap_or_default();
     let mut source = Source {
         name: cm.to_string(),
         path: state_dir.join(FILE),
         kept: None,
         not_used: None,
+    };
+    let node = match crate::kubernetes::watch::local::node_name(k8s.node_name.as_deref()) {
+        Ok(node) => node,
+        Err(why) => {
+            source.not_used = Some(why.to_string());
+            return (desired, Some(source));
+        }
     };
     let kept = match kept_config::read(&source.path, &cm, &node) {
         Ok(Some(kept)) => kept,

@@ -15,6 +15,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
+/// This node's name: `[kubernetes] node_name` when set, else the host name (the daemon and
+/// `explain` take it alike, so explain reads the keys the daemon kept for this node).
+pub fn node_name(configured: Option<&str>) -> Result<String, &'static str> {
+    match configured {
+        Some(name) => Ok(name.to_string()),
+        None => host_name().ok_or("node_name is not set and the host name cannot be read"),
+    }
+}
+
 /// The host name (`[kubernetes] node_name` absent = this), lowercased as Node names are.
 pub fn host_name() -> Option<String> {
     let text = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
